@@ -1,0 +1,235 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/turnpike-gateway/turnpike/accelerators"
+)
+
+// Engine flavours: whose metric names the engine exports.
+const (
+	FlavorVLLM   = "vllm"
+	FlavorSGLang = "sglang"
+)
+
+// Defaults applied by EnsureDefaults.
+const (
+	DefaultName                 = "sim"
+	DefaultFlavor               = FlavorVLLM
+	DefaultAccelerator          = "h100"
+	DefaultModel                = "llama-3.1-8b"
+	DefaultMaxNumSeqs           = 256
+	DefaultMaxBatchedTokens     = 8192
+	DefaultBlockSize            = 16
+	DefaultGPUMemoryUtilization = 0.9
+	DefaultMaxTokens            = 256
+	DefaultDropAfter            = 4
+	DefaultKVEventsTopic        = "kv-events"
+)
+
+// DefaultErrorStatuses is the status drawn by ErrorRate when
+// ErrorStatuses is empty.
+var DefaultErrorStatuses = []int{503}
+
+// Config describes one simulated engine. The zero value plus
+// EnsureDefaults is a vLLM serving llama-3.1-8b on an H100, instantly.
+type Config struct {
+	// Name identifies the engine in logs and its vLLM engine id. Default
+	// "sim".
+	Name string
+	// Flavor is "vllm" (default) or "sglang": the metric names exported.
+	Flavor string
+	// Accelerator is a catalog name (accelerators.AcceleratorNames).
+	// Default "h100".
+	Accelerator string
+	// Model is a catalog model profile name. Default "llama-3.1-8b".
+	Model string
+	// ServedModelName is the model id clients send and /v1/models lists.
+	// Default: Model.
+	ServedModelName string
+	// MaxModelLen caps prompt plus output tokens. 0 means the model
+	// profile's context length.
+	MaxModelLen int
+	// TimeScale is wall seconds per simulated second: 1 runs in real time,
+	// 0.1 ten times faster, 0 (the zero value) as fast as the CPU allows,
+	// for unit tests. Metrics always report simulated seconds.
+	TimeScale float64
+	// MaxNumSeqs is the most sequences running at once. Default 256.
+	MaxNumSeqs int
+	// MaxBatchedTokens is the token budget of one step (prefill chunks plus
+	// one token per decoding sequence). Default 8192.
+	MaxBatchedTokens int
+	// BlockSize is tokens per KV cache block. Default 16.
+	BlockSize int
+	// NumBlocks overrides the KV cache size in blocks. 0 means sized from
+	// the accelerator's HBM × GPUMemoryUtilization minus the weights.
+	NumBlocks int
+	// GPUMemoryUtilization is the fraction of HBM the engine may use
+	// (0, 1]. Default 0.9.
+	GPUMemoryUtilization float64
+	// DefaultMaxTokens is the output cap when a request sets none. Default
+	// 256.
+	DefaultMaxTokens int
+
+	// Fault injection, drawn per request from the engine's seeded random
+	// source; the x-sim-fault header forces one per request. All rates are
+	// in [0, 1]; 0 disables.
+
+	// ErrorRate is the fraction of requests answered with an error status
+	// drawn from ErrorStatuses (default [503]).
+	ErrorRate     float64
+	ErrorStatuses []int
+	// LatencyRate is the fraction of requests delayed by Latency (wall
+	// clock, not scaled) before they reach the engine.
+	LatencyRate float64
+	Latency     time.Duration
+	// HangRate is the fraction of requests that never answer until the
+	// client goes away.
+	HangRate float64
+	// DropRate is the fraction of streams cut abruptly after DropAfter
+	// chunks (default 4), with no [DONE].
+	DropRate  float64
+	DropAfter int
+
+	// KVEventsAddr, when set, is the ZMQ endpoint the engine binds a PUB
+	// socket on for vLLM KV events, e.g. "tcp://127.0.0.1:5557" (port 0
+	// picks a free one; see Engine.KVEventsAddr).
+	KVEventsAddr string
+	// KVEventsTopic is the first frame of every event message. Default
+	// "kv-events".
+	KVEventsTopic string
+	// Seed varies generated text and fault draws; engines with the same
+	// Seed answer the same prompt identically.
+	Seed uint64
+}
+
+// EnsureDefaults fills zero fields with their defaults and returns cfg.
+func (cfg *Config) EnsureDefaults() *Config {
+	if cfg.Name == "" {
+		cfg.Name = DefaultName
+	}
+	if cfg.Flavor == "" {
+		cfg.Flavor = DefaultFlavor
+	}
+	if cfg.Accelerator == "" {
+		cfg.Accelerator = DefaultAccelerator
+	}
+	if cfg.Model == "" {
+		cfg.Model = DefaultModel
+	}
+	if cfg.ServedModelName == "" {
+		cfg.ServedModelName = cfg.Model
+	}
+	if cfg.MaxNumSeqs == 0 {
+		cfg.MaxNumSeqs = DefaultMaxNumSeqs
+	}
+	if cfg.MaxBatchedTokens == 0 {
+		cfg.MaxBatchedTokens = DefaultMaxBatchedTokens
+	}
+	if cfg.BlockSize == 0 {
+		cfg.BlockSize = DefaultBlockSize
+	}
+	if cfg.GPUMemoryUtilization == 0 {
+		cfg.GPUMemoryUtilization = DefaultGPUMemoryUtilization
+	}
+	if cfg.DefaultMaxTokens == 0 {
+		cfg.DefaultMaxTokens = DefaultMaxTokens
+	}
+	if len(cfg.ErrorStatuses) == 0 {
+		cfg.ErrorStatuses = DefaultErrorStatuses
+	}
+	if cfg.DropAfter == 0 {
+		cfg.DropAfter = DefaultDropAfter
+	}
+	if cfg.KVEventsTopic == "" {
+		cfg.KVEventsTopic = DefaultKVEventsTopic
+	}
+	return cfg
+}
+
+// Validate reports every problem of cfg at once. Call it after
+// EnsureDefaults.
+func (cfg *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("sim: "+format, args...))
+	}
+	if cfg.Flavor != FlavorVLLM && cfg.Flavor != FlavorSGLang {
+		bad("flavor %q is not %q or %q", cfg.Flavor, FlavorVLLM, FlavorSGLang)
+	}
+	acc, accOK := accelerators.LookupAccelerator(cfg.Accelerator)
+	if !accOK {
+		bad("unknown accelerator %q (have %v)", cfg.Accelerator, accelerators.AcceleratorNames())
+	}
+	model, modelOK := accelerators.LookupModel(cfg.Model)
+	if !modelOK {
+		bad("unknown model %q (have %v)", cfg.Model, accelerators.ModelNames())
+	}
+	if cfg.TimeScale < 0 {
+		bad("time scale %v is negative", cfg.TimeScale)
+	}
+	if cfg.MaxNumSeqs < 1 {
+		bad("max num seqs %d < 1", cfg.MaxNumSeqs)
+	}
+	if cfg.BlockSize < 1 {
+		bad("block size %d < 1", cfg.BlockSize)
+	}
+	if cfg.MaxBatchedTokens < 1 {
+		bad("max batched tokens %d < 1", cfg.MaxBatchedTokens)
+	}
+	if cfg.MaxModelLen < 0 {
+		bad("max model len %d < 0", cfg.MaxModelLen)
+	}
+	if cfg.DefaultMaxTokens < 1 {
+		bad("default max tokens %d < 1", cfg.DefaultMaxTokens)
+	}
+	if cfg.GPUMemoryUtilization <= 0 || cfg.GPUMemoryUtilization > 1 {
+		bad("gpu memory utilization %v not in (0, 1]", cfg.GPUMemoryUtilization)
+	}
+	if cfg.NumBlocks < 0 {
+		bad("num blocks %d < 0", cfg.NumBlocks)
+	}
+	if cfg.NumBlocks == 0 && accOK && modelOK && cfg.BlockSize > 0 &&
+		accelerators.KVBlocks(acc, model, cfg.BlockSize, cfg.GPUMemoryUtilization) == 0 {
+		bad("model %s does not fit on %s at memory utilization %v", cfg.Model, cfg.Accelerator, cfg.GPUMemoryUtilization)
+	}
+	rates := []struct {
+		name string
+		rate float64
+	}{{"error", cfg.ErrorRate}, {"latency", cfg.LatencyRate}, {"hang", cfg.HangRate}, {"drop", cfg.DropRate}}
+	for _, r := range rates {
+		if r.rate < 0 || r.rate > 1 {
+			bad("%s rate %v not in [0, 1]", r.name, r.rate)
+		}
+	}
+	for _, s := range cfg.ErrorStatuses {
+		if s < 400 || s > 599 {
+			bad("error status %d is not a 4xx or 5xx", s)
+		}
+	}
+	if cfg.Latency < 0 {
+		bad("latency %v is negative", cfg.Latency)
+	}
+	if cfg.DropAfter < 0 {
+		bad("drop after %d chunks is negative", cfg.DropAfter)
+	}
+	return errors.Join(errs...)
+}
+
+// numBlocks is the KV cache size the config asks for.
+func (cfg *Config) numBlocks(acc accelerators.Accelerator, model accelerators.Model) int {
+	if cfg.NumBlocks > 0 {
+		return cfg.NumBlocks
+	}
+	return accelerators.KVBlocks(acc, model, cfg.BlockSize, cfg.GPUMemoryUtilization)
+}
+
+// maxModelLen is the context cap the engine enforces.
+func (cfg *Config) maxModelLen(model accelerators.Model) int {
+	if cfg.MaxModelLen > 0 {
+		return cfg.MaxModelLen
+	}
+	return model.ContextLength
+}

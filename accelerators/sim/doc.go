@@ -1,0 +1,53 @@
+// Package sim is a simulated LLM engine that behaves like vLLM (or SGLang)
+// wherever a router can see it: the OpenAI HTTP API, continuous batching,
+// a paged KV cache with prefix caching, Prometheus metrics, KV events and
+// faults. It is turnpike's embedded demo fleet, its test fixture and its
+// benchmark backend.
+//
+// # Overview
+//
+// An Engine (New, Config) models one replica of a model (an
+// accelerators.Model profile) on one accelerator (an
+// accelerators.Accelerator). Its KV cache holds accelerators.KVBlocks
+// blocks of 16 tokens unless Config.NumBlocks says otherwise. Each engine
+// step costs roofline time: accelerators.PrefillTime of the uncached
+// prompt tokens scheduled in it plus accelerators.DecodeStepTime of its
+// decoding batch and their contexts, slept for TimeScale × that long in
+// wall time. Metrics report simulated seconds, unscaled.
+//
+// Text is deterministic. Tokenize (4 bytes of UTF-8 a token) and
+// RenderChat (the chat template) are documented rules that the gateway
+// replicates to predict cache hits; BlockHash chains full blocks the way
+// KV events report them. Answers are words drawn from the prompt's hash,
+// exactly 4 bytes a token, so a follow-up turn that carries the answer
+// hits the blocks the answer filled. Tool-call answers are deterministic
+// too. Faults are injected by rate (Config) or per request with the
+// x-sim-fault header (FaultHeader: error=CODE, latency=DUR, hang,
+// drop-after=N). StartFleet runs several engines on their own listeners.
+//
+// # Concurrency model
+//
+// Each engine runs one loop goroutine that owns the scheduler, the KV
+// cache and the event log; nothing in them is locked. HTTP handlers run on
+// their own goroutines: they decode, render, tokenize and plan the output
+// of a request, then hand the sequence to the loop through a mutex-guarded
+// inbox. The loop reports progress through the sequence's atomics and a
+// one-slot notify channel, so it never blocks on a slow client. Metrics are
+// written by the loop and read by scrapes through the client library's
+// own synchronisation; Stats is a mutex-guarded snapshot.
+//
+// # Request lifecycle and ownership
+//
+// A handler draws the request's fault, validates it (model, max_model_len,
+// KV capacity) and builds its sequence; until submit the handler owns it.
+// Submit queues it; the loop enqueues it at the next step boundary and
+// admits it first come, first served once the token budget, MaxNumSeqs and
+// free blocks allow, taking references on the cached blocks of its prefix
+// (those are its cached_tokens). Prefill proceeds in chunks; each step that
+// completes the sequence's context samples one token, which the handler
+// streams. When the KV cache cannot grow, the newest running sequence is
+// preempted and recomputed later, mostly from the cache. The loop ends the
+// sequence exactly once, with finish: success, the client gone (the handler
+// marked it cancelled), or the engine closed. Its blocks return to the
+// cache, unreferenced, and leave only by LRU eviction.
+package sim

@@ -1,0 +1,179 @@
+package sim
+
+// kvCache is the paged KV cache with prefix caching, modelled on vLLM's
+// block pool: fixed-size blocks, full blocks keyed by their chained
+// BlockHash, reference counts while sequences use them, and LRU eviction
+// of cached blocks no sequence references. It is owned by the engine loop
+// and never locked.
+type kvCache struct {
+	blockSize int
+	blocks    []kvBlock
+	// free holds blocks that carry no cached content, used first.
+	free []int32
+	// byHash finds a cached block by its hash.
+	byHash map[uint64]int32
+	// The LRU list holds cached blocks with ref 0, least recent at head.
+	lruHead, lruTail int32
+	lruLen           int
+	// used counts blocks with ref > 0 (vLLM's KV cache usage).
+	used int
+	// events, when not nil, records stores and removals for publishing.
+	events *eventLog
+}
+
+type kvBlock struct {
+	hash       uint64
+	ref        int32
+	prev, next int32 // LRU links, -1 at the ends
+	cached     bool  // hash is valid and byHash points here
+	inLRU      bool
+}
+
+const noBlock = -1
+
+func newKVCache(numBlocks, blockSize int, events *eventLog) *kvCache {
+	c := &kvCache{
+		blockSize: blockSize,
+		blocks:    make([]kvBlock, numBlocks),
+		free:      make([]int32, numBlocks),
+		byHash:    make(map[uint64]int32, numBlocks),
+		lruHead:   noBlock,
+		lruTail:   noBlock,
+		events:    events,
+	}
+	for i := range c.free {
+		// Pop from the end hands out block 0 first.
+		c.free[i] = int32(numBlocks - 1 - i)
+		c.blocks[i].prev, c.blocks[i].next = noBlock, noBlock
+	}
+	return c
+}
+
+// available is how many blocks can be allocated now, evicting if needed.
+func (c *kvCache) available() int { return len(c.free) + c.lruLen }
+
+// usage is the fraction of blocks referenced by running sequences.
+func (c *kvCache) usage() float64 {
+	if len(c.blocks) == 0 {
+		return 0
+	}
+	return float64(c.used) / float64(len(c.blocks))
+}
+
+// alloc takes a free block, or evicts the least recently used cached one.
+// The caller has checked available.
+func (c *kvCache) alloc() int32 {
+	var id int32
+	if n := len(c.free); n > 0 {
+		id = c.free[n-1]
+		c.free = c.free[:n-1]
+	} else {
+		id = c.lruHead
+		if id == noBlock {
+			panic("sim: kv cache alloc with no available block")
+		}
+		c.lruRemove(id)
+		b := &c.blocks[id]
+		delete(c.byHash, b.hash)
+		b.cached = false
+		c.events.removed(b.hash)
+	}
+	c.blocks[id].ref = 1
+	c.used++
+	return id
+}
+
+// touch takes a reference on a cached block found by a prefix lookup.
+func (c *kvCache) touch(id int32) {
+	b := &c.blocks[id]
+	if b.inLRU {
+		c.lruRemove(id)
+	}
+	if b.ref == 0 {
+		c.used++
+	}
+	b.ref++
+}
+
+// release drops a reference. A block nobody references goes to the LRU
+// tail if it holds cached content, otherwise back to the free list.
+func (c *kvCache) release(id int32) {
+	b := &c.blocks[id]
+	b.ref--
+	switch {
+	case b.ref > 0:
+		return
+	case b.ref < 0:
+		panic("sim: kv block released more often than taken")
+	}
+	c.used--
+	if b.cached {
+		c.lruPush(id)
+	} else {
+		c.free = append(c.free, id)
+	}
+}
+
+// store makes a full block findable by hash. It reports false when another
+// block already holds the same content (two sequences computed the same
+// prefix at once); the duplicate stays uncached, as in vLLM.
+func (c *kvCache) store(id int32, hash uint64) bool {
+	if _, dup := c.byHash[hash]; dup {
+		return false
+	}
+	b := &c.blocks[id]
+	b.hash, b.cached = hash, true
+	c.byHash[hash] = id
+	return true
+}
+
+// lookup returns the cached block holding hash.
+func (c *kvCache) lookup(hash uint64) (int32, bool) {
+	id, ok := c.byHash[hash]
+	return id, ok
+}
+
+// evictUnreferenced drops every cached block no sequence references (a
+// prefix cache reset) and reports whether the whole cache is now empty.
+func (c *kvCache) evictUnreferenced() (all bool) {
+	for c.lruHead != noBlock {
+		id := c.lruHead
+		c.lruRemove(id)
+		b := &c.blocks[id]
+		delete(c.byHash, b.hash)
+		b.cached = false
+		c.free = append(c.free, id)
+		if c.used > 0 {
+			c.events.removed(b.hash)
+		}
+	}
+	return c.used == 0
+}
+
+func (c *kvCache) lruPush(id int32) {
+	b := &c.blocks[id]
+	b.prev, b.next, b.inLRU = c.lruTail, noBlock, true
+	if c.lruTail != noBlock {
+		c.blocks[c.lruTail].next = id
+	} else {
+		c.lruHead = id
+	}
+	c.lruTail = id
+	c.lruLen++
+}
+
+func (c *kvCache) lruRemove(id int32) {
+	b := &c.blocks[id]
+	if b.prev != noBlock {
+		c.blocks[b.prev].next = b.next
+	} else {
+		c.lruHead = b.next
+	}
+	if b.next != noBlock {
+		c.blocks[b.next].prev = b.prev
+	} else {
+		c.lruTail = b.prev
+	}
+	b.prev, b.next, b.inLRU = noBlock, noBlock, false
+	c.lruLen--
+}

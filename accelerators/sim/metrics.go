@@ -1,0 +1,135 @@
+package sim
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Histogram buckets, vLLM's.
+var (
+	ttftBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+		1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
+	itlBuckets = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
+		1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
+	e2eBuckets = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0,
+		40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
+)
+
+// metricNames maps the engine's series to one flavour's names. An empty
+// name is a series the flavour does not export.
+type metricNames struct {
+	running, waiting, usage, cacheInfo string
+	prefixQueries, prefixHits, hitRate string
+	promptTokens, generationTokens     string
+	ttft, itl, e2e                     string
+}
+
+var flavorMetrics = map[string]metricNames{
+	FlavorVLLM: {
+		running:          "vllm:num_requests_running",
+		waiting:          "vllm:num_requests_waiting",
+		usage:            "vllm:kv_cache_usage_perc",
+		cacheInfo:        "vllm:cache_config_info",
+		prefixQueries:    "vllm:prefix_cache_queries_total",
+		prefixHits:       "vllm:prefix_cache_hits_total",
+		promptTokens:     "vllm:prompt_tokens_total",
+		generationTokens: "vllm:generation_tokens_total",
+		ttft:             "vllm:time_to_first_token_seconds",
+		itl:              "vllm:inter_token_latency_seconds",
+		e2e:              "vllm:e2e_request_latency_seconds",
+	},
+	FlavorSGLang: {
+		running:          "sglang:num_running_reqs",
+		waiting:          "sglang:num_queue_reqs",
+		usage:            "sglang:token_usage",
+		cacheInfo:        "sglang:cache_config_info",
+		hitRate:          "sglang:cache_hit_rate",
+		promptTokens:     "sglang:prompt_tokens_total",
+		generationTokens: "sglang:generation_tokens_total",
+		ttft:             "sglang:time_to_first_token_seconds",
+		itl:              "sglang:inter_token_latency_seconds",
+		e2e:              "sglang:e2e_request_latency_seconds",
+	},
+}
+
+// metrics is an engine's Prometheus series, in a registry of its own so
+// that many engines live in one process. Every latency is in simulated
+// seconds: what the modelled hardware would take, not the scaled wall
+// time. The engine loop writes them; scrapes read them concurrently (the
+// client library's types are safe for that).
+type metrics struct {
+	reg *prometheus.Registry
+
+	running, waiting, usage prometheus.Gauge
+	hitRate                 prometheus.Gauge // nil unless sglang
+	prefixQueries           prometheus.Counter
+	prefixHits              prometheus.Counter
+	promptTokens            prometheus.Counter
+	generationTokens        prometheus.Counter
+	ttft, itl, e2e          prometheus.Observer
+
+	// Totals behind the sglang hit rate, owned by the engine loop.
+	queried, hit float64
+}
+
+func newMetrics(flavor, model string, blockSize, numBlocks int) *metrics {
+	n := flavorMetrics[flavor]
+	m := &metrics{reg: prometheus.NewRegistry()}
+	labels := prometheus.Labels{"model_name": model}
+	gauge := func(name, help string) prometheus.Gauge {
+		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels})
+		m.reg.MustRegister(g)
+		return g
+	}
+	counter := func(name, help string) prometheus.Counter {
+		if name == "" {
+			// A series the flavour does not export still counts, unregistered.
+			return prometheus.NewCounter(prometheus.CounterOpts{Name: "unexported"})
+		}
+		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels})
+		m.reg.MustRegister(c)
+		return c
+	}
+	hist := func(name, help string, buckets []float64) prometheus.Observer {
+		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets, ConstLabels: labels})
+		m.reg.MustRegister(h)
+		return h
+	}
+	m.running = gauge(n.running, "Number of requests in model execution batches.")
+	m.waiting = gauge(n.waiting, "Number of requests waiting to be processed.")
+	m.usage = gauge(n.usage, "KV cache usage, 1 means 100 percent.")
+	if n.hitRate != "" {
+		m.hitRate = gauge(n.hitRate, "Prefix cache hit rate, cached over prompt tokens.")
+	}
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: n.cacheInfo,
+		Help: "Information of the KV cache configuration.",
+		ConstLabels: prometheus.Labels{
+			"block_size":     strconv.Itoa(blockSize),
+			"num_gpu_blocks": strconv.Itoa(numBlocks),
+		},
+	})
+	info.Set(1)
+	m.reg.MustRegister(info)
+	m.prefixQueries = counter(n.prefixQueries, "Prefix cache queries, in tokens.")
+	m.prefixHits = counter(n.prefixHits, "Prefix cache hits, in tokens.")
+	m.promptTokens = counter(n.promptTokens, "Number of prefill tokens processed.")
+	m.generationTokens = counter(n.generationTokens, "Number of generation tokens processed.")
+	m.ttft = hist(n.ttft, "Histogram of time to first token in seconds.", ttftBuckets)
+	m.itl = hist(n.itl, "Histogram of inter-token latency in seconds.", itlBuckets)
+	m.e2e = hist(n.e2e, "Histogram of end to end request latency in seconds.", e2eBuckets)
+	return m
+}
+
+// admitted counts a request's prompt against the prefix cache.
+func (m *metrics) admitted(promptTokens, cachedTokens int) {
+	m.prefixQueries.Add(float64(promptTokens))
+	m.prefixHits.Add(float64(cachedTokens))
+	m.promptTokens.Add(float64(promptTokens))
+	m.queried += float64(promptTokens)
+	m.hit += float64(cachedTokens)
+	if m.hitRate != nil && m.queried > 0 {
+		m.hitRate.Set(m.hit / m.queried)
+	}
+}

@@ -1,0 +1,287 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/turnpike-gateway/turnpike/accelerators"
+)
+
+// scheduler is the engine's continuous-batching core, after vLLM's v1
+// scheduler: each step it gives every running sequence its next tokens
+// (one when decoding, a chunk when prefilling), preempting the newest
+// running sequences when the KV cache cannot grow, then admits waiting
+// sequences first come, first served while the token budget, the sequence
+// cap and the cache allow. It has no goroutine and no locks: the engine
+// loop calls schedule, sleeps the step's duration, then apply.
+type scheduler struct {
+	acc        accelerators.Accelerator
+	model      accelerators.Model
+	blockSize  int
+	maxSeqs    int
+	maxBatched int
+
+	kv      *kvCache
+	metrics *metrics
+
+	waiting []*sequence
+	running []*sequence
+	// batch is the current step's work, reused between steps.
+	batch []scheduled
+	// hits is admit's scratch list of cached blocks found.
+	hits []int32
+	// clock is simulated time: the sum of step durations plus idle time.
+	clock time.Duration
+}
+
+// scheduled is one sequence's share of a step: n tokens to compute.
+type scheduled struct {
+	q *sequence
+	n int
+}
+
+func newScheduler(cfg *Config, acc accelerators.Accelerator, model accelerators.Model, kv *kvCache, m *metrics) *scheduler {
+	return &scheduler{
+		acc:        acc,
+		model:      model,
+		blockSize:  cfg.BlockSize,
+		maxSeqs:    cfg.MaxNumSeqs,
+		maxBatched: cfg.MaxBatchedTokens,
+		kv:         kv,
+		metrics:    m,
+	}
+}
+
+// enqueue queues a new sequence at the current simulated time.
+func (s *scheduler) enqueue(q *sequence) {
+	q.arrival = s.clock
+	s.waiting = append(s.waiting, q)
+}
+
+// schedule plans the next step and returns its simulated duration. An
+// empty batch means there is nothing to run.
+func (s *scheduler) schedule() time.Duration {
+	s.batch = s.batch[:0]
+	s.dropCancelled()
+	budget := s.maxBatched
+	preempted := false
+	for i := 0; i < len(s.running) && budget > 0; i++ {
+		q := s.running[i]
+		n := min(q.numTokens()-q.computed, budget)
+		for !s.growBlocks(q, q.computed+n) {
+			// Out of blocks: preempt the newest running sequence (it may be
+			// q itself) and recompute it later, as vLLM does.
+			victim := s.running[len(s.running)-1]
+			s.running = s.running[:len(s.running)-1]
+			s.preempt(victim)
+			preempted = true
+			if victim == q {
+				n = 0
+				break
+			}
+		}
+		if n == 0 {
+			break
+		}
+		s.batch = append(s.batch, scheduled{q, n})
+		budget -= n
+	}
+	// A step that preempted has no room to admit anyone.
+	for !preempted && len(s.waiting) > 0 && len(s.running) < s.maxSeqs && budget > 0 {
+		if !s.admit(s.waiting[0], &budget) {
+			break // the head waits for blocks; FCFS keeps the rest behind it
+		}
+		// Pop by copying so the queue's array is reused, not leaked.
+		n := copy(s.waiting, s.waiting[1:])
+		s.waiting[n] = nil
+		s.waiting = s.waiting[:n]
+	}
+	return s.stepTime()
+}
+
+// admit starts q if the cache can hold its first chunk after the prefix
+// hit, and schedules that chunk.
+func (s *scheduler) admit(q *sequence, budget *int) bool {
+	bs := s.blockSize
+	// Never hit the whole sequence: its last token must be computed to
+	// sample the next one.
+	maxHit := min(q.completeTokens(), q.numTokens()-1) / bs
+	s.hits = s.hits[:0]
+	idle := 0
+	for i := range maxHit {
+		id, ok := s.kv.lookup(q.hashAt(i, bs))
+		if !ok {
+			break
+		}
+		s.hits = append(s.hits, id)
+		if s.kv.blocks[id].ref == 0 {
+			idle++ // counted in available, but will not be free to take
+		}
+	}
+	hits := len(s.hits)
+	computed := hits * bs
+	n := min(q.numTokens()-computed, *budget)
+	need := ceilDiv(computed+n, bs) - hits
+	if need > s.kv.available()-idle {
+		return false
+	}
+	for _, id := range s.hits {
+		s.kv.touch(id)
+		q.blocks = append(q.blocks, id)
+	}
+	q.stored = hits
+	q.computed = computed
+	s.growBlocks(q, computed+n)
+	if !q.admitted {
+		q.admitted = true
+		q.cachedTokens = computed
+		s.metrics.admitted(q.promptTokens, computed)
+	}
+	s.running = append(s.running, q)
+	s.batch = append(s.batch, scheduled{q, n})
+	*budget -= n
+	return true
+}
+
+// growBlocks gives q blocks for its first tokens tokens, or reports false
+// and takes none when the cache cannot.
+func (s *scheduler) growBlocks(q *sequence, tokens int) bool {
+	need := ceilDiv(tokens, s.blockSize) - len(q.blocks)
+	if need <= 0 {
+		return true
+	}
+	if need > s.kv.available() {
+		return false
+	}
+	for range need {
+		q.blocks = append(q.blocks, s.kv.alloc())
+	}
+	return true
+}
+
+// stepTime is the roofline duration of the planned batch: prefill of the
+// chunks' tokens (compute-bound) plus one decode step over the decoding
+// sequences and their whole contexts (bandwidth-bound).
+func (s *scheduler) stepTime() time.Duration {
+	var prefill, batch, context int
+	for _, b := range s.batch {
+		if b.n == 1 && b.q.generated > 0 && b.q.computed == b.q.numTokens()-1 {
+			batch++
+			context += b.q.numTokens()
+		} else {
+			prefill += b.n
+		}
+	}
+	return accelerators.PrefillTime(s.acc, s.model, prefill) +
+		accelerators.DecodeStepTime(s.acc, s.model, batch, context)
+}
+
+// apply completes the planned step, which took dur: KV is computed for the
+// scheduled tokens, full blocks enter the prefix cache, each sequence that
+// caught up samples one token, and finished sequences leave.
+func (s *scheduler) apply(dur time.Duration) {
+	s.clock += dur
+	now := s.clock
+	sampled := 0
+	finished := false
+	for _, b := range s.batch {
+		q := b.q
+		q.computed += b.n
+		s.store(q)
+		if q.computed < q.numTokens() {
+			continue // a prefill chunk; the rest comes next step
+		}
+		q.generated++
+		sampled++
+		if q.generated == 1 {
+			q.firstToken = now
+			s.metrics.ttft.Observe((now - q.arrival).Seconds())
+		} else {
+			s.metrics.itl.Observe((now - q.lastToken).Seconds())
+		}
+		q.lastToken = now
+		q.produced.Store(int32(q.generated))
+		if q.generated >= q.out.tokens {
+			s.store(q)
+			s.freeBlocks(q)
+			s.metrics.e2e.Observe((now - q.arrival).Seconds())
+			q.finish(nil)
+			finished = true
+			continue
+		}
+		q.signal()
+	}
+	if sampled > 0 {
+		s.metrics.generationTokens.Add(float64(sampled))
+	}
+	if finished {
+		s.running = compact(s.running, func(q *sequence) bool { return !q.done.Load() })
+	}
+}
+
+// store puts q's full, complete, computed blocks in the prefix cache.
+func (s *scheduler) store(q *sequence) {
+	bs := s.blockSize
+	full := min(q.computed, q.completeTokens()) / bs
+	for ; q.stored < full; q.stored++ {
+		i := q.stored
+		h := q.hashAt(i, bs)
+		if s.kv.store(q.blocks[i], h) {
+			var parent uint64
+			if i > 0 {
+				parent = q.hashes[i-1]
+			}
+			s.kv.events.stored(h, parent, i > 0, q.tokens[i*bs:(i+1)*bs])
+		}
+	}
+}
+
+// freeBlocks returns q's blocks, last first, so that the LRU evicts a
+// sequence's tail before its shared head.
+func (s *scheduler) freeBlocks(q *sequence) {
+	for i := len(q.blocks) - 1; i >= 0; i-- {
+		s.kv.release(q.blocks[i])
+	}
+	q.blocks = q.blocks[:0]
+	q.stored = 0
+}
+
+// preempt frees a running sequence's blocks and puts it back at the head
+// of the queue; it will be recomputed, mostly from the prefix cache.
+func (s *scheduler) preempt(q *sequence) {
+	s.freeBlocks(q)
+	q.computed = 0
+	s.waiting = append(s.waiting, nil)
+	copy(s.waiting[1:], s.waiting)
+	s.waiting[0] = q
+}
+
+// dropCancelled removes sequences whose client went away.
+func (s *scheduler) dropCancelled() {
+	keep := func(q *sequence) bool {
+		if !q.cancelled.Load() {
+			return true
+		}
+		s.freeBlocks(q)
+		q.finish(errCancelled)
+		return false
+	}
+	s.waiting = compact(s.waiting, keep)
+	s.running = compact(s.running, keep)
+}
+
+// busy reports whether any sequence is queued or running.
+func (s *scheduler) busy() bool { return len(s.waiting)+len(s.running) > 0 }
+
+// compact keeps the elements for which keep is true, in order, in place.
+func compact(qs []*sequence, keep func(*sequence) bool) []*sequence {
+	out := qs[:0]
+	for _, q := range qs {
+		if keep(q) {
+			out = append(out, q)
+		}
+	}
+	clear(qs[len(out):])
+	return out
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -1,0 +1,334 @@
+package sim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// maxBodyBytes bounds a request body.
+const maxBodyBytes = 32 << 20
+
+// Handler is the engine's HTTP API, vLLM's where a router can see it:
+//
+//	POST /v1/chat/completions   OpenAI chat, streamed or not, with tools
+//	POST /v1/completions        OpenAI completions, streamed or not
+//	GET  /v1/models             the served model, with max_model_len
+//	GET  /health                200, or 503 after SetHealthy(false)
+//	POST /tokenize              vLLM's {"model","prompt"|"messages"}
+//	GET  /metrics               Prometheus text, this engine's registry
+//	POST /reset_prefix_cache    ResetPrefixCache
+func (e *Engine) Handler() http.Handler { return e.handler }
+
+func (e *Engine) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", e.handleChat)
+	mux.HandleFunc("POST /v1/completions", e.handleCompletion)
+	mux.HandleFunc("GET /v1/models", e.handleModels)
+	mux.HandleFunc("GET /health", e.handleHealth)
+	mux.HandleFunc("POST /tokenize", e.handleTokenize)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(e.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("POST /reset_prefix_cache", func(w http.ResponseWriter, r *http.Request) {
+		if err := e.ResetPrefixCache(r.Context()); err != nil {
+			writeError(w, http.StatusServiceUnavailable, err.Error(), "")
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	return mux
+}
+
+// genRequest is what the chat and completion endpoints have in common once
+// decoded.
+type genRequest struct {
+	chat         bool
+	model        string
+	prompt       string
+	maxTokens    *int
+	ignoreEOS    bool
+	stream       bool
+	includeUsage bool
+	tool         *toolSpec
+}
+
+func (e *Engine) handleChat(w http.ResponseWriter, r *http.Request) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	req, err := DecodeChatRequest(body)
+	if err != nil {
+		writeRequestError(w, err)
+		return
+	}
+	tool, err := chooseTool(req)
+	if err != nil {
+		writeRequestError(w, err)
+		return
+	}
+	maxTokens := req.MaxCompletionTokens
+	if maxTokens == nil {
+		maxTokens = req.MaxTokens
+	}
+	e.generate(w, r, genRequest{
+		chat:         true,
+		model:        req.Model,
+		prompt:       RenderChat(req.Messages, req.Tools),
+		maxTokens:    maxTokens,
+		ignoreEOS:    req.IgnoreEOS,
+		stream:       req.Stream,
+		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
+		tool:         tool,
+	})
+}
+
+func (e *Engine) handleCompletion(w http.ResponseWriter, r *http.Request) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	req, prompt, err := DecodeCompletionRequest(body)
+	if err != nil {
+		writeRequestError(w, err)
+		return
+	}
+	e.generate(w, r, genRequest{
+		model:        req.Model,
+		prompt:       prompt,
+		maxTokens:    req.MaxTokens,
+		ignoreEOS:    req.IgnoreEOS,
+		stream:       req.Stream,
+		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
+	})
+}
+
+// generate runs one request through faults, validation and the engine,
+// and writes its answer. The handler owns the sequence until submit, then
+// shares it with the engine loop; if the client leaves first, the handler
+// marks it cancelled and the loop frees it at its next step.
+func (e *Engine) generate(w http.ResponseWriter, r *http.Request, g genRequest) {
+	ctx := r.Context()
+	f, err := e.drawFault(r.Header.Get(FaultHeader))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), "")
+		return
+	}
+	if f.latency > 0 {
+		t := time.NewTimer(f.latency)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+	if f.hang {
+		<-ctx.Done()
+		return
+	}
+	if f.status != 0 {
+		writeError(w, f.status, fmt.Sprintf("injected fault: status %d", f.status), "")
+		return
+	}
+	if !e.modelOK(w, g.model) {
+		return
+	}
+	promptTokens := CountTokens(g.prompt)
+	maxTokens, err := e.maxTokens(promptTokens, g.maxTokens)
+	if err != nil {
+		writeRequestError(w, err)
+		return
+	}
+	seed := xxhash.Sum64String(g.prompt) ^ (e.cfg.Seed * 0x9e3779b97f4a7c15)
+	var out output
+	if g.tool != nil {
+		out = planToolCall(seed, g.tool, maxTokens)
+	} else {
+		out = planText(seed, maxTokens, g.ignoreEOS)
+	}
+	if need := ceilDiv(promptTokens+out.tokens, e.cfg.BlockSize); need > e.numBlocks {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(
+			"request needs %d KV cache blocks (%d prompt + %d output tokens) but the engine has %d blocks of %d tokens",
+			need, promptTokens, out.tokens, e.numBlocks, e.cfg.BlockSize), "messages")
+		return
+	}
+	q := newSequence(e.nextID.Add(1), g.prompt, out)
+	if err := e.submit(q); err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error(), "")
+		return
+	}
+	defer func() {
+		if !q.done.Load() {
+			q.cancelled.Store(true)
+		}
+	}()
+	a := answer{e: e, g: &g, q: q, created: time.Now().Unix()}
+	a.id = e.responseID(g.chat, q.id)
+	if g.stream {
+		a.stream(w, ctx, f.dropAfter)
+		return
+	}
+	if !a.wait(ctx, nil) {
+		return
+	}
+	if q.err != nil {
+		writeError(w, http.StatusServiceUnavailable, q.err.Error(), "")
+		return
+	}
+	if f.dropAfter >= 0 {
+		panic(http.ErrAbortHandler)
+	}
+	writeJSON(w, http.StatusOK, a.whole())
+}
+
+// maxTokens resolves the output cap and checks it against max_model_len,
+// with vLLM's messages.
+func (e *Engine) maxTokens(promptTokens int, asked *int) (int, error) {
+	if asked == nil {
+		room := e.maxModelLen - promptTokens
+		if room < 1 {
+			return 0, &paramError{param: "messages", msg: fmt.Sprintf(
+				"This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.",
+				e.maxModelLen, promptTokens)}
+		}
+		return min(e.cfg.DefaultMaxTokens, room), nil
+	}
+	if *asked < 1 {
+		return 0, &paramError{param: "max_tokens", msg: fmt.Sprintf("max_tokens must be at least 1, got %d.", *asked)}
+	}
+	if promptTokens+*asked > e.maxModelLen {
+		return 0, &paramError{param: "max_tokens", msg: fmt.Sprintf(
+			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+			e.maxModelLen, promptTokens+*asked, promptTokens, *asked)}
+	}
+	return *asked, nil
+}
+
+func (e *Engine) modelOK(w http.ResponseWriter, model string) bool {
+	if model == "" || model == e.cfg.ServedModelName {
+		return true
+	}
+	writeError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", model), "model")
+	return false
+}
+
+func (e *Engine) responseID(chat bool, id uint64) string {
+	prefix := "cmpl-"
+	if chat {
+		prefix = "chatcmpl-"
+	}
+	return prefix + e.cfg.Name + "-" + strconv.FormatUint(id, 10)
+}
+
+func (e *Engine) handleModels(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, modelList{Object: "list", Data: []modelCard{{
+		ID:          e.cfg.ServedModelName,
+		Object:      "model",
+		Created:     e.created,
+		OwnedBy:     e.cfg.Flavor,
+		Root:        e.cfg.Model,
+		MaxModelLen: e.maxModelLen,
+	}}})
+}
+
+func (e *Engine) handleHealth(w http.ResponseWriter, r *http.Request) {
+	if !e.healthy.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (e *Engine) handleTokenize(w http.ResponseWriter, r *http.Request) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var req TokenizeRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error(), "")
+		return
+	}
+	if !e.modelOK(w, req.Model) {
+		return
+	}
+	var text string
+	switch {
+	case req.Prompt != nil:
+		text = *req.Prompt
+	case len(req.Messages) > 0:
+		text = RenderChat(req.Messages, req.Tools)
+	default:
+		writeError(w, http.StatusBadRequest, "either prompt or messages is required", "prompt")
+		return
+	}
+	toks := Tokenize(text)
+	writeJSON(w, http.StatusOK, TokenizeResponse{Count: len(toks), MaxModelLen: e.maxModelLen, Tokens: toks})
+}
+
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		status := http.StatusBadRequest
+		if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
+			status = http.StatusRequestEntityTooLarge
+		}
+		writeError(w, status, "could not read body: "+err.Error(), "")
+		return nil, false
+	}
+	return body, true
+}
+
+// writeRequestError answers a request the simulator refuses with 400.
+func writeRequestError(w http.ResponseWriter, err error) {
+	var pe *paramError
+	if errors.As(err, &pe) {
+		writeError(w, http.StatusBadRequest, pe.msg, pe.param)
+		return
+	}
+	writeError(w, http.StatusBadRequest, err.Error(), "")
+}
+
+// errorTypes are vLLM's error type names by status.
+var errorTypes = map[int]string{
+	http.StatusBadRequest:            "BadRequestError",
+	http.StatusNotFound:              "NotFoundError",
+	http.StatusRequestEntityTooLarge: "BadRequestError",
+	http.StatusTooManyRequests:       "RateLimitError",
+	http.StatusInternalServerError:   "InternalServerError",
+	http.StatusServiceUnavailable:    "ServiceUnavailableError",
+}
+
+// writeError writes the OpenAI error shape, {"error":{message,type,param,
+// code}}, with code the HTTP status as vLLM writes it.
+func writeError(w http.ResponseWriter, status int, msg, param string) {
+	var b errorBody
+	b.Error.Message = msg
+	b.Error.Type = errorTypes[status]
+	if b.Error.Type == "" {
+		b.Error.Type = "APIError"
+	}
+	if param != "" {
+		b.Error.Param = &param
+	}
+	b.Error.Code = status
+	writeJSON(w, status, b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("sim: marshal %T: %v", v, err))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}

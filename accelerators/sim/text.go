@@ -1,0 +1,217 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Finish reasons, as OpenAI and vLLM spell them.
+const (
+	finishStop      = "stop"
+	finishLength    = "length"
+	finishToolCalls = "tool_calls"
+)
+
+// minOutputTokens is the shortest answer when the output length is left
+// to the prompt's hash (ignore_eos false).
+const minOutputTokens = 4
+
+// output is everything the engine will generate for a request, decided at
+// arrival from the prompt so that it is deterministic.
+type output struct {
+	// text is what the model "generates" after the prompt: the answer
+	// text, or for a tool call the call as the chat template renders it
+	// ("\n<|tool_call|>name arguments"). Token k of the answer is
+	// text[4k:4k+4] (the last one may be shorter).
+	text string
+	// tokens is the number of completion tokens.
+	tokens int
+	finish string
+	// call is the tool call, when the answer is one; argsAt is the offset
+	// of its arguments in text.
+	call   *ToolCall
+	argsAt int
+}
+
+// piece is the text of completion token k.
+func (o *output) piece(k int) string {
+	lo := min(k*TokenBytes, len(o.text))
+	return o.text[lo:min(lo+TokenBytes, len(o.text))]
+}
+
+// words is the simulator's vocabulary for answers.
+var words = strings.Fields(`the of and to in is that for it as with was on be at by this
+had not are but from or have an they which one you were all we her she there would their
+will when who him been has more if no out so said what up its about into than them can
+only other new some could time these two may then do first any my now such like our over
+man me even most made after also did many before must through back years where much your
+way well down should because each just those people how too little state good very make
+world still own see men work long get here between both life being under never day same
+another know while last might us great old year off come since against go came right used
+take three cache token prefix block engine model route batch stream agent turn tool value
+result query index memory layer signal vector graph table`)
+
+// rng is splitmix64: tiny, fast and good enough to pick words.
+type rng uint64
+
+func (r *rng) next() uint64 {
+	*r += 0x9e3779b97f4a7c15
+	z := uint64(*r)
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+func (r *rng) word() string { return words[r.next()%uint64(len(words))] }
+
+// planText decides a text answer: its length in tokens (max when
+// ignoreEOS, else drawn from seed in [minOutputTokens, max]) and its words,
+// exactly 4 bytes per token so every answer token is one tokenizer token.
+func planText(seed uint64, maxTokens int, ignoreEOS bool) output {
+	r := rng(seed)
+	n := maxTokens
+	if !ignoreEOS {
+		lo := min(minOutputTokens, maxTokens)
+		n = lo + int(r.next()%uint64(maxTokens-lo+1))
+	}
+	var b strings.Builder
+	b.Grow(n*TokenBytes + 16)
+	for b.Len() < n*TokenBytes {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(r.word())
+	}
+	o := output{text: b.String()[:n*TokenBytes], tokens: n, finish: finishStop}
+	if n == maxTokens {
+		o.finish = finishLength
+	}
+	return o
+}
+
+// toolSpec is the part of a tool definition the simulator reads.
+type toolSpec struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name       string          `json:"name"`
+		Parameters json.RawMessage `json:"parameters"`
+	} `json:"function"`
+}
+
+// chooseTool decides whether a chat request is answered with a tool call
+// and which function it calls. It returns nil for a text answer.
+func chooseTool(req *ChatCompletionRequest) (*toolSpec, error) {
+	choice, err := parseToolChoice(req.ToolChoice)
+	if err != nil {
+		return nil, err
+	}
+	var tools []toolSpec
+	if canonicalTools(req.Tools) != nil {
+		if err := json.Unmarshal(req.Tools, &tools); err != nil {
+			return nil, &paramError{param: "tools", msg: "tools must be an array of function tools"}
+		}
+	}
+	if len(tools) == 0 {
+		if choice.mode == "required" || choice.mode == "function" {
+			return nil, &paramError{param: "tool_choice", msg: "tool_choice requires tools"}
+		}
+		return nil, nil
+	}
+	for i, t := range tools {
+		if t.Function.Name == "" {
+			return nil, &paramError{param: "tools", msg: fmt.Sprintf("tools[%d].function.name is required", i)}
+		}
+	}
+	switch choice.mode {
+	case "none":
+		return nil, nil
+	case "auto":
+		if last := req.Messages[len(req.Messages)-1]; last.Role == "tool" {
+			return nil, nil
+		}
+		return &tools[0], nil
+	case "required":
+		return &tools[0], nil
+	}
+	for i := range tools {
+		if tools[i].Function.Name == choice.name {
+			return &tools[i], nil
+		}
+	}
+	return nil, &paramError{param: "tool_choice", msg: fmt.Sprintf("tool_choice names function %q, which is not in tools", choice.name)}
+}
+
+// planToolCall decides a tool-call answer: a deterministic call id and
+// arguments built from the parameter schema's property names, rendered as
+// the chat template renders an assistant tool call. A call longer than
+// maxTokens is cut, like a real model's, with finish reason "length".
+func planToolCall(seed uint64, tool *toolSpec, maxTokens int) output {
+	r := rng(seed)
+	id := fmt.Sprintf("call_%016x%08x", r.next(), uint32(r.next()))
+	args := toolArguments(&r, tool.Function.Parameters)
+	head := "\n" + toolCallMarker + tool.Function.Name + " "
+	text := head + args
+	o := output{
+		text:   text,
+		tokens: CountTokens(text),
+		finish: finishToolCalls,
+		argsAt: len(head),
+	}
+	if o.tokens > maxTokens {
+		o.tokens = maxTokens
+		o.text = text[:min(len(text), maxTokens*TokenBytes)]
+		o.finish = finishLength
+	}
+	o.call = &ToolCall{ID: id, Type: "function", Function: FunctionCall{
+		Name:      tool.Function.Name,
+		Arguments: o.text[min(o.argsAt, len(o.text)):],
+	}}
+	return o
+}
+
+// toolArguments fills every property of a JSON schema object with a value
+// of its type, as compact JSON with sorted keys.
+func toolArguments(r *rng, schema json.RawMessage) string {
+	var s struct {
+		Properties map[string]struct {
+			Type any   `json:"type"`
+			Enum []any `json:"enum"`
+		} `json:"properties"`
+	}
+	_ = json.Unmarshal(schema, &s) // a schema we cannot read gets {}
+	names := make([]string, 0, len(s.Properties))
+	for n := range s.Properties {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	args := make(map[string]any, len(names))
+	for _, n := range names {
+		p := s.Properties[n]
+		if len(p.Enum) > 0 {
+			args[n] = p.Enum[r.next()%uint64(len(p.Enum))]
+			continue
+		}
+		typ, _ := p.Type.(string)
+		if l, ok := p.Type.([]any); ok && len(l) > 0 {
+			typ, _ = l[0].(string)
+		}
+		switch typ {
+		case "integer":
+			args[n] = r.next() % 100
+		case "number":
+			args[n] = float64(r.next()%1000) / 10
+		case "boolean":
+			args[n] = r.next()&1 == 0
+		case "array":
+			args[n] = []string{r.word()}
+		case "object":
+			args[n] = map[string]any{}
+		default:
+			args[n] = r.word() + " " + r.word()
+		}
+	}
+	b, _ := json.Marshal(args)
+	return string(b)
+}
