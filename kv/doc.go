@@ -1,0 +1,38 @@
+// Package kv is the gateway's KV-cache index: which endpoint holds which
+// blocks of which prompts, in which tier. It is not a key-value store; the
+// state store lives in package responses.
+//
+// # Overview
+//
+// A Hasher renders a Prompt with the engines' chat template, tokenizes it
+// (with the engine's tokenizer when the gateway has one, else with
+// ApproxTokenizer, which is exact against the simulator) and hashes it into a
+// chain of BlockHash values, one per full block of BlockSize tokens, each
+// covering its whole prefix. A conversation that grows keeps the chain of
+// its earlier turns, so its hashes tell where its KV cache already is.
+//
+// The Index maps each BlockHash to the endpoints holding it and the tiers
+// (HBM, CPU, Disk, Shared) they hold it in, each endpoint's tiers bounded by
+// LRU at the engine's real capacity. MatchPrefix reports, per endpoint, the
+// longest prefix of a chain it holds and the tier mix of that prefix; the
+// affinity scorer turns that into a score with TierWeights.
+//
+// # Data flow
+//
+// The index is fed two ways. Speculatively, by routing: once the gateway
+// sends a prompt to an endpoint it calls Record, since the engine is about to
+// cache those blocks. Precisely, by engine KV events: a Subscriber per
+// endpoint receives vLLM's ZMQ stream (DecodeBatch), re-hashes the token ids
+// of stored blocks into the gateway's own chain, remembers which engine hash
+// is which gateway hash, and applies stores, removals and clears. A gap in
+// the event sequence marks the endpoint stale (Match.Stale) until the engine
+// clears its cache or events have flowed without a gap for RecoverAfter.
+//
+// # Concurrency model
+//
+// Index is safe for concurrent use: writers (Record, Remove, Clear,
+// SetCapacity) take a write lock, MatchPrefix a read lock, and MatchPrefix
+// and Hasher.HashPrompt do not allocate, writing into caller-owned slices.
+// Counters are atomics. A Subscriber's Run is its only writer goroutine; its
+// Stats may be read from any goroutine.
+package kv

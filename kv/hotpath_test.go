@@ -1,0 +1,121 @@
+package kv
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// agentPrompt is an agent turn of about tokens approximate tokens: a system
+// prompt, a tools array and a growing tool-call loop.
+func agentPrompt(tokens int) *Prompt {
+	p := &Prompt{
+		Model: "llama-3.1-8b",
+		Tools: []byte(`[{"type":"function","function":{"name":"bash","description":"run a command","parameters":{"type":"object","properties":{"cmd":{"type":"string"}}}}}]`),
+		Messages: []Message{
+			{Role: "system", Content: strings.Repeat("You are a careful coding agent. ", 32)},
+		},
+	}
+	for i := 0; len(AppendRender(nil, p)) < tokens*ApproxBytesPerToken; i++ {
+		p.Messages = append(p.Messages,
+			Message{Role: "user", Content: fmt.Sprintf("step %d: run the tests and fix what fails", i)},
+			Message{Role: "assistant", ToolCalls: []ToolCall{{Name: "bash", Arguments: `{"cmd":"go test ./..."}`}}},
+			Message{Role: "tool", Content: strings.Repeat(fmt.Sprintf("--- FAIL: TestCase%d (0.00s)\n", i), 12)},
+		)
+	}
+	return p
+}
+
+func TestHashPromptAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items under the race detector")
+	}
+	var h Hasher
+	p := agentPrompt(8192)
+	dst := make([]BlockHash, 0, 1024)
+	h.HashPrompt(dst, p) // warm the pool and the tools cache
+	if n := testing.AllocsPerRun(100, func() { dst = h.HashPrompt(dst[:0], p) }); n != 0 {
+		t.Fatalf("HashPrompt allocates %v times per call", n)
+	}
+}
+
+func TestMatchPrefixAllocs(t *testing.T) {
+	ix, query := benchIndex(4)
+	out := make([]Match, 64)
+	if n := testing.AllocsPerRun(100, func() { ix.MatchPrefix(query, out) }); n != 0 {
+		t.Fatalf("MatchPrefix allocates %v times per call", n)
+	}
+	if out[0].Blocks != len(query) {
+		t.Fatalf("endpoint 0 matches %d of %d blocks", out[0].Blocks, len(query))
+	}
+}
+
+// benchIndex builds an index of 64 endpoints and 100k distinct blocks: 200
+// chains of 500 blocks, each held by holders endpoints, most of them a
+// shorter prefix. It returns the index and a chain endpoint 0 holds whole.
+func benchIndex(holders int) (*Index, []BlockHash) {
+	const endpoints, chains, length = 64, 200, 500
+	rng := rand.New(rand.NewPCG(1, 2))
+	var h Hasher
+	ix := NewIndex(IndexOptions{})
+	tokens := make([]uint32, length*DefaultBlockSize)
+	var query []BlockHash
+	for c := range chains {
+		for i := range tokens {
+			tokens[i] = rng.Uint32N(ApproxVocabSize)
+		}
+		chain := h.HashTokens(nil, "m", tokens)
+		if c == 0 {
+			query = chain
+		}
+		for j := range holders {
+			ep := (c*7 + j) % endpoints
+			n := length - rng.IntN(length)
+			if j == 0 {
+				n = length
+			}
+			ix.Record(ep, Tier(j%2), chain[:n])
+		}
+	}
+	return ix, query
+}
+
+func BenchmarkHashPrompt(b *testing.B) {
+	var h Hasher
+	p := agentPrompt(8192)
+	b.SetBytes(int64(len(AppendRender(nil, p))))
+	dst := make([]BlockHash, 0, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		dst = h.HashPrompt(dst[:0], p)
+	}
+	b.ReportMetric(float64(len(dst)), "blocks")
+}
+
+func BenchmarkMatchPrefix(b *testing.B) {
+	for _, holders := range []int{4, 64} {
+		b.Run(fmt.Sprintf("holders=%d", holders), func(b *testing.B) {
+			ix, query := benchIndex(holders)
+			if ix.Len() != 100_000 {
+				b.Fatalf("index holds %d blocks", ix.Len())
+			}
+			out := make([]Match, 64)
+			b.ReportAllocs()
+			for b.Loop() {
+				ix.MatchPrefix(query, out)
+			}
+		})
+	}
+}
+
+// BenchmarkRecord is the write routing does on every turn: a 500-block chain.
+func BenchmarkRecord(b *testing.B) {
+	ix, query := benchIndex(4)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		ix.Record(i%64, HBM, query)
+		i++
+	}
+}

@@ -1,0 +1,467 @@
+package kv
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Tier is where an endpoint holds a block, fastest first.
+type Tier uint8
+
+const (
+	// HBM is accelerator memory: a hit costs nothing.
+	HBM Tier = iota
+	// CPU is host memory the engine offloads to: a hit costs a transfer.
+	CPU
+	// Disk is local disk the engine offloads to.
+	Disk
+	// Shared is a KV store shared between engines, reached over the network.
+	Shared
+
+	// NumTiers is the number of tiers.
+	NumTiers = 4
+)
+
+var tierNames = [NumTiers]string{"hbm", "cpu", "disk", "shared"}
+
+func (t Tier) String() string {
+	if int(t) < len(tierNames) {
+		return tierNames[t]
+	}
+	return fmt.Sprintf("tier(%d)", uint8(t))
+}
+
+// ParseTier parses the name String returns, case-insensitively.
+func ParseTier(s string) (Tier, error) {
+	for i, n := range tierNames {
+		if strings.EqualFold(s, n) {
+			return Tier(i), nil
+		}
+	}
+	return 0, fmt.Errorf("kv: unknown tier %q", s)
+}
+
+// TierWeights values a cached block by the tier it is found in, relative to a
+// block in HBM; a miss is worth 0.
+type TierWeights [NumTiers]float64
+
+// DefaultTierWeights are the weights an affinity scorer starts from.
+var DefaultTierWeights = TierWeights{HBM: 1.0, CPU: 0.8, Disk: 0.5, Shared: 0.4}
+
+// Match is what one endpoint holds of a prompt's chain.
+type Match struct {
+	// Blocks is the length, in blocks, of the longest prefix of the chain the
+	// endpoint holds in any tier.
+	Blocks int
+	// ByTier counts the blocks of that prefix by the fastest tier holding
+	// each; the counts sum to Blocks.
+	ByTier [NumTiers]int
+	// Stale reports that the endpoint's entries may be wrong (see
+	// Index.SetStale); a scorer should trust them less.
+	Stale bool
+}
+
+// Weighted is the tier-weighted number of blocks matched.
+func (m *Match) Weighted(w *TierWeights) float64 {
+	var s float64
+	for t, n := range m.ByTier {
+		s += float64(n) * w[t]
+	}
+	return s
+}
+
+// DefaultCapacity is the number of blocks an endpoint holds per tier until
+// SetCapacity says otherwise: 64Ki blocks, a 1M-token cache at 16 tokens a block.
+const DefaultCapacity = 1 << 16
+
+// MaxEndpoints bounds endpoint ids: they index slices, so an id must be small.
+const MaxEndpoints = 1 << 16
+
+// IndexOptions configures an Index.
+type IndexOptions struct {
+	// DefaultCapacity is the number of blocks per endpoint and tier before
+	// SetCapacity is called. Zero means DefaultCapacity.
+	DefaultCapacity int
+}
+
+// Index records which endpoint holds which block in which tier. Endpoints
+// are the caller's small, stable endpoint ids (0 ≤ id < MaxEndpoints); each
+// endpoint's tiers are bounded LRU sets, so the index forgets what the engine
+// must have evicted. An Index is safe for concurrent use.
+type Index struct {
+	defaultCapacity int
+
+	// Counters for the hit ratio, written under the read lock.
+	lookups       atomic.Uint64
+	lookupBlocks  atomic.Uint64
+	matchedBlocks atomic.Uint64
+
+	mu struct {
+		sync.RWMutex
+		// protects the fields below
+		blocks    map[BlockHash][]holder
+		endpoints []*endpointState
+	}
+}
+
+// holder is one endpoint's hold on a block: per tier, the index of the
+// block's node in that tier's LRU; zero, the sentinel, means not held.
+type holder struct {
+	endpoint int32
+	node     [NumTiers]int32
+}
+
+func (h *holder) fastest() Tier {
+	for t, n := range h.node {
+		if n != 0 {
+			return Tier(t)
+		}
+	}
+	panic("kv: holder holds nothing")
+}
+
+func (h *holder) empty() bool { return h.node == [NumTiers]int32{} }
+
+type endpointState struct {
+	stale     atomic.Bool
+	tiers     [NumTiers]lru
+	evictions uint64 // under Index.mu (write)
+}
+
+// NewIndex returns an empty index.
+func NewIndex(opts IndexOptions) *Index {
+	x := &Index{defaultCapacity: opts.DefaultCapacity}
+	if x.defaultCapacity <= 0 {
+		x.defaultCapacity = DefaultCapacity
+	}
+	x.mu.blocks = make(map[BlockHash][]holder)
+	return x
+}
+
+// endpointLocked returns the state of endpoint, creating it.
+func (x *Index) endpointLocked(endpoint int) *endpointState {
+	if endpoint < 0 || endpoint >= MaxEndpoints {
+		panic(fmt.Sprintf("kv: endpoint id %d out of range [0, %d)", endpoint, MaxEndpoints))
+	}
+	for len(x.mu.endpoints) <= endpoint {
+		x.mu.endpoints = append(x.mu.endpoints, nil)
+	}
+	e := x.mu.endpoints[endpoint]
+	if e == nil {
+		e = &endpointState{}
+		for t := range e.tiers {
+			e.tiers[t].init(x.defaultCapacity)
+		}
+		x.mu.endpoints[endpoint] = e
+	}
+	return e
+}
+
+// SetCapacity bounds endpoint to blocks blocks in every tier, evicting the
+// least recently used beyond it. Zero or less restores the default. The
+// caller takes it from the engine's real KV capacity (vllm:cache_config_info's
+// num_gpu_blocks) when known.
+func (x *Index) SetCapacity(endpoint, blocks int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for t := range NumTiers {
+		x.setCapacityLocked(endpoint, Tier(t), blocks)
+	}
+}
+
+// SetTierCapacity is SetCapacity for one tier.
+func (x *Index) SetTierCapacity(endpoint int, tier Tier, blocks int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.setCapacityLocked(endpoint, tier, blocks)
+}
+
+func (x *Index) setCapacityLocked(endpoint int, tier Tier, blocks int) {
+	if blocks <= 0 {
+		blocks = x.defaultCapacity
+	}
+	e := x.endpointLocked(endpoint)
+	l := &e.tiers[tier]
+	l.capacity = blocks
+	x.evictLocked(endpoint, e, tier)
+}
+
+// Record notes that endpoint holds hashes, a prompt's chain, in tier, and
+// marks them most recently used. The first block ends up the most recent, so
+// that as with the engines' own eviction a chain is forgotten from its tail.
+func (x *Index) Record(endpoint int, tier Tier, hashes []BlockHash) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e := x.endpointLocked(endpoint)
+	l := &e.tiers[tier]
+	for i := len(hashes) - 1; i >= 0; i-- {
+		h := hashes[i]
+		holders := x.mu.blocks[h]
+		j := findHolder(holders, endpoint)
+		if j >= 0 && holders[j].node[tier] != 0 {
+			l.moveToFront(holders[j].node[tier])
+			continue
+		}
+		if j < 0 {
+			j = len(holders)
+			holders = append(holders, holder{endpoint: int32(endpoint)})
+		}
+		holders[j].node[tier] = l.pushFront(h)
+		x.mu.blocks[h] = holders
+	}
+	x.evictLocked(endpoint, e, tier)
+}
+
+// Remove notes that endpoint no longer holds hashes in tier. Blocks it does
+// not hold are ignored.
+func (x *Index) Remove(endpoint int, tier Tier, hashes []BlockHash) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e := x.endpointLocked(endpoint)
+	for _, h := range hashes {
+		holders := x.mu.blocks[h]
+		j := findHolder(holders, endpoint)
+		if j < 0 || holders[j].node[tier] == 0 {
+			continue
+		}
+		e.tiers[tier].remove(holders[j].node[tier])
+		x.unholdLocked(h, holders, j, tier)
+	}
+}
+
+// Clear forgets every block of endpoint in every tier. Capacities and the
+// stale mark are kept.
+func (x *Index) Clear(endpoint int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e := x.endpointLocked(endpoint)
+	for t := range NumTiers {
+		l := &e.tiers[t]
+		for n := l.nodes[0].next; n != 0; n = l.nodes[n].next {
+			h := l.nodes[n].hash
+			holders := x.mu.blocks[h]
+			x.unholdLocked(h, holders, findHolder(holders, endpoint), Tier(t))
+		}
+		l.init(l.capacity)
+	}
+}
+
+// evictLocked drops endpoint's least recently used blocks in tier beyond its
+// capacity.
+func (x *Index) evictLocked(endpoint int, e *endpointState, tier Tier) {
+	l := &e.tiers[tier]
+	for l.len > l.capacity {
+		n := l.nodes[0].prev
+		h := l.nodes[n].hash
+		l.remove(n)
+		holders := x.mu.blocks[h]
+		x.unholdLocked(h, holders, findHolder(holders, endpoint), tier)
+		e.evictions++
+	}
+}
+
+// unholdLocked clears holders[j]'s hold on h in tier, whose LRU node the
+// caller has already removed, and drops what is left empty.
+func (x *Index) unholdLocked(h BlockHash, holders []holder, j int, tier Tier) {
+	if j < 0 {
+		panic("kv: LRU node without a holder")
+	}
+	holders[j].node[tier] = 0
+	if !holders[j].empty() {
+		return
+	}
+	last := len(holders) - 1
+	holders[j] = holders[last]
+	holders = holders[:last]
+	if len(holders) == 0 {
+		delete(x.mu.blocks, h)
+		return
+	}
+	x.mu.blocks[h] = holders
+}
+
+func findHolder(holders []holder, endpoint int) int {
+	for i := range holders {
+		if int(holders[i].endpoint) == endpoint {
+			return i
+		}
+	}
+	return -1
+}
+
+// MatchPrefix fills out, indexed by endpoint id, with how much of the chain
+// hashes each endpoint holds, and returns the longest match. Endpoints at or
+// beyond len(out) are not reported. It does not allocate: it is on the
+// routing hot path.
+func (x *Index) MatchPrefix(hashes []BlockHash, out []Match) int {
+	clear(out)
+	best := 0
+	x.mu.RLock()
+	for i, e := range x.mu.endpoints[:min(len(out), len(x.mu.endpoints))] {
+		if e != nil {
+			out[i].Stale = e.stale.Load()
+		}
+	}
+	// An endpoint still matches at block i only if its count is i; the walk
+	// stops at the first block no such endpoint holds.
+	for i, h := range hashes {
+		advanced := false
+		holders := x.mu.blocks[h]
+		for k := range holders {
+			hd := &holders[k]
+			m := int(hd.endpoint)
+			if m >= len(out) || out[m].Blocks != i {
+				continue
+			}
+			out[m].Blocks++
+			out[m].ByTier[hd.fastest()]++
+			advanced = true
+		}
+		if !advanced {
+			break
+		}
+		best = i + 1
+	}
+	x.mu.RUnlock()
+	x.lookups.Add(1)
+	x.lookupBlocks.Add(uint64(len(hashes)))
+	x.matchedBlocks.Add(uint64(best))
+	return best
+}
+
+// SetStale marks endpoint's entries as possibly wrong, or trusted again. The
+// event subscriber sets it when it misses events.
+func (x *Index) SetStale(endpoint int, stale bool) {
+	x.mu.Lock()
+	e := x.endpointLocked(endpoint)
+	x.mu.Unlock()
+	e.stale.Store(stale)
+}
+
+// Stale reports whether endpoint's entries are marked possibly wrong.
+func (x *Index) Stale(endpoint int) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if endpoint < 0 || endpoint >= len(x.mu.endpoints) || x.mu.endpoints[endpoint] == nil {
+		return false
+	}
+	return x.mu.endpoints[endpoint].stale.Load()
+}
+
+// Len is the number of distinct blocks held by any endpoint.
+func (x *Index) Len() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.mu.blocks)
+}
+
+// IndexStats are counters for metrics. The hit ratio is
+// MatchedBlocks/LookupBlocks.
+type IndexStats struct {
+	Blocks        int    // distinct blocks held
+	Lookups       uint64 // MatchPrefix calls
+	LookupBlocks  uint64 // blocks asked for
+	MatchedBlocks uint64 // blocks of the longest match, summed over lookups
+}
+
+// Stats returns the index's counters.
+func (x *Index) Stats() IndexStats {
+	return IndexStats{
+		Blocks:        x.Len(),
+		Lookups:       x.lookups.Load(),
+		LookupBlocks:  x.lookupBlocks.Load(),
+		MatchedBlocks: x.matchedBlocks.Load(),
+	}
+}
+
+// EndpointStats describe one endpoint's part of the index.
+type EndpointStats struct {
+	Blocks    [NumTiers]int // blocks held, per tier
+	Capacity  [NumTiers]int // bound on Blocks, per tier
+	Evictions uint64        // blocks dropped for capacity
+	Stale     bool
+}
+
+// EndpointStats returns endpoint's stats; an endpoint never seen has none.
+func (x *Index) EndpointStats(endpoint int) EndpointStats {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var s EndpointStats
+	if endpoint < 0 || endpoint >= len(x.mu.endpoints) || x.mu.endpoints[endpoint] == nil {
+		return s
+	}
+	e := x.mu.endpoints[endpoint]
+	for t := range e.tiers {
+		s.Blocks[t] = e.tiers[t].len
+		s.Capacity[t] = e.tiers[t].capacity
+	}
+	s.Evictions = e.evictions
+	s.Stale = e.stale.Load()
+	return s
+}
+
+// lru is an intrusive doubly linked list of block hashes in a slice, most
+// recent first. nodes[0] is the sentinel: its next is the most recent node
+// and its prev the least recent. Freed nodes are chained through next from
+// free, so a full list churns without allocating.
+type lru struct {
+	capacity int
+	len      int
+	free     int32
+	nodes    []lruNode
+}
+
+type lruNode struct {
+	hash       BlockHash
+	prev, next int32
+}
+
+func (l *lru) init(capacity int) {
+	l.capacity = capacity
+	l.len = 0
+	l.free = 0
+	l.nodes = append(l.nodes[:0], lruNode{})
+}
+
+func (l *lru) pushFront(h BlockHash) int32 {
+	var n int32
+	if l.free != 0 {
+		n = l.free
+		l.free = l.nodes[n].next
+	} else {
+		n = int32(len(l.nodes))
+		l.nodes = append(l.nodes, lruNode{})
+	}
+	l.nodes[n] = lruNode{hash: h}
+	l.link(n)
+	l.len++
+	return n
+}
+
+func (l *lru) link(n int32) {
+	first := l.nodes[0].next
+	l.nodes[n].prev = 0
+	l.nodes[n].next = first
+	l.nodes[first].prev = n
+	l.nodes[0].next = n
+}
+
+func (l *lru) unlink(n int32) {
+	p, q := l.nodes[n].prev, l.nodes[n].next
+	l.nodes[p].next = q
+	l.nodes[q].prev = p
+}
+
+func (l *lru) moveToFront(n int32) {
+	l.unlink(n)
+	l.link(n)
+}
+
+func (l *lru) remove(n int32) {
+	l.unlink(n)
+	l.nodes[n] = lruNode{next: l.free}
+	l.free = n
+	l.len--
+}
