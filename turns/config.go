@@ -1,0 +1,366 @@
+package turns
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Defaults of the flowControl section.
+const (
+	DefaultInteractiveTTL = 30 * time.Second
+	DefaultStandardTTL    = time.Minute
+	DefaultBackgroundTTL  = 5 * time.Minute
+
+	DefaultInteractiveMaxQueued = 1024
+	DefaultStandardMaxQueued    = 4096
+	DefaultBackgroundMaxQueued  = 16384
+
+	DefaultInteractiveMaxQueuedTokens = 4 << 20
+	DefaultStandardMaxQueuedTokens    = 16 << 20
+	DefaultBackgroundMaxQueuedTokens  = 64 << 20
+
+	DefaultStandardMinShare   = 0.10
+	DefaultBackgroundMinShare = 0.05
+
+	DefaultQueueDepthPerEndpoint     = 5
+	DefaultKVUtilization             = 0.8
+	DefaultInFlightTokensPerEndpoint = 128 << 10
+
+	DefaultShedStart          = 0.8
+	DefaultShedFull           = 1.0
+	DefaultShedMaxProbability = 1.0
+	DefaultShedExponent       = 2.0
+
+	DefaultMaxInFlightPerEndpoint = 64
+	DefaultHoldAt                 = 1.0
+	DefaultPriorityCredit         = 4096
+	DefaultTickInterval           = 50 * time.Millisecond
+	DefaultRetryAfter             = time.Second
+
+	DefaultTenantWeight = 1.0
+)
+
+// Config is what New needs.
+type Config struct {
+	// FlowControl is the flowControl section of the config file.
+	FlowControl FlowControl `yaml:"flowControl" json:"flowControl"`
+	// Tenants are the known tenants; a turn from any other tenant gets
+	// Tenant{Name: name} with its defaults.
+	Tenants []Tenant `yaml:"tenants" json:"tenants"`
+}
+
+// FlowControl is the flowControl section of the config file. Zero fields
+// take the defaults above.
+type FlowControl struct {
+	// Bands configures each band's queues.
+	Bands BandsConfig `yaml:"bands" json:"bands"`
+	// Saturation says when an endpoint counts as saturated.
+	Saturation SaturationConfig `yaml:"saturation" json:"saturation"`
+	// Shed is the curve of the probability of shedding sheddable traffic
+	// against pool saturation.
+	Shed ShedCurve `yaml:"shed" json:"shed"`
+	// MaxInFlightPerEndpoint is how many dispatched requests one available
+	// endpoint is given at once; more wait in turnpike's queues, where
+	// priority and fairness apply, instead of in the engine's FIFO.
+	// Default 64 requests.
+	MaxInFlightPerEndpoint int `yaml:"maxInFlightPerEndpoint" json:"maxInFlightPerEndpoint"`
+	// HoldAt is the pool saturation, 0..1, at or above which queued turns
+	// are held even when request slots are free. Default 1.0 (every
+	// available endpoint past a threshold).
+	HoldAt float64 `yaml:"holdAt" json:"holdAt"`
+	// PriorityCredit is how much fair-share credit one point of turn-priority
+	// score is worth when sessions of one tenant compete. Default 4096 tokens.
+	PriorityCredit float64 `yaml:"priorityCredit" json:"priorityCredit"`
+	// TickInterval is how often queued turns are re-examined without a
+	// release: freshly scraped metrics, TTL expiry. Default 50ms.
+	TickInterval time.Duration `yaml:"tickInterval" json:"tickInterval"`
+	// RetryAfter is the Retry-After sent with overload sheds (saturated,
+	// queue full, TTL expired, no endpoints). Default 1s.
+	RetryAfter time.Duration `yaml:"retryAfter" json:"retryAfter"`
+}
+
+// BandsConfig holds one BandConfig per band.
+type BandsConfig struct {
+	// Interactive defaults: TTL 30s, 1024 turns, 4Mi tokens, no share.
+	Interactive BandConfig `yaml:"interactive" json:"interactive"`
+	// Standard defaults: TTL 1m, 4096 turns, 16Mi tokens, share 0.10.
+	Standard BandConfig `yaml:"standard" json:"standard"`
+	// Background defaults: TTL 5m, 16384 turns, 64Mi tokens, share 0.05.
+	Background BandConfig `yaml:"background" json:"background"`
+}
+
+// band returns the config of b, which must be valid.
+func (bc *BandsConfig) band(b Band) *BandConfig {
+	switch b {
+	case Interactive:
+		return &bc.Interactive
+	case Standard:
+		return &bc.Standard
+	case Background:
+		return &bc.Background
+	}
+	panic(fmt.Sprintf("turns: invalid band %d", uint8(b)))
+}
+
+// BandConfig configures one band's queue in each pool.
+type BandConfig struct {
+	// TTL is the longest a turn waits in the queue before it is shed with
+	// 408 ttl-expired. Default per band (see BandsConfig).
+	TTL time.Duration `yaml:"ttl" json:"ttl"`
+	// MaxQueued caps the turns waiting in this band, per pool; past it a
+	// turn is shed with 503 queue-full. Default per band, in turns.
+	MaxQueued int `yaml:"maxQueued" json:"maxQueued"`
+	// MaxQueuedTokens caps the estimated tokens waiting in this band, per
+	// pool; a turn that would pass it is shed with 503 queue-full unless the
+	// band is empty. Default per band, in tokens.
+	MaxQueuedTokens int64 `yaml:"maxQueuedTokens" json:"maxQueuedTokens"`
+	// MinShare is the fraction of dispatched tokens this band is guaranteed
+	// while more urgent bands are backlogged, so strict priority cannot
+	// starve it. Meaningless for Interactive. Default 0.10 for Standard and
+	// 0.05 for Background; negative means none (pure strict priority).
+	MinShare float64 `yaml:"minShare" json:"minShare"`
+}
+
+// SaturationConfig says when an endpoint counts as saturated. An endpoint's
+// saturation is the largest of its ratios to these thresholds, capped at 1;
+// an endpoint whose metrics are stale is saturated. A pool's saturation is
+// the mean over its available endpoints, 1 when it has none.
+type SaturationConfig struct {
+	// QueueDepthPerEndpoint is the engine queue depth (waiting requests, as
+	// scraped) at which an endpoint is saturated. Default 5 requests.
+	QueueDepthPerEndpoint int `yaml:"queueDepthPerEndpoint" json:"queueDepthPerEndpoint"`
+	// KVUtilization is the KV cache usage at which an endpoint is
+	// saturated. Default 0.8 (a fraction, 0..1].
+	KVUtilization float64 `yaml:"kvUtilization" json:"kvUtilization"`
+	// InFlightTokensPerEndpoint is the estimated tokens in flight at which
+	// an endpoint is saturated. Default 131072 tokens.
+	InFlightTokensPerEndpoint int64 `yaml:"inFlightTokensPerEndpoint" json:"inFlightTokensPerEndpoint"`
+}
+
+// ShedCurve is the probability of shedding a sheddable turn (Background,
+// or Standard from a tenant over its fair share) at pool saturation s:
+//
+//	p(s) = 0                                              for s < Start
+//	p(s) = MaxProbability · ((s − Start)/(Full − Start))^Exponent  between
+//	p(s) = MaxProbability                                 for s ≥ Full
+//
+// Interactive turns are never shed by this curve.
+type ShedCurve struct {
+	// Start is the saturation where shedding begins. Default 0.8.
+	Start float64 `yaml:"start" json:"start"`
+	// Full is the saturation where shedding reaches MaxProbability.
+	// Default 1.0.
+	Full float64 `yaml:"full" json:"full"`
+	// MaxProbability is the highest shed probability. Default 1.0.
+	MaxProbability float64 `yaml:"maxProbability" json:"maxProbability"`
+	// Exponent shapes the curve: 1 is linear, 2 starts gently. Default 2.
+	Exponent float64 `yaml:"exponent" json:"exponent"`
+}
+
+// EnsureDefaults fills zero fields with the defaults.
+func (fc *FlowControl) EnsureDefaults() {
+	fc.Bands.Interactive.ensureDefaults(DefaultInteractiveTTL, DefaultInteractiveMaxQueued, DefaultInteractiveMaxQueuedTokens, 0)
+	fc.Bands.Standard.ensureDefaults(DefaultStandardTTL, DefaultStandardMaxQueued, DefaultStandardMaxQueuedTokens, DefaultStandardMinShare)
+	fc.Bands.Background.ensureDefaults(DefaultBackgroundTTL, DefaultBackgroundMaxQueued, DefaultBackgroundMaxQueuedTokens, DefaultBackgroundMinShare)
+	s := &fc.Saturation
+	if s.QueueDepthPerEndpoint == 0 {
+		s.QueueDepthPerEndpoint = DefaultQueueDepthPerEndpoint
+	}
+	if s.KVUtilization == 0 {
+		s.KVUtilization = DefaultKVUtilization
+	}
+	if s.InFlightTokensPerEndpoint == 0 {
+		s.InFlightTokensPerEndpoint = DefaultInFlightTokensPerEndpoint
+	}
+	c := &fc.Shed
+	if c.Start == 0 {
+		c.Start = DefaultShedStart
+	}
+	if c.Full == 0 {
+		c.Full = DefaultShedFull
+	}
+	if c.MaxProbability == 0 {
+		c.MaxProbability = DefaultShedMaxProbability
+	}
+	if c.Exponent == 0 {
+		c.Exponent = DefaultShedExponent
+	}
+	if fc.MaxInFlightPerEndpoint == 0 {
+		fc.MaxInFlightPerEndpoint = DefaultMaxInFlightPerEndpoint
+	}
+	if fc.HoldAt == 0 {
+		fc.HoldAt = DefaultHoldAt
+	}
+	if fc.PriorityCredit == 0 {
+		fc.PriorityCredit = DefaultPriorityCredit
+	}
+	if fc.TickInterval == 0 {
+		fc.TickInterval = DefaultTickInterval
+	}
+	if fc.RetryAfter == 0 {
+		fc.RetryAfter = DefaultRetryAfter
+	}
+}
+
+func (bc *BandConfig) ensureDefaults(ttl time.Duration, maxQueued int, maxTokens int64, share float64) {
+	if bc.TTL == 0 {
+		bc.TTL = ttl
+	}
+	if bc.MaxQueued == 0 {
+		bc.MaxQueued = maxQueued
+	}
+	if bc.MaxQueuedTokens == 0 {
+		bc.MaxQueuedTokens = maxTokens
+	}
+	if bc.MinShare == 0 {
+		bc.MinShare = share
+	}
+}
+
+// Validate reports every problem at once. Call it after EnsureDefaults.
+func (fc *FlowControl) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("turns: flowControl.%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	for _, b := range Bands {
+		bc := fc.Bands.band(b)
+		where := "bands." + b.String()
+		if bc.TTL <= 0 {
+			bad(where+".ttl", "%v is not positive", bc.TTL)
+		}
+		if bc.MaxQueued <= 0 {
+			bad(where+".maxQueued", "%d is not positive", bc.MaxQueued)
+		}
+		if bc.MaxQueuedTokens <= 0 {
+			bad(where+".maxQueuedTokens", "%d is not positive", bc.MaxQueuedTokens)
+		}
+		if bc.MinShare >= 0.5 {
+			bad(where+".minShare", "%g is not below 0.5", bc.MinShare)
+		}
+	}
+	s := fc.Saturation
+	if s.QueueDepthPerEndpoint <= 0 {
+		bad("saturation.queueDepthPerEndpoint", "%d is not positive", s.QueueDepthPerEndpoint)
+	}
+	if s.KVUtilization <= 0 || s.KVUtilization > 1 {
+		bad("saturation.kvUtilization", "%g is not in (0, 1]", s.KVUtilization)
+	}
+	if s.InFlightTokensPerEndpoint <= 0 {
+		bad("saturation.inFlightTokensPerEndpoint", "%d is not positive", s.InFlightTokensPerEndpoint)
+	}
+	c := fc.Shed
+	if c.Start < 0 || c.Start > 1 {
+		bad("shed.start", "%g is not in [0, 1]", c.Start)
+	}
+	if c.Full <= c.Start || c.Full > 1 {
+		bad("shed.full", "%g is not in (start, 1]", c.Full)
+	}
+	if c.MaxProbability < 0 || c.MaxProbability > 1 {
+		bad("shed.maxProbability", "%g is not in [0, 1]", c.MaxProbability)
+	}
+	if c.Exponent <= 0 {
+		bad("shed.exponent", "%g is not positive", c.Exponent)
+	}
+	if fc.MaxInFlightPerEndpoint <= 0 {
+		bad("maxInFlightPerEndpoint", "%d is not positive", fc.MaxInFlightPerEndpoint)
+	}
+	if fc.HoldAt <= 0 || fc.HoldAt > 1 {
+		bad("holdAt", "%g is not in (0, 1]", fc.HoldAt)
+	}
+	if fc.PriorityCredit < 0 {
+		bad("priorityCredit", "%g is negative", fc.PriorityCredit)
+	}
+	if fc.TickInterval <= 0 {
+		bad("tickInterval", "%v is not positive", fc.TickInterval)
+	}
+	if fc.RetryAfter < 0 {
+		bad("retryAfter", "%v is negative", fc.RetryAfter)
+	}
+	return errors.Join(errs...)
+}
+
+// Tenant is one tenant's flow-control settings. The admin API owns the
+// list; SetTenants publishes it.
+type Tenant struct {
+	// Name is the tenant as authentication names it. Required, unique.
+	Name string `yaml:"name" json:"name"`
+	// Weight is the tenant's share of a contended band relative to the
+	// other tenants' weights, by tokens. Default 1.
+	Weight float64 `yaml:"weight" json:"weight"`
+	// DefaultBand is the band of the tenant's turns that give no hint.
+	// Default standard.
+	DefaultBand Band `yaml:"defaultBand" json:"defaultBand"`
+	// MaxBand is the most urgent band the tenant may use; hints above it
+	// are capped. Default interactive.
+	MaxBand Band `yaml:"maxBand" json:"maxBand"`
+	// Quota bounds the tenant's traffic. Zero fields mean unlimited.
+	Quota Quota `yaml:"quota" json:"quota"`
+}
+
+// Quota bounds one tenant's traffic across all pools. A turn past a limit
+// is shed with 429 and a Retry-After of when it would fit.
+type Quota struct {
+	// RequestsPerMinute is a token bucket of this size refilled over a
+	// minute. Default 0 (unlimited), in requests.
+	RequestsPerMinute int `yaml:"requestsPerMinute" json:"requestsPerMinute"`
+	// TokensPerMinute is a token bucket of this size refilled over a minute,
+	// charged the estimated cost on admission and corrected by the actual
+	// tokens on release. Default 0 (unlimited), in tokens.
+	TokensPerMinute int64 `yaml:"tokensPerMinute" json:"tokensPerMinute"`
+	// Concurrent caps the tenant's turns held by Acquire, queued or
+	// dispatched. Default 0 (unlimited), in requests.
+	Concurrent int `yaml:"concurrent" json:"concurrent"`
+}
+
+// EnsureDefaults fills zero fields with the defaults.
+func (t *Tenant) EnsureDefaults() {
+	if t.Weight == 0 {
+		t.Weight = DefaultTenantWeight
+	}
+	if t.DefaultBand == 0 {
+		t.DefaultBand = Standard
+	}
+	if t.MaxBand == 0 {
+		t.MaxBand = Interactive
+	}
+}
+
+// ValidateTenants reports every problem in a tenant list at once. Call it
+// after EnsureDefaults on each tenant.
+func ValidateTenants(ts []Tenant) error {
+	var errs []error
+	seen := make(map[string]bool, len(ts))
+	for i, t := range ts {
+		bad := func(field, format string, args ...any) {
+			errs = append(errs, fmt.Errorf("turns: tenants[%d].%s: %s", i, field, fmt.Sprintf(format, args...)))
+		}
+		switch {
+		case t.Name == "":
+			bad("name", "required")
+		case seen[t.Name]:
+			bad("name", "duplicate tenant %q", t.Name)
+		}
+		seen[t.Name] = true
+		if t.Weight <= 0 {
+			bad("weight", "%g is not positive", t.Weight)
+		}
+		if !t.DefaultBand.Valid() {
+			bad("defaultBand", "%v is not a band", t.DefaultBand)
+		}
+		if !t.MaxBand.Valid() {
+			bad("maxBand", "%v is not a band", t.MaxBand)
+		}
+		if t.Quota.RequestsPerMinute < 0 {
+			bad("quota.requestsPerMinute", "%d is negative", t.Quota.RequestsPerMinute)
+		}
+		if t.Quota.TokensPerMinute < 0 {
+			bad("quota.tokensPerMinute", "%d is negative", t.Quota.TokensPerMinute)
+		}
+		if t.Quota.Concurrent < 0 {
+			bad("quota.concurrent", "%d is negative", t.Quota.Concurrent)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,434 @@
+package turns
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Controller is flow control for the whole gateway: one per process,
+// shared by every request goroutine. Create it with New and stop it with
+// Close.
+type Controller struct {
+	cfg     atomic.Pointer[FlowControl]
+	tenants atomic.Pointer[tenantSet]
+
+	now     func() time.Time
+	random  func() float64 // called under mu
+	epoch   time.Time      // origin of the queues' age credit
+	reg     prometheus.Registerer
+	metrics *metrics
+	waiters sync.Pool
+
+	mu struct {
+		sync.Mutex
+		// protects the fields below, every poolQueue and tenantState, and
+		// the waiters they hold.
+		closed       bool
+		pools        map[string]*poolQueue
+		tenants      map[string]*tenantState
+		seq          uint64
+		activeWeight float64 // sum of weights of tenants holding turns
+		heldTokens   int64   // tokens of all turns held
+	}
+
+	ticker bool
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+// tenantSet is an immutable snapshot of the tenants.
+type tenantSet struct {
+	byName map[string]Tenant
+}
+
+// lookup is the named tenant, or the defaults for an unknown one.
+func (s *tenantSet) lookup(name string) Tenant {
+	if t, ok := s.byName[name]; ok {
+		return t
+	}
+	t := Tenant{Name: name}
+	t.EnsureDefaults()
+	return t
+}
+
+// Option configures a Controller in New.
+type Option func(*Controller)
+
+// WithRegisterer registers the Controller's metrics on reg. Without it the
+// metrics are kept but not exported.
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return func(c *Controller) { c.reg = reg }
+}
+
+// WithClock replaces time.Now, for tests.
+func WithClock(now func() time.Time) Option {
+	return func(c *Controller) { c.now = now }
+}
+
+// WithRandom replaces the random source of the shed curve: a function of
+// uniform floats in [0,1), e.g. rand.New(rand.NewPCG(1, 2)).Float64. It is
+// called under the Controller's lock, so it need not be safe for concurrent
+// use.
+func WithRandom(f func() float64) Option {
+	return func(c *Controller) { c.random = f }
+}
+
+// withoutTicker leaves ticks to the test.
+func withoutTicker() Option {
+	return func(c *Controller) { c.ticker = false }
+}
+
+// New checks cfg and returns a running Controller.
+func New(cfg Config, opts ...Option) (*Controller, error) {
+	c := &Controller{now: time.Now, random: rand.Float64, ticker: true}
+	for _, o := range opts {
+		o(c)
+	}
+	fc := cfg.FlowControl
+	fc.EnsureDefaults()
+	set, err := newTenantSet(cfg.Tenants)
+	if err = errors.Join(fc.Validate(), err); err != nil {
+		return nil, err
+	}
+	c.metrics, err = newMetrics(c.reg)
+	if err != nil {
+		return nil, err
+	}
+	c.cfg.Store(&fc)
+	c.tenants.Store(set)
+	c.epoch = c.now()
+	c.mu.pools = make(map[string]*poolQueue)
+	c.mu.tenants = make(map[string]*tenantState)
+	c.waiters.New = func() any { return &waiter{ctl: c, ready: make(chan struct{}, 1)} }
+	c.stop, c.done = make(chan struct{}), make(chan struct{})
+	if c.ticker {
+		go c.run()
+	} else {
+		close(c.done)
+	}
+	return c, nil
+}
+
+func newTenantSet(ts []Tenant) (*tenantSet, error) {
+	set := &tenantSet{byName: make(map[string]Tenant, len(ts))}
+	ts = append([]Tenant(nil), ts...)
+	for i := range ts {
+		ts[i].EnsureDefaults()
+		set.byName[ts[i].Name] = ts[i]
+	}
+	return set, ValidateTenants(ts)
+}
+
+// SetConfig replaces the flowControl section. Queued turns keep their
+// places; new limits apply from the next decision.
+func (c *Controller) SetConfig(fc FlowControl) error {
+	fc.EnsureDefaults()
+	if err := fc.Validate(); err != nil {
+		return err
+	}
+	c.cfg.Store(&fc)
+	return nil
+}
+
+// Config returns the flowControl section in force, defaults filled.
+func (c *Controller) Config() FlowControl { return *c.cfg.Load() }
+
+// SetTenants replaces the tenants. Quota buckets and fair-share positions
+// carry over; weights and limits apply from the next decision.
+func (c *Controller) SetTenants(ts []Tenant) error {
+	set, err := newTenantSet(ts)
+	if err != nil {
+		return err
+	}
+	c.tenants.Store(set)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range c.mu.tenants {
+		c.tenantLocked(name, set)
+	}
+	return nil
+}
+
+// Tenant returns the named tenant's settings, defaults filled; an unknown
+// tenant gets the defaults. The gateway uses its bands for Classify.
+func (c *Controller) Tenant(name string) Tenant { return c.tenants.Load().lookup(name) }
+
+// Ticket is a dispatched turn's right to run. The caller of Acquire owns it
+// and must call Release exactly once, when the request to the engine has
+// ended (however it ended). The zero Ticket's Release does nothing.
+type Ticket struct {
+	w      *waiter
+	gen    uint64
+	band   Band
+	waited time.Duration
+}
+
+// Band is the band the turn was dispatched in.
+func (t Ticket) Band() Band { return t.band }
+
+// Waited is how long the turn waited in Acquire.
+func (t Ticket) Waited() time.Duration { return t.waited }
+
+// Acquire admits t to flow control and blocks until it may be dispatched
+// to pool. It returns a Ticket whose Release the caller owes, or, with the
+// zero Ticket: a *ShedError (errors.Is ErrShed) when the turn is refused or
+// dropped from the queue, or ctx's error when ctx ends first. Acquire reads
+// t and does not keep it.
+func (c *Controller) Acquire(ctx context.Context, t *Turn, pool Capacity) (Ticket, error) {
+	if err := ctx.Err(); err != nil {
+		return Ticket{}, err
+	}
+	cfg := c.cfg.Load()
+	set := c.tenants.Load()
+	now := c.now()
+	m := pool.Measure(now, cfg)
+
+	w := c.waiters.Get().(*waiter)
+	w.turn = *t
+	if w.turn.Enqueued.IsZero() {
+		w.turn.Enqueued = now
+	}
+	w.cost = t.Cost()
+	w.priority = baseScore(&w.turn) - ScoreAgePerSecond*w.turn.Enqueued.Sub(c.epoch).Seconds()
+	w.queuedAt = now
+	w.cap = pool
+
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
+		c.putWaiter(w)
+		return Ticket{}, shed(ReasonShuttingDown, cfg.RetryAfter)
+	}
+	w.tenant = c.tenantLocked(t.Tenant, set)
+	w.band = t.Band
+	if !w.band.Valid() {
+		w.band = w.tenant.cfg.DefaultBand
+	}
+	w.band = w.band.capAt(w.tenant.cfg.MaxBand)
+	w.pool = c.poolLocked(pool)
+	c.mu.seq++
+	w.seq = c.mu.seq
+	c.expireLocked(w.pool, now, cfg)
+	if err := c.admitLocked(w, &m, now, cfg); err != nil {
+		c.metrics.shedOne(w.band, err.Reason)
+		c.mu.Unlock()
+		c.putWaiter(w)
+		return Ticket{}, err
+	}
+	w.pool.push(w, cfg.PriorityCredit)
+	w.tenant.queued[w.band.index()].Inc()
+	c.dispatchLocked(w.pool, &m, now, cfg)
+	c.mu.Unlock()
+
+	return c.wait(ctx, w, cfg)
+}
+
+// wait blocks until w is dispatched or shed, or ctx ends.
+func (c *Controller) wait(ctx context.Context, w *waiter, cfg *FlowControl) (Ticket, error) {
+	select {
+	case <-w.ready:
+		return c.collect(w)
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	if w.state == stateQueued {
+		w.pool.remove(w, cfg.PriorityCredit)
+		w.tenant.queued[w.band.index()].Dec()
+		c.unholdLocked(w.tenant, w.cost, false, 0)
+		c.metrics.cancelledBy[w.band.index()].Inc()
+		c.mu.Unlock()
+		c.putWaiter(w)
+		return Ticket{}, ctx.Err()
+	}
+	c.mu.Unlock()
+	// Dispatched or shed while we were looking away: the send is on its way.
+	<-w.ready
+	tk, err := c.collect(w)
+	if err != nil {
+		return Ticket{}, err
+	}
+	tk.Release(0) // nothing ran
+	return Ticket{}, ctx.Err()
+}
+
+// collect turns a waiter that was signalled into Acquire's result.
+func (c *Controller) collect(w *waiter) (Ticket, error) {
+	if err := w.err; err != nil {
+		c.putWaiter(w)
+		return Ticket{}, err
+	}
+	return Ticket{w: w, gen: w.gen, band: w.band, waited: w.grantedAt.Sub(w.queuedAt)}, nil
+}
+
+// Release ends the turn: it frees the turn's slot in its pool, corrects
+// the tenant's tokens-per-minute charge by actualTokens (input plus output
+// as the engine counted them; negative keeps the estimate), and dispatches
+// whatever the freed slot lets through. Calling it twice panics.
+func (t Ticket) Release(actualTokens int) {
+	w := t.w
+	if w == nil {
+		return
+	}
+	c := w.ctl
+	cfg := c.cfg.Load()
+	now := c.now()
+	m := w.cap.Measure(now, cfg)
+
+	c.mu.Lock()
+	if w.gen != t.gen || w.state != stateDispatched {
+		c.mu.Unlock()
+		panic("turns: ticket released twice")
+	}
+	pq := w.pool
+	pq.dispatched--
+	pq.inFlight.Dec()
+	c.unholdLocked(w.tenant, w.cost, true, actualTokens)
+	if actualTokens >= 0 {
+		w.tenant.tokens.Add(float64(actualTokens))
+	} else {
+		w.tenant.tokens.Add(float64(w.cost))
+	}
+	w.gen++
+	w.state = stateFree
+	c.expireLocked(pq, now, cfg)
+	c.dispatchLocked(pq, &m, now, cfg)
+	c.mu.Unlock()
+	c.putWaiter(w)
+}
+
+// poolLocked returns the queues of pool, creating them on first use.
+func (c *Controller) poolLocked(pool Capacity) *poolQueue {
+	name := pool.Name()
+	pq := c.mu.pools[name]
+	if pq == nil {
+		pq = newPoolQueue(name)
+		pq.saturation = c.metrics.saturation.WithLabelValues(name)
+		pq.inFlight = c.metrics.inFlight.WithLabelValues(name)
+		c.mu.pools[name] = pq
+	}
+	pq.cap = pool
+	return pq
+}
+
+// dispatchLocked grants queued turns while the pool has free slots and is
+// below HoldAt.
+func (c *Controller) dispatchLocked(pq *poolQueue, m *Measurement, now time.Time, cfg *FlowControl) {
+	pq.saturation.Set(m.Saturation)
+	for pq.queued > 0 && pq.dispatched < m.Slots && m.Saturation < cfg.HoldAt {
+		w := pq.pop(pq.pickBand(), cfg)
+		w.tenant.queued[w.band.index()].Dec()
+		pq.dispatched++
+		pq.dispatchSeq++
+		w.dispatchSeq = pq.dispatchSeq
+		w.grantedAt = now
+		w.state = stateDispatched
+		w.tenant.wait[w.band.index()].Observe(now.Sub(w.queuedAt).Seconds())
+		c.metrics.admittedBy[w.band.index()].Inc()
+		pq.inFlight.Inc()
+		w.ready <- struct{}{}
+	}
+}
+
+// expireLocked sheds every turn of the pool that has waited its band's TTL.
+func (c *Controller) expireLocked(pq *poolQueue, now time.Time, cfg *FlowControl) {
+	for i := range pq.bands {
+		bq := &pq.bands[i]
+		ttl := cfg.Bands.band(bq.band).TTL
+		for bq.head != nil && now.Sub(bq.head.queuedAt) >= ttl {
+			c.dropLocked(bq.head, shed(ReasonTTLExpired, cfg.RetryAfter), cfg)
+		}
+	}
+}
+
+// dropLocked takes a queued turn out of its queue and hands Acquire err.
+func (c *Controller) dropLocked(w *waiter, err *ShedError, cfg *FlowControl) {
+	w.pool.remove(w, cfg.PriorityCredit)
+	w.tenant.queued[w.band.index()].Dec()
+	c.unholdLocked(w.tenant, w.cost, false, 0)
+	c.metrics.shedOne(w.band, err.Reason)
+	w.err = err
+	w.state = stateDone
+	w.ready <- struct{}{}
+}
+
+// tick expires and dispatches in every pool against fresh measurements.
+// The Controller's own goroutine calls it every TickInterval.
+func (c *Controller) tick() {
+	cfg := c.cfg.Load()
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, pq := range c.mu.pools {
+		m := pq.cap.Measure(now, cfg)
+		c.expireLocked(pq, now, cfg)
+		c.dispatchLocked(pq, &m, now, cfg)
+	}
+}
+
+func (c *Controller) run() {
+	defer close(c.done)
+	interval := c.cfg.Load().TickInterval
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		c.tick()
+		if d := c.cfg.Load().TickInterval; d != interval {
+			interval = d
+			t.Reset(d)
+		}
+	}
+}
+
+// Len is the number of turns queued in all pools.
+func (c *Controller) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, pq := range c.mu.pools {
+		n += pq.queued
+	}
+	return n
+}
+
+// Close stops the ticker and sheds every queued turn with 503
+// shutting-down; later Acquires are shed the same way. Outstanding tickets
+// may still be released. Close is idempotent.
+func (c *Controller) Close() error {
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.closed = true
+	cfg := c.cfg.Load()
+	for _, pq := range c.mu.pools {
+		for i := range pq.bands {
+			for w := pq.bands[i].head; w != nil; w = pq.bands[i].head {
+				c.dropLocked(w, shed(ReasonShuttingDown, cfg.RetryAfter), cfg)
+			}
+		}
+	}
+	c.mu.Unlock()
+	close(c.stop)
+	<-c.done
+	return nil
+}
+
+// putWaiter returns w to the free pool, dropping what it referenced.
+func (c *Controller) putWaiter(w *waiter) {
+	w.turn = Turn{}
+	w.cap, w.pool, w.tenant, w.session, w.err = nil, nil, nil, nil, nil
+	w.state = stateFree
+	c.waiters.Put(w)
+}

@@ -1,0 +1,41 @@
+// Package turns is flow control: it decides when each turn may go to its
+// pool, so that bursty agent loops cannot starve people waiting on an answer.
+//
+// # Overview
+//
+// Classify puts a turn in a Band (Interactive, Standard, Background) from
+// the tenant's default, the x-turnpike-priority header, the Responses
+// service_tier and background fields, capped at the tenant's maximum band.
+// Controller.Acquire then admits it or sheds it with a *ShedError (quota,
+// shed curve, queue caps, no endpoints), queues it, and dispatches it when
+// the pool has a free slot and is not saturated. Bands are served in strict
+// order with a small guaranteed share for the lower ones; within a band,
+// tenants share by weighted fair queuing on tokens, sessions within a tenant
+// share equally, and Score (warm KV first, human pace before long fast
+// agent loops, aging) buys a session a bounded head start. Saturation comes
+// from the pools' scraped metrics through the Capacity interface;
+// PoolCapacity reads a *pools.Pool. Data leaves as Tickets, ShedErrors and
+// Prometheus metrics.
+//
+// # Concurrency model
+//
+// One Controller serves all request goroutines. Its configuration and
+// tenants are immutable snapshots behind atomic.Pointer (SetConfig,
+// SetTenants copy and swap). Queues, quotas and counters sit behind one
+// mutex, held only for O(log n) heap work; capacity is measured outside it.
+// A queued turn's goroutine sleeps on its own buffered channel; nobody
+// polls. The channel is signalled by whoever frees capacity: Release, a
+// later Acquire, or the Controller's one ticker goroutine, which re-measures
+// every pool each TickInterval (fresh metrics, TTL expiry).
+//
+// # Request lifecycle and ownership
+//
+// The gateway calls Acquire with a Turn it keeps owning (Acquire copies
+// it). Acquire returns either an error and the zero Ticket — the turn ends
+// there, with nothing to release — or a Ticket, which the caller then owns
+// and must Release exactly once when the engine request has ended, however
+// it ended, with the actual token count if known. A second Release panics.
+// If the context ends while the turn is queued, Acquire removes it and
+// returns the context's error; if it ends just as the turn is dispatched,
+// Acquire releases the ticket itself. Close sheds every queued turn.
+package turns

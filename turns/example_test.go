@@ -1,0 +1,58 @@
+package turns_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/turnpike-gateway/turnpike/turns"
+)
+
+// idlePool stands in for turns.PoolCapacity{Pool: p}, which the gateway
+// would pass for the *pools.Pool it is about to send to.
+type idlePool struct{}
+
+func (idlePool) Name() string { return "h200" }
+func (idlePool) Measure(time.Time, *turns.FlowControl) turns.Measurement {
+	return turns.Measurement{Endpoints: 2, Slots: 128}
+}
+
+// The gateway's request path: classify, acquire, send, release.
+func ExampleController_Acquire() {
+	c, err := turns.New(turns.Config{
+		Tenants: []turns.Tenant{{Name: "acme", Weight: 2, MaxBand: turns.Standard}},
+	}, turns.WithRegisterer(prometheus.NewRegistry()))
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	tenant := c.Tenant("acme")
+	turn := &turns.Turn{
+		Tenant: "acme",
+		Band: turns.Classify(turns.ClassifyInput{
+			DefaultBand: tenant.DefaultBand,
+			MaxBand:     tenant.MaxBand,
+			Priority:    "interactive", // the x-turnpike-priority header
+		}),
+		SessionKey:           "sess-1",
+		InputTokens:          1200,
+		ExpectedOutputTokens: 300,
+	}
+	ticket, err := c.Acquire(context.Background(), turn, idlePool{})
+	var se *turns.ShedError
+	if errors.As(err, &se) {
+		// Answer se.Status with Retry-After: se.RetryAfterSeconds() and
+		// x-turnpike-dropped-reason: se.Reason.
+		return
+	}
+	if err != nil {
+		return // the client went away
+	}
+	// ... pick an endpoint, send the request, stream the answer ...
+	ticket.Release(1450) // once, with the tokens the engine reported
+	fmt.Println(ticket.Band())
+	// Output: standard
+}

@@ -1,0 +1,373 @@
+package turns
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The queues of one pool. Everything here is guarded by Controller.mu.
+//
+// A pool has one bandQueue per band. A band is a two-level fair queue, both
+// levels start-time fair queuing on virtual time measured in tokens:
+//
+//   - across tenants: each backlogged tenantFlow carries a virtual start
+//     time; the band serves the smallest, then advances it by
+//     cost / weight. A tenant that goes idle and returns starts at the
+//     band's current virtual time, so idleness banks no credit. Under
+//     backlog, tenants' dispatched tokens converge to their weights.
+//   - across sessions of a tenant: the same with equal weights, except that
+//     a session's key is its virtual time less PriorityCredit times its best
+//     turn's priority (Score without its age term, minus the age credit
+//     earned by arriving earlier). A higher score buys a bounded head start;
+//     it cannot starve another session, whose virtual time stays behind.
+//
+// Within a session, turns go highest priority first, arrival order on ties.
+// Each band also keeps its turns in arrival order for TTL expiry.
+
+// waiterState is where a waiter is in its life.
+type waiterState uint8
+
+const (
+	stateFree       waiterState = iota // in the free pool, or being admitted
+	stateQueued                        // in a bandQueue
+	stateDispatched                    // granted; held by a Ticket
+	stateDone                          // shed while queued; Acquire returns the error
+)
+
+// waiter is one Acquire call. Acquire owns it until it is queued; while
+// queued the pool's queue holds it under Controller.mu; the dispatcher hands
+// it back by a send on ready; after a grant the Ticket owns it until Release
+// returns it to the free pool.
+type waiter struct {
+	turn     Turn
+	band     Band
+	cost     int64
+	priority float64 // age-free score less age credit; higher goes first
+	seq      uint64  // arrival order, breaks ties
+	queuedAt time.Time
+
+	ctl    *Controller
+	cap    Capacity
+	pool   *poolQueue
+	tenant *tenantState
+
+	session    *sessionFlow // while queued
+	heapIdx    int          // in session.turns
+	prev, next *waiter      // band arrival list, while queued
+
+	state       waiterState
+	gen         uint64 // bumped on every return to the free pool
+	err         *ShedError
+	grantedAt   time.Time
+	dispatchSeq uint64
+	ready       chan struct{} // buffered 1: one send per use
+}
+
+// sessionFlow is a session's backlog within a tenant's band.
+type sessionFlow struct {
+	key     string
+	vtime   float64
+	sortKey float64 // vtime − PriorityCredit·head priority; smaller first
+	heapIdx int     // in tenantFlow.sessions, −1 when not backlogged
+	turns   turnHeap
+}
+
+// tenantFlow is a tenant's backlog in one band of one pool. It outlives its
+// backlog (tenants are few) so that a tenant that is ahead stays ahead.
+type tenantFlow struct {
+	state    *tenantState
+	vtime    float64
+	order    uint64 // creation order, breaks ties
+	heapIdx  int    // in bandQueue.tenants, −1 when not backlogged
+	svtime   float64
+	sessions sessionHeap
+	byKey    map[string]*sessionFlow
+}
+
+// bandQueue is one band of one pool.
+type bandQueue struct {
+	band    Band
+	flows   map[*tenantState]*tenantFlow
+	tenants tenantHeap
+	vtime   float64 // the band's virtual time: start of the last served tenant
+	count   int
+	tokens  int64
+	// credit is the band's guaranteed share earned while more urgent bands
+	// were served (see BandConfig.MinShare); positive means it is owed.
+	credit     float64
+	head, tail *waiter
+}
+
+// poolQueue is the queues and dispatch state of one pool.
+type poolQueue struct {
+	name        string
+	cap         Capacity // the latest one Acquire was given
+	bands       [numBands]bandQueue
+	queued      int
+	dispatched  int // tickets outstanding
+	dispatchSeq uint64
+	flowOrder   uint64
+	free        []*sessionFlow
+	saturation  prometheus.Gauge
+	inFlight    prometheus.Gauge
+}
+
+func newPoolQueue(name string) *poolQueue {
+	pq := &poolQueue{name: name}
+	for i := range pq.bands {
+		pq.bands[i].band = Bands[i]
+		pq.bands[i].flows = make(map[*tenantState]*tenantFlow)
+	}
+	return pq
+}
+
+// push queues w in its band.
+func (pq *poolQueue) push(w *waiter, credit float64) {
+	bq := &pq.bands[w.band.index()]
+	tf := bq.flows[w.tenant]
+	if tf == nil {
+		pq.flowOrder++
+		tf = &tenantFlow{state: w.tenant, order: pq.flowOrder, heapIdx: -1, byKey: make(map[string]*sessionFlow)}
+		bq.flows[w.tenant] = tf
+	}
+	sf := tf.byKey[w.turn.SessionKey]
+	if sf == nil {
+		sf = pq.newSession(w.turn.SessionKey, tf.svtime)
+		if sf.key != "" {
+			tf.byKey[sf.key] = sf
+		}
+	}
+	w.session = sf
+	heap.Push(&sf.turns, w)
+	switch {
+	case sf.heapIdx < 0:
+		sf.rekey(credit)
+		heap.Push(&tf.sessions, sf)
+	case sf.turns[0] == w:
+		sf.rekey(credit)
+		heap.Fix(&tf.sessions, sf.heapIdx)
+	}
+	if tf.heapIdx < 0 {
+		tf.vtime = max(tf.vtime, bq.vtime)
+		heap.Push(&bq.tenants, tf)
+	}
+
+	w.prev, w.next = bq.tail, nil
+	if bq.tail != nil {
+		bq.tail.next = w
+	} else {
+		bq.head = w
+	}
+	bq.tail = w
+	bq.count++
+	bq.tokens += w.cost
+	pq.queued++
+	w.state = stateQueued
+}
+
+// remove takes w out of its band's queue, wherever it is.
+func (pq *poolQueue) remove(w *waiter, credit float64) {
+	bq := &pq.bands[w.band.index()]
+	sf := w.session
+	tf := bq.flows[w.tenant]
+	heap.Remove(&sf.turns, w.heapIdx)
+	w.session = nil
+	if len(sf.turns) == 0 {
+		heap.Remove(&tf.sessions, sf.heapIdx)
+		if sf.key != "" {
+			delete(tf.byKey, sf.key)
+		}
+		pq.freeSession(sf)
+	} else {
+		sf.rekey(credit)
+		heap.Fix(&tf.sessions, sf.heapIdx)
+	}
+	if len(tf.sessions) == 0 {
+		heap.Remove(&bq.tenants, tf.heapIdx)
+	} else {
+		heap.Fix(&bq.tenants, tf.heapIdx)
+	}
+
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		bq.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		bq.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	bq.count--
+	bq.tokens -= w.cost
+	pq.queued--
+	if bq.count == 0 {
+		bq.credit = 0 // no banking a share while idle
+	}
+	w.state = stateFree
+}
+
+// pickBand is the band to serve next: a less urgent band that is owed its
+// guaranteed share (at least a token, so float residue owes nothing), else
+// the most urgent backlogged band.
+func (pq *poolQueue) pickBand() *bandQueue {
+	for i := 1; i < numBands; i++ {
+		if bq := &pq.bands[i]; bq.count > 0 && bq.credit >= 1 {
+			return bq
+		}
+	}
+	for i := range pq.bands {
+		if pq.bands[i].count > 0 {
+			return &pq.bands[i]
+		}
+	}
+	return nil
+}
+
+// pop takes the next turn from bq: the tenant with the smallest virtual
+// time, its session with the smallest key, that session's best turn. It
+// advances the virtual times and the bands' share credits.
+func (pq *poolQueue) pop(bq *bandQueue, cfg *FlowControl) *waiter {
+	tf := bq.tenants[0]
+	sf := tf.sessions[0]
+	w := sf.turns[0]
+	cost := float64(w.cost)
+
+	bq.vtime = tf.vtime
+	tf.vtime += cost / tf.state.weight
+	tf.svtime = sf.vtime
+	sf.vtime += cost
+
+	i := bq.band.index()
+	urgentBacklog := false
+	for j := range i {
+		urgentBacklog = urgentBacklog || pq.bands[j].count > 0
+	}
+	if urgentBacklog {
+		bq.credit -= cost
+	} else {
+		bq.credit = 0
+	}
+	for j := i + 1; j < numBands; j++ {
+		lower := &pq.bands[j]
+		if share := cfg.Bands.band(lower.band).MinShare; lower.count > 0 && share > 0 {
+			lower.credit += cost * share / (1 - share)
+		}
+	}
+
+	pq.remove(w, cfg.PriorityCredit)
+	return w
+}
+
+func (pq *poolQueue) newSession(key string, vtime float64) *sessionFlow {
+	var sf *sessionFlow
+	if n := len(pq.free); n > 0 {
+		sf, pq.free = pq.free[n-1], pq.free[:n-1]
+	} else {
+		sf = &sessionFlow{}
+	}
+	sf.key, sf.vtime, sf.heapIdx = key, vtime, -1
+	return sf
+}
+
+// maxFreeSessions bounds the pool's free list of session flows.
+const maxFreeSessions = 1024
+
+func (pq *poolQueue) freeSession(sf *sessionFlow) {
+	if len(pq.free) < maxFreeSessions {
+		sf.key = ""
+		sf.turns = sf.turns[:0]
+		pq.free = append(pq.free, sf)
+	}
+}
+
+func (sf *sessionFlow) rekey(credit float64) {
+	sf.sortKey = sf.vtime - credit*sf.turns[0].priority
+}
+
+// turnHeap orders a session's turns: highest priority first, then arrival.
+type turnHeap []*waiter
+
+func (h turnHeap) Len() int { return len(h) }
+func (h turnHeap) Less(i, j int) bool {
+	if h[i].priority != h[j].priority {
+		return h[i].priority > h[j].priority
+	}
+	return h[i].seq < h[j].seq
+}
+func (h turnHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx, h[j].heapIdx = i, j
+}
+func (h *turnHeap) Push(x any) {
+	w := x.(*waiter)
+	w.heapIdx = len(*h)
+	*h = append(*h, w)
+}
+func (h *turnHeap) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	w.heapIdx = -1
+	return w
+}
+
+// sessionHeap orders a tenant's backlogged sessions by sort key.
+type sessionHeap []*sessionFlow
+
+func (h sessionHeap) Len() int { return len(h) }
+func (h sessionHeap) Less(i, j int) bool {
+	if h[i].sortKey != h[j].sortKey {
+		return h[i].sortKey < h[j].sortKey
+	}
+	return h[i].turns[0].seq < h[j].turns[0].seq
+}
+func (h sessionHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx, h[j].heapIdx = i, j
+}
+func (h *sessionHeap) Push(x any) {
+	sf := x.(*sessionFlow)
+	sf.heapIdx = len(*h)
+	*h = append(*h, sf)
+}
+func (h *sessionHeap) Pop() any {
+	old := *h
+	sf := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	sf.heapIdx = -1
+	return sf
+}
+
+// tenantHeap orders a band's backlogged tenants by virtual time.
+type tenantHeap []*tenantFlow
+
+func (h tenantHeap) Len() int { return len(h) }
+func (h tenantHeap) Less(i, j int) bool {
+	if h[i].vtime != h[j].vtime {
+		return h[i].vtime < h[j].vtime
+	}
+	return h[i].order < h[j].order
+}
+func (h tenantHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx, h[j].heapIdx = i, j
+}
+func (h *tenantHeap) Push(x any) {
+	tf := x.(*tenantFlow)
+	tf.heapIdx = len(*h)
+	*h = append(*h, tf)
+}
+func (h *tenantHeap) Pop() any {
+	old := *h
+	tf := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	tf.heapIdx = -1
+	return tf
+}
