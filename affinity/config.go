@@ -1,0 +1,283 @@
+package affinity
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/turnpike-gateway/turnpike/kv"
+)
+
+// Policy names.
+const (
+	PolicyCacheAware  = "cache-aware"
+	PolicySessionHash = "session-hash"
+	PolicyLeastLoaded = "least-loaded"
+	PolicyRoundRobin  = "round-robin"
+)
+
+// Plugin names.
+const (
+	FilterHealthy       = "healthy"
+	FilterBreakerClosed = "breaker-closed"
+	FilterServesModel   = "serves-model"
+	FilterHasRoom       = "has-room"
+
+	ScorerPrefix         = "prefix"
+	ScorerSession        = "session"
+	ScorerQueue          = "queue"
+	ScorerKVUtilization  = "kv-utilization"
+	ScorerInFlightTokens = "in-flight-tokens"
+	ScorerPredictedTTFT  = "predicted-ttft"
+	PickerMaxScore       = "max-score"
+	PickerWeightedRandom = "weighted-random"
+	producerPrefixMatch  = "prefix-match" // latency label of the index lookup
+)
+
+// Defaults of Config.
+const (
+	DefaultPolicy = PolicyCacheAware
+	DefaultPicker = PickerMaxScore
+
+	// Default scorer weights. A session's own endpoint usually also holds
+	// the longest prefix, so prefix and session together outweigh queue
+	// and latency until the load guard steps in.
+	DefaultPrefixWeight         = 3.0
+	DefaultSessionWeight        = 2.0
+	DefaultQueueWeight          = 2.0
+	DefaultKVUtilizationWeight  = 1.0
+	DefaultInFlightTokensWeight = 1.0
+	DefaultPredictedTTFTWeight  = 2.0
+
+	// DefaultLoadGuardFactor and DefaultLoadGuardSlack: an endpoint is
+	// overloaded when its queue exceeds 1.5 × the candidates' mean + 4.
+	DefaultLoadGuardFactor = 1.5
+	DefaultLoadGuardSlack  = 4
+
+	// DefaultMaxQueue is the has-room filter's bound on an endpoint's
+	// queue (engine waiting + gateway in flight), in requests.
+	DefaultMaxQueue = 64
+	// DefaultPrefillRate is the prefill throughput assumed of an endpoint
+	// before any outcome measured it, in tokens per second.
+	DefaultPrefillRate = 10_000.0
+	// DefaultSmoothing is the weight of the newest sample in the
+	// per-endpoint moving averages.
+	DefaultSmoothing = 0.2
+	// DefaultVirtualNodes is the number of points per endpoint on the
+	// session-hash ring.
+	DefaultVirtualNodes = 160
+	// DefaultTimingSampleEvery times the plugins of one request in 8.
+	DefaultTimingSampleEvery = 8
+)
+
+// DefaultFilters are the cache-aware policy's filters, in order.
+var DefaultFilters = []string{FilterServesModel, FilterHealthy, FilterBreakerClosed, FilterHasRoom}
+
+// DefaultScorers are the cache-aware policy's scorers.
+var DefaultScorers = []ScorerConfig{
+	{Name: ScorerPrefix, Weight: DefaultPrefixWeight},
+	{Name: ScorerSession, Weight: DefaultSessionWeight},
+	{Name: ScorerQueue, Weight: DefaultQueueWeight},
+	{Name: ScorerKVUtilization, Weight: DefaultKVUtilizationWeight},
+	{Name: ScorerPredictedTTFT, Weight: DefaultPredictedTTFTWeight},
+}
+
+var (
+	policyNames = []string{PolicyCacheAware, PolicySessionHash, PolicyLeastLoaded, PolicyRoundRobin}
+	pickerNames = []string{PickerMaxScore, PickerWeightedRandom}
+)
+
+// defaultWeight is each scorer's weight when its config says zero.
+var defaultWeight = map[string]float64{
+	ScorerPrefix:         DefaultPrefixWeight,
+	ScorerSession:        DefaultSessionWeight,
+	ScorerQueue:          DefaultQueueWeight,
+	ScorerKVUtilization:  DefaultKVUtilizationWeight,
+	ScorerInFlightTokens: DefaultInFlightTokensWeight,
+	ScorerPredictedTTFT:  DefaultPredictedTTFTWeight,
+}
+
+// Config selects and tunes the routing policy. The zero value is the
+// cache-aware policy with every default. Fields a policy does not use are
+// ignored (only cache-aware has plugins).
+type Config struct {
+	// Policy is "cache-aware" (default), "session-hash", "least-loaded" or
+	// "round-robin".
+	Policy string `yaml:"policy" json:"policy"`
+	// Filters name the filters, applied in order. Nil means DefaultFilters;
+	// an empty list means none.
+	Filters []string `yaml:"filters" json:"filters"`
+	// Scorers name the scorers and their weights. Nil means DefaultScorers.
+	Scorers []ScorerConfig `yaml:"scorers" json:"scorers"`
+	// Picker is "max-score" (default; random among ties) or
+	// "weighted-random".
+	Picker string `yaml:"picker" json:"picker"`
+	// LoadGuard keeps a hot prefix from piling every session onto one
+	// endpoint.
+	LoadGuard LoadGuardConfig `yaml:"loadGuard" json:"loadGuard"`
+	// TierWeights value a cached block by the tier holding it, relative to
+	// HBM, by tier name ("hbm", "cpu", "disk", "shared"), each in [0, 1].
+	// Missing tiers take kv.DefaultTierWeights (1, 0.8, 0.5, 0.4).
+	TierWeights map[string]float64 `yaml:"tierWeights" json:"tierWeights"`
+	// MaxQueue is the has-room filter's bound on an endpoint's queue, in
+	// requests. Default 64.
+	MaxQueue int `yaml:"maxQueue" json:"maxQueue"`
+	// PrefillRate is the prefill throughput assumed of an endpoint until
+	// outcomes measure it, in tokens per second. Default 10000.
+	PrefillRate float64 `yaml:"prefillRate" json:"prefillRate"`
+	// Smoothing is the weight, in (0, 1], of the newest sample in the
+	// per-endpoint moving averages. Default 0.2.
+	Smoothing float64 `yaml:"smoothing" json:"smoothing"`
+	// VirtualNodes is the number of ring points per endpoint of the
+	// session-hash policy. Default 160.
+	VirtualNodes int `yaml:"virtualNodes" json:"virtualNodes"`
+	// TimingSampleEvery times the plugins of one request in this many; 1
+	// times every request. Default 8.
+	TimingSampleEvery int `yaml:"timingSampleEvery" json:"timingSampleEvery"`
+}
+
+// ScorerConfig enables a scorer.
+type ScorerConfig struct {
+	// Name is the scorer's name, e.g. "prefix".
+	Name string `yaml:"name" json:"name"`
+	// Weight multiplies the scorer's [0, 1] score. Zero means the scorer's
+	// default weight; to disable a scorer, leave it out.
+	Weight float64 `yaml:"weight" json:"weight"`
+}
+
+// LoadGuardConfig configures the load guard.
+//
+// The rule: an endpoint's queue is its engine's waiting requests (when its
+// load is fresh) plus the gateway's requests in flight to it. The picked
+// endpoint is overloaded when its queue exceeds Factor × the mean queue of
+// the candidates that passed the filters, plus Slack. An overloaded pick
+// spills to the best-scoring candidate that is not overloaded; there is
+// always one, since the least loaded candidate is at or below the mean.
+type LoadGuardConfig struct {
+	// Disabled turns the guard off. Default false.
+	Disabled bool `yaml:"disabled" json:"disabled"`
+	// Factor is the multiple of the mean queue allowed, at least 1.
+	// Zero means 1.5.
+	Factor float64 `yaml:"factor" json:"factor"`
+	// Slack is the queue allowed above Factor × mean, in requests, so that
+	// a nearly idle pool does not spill on one request. Zero means 4.
+	Slack float64 `yaml:"slack" json:"slack"`
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (c *Config) EnsureDefaults() {
+	if c.Policy == "" {
+		c.Policy = DefaultPolicy
+	}
+	if c.Filters == nil {
+		c.Filters = slices.Clone(DefaultFilters)
+	}
+	if c.Scorers == nil {
+		c.Scorers = slices.Clone(DefaultScorers)
+	} else {
+		c.Scorers = slices.Clone(c.Scorers)
+		for i := range c.Scorers {
+			if c.Scorers[i].Weight == 0 {
+				c.Scorers[i].Weight = defaultWeight[c.Scorers[i].Name]
+			}
+		}
+	}
+	if c.Picker == "" {
+		c.Picker = DefaultPicker
+	}
+	if c.LoadGuard.Factor == 0 {
+		c.LoadGuard.Factor = DefaultLoadGuardFactor
+	}
+	if c.LoadGuard.Slack == 0 {
+		c.LoadGuard.Slack = DefaultLoadGuardSlack
+	}
+	if c.MaxQueue == 0 {
+		c.MaxQueue = DefaultMaxQueue
+	}
+	if c.PrefillRate == 0 {
+		c.PrefillRate = DefaultPrefillRate
+	}
+	if c.Smoothing == 0 {
+		c.Smoothing = DefaultSmoothing
+	}
+	if c.VirtualNodes == 0 {
+		c.VirtualNodes = DefaultVirtualNodes
+	}
+	if c.TimingSampleEvery == 0 {
+		c.TimingSampleEvery = DefaultTimingSampleEvery
+	}
+}
+
+// Validate reports every problem of c at once. Zero fields are valid (they
+// take defaults).
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("affinity: "+format, args...))
+	}
+	if c.Policy != "" && !slices.Contains(policyNames, c.Policy) {
+		bad("unknown policy %q (want one of %v)", c.Policy, policyNames)
+	}
+	for i, f := range c.Filters {
+		if _, ok := filterFactories[f]; !ok {
+			bad("filters[%d]: unknown filter %q", i, f)
+		} else if slices.Index(c.Filters, f) != i {
+			bad("filters[%d]: filter %q listed twice", i, f)
+		}
+	}
+	for i, s := range c.Scorers {
+		if _, ok := scorerFactories[s.Name]; !ok {
+			bad("scorers[%d]: unknown scorer %q", i, s.Name)
+		} else if slices.IndexFunc(c.Scorers, func(o ScorerConfig) bool { return o.Name == s.Name }) != i {
+			bad("scorers[%d]: scorer %q listed twice", i, s.Name)
+		}
+		if !(s.Weight >= 0) || math.IsInf(s.Weight, 0) {
+			bad("scorers[%d]: weight %v of %q is not a finite number ≥ 0", i, s.Weight, s.Name)
+		}
+	}
+	if c.Picker != "" && !slices.Contains(pickerNames, c.Picker) {
+		bad("unknown picker %q (want one of %v)", c.Picker, pickerNames)
+	}
+	if f := c.LoadGuard.Factor; f != 0 && !(f >= 1) || math.IsInf(f, 0) {
+		bad("loadGuard.factor %v is not a finite number ≥ 1", f)
+	}
+	if s := c.LoadGuard.Slack; !(s >= 0) || math.IsInf(s, 0) {
+		bad("loadGuard.slack %v is not a finite number ≥ 0", s)
+	}
+	for name, w := range c.TierWeights {
+		if _, err := kv.ParseTier(name); err != nil {
+			bad("tierWeights: unknown tier %q", name)
+		}
+		if !(w >= 0 && w <= 1) {
+			bad("tierWeights[%s]: %v is not in [0, 1]", name, w)
+		}
+	}
+	if c.MaxQueue < 0 {
+		bad("maxQueue %d is negative", c.MaxQueue)
+	}
+	if !(c.PrefillRate >= 0) || math.IsInf(c.PrefillRate, 0) {
+		bad("prefillRate %v is not a finite number ≥ 0", c.PrefillRate)
+	}
+	if !(c.Smoothing >= 0 && c.Smoothing <= 1) {
+		bad("smoothing %v is not in [0, 1]", c.Smoothing)
+	}
+	if c.VirtualNodes < 0 || c.VirtualNodes > 10_000 {
+		bad("virtualNodes %d is not in [0, 10000]", c.VirtualNodes)
+	}
+	if c.TimingSampleEvery < 0 {
+		bad("timingSampleEvery %d is negative", c.TimingSampleEvery)
+	}
+	return errors.Join(errs...)
+}
+
+// tierWeights resolves TierWeights over kv.DefaultTierWeights.
+func (c *Config) tierWeights() kv.TierWeights {
+	w := kv.DefaultTierWeights
+	for name, v := range c.TierWeights {
+		if t, err := kv.ParseTier(name); err == nil {
+			w[t] = v
+		}
+	}
+	return w
+}

@@ -1,0 +1,134 @@
+package affinity
+
+import (
+	"github.com/sony/gobreaker/v2"
+	"github.com/turnpike-gateway/turnpike/pools"
+)
+
+// filterFactories build the filters by config name.
+var filterFactories = map[string]func(*env) Filter{
+	FilterHealthy:       func(*env) Filter { return Healthy{} },
+	FilterBreakerClosed: func(*env) Filter { return BreakerClosed{} },
+	FilterServesModel:   func(*env) Filter { return ServesModel{} },
+	FilterHasRoom:       func(e *env) Filter { return HasRoom{MaxQueue: e.cfg.MaxQueue} },
+}
+
+// keep compacts the candidates for which ok holds to the front.
+func keep(candidates []*pools.Endpoint, ok func(*pools.Endpoint) bool) []*pools.Endpoint {
+	n := 0
+	for _, ep := range candidates {
+		if ok(ep) {
+			candidates[n] = ep
+			n++
+		}
+	}
+	return candidates[:n]
+}
+
+// Healthy keeps the endpoints that take new requests: healthy, not
+// draining, breaker not open.
+type Healthy struct{}
+
+// Name implements Plugin.
+func (Healthy) Name() string { return FilterHealthy }
+
+// Filter implements Filter.
+func (Healthy) Filter(_ *Cycle, candidates []*pools.Endpoint) []*pools.Endpoint {
+	return keep(candidates, (*pools.Endpoint).Available)
+}
+
+// BreakerClosed keeps the endpoints whose breaker is closed. When none is,
+// it keeps the half-open ones, whose trial requests are how a breaker closes.
+type BreakerClosed struct{}
+
+// Name implements Plugin.
+func (BreakerClosed) Name() string { return FilterBreakerClosed }
+
+// Filter implements Filter.
+func (BreakerClosed) Filter(_ *Cycle, candidates []*pools.Endpoint) []*pools.Endpoint {
+	// keep writes only what passes, so when nothing is closed the
+	// candidates are intact for the second pass.
+	if kept := keep(candidates, breakerClosed); len(kept) > 0 {
+		return kept
+	}
+	return keep(candidates, breakerNotOpen)
+}
+
+func breakerClosed(ep *pools.Endpoint) bool  { return ep.BreakerState() == gobreaker.StateClosed }
+func breakerNotOpen(ep *pools.Endpoint) bool { return ep.BreakerState() != gobreaker.StateOpen }
+
+// ServesModel keeps the endpoints of pools that serve the request's model
+// with a role that takes a whole request. The gateway's candidates are
+// already so chosen; the filter states the rule where routing can see it,
+// and is where prefill/decode roles will be told apart.
+type ServesModel struct{}
+
+// Name implements Plugin.
+func (ServesModel) Name() string { return FilterServesModel }
+
+// Filter implements Filter.
+func (ServesModel) Filter(c *Cycle, candidates []*pools.Endpoint) []*pools.Endpoint {
+	model := c.Request.Model
+	n := 0
+	for _, ep := range candidates {
+		if servesWhole(ep, model) {
+			candidates[n] = ep
+			n++
+		}
+	}
+	return candidates[:n]
+}
+
+func servesWhole(ep *pools.Endpoint, model string) bool {
+	p := ep.Pool
+	if p == nil {
+		return true // an endpoint outside any pool: nothing to check against
+	}
+	if r := p.Config.Role; r != "" && r != pools.RoleBoth {
+		return false
+	}
+	return model == "" || p.Serves(model)
+}
+
+// HasRoom drops the endpoints whose queue (engine waiting + gateway in
+// flight) has reached MaxQueue, as long as some candidate has room; when
+// none has, it keeps them all and leaves the choice to the scorers.
+type HasRoom struct {
+	// MaxQueue is the queue bound, in requests; zero means DefaultMaxQueue.
+	MaxQueue int
+}
+
+// Name implements Plugin.
+func (HasRoom) Name() string { return FilterHasRoom }
+
+// Filter implements Filter.
+func (h HasRoom) Filter(c *Cycle, candidates []*pools.Endpoint) []*pools.Endpoint {
+	limit := float64(h.MaxQueue)
+	if h.MaxQueue <= 0 {
+		limit = DefaultMaxQueue
+	}
+	roomy := 0
+	for _, ep := range candidates {
+		if queueDepth(ep, c.Now) < limit {
+			roomy++
+		}
+	}
+	if roomy == 0 || roomy == len(candidates) {
+		return candidates
+	}
+	n := 0
+	for _, ep := range candidates {
+		if queueDepth(ep, c.Now) < limit {
+			candidates[n] = ep
+			n++
+		}
+	}
+	return candidates[:n]
+}
+
+var (
+	_ Filter = Healthy{}
+	_ Filter = BreakerClosed{}
+	_ Filter = ServesModel{}
+	_ Filter = HasRoom{}
+)

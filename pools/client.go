@@ -1,0 +1,135 @@
+package pools
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// Errors returned by Client.Send, by class.
+var (
+	// ErrBreakerOpen means the endpoint's breaker refused the request
+	// without sending it.
+	ErrBreakerOpen = errors.New("pools: endpoint breaker open")
+	// ErrUpstream wraps a failure of the engine: a connection error, a
+	// timeout before the response headers, or a 5xx.
+	ErrUpstream = errors.New("pools: upstream failure")
+)
+
+// UpstreamError is a 5xx answer from an engine. Its body is kept (bounded)
+// so the caller can relay the engine's own message when no retry helps.
+type UpstreamError struct {
+	Endpoint   string
+	StatusCode int
+	Body       []byte
+}
+
+func (e *UpstreamError) Error() string {
+	return fmt.Sprintf("pools: %s answered %d", e.Endpoint, e.StatusCode)
+}
+
+func (e *UpstreamError) Unwrap() error { return ErrUpstream }
+
+// Client sends requests to engines through each endpoint's breaker and
+// keeps the endpoint's in-flight counts.
+type Client struct {
+	http *http.Client
+}
+
+func newClient(opts Options) *Client {
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: opts.RequestTimeout,
+		// Engines speak plain HTTP/1.1 with SSE; compression would only
+		// delay the first token.
+		DisableCompression: true,
+	}
+	return &Client{http: &http.Client{Transport: tr}}
+}
+
+// Send POSTs body to path on ep and returns the engine's response once its
+// headers arrive. tokens is the request's estimated token cost, held in the
+// endpoint's in-flight count until the body is closed.
+//
+// The caller owns the response and must close its body. A 4xx comes back as
+// a normal response (it is the client's fault and never trips the breaker);
+// a 5xx comes back as *UpstreamError with the body consumed and closed.
+func (c *Client) Send(ctx context.Context, ep *Endpoint, path string, body []byte, header http.Header, tokens int64) (*http.Response, error) {
+	var resp *http.Response
+	_, err := ep.breaker.Execute(func() (struct{}, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL.JoinPath(path).String(), bytes.NewReader(body))
+		if err != nil {
+			return struct{}{}, err
+		}
+		for k, vs := range header {
+			req.Header[k] = vs
+		}
+		req.Header.Set("Content-Type", "application/json")
+		ep.inFlight.Add(1)
+		ep.inFlightTokens.Add(tokens)
+		resp, err = c.http.Do(req)
+		if err != nil {
+			ep.inFlight.Add(-1)
+			ep.inFlightTokens.Add(-tokens)
+			if ctx.Err() != nil {
+				// The client went away: not the engine's fault.
+				return struct{}{}, nil
+			}
+			return struct{}{}, fmt.Errorf("%w: %s: %w", ErrUpstream, ep.ID, err)
+		}
+		resp.Body = &trackedBody{ReadCloser: resp.Body, ep: ep, tokens: tokens}
+		if resp.StatusCode >= 500 {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+			return struct{}{}, &UpstreamError{Endpoint: ep.ID, StatusCode: resp.StatusCode, Body: b}
+		}
+		return struct{}{}, nil
+	})
+	switch {
+	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests):
+		return nil, fmt.Errorf("%w: %s", ErrBreakerOpen, ep.ID)
+	case err != nil:
+		return nil, err
+	case resp == nil:
+		return nil, ctx.Err()
+	}
+	return resp, nil
+}
+
+// trackedBody releases the endpoint's in-flight counts exactly once, when
+// the caller closes the body.
+type trackedBody struct {
+	io.ReadCloser
+	ep     *Endpoint
+	tokens int64
+	once   sync.Once
+}
+
+func (b *trackedBody) Close() error {
+	b.once.Do(func() {
+		b.ep.inFlight.Add(-1)
+		b.ep.inFlightTokens.Add(-b.tokens)
+	})
+	return b.ReadCloser.Close()
+}
+
+// Get performs a GET on ep outside the breaker (models listing, tokenize).
+func (c *Client) Get(ctx context.Context, ep *Endpoint, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ep.URL.JoinPath(path).String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.http.Do(req)
+}

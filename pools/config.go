@@ -1,0 +1,180 @@
+package pools
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/turnpike-gateway/turnpike/accelerators"
+)
+
+// Engine flavours: which metric names an endpoint exports.
+const (
+	EngineVLLM   = "vllm"
+	EngineSGLang = "sglang"
+)
+
+// Roles of a pool in prefill/decode disaggregation.
+const (
+	RoleBoth    = "both"
+	RolePrefill = "prefill"
+	RoleDecode  = "decode"
+)
+
+// Defaults for the fleet-wide knobs.
+const (
+	DefaultScrapeInterval  = 500 * time.Millisecond
+	DefaultStaleAfter      = 3 * DefaultScrapeInterval
+	DefaultHealthInterval  = 2 * time.Second
+	DefaultBreakerFailures = 5
+	DefaultBreakerOpenFor  = 10 * time.Second
+	DefaultRequestTimeout  = 10 * time.Minute
+	DefaultConnectTimeout  = 3 * time.Second
+	DefaultMaxRetries      = 2
+)
+
+// PoolConfig describes one pool of endpoints in the config file.
+type PoolConfig struct {
+	// Name identifies the pool in metrics and the admin API. Required, unique.
+	Name string `yaml:"name" json:"name"`
+	// Engine is the metric flavour: "vllm" (default) or "sglang".
+	Engine string `yaml:"engine" json:"engine"`
+	// Accelerator is a catalog name (see accelerators.Accelerators). Optional;
+	// used for capacity estimates when the engine does not report them.
+	Accelerator string `yaml:"accelerator" json:"accelerator"`
+	// Model is a model profile name (see accelerators.Models). Optional;
+	// gives the context length and KV size when the engine does not.
+	Model string `yaml:"model" json:"model"`
+	// ServedModels are the model names clients ask for. Required.
+	ServedModels []string `yaml:"servedModels" json:"servedModels"`
+	// Role is "both" (default), "prefill" or "decode".
+	Role string `yaml:"role" json:"role"`
+	// Endpoints are the replicas. At least one.
+	Endpoints []EndpointConfig `yaml:"endpoints" json:"endpoints"`
+}
+
+// EndpointConfig is one engine replica.
+type EndpointConfig struct {
+	// URL is the engine's base URL, e.g. http://10.0.0.7:8000. Required.
+	URL string `yaml:"url" json:"url"`
+	// KVEvents is the engine's KV event publisher, e.g. tcp://10.0.0.7:5557.
+	// Empty means none: the KV index is fed by routing decisions alone.
+	KVEvents string `yaml:"kvEvents,omitempty" json:"kvEvents,omitempty"`
+}
+
+// Options are the fleet-wide knobs. Zero values take the defaults above.
+type Options struct {
+	// ScrapeInterval between metric scrapes of one endpoint. Default 500ms.
+	ScrapeInterval time.Duration `yaml:"scrapeInterval" json:"scrapeInterval"`
+	// StaleAfter marks an endpoint's load stale when no scrape succeeded for
+	// this long. Default 3 × ScrapeInterval.
+	StaleAfter time.Duration `yaml:"staleAfter" json:"staleAfter"`
+	// HealthInterval between GET /health probes. Default 2s.
+	HealthInterval time.Duration `yaml:"healthInterval" json:"healthInterval"`
+	// BreakerFailures is the number of consecutive failures that opens an
+	// endpoint's breaker. Default 5.
+	BreakerFailures uint32 `yaml:"breakerFailures" json:"breakerFailures"`
+	// BreakerOpenFor is how long a breaker stays open before a trial. Default 10s.
+	BreakerOpenFor time.Duration `yaml:"breakerOpenFor" json:"breakerOpenFor"`
+	// ConnectTimeout bounds dialing an engine. Default 3s.
+	ConnectTimeout time.Duration `yaml:"connectTimeout" json:"connectTimeout"`
+	// RequestTimeout bounds a whole engine request, stream included. Default 10m.
+	RequestTimeout time.Duration `yaml:"requestTimeout" json:"requestTimeout"`
+	// MaxRetries is how many other endpoints a request may try when the
+	// failure came before the first byte. Default 2; negative disables.
+	MaxRetries int `yaml:"maxRetries" json:"maxRetries"`
+}
+
+// EnsureDefaults fills zero fields with the defaults.
+func (o *Options) EnsureDefaults() {
+	if o.ScrapeInterval <= 0 {
+		o.ScrapeInterval = DefaultScrapeInterval
+	}
+	if o.StaleAfter <= 0 {
+		o.StaleAfter = 3 * o.ScrapeInterval
+	}
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = DefaultHealthInterval
+	}
+	if o.BreakerFailures == 0 {
+		o.BreakerFailures = DefaultBreakerFailures
+	}
+	if o.BreakerOpenFor <= 0 {
+		o.BreakerOpenFor = DefaultBreakerOpenFor
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.MaxRetries == 0 {
+		o.MaxRetries = DefaultMaxRetries
+	}
+	if o.MaxRetries < 0 {
+		o.MaxRetries = 0
+	}
+}
+
+// ValidatePools reports every problem in a pool list at once.
+func ValidatePools(pcs []PoolConfig) error {
+	var errs []error
+	if len(pcs) == 0 {
+		errs = append(errs, errors.New("pools: at least one pool is required"))
+	}
+	names := map[string]bool{}
+	urls := map[string]string{}
+	for i, pc := range pcs {
+		where := fmt.Sprintf("pools[%d]", i)
+		if pc.Name == "" {
+			errs = append(errs, fmt.Errorf("%s.name: required", where))
+		} else if names[pc.Name] {
+			errs = append(errs, fmt.Errorf("%s.name: duplicate pool %q", where, pc.Name))
+		}
+		names[pc.Name] = true
+		switch pc.Engine {
+		case "", EngineVLLM, EngineSGLang:
+		default:
+			errs = append(errs, fmt.Errorf("%s.engine: %q is not vllm or sglang", where, pc.Engine))
+		}
+		switch pc.Role {
+		case "", RoleBoth, RolePrefill, RoleDecode:
+		default:
+			errs = append(errs, fmt.Errorf("%s.role: %q is not both, prefill or decode", where, pc.Role))
+		}
+		if pc.Accelerator != "" {
+			if _, ok := accelerators.LookupAccelerator(pc.Accelerator); !ok {
+				errs = append(errs, fmt.Errorf("%s.accelerator: unknown %q (known: %s)", where, pc.Accelerator, strings.Join(accelerators.AcceleratorNames(), ", ")))
+			}
+		}
+		if pc.Model != "" {
+			if _, ok := accelerators.LookupModel(pc.Model); !ok {
+				errs = append(errs, fmt.Errorf("%s.model: unknown profile %q (known: %s)", where, pc.Model, strings.Join(accelerators.ModelNames(), ", ")))
+			}
+		}
+		if len(pc.ServedModels) == 0 {
+			errs = append(errs, fmt.Errorf("%s.servedModels: at least one model name is required", where))
+		}
+		if len(pc.Endpoints) == 0 {
+			errs = append(errs, fmt.Errorf("%s.endpoints: at least one endpoint is required", where))
+		}
+		for j, ec := range pc.Endpoints {
+			ew := fmt.Sprintf("%s.endpoints[%d]", where, j)
+			u, err := url.Parse(ec.URL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				errs = append(errs, fmt.Errorf("%s.url: %q is not an http(s) URL", ew, ec.URL))
+				continue
+			}
+			if prev, dup := urls[ec.URL]; dup {
+				errs = append(errs, fmt.Errorf("%s.url: %q already listed at %s", ew, ec.URL, prev))
+			}
+			urls[ec.URL] = ew
+			if ec.KVEvents != "" && !strings.HasPrefix(ec.KVEvents, "tcp://") {
+				errs = append(errs, fmt.Errorf("%s.kvEvents: %q is not a tcp:// address", ew, ec.KVEvents))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

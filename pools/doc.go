@@ -1,0 +1,27 @@
+// Package pools owns the fleet as turnpike sees it: pools of engine
+// endpoints from the config, each endpoint's live load (scraped engine
+// metrics, the gateway's own in-flight counts), active health checks, a
+// circuit breaker per endpoint, and the engine client that sends requests
+// through that breaker.
+//
+// # Overview
+//
+// A Registry holds Pools; a Pool holds Endpoints that serve the same models
+// on the same accelerator and model profile. Routing code (affinity, turns)
+// reads an Endpoint's state through its methods; only this package writes it.
+//
+// # Concurrency model
+//
+// Every Endpoint field read on the request path is either immutable after
+// New or an atomic: the scraped Load is published as an immutable snapshot
+// through atomic.Pointer, counters are typed atomics. The scraper and the
+// health checker each run one goroutine per endpoint, started by
+// Registry.Start and stopped by Registry.Close.
+//
+// # Request lifecycle and ownership
+//
+// Client.Do sends one request to one endpoint. The caller owns the returned
+// *http.Response and must close its body; the endpoint's in-flight count is
+// held until then. A 5xx, a connection error or a timeout counts against the
+// endpoint's breaker; a 4xx is the client's fault and never does.
+package pools

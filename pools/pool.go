@@ -1,0 +1,120 @@
+package pools
+
+import (
+	"net/url"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"github.com/turnpike-gateway/turnpike/accelerators"
+)
+
+// Load is an immutable snapshot of what an endpoint's engine last reported
+// about itself. A new snapshot replaces the old one on every scrape.
+type Load struct {
+	// Running and Waiting are the engine's running and queued requests.
+	Running, Waiting int
+	// KVUsage is the fraction of the engine's KV cache in use, 0..1.
+	KVUsage float64
+	// BlockSize and NumGPUBlocks describe the engine's KV cache when it
+	// reports them (vllm:cache_config_info); zero when unknown.
+	BlockSize, NumGPUBlocks int
+	// PrefixQueries and PrefixHits are the engine's cumulative prefix-cache
+	// counters, in tokens.
+	PrefixQueries, PrefixHits float64
+	// PromptTokens and GenerationTokens are cumulative token counters.
+	PromptTokens, GenerationTokens float64
+	// ScrapedAt is when this snapshot was taken; zero if never.
+	ScrapedAt time.Time
+}
+
+// Endpoint is one engine replica. Create endpoints with NewRegistry; do not
+// copy them.
+type Endpoint struct {
+	// ID is a short stable identifier (the URL's host:port).
+	ID string
+	// URL is the engine's base URL.
+	URL *url.URL
+	// KVEvents is the engine's KV event publisher address, or "".
+	KVEvents string
+	// Pool is the pool the endpoint belongs to.
+	Pool *Pool
+	// Index is the endpoint's position in Registry.Endpoints, stable for the
+	// registry's life; routing code uses it to index caller-owned slices.
+	Index int
+
+	staleAfter time.Duration
+	load       atomic.Pointer[Load]
+	healthy    atomic.Bool
+	draining   atomic.Bool
+	inFlight   atomic.Int64
+	// inFlightTokens counts the prompt+expected output tokens of requests in
+	// flight, as the gateway estimated them.
+	inFlightTokens atomic.Int64
+	// measured prefill throughput, tokens per second, as an EWMA in float64 bits.
+	prefillRate atomic.Uint64
+
+	breaker *gobreaker.CircuitBreaker[struct{}]
+}
+
+// Load returns the last scraped load snapshot (zero Load if none yet).
+func (e *Endpoint) Load() Load {
+	if l := e.load.Load(); l != nil {
+		return *l
+	}
+	return Load{}
+}
+
+// SetLoad publishes a new load snapshot. Used by the scraper and by tests.
+func (e *Endpoint) SetLoad(l Load) { e.load.Store(&l) }
+
+// Stale reports whether the load snapshot is older than the staleness bound
+// (or missing), so routing and admission should not trust it.
+func (e *Endpoint) Stale(now time.Time) bool {
+	l := e.load.Load()
+	return l == nil || now.Sub(l.ScrapedAt) > e.staleAfter
+}
+
+// Healthy reports the last active health check's verdict.
+func (e *Endpoint) Healthy() bool { return e.healthy.Load() }
+
+// SetHealthy records a health verdict. Used by the checker and by tests.
+func (e *Endpoint) SetHealthy(ok bool) { e.healthy.Store(ok) }
+
+// Draining reports whether the endpoint takes no new requests.
+func (e *Endpoint) Draining() bool { return e.draining.Load() }
+
+// SetDraining drains (true) or undrains (false) the endpoint.
+func (e *Endpoint) SetDraining(d bool) { e.draining.Store(d) }
+
+// InFlight is the number of gateway requests currently on this endpoint.
+func (e *Endpoint) InFlight() int64 { return e.inFlight.Load() }
+
+// InFlightTokens is the estimated token cost of the requests in flight.
+func (e *Endpoint) InFlightTokens() int64 { return e.inFlightTokens.Load() }
+
+// BreakerState is the endpoint's circuit breaker state.
+func (e *Endpoint) BreakerState() gobreaker.State { return e.breaker.State() }
+
+// Available reports whether new requests may be sent here: healthy, not
+// draining, breaker not open.
+func (e *Endpoint) Available() bool {
+	return e.Healthy() && !e.Draining() && e.breaker.State() != gobreaker.StateOpen
+}
+
+// Pool is a set of endpoints serving the same models with the same role.
+type Pool struct {
+	Config PoolConfig
+	// Model is the pool's model profile; zero if the config names none.
+	Model accelerators.Model
+	// Accelerator is the pool's accelerator profile; zero if none.
+	Accelerator accelerators.Accelerator
+	Endpoints   []*Endpoint
+}
+
+// Serves reports whether the pool serves the named model.
+func (p *Pool) Serves(model string) bool { return slices.Contains(p.Config.ServedModels, model) }
+
+// Name is the pool's configured name.
+func (p *Pool) Name() string { return p.Config.Name }

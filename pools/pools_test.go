@@ -1,0 +1,203 @@
+package pools
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/turnpike-gateway/turnpike/accelerators/sim"
+)
+
+const vllmExposition = `# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 3
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m"} 7
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.42
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="16",cache_dtype="auto",num_gpu_blocks="27000"} 1
+# TYPE vllm:prefix_cache_queries_total counter
+vllm:prefix_cache_queries_total{engine="0",model_name="m"} 1000
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{engine="0",model_name="m"} 640
+# TYPE vllm:prompt_tokens_total counter
+vllm:prompt_tokens_total{engine="0",model_name="m"} 1200
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{engine="0",model_name="m"} 300
+`
+
+const sglangExposition = `# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{model_name="m"} 2
+# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{model_name="m"} 5
+# TYPE sglang:token_usage gauge
+sglang:token_usage{model_name="m"} 0.25
+`
+
+func TestParseLoad(t *testing.T) {
+	tests := []struct {
+		name, flavour, text string
+		want                Load
+	}{
+		{"vllm", EngineVLLM, vllmExposition, Load{Running: 3, Waiting: 7, KVUsage: 0.42, BlockSize: 16, NumGPUBlocks: 27000,
+			PrefixQueries: 1000, PrefixHits: 640, PromptTokens: 1200, GenerationTokens: 300}},
+		{"sglang", EngineSGLang, sglangExposition, Load{Running: 2, Waiting: 5, KVUsage: 0.25}},
+		{"vllm names ignored by sglang", EngineSGLang, vllmExposition, Load{}},
+		{"empty", EngineVLLM, "", Load{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseLoad(tt.flavour, strings.NewReader(tt.text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Fatalf("got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+	if _, err := ParseLoad(EngineVLLM, strings.NewReader("vllm:num_requests_running{ 3\n")); err == nil {
+		t.Error("malformed exposition accepted")
+	}
+	if _, err := ParseLoad("tgi", strings.NewReader("")); err == nil {
+		t.Error("unknown flavour accepted")
+	}
+}
+
+func FuzzParseLoad(f *testing.F) {
+	f.Add(vllmExposition)
+	f.Add(sglangExposition)
+	f.Add("# TYPE x counter\nx 1e309\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		l, err := ParseLoad(EngineVLLM, strings.NewReader(text))
+		if err != nil && l != (Load{}) {
+			t.Fatalf("error with a non-zero load: %+v", l)
+		}
+	})
+}
+
+func newTestRegistry(t *testing.T, urls ...string) *Registry {
+	t.Helper()
+	var eps []EndpointConfig
+	for _, u := range urls {
+		eps = append(eps, EndpointConfig{URL: u})
+	}
+	r, err := NewRegistry([]PoolConfig{{Name: "p", Model: "llama-3.1-8b", Accelerator: "h100", ServedModels: []string{"m"}, Endpoints: eps}},
+		Options{ScrapeInterval: 20 * time.Millisecond, HealthInterval: 20 * time.Millisecond, ConnectTimeout: time.Second}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}
+
+// TestScrapeAndStaleness scrapes a real simulated engine, then stops it and
+// watches the load age into staleness.
+func TestScrapeAndStaleness(t *testing.T) {
+	eng, err := sim.New(sim.Config{ServedModelName: "m", TimeScale: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	srv := httptest.NewServer(eng.Handler())
+	r := newTestRegistry(t, srv.URL)
+	ep := r.Endpoints[0]
+	if !ep.Stale(time.Now()) {
+		t.Fatal("an endpoint never scraped must be stale")
+	}
+	r.Start(context.Background())
+	waitFor(t, "first scrape", func() bool { return !ep.Stale(time.Now()) })
+	if l := ep.Load(); l.BlockSize != 16 || l.NumGPUBlocks != eng.NumBlocks() {
+		t.Fatalf("cache config not scraped: %+v (engine has %d blocks)", l, eng.NumBlocks())
+	}
+	srv.Close()
+	waitFor(t, "staleness after the engine went away", func() bool { return ep.Stale(time.Now()) })
+	waitFor(t, "health check to notice", func() bool { return !ep.Healthy() })
+	if ep.Available() {
+		t.Fatal("an unhealthy endpoint must not be available")
+	}
+}
+
+func TestHealthRecovers(t *testing.T) {
+	var healthy atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" && !healthy.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	r := newTestRegistry(t, srv.URL)
+	r.Start(context.Background())
+	ep := r.Endpoints[0]
+	waitFor(t, "unhealthy", func() bool { return !ep.Healthy() })
+	healthy.Store(true)
+	waitFor(t, "healthy again", func() bool { return ep.Healthy() && ep.Available() })
+}
+
+func TestSendTracksInFlight(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		<-release
+	}))
+	defer srv.Close()
+	r := newTestRegistry(t, srv.URL)
+	ep := r.Endpoints[0]
+	resp, err := r.Client().Send(context.Background(), ep, "/v1/chat/completions", []byte(`{}`), nil, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep.InFlight() != 1 || ep.InFlightTokens() != 100 {
+		t.Fatalf("in flight %d / %d tokens, want 1 / 100", ep.InFlight(), ep.InFlightTokens())
+	}
+	close(release)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	resp.Body.Close() // a second close must not release twice
+	if ep.InFlight() != 0 || ep.InFlightTokens() != 0 {
+		t.Fatalf("in flight %d / %d tokens after close, want 0", ep.InFlight(), ep.InFlightTokens())
+	}
+}
+
+func TestSendClassifiesFailures(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "boom", http.StatusBadGateway)
+	}))
+	r := newTestRegistry(t, srv.URL)
+	ep := r.Endpoints[0]
+	_, err := r.Client().Send(context.Background(), ep, "/x", nil, nil, 0)
+	var ue *UpstreamError
+	if !asUpstream(err, &ue) || ue.StatusCode != http.StatusBadGateway || string(ue.Body) != "boom\n" {
+		t.Fatalf("5xx: got %v", err)
+	}
+	srv.Close()
+	_, err = r.Client().Send(context.Background(), ep, "/x", nil, nil, 0)
+	if err == nil || !strings.Contains(err.Error(), "upstream failure") {
+		t.Fatalf("connection refused: got %v", err)
+	}
+	if ep.InFlight() != 0 {
+		t.Fatalf("failed sends leaked in-flight count %d", ep.InFlight())
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func asUpstream(err error, target **UpstreamError) bool { return errors.As(err, target) }

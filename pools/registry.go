@@ -1,0 +1,171 @@
+package pools
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"github.com/turnpike-gateway/turnpike/accelerators"
+)
+
+// Registry is the fleet: every pool and endpoint from the config. The set
+// of pools and endpoints is fixed for the registry's life; their state
+// changes.
+type Registry struct {
+	Pools []*Pool
+	// Endpoints lists every endpoint of every pool; Endpoint.Index is the
+	// position here.
+	Endpoints []*Endpoint
+
+	opts   Options
+	log    *slog.Logger
+	client *Client
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// NewRegistry builds the fleet from validated pool configs. Endpoints start
+// healthy so that a fleet serves before its first health check; the checker
+// corrects that within one interval.
+func NewRegistry(pcs []PoolConfig, opts Options, log *slog.Logger) (*Registry, error) {
+	if err := ValidatePools(pcs); err != nil {
+		return nil, err
+	}
+	opts.EnsureDefaults()
+	if log == nil {
+		log = slog.Default()
+	}
+	r := &Registry{opts: opts, log: log, stop: make(chan struct{})}
+	for _, pc := range pcs {
+		if pc.Engine == "" {
+			pc.Engine = EngineVLLM
+		}
+		if pc.Role == "" {
+			pc.Role = RoleBoth
+		}
+		p := &Pool{Config: pc}
+		p.Model, _ = accelerators.LookupModel(pc.Model)
+		p.Accelerator, _ = accelerators.LookupAccelerator(pc.Accelerator)
+		for _, ec := range pc.Endpoints {
+			u, err := url.Parse(ec.URL)
+			if err != nil {
+				return nil, fmt.Errorf("pools: endpoint %q: %w", ec.URL, err)
+			}
+			ep := &Endpoint{
+				ID:         u.Host,
+				URL:        u,
+				KVEvents:   ec.KVEvents,
+				Pool:       p,
+				Index:      len(r.Endpoints),
+				staleAfter: opts.StaleAfter,
+			}
+			ep.breaker = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+				Name:        u.Host,
+				MaxRequests: 1,
+				Timeout:     opts.BreakerOpenFor,
+				ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= opts.BreakerFailures },
+				OnStateChange: func(name string, from, to gobreaker.State) {
+					log.Warn("endpoint breaker changed state", "endpoint", name, "from", from.String(), "to", to.String())
+				},
+			})
+			ep.healthy.Store(true)
+			p.Endpoints = append(p.Endpoints, ep)
+			r.Endpoints = append(r.Endpoints, ep)
+		}
+		r.Pools = append(r.Pools, p)
+	}
+	r.client = newClient(opts)
+	return r, nil
+}
+
+// Options returns the registry's options with defaults applied.
+func (r *Registry) Options() Options { return r.opts }
+
+// Client is the engine client shared by the fleet.
+func (r *Registry) Client() *Client { return r.client }
+
+// PoolsFor returns the pools that serve model, in config order.
+func (r *Registry) PoolsFor(model string) []*Pool {
+	var out []*Pool
+	for _, p := range r.Pools {
+		if p.Serves(model) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// EndpointsFor appends to dst every endpoint of every pool serving model
+// with a role that can take a whole request (both), and returns it.
+func (r *Registry) EndpointsFor(dst []*Endpoint, model string) []*Endpoint {
+	for _, p := range r.Pools {
+		if p.Config.Role == RoleBoth && p.Serves(model) {
+			dst = append(dst, p.Endpoints...)
+		}
+	}
+	return dst
+}
+
+// Models lists the union of the pools' served model names, sorted.
+func (r *Registry) Models() []string {
+	var out []string
+	for _, p := range r.Pools {
+		for _, m := range p.Config.ServedModels {
+			if !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Endpoint finds an endpoint by ID.
+func (r *Registry) Endpoint(id string) (*Endpoint, bool) {
+	for _, ep := range r.Endpoints {
+		if ep.ID == id {
+			return ep, true
+		}
+	}
+	return nil, false
+}
+
+// Start launches the scraper and health checker of every endpoint. They
+// stop on Close or when ctx ends.
+func (r *Registry) Start(ctx context.Context) {
+	for _, ep := range r.Endpoints {
+		r.wg.Add(2)
+		go func() { defer r.wg.Done(); r.scrapeLoop(ctx, ep) }()
+		go func() { defer r.wg.Done(); r.healthLoop(ctx, ep) }()
+	}
+}
+
+// Close stops the background loops and waits for them.
+func (r *Registry) Close() {
+	r.once.Do(func() { close(r.stop) })
+	r.wg.Wait()
+	r.client.http.CloseIdleConnections()
+}
+
+// every runs fn now and then every d until ctx ends or the registry closes.
+func (r *Registry) every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		fn()
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,161 @@
+package pools
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// maxMetricsBytes bounds one scrape's body; an engine's exposition is a few
+// tens of KiB.
+const maxMetricsBytes = 4 << 20
+
+// metricNames maps an engine flavour's metric names onto Load's fields.
+type metricNames struct {
+	running, waiting, kvUsage, cacheConfig string
+	prefixQueries, prefixHits              string
+	promptTokens, generationTokens         string
+}
+
+var flavours = map[string]metricNames{
+	EngineVLLM: {
+		running:          "vllm:num_requests_running",
+		waiting:          "vllm:num_requests_waiting",
+		kvUsage:          "vllm:kv_cache_usage_perc",
+		cacheConfig:      "vllm:cache_config_info",
+		prefixQueries:    "vllm:prefix_cache_queries_total",
+		prefixHits:       "vllm:prefix_cache_hits_total",
+		promptTokens:     "vllm:prompt_tokens_total",
+		generationTokens: "vllm:generation_tokens_total",
+	},
+	EngineSGLang: {
+		running:          "sglang:num_running_reqs",
+		waiting:          "sglang:num_queue_reqs",
+		kvUsage:          "sglang:token_usage",
+		cacheConfig:      "sglang:cache_config_info",
+		promptTokens:     "sglang:prompt_tokens_total",
+		generationTokens: "sglang:generation_tokens_total",
+	},
+}
+
+// ParseLoad reads a Prometheus text exposition from an engine of the given
+// flavour into a Load. Metrics it does not know are ignored; a family that
+// is missing leaves its field zero. Counters and gauges with several series
+// (one per model_name) are summed.
+func ParseLoad(flavour string, r io.Reader) (Load, error) {
+	names, ok := flavours[flavour]
+	if !ok {
+		return Load{}, fmt.Errorf("pools: unknown engine flavour %q", flavour)
+	}
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return Load{}, fmt.Errorf("pools: parse metrics: %w", err)
+	}
+	var l Load
+	l.Running = int(sum(fams[names.running]))
+	l.Waiting = int(sum(fams[names.waiting]))
+	l.KVUsage = sum(fams[names.kvUsage])
+	l.PrefixQueries = sum(fams[names.prefixQueries])
+	l.PrefixHits = sum(fams[names.prefixHits])
+	l.PromptTokens = sum(fams[names.promptTokens])
+	l.GenerationTokens = sum(fams[names.generationTokens])
+	if f := fams[names.cacheConfig]; f != nil && len(f.Metric) > 0 {
+		for _, lp := range f.Metric[0].Label {
+			switch lp.GetName() {
+			case "block_size", "page_size":
+				l.BlockSize, _ = strconv.Atoi(lp.GetValue())
+			case "num_gpu_blocks", "max_total_num_tokens":
+				l.NumGPUBlocks, _ = strconv.Atoi(lp.GetValue())
+			}
+		}
+	}
+	return l, nil
+}
+
+func sum(f *dto.MetricFamily) float64 {
+	if f == nil {
+		return 0
+	}
+	var s float64
+	for _, m := range f.Metric {
+		switch {
+		case m.Gauge != nil:
+			s += m.Gauge.GetValue()
+		case m.Counter != nil:
+			s += m.Counter.GetValue()
+		case m.Untyped != nil:
+			s += m.Untyped.GetValue()
+		}
+	}
+	return s
+}
+
+func (r *Registry) scrapeLoop(ctx context.Context, ep *Endpoint) {
+	r.every(ctx, r.opts.ScrapeInterval, func() {
+		if err := r.scrape(ctx, ep); err != nil && ctx.Err() == nil {
+			r.log.Debug("scrape failed", "endpoint", ep.ID, "err", err)
+		}
+	})
+}
+
+// scrape fetches one endpoint's /metrics and publishes the new Load. A
+// failed scrape publishes nothing: the old snapshot ages into staleness.
+func (r *Registry) scrape(ctx context.Context, ep *Endpoint) error {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.ScrapeInterval+r.opts.ConnectTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ep.URL.JoinPath("/metrics").String(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := r.client.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("pools: %s/metrics: status %d", ep.ID, resp.StatusCode)
+	}
+	l, err := ParseLoad(ep.Pool.Config.Engine, io.LimitReader(resp.Body, maxMetricsBytes))
+	if err != nil {
+		return err
+	}
+	l.ScrapedAt = time.Now()
+	ep.SetLoad(l)
+	return nil
+}
+
+func (r *Registry) healthLoop(ctx context.Context, ep *Endpoint) {
+	r.every(ctx, r.opts.HealthInterval, func() {
+		ok := r.probe(ctx, ep)
+		if ok != ep.Healthy() && ctx.Err() == nil {
+			r.log.Info("endpoint health changed", "endpoint", ep.ID, "healthy", ok)
+			ep.SetHealthy(ok)
+		}
+	})
+}
+
+// probe is one active health check: GET /health answering 200 in time.
+func (r *Registry) probe(ctx context.Context, ep *Endpoint) bool {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.ConnectTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ep.URL.JoinPath("/health").String(), nil)
+	if err != nil {
+		return false
+	}
+	resp, err := r.client.http.Do(req)
+	if err != nil {
+		return false
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}

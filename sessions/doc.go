@@ -1,0 +1,38 @@
+// Package sessions names conversations and keeps their routing state.
+//
+// # Overview
+//
+// A session is the run of turns of one conversation. Derive names it from
+// what the request carries, strongest first: a session header
+// (x-session-id and the ones agents already send), the Responses
+// conversation, the root of the previous_response_id chain, the
+// prompt_cache_key. A chat completion that carries none is sessionless.
+//
+// A Store keeps, per tenant and session key, the turns taken, when the
+// session was first and last seen, the mean gap between turns, and the pin:
+// the endpoint that holds the session's KV prefix and how long that prefix
+// is. Memory is bounded: sessions idle for longer than the TTL are
+// forgotten, and beyond MaxSessions the least recently seen goes first.
+// Pins are written through to a PinStore (the durable state store in
+// production, MemPinStore in tests) and LoadPins brings them back after a
+// restart, so a restarted gateway routes every session where its cache is.
+//
+// Keys are scoped by tenant: the same key under two tenants names two
+// sessions, and nothing in this package lets one tenant read another's.
+//
+// # Concurrency model
+//
+// A Store is safe for concurrent use. It is split into shards, each a
+// mutex-guarded map with its own LRU list, so that requests of different
+// sessions rarely contend. Lookups (Pinned, Get) do not allocate; Touch
+// allocates only for a session it has not seen. PinStore calls are made
+// outside the shard lock, only when a pin changes.
+//
+// # Request lifecycle and ownership
+//
+// The gateway derives the key (Derive) and calls Touch once per turn, before
+// flow control, which reads Turns and MeanGap. The affinity policy reads the
+// pin (Pinned) on every Pick and moves it (Pin) when the session lands on
+// another endpoint, saying why. State values returned to callers are copies;
+// the Store owns the entries.
+package sessions

@@ -1,0 +1,115 @@
+package sessions
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Pin is a session's pinned endpoint as a PinStore keeps it.
+type Pin struct {
+	Tenant, Key string
+	// Endpoint is the pools.Endpoint ID.
+	Endpoint string
+	// At is when the pin was written; zero when the store does not know.
+	// LoadPins skips pins older than the TTL.
+	At time.Time
+}
+
+// PinStore persists pins so that they survive a restart. The durable state
+// store implements it; MemPinStore is the in-memory one. Implementations
+// must be safe for concurrent use.
+type PinStore interface {
+	// PutPin records that tenant's session key is pinned to endpointID;
+	// an empty endpointID removes the pin.
+	PutPin(ctx context.Context, tenant, key, endpointID string) error
+	// LoadPins returns every pin, in any order.
+	LoadPins(ctx context.Context) ([]Pin, error)
+}
+
+// PinReason says why a pin was set, moved or removed.
+type PinReason uint8
+
+const (
+	// PinNew: the session's first pin.
+	PinNew PinReason = iota
+	// PinUnhealthy: the pinned endpoint failed its health check.
+	PinUnhealthy
+	// PinDraining: the pinned endpoint is draining.
+	PinDraining
+	// PinBreakerOpen: the pinned endpoint's circuit breaker is open.
+	PinBreakerOpen
+	// PinOverloaded: the load guard spilled the session off its endpoint.
+	PinOverloaded
+	// PinUnavailable: the pinned endpoint is not among the candidates (it
+	// left the fleet, or no longer serves the model).
+	PinUnavailable
+	// PinRescored: the scorers preferred another endpoint, e.g. one that
+	// now holds a longer prefix.
+	PinRescored
+	// PinRemoved: the pin was removed on request (admin unpin).
+	PinRemoved
+
+	numPinReasons = iota
+)
+
+var pinReasonNames = [numPinReasons]string{"new", "unhealthy", "draining", "breaker-open", "overloaded", "unavailable", "rescored", "removed"}
+
+func (r PinReason) String() string {
+	if int(r) < len(pinReasonNames) {
+		return pinReasonNames[r]
+	}
+	return "pin-reason(" + strconv.Itoa(int(r)) + ")"
+}
+
+// MemPinStore is a PinStore in memory, for tests and for a gateway without
+// durable state. The zero value is ready to use.
+type MemPinStore struct {
+	// Clock stamps Pin.At; nil leaves it zero, so no pin is ever too old.
+	Clock func() time.Time
+
+	mu struct {
+		sync.Mutex
+		// protects the fields below
+		pins map[[2]string]Pin
+	}
+}
+
+// PutPin implements PinStore.
+func (m *MemPinStore) PutPin(_ context.Context, tenant, key, endpointID string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]string{tenant, key}
+	if endpointID == "" {
+		delete(m.mu.pins, k)
+		return nil
+	}
+	if m.mu.pins == nil {
+		m.mu.pins = make(map[[2]string]Pin)
+	}
+	p := Pin{Tenant: tenant, Key: key, Endpoint: endpointID}
+	if m.Clock != nil {
+		p.At = m.Clock()
+	}
+	m.mu.pins[k] = p
+	return nil
+}
+
+// LoadPins implements PinStore. The pins come sorted by tenant and key.
+func (m *MemPinStore) LoadPins(context.Context) ([]Pin, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Pin, 0, len(m.mu.pins))
+	for _, p := range m.mu.pins {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b Pin) int {
+		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Key, b.Key))
+	})
+	return out, nil
+}
+
+var _ PinStore = (*MemPinStore)(nil)

@@ -1,0 +1,438 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults for Options.
+const (
+	// DefaultMaxSessions bounds the sessions kept in memory.
+	DefaultMaxSessions = 100_000
+	// DefaultTTL is how long an idle session is remembered: longer than any
+	// engine keeps an idle prefix cached.
+	DefaultTTL = time.Hour
+	// DefaultGapSmoothing is the weight of the newest gap in MeanGap.
+	DefaultGapSmoothing = 0.3
+)
+
+// State is a session as the Store knows it. Values are copies.
+type State struct {
+	// Tenant and Key name the session; a key is scoped by its tenant.
+	Tenant, Key string
+	// Turns is the number of turns taken, the current one included.
+	Turns int
+	// FirstSeen and LastSeen are when the first and the latest turn started.
+	FirstSeen, LastSeen time.Time
+	// LastFinished is when the latest finished turn ended; zero if none.
+	LastFinished time.Time
+	// MeanGap is a moving average of the time between the end of one turn
+	// (its start when the end was not reported) and the start of the next;
+	// zero before the second turn.
+	MeanGap time.Duration
+	// Endpoint is the ID of the pinned endpoint; "" when unpinned.
+	Endpoint string
+	// PrefixBlocks is how many blocks of the session's prompt the pinned
+	// endpoint held when the router last looked.
+	PrefixBlocks int
+}
+
+// Options configure a Store. The zero value takes every default.
+type Options struct {
+	// MaxSessions bounds the sessions in memory; beyond it the least
+	// recently seen is forgotten. Default DefaultMaxSessions.
+	MaxSessions int `yaml:"maxSessions" json:"maxSessions"`
+	// TTL forgets a session this long after its last turn. Default 1h.
+	TTL time.Duration `yaml:"ttl" json:"ttl"`
+	// GapSmoothing is the weight, in (0, 1], of the newest gap in MeanGap.
+	// Default 0.3.
+	GapSmoothing float64 `yaml:"gapSmoothing" json:"gapSmoothing"`
+	// Pins persists pins. Nil keeps them in memory only: a restart loses them.
+	Pins PinStore `yaml:"-" json:"-"`
+	// Metrics is where the Store registers its collectors; nil registers none.
+	Metrics prometheus.Registerer `yaml:"-" json:"-"`
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (o *Options) EnsureDefaults() {
+	if o.MaxSessions == 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.TTL == 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.GapSmoothing == 0 {
+		o.GapSmoothing = DefaultGapSmoothing
+	}
+}
+
+// Validate reports every problem of o at once.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.MaxSessions < 0 {
+		errs = append(errs, fmt.Errorf("sessions: maxSessions %d is negative", o.MaxSessions))
+	}
+	if o.TTL < 0 {
+		errs = append(errs, fmt.Errorf("sessions: ttl %v is negative", o.TTL))
+	}
+	if !(o.GapSmoothing >= 0 && o.GapSmoothing <= 1) {
+		errs = append(errs, fmt.Errorf("sessions: gapSmoothing %v is not in [0, 1]", o.GapSmoothing))
+	}
+	return errors.Join(errs...)
+}
+
+// Store keeps session state in bounded memory. Create it with NewStore.
+type Store struct {
+	opts    Options
+	shards  []shard
+	metrics storeMetrics
+}
+
+// shard is one lock's worth of sessions, with its own LRU list.
+type shard struct {
+	capacity int
+	mu       struct {
+		sync.Mutex
+		// protects the fields below
+		m map[skey]*entry
+		// lru is the sentinel of a circular list, most recently seen first.
+		lru entry
+	}
+	_ [64]byte // keeps neighbouring shards' locks off one cache line
+}
+
+// skey scopes a session key by its tenant.
+type skey struct{ tenant, key string }
+
+type entry struct {
+	k          skey
+	st         State
+	prev, next *entry
+}
+
+type storeMetrics struct {
+	evictedTTL, evictedCapacity prometheus.Counter
+	pinChanges                  [numPinReasons]prometheus.Counter
+	pinStoreErrors              prometheus.Counter
+}
+
+// NewStore returns an empty Store. Call LoadPins to bring back the pins of a
+// previous run.
+func NewStore(opts Options) (*Store, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	n := 16
+	if opts.MaxSessions < n*64 {
+		// A small store is exact LRU; a large one is LRU per shard.
+		n = 1
+	}
+	s := &Store{opts: opts, shards: make([]shard, n)}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.capacity = (opts.MaxSessions + n - 1) / n
+		sh.mu.m = make(map[skey]*entry)
+		sh.mu.lru.prev, sh.mu.lru.next = &sh.mu.lru, &sh.mu.lru
+	}
+	if err := s.initMetrics(opts.Metrics); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) initMetrics(r prometheus.Registerer) error {
+	evicted := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "turnpike_sessions_evicted_total",
+		Help: "Sessions forgotten, by reason (ttl, capacity).",
+	}, []string{"reason"})
+	pins := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "turnpike_session_pin_changes_total",
+		Help: "Session pins set, moved or removed, by reason.",
+	}, []string{"reason"})
+	storeErrs := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "turnpike_session_pin_store_errors_total",
+		Help: "Failed writes of session pins to the pin store.",
+	})
+	active := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "turnpike_sessions",
+		Help: "Sessions in memory.",
+	}, func() float64 { return float64(s.Len()) })
+	if r != nil {
+		for _, c := range []prometheus.Collector{evicted, pins, storeErrs, active} {
+			if err := r.Register(c); err != nil {
+				return fmt.Errorf("sessions: registering metrics: %w", err)
+			}
+		}
+	}
+	s.metrics.evictedTTL = evicted.WithLabelValues("ttl")
+	s.metrics.evictedCapacity = evicted.WithLabelValues("capacity")
+	for i := range s.metrics.pinChanges {
+		s.metrics.pinChanges[i] = pins.WithLabelValues(PinReason(i).String())
+	}
+	s.metrics.pinStoreErrors = storeErrs
+	return nil
+}
+
+func (s *Store) shard(k skey) *shard {
+	if len(s.shards) == 1 {
+		return &s.shards[0]
+	}
+	h := xxhash.Sum64String(k.key) ^ (xxhash.Sum64String(k.tenant) * 0x9e3779b97f4a7c15)
+	return &s.shards[h%uint64(len(s.shards))]
+}
+
+func (s *Store) expired(e *entry, now time.Time) bool {
+	return now.Sub(e.st.LastSeen) > s.opts.TTL
+}
+
+// Touch records the start of a turn of tenant's session key at now and
+// returns the session's state after it. An expired session starts over.
+// key must not be empty.
+func (s *Store) Touch(tenant, key string, now time.Time) State {
+	k := skey{tenant, key}
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.mu.m[k]
+	if e != nil && s.expired(e, now) {
+		s.removeLocked(sh, e)
+		s.metrics.evictedTTL.Inc()
+		e = nil
+	}
+	if e == nil {
+		e = &entry{k: k, st: State{Tenant: tenant, Key: key, FirstSeen: now}}
+		sh.mu.m[k] = e
+	} else {
+		s.unlinkLocked(e)
+		since := e.st.LastSeen
+		if e.st.LastFinished.After(since) {
+			since = e.st.LastFinished
+		}
+		gap := max(now.Sub(since), 0)
+		if e.st.Turns <= 1 || e.st.MeanGap == 0 {
+			e.st.MeanGap = gap
+		} else {
+			a := s.opts.GapSmoothing
+			e.st.MeanGap = time.Duration(math.Round(a*float64(gap) + (1-a)*float64(e.st.MeanGap)))
+		}
+	}
+	e.st.Turns++
+	e.st.LastSeen = now
+	s.pushFrontLocked(sh, e)
+	s.evictLocked(sh, now)
+	return e.st
+}
+
+// Finish records that the current turn of tenant's session key ended at
+// now, so that the next gap is measured from here. Unknown sessions are
+// ignored.
+func (s *Store) Finish(tenant, key string, now time.Time) {
+	k := skey{tenant, key}
+	sh := s.shard(k)
+	sh.mu.Lock()
+	if e := sh.mu.m[k]; e != nil {
+		e.st.LastFinished = now
+	}
+	sh.mu.Unlock()
+}
+
+// Get returns tenant's session key, if it is known and not expired at now.
+func (s *Store) Get(tenant, key string, now time.Time) (State, bool) {
+	k := skey{tenant, key}
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.mu.m[k]
+	if e == nil || s.expired(e, now) {
+		return State{}, false
+	}
+	return e.st, true
+}
+
+// Pinned returns the endpoint tenant's session key is pinned to and the
+// prefix it held, or "" when the session is unknown, expired or unpinned.
+// It is on the routing hot path and does not allocate.
+func (s *Store) Pinned(tenant, key string, now time.Time) (endpointID string, prefixBlocks int) {
+	k := skey{tenant, key}
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.mu.m[k]
+	if e == nil || s.expired(e, now) {
+		return "", 0
+	}
+	return e.st.Endpoint, e.st.PrefixBlocks
+}
+
+// Pin pins tenant's session key to endpointID, which holds prefixBlocks of
+// its prompt, for reason. A session not seen yet is created. Only a change
+// of endpoint is written to the PinStore and counted; the error is the
+// PinStore's, and the pin holds in memory even then.
+func (s *Store) Pin(ctx context.Context, tenant, key, endpointID string, prefixBlocks int, reason PinReason, now time.Time) error {
+	k := skey{tenant, key}
+	sh := s.shard(k)
+	sh.mu.Lock()
+	e := sh.mu.m[k]
+	if e == nil || s.expired(e, now) {
+		if e != nil {
+			s.removeLocked(sh, e)
+			s.metrics.evictedTTL.Inc()
+		}
+		e = &entry{k: k, st: State{Tenant: tenant, Key: key, FirstSeen: now, LastSeen: now}}
+		sh.mu.m[k] = e
+		s.pushFrontLocked(sh, e)
+		s.evictLocked(sh, now)
+	}
+	e.st.PrefixBlocks = prefixBlocks
+	changed := e.st.Endpoint != endpointID
+	e.st.Endpoint = endpointID
+	sh.mu.Unlock()
+	if !changed {
+		return nil
+	}
+	s.metrics.pinChanges[reason].Inc()
+	return s.persist(ctx, tenant, key, endpointID)
+}
+
+// Unpin removes the pin of tenant's session key, for reason; the session
+// stays. It reports whether there was a pin.
+func (s *Store) Unpin(ctx context.Context, tenant, key string, reason PinReason) (bool, error) {
+	k := skey{tenant, key}
+	sh := s.shard(k)
+	sh.mu.Lock()
+	e := sh.mu.m[k]
+	had := e != nil && e.st.Endpoint != ""
+	if had {
+		e.st.Endpoint, e.st.PrefixBlocks = "", 0
+	}
+	sh.mu.Unlock()
+	if !had {
+		return false, nil
+	}
+	s.metrics.pinChanges[reason].Inc()
+	return true, s.persist(ctx, tenant, key, "")
+}
+
+func (s *Store) persist(ctx context.Context, tenant, key, endpointID string) error {
+	if s.opts.Pins == nil {
+		return nil
+	}
+	if err := s.opts.Pins.PutPin(ctx, tenant, key, endpointID); err != nil {
+		s.metrics.pinStoreErrors.Inc()
+		return fmt.Errorf("sessions: persisting pin: %w", err)
+	}
+	return nil
+}
+
+// LoadPins brings back the pins of the PinStore, as sessions last seen at
+// now (or when the pin was written, if the store knows), skipping those
+// older than the TTL. It returns how many it loaded. Call it at start-up,
+// before routing.
+func (s *Store) LoadPins(ctx context.Context, now time.Time) (int, error) {
+	if s.opts.Pins == nil {
+		return 0, nil
+	}
+	pins, err := s.opts.Pins.LoadPins(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("sessions: loading pins: %w", err)
+	}
+	n := 0
+	for _, p := range pins {
+		seen := now
+		if !p.At.IsZero() {
+			if now.Sub(p.At) > s.opts.TTL {
+				continue
+			}
+			seen = p.At
+		}
+		k := skey{p.Tenant, p.Key}
+		sh := s.shard(k)
+		sh.mu.Lock()
+		e := sh.mu.m[k]
+		if e == nil {
+			e = &entry{k: k, st: State{Tenant: p.Tenant, Key: p.Key, FirstSeen: seen, LastSeen: seen}}
+			sh.mu.m[k] = e
+			s.pushFrontLocked(sh, e)
+			s.evictLocked(sh, now)
+		}
+		e.st.Endpoint = p.Endpoint
+		sh.mu.Unlock()
+		n++
+	}
+	return n, nil
+}
+
+// Sweep forgets every session expired at now and returns how many. Touch
+// forgets expired sessions as it meets them; Sweep is for a janitor.
+func (s *Store) Sweep(now time.Time) int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for e := sh.mu.lru.prev; e != &sh.mu.lru && s.expired(e, now); e = sh.mu.lru.prev {
+			s.removeLocked(sh, e)
+			s.metrics.evictedTTL.Inc()
+			n++
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Len is the number of sessions in memory, expired ones not yet swept
+// included.
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.mu.m)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// evictLocked drops expired sessions from the tail, then the least
+// recently seen beyond capacity. Touch moves a session to the front, so the
+// tail is always the oldest.
+func (s *Store) evictLocked(sh *shard, now time.Time) {
+	for e := sh.mu.lru.prev; e != &sh.mu.lru && s.expired(e, now); e = sh.mu.lru.prev {
+		s.removeLocked(sh, e)
+		s.metrics.evictedTTL.Inc()
+	}
+	for len(sh.mu.m) > sh.capacity {
+		s.removeLocked(sh, sh.mu.lru.prev)
+		s.metrics.evictedCapacity.Inc()
+	}
+}
+
+func (s *Store) removeLocked(sh *shard, e *entry) {
+	s.unlinkLocked(e)
+	delete(sh.mu.m, e.k)
+}
+
+func (s *Store) pushFrontLocked(sh *shard, e *entry) {
+	head := &sh.mu.lru
+	e.prev, e.next = head, head.next
+	head.next.prev = e
+	head.next = e
+}
+
+func (*Store) unlinkLocked(e *entry) {
+	e.prev.next = e.next
+	e.next.prev = e.prev
+	e.prev, e.next = nil, nil
+}
+
+// String describes the store for debugging.
+func (s *Store) String() string {
+	return fmt.Sprintf("sessions.Store{shards: %d, max: %d, ttl: %v, len: %d}", len(s.shards), s.opts.MaxSessions, s.opts.TTL, s.Len())
+}
