@@ -26,10 +26,18 @@ type Registry struct {
 	log    *slog.Logger
 	client *Client
 
+	// onLoad, when set before Start, sees every new load snapshot.
+	onLoad func(*Endpoint, Load)
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
 }
+
+// OnLoad registers fn to be called, from the scraper's goroutine, with
+// every new load snapshot of every endpoint; the KV index uses it to
+// mirror each engine's real cache capacity. Call before Start.
+func (r *Registry) OnLoad(fn func(*Endpoint, Load)) { r.onLoad = fn }
 
 // NewRegistry builds the fleet from validated pool configs. Endpoints start
 // healthy so that a fleet serves before its first health check; the checker

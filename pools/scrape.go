@@ -130,6 +130,9 @@ func (r *Registry) scrape(ctx context.Context, ep *Endpoint) error {
 	}
 	l.ScrapedAt = time.Now()
 	ep.SetLoad(l)
+	if r.onLoad != nil {
+		r.onLoad(ep, l)
+	}
 	return nil
 }
 

@@ -1,0 +1,33 @@
+# turnpike — run `make help` for the targets.
+GO ?= go
+
+.PHONY: help test race bench fuzz lint run ci
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-8s %s\n", $$1, $$2}'
+
+test: ## run the tests (what CI runs)
+	$(GO) test ./...
+
+race: ## run the tests with the race detector
+	$(GO) test -race ./...
+
+bench: ## run the micro-benchmarks with allocation counts
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+fuzz: ## run each fuzz target for 20s
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime 20s $$pkg || exit 1; \
+	  done; \
+	done
+
+lint: ## gofmt, go vet, and staticcheck when installed
+	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
+	$(GO) vet ./...
+	@command -v staticcheck >/dev/null && staticcheck ./... || true
+
+run: ## run turnpike with its embedded simulated fleet
+	$(GO) run ./cmd/turnpike
+
+ci: lint race ## what .ci/run does

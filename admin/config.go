@@ -1,0 +1,179 @@
+package admin
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/turnpike-gateway/turnpike/turns"
+)
+
+// AdminTokenEnv is the environment variable that holds the admin token. When
+// set it takes precedence over the config file, so that a secret store can
+// supply the token without it being written in the file.
+const AdminTokenEnv = "TURNPIKE_ADMIN_TOKEN"
+
+// Prefixes of a key reference in the config file.
+const (
+	// KeyRefHash names a key by the hex SHA-256 of its secret.
+	KeyRefHash = "sha256:"
+	// KeyRefEnv names the environment variable holding the secret.
+	KeyRefEnv = "env:"
+)
+
+// Config is the tenancy part of the config file:
+//
+//	adminToken: sha256:5e88…   # or the token itself; or TURNPIKE_ADMIN_TOKEN
+//	tenants:
+//	  - name: acme
+//	    weight: 2
+//	    defaultBand: standard
+//	    maxBand: interactive
+//	    quota: {requestsPerMinute: 600, tokensPerMinute: 2000000, concurrent: 32}
+//	    keys: [sha256:9f86d081…, env:ACME_API_KEY]
+type Config struct {
+	// AdminToken guards /admin/v1: the bearer token itself, or
+	// "sha256:<hex>" of it so that the file need not hold the secret.
+	// AdminTokenEnv, when set, replaces it (see ApplyEnv). Default "": the
+	// admin API is disabled.
+	AdminToken string `yaml:"adminToken" json:"-"`
+	// Tenants are tenants defined by the file, read-only through the API.
+	// Default none: with no tenant here or in the state store the gateway
+	// runs open, every request as tenant "default".
+	Tenants []TenantConfig `yaml:"tenants" json:"tenants"`
+}
+
+// TenantConfig is one tenant of the config file.
+type TenantConfig struct {
+	// Tenant holds the name, weight, bands and quota, with turns' defaults
+	// (weight 1, default band standard, maximum band interactive, no quota).
+	turns.Tenant `yaml:",inline"`
+	// Keys are the tenant's API keys, each "sha256:<64 hex digits>" (the
+	// SHA-256 of the secret) or "env:NAME" (the secret is in environment
+	// variable NAME). Default none; more can be added through the API.
+	Keys []string `yaml:"keys" json:"-"`
+}
+
+// ApplyEnv lets AdminTokenEnv, read through getenv (os.Getenv), replace
+// AdminToken.
+func (c *Config) ApplyEnv(getenv func(string) string) {
+	if v := getenv(AdminTokenEnv); v != "" {
+		c.AdminToken = v
+	}
+}
+
+// EnsureDefaults fills each tenant's zero fields with turns' defaults.
+func (c *Config) EnsureDefaults() {
+	for i := range c.Tenants {
+		c.Tenants[i].EnsureDefaults()
+	}
+}
+
+// Validate reports every problem at once. Call it after EnsureDefaults.
+// Keys given as env: are checked for form here and resolved by New.
+func (c *Config) Validate() error {
+	var errs []error
+	if strings.HasPrefix(c.AdminToken, KeyRefHash) {
+		if _, err := ParseKeyHash(c.AdminToken); err != nil {
+			errs = append(errs, fmt.Errorf("admin: adminToken: %w", err))
+		}
+	}
+	ts := make([]turns.Tenant, len(c.Tenants))
+	for i, tc := range c.Tenants {
+		ts[i] = tc.Tenant
+		if err := checkName(tc.Name); err != nil && tc.Name != "" {
+			errs = append(errs, fmt.Errorf("admin: tenants[%d].name: %w", i, err))
+		}
+		for j, ref := range tc.Keys {
+			if _, _, err := parseKeyRef(ref); err != nil {
+				errs = append(errs, fmt.Errorf("admin: tenants[%d].keys[%d]: %w", i, j, err))
+			}
+		}
+	}
+	if err := turns.ValidateTenants(ts); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// KeyHash is the SHA-256 of an API key's secret: what is stored and what
+// the gateway looks a presented key up by.
+type KeyHash [sha256.Size]byte
+
+// String is the hash as the config file writes it, "sha256:<hex>".
+func (h KeyHash) String() string { return KeyRefHash + hex.EncodeToString(h[:]) }
+
+// HashKey is the one definition of a key's hash, shared by the admin API
+// that stores it and the gateway that checks it.
+//
+// A fast unsalted hash is enough here, where a password would need a slow
+// salted one: keys are 256 random bits, so there is no dictionary to try
+// and no brute force that a slower hash would hinder, and a slow hash would
+// cost every request milliseconds. A lookup by hash needs no constant-time
+// compare either: its timing can reveal at most something about a hash,
+// and a hash gives nothing back of its secret.
+func HashKey(secret string) KeyHash {
+	// Hashing from a stack copy keeps the request path free of allocation:
+	// converting a string longer than 32 bytes to []byte goes to the heap.
+	var buf [maxStackKey]byte
+	if len(secret) <= len(buf) {
+		n := copy(buf[:], secret)
+		return sha256.Sum256(buf[:n])
+	}
+	return sha256.Sum256([]byte(secret))
+}
+
+const maxStackKey = 128
+
+// ParseKeyHash parses "sha256:<64 hex digits>".
+func ParseKeyHash(s string) (KeyHash, error) {
+	var h KeyHash
+	hexs, ok := strings.CutPrefix(s, KeyRefHash)
+	if !ok {
+		return h, fmt.Errorf("%q does not start with %q", s, KeyRefHash)
+	}
+	if len(hexs) != 2*len(h) {
+		return h, fmt.Errorf("a SHA-256 has %d hex digits, not %d", 2*len(h), len(hexs))
+	}
+	if _, err := hex.Decode(h[:], []byte(hexs)); err != nil {
+		return h, fmt.Errorf("%q is not hex: %w", hexs, err)
+	}
+	return h, nil
+}
+
+// parseKeyRef parses a key reference of the config file: it returns the
+// hash for "sha256:", or the variable's name for "env:".
+func parseKeyRef(ref string) (h KeyHash, env string, err error) {
+	switch {
+	case strings.HasPrefix(ref, KeyRefHash):
+		h, err = ParseKeyHash(ref)
+		return h, "", err
+	case strings.HasPrefix(ref, KeyRefEnv):
+		env = strings.TrimPrefix(ref, KeyRefEnv)
+		if env == "" {
+			return h, "", errors.New(`"env:" names no variable`)
+		}
+		return h, env, nil
+	}
+	return h, "", fmt.Errorf("want %q or %q, a key itself does not belong in the file", KeyRefHash+"<hex>", KeyRefEnv+"NAME")
+}
+
+// checkName allows tenant names that are safe in a URL path, a store key
+// and a metric label.
+func checkName(name string) error {
+	if name == "" {
+		return errors.New("required")
+	}
+	if len(name) > 64 {
+		return fmt.Errorf("%d characters, more than 64", len(name))
+	}
+	for i, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || i > 0 && (r == '-' || r == '_' || r == '.')
+		if !ok {
+			return fmt.Errorf("%q: use letters, digits, and - _ . after the first", name)
+		}
+	}
+	return nil
+}

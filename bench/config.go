@@ -1,0 +1,404 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+)
+
+// Workload names accepted in Config.Workload.
+const (
+	WorkloadAgentic   = "agentic"
+	WorkloadTrace     = "trace"
+	WorkloadIsolation = "isolation"
+)
+
+// API names accepted in Config.API.
+const (
+	APIResponses = "responses"
+	APIChat      = "chat"
+)
+
+// Tool-result encodings accepted in AgenticConfig.ToolResultFormat.
+const (
+	// ToolResultFunctionCall sends each tool result as a function_call item
+	// followed by its function_call_output (an assistant tool_calls message and
+	// a tool message on chat completions), the shape a real agent replays.
+	ToolResultFunctionCall = "function_call"
+	// ToolResultMessage sends each tool result as plain user text, for gateways
+	// or engines that reject tool items.
+	ToolResultMessage = "message"
+)
+
+// Priority bands, the values of the x-turnpike-priority header.
+const (
+	BandInteractive = "interactive"
+	BandStandard    = "standard"
+	BandBackground  = "background"
+	// BandUnset labels requests sent without a priority header; the gateway
+	// classifies them itself.
+	BandUnset = "unset"
+)
+
+// Defaults applied by Config.EnsureDefaults to zero fields.
+const (
+	DefaultWorkload       = WorkloadAgentic
+	DefaultAPI            = APIResponses
+	DefaultModel          = "turnpike-sim"
+	DefaultRequestTimeout = 2 * time.Minute
+	DefaultSeed           = 1
+
+	DefaultSessions           = 32
+	DefaultTurnsPerSession    = 8
+	DefaultTenants            = 2
+	DefaultSystemPromptTokens = 3000
+	DefaultToolSchemaTokens   = 1500
+	DefaultToolResultTokens   = 400
+	DefaultUserTurnTokens     = 40
+	DefaultOutputTokens       = 64
+	DefaultHumanTurnShare     = 0.2
+	DefaultThinkTime          = 3 * time.Second
+	DefaultLoopGap            = 300 * time.Millisecond
+	DefaultWaves              = 4
+	DefaultWaveInterval       = 2 * time.Second
+
+	DefaultTracePath = "../shared/workloads/mooncake/conversation_trace.jsonl"
+	DefaultTimeScale = 1.0
+
+	DefaultIsolationDuration  = 30 * time.Second
+	DefaultIsolationARate     = 2.0
+	DefaultIsolationFleetSlot = 16
+	DefaultBurstMultiple      = 5.0
+	DefaultBurstStart         = 0.2
+)
+
+// BaselinePolicy is the policy Compare measures every other policy against.
+const BaselinePolicy = "round-robin"
+
+// Duration is a time.Duration that reads and writes as text ("300ms", "2s")
+// in JSON and YAML. Convert with time.Duration(d); flags can bind through
+// (*time.Duration)(&cfg.Field).
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String formats d like time.Duration.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalText writes d as a Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText reads a Go duration string ("1.5s"); a bare number is seconds.
+func (d *Duration) UnmarshalText(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		*d = 0
+		return nil
+	}
+	if v, err := time.ParseDuration(s); err == nil {
+		*d = Duration(v)
+		return nil
+	}
+	var secs float64
+	if _, err := fmt.Sscanf(s, "%g", &secs); err != nil || math.IsNaN(secs) || math.IsInf(secs, 0) {
+		return fmt.Errorf("bench: invalid duration %q", s)
+	}
+	*d = Duration(secs * float64(time.Second))
+	return nil
+}
+
+// Config describes one benchmark run. The zero value is usable after
+// EnsureDefaults; every field's comment gives its default and unit.
+type Config struct {
+	// Workload is "agentic" (default), "trace" or "isolation".
+	Workload string `json:"workload" yaml:"workload"`
+	// API is "responses" (default: Responses API chained with
+	// previous_response_id, only new input sent each turn) or "chat" (chat
+	// completions with the full history and an x-session-id header). The trace
+	// workload always uses chat completions.
+	API string `json:"api" yaml:"api"`
+	// Model is the model name sent with every request. Default "turnpike-sim".
+	Model string `json:"model" yaml:"model"`
+	// Seed makes the workload deterministic: same seed, same sessions, same
+	// text, same gaps. Default 1.
+	Seed int64 `json:"seed" yaml:"seed"`
+	// Rate caps requests started per second across the whole run. 0: no cap.
+	Rate float64 `json:"rate" yaml:"rate"`
+	// MaxInFlight caps requests in flight at once. 0: no cap.
+	MaxInFlight int `json:"max_in_flight" yaml:"max_in_flight"`
+	// RequestTimeout bounds one request, first byte to last. Default 2m.
+	RequestTimeout Duration `json:"request_timeout" yaml:"request_timeout"`
+	// MaxDuration stops starting new requests after this long; requests in
+	// flight finish. 0: run the whole workload.
+	MaxDuration Duration `json:"max_duration" yaml:"max_duration"`
+	// TenantKeys are the API keys of tenants 0, 1, ... in order; a tenant
+	// beyond the list uses Target.APIKey. Empty: every tenant uses Target.APIKey.
+	TenantKeys []string `json:"-" yaml:"tenant_keys"`
+	// Priority is sent as x-turnpike-priority on every request of the agentic
+	// and trace workloads: "interactive", "standard", "background", or ""
+	// (default: no header, the gateway classifies).
+	Priority string `json:"priority,omitempty" yaml:"priority"`
+	// FreeOutputLength stops asking chat-completions engines for exactly the
+	// requested number of tokens (ignore_eos, min_tokens). Default false: ask.
+	FreeOutputLength bool `json:"free_output_length,omitempty" yaml:"free_output_length"`
+	// KeepSamples puts every request's record in Result.Samples. Default false.
+	KeepSamples bool `json:"keep_samples,omitempty" yaml:"keep_samples"`
+	// Progress receives the progress bar. nil: os.Stderr; io.Discard: none.
+	Progress io.Writer `json:"-" yaml:"-"`
+
+	Agentic   AgenticConfig   `json:"agentic" yaml:"agentic"`
+	Trace     TraceConfig     `json:"trace" yaml:"trace"`
+	Isolation IsolationConfig `json:"isolation" yaml:"isolation"`
+}
+
+// AgenticConfig shapes the agentic workload: tenants with a shared system
+// prompt and tool schema, sessions whose context grows every turn.
+type AgenticConfig struct {
+	// Sessions is the number of agent sessions. Default 32.
+	Sessions int `json:"sessions" yaml:"sessions"`
+	// TurnsPerSession is the number of requests each session sends. Default 8.
+	TurnsPerSession int `json:"turns_per_session" yaml:"turns_per_session"`
+	// Tenants is the number of tenants; sessions are dealt to them in turn,
+	// and each tenant has its own system prompt and tool schema. Default 2.
+	Tenants int `json:"tenants" yaml:"tenants"`
+	// SystemPromptTokens is the size of each tenant's system prompt, in tokens
+	// (about 4 bytes each). Default 3000.
+	SystemPromptTokens int `json:"system_prompt_tokens" yaml:"system_prompt_tokens"`
+	// ToolSchemaTokens is the size of each tenant's tool schema, appended to
+	// the system prompt, in tokens. Default 1500.
+	ToolSchemaTokens int `json:"tool_schema_tokens" yaml:"tool_schema_tokens"`
+	// ToolResultTokens is the size of the tool result appended by each
+	// tool-loop turn, in tokens. Default 400.
+	ToolResultTokens int `json:"tool_result_tokens" yaml:"tool_result_tokens"`
+	// UserTurnTokens is the size of a human message, in tokens. Default 40.
+	UserTurnTokens int `json:"user_turn_tokens" yaml:"user_turn_tokens"`
+	// OutputTokens is max_output_tokens of every turn. Default 64.
+	OutputTokens int `json:"output_tokens" yaml:"output_tokens"`
+	// HumanTurnShare is the share of turns after the first that are human
+	// turns (think time, a user message) rather than tool-loop turns, in
+	// [0,1]. Default 0.2; a negative value means none.
+	HumanTurnShare float64 `json:"human_turn_share" yaml:"human_turn_share"`
+	// ThinkTime is the mean pause before a human turn (drawn uniformly from
+	// 0.5× to 1.5×). Default 3s.
+	ThinkTime Duration `json:"think_time" yaml:"think_time"`
+	// LoopGap is the mean pause between tool-loop turns (0.5× to 1.5×).
+	// Default 300ms.
+	LoopGap Duration `json:"loop_gap" yaml:"loop_gap"`
+	// Waves is the number of bursts sessions start in. Default 4.
+	Waves int `json:"waves" yaml:"waves"`
+	// WaveInterval is the time between waves. Default 2s.
+	WaveInterval Duration `json:"wave_interval" yaml:"wave_interval"`
+	// ToolResultFormat is "function_call" (default) or "message".
+	ToolResultFormat string `json:"tool_result_format" yaml:"tool_result_format"`
+}
+
+// TraceConfig shapes the trace replay workload.
+type TraceConfig struct {
+	// Path is the Mooncake-format JSONL trace. Default
+	// "../shared/workloads/mooncake/conversation_trace.jsonl".
+	Path string `json:"path" yaml:"path"`
+	// TimeScale multiplies every timestamp: 0.1 replays ten times faster.
+	// Default 1.
+	TimeScale float64 `json:"time_scale" yaml:"time_scale"`
+	// Limit takes only the first Limit requests (after the window). 0: all.
+	Limit int `json:"limit" yaml:"limit"`
+	// WindowStart and WindowEnd keep requests whose trace timestamp lies in
+	// [WindowStart, WindowEnd), in trace time; replay starts at WindowStart.
+	// Zero WindowEnd: to the end of the trace.
+	WindowStart Duration `json:"window_start" yaml:"window_start"`
+	WindowEnd   Duration `json:"window_end" yaml:"window_end"`
+	// MaxOutputTokens caps each request's output_length. 0: no cap.
+	MaxOutputTokens int `json:"max_output_tokens" yaml:"max_output_tokens"`
+}
+
+// IsolationConfig shapes the isolation scenario: tenant A's interactive
+// turns at a steady rate, with and without tenant B's agent burst.
+type IsolationConfig struct {
+	// KeyA and KeyB are the two tenants' API keys. Empty: Target.APIKey.
+	KeyA string `json:"-" yaml:"key_a"`
+	KeyB string `json:"-" yaml:"key_b"`
+	// Duration is the length of each of the two runs. Default 30s.
+	Duration Duration `json:"duration" yaml:"duration"`
+	// ARate is tenant A's interactive turns per second. Default 2.
+	ARate float64 `json:"a_rate" yaml:"a_rate"`
+	// FleetSlots is how many sequences the fleet runs at once (the sum of the
+	// engines' batch limits). Default 16.
+	FleetSlots int `json:"fleet_slots" yaml:"fleet_slots"`
+	// BurstMultiple is how many agent loops B keeps in flight, as a multiple
+	// of FleetSlots. Default 5.
+	BurstMultiple float64 `json:"burst_multiple" yaml:"burst_multiple"`
+	// BurstStart is when B's burst starts, as a share of Duration; A's
+	// figures are taken from that point on in both runs. Default 0.2.
+	BurstStart float64 `json:"burst_start" yaml:"burst_start"`
+	// BPriority is the x-turnpike-priority B sends; "" (default) sends none.
+	BPriority string `json:"b_priority,omitempty" yaml:"b_priority"`
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (c *Config) EnsureDefaults() {
+	setDefault(&c.Workload, DefaultWorkload)
+	setDefault(&c.API, DefaultAPI)
+	setDefault(&c.Model, DefaultModel)
+	setDefault(&c.Seed, DefaultSeed)
+	setDefault(&c.RequestTimeout, Duration(DefaultRequestTimeout))
+
+	a := &c.Agentic
+	setDefault(&a.Sessions, DefaultSessions)
+	setDefault(&a.TurnsPerSession, DefaultTurnsPerSession)
+	setDefault(&a.Tenants, DefaultTenants)
+	setDefault(&a.SystemPromptTokens, DefaultSystemPromptTokens)
+	setDefault(&a.ToolSchemaTokens, DefaultToolSchemaTokens)
+	setDefault(&a.ToolResultTokens, DefaultToolResultTokens)
+	setDefault(&a.UserTurnTokens, DefaultUserTurnTokens)
+	setDefault(&a.OutputTokens, DefaultOutputTokens)
+	setDefault(&a.HumanTurnShare, DefaultHumanTurnShare)
+	setDefault(&a.ThinkTime, Duration(DefaultThinkTime))
+	setDefault(&a.LoopGap, Duration(DefaultLoopGap))
+	setDefault(&a.Waves, DefaultWaves)
+	setDefault(&a.WaveInterval, Duration(DefaultWaveInterval))
+	setDefault(&a.ToolResultFormat, ToolResultFunctionCall)
+
+	t := &c.Trace
+	setDefault(&t.Path, DefaultTracePath)
+	setDefault(&t.TimeScale, DefaultTimeScale)
+
+	i := &c.Isolation
+	setDefault(&i.Duration, Duration(DefaultIsolationDuration))
+	setDefault(&i.ARate, DefaultIsolationARate)
+	setDefault(&i.FleetSlots, DefaultIsolationFleetSlot)
+	setDefault(&i.BurstMultiple, DefaultBurstMultiple)
+	setDefault(&i.BurstStart, DefaultBurstStart)
+}
+
+func setDefault[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}
+
+// Validate reports every problem with c at once. Call EnsureDefaults first.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("bench: "+format, args...))
+	}
+	switch c.Workload {
+	case WorkloadAgentic, WorkloadTrace, WorkloadIsolation:
+	default:
+		bad("workload %q: want agentic, trace or isolation", c.Workload)
+	}
+	switch c.API {
+	case APIResponses, APIChat:
+	default:
+		bad("api %q: want responses or chat", c.API)
+	}
+	if !validPriority(c.Priority) {
+		bad("priority %q: want interactive, standard, background or empty", c.Priority)
+	}
+	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
+		bad("rate %v: want >= 0", c.Rate)
+	}
+	if c.MaxInFlight < 0 {
+		bad("max_in_flight %d: want >= 0", c.MaxInFlight)
+	}
+	if c.RequestTimeout < 0 || c.MaxDuration < 0 {
+		bad("request_timeout and max_duration must be >= 0")
+	}
+
+	a := c.Agentic
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"sessions", a.Sessions}, {"turns_per_session", a.TurnsPerSession},
+		{"tenants", a.Tenants}, {"output_tokens", a.OutputTokens}, {"waves", a.Waves},
+	} {
+		if f.v < 1 {
+			bad("agentic.%s %d: want >= 1", f.name, f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"system_prompt_tokens", a.SystemPromptTokens}, {"tool_schema_tokens", a.ToolSchemaTokens},
+		{"tool_result_tokens", a.ToolResultTokens}, {"user_turn_tokens", a.UserTurnTokens},
+	} {
+		if f.v < 0 {
+			bad("agentic.%s %d: want >= 0", f.name, f.v)
+		}
+	}
+	if a.HumanTurnShare > 1 || math.IsNaN(a.HumanTurnShare) {
+		bad("agentic.human_turn_share %v: want <= 1", a.HumanTurnShare)
+	}
+	if a.ThinkTime < 0 || a.LoopGap < 0 || a.WaveInterval < 0 {
+		bad("agentic think_time, loop_gap and wave_interval must be >= 0")
+	}
+	switch a.ToolResultFormat {
+	case ToolResultFunctionCall, ToolResultMessage:
+	default:
+		bad("agentic.tool_result_format %q: want function_call or message", a.ToolResultFormat)
+	}
+
+	t := c.Trace
+	if c.Workload == WorkloadTrace && t.Path == "" {
+		bad("trace.path is empty")
+	}
+	if !(t.TimeScale > 0) || math.IsInf(t.TimeScale, 0) {
+		bad("trace.time_scale %v: want > 0", t.TimeScale)
+	}
+	if t.Limit < 0 || t.MaxOutputTokens < 0 {
+		bad("trace.limit and trace.max_output_tokens must be >= 0")
+	}
+	if t.WindowStart < 0 || (t.WindowEnd != 0 && t.WindowEnd <= t.WindowStart) {
+		bad("trace window [%v, %v) is empty or negative", t.WindowStart, t.WindowEnd)
+	}
+
+	i := c.Isolation
+	if i.Duration <= 0 {
+		bad("isolation.duration %v: want > 0", i.Duration)
+	}
+	if !(i.ARate > 0) || math.IsInf(i.ARate, 0) {
+		bad("isolation.a_rate %v: want > 0", i.ARate)
+	}
+	if i.FleetSlots < 1 {
+		bad("isolation.fleet_slots %d: want >= 1", i.FleetSlots)
+	}
+	if !(i.BurstMultiple > 0) || math.IsInf(i.BurstMultiple, 0) {
+		bad("isolation.burst_multiple %v: want > 0", i.BurstMultiple)
+	}
+	if !(i.BurstStart >= 0 && i.BurstStart < 1) {
+		bad("isolation.burst_start %v: want in [0,1)", i.BurstStart)
+	}
+	if !validPriority(i.BPriority) {
+		bad("isolation.b_priority %q: want interactive, standard, background or empty", i.BPriority)
+	}
+	return errors.Join(errs...)
+}
+
+func validPriority(p string) bool {
+	switch p {
+	case "", BandInteractive, BandStandard, BandBackground:
+		return true
+	}
+	return false
+}
+
+// Target is the gateway under test.
+type Target struct {
+	// BaseURL is the gateway's root ("http://127.0.0.1:8080"); "/v1" is
+	// appended when missing.
+	BaseURL string
+	// APIKey is sent as Authorization: Bearer by every tenant without a key
+	// of its own (Config.TenantKeys, IsolationConfig.KeyA/KeyB).
+	APIKey string
+	// EngineMetricsURLs are the engines' /metrics, read before and after the
+	// run to compute the engines' own prefix-cache hit rate. Empty: no engine
+	// figures.
+	EngineMetricsURLs []string
+}

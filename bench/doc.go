@@ -1,0 +1,66 @@
+// Package bench is the load generator and report behind `turnpike bench`.
+//
+// # Overview
+//
+// bench drives an OpenAI-compatible gateway with one of three workloads and
+// reports what clients saw and what the engines counted:
+//
+//   - agentic: concurrent agent sessions. Each tenant has a shared system
+//     prompt and tool schema (deterministic text); each session opens with
+//     it, then grows its context every turn with tool results after
+//     sub-second gaps, with some human turns after seconds of think time.
+//     Sessions start in waves (bursts). On the Responses API a turn sends only
+//     its new input, chained with previous_response_id; on chat completions
+//     (Config.API "chat") it sends the whole history and an x-session-id.
+//   - trace: replay of a Mooncake-format trace (timestamp, input_length,
+//     output_length, hash_ids). Each hash id becomes a fixed 512-token block of
+//     text (BlockText), so equal ids are equal prefixes; requests go out open
+//     loop at their scaled timestamps, on chat completions, with no session id.
+//   - isolation: tenant A's interactive turns at a steady rate, run once alone
+//     and once while tenant B keeps BurstMultiple × FleetSlots agent loops in
+//     flight; the report compares A's p99 TTFT and lists sheds by band/reason.
+//
+// Generated text is three-letter words and spaces, 4 bytes per token, a pure
+// function of the seed (PlanAgentic, SystemPrompt, BlockText), so two runs with
+// one seed send byte-identical prompts.
+//
+// # How a run flows
+//
+// Run validates the Config, plans the workload, scrapes every
+// Target.EngineMetricsURLs once, starts one goroutine per session (or per
+// trace request), and scrapes again when all have ended. Each request first
+// passes the global rate cap (Config.Rate) and the in-flight cap
+// (Config.MaxInFlight), then is streamed with openai-go (no retries: a shed is
+// a figure). Compare repeats Run once per policy against a fleet its caller
+// starts fresh for each, and computes ratios to round-robin. A progress bar
+// goes to Config.Progress (stderr by default): \r redraws on a terminal,
+// a line every few seconds elsewhere.
+//
+// # What each figure means and where it is measured
+//
+// All latencies are taken in this process, from just before the HTTP request
+// is written (after the caps, so the bench's own queueing is excluded):
+// TTFT to the first non-empty content delta (response.output_text.delta, or
+// a chat chunk's delta.content); ITL the gaps between successive deltas (a
+// delta may carry several tokens); E2E to the end of the stream. Token counts
+// and the cached-token share come from the usage the gateway reports
+// (usage.input_tokens_details.cached_tokens, or prompt_tokens_details on chat).
+// The engine hit rate is the engines' own count: the change in
+// vllm:prefix_cache_hits over vllm:prefix_cache_queries (SGLang: cached over
+// prompt tokens, else sglang:cache_hit_rate) between the two scrapes, summed
+// over engines. Output tokens/s and requests/s count successful requests over
+// the run's wall time. A request is shed when the gateway answers 429, or 503
+// with x-turnpike-dropped-reason; failures are classed "http_<status>",
+// "timeout", "canceled", "transport" or "stream".
+//
+// # Concurrency model
+//
+// Run and Compare block until done; they are safe to call concurrently with
+// distinct Configs. Inside a run, session and request goroutines share only
+// the sender's clients (read-only after setup), the pacer and the sample list
+// (each under its own mutex) and the progress counters (atomics).
+//
+// Results marshal to JSON as is (Result, Comparison); WriteText and
+// WriteMarkdown print tables; WriteHTML writes a self-contained page with
+// inline SVG plots.
+package bench

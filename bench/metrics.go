@@ -1,0 +1,194 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Engine metric names the benchmark reads. Counters are exposed with a
+// _total suffix; both spellings of a family are accepted.
+const (
+	vllmQueries      = "vllm:prefix_cache_queries"
+	vllmHits         = "vllm:prefix_cache_hits"
+	vllmGPUQueries   = "vllm:gpu_prefix_cache_queries" // vLLM before v0.10
+	vllmGPUHits      = "vllm:gpu_prefix_cache_hits"
+	vllmPrompt       = "vllm:prompt_tokens"
+	vllmGeneration   = "vllm:generation_tokens"
+	sglangPrompt     = "sglang:prompt_tokens"
+	sglangGeneration = "sglang:generation_tokens"
+	sglangCached     = "sglang:cached_tokens"
+	sglangHitRate    = "sglang:cache_hit_rate"
+)
+
+// EngineMetrics holds the values of one scrape of one engine's /metrics,
+// summed over label sets, keyed by family name without a _total suffix.
+type EngineMetrics map[string]float64
+
+// Has reports whether the scrape carried name.
+func (m EngineMetrics) Has(name string) bool { _, ok := m[name]; return ok }
+
+// maxMetricsBody bounds one /metrics read.
+const maxMetricsBody = 32 << 20
+
+// ParseEngineMetrics parses the Prometheus text exposition format and sums
+// every counter, gauge and untyped sample by family name (a trailing _total
+// dropped). Histograms and summaries are skipped.
+func ParseEngineMetrics(r io.Reader) (EngineMetrics, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(io.LimitReader(r, maxMetricsBody))
+	if err != nil {
+		return nil, fmt.Errorf("bench: parsing metrics: %w", err)
+	}
+	out := EngineMetrics{}
+	for name, f := range fams {
+		key := strings.TrimSuffix(name, "_total")
+		for _, m := range f.GetMetric() {
+			v, ok := sampleValue(f.GetType(), m)
+			if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
+				continue
+			}
+			out[key] += v
+		}
+		// A sum can overflow even when every sample is finite.
+		if v := out[key]; math.IsInf(v, 0) {
+			delete(out, key)
+		}
+	}
+	return out, nil
+}
+
+func sampleValue(t dto.MetricType, m *dto.Metric) (float64, bool) {
+	switch t {
+	case dto.MetricType_COUNTER:
+		return m.GetCounter().GetValue(), m.Counter != nil
+	case dto.MetricType_GAUGE:
+		return m.GetGauge().GetValue(), m.Gauge != nil
+	case dto.MetricType_UNTYPED:
+		return m.GetUntyped().GetValue(), m.Untyped != nil
+	}
+	return 0, false
+}
+
+// EngineCache is the engines' own account of the run: deltas of their
+// counters between a scrape before and a scrape after, summed over engines.
+type EngineCache struct {
+	// Flavor is "vllm", "sglang", or "" when no engine exported a known
+	// prefix-cache metric.
+	Flavor string `json:"flavor,omitempty"`
+	// Engines is how many engines were scraped both times.
+	Engines int `json:"engines"`
+	// QueriedTokens and HitTokens are prompt tokens looked up in and served
+	// from the engines' prefix caches during the run.
+	QueriedTokens float64 `json:"queried_tokens"`
+	HitTokens     float64 `json:"hit_tokens"`
+	// HitRate is HitTokens/QueriedTokens; for SGLang without token counters,
+	// the mean of sglang:cache_hit_rate after the run.
+	HitRate float64 `json:"hit_rate"`
+	// PromptTokens and GenerationTokens are the engines' token counters.
+	PromptTokens     float64 `json:"prompt_tokens"`
+	GenerationTokens float64 `json:"generation_tokens"`
+	// Errors lists scrapes that failed; the figures cover the rest.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// scrapeAll reads every URL; a failed scrape leaves nil in its slot.
+func scrapeAll(ctx context.Context, urls []string) ([]EngineMetrics, []string) {
+	out := make([]EngineMetrics, len(urls))
+	var errs []string
+	cl := &http.Client{Timeout: 10 * time.Second}
+	for i, u := range urls {
+		m, err := scrape(ctx, cl, u)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		out[i] = m
+	}
+	return out, errs
+}
+
+func scrape(ctx context.Context, cl *http.Client, url string) (EngineMetrics, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("bench: scrape %s: %w", url, err)
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	resp, err := cl.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("bench: scrape %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("bench: scrape %s: status %d", url, resp.StatusCode)
+	}
+	m, err := ParseEngineMetrics(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("bench: scrape %s: %w", url, err)
+	}
+	return m, nil
+}
+
+// engineDelta computes the run's engine figures from before and after
+// scrapes, engine by engine. A counter that went down (an engine restarted)
+// counts from zero.
+func engineDelta(before, after []EngineMetrics, errs []string) *EngineCache {
+	ec := &EngineCache{Errors: errs}
+	var rateSum float64
+	var rateN int
+	for i := range before {
+		b, a := before[i], after[i]
+		if b == nil || a == nil {
+			continue
+		}
+		ec.Engines++
+		d := func(name string) float64 {
+			av, bv := a[name], b[name]
+			if av < bv {
+				return av
+			}
+			return av - bv
+		}
+		switch {
+		case a.Has(vllmQueries):
+			ec.Flavor = "vllm"
+			ec.QueriedTokens += d(vllmQueries)
+			ec.HitTokens += d(vllmHits)
+		case a.Has(vllmGPUQueries):
+			ec.Flavor = "vllm"
+			ec.QueriedTokens += d(vllmGPUQueries)
+			ec.HitTokens += d(vllmGPUHits)
+		case a.Has(sglangCached) && a.Has(sglangPrompt):
+			ec.Flavor = "sglang"
+			ec.QueriedTokens += d(sglangPrompt)
+			ec.HitTokens += d(sglangCached)
+		case a.Has(sglangHitRate):
+			ec.Flavor = "sglang"
+			rateSum += a[sglangHitRate]
+			rateN++
+		}
+		ec.PromptTokens += d(vllmPrompt) + d(sglangPrompt)
+		ec.GenerationTokens += d(vllmGeneration) + d(sglangGeneration)
+	}
+	switch {
+	case ec.QueriedTokens > 0:
+		ec.HitRate = ec.HitTokens / ec.QueriedTokens
+	case rateN > 0:
+		ec.HitRate = rateSum / float64(rateN)
+	}
+	// Engines can export anything; keep the result marshalable.
+	for _, p := range []*float64{&ec.HitRate, &ec.QueriedTokens, &ec.HitTokens, &ec.PromptTokens, &ec.GenerationTokens} {
+		if math.IsNaN(*p) || math.IsInf(*p, 0) {
+			*p = 0
+		}
+	}
+	return ec
+}

@@ -1,0 +1,221 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// table is a header and rows of cells, printed aligned for a terminal or as
+// markdown.
+type table struct {
+	header []string
+	rows   [][]string
+}
+
+func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
+
+func (t *table) writeText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	line := func(cells []string) {
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	line(t.header)
+	for _, r := range t.rows {
+		line(r)
+	}
+	return tw.Flush()
+}
+
+func (t *table) writeMarkdown(w io.Writer) error {
+	var b strings.Builder
+	row := func(cells []string) {
+		b.WriteString("|")
+		for _, c := range cells {
+			b.WriteString(" ")
+			b.WriteString(strings.ReplaceAll(c, "|", `\|`))
+			b.WriteString(" |")
+		}
+		b.WriteString("\n")
+	}
+	row(t.header)
+	b.WriteString("|")
+	for i := range t.header {
+		if i == 0 {
+			b.WriteString("---|")
+		} else {
+			b.WriteString("---:|")
+		}
+	}
+	b.WriteString("\n")
+	for _, r := range t.rows {
+		row(r)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func ms(v float64) string {
+	switch {
+	case v == 0:
+		return "-"
+	case v < 10:
+		return fmt.Sprintf("%.2f", v)
+	case v < 1000:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func pct(v float64) string { return fmt.Sprintf("%.1f%%", v*100) }
+
+func times(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", v)
+}
+
+func signedPct(v float64) string { return fmt.Sprintf("%+.1f%%", v) }
+
+// name labels a result in tables and plots.
+func (r *Result) name() string {
+	if r.Policy != "" {
+		return r.Policy
+	}
+	return r.Workload
+}
+
+// summaryTable puts one row per result: latencies in ms, rates, cache.
+func summaryTable(results []*Result) *table {
+	t := &table{header: []string{
+		"policy", "requests", "errors", "shed",
+		"TTFT p50", "TTFT p90", "TTFT p99", "ITL p50", "ITL p99", "E2E p50", "E2E p99",
+		"out tok/s", "req/s", "engine hit", "cached (usage)",
+	}}
+	for _, r := range results {
+		s := r.Total
+		hit := "-"
+		if r.Engines != nil && r.Engines.Flavor != "" {
+			hit = pct(r.Engines.HitRate)
+		}
+		t.add(r.name(), fmt.Sprint(s.Requests), fmt.Sprint(s.Errors), fmt.Sprint(s.Shed),
+			ms(s.TTFT.P50Ms), ms(s.TTFT.P90Ms), ms(s.TTFT.P99Ms), ms(s.ITL.P50Ms), ms(s.ITL.P99Ms),
+			ms(s.E2E.P50Ms), ms(s.E2E.P99Ms),
+			fmt.Sprintf("%.1f", s.OutputTokensPerSec), fmt.Sprintf("%.2f", s.RequestsPerSec),
+			hit, pct(s.CachedTokenShare))
+	}
+	return t
+}
+
+// breakdownTable splits one result by tenant and band.
+func breakdownTable(r *Result) *table {
+	t := &table{header: []string{"group", "requests", "errors", "shed", "TTFT p50", "TTFT p99", "E2E p99", "out tok/s"}}
+	add := func(prefix string, m map[string]*Summary) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			s := m[k]
+			t.add(prefix+k, fmt.Sprint(s.Requests), fmt.Sprint(s.Errors), fmt.Sprint(s.Shed),
+				ms(s.TTFT.P50Ms), ms(s.TTFT.P99Ms), ms(s.E2E.P99Ms), fmt.Sprintf("%.1f", s.OutputTokensPerSec))
+		}
+	}
+	add("tenant ", r.ByTenant)
+	add("band ", r.ByBand)
+	return t
+}
+
+func ratioTable(c *Comparison) *table {
+	t := &table{header: []string{"policy", "TTFT p50 reduction", "TTFT p99 reduction", "throughput", "engine hit rate", "cached share"}}
+	for _, q := range c.Ratios {
+		t.add(q.Policy, signedPct(q.TTFTP50ReductionPct), signedPct(q.TTFTP99ReductionPct),
+			times(q.ThroughputX), times(q.HitRateX), times(q.CachedShareX))
+	}
+	return t
+}
+
+// failuresText lists errors by class and sheds by band and reason.
+func failuresText(s Summary) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(s.ErrorsByClass)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, s.ErrorsByClass[k]))
+	}
+	for _, band := range slices.Sorted(maps.Keys(s.Sheds)) {
+		for _, reason := range slices.Sorted(maps.Keys(s.Sheds[band])) {
+			parts = append(parts, fmt.Sprintf("shed[%s/%s]=%d", band, reason, s.Sheds[band][reason]))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// WriteText prints results as terminal tables: the summary (latencies in
+// ms), each result's split by tenant and band, failures, and the isolation
+// verdict where there is one.
+func WriteText(w io.Writer, results ...*Result) error {
+	return writeReport(w, results, false)
+}
+
+// WriteMarkdown prints the same as WriteText as markdown, for docs.
+func WriteMarkdown(w io.Writer, results ...*Result) error {
+	return writeReport(w, results, true)
+}
+
+func writeReport(w io.Writer, results []*Result, md bool) error {
+	write := func(t *table) error {
+		if md {
+			return t.writeMarkdown(w)
+		}
+		return t.writeText(w)
+	}
+	heading := func(s string) {
+		if md {
+			fmt.Fprintf(w, "\n### %s\n\n", s)
+		} else {
+			fmt.Fprintf(w, "\n%s\n", s)
+		}
+	}
+	if err := write(summaryTable(results)); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nLatencies in ms; engine hit from the engines' /metrics, cached from usage.")
+	for _, r := range results {
+		heading(fmt.Sprintf("%s: %s workload, %s API, %.1fs", r.name(), r.Workload, r.API, r.DurationSeconds))
+		if err := write(breakdownTable(r)); err != nil {
+			return err
+		}
+		if f := failuresText(r.Total); f != "" {
+			fmt.Fprintf(w, "\nfailures: %s\n", f)
+		}
+		if r.Engines != nil && len(r.Engines.Errors) > 0 {
+			fmt.Fprintf(w, "\nengine scrape errors: %s\n", strings.Join(r.Engines.Errors, "; "))
+		}
+		if iso := r.Isolation; iso != nil {
+			fmt.Fprintf(w, "\nisolation: tenant A p99 TTFT %s ms alone, %s ms under B's burst (%d loops) = %s; A shed %d, B shed %d\n",
+				ms(iso.BaselineAP99TTFTMs), ms(iso.BurstAP99TTFTMs), iso.BLoops, times(iso.P99TTFTRatio), iso.BurstA.Shed, iso.BurstB.Shed)
+			if f := failuresText(Summary{Sheds: iso.Sheds}); f != "" {
+				fmt.Fprintf(w, "sheds in the burst: %s\n", f)
+			}
+		}
+	}
+	return nil
+}
+
+// WriteText prints the comparison: every policy's figures, then the ratios
+// to the baseline.
+func (c *Comparison) WriteText(w io.Writer) error {
+	if err := summaryTable(c.Results).writeText(w); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nagainst %s:\n", c.Baseline)
+	return ratioTable(c).writeText(w)
+}
+
+// WriteMarkdown prints the comparison as markdown tables, for docs.
+func (c *Comparison) WriteMarkdown(w io.Writer) error {
+	if err := summaryTable(c.Results).writeMarkdown(w); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nAgainst %s:\n\n", c.Baseline)
+	return ratioTable(c).writeMarkdown(w)
+}

@@ -1,0 +1,398 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Sample is the record of one request.
+type Sample struct {
+	// Tenant and Band label the request: tenant "t0", "t1"... for agentic
+	// sessions, "trace" for trace replay, "A" and "B" in the isolation
+	// scenario; band is the priority header sent, or "unset".
+	Tenant  string   `json:"tenant"`
+	Band    string   `json:"band"`
+	Session string   `json:"session,omitempty"`
+	Turn    int      `json:"turn"`
+	Kind    TurnKind `json:"kind"`
+	// Start is when the request was sent, from the run's start.
+	Start time.Duration `json:"start_ns"`
+	// TTFT is sent → first content delta (0: none arrived); E2E is sent →
+	// stream end or failure.
+	TTFT time.Duration `json:"ttft_ns"`
+	E2E  time.Duration `json:"e2e_ns"`
+	// Token counts from usage; OutputTokens falls back to the number of
+	// content deltas when usage is missing.
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+	CachedTokens int `json:"cached_tokens"`
+	// Status is the HTTP status (0: none arrived).
+	Status int `json:"status"`
+	// Error is the failure class, "" on success.
+	Error string `json:"error,omitempty"`
+	// Shed is true when the gateway refused the request (429, or 503 with a
+	// dropped reason); DroppedReason is its x-turnpike-dropped-reason.
+	Shed          bool   `json:"shed,omitempty"`
+	DroppedReason string `json:"dropped_reason,omitempty"`
+	// ResponseID is the response (or chat completion) id;
+	// PreviousResponseID the id this turn chained to.
+	ResponseID         string `json:"response_id,omitempty"`
+	PreviousResponseID string `json:"previous_response_id,omitempty"`
+
+	itl []time.Duration
+}
+
+// Result is the outcome of one run. It marshals to JSON as is.
+type Result struct {
+	// Policy is the routing policy the fleet ran (set by Compare).
+	Policy   string    `json:"policy,omitempty"`
+	Workload string    `json:"workload"`
+	API      string    `json:"api"`
+	Config   Config    `json:"config"`
+	Started  time.Time `json:"started"`
+	// DurationSeconds is the wall time from the first request due to the
+	// last one ended; rates are over it.
+	DurationSeconds float64 `json:"duration_seconds"`
+	// Total covers every request; ByTenant and ByBand split it.
+	Total    Summary             `json:"total"`
+	ByTenant map[string]*Summary `json:"by_tenant"`
+	ByBand   map[string]*Summary `json:"by_band"`
+	// Engines is the engines' own prefix-cache account; nil when
+	// Target.EngineMetricsURLs is empty.
+	Engines  *EngineCache `json:"engines,omitempty"`
+	CDF      CDF          `json:"cdf"`
+	Timeline Timeline     `json:"timeline"`
+	// Isolation holds the scenario's figures when Workload is "isolation".
+	Isolation *IsolationReport `json:"isolation,omitempty"`
+	// Samples are every request's records when Config.KeepSamples is set.
+	Samples []Sample `json:"samples,omitempty"`
+}
+
+// Run runs cfg's workload against target and returns its figures. It
+// returns an error only when the run cannot start (bad config, unreadable
+// trace); failed requests are figures, not errors. Cancelling ctx stops the
+// run and returns what was measured so far.
+func Run(ctx context.Context, cfg Config, target Target) (*Result, error) {
+	return run(ctx, cfg, target, "")
+}
+
+func run(ctx context.Context, cfg Config, target Target, label string) (*Result, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if target.BaseURL == "" {
+		return nil, errors.New("bench: target base URL is empty")
+	}
+	if label == "" {
+		label = cfg.Workload
+	}
+	switch cfg.Workload {
+	case WorkloadTrace:
+		reqs, err := LoadTrace(cfg.Trace)
+		if err != nil {
+			return nil, err
+		}
+		res, _ := measure(ctx, cfg, target, label, len(reqs), func(ctx context.Context, r *runner) {
+			r.replay(ctx, reqs)
+		})
+		return res, nil
+	case WorkloadIsolation:
+		return runIsolation(ctx, cfg, target, label)
+	default:
+		sessions := PlanAgentic(cfg)
+		res, _ := measure(ctx, cfg, target, label, len(sessions)*cfg.Agentic.TurnsPerSession, func(ctx context.Context, r *runner) {
+			var wg sync.WaitGroup
+			for _, s := range sessions {
+				key := r.tenantKey(s.Tenant)
+				wg.Go(func() { r.session(ctx, s, fmt.Sprintf("t%d", s.Tenant), key, cfg.Priority) })
+			}
+			wg.Wait()
+		})
+		return res, nil
+	}
+}
+
+// measure scrapes the engines, runs drive, scrapes again and builds the
+// result; it also returns the samples for callers that slice them further.
+func measure(ctx context.Context, cfg Config, target Target, label string, total int, drive func(context.Context, *runner)) (*Result, []*Sample) {
+	var before []EngineMetrics
+	var scrapeErrs []string
+	if len(target.EngineMetricsURLs) > 0 {
+		before, scrapeErrs = scrapeAll(ctx, target.EngineMetricsURLs)
+	}
+	r := newRunner(cfg, target, label, total)
+	r.prog.run()
+	drive(ctx, r)
+	wall := time.Since(r.start)
+	r.prog.close()
+
+	r.mu.Lock()
+	samples := r.mu.samples
+	r.mu.Unlock()
+	res := buildResult(r.cfg, r.start, wall, samples)
+	if len(target.EngineMetricsURLs) > 0 {
+		// Scrape even when ctx is done: the figures so far are still wanted.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		after, errs := scrapeAll(sctx, target.EngineMetricsURLs)
+		cancel()
+		res.Engines = engineDelta(before, after, append(scrapeErrs, errs...))
+	}
+	return res, samples
+}
+
+// runner drives one run. Its fields are set before the first request and
+// only read afterwards, except mu's.
+type runner struct {
+	cfg    Config
+	target Target
+	snd    *sender
+	pace   *pacer        // nil: no rate cap
+	slots  chan struct{} // nil: no in-flight cap
+	start  time.Time
+	stopAt time.Time // zero: none
+	prog   *progress
+
+	mu struct {
+		sync.Mutex
+		// samples in completion order.
+		samples []*Sample
+	}
+}
+
+func newRunner(cfg Config, target Target, label string, total int) *runner {
+	r := &runner{
+		cfg:    cfg,
+		target: target,
+		snd:    newSender(cfg, target, cfg.API == APIChat),
+		prog:   newProgress(cfg.Progress, label, total),
+	}
+	keys := []string{target.APIKey, cfg.Isolation.KeyA, cfg.Isolation.KeyB}
+	r.snd.prepare(append(keys, cfg.TenantKeys...)...)
+	if cfg.Rate > 0 {
+		r.pace = &pacer{interval: time.Duration(float64(time.Second) / cfg.Rate)}
+	}
+	if cfg.MaxInFlight > 0 {
+		r.slots = make(chan struct{}, cfg.MaxInFlight)
+	}
+	r.start = time.Now()
+	if cfg.MaxDuration > 0 {
+		r.stopAt = r.start.Add(cfg.MaxDuration.D())
+	}
+	return r
+}
+
+// tenantKey is tenant i's API key.
+func (r *runner) tenantKey(i int) string {
+	if i < len(r.cfg.TenantKeys) && r.cfg.TenantKeys[i] != "" {
+		return r.cfg.TenantKeys[i]
+	}
+	return r.target.APIKey
+}
+
+func (r *runner) stopped(ctx context.Context) bool {
+	return ctx.Err() != nil || (!r.stopAt.IsZero() && !time.Now().Before(r.stopAt))
+}
+
+// labels name a request in its Sample.
+type labels struct {
+	tenant, session string
+	turn            int
+	kind            TurnKind
+}
+
+// do sends c under the run's caps and records it. It returns nil when the
+// run stopped before c was sent.
+func (r *runner) do(ctx context.Context, c call, l labels) (*Sample, outcome) {
+	if r.stopped(ctx) {
+		return nil, outcome{}
+	}
+	if r.pace != nil {
+		if err := r.pace.wait(ctx); err != nil {
+			return nil, outcome{}
+		}
+	}
+	if r.slots != nil {
+		select {
+		case r.slots <- struct{}{}:
+			defer func() { <-r.slots }()
+		case <-ctx.Done():
+			return nil, outcome{}
+		}
+	}
+	if r.stopped(ctx) {
+		return nil, outcome{}
+	}
+	o := r.snd.send(ctx, c)
+	band := c.priority
+	if band == "" {
+		band = BandUnset
+	}
+	s := &Sample{
+		Tenant: l.tenant, Band: band, Session: l.session, Turn: l.turn, Kind: l.kind,
+		Start: o.start.Sub(r.start), TTFT: o.ttft, E2E: o.e2e,
+		InputTokens: o.inputTokens, OutputTokens: o.outputTokens, CachedTokens: o.cachedTokens,
+		Status: o.status, Error: o.errClass, DroppedReason: o.dropped,
+		Shed:       o.errClass != "" && (o.status == 429 || (o.status == 503 && o.dropped != "")),
+		ResponseID: o.responseID, PreviousResponseID: c.previousID,
+		itl: o.itl,
+	}
+	r.mu.Lock()
+	r.mu.samples = append(r.mu.samples, s)
+	r.mu.Unlock()
+	r.prog.add(s.Error != "")
+	return s, o
+}
+
+// session runs one planned session: its turns one after another, each
+// waiting for the previous to end and then for its own delay.
+//
+// On the Responses API a turn sends only its new items chained to the last
+// successful response; on chat completions it sends the whole history. A
+// failed turn's items are carried into the next turn, so the conversation
+// the gateway sees stays whole.
+func (r *runner) session(ctx context.Context, s Session, tenant, key, priority string) {
+	if !sleepUntil(ctx, r.start.Add(s.Start)) {
+		return
+	}
+	var prevID string
+	var history, pending []Item
+	for i, t := range s.Turns {
+		if i > 0 && !sleepUntil(ctx, time.Now().Add(t.Delay)) {
+			return
+		}
+		pending = append(pending, t.Input...)
+		c := call{api: r.cfg.API, key: key, priority: priority, maxTokens: t.MaxOutputTokens}
+		if r.cfg.API == APIChat {
+			c.session = s.ID
+			c.input = slices.Concat(history, pending)
+		} else {
+			c.previousID = prevID
+			c.input = pending
+		}
+		smp, o := r.do(ctx, c, labels{tenant: tenant, session: s.ID, turn: i, kind: t.Kind})
+		if smp == nil {
+			return
+		}
+		if smp.Error != "" {
+			continue
+		}
+		if r.cfg.API == APIChat {
+			history = append(slices.Concat(history, pending), Item{Kind: ItemMessage, Role: "assistant", Text: o.reply})
+		} else {
+			prevID = o.responseID
+		}
+		pending = nil
+	}
+}
+
+// replay sends trace requests at their times, open loop: a request is sent
+// when due whether or not earlier ones have ended.
+func (r *runner) replay(ctx context.Context, reqs []TraceRequest) {
+	var wg sync.WaitGroup
+	for i, q := range reqs {
+		if !sleepUntil(ctx, r.start.Add(q.At)) || r.stopped(ctx) {
+			break
+		}
+		wg.Go(func() {
+			c := call{
+				api:       APIChat,
+				key:       r.tenantKey(0),
+				priority:  r.cfg.Priority,
+				input:     []Item{{Kind: ItemMessage, Role: "user", Text: q.Prompt()}},
+				maxTokens: q.MaxOutputTokens,
+			}
+			r.do(ctx, c, labels{tenant: "trace", turn: i, kind: TurnSingle})
+		})
+	}
+	wg.Wait()
+}
+
+// buildResult builds a Result from a run's samples.
+func buildResult(cfg Config, start time.Time, wall time.Duration, samples []*Sample) *Result {
+	res := &Result{
+		Workload:        cfg.Workload,
+		API:             cfg.API,
+		Config:          cfg,
+		Started:         start.UTC(),
+		DurationSeconds: wall.Seconds(),
+		Total:           aggregate(samples, wall),
+		ByTenant:        map[string]*Summary{},
+		ByBand:          map[string]*Summary{},
+		CDF:             buildCDF(samples),
+		Timeline:        buildTimeline(samples, wall),
+	}
+	if cfg.Workload == WorkloadTrace {
+		res.API = APIChat
+	}
+	for key, group := range groupBy(samples, func(s *Sample) string { return s.Tenant }) {
+		sum := aggregate(group, wall)
+		res.ByTenant[key] = &sum
+	}
+	for key, group := range groupBy(samples, func(s *Sample) string { return s.Band }) {
+		sum := aggregate(group, wall)
+		res.ByBand[key] = &sum
+	}
+	if cfg.KeepSamples {
+		res.Samples = make([]Sample, len(samples))
+		for i, s := range samples {
+			res.Samples[i] = *s
+		}
+		slices.SortFunc(res.Samples, func(a, b Sample) int { return int(a.Start - b.Start) })
+	}
+	return res
+}
+
+func groupBy(samples []*Sample, key func(*Sample) string) map[string][]*Sample {
+	out := map[string][]*Sample{}
+	for _, s := range samples {
+		k := key(s)
+		out[k] = append(out[k], s)
+	}
+	return out
+}
+
+// sleepUntil waits until t or ctx is done; it reports whether t came first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// pacer spaces request starts evenly: the global rate cap. Each caller
+// reserves the next free slot and sleeps until it.
+type pacer struct {
+	interval time.Duration
+	mu       struct {
+		sync.Mutex
+		next time.Time
+	}
+}
+
+func (p *pacer) wait(ctx context.Context) error {
+	p.mu.Lock()
+	now := time.Now()
+	at := p.mu.next
+	if at.Before(now) {
+		at = now
+	}
+	p.mu.next = at.Add(p.interval)
+	p.mu.Unlock()
+	if !sleepUntil(ctx, at) {
+		return ctx.Err()
+	}
+	return nil
+}

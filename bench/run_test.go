@@ -1,0 +1,397 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// smallAgentic is a quick agentic run: a handful of sessions, short gaps.
+func smallAgentic(api string) Config {
+	return Config{
+		API:      api,
+		Progress: io.Discard,
+		Agentic: AgenticConfig{
+			Sessions: 6, TurnsPerSession: 4, Tenants: 2,
+			SystemPromptTokens: 200, ToolSchemaTokens: 100, ToolResultTokens: 50, UserTurnTokens: 10,
+			OutputTokens: 5, HumanTurnShare: 0.3,
+			ThinkTime: Duration(20 * time.Millisecond), LoopGap: Duration(5 * time.Millisecond),
+			Waves: 2, WaveInterval: Duration(20 * time.Millisecond),
+		},
+		KeepSamples: true,
+	}
+}
+
+func TestRunAgenticResponses(t *testing.T) {
+	f := newFakeGateway(t)
+	cfg := smallAgentic(APIResponses)
+	cfg.TenantKeys = []string{"key-t0"}
+	res, err := Run(context.Background(), cfg, f.target())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Total
+	if s.Requests != 24 || s.Succeeded != 24 || s.Errors != 0 {
+		t.Fatalf("requests/succeeded/errors = %d/%d/%d, want 24/24/0 (%v)", s.Requests, s.Succeeded, s.Errors, s.ErrorsByClass)
+	}
+	if s.OutputTokens != 24*5 {
+		t.Errorf("output tokens = %d, want %d", s.OutputTokens, 24*5)
+	}
+	if s.TTFT.Count != 24 || !(s.TTFT.P50Ms > 0) || s.TTFT.P50Ms > s.E2E.P50Ms {
+		t.Errorf("TTFT %+v against E2E %+v: want 24 positive TTFTs below E2E", s.TTFT, s.E2E)
+	}
+	if s.ITL.Count != 24*4 || !(s.ITL.P50Ms > 0) {
+		t.Errorf("ITL %+v: want 4 gaps per request", s.ITL)
+	}
+	if !(s.CachedTokenShare > 0 && s.CachedTokenShare < 1) {
+		t.Errorf("cached token share = %v, want in (0,1)", s.CachedTokenShare)
+	}
+	if res.Engines == nil || res.Engines.Flavor != "vllm" || res.Engines.Engines != 1 {
+		t.Fatalf("engines = %+v", res.Engines)
+	}
+	if got, want := res.Engines.HitRate, s.CachedTokenShare; abs(got-want) > 1e-9 {
+		t.Errorf("engine hit rate = %v, want the fake's %v", got, want)
+	}
+	if len(res.ByTenant) != 2 || res.ByBand[BandUnset] == nil {
+		t.Errorf("by tenant %v, by band %v", keys(res.ByTenant), keys(res.ByBand))
+	}
+
+	// Every turn chains to the previous turn's response, and sends only its
+	// new items.
+	bySession := map[string][]Sample{}
+	for _, x := range res.Samples {
+		bySession[x.Session] = append(bySession[x.Session], x)
+	}
+	if len(bySession) != 6 {
+		t.Fatalf("sessions = %d, want 6", len(bySession))
+	}
+	for id, ss := range bySession {
+		slices.SortFunc(ss, func(a, b Sample) int { return a.Turn - b.Turn })
+		for i, x := range ss {
+			want := ""
+			if i > 0 {
+				want = ss[i-1].ResponseID
+			}
+			if x.PreviousResponseID != want || x.ResponseID == "" {
+				t.Errorf("session %s turn %d: previous_response_id %q, response %q; want previous %q", id, i, x.PreviousResponseID, x.ResponseID, want)
+			}
+		}
+	}
+	for _, r := range f.requests() {
+		if r.PreviousID == "" && r.Items != 2 {
+			t.Errorf("opening turn sent %d items, want system + user", r.Items)
+		}
+		if r.PreviousID != "" && r.Items > 2 {
+			t.Errorf("chained turn sent %d items, want only the new ones", r.Items)
+		}
+		if r.Session != "" {
+			t.Errorf("responses turn sent x-session-id %q; the chain names the session", r.Session)
+		}
+		if r.MaxTokens != 5 {
+			t.Errorf("max_output_tokens = %d, want 5", r.MaxTokens)
+		}
+		if r.Auth != "Bearer key-t0" && r.Auth != "Bearer key-default" {
+			t.Errorf("authorization %q", r.Auth)
+		}
+	}
+	if _, err := json.Marshal(res); err != nil {
+		t.Fatalf("result does not marshal: %v", err)
+	}
+}
+
+func TestRunAgenticChat(t *testing.T) {
+	f := newFakeGateway(t)
+	cfg := smallAgentic(APIChat)
+	cfg.Priority = BandStandard
+	res, err := Run(context.Background(), cfg, f.target())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Total.Succeeded != 24 || res.Total.OutputTokens != 120 || res.Total.TTFT.Count != 24 {
+		t.Fatalf("summary %+v", res.Total)
+	}
+	if res.ByBand[BandStandard] == nil || res.ByBand[BandStandard].Requests != 24 {
+		t.Errorf("by band %v, want all standard", keys(res.ByBand))
+	}
+	// The history grows every turn of a session, and carries the session id.
+	items := map[string][]int{}
+	for _, r := range f.requests() {
+		if r.Session == "" || r.Priority != BandStandard || !r.IgnoreEOS || r.MaxTokens != 5 {
+			t.Fatalf("request %+v: want session id, priority, ignore_eos, max_tokens", r)
+		}
+		items[r.Session] = append(items[r.Session], r.Items)
+	}
+	for id, n := range items {
+		if len(n) != 4 || !slices.IsSorted(n) || n[0] != 2 || n[3] <= n[0] {
+			t.Errorf("session %s message counts %v, want growing from 2", id, n)
+		}
+	}
+}
+
+func TestRunTrace(t *testing.T) {
+	f := newFakeGateway(t)
+	path := filepath.Join(t.TempDir(), "trace.jsonl")
+	lines := `{"timestamp": 0, "input_length": 700, "output_length": 3, "hash_ids": [1, 2]}
+{"timestamp": 50, "input_length": 600, "output_length": 4, "hash_ids": [1, 3]}
+
+{"timestamp": 100, "input_length": 100, "output_length": 2, "hash_ids": [9]}
+{"timestamp": 9000, "input_length": 100, "output_length": 2, "hash_ids": [9]}
+`
+	if err := os.WriteFile(path, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Workload: WorkloadTrace, Progress: io.Discard, Trace: TraceConfig{Path: path, TimeScale: 0.5, WindowEnd: Duration(time.Second)}}
+	res, err := Run(context.Background(), cfg, f.target())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Total.Succeeded != 3 || res.Total.OutputTokens != 9 || res.API != APIChat {
+		t.Fatalf("summary %+v api %s", res.Total, res.API)
+	}
+	if res.ByTenant["trace"] == nil {
+		t.Errorf("tenants %v", keys(res.ByTenant))
+	}
+	for _, r := range f.requests() {
+		if r.Path != "/v1/chat/completions" || r.Session != "" || r.Items != 1 {
+			t.Errorf("trace request %+v: want one chat message without session id", r)
+		}
+	}
+}
+
+func TestRunShedAndErrors(t *testing.T) {
+	f := newFakeGateway(t)
+	f.shedBand = BandBackground
+	cfg := smallAgentic(APIResponses)
+	cfg.Priority = BandBackground
+	res, err := Run(context.Background(), cfg, f.target())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Total
+	if s.Requests != 24 || s.Shed != 24 || s.ErrorsByClass["http_429"] != 24 {
+		t.Fatalf("summary %+v", s)
+	}
+	if s.Sheds[BandBackground]["saturated"] != 24 {
+		t.Errorf("sheds %v, want background/saturated", s.Sheds)
+	}
+	var b bytes.Buffer
+	if err := WriteText(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "shed[background/saturated]=24") {
+		t.Errorf("text report lacks the sheds:\n%s", b.String())
+	}
+}
+
+func TestRunIsolation(t *testing.T) {
+	f := newFakeGateway(t)
+	f.shedBand = BandBackground
+	cfg := Config{
+		Workload: WorkloadIsolation, Progress: io.Discard,
+		Agentic: AgenticConfig{SystemPromptTokens: 50, ToolSchemaTokens: 10, ToolResultTokens: 20, OutputTokens: 3,
+			TurnsPerSession: 3, LoopGap: Duration(5 * time.Millisecond)},
+		Isolation: IsolationConfig{KeyA: "key-a", KeyB: "key-b", Duration: Duration(400 * time.Millisecond), ARate: 20,
+			FleetSlots: 2, BurstMultiple: 2, BurstStart: 0.25, BPriority: BandBackground},
+	}
+	res, err := Run(context.Background(), cfg, f.target())
+	if err != nil {
+		t.Fatal(err)
+	}
+	iso := res.Isolation
+	if iso == nil || iso.Baseline == nil {
+		t.Fatal("no isolation report")
+	}
+	if iso.BLoops != 4 || iso.BaselineA.Succeeded == 0 || iso.BurstA.Succeeded == 0 || iso.BurstA.Errors != 0 {
+		t.Errorf("report %+v", iso)
+	}
+	if iso.BurstB.Shed == 0 || iso.Sheds[BandBackground]["saturated"] != iso.BurstB.Shed {
+		t.Errorf("B shed %d, sheds %v", iso.BurstB.Shed, iso.Sheds)
+	}
+	if !(iso.BaselineAP99TTFTMs > 0 && iso.BurstAP99TTFTMs > 0 && iso.P99TTFTRatio > 0) {
+		t.Errorf("p99 TTFT %v → %v (%v)", iso.BaselineAP99TTFTMs, iso.BurstAP99TTFTMs, iso.P99TTFTRatio)
+	}
+	for _, r := range f.requests() {
+		switch r.Auth {
+		case "Bearer key-a":
+			if r.Priority != BandInteractive {
+				t.Errorf("A sent priority %q", r.Priority)
+			}
+		case "Bearer key-b":
+			if r.Priority != BandBackground {
+				t.Errorf("B sent priority %q", r.Priority)
+			}
+		default:
+			t.Errorf("unexpected authorization %q", r.Auth)
+		}
+	}
+	var html bytes.Buffer
+	if err := WriteHTML(&html, res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(html.String(), "Isolation") {
+		t.Error("HTML report lacks the isolation section")
+	}
+	if _, err := json.Marshal(res); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCompare(t *testing.T) {
+	var started, stopped []string
+	start := func(ctx context.Context, policy string) (Target, func() error, error) {
+		f := newFakeGateway(t)
+		if policy == "prefix-aware" {
+			f.tokenGap = 0
+		}
+		started = append(started, policy)
+		return f.target(), func() error { stopped = append(stopped, policy); f.srv.Close(); return nil }, nil
+	}
+	cfg := smallAgentic(APIResponses)
+	cfg.KeepSamples = false
+	cmp, err := Compare(context.Background(), cfg, []string{"prefix-aware", BaselinePolicy}, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(started, stopped) || len(started) != 2 {
+		t.Errorf("started %v, stopped %v", started, stopped)
+	}
+	if cmp.Baseline != BaselinePolicy || len(cmp.Ratios) != 2 {
+		t.Fatalf("baseline %q, ratios %+v", cmp.Baseline, cmp.Ratios)
+	}
+	for _, q := range cmp.Ratios {
+		if q.Policy == BaselinePolicy && (q.TTFTP50ReductionPct != 0 || q.ThroughputX != 1 || q.HitRateX != 1) {
+			t.Errorf("baseline against itself: %+v", q)
+		}
+	}
+	for name, write := range map[string]func(io.Writer) error{"text": cmp.WriteText, "markdown": cmp.WriteMarkdown, "html": cmp.WriteHTML} {
+		var b bytes.Buffer
+		if err := write(&b); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, want := range []string{"prefix-aware", BaselinePolicy} {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("%s report lacks %q", name, want)
+			}
+		}
+		if name == "html" && strings.Count(b.String(), "<svg") < 4 {
+			t.Errorf("html report has %d plots, want 4", strings.Count(b.String(), "<svg"))
+		}
+		if name == "markdown" && !strings.Contains(b.String(), "|---|") {
+			t.Errorf("markdown report has no table:\n%s", b.String())
+		}
+	}
+	if _, err := json.Marshal(cmp); err != nil {
+		t.Fatal(err)
+	}
+
+	failing := func(ctx context.Context, policy string) (Target, func() error, error) {
+		return Target{}, nil, errors.New("no fleet")
+	}
+	if _, err := Compare(context.Background(), cfg, []string{BaselinePolicy}, failing); err == nil || !strings.Contains(err.Error(), "no fleet") {
+		t.Errorf("failing start: err = %v", err)
+	}
+}
+
+func TestRunCancel(t *testing.T) {
+	f := newFakeGateway(t)
+	cfg := smallAgentic(APIResponses)
+	cfg.Agentic.ThinkTime = Duration(time.Hour)
+	cfg.Agentic.HumanTurnShare = 1
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	res, err := Run(ctx, cfg, f.target())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(begin) > 5*time.Second {
+		t.Errorf("cancelled run took %v", time.Since(begin))
+	}
+	if res.Total.Succeeded != 6 {
+		t.Errorf("succeeded %d, want the 6 opening turns", res.Total.Succeeded)
+	}
+}
+
+func TestRunRejectsBadConfig(t *testing.T) {
+	_, err := Run(context.Background(), Config{API: "grpc", Rate: -1, Progress: io.Discard}, Target{BaseURL: "http://x"})
+	if err == nil || !strings.Contains(err.Error(), "api") || !strings.Contains(err.Error(), "rate") {
+		t.Errorf("err = %v, want both problems", err)
+	}
+	if _, err := Run(context.Background(), Config{Progress: io.Discard}, Target{}); err == nil {
+		t.Error("empty base URL accepted")
+	}
+}
+
+func TestWriteHTMLSingle(t *testing.T) {
+	res := &Result{Workload: WorkloadAgentic, API: APIResponses,
+		CDF:      CDF{Percentiles: CDFGrid, TTFTMs: ramp(len(CDFGrid)), E2EMs: ramp(len(CDFGrid))},
+		Timeline: Timeline{BucketSeconds: 1, OutputTokensPerSec: []float64{1, 5, 3}, Completed: []int{1, 2, 3}, Errors: []int{0, 0, 0}},
+	}
+	res.Policy = `<script>alert(1)</script>`
+	var b bytes.Buffer
+	if err := WriteHTML(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.Contains(out, "<svg") || !strings.Contains(out, "<polyline") {
+		t.Error("no plot")
+	}
+	if strings.Contains(out, "<script") || strings.Contains(out, "src=") || strings.Contains(out, "href=") {
+		t.Error("report loads or runs something, or failed to escape a name")
+	}
+	if !strings.Contains(out, "no data") {
+		t.Error("an empty ITL plot should say so")
+	}
+}
+
+func ramp(n int) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = float64(i + 1)
+	}
+	return v
+}
+
+func abs(v float64) float64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+func keys[V any](m map[string]V) []string {
+	var k []string
+	for s := range m {
+		k = append(k, s)
+	}
+	slices.Sort(k)
+	return k
+}
+
+func TestProgressLine(t *testing.T) {
+	p := newProgress(io.Discard, "agentic", 10)
+	for i := range 4 {
+		p.add(i == 0)
+	}
+	got := p.line(2*time.Second, false)
+	want := "agentic [############..................] 4/10  2.0 req/s  1 errors  2s\n"
+	if got != want {
+		t.Errorf("line = %q, want %q", got, want)
+	}
+	p.tty = true
+	if got := p.line(time.Second, true); !strings.HasPrefix(got, "\ragentic") || !strings.HasSuffix(got, " \n") {
+		t.Errorf("tty line = %q", got)
+	}
+	p = newProgress(io.Discard, "isolation burst", 0)
+	if got := p.line(time.Second, false); !strings.Contains(got, "0 done") {
+		t.Errorf("unknown total: %q", got)
+	}
+}

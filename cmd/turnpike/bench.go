@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/turnpike-gateway/turnpike/accelerators/sim"
+	"github.com/turnpike-gateway/turnpike/bench"
+)
+
+// benchCmd runs the load generator against a gateway at --url, or against
+// embedded stacks (simulated fleet + gateway) it starts itself: one per
+// policy with --compare, each from cold engine caches.
+func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg bench.Config
+	url := fs.String("url", "", "base URL of an OpenAI-compatible gateway; empty: start an embedded fleet and gateway")
+	apiKey := fs.String("api-key", "", "API key sent as a bearer token")
+	engineMetrics := fs.String("engine-metrics", "", "with --url: comma-separated engine /metrics URLs, for the engines' own prefix-cache hit rate")
+	policy := fs.String("policy", "cache-aware", "embedded: the routing policy")
+	compare := fs.String("compare", "", "embedded: comma-separated policies to run in turn, e.g. round-robin,session-hash,cache-aware")
+	out := fs.String("out", "bench-results", "directory for results.json, report.html and report.md")
+	logLevel := fs.String("log-level", "warn", "embedded gateway log level")
+	fs.StringVar(&cfg.Workload, "workload", bench.DefaultWorkload, "agentic, trace or isolation")
+	fs.StringVar(&cfg.API, "api", bench.DefaultAPI, "agentic: responses (previous_response_id chains) or chat (full history)")
+	fs.StringVar(&cfg.Model, "model", "", "model name to request (embedded: the fleet's served model)")
+	fs.Int64Var(&cfg.Seed, "seed", bench.DefaultSeed, "workload seed")
+	fs.Float64Var(&cfg.Rate, "rate", 0, "cap on requests per second (0: none)")
+	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", 0, "cap on concurrent requests (0: none)")
+	fs.DurationVar((*time.Duration)(&cfg.MaxDuration), "max-duration", 0, "stop after this long (0: when the workload ends)")
+	fs.IntVar(&cfg.Agentic.Sessions, "sessions", bench.DefaultSessions, "agentic: concurrent agent sessions")
+	fs.IntVar(&cfg.Agentic.TurnsPerSession, "turns", bench.DefaultTurnsPerSession, "agentic: turns per session")
+	fs.IntVar(&cfg.Agentic.Tenants, "tenants", bench.DefaultTenants, "agentic: tenants (each with its own system prompt and tools)")
+	fs.IntVar(&cfg.Agentic.SystemPromptTokens, "system-tokens", bench.DefaultSystemPromptTokens, "agentic: shared system prompt tokens per tenant")
+	fs.IntVar(&cfg.Agentic.ToolSchemaTokens, "tool-schema-tokens", bench.DefaultToolSchemaTokens, "agentic: tool schema tokens per tenant")
+	fs.IntVar(&cfg.Agentic.ToolResultTokens, "tool-result-tokens", bench.DefaultToolResultTokens, "agentic: tokens of each tool result")
+	fs.IntVar(&cfg.Agentic.OutputTokens, "output-tokens", bench.DefaultOutputTokens, "agentic: output tokens per turn")
+	fs.IntVar(&cfg.Agentic.Waves, "waves", bench.DefaultWaves, "agentic: sessions start in this many bursts")
+	fs.StringVar(&cfg.Trace.Path, "trace", bench.DefaultTracePath, "trace: the Mooncake conversation trace (JSONL)")
+	fs.Float64Var(&cfg.Trace.TimeScale, "trace-time-scale", bench.DefaultTimeScale, "trace: multiply arrival times by this (0.1 = ten times faster)")
+	fs.IntVar(&cfg.Trace.Limit, "trace-limit", 0, "trace: replay only the first N requests (0: all)")
+	fs.StringVar(&cfg.Isolation.KeyA, "key-a", "", "isolation with --url: tenant A's API key")
+	fs.StringVar(&cfg.Isolation.KeyB, "key-b", "", "isolation with --url: tenant B's API key")
+	fs.DurationVar((*time.Duration)(&cfg.Isolation.Duration), "isolation-duration", bench.DefaultIsolationDuration, "isolation: length of each run")
+	var sf simFlags
+	sf.register(fs, "sim-", "sim-replicas")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if cfg.Model == "" {
+		cfg.Model = sf.served
+	}
+	if *url != "" && (*compare != "" || fs.Lookup("policy").Value.String() != "cache-aware") {
+		return fmt.Errorf("bench: --compare and --policy need the embedded fleet; drop --url")
+	}
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+
+	if *url != "" {
+		t := bench.Target{BaseURL: *url, APIKey: *apiKey}
+		if *engineMetrics != "" {
+			t.EngineMetricsURLs = strings.Split(*engineMetrics, ",")
+		}
+		res, err := bench.Run(ctx, cfg, t)
+		if err != nil {
+			return err
+		}
+		return writeResults(stdout, *out, res, nil)
+	}
+
+	policies := []string{*policy}
+	if *compare != "" {
+		policies = strings.Split(*compare, ",")
+	}
+	start := func(ctx context.Context, policy string) (bench.Target, func() error, error) {
+		return startBenchStack(ctx, policy, &sf, &cfg, log)
+	}
+	if len(policies) == 1 {
+		t, stop, err := start(ctx, policies[0])
+		if err != nil {
+			return err
+		}
+		res, err := bench.Run(ctx, cfg, t)
+		stop()
+		if err != nil {
+			return err
+		}
+		res.Policy = policies[0]
+		return writeResults(stdout, *out, res, nil)
+	}
+	cmp, err := bench.Compare(ctx, cfg, policies, start)
+	if err != nil {
+		return err
+	}
+	return writeResults(stdout, *out, nil, cmp)
+}
+
+// startBenchStack starts a fresh simulated fleet and gateway with the given
+// policy on ephemeral ports: fresh engine caches for every policy.
+func startBenchStack(ctx context.Context, policy string, sf *simFlags, bc *bench.Config, log *slog.Logger) (bench.Target, func() error, error) {
+	dataDir, err := os.MkdirTemp("", "turnpike-bench-")
+	if err != nil {
+		return bench.Target{}, nil, err
+	}
+	cfg := &Config{Addr: "127.0.0.1:0", DataDir: dataDir}
+	cfg.Routing.Policy = policy
+	cfg.EnsureDefaults()
+	if err := benchTenants(cfg, bc); err != nil {
+		return bench.Target{}, nil, err
+	}
+	simCfg := sf.config()
+	st, err := startStack(ctx, cfg, &simCfg, sf.replicas, log)
+	if err != nil {
+		os.RemoveAll(dataDir)
+		return bench.Target{}, nil, err
+	}
+	t := bench.Target{BaseURL: "http://" + st.addr}
+	for _, u := range st.fleet.URLs {
+		t.EngineMetricsURLs = append(t.EngineMetricsURLs, u+"/metrics")
+	}
+	stop := func() error {
+		err := st.Close(context.Background())
+		os.RemoveAll(dataDir)
+		return err
+	}
+	return t, stop, nil
+}
+
+func writeResults(stdout io.Writer, dir string, res *bench.Result, cmp *bench.Comparison) error {
+	var js any = res
+	if cmp != nil {
+		js = cmp
+	}
+	b, err := json.MarshalIndent(js, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644); err != nil {
+		return err
+	}
+	write := func(name string, fn func(io.Writer) error) error {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if err := fn(f); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	if cmp != nil {
+		if err := cmp.WriteText(stdout); err != nil {
+			return err
+		}
+		if err := write("report.html", cmp.WriteHTML); err != nil {
+			return err
+		}
+		if err := write("report.md", cmp.WriteMarkdown); err != nil {
+			return err
+		}
+	} else {
+		if err := bench.WriteText(stdout, res); err != nil {
+			return err
+		}
+		if err := write("report.html", func(w io.Writer) error { return bench.WriteHTML(w, res) }); err != nil {
+			return err
+		}
+		if err := write("report.md", func(w io.Writer) error { return bench.WriteMarkdown(w, res) }); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "\nresults: %s/results.json, %s/report.html, %s/report.md\n", dir, dir, dir)
+	return nil
+}
+
+// benchTenants gives the isolation scenario its two tenants on the
+// embedded gateway; other workloads run open.
+func benchTenants(cfg *Config, bc *bench.Config) error {
+	if bc.Workload != bench.WorkloadIsolation {
+		return nil
+	}
+	return fmt.Errorf("bench: the isolation workload needs tenants, not wired yet")
+}
+
+var _ = sim.FlavorVLLM

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/turnpike-gateway/turnpike/admin"
+	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/responses"
+	"github.com/turnpike-gateway/turnpike/sessions"
+	"github.com/turnpike-gateway/turnpike/turns"
+)
+
+// Defaults of the top-level config.
+const (
+	DefaultAddr    = "127.0.0.1:8080"
+	DefaultDataDir = "./turnpike-data"
+)
+
+// Config is the whole config file. Every section has defaults; only pools
+// are required (and only when not running the embedded demo fleet).
+type Config struct {
+	// Addr is the listen address. Default 127.0.0.1:8080.
+	Addr string `yaml:"addr"`
+	// DataDir holds the state store. Default ./turnpike-data.
+	DataDir string `yaml:"dataDir"`
+	// Pools are the engine pools. At least one.
+	Pools []pools.PoolConfig `yaml:"pools"`
+	// Fleet holds scrape, health, breaker and retry knobs (see pools.Options).
+	Fleet pools.Options `yaml:"fleet"`
+	// Routing chooses and tunes the routing policy (see affinity.Config).
+	// Default policy cache-aware.
+	Routing affinity.Config `yaml:"routing"`
+	// Sessions bounds session state (see sessions.Options).
+	Sessions sessions.Options `yaml:"sessions"`
+	// FlowControl is bands, saturation, shedding and queueing (see
+	// turns.FlowControl); changeable at runtime through the admin API.
+	FlowControl turns.FlowControl `yaml:"flowControl"`
+	// Responses tunes the Responses API's state and background work.
+	Responses ResponsesConfig `yaml:"responses"`
+	// Admin is the admin token and the file's tenants (top-level keys
+	// adminToken and tenants). No tenants anywhere: the gateway runs open.
+	Admin admin.Config `yaml:",inline"`
+	// BodyLimit bounds request bodies, in bytes. Default 32 MiB.
+	BodyLimit int64 `yaml:"bodyLimit"`
+}
+
+// ResponsesConfig is the responses section.
+type ResponsesConfig struct {
+	// Retention is how long stored responses, conversations and background
+	// events are kept. Default 720h (30 days).
+	Retention time.Duration `yaml:"retention"`
+	// Workers bounds background responses running at once. Default 64.
+	Workers int `yaml:"workers"`
+}
+
+// loadConfig reads and validates a config file. Unknown keys are errors:
+// a misspelt key silently ignored is a production incident later.
+func loadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return parseConfig(b)
+}
+
+func parseConfig(b []byte) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c.EnsureDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// EnsureDefaults fills unset fields.
+func (c *Config) EnsureDefaults() {
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	c.Routing.EnsureDefaults()
+	c.Sessions.EnsureDefaults()
+	c.FlowControl.EnsureDefaults()
+	c.Fleet.EnsureDefaults()
+	c.Admin.EnsureDefaults()
+	if c.Responses.Retention == 0 {
+		c.Responses.Retention = responses.DefaultTTL
+	}
+	if c.Responses.Workers == 0 {
+		c.Responses.Workers = responses.DefaultWorkers
+	}
+}
+
+// Validate reports every problem at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if err := pools.ValidatePools(c.Pools); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Routing.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("routing: %w", err))
+	}
+	if err := c.FlowControl.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("flowControl: %w", err))
+	}
+	if err := c.Admin.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Responses.Retention < 0 || c.Responses.Workers < 0 {
+		errs = append(errs, errors.New("responses: retention and workers must not be negative"))
+	}
+	if c.BodyLimit < 0 {
+		errs = append(errs, errors.New("bodyLimit: must not be negative"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("config: %w", errors.Join(errs...))
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestExampleConfigLoads(t *testing.T) {
+	cfg, err := loadConfig("../../turnpike.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Pools) != 2 || len(cfg.Pools[0].Endpoints) != 2 {
+		t.Fatalf("pools not read: %+v", cfg.Pools)
+	}
+	if cfg.Pools[0].Endpoints[0].KVEvents != "tcp://127.0.0.1:5557" {
+		t.Errorf("kvEvents not read")
+	}
+	if cfg.Fleet.StaleAfter.String() != "1.5s" {
+		t.Errorf("durations not read: staleAfter %v", cfg.Fleet.StaleAfter)
+	}
+}
+
+// TestConfigValidateReportsEverything: one run of validation names every
+// problem, so an operator fixes a config in one pass.
+func TestConfigValidateReportsEverything(t *testing.T) {
+	_, err := parseConfig([]byte(`
+pools:
+  - name: a
+    engine: tgi
+    accelerator: h900
+    servedModels: []
+    endpoints:
+      - url: ftp://x
+  - name: a
+    role: sideways
+    servedModels: [m]
+    endpoints: []
+routing:
+  policy: psychic
+`))
+	if err == nil {
+		t.Fatal("invalid config accepted")
+	}
+	for _, want := range []string{
+		`pools[0].engine`, `pools[0].accelerator`, `pools[0].servedModels`, `pools[0].endpoints[0].url`,
+		`pools[1].name: duplicate`, `pools[1].role`, `pools[1].endpoints`, `routing: affinity: unknown policy "psychic"`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %s:\n%v", want, err)
+		}
+	}
+}
+
+func TestConfigUnknownKeyRejected(t *testing.T) {
+	_, err := parseConfig([]byte("adrr: 1.2.3.4:80\npools: []\n"))
+	if err == nil || !strings.Contains(err.Error(), "adrr") {
+		t.Fatalf("misspelt key not reported: %v", err)
+	}
+}

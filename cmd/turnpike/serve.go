@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	turnpike "github.com/turnpike-gateway/turnpike"
+	"github.com/turnpike-gateway/turnpike/accelerators/sim"
+	"github.com/turnpike-gateway/turnpike/admin"
+	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/gateway"
+	"github.com/turnpike-gateway/turnpike/kv"
+	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/responses"
+	"github.com/turnpike-gateway/turnpike/sessions"
+	"github.com/turnpike-gateway/turnpike/turns"
+)
+
+// Embedded demo fleet defaults.
+const (
+	defaultSimReplicas    = 4
+	defaultSimAccelerator = "h100"
+	defaultSimModel       = "llama-3.1-8b"
+	defaultSimServedModel = "meta-llama/Llama-3.1-8B-Instruct"
+)
+
+// simFlags describe the embedded simulated fleet.
+type simFlags struct {
+	replicas    int
+	accelerator string
+	model       string
+	served      string
+	flavor      string
+	timeScale   float64
+	numBlocks   int
+}
+
+// register adds the flags, named prefix+name; the replica count is
+// registered under replicasFlag.
+func (f *simFlags) register(fs *flag.FlagSet, prefix, replicasFlag string) {
+	fs.IntVar(&f.replicas, replicasFlag, defaultSimReplicas, "number of simulated engines")
+	fs.StringVar(&f.accelerator, prefix+"accelerator", defaultSimAccelerator, "simulated accelerator (a catalog name)")
+	fs.StringVar(&f.model, prefix+"model", defaultSimModel, "simulated model profile")
+	fs.StringVar(&f.served, prefix+"served-model", defaultSimServedModel, "model name the simulated engines serve")
+	fs.StringVar(&f.flavor, prefix+"flavor", sim.FlavorVLLM, "engine flavour: vllm or sglang")
+	fs.Float64Var(&f.timeScale, prefix+"time-scale", 1, "simulated time per real second: 0.1 runs ten times faster")
+	fs.IntVar(&f.numBlocks, prefix+"num-blocks", 0, "KV blocks per replica (0: from accelerator and model)")
+}
+
+func (f *simFlags) config() sim.Config {
+	return sim.Config{
+		Flavor:          f.flavor,
+		Accelerator:     f.accelerator,
+		Model:           f.model,
+		ServedModelName: f.served,
+		TimeScale:       f.timeScale,
+		NumBlocks:       f.numBlocks,
+		// Each engine publishes its KV events on a port of its own.
+		KVEventsAddr: "tcp://127.0.0.1:0",
+	}
+}
+
+func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "config file (YAML); none: run with an embedded simulated fleet")
+	addr := fs.String("addr", "", "listen address (default "+DefaultAddr+", or the config's addr)")
+	dataDir := fs.String("data-dir", "", "state directory (default "+DefaultDataDir+", or the config's dataDir)")
+	policy := fs.String("policy", "", "routing policy: round-robin, least-loaded, session-hash or cache-aware (default cache-aware, or the config's routing.policy)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	var sf simFlags
+	sf.register(fs, "sim-", "sim-replicas")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	log, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+
+	var cfg *Config
+	if *configPath != "" {
+		if cfg, err = loadConfig(*configPath); err != nil {
+			return err
+		}
+	} else {
+		cfg = &Config{}
+		cfg.EnsureDefaults()
+	}
+	if *addr != "" {
+		cfg.Addr = *addr
+	}
+	if *dataDir != "" {
+		cfg.DataDir = *dataDir
+	}
+	if *policy != "" {
+		cfg.Routing.Policy = *policy
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
+	}
+	var embedded *sim.Config
+	if *configPath == "" {
+		c := sf.config()
+		embedded = &c
+	}
+	st, err := startStack(ctx, cfg, embedded, sf.replicas, log)
+	if err != nil {
+		return err
+	}
+	if embedded != nil {
+		printDemo(stdout, st, &sf)
+	} else {
+		log.Info("turnpike serving", "addr", "http://"+st.addr, "pools", len(cfg.Pools), "policy", cfg.Routing.Policy)
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: finishing in-flight requests")
+	case err := <-st.served:
+		st.Close(context.Background())
+		return err
+	}
+	return st.Close(context.Background())
+}
+
+// everyMinute runs fn once a minute until ctx ends.
+func everyMinute(ctx context.Context, fn func()) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// stack is one running gateway with its fleet view and, for the embedded
+// demo and benchmarks, its simulated engines.
+type stack struct {
+	addr   string
+	fleet  *sim.Fleet
+	reg    *pools.Registry
+	gw     *gateway.Server
+	served chan error
+	cancel context.CancelFunc
+	// closers run after the gateway has shut down, in order.
+	closers []func()
+}
+
+// startStack starts everything a config describes; with simCfg set it
+// first starts `replicas` simulated engines and serves them as one pool.
+func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas int, log *slog.Logger) (_ *stack, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	st := &stack{cancel: cancel, served: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			st.Close(context.Background())
+		}
+	}()
+	if simCfg != nil {
+		if st.fleet, err = sim.StartFleet(ctx, replicas, *simCfg, "127.0.0.1", 0); err != nil {
+			return st, fmt.Errorf("start simulated fleet: %w", err)
+		}
+		pc := pools.PoolConfig{
+			Name:         "sim",
+			Engine:       simCfg.Flavor,
+			Accelerator:  simCfg.Accelerator,
+			Model:        simCfg.Model,
+			ServedModels: []string{simCfg.ServedModelName},
+		}
+		for i, u := range st.fleet.URLs {
+			pc.Endpoints = append(pc.Endpoints, pools.EndpointConfig{URL: u, KVEvents: st.fleet.Engines[i].KVEventsAddr()})
+		}
+		cfg.Pools = []pools.PoolConfig{pc}
+		if err := cfg.Validate(); err != nil {
+			return st, err
+		}
+	}
+	if st.reg, err = pools.NewRegistry(cfg.Pools, cfg.Fleet, log); err != nil {
+		return st, err
+	}
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	// The KV-cache index mirrors each engine's cache: bounded by the
+	// capacity the engine reports, fed by routing and by KV events.
+	index := kv.NewIndex(kv.IndexOptions{})
+	hasher := &kv.Hasher{}
+	st.reg.OnLoad(func(ep *pools.Endpoint, l pools.Load) {
+		if l.NumGPUBlocks > 0 && (l.BlockSize == 0 || l.BlockSize == kv.DefaultBlockSize) {
+			index.SetCapacity(ep.Index, l.NumGPUBlocks)
+		}
+	})
+	for _, ep := range st.reg.Endpoints {
+		if ep.KVEvents == "" {
+			continue
+		}
+		sub, err := kv.NewSubscriber(index, kv.SubscriberConfig{
+			Endpoint: ep.Index,
+			Addr:     ep.KVEvents,
+			Model:    ep.Pool.Config.ServedModels[0],
+			Hasher:   hasher,
+			Logger:   log.With("endpoint", ep.ID),
+		})
+		if err != nil {
+			return st, err
+		}
+		go sub.Run(ctx)
+	}
+	st.reg.Start(ctx)
+
+	// One state store under the data dir: responses, conversations and
+	// background jobs, with namespaces for session pins and admin state.
+	store, err := responses.OpenPebble(cfg.DataDir, responses.PebbleOptions{TTL: cfg.Responses.Retention, Logger: log})
+	if err != nil {
+		return st, fmt.Errorf("open state store in %s: %w", cfg.DataDir, err)
+	}
+	svc := responses.New(store, responses.Config{Workers: cfg.Responses.Workers, Logger: log})
+	st.closers = append(st.closers, func() { svc.Close(); store.Close() })
+
+	sessOpts := cfg.Sessions
+	sessOpts.Metrics = metrics
+	sessOpts.Pins = &sessions.KVPinStore{KV: store.Meta("sessions")}
+	sess, err := sessions.NewStore(sessOpts)
+	if err != nil {
+		return st, err
+	}
+	if n, err := sess.LoadPins(ctx, time.Now()); err != nil {
+		log.Warn("session pins not restored", "err", err)
+	} else if n > 0 {
+		log.Info("session pins restored", "pins", n)
+	}
+	go everyMinute(ctx, func() { sess.Sweep(time.Now()) })
+	policy, err := affinity.NewPolicy(cfg.Routing, affinity.Deps{Index: index, Hasher: hasher, Sessions: sess, Metrics: metrics})
+	if err != nil {
+		return st, err
+	}
+	flow, err := turns.New(turns.Config{FlowControl: cfg.FlowControl}, turns.WithRegisterer(metrics))
+	if err != nil {
+		return st, err
+	}
+	st.closers = append([]func(){func() { flow.Close() }}, st.closers...)
+
+	cfg.Admin.ApplyEnv(os.Getenv)
+	auth, err := gateway.NewAuth(gateway.AuthOptions{AdminToken: cfg.Admin.AdminToken, Logger: log})
+	if err != nil {
+		return st, err
+	}
+	adm, err := admin.New(ctx, admin.Deps{
+		Store:    store.Meta("admin"),
+		Keys:     auth,
+		Flow:     flow,
+		Registry: st.reg,
+		Sessions: sess,
+		Config:   cfg.Admin,
+		Logger:   log,
+	})
+	if err != nil {
+		return st, err
+	}
+	if st.gw, err = gateway.New(gateway.Options{
+		Registry:  st.reg,
+		Policy:    policy,
+		Logger:    log,
+		Metrics:   metrics,
+		BodyLimit: cfg.BodyLimit,
+		OpenAPI:   turnpike.Spec,
+		Responses: svc,
+		Sessions:  sess,
+		Flow:      flow,
+		Hasher:    hasher,
+		Auth:      auth,
+		Admin:     adm,
+	}); err != nil {
+		return st, err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return st, err
+	}
+	st.addr = ln.Addr().String()
+	go func() {
+		err := st.gw.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		st.served <- err
+	}()
+	return st, nil
+}
+
+// Close shuts the gateway down gracefully, then the fleet view and the
+// simulated engines.
+func (st *stack) Close(ctx context.Context) error {
+	var err error
+	if st.gw != nil {
+		err = st.gw.Shutdown(ctx)
+	}
+	st.cancel()
+	for _, c := range st.closers {
+		c()
+	}
+	if st.reg != nil {
+		st.reg.Close()
+	}
+	if st.fleet != nil {
+		st.fleet.Close()
+	}
+	return err
+}
+
+func printDemo(w io.Writer, st *stack, sf *simFlags) {
+	base := "http://" + st.addr
+	fmt.Fprintf(w, `turnpike is serving on %[1]s
+  embedded fleet: %[2]d simulated %[3]s replicas of %[4]s on %[5]s (time scale %[6]g)
+  metrics at %[1]s/metrics
+
+Try it:
+  curl %[1]s/v1/chat/completions -H 'Content-Type: application/json' \
+    -d '{"model":"%[7]s","messages":[{"role":"user","content":"Hello!"}]}'
+
+  curl -N %[1]s/v1/chat/completions -H 'Content-Type: application/json' \
+    -d '{"model":"%[7]s","stream":true,"messages":[{"role":"user","content":"Hello!"}]}'
+
+OpenAI SDKs: base URL %[1]s/v1, any API key.
+Stop with Ctrl-C.
+`, base, sf.replicas, sf.flavor, sf.model, sf.accelerator, sf.timeScale, sf.served)
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/turnpike-gateway/turnpike/accelerators/sim"
+)
+
+// simCmd runs simulated engines on their own listeners until interrupted.
+func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	host := fs.String("host", "127.0.0.1", "listen host")
+	basePort := fs.Int("base-port", 8001, "port of the first engine; the others follow (0: ephemeral ports)")
+	kvEventsBase := fs.Int("kv-events-base-port", 0, "if set, engine i publishes KV events on tcp://host:(port+i)")
+	errorRate := fs.Float64("error-rate", 0, "fraction of requests answered with an injected error")
+	var sf simFlags
+	sf.register(fs, "", "n")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	cfg := sf.config()
+	cfg.ErrorRate = *errorRate
+	cfg.KVEventsAddr = ""
+	if *kvEventsBase != 0 {
+		cfg.KVEventsAddr = fmt.Sprintf("tcp://%s:%d", *host, *kvEventsBase)
+	}
+	f, err := sim.StartFleet(ctx, sf.replicas, cfg, *host, *basePort)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for i, u := range f.URLs {
+		line := fmt.Sprintf("engine %s  %s  (%s %s on %s, %d KV blocks)", f.Engines[i].Config().Name, u, sf.flavor, sf.model, sf.accelerator, f.Engines[i].NumBlocks())
+		if a := f.Engines[i].KVEventsAddr(); a != "" {
+			line += "  kv events " + a
+		}
+		fmt.Fprintln(stdout, line)
+	}
+	fmt.Fprintln(stdout, "serving; stop with Ctrl-C")
+	<-ctx.Done()
+	return nil
+}

@@ -1,0 +1,111 @@
+package gateway
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sony/gobreaker/v2"
+	"github.com/turnpike-gateway/turnpike/pools"
+)
+
+// metrics are the gateway's own collectors.
+type metrics struct {
+	requests *prometheus.CounterVec
+	errors   *prometheus.CounterVec
+	ttft     *prometheus.HistogramVec
+	duration *prometheus.HistogramVec
+	retries  prometheus.Counter
+}
+
+// latencyBuckets span 5ms to 2 minutes: TTFT of a cached short prompt up to
+// the end of a long generation.
+var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
+
+func newMetrics(reg *prometheus.Registry, fleet *pools.Registry) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnpike_requests_total",
+			Help: "Requests answered, by route and HTTP status code.",
+		}, []string{"route", "code"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnpike_request_errors_total",
+			Help: "Error answers, by error class (the OpenAI error code).",
+		}, []string{"class"}),
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "turnpike_time_to_first_token_seconds",
+			Help:    "Time from a streamed request's arrival to the engine's first event, by route.",
+			Buckets: latencyBuckets,
+		}, []string{"route"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "turnpike_request_duration_seconds",
+			Help:    "End-to-end request latency, by route.",
+			Buckets: latencyBuckets,
+		}, []string{"route"}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "turnpike_upstream_retries_total",
+			Help: "Requests retried on another endpoint after a failure before the first byte.",
+		}),
+	}
+	reg.MustRegister(m.requests, m.errors, m.ttft, m.duration, m.retries, &endpointCollector{fleet: fleet})
+	return m
+}
+
+func (m *metrics) observeRequest(route string, status int, start time.Time, ttft time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	if ttft > 0 {
+		m.ttft.WithLabelValues(route).Observe(ttft.Seconds())
+	}
+}
+
+// endpointCollector reads each endpoint's live state at scrape time, so the
+// request path pays nothing for these gauges.
+type endpointCollector struct {
+	fleet *pools.Registry
+}
+
+var (
+	descInFlight = prometheus.NewDesc("turnpike_endpoint_in_flight_requests",
+		"Requests this gateway has in flight on the endpoint.", []string{"pool", "endpoint"}, nil)
+	descBreaker = prometheus.NewDesc("turnpike_endpoint_breaker_state",
+		"Circuit breaker state of the endpoint: 0 closed, 1 half-open, 2 open.", []string{"pool", "endpoint"}, nil)
+	descHealthy = prometheus.NewDesc("turnpike_endpoint_healthy",
+		"1 if the endpoint's last health check passed.", []string{"pool", "endpoint"}, nil)
+	descQueue = prometheus.NewDesc("turnpike_endpoint_queue_depth",
+		"Requests waiting in the engine's queue, as last scraped.", []string{"pool", "endpoint"}, nil)
+	descKV = prometheus.NewDesc("turnpike_endpoint_kv_cache_usage",
+		"Fraction of the engine's KV cache in use, as last scraped.", []string{"pool", "endpoint"}, nil)
+)
+
+func (c *endpointCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descInFlight, descBreaker, descHealthy, descQueue, descKV} {
+		ch <- d
+	}
+}
+
+func (c *endpointCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, ep := range c.fleet.Endpoints {
+		pool := ep.Pool.Name()
+		l := ep.Load()
+		healthy := 0.0
+		if ep.Healthy() {
+			healthy = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(ep.InFlight()), pool, ep.ID)
+		ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, breakerValue(ep.BreakerState()), pool, ep.ID)
+		ch <- prometheus.MustNewConstMetric(descHealthy, prometheus.GaugeValue, healthy, pool, ep.ID)
+		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(l.Waiting), pool, ep.ID)
+		ch <- prometheus.MustNewConstMetric(descKV, prometheus.GaugeValue, l.KVUsage, pool, ep.ID)
+	}
+}
+
+func breakerValue(s gobreaker.State) float64 {
+	switch s {
+	case gobreaker.StateHalfOpen:
+		return 1
+	case gobreaker.StateOpen:
+		return 2
+	}
+	return 0
+}

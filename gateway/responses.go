@@ -1,0 +1,419 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/turnpike-gateway/turnpike/responses"
+	"github.com/turnpike-gateway/turnpike/sessions"
+)
+
+// mountResponses registers the Responses and Conversations API on v1 and
+// starts the service with the fleet as its engine. Without a service the
+// routes are not registered.
+func (s *Server) mountResponses(v1 *echo.Group) error {
+	svc := s.opts.Responses
+	if svc == nil {
+		return nil
+	}
+	if err := svc.Start(fleetEngine{s}); err != nil {
+		return err
+	}
+	h := &responsesAPI{s: s, svc: svc}
+	g := v1.Group("", h.observe)
+	g.POST("/responses", h.create)
+	g.GET("/responses/:id", h.get)
+	g.DELETE("/responses/:id", h.delete)
+	g.POST("/responses/:id/cancel", h.cancel)
+	g.GET("/responses/:id/input_items", h.inputItems)
+	g.POST("/conversations", h.createConversation)
+	g.GET("/conversations/:id", h.getConversation)
+	g.POST("/conversations/:id", h.updateConversation)
+	g.DELETE("/conversations/:id", h.deleteConversation)
+	g.GET("/conversations/:id/items", h.listItems)
+	g.POST("/conversations/:id/items", h.addItems)
+	g.GET("/conversations/:id/items/:item_id", h.getItem)
+	g.DELETE("/conversations/:id/items/:item_id", h.deleteItem)
+	return nil
+}
+
+// tenantOf is the request's tenant: the one the tenancy middleware set,
+// else the default tenant of an open gateway.
+func tenantOf(c echo.Context) string {
+	if t := TenantOf(c); t != "" {
+		return t
+	}
+	return DefaultTenant
+}
+
+// responsesAPIError maps the responses package's error classes.
+func responsesAPIError(err error) (*APIError, bool) {
+	var re *responses.Error
+	if !errors.As(err, &re) {
+		switch {
+		case errors.Is(err, responses.ErrNotFound):
+			return &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: strp("not_found"), Message: "Not found."}, true
+		case errors.Is(err, responses.ErrClosed):
+			return &APIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strp("unavailable"), Message: "The state store is closed; retry on another gateway."}, true
+		}
+		return nil, false
+	}
+	ae := &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: re.Message}
+	if re.Param != "" {
+		ae.Param = strp(re.Param)
+	}
+	if re.Code != "" {
+		ae.Code = strp(re.Code)
+	}
+	switch {
+	case errors.Is(re, responses.ErrNotFound):
+		ae.Status = http.StatusNotFound
+	case errors.Is(re, responses.ErrEngine):
+		if re.Status >= 400 {
+			ae.Status = re.Status
+		}
+		if ae.Status >= 500 {
+			ae.Type = "server_error"
+		}
+	}
+	return ae, true
+}
+
+// fleetEngine is the responses Engine on the gateway's own routing.
+type fleetEngine struct{ s *Server }
+
+// hintHeaders are the client headers passed on to engines: routing hints,
+// never credentials.
+var hintHeaders = append([]string{"X-Turnpike-Priority", echo.HeaderXRequestID}, sessionHeaders...)
+
+// ChatCompletion implements responses.Engine: the rebuilt conversation
+// takes the same path as a chat completion — session, flow control,
+// routing — and the returned body finishes the turn when it is consumed.
+func (e fleetEngine) ChatCompletion(ctx context.Context, r *responses.EngineRequest) (*http.Response, error) {
+	var hdr http.Header
+	for _, k := range hintHeaders {
+		if v := r.Header.Get(k); v != "" {
+			if hdr == nil {
+				hdr = http.Header{}
+			}
+			hdr.Set(k, v)
+		}
+	}
+	// The responses layer names the conversation or the chain's root; an
+	// explicit session header still wins.
+	sessionKey, _ := sessions.Derive(r.Header, r.SessionKey, "", "")
+	in := &turnInput{
+		path:            "/v1/chat/completions",
+		body:            r.Body,
+		header:          hdr,
+		clientHeader:    r.Header,
+		model:           r.Model,
+		tenant:          r.Tenant,
+		sessionKey:      sessionKey,
+		promptTokens:    r.PromptTokens,
+		maxOutputTokens: r.MaxOutputTokens,
+		serviceTier:     r.ServiceTier,
+		background:      r.Background,
+	}
+	if e.s.needsHashes {
+		if req, err := decodeEngineRequest(r.Body, true); err == nil {
+			in.prompt = req.prompt()
+		}
+	}
+	t, err := e.s.startTurn(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	t.resp.Body = &usageSniffer{ReadCloser: t.resp.Body, t: t}
+	return t.resp, nil
+}
+
+// ContextLength implements responses.Engine: the smallest context window
+// of the pools serving model, 0 if none says.
+func (e fleetEngine) ContextLength(model string) int {
+	n := 0
+	for _, p := range e.s.reg.PoolsFor(model) {
+		if l := p.Model.ContextLength; l > 0 && (n == 0 || l < n) {
+			n = l
+		}
+	}
+	return n
+}
+
+// responsesAPI holds the Responses and Conversations handlers.
+type responsesAPI struct {
+	s   *Server
+	svc *responses.Service
+}
+
+// observe counts the route's requests and their latency.
+func (h *responsesAPI) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		status := c.Response().Status
+		if err != nil && !c.Response().Committed {
+			status = toAPIError(err).Status
+		}
+		h.s.metrics.observeRequest(c.Path(), status, start, 0)
+		return err
+	}
+}
+
+// sse writes Responses events as server-sent events, sending the status
+// line with the first one and flushing every event.
+type sse struct {
+	c       echo.Context
+	started bool
+	buf     []byte
+}
+
+func (w *sse) sink(typ string, data []byte) error {
+	resp := w.c.Response()
+	if !w.started {
+		w.started = true
+		resp.Header().Set(echo.HeaderContentType, "text/event-stream")
+		resp.Header().Set("Cache-Control", "no-cache")
+		resp.Header().Set("X-Accel-Buffering", "no")
+		resp.WriteHeader(http.StatusOK)
+	}
+	w.buf = append(w.buf[:0], "event: "...)
+	w.buf = append(w.buf, typ...)
+	w.buf = append(w.buf, "\ndata: "...)
+	w.buf = append(w.buf, data...)
+	w.buf = append(w.buf, "\n\n"...)
+	if _, err := resp.Write(w.buf); err != nil {
+		return err
+	}
+	resp.Flush()
+	return nil
+}
+
+// finish ends a stream that may not have started: with no event sent, an
+// error still gets its status and body.
+func (w *sse) finish(err error) error {
+	if err != nil && !w.started {
+		return err
+	}
+	return nil
+}
+
+func (h *responsesAPI) create(c echo.Context) error {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return err
+	}
+	req, err := responses.DecodeCreateRequest(body)
+	if err != nil {
+		return err
+	}
+	ctx, tenant := c.Request().Context(), tenantOf(c)
+	if !req.Stream {
+		resp, err := h.svc.Create(ctx, tenant, req, c.Request().Header, nil)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, resp)
+	}
+	w := &sse{c: c}
+	resp, err := h.svc.Create(ctx, tenant, req, c.Request().Header, w.sink)
+	if err == nil && req.Background {
+		// The background response runs on without this client; follow it.
+		err = h.svc.Stream(ctx, tenant, resp.ID, -1, w.sink)
+	}
+	return w.finish(err)
+}
+
+func (h *responsesAPI) get(c echo.Context) error {
+	q := c.QueryParams()
+	stream, err := false, error(nil)
+	if v := q.Get("stream"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return invalid("stream", "invalid_type", "Invalid type for 'stream': expected a boolean, but got '%s' instead.", v)
+		}
+		stream = b
+	} else if stream, err = streamInBody(c); err != nil {
+		return err
+	}
+	ctx, tenant, id := c.Request().Context(), tenantOf(c), c.Param("id")
+	if !stream {
+		resp, err := h.svc.Get(ctx, tenant, id)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, resp)
+	}
+	after := -1
+	if v := q.Get("starting_after"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < -1 {
+			return invalid("starting_after", "invalid_type", "Invalid 'starting_after': expected a sequence number, but got '%s' instead.", v)
+		}
+		after = n
+	}
+	w := &sse{c: c}
+	return w.finish(h.svc.Stream(ctx, tenant, id, after, w.sink))
+}
+
+// streamInBody reads {"stream": true} from a GET's body, where the
+// OpenAI SDKs put it when they retrieve a response as a stream.
+func streamInBody(c echo.Context) (bool, error) {
+	b, err := io.ReadAll(c.Request().Body)
+	if err != nil || len(bytes.TrimSpace(b)) == 0 {
+		return false, err
+	}
+	var body struct {
+		Stream *bool `json:"stream"`
+	}
+	if err := json.Unmarshal(b, &body); err != nil {
+		return false, invalid("stream", "invalid_type", "Invalid type for 'stream': expected a boolean.")
+	}
+	return body.Stream != nil && *body.Stream, nil
+}
+
+func (h *responsesAPI) delete(c echo.Context) error {
+	d, err := h.svc.Delete(c.Request().Context(), tenantOf(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, d)
+}
+
+func (h *responsesAPI) cancel(c echo.Context) error {
+	resp, err := h.svc.Cancel(c.Request().Context(), tenantOf(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+// listOptions reads after, limit and order from the query.
+func listOptions(c echo.Context) (responses.ListOptions, error) {
+	q := c.QueryParams()
+	o := responses.ListOptions{After: q.Get("after"), Order: q.Get("order")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return o, invalid("limit", "invalid_type", "Invalid type for 'limit': expected an integer, but got '%s' instead.", v)
+		}
+		if n == 0 {
+			n = -1 // an explicit 0 is out of range, not the default
+		}
+		o.Limit = n
+	}
+	return o, nil
+}
+
+func (h *responsesAPI) inputItems(c echo.Context) error {
+	o, err := listOptions(c)
+	if err != nil {
+		return err
+	}
+	l, err := h.svc.InputItems(c.Request().Context(), tenantOf(c), c.Param("id"), o)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, l)
+}
+
+func readBody(c echo.Context) ([]byte, error) {
+	b, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return nil, fmt.Errorf("reading the request body: %w", err)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		b = []byte("{}")
+	}
+	return b, nil
+}
+
+func (h *responsesAPI) createConversation(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	conv, err := h.svc.CreateConversation(c.Request().Context(), tenantOf(c), body)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, conv)
+}
+
+func (h *responsesAPI) getConversation(c echo.Context) error {
+	conv, err := h.svc.GetConversation(c.Request().Context(), tenantOf(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, conv)
+}
+
+func (h *responsesAPI) updateConversation(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	conv, err := h.svc.UpdateConversation(c.Request().Context(), tenantOf(c), c.Param("id"), body)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, conv)
+}
+
+func (h *responsesAPI) deleteConversation(c echo.Context) error {
+	d, err := h.svc.DeleteConversation(c.Request().Context(), tenantOf(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, d)
+}
+
+func (h *responsesAPI) listItems(c echo.Context) error {
+	o, err := listOptions(c)
+	if err != nil {
+		return err
+	}
+	l, err := h.svc.ConversationItems(c.Request().Context(), tenantOf(c), c.Param("id"), o)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, l)
+}
+
+func (h *responsesAPI) addItems(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	l, err := h.svc.AddConversationItems(c.Request().Context(), tenantOf(c), c.Param("id"), body)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, l)
+}
+
+func (h *responsesAPI) getItem(c echo.Context) error {
+	it, err := h.svc.ConversationItem(c.Request().Context(), tenantOf(c), c.Param("id"), c.Param("item_id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, it)
+}
+
+func (h *responsesAPI) deleteItem(c echo.Context) error {
+	conv, err := h.svc.DeleteConversationItem(c.Request().Context(), tenantOf(c), c.Param("id"), c.Param("item_id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, conv)
+}
+
+var _ responses.Engine = fleetEngine{}

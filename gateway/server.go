@@ -1,0 +1,213 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/turnpike-gateway/turnpike/admin"
+	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/kv"
+	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/responses"
+	"github.com/turnpike-gateway/turnpike/sessions"
+	"github.com/turnpike-gateway/turnpike/turns"
+)
+
+// Defaults for Options.
+const (
+	DefaultBodyLimit       = 32 << 20 // bytes
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
+// Options configure a Server. Registry and Policy are required.
+type Options struct {
+	// Registry is the fleet. Required.
+	Registry *pools.Registry
+	// Policy picks endpoints. Required.
+	Policy affinity.Policy
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+	// Metrics is where the gateway registers its collectors and what
+	// /metrics serves; nil means a new registry of its own.
+	Metrics *prometheus.Registry
+	// BodyLimit bounds a request body, in bytes. Default 32 MiB.
+	BodyLimit int64
+	// ShutdownTimeout bounds how long Shutdown waits for in-flight
+	// requests, streams included. Default 30s.
+	ShutdownTimeout time.Duration
+	// OpenAPI is the spec served at /openapi.yaml; nil serves 404.
+	OpenAPI []byte
+	// Responses serves the Responses and Conversations API; New starts it
+	// with the fleet as its engine. nil leaves those routes unregistered.
+	Responses *responses.Service
+	// Sessions tracks session state (turns, gaps, pins); nil tracks none.
+	Sessions *sessions.Store
+	// Flow admits, queues and sheds turns; nil admits everything at once.
+	Flow *turns.Controller
+	// Hasher renders and hashes prompts for prefix-aware policies; nil
+	// means the byte-approximate tokenizer with 16-token blocks.
+	Hasher *kv.Hasher
+	// Auth authenticates tenants and the admin API; nil leaves /v1 open
+	// (every request is the default tenant's) and mounts no admin API.
+	Auth *Auth
+	// Admin serves /admin/v1 behind Auth's admin token; nil mounts none.
+	Admin *admin.Service
+}
+
+// Server is turnpike's HTTP front: the OpenAI-compatible API, health and
+// metrics. Create with New; serve with Serve or use Handler.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	echo    *echo.Echo
+	reg     *pools.Registry
+	policy  affinity.Policy
+	metrics *metrics
+	http    *http.Server
+
+	// hasher and needsHashes: the prompt is hashed only for policies that
+	// score by prefix.
+	hasher      *kv.Hasher
+	needsHashes bool
+}
+
+// New builds a Server and registers its routes.
+func New(opts Options) (*Server, error) {
+	if opts.Registry == nil || opts.Policy == nil {
+		return nil, errors.New("gateway: Registry and Policy are required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = prometheus.NewRegistry()
+	}
+	if opts.BodyLimit <= 0 {
+		opts.BodyLimit = DefaultBodyLimit
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	s := &Server{
+		opts:   opts,
+		log:    opts.Logger,
+		reg:    opts.Registry,
+		policy: opts.Policy,
+		hasher: opts.Hasher,
+	}
+	if s.hasher == nil {
+		s.hasher = &kv.Hasher{}
+	}
+	s.needsHashes = affinity.NeedsHashes(opts.Policy)
+	s.metrics = newMetrics(opts.Metrics, opts.Registry)
+
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.errorHandler
+	e.Use(middleware.Recover())
+	e.Use(middleware.RequestID())
+	e.Use(middleware.BodyLimit(strconv.FormatInt(opts.BodyLimit, 10) + "B"))
+	s.echo = e
+
+	// Group middleware must be given when the group is made: Echo attaches
+	// it to each route as the route is added.
+	var v1 *echo.Group
+	if opts.Auth != nil {
+		v1 = e.Group("/v1", opts.Auth.Tenants())
+	} else {
+		v1 = e.Group("/v1")
+	}
+	v1.POST("/chat/completions", s.handleChatCompletions)
+	v1.POST("/completions", s.handleCompletions)
+	v1.GET("/models", s.handleModels)
+	if err := s.mountResponses(v1); err != nil {
+		return nil, err
+	}
+
+	if opts.Auth != nil && opts.Admin != nil {
+		opts.Admin.Register(e.Group("/admin/v1", opts.Auth.Admin()))
+	}
+
+	e.GET("/healthz", s.handleHealthz)
+	e.GET("/readyz", s.handleReadyz)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(opts.Metrics, promhttp.HandlerOpts{})))
+	e.GET("/openapi.yaml", s.handleOpenAPI)
+	return s, nil
+}
+
+// Handler is the server's http.Handler, for tests and embedding.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Serve accepts connections on ln until Shutdown. It returns
+// http.ErrServerClosed after a graceful shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.http = &http.Server{
+		Handler:           s.echo,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	return s.http.Serve(ln)
+}
+
+// Shutdown stops accepting connections and waits, up to the shutdown
+// timeout or ctx, for in-flight requests (streams included) to finish.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.http == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.ShutdownTimeout)
+	defer cancel()
+	return s.http.Shutdown(ctx)
+}
+
+// Routes lists the method and path of every registered route, for the
+// OpenAPI consistency test and the admin view.
+func (s *Server) Routes() []*echo.Route { return s.echo.Routes() }
+
+func (s *Server) handleHealthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// handleReadyz answers 200 when at least one endpoint can take requests.
+func (s *Server) handleReadyz(c echo.Context) error {
+	for _, ep := range s.reg.Endpoints {
+		if ep.Available() {
+			return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+		}
+	}
+	return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "no endpoint available"})
+}
+
+func (s *Server) handleOpenAPI(c echo.Context) error {
+	if s.opts.OpenAPI == nil {
+		return echo.ErrNotFound
+	}
+	return c.Blob(http.StatusOK, "application/yaml", s.opts.OpenAPI)
+}
+
+// handleModels lists the union of the pools' served models.
+func (s *Server) handleModels(c echo.Context) error {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	out := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	for _, m := range s.reg.Models() {
+		out.Data = append(out.Data, model{ID: m, Object: "model", OwnedBy: "turnpike"})
+	}
+	return c.JSON(http.StatusOK, out)
+}

@@ -1,0 +1,97 @@
+package turnpike_test
+
+import (
+	"log/slog"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	turnpike "github.com/turnpike-gateway/turnpike"
+	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/gateway"
+	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/responses"
+	"go.yaml.in/yaml/v3"
+)
+
+var (
+	echoParam    = regexp.MustCompile(`:[A-Za-z_]+`)
+	openAPIParam = regexp.MustCompile(`\{[A-Za-z_]+\}`)
+)
+
+// TestOpenAPICoversRoutes keeps openapi.yaml in step with the routes the
+// gateway registers: every route is described, and nothing else is.
+func TestOpenAPICoversRoutes(t *testing.T) {
+	var spec struct {
+		OpenAPI string                    `yaml:"openapi"`
+		Paths   map[string]map[string]any `yaml:"paths"`
+	}
+	if err := yaml.Unmarshal(turnpike.Spec, &spec); err != nil {
+		t.Fatalf("openapi.yaml: %v", err)
+	}
+	if !strings.HasPrefix(spec.OpenAPI, "3.1") {
+		t.Errorf("openapi %q, want 3.1", spec.OpenAPI)
+	}
+	inSpec := map[string]bool{}
+	for path, ops := range spec.Paths {
+		for method := range ops {
+			if method == "parameters" {
+				continue
+			}
+			inSpec[strings.ToUpper(method)+" "+openAPIParam.ReplaceAllString(path, "{}")] = true
+		}
+	}
+
+	log := slog.New(slog.DiscardHandler)
+	reg, err := pools.NewRegistry([]pools.PoolConfig{{Name: "p", ServedModels: []string{"m"},
+		Endpoints: []pools.EndpointConfig{{URL: "http://127.0.0.1:1"}}}}, pools.Options{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := responses.OpenPebble(t.TempDir(), responses.PebbleOptions{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	svc := responses.New(st, responses.Config{CollectInterval: -1, Logger: log})
+	defer svc.Close()
+	srv, err := gateway.New(gateway.Options{Registry: reg, Policy: &affinity.RoundRobin{}, Logger: log, Responses: svc, OpenAPI: turnpike.Spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	registered := map[string]bool{}
+	for _, r := range srv.Routes() {
+		// Echo registers its own catch-alls for unknown routes; they are
+		// not part of the API.
+		if r.Method == echoRouteNotFound || strings.HasSuffix(r.Path, "*") {
+			continue
+		}
+		registered[r.Method+" "+echoParam.ReplaceAllString(r.Path, "{}")] = true
+	}
+	for r := range registered {
+		if !inSpec[r] {
+			t.Errorf("route %s is not in openapi.yaml", r)
+		}
+	}
+	for r := range inSpec {
+		if !registered[r] {
+			t.Errorf("openapi.yaml describes %s, which the gateway does not serve", r)
+		}
+	}
+	if len(registered) == 0 || !slices.Contains(keys(registered), http.MethodPost+" /v1/responses") {
+		t.Errorf("the gateway registered no Responses routes: %v", keys(registered))
+	}
+}
+
+const echoRouteNotFound = "echo_route_not_found"
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

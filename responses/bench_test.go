@@ -1,0 +1,83 @@
+package responses
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// benchItems are a turn's items: a user message and an answer.
+func benchItems(i int) []Item {
+	text := strings.Repeat("token ", 100)
+	return []Item{
+		{Type: ItemMessage, ID: newID("msg_"), Status: StatusCompleted, Role: "user", Content: []ContentPart{{Type: "input_text", Text: fmt.Sprint("turn ", i, " ", text)}}},
+		{Type: ItemMessage, ID: newID("msg_"), Status: StatusCompleted, Role: "assistant", Content: []ContentPart{{Type: "output_text", Text: text}}},
+	}
+}
+
+func benchRecord(tenant string) *Record {
+	return &Record{Tenant: tenant, Response: &Response{ID: newID("resp_"), Object: "response", Status: StatusCompleted, Store: true, Output: []Item{}}}
+}
+
+// BenchmarkStorePut ends responses, each a synced batch of its record
+// and two items: one writer at a time ("serial"), and many goroutines at
+// once ("parallel"), where Pebble's commit pipeline shares each WAL sync
+// among the batches waiting for it.
+func BenchmarkStorePut(b *testing.B) {
+	for _, bc := range []struct {
+		name        string
+		parallelism int
+	}{{"serial", 0}, {"parallel", 16}} {
+		b.Run(bc.name, func(b *testing.B) {
+			st := openStore(b, b.TempDir())
+			defer st.Close()
+			ctx := context.Background()
+			b.ReportAllocs()
+			if bc.parallelism == 0 {
+				for i := 0; b.Loop(); i++ {
+					if err := st.EndResponse(ctx, benchRecord("bench"), nil, benchItems(i)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return
+			}
+			b.SetParallelism(bc.parallelism)
+			b.RunParallel(func(pb *testing.PB) {
+				for i := 0; pb.Next(); i++ {
+					if err := st.EndResponse(ctx, benchRecord("bench"), nil, benchItems(i)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkChainLoad rebuilds the context of the 200th turn of a
+// conversation chained by previous_response_id.
+func BenchmarkChainLoad(b *testing.B) {
+	st := openStore(b, b.TempDir())
+	defer st.Close()
+	ctx := context.Background()
+	var base []Segment
+	for i := range 200 {
+		rec := benchRecord("bench")
+		if err := st.EndResponse(ctx, rec, base, benchItems(i)); err != nil {
+			b.Fatal(err)
+		}
+		base = rec.Context
+	}
+	if len(base) != 1 || base[0].To != 400 {
+		b.Fatalf("manifest %+v, want one segment of 400 items", base)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		items, err := st.LoadContext(ctx, base)
+		if err != nil || len(items) != 400 {
+			b.Fatal(len(items), err)
+		}
+	}
+}

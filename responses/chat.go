@@ -1,0 +1,194 @@
+package responses
+
+import (
+	"encoding/json"
+)
+
+// chatMessage is one OpenAI chat message as engines take it.
+type chatMessage struct {
+	Role       string         `json:"role"`
+	Content    *string        `json:"content"`
+	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string         `json:"tool_call_id,omitempty"`
+}
+
+type chatToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function chatFunction `json:"function"`
+}
+
+type chatFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+type chatTool struct {
+	Type     string           `json:"type"`
+	Function chatToolFunction `json:"function"`
+}
+
+type chatToolFunction struct {
+	Name        string          `json:"name"`
+	Description *string         `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
+}
+
+type chatStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// chatRequest is the chat completions body sent to an engine.
+type chatRequest struct {
+	Model             string            `json:"model"`
+	Messages          []chatMessage     `json:"messages"`
+	Stream            bool              `json:"stream"`
+	StreamOptions     chatStreamOptions `json:"stream_options"`
+	MaxTokens         *int              `json:"max_tokens,omitempty"`
+	Temperature       *float64          `json:"temperature,omitempty"`
+	TopP              *float64          `json:"top_p,omitempty"`
+	Tools             []chatTool        `json:"tools,omitempty"`
+	ToolChoice        json.RawMessage   `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool             `json:"parallel_tool_calls,omitempty"`
+	ResponseFormat    json.RawMessage   `json:"response_format,omitempty"`
+	ReasoningEffort   string            `json:"reasoning_effort,omitempty"`
+	User              string            `json:"user,omitempty"`
+	SafetyIdentifier  string            `json:"safety_identifier,omitempty"`
+	PromptCacheKey    string            `json:"prompt_cache_key,omitempty"`
+}
+
+// renderChat turns a request and its whole context (earlier items, then
+// the request's own input) into the engine's chat request body.
+func renderChat(req *CreateRequest, items []Item) ([]byte, error) {
+	c := chatRequest{
+		Model:             req.Model,
+		Messages:          renderMessages(req.Instructions, items),
+		Stream:            true,
+		StreamOptions:     chatStreamOptions{IncludeUsage: true},
+		MaxTokens:         req.MaxOutputTokens,
+		Temperature:       req.Temperature,
+		TopP:              req.TopP,
+		ParallelToolCalls: req.ParallelToolCalls,
+		ResponseFormat:    responseFormat(req.Text.Format),
+	}
+	for _, t := range req.Tools {
+		c.Tools = append(c.Tools, chatTool{Type: "function", Function: chatToolFunction{
+			Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}})
+	}
+	if len(c.Tools) == 0 {
+		c.ParallelToolCalls = nil
+	}
+	if len(req.ToolChoice) > 0 {
+		c.ToolChoice = chatToolChoice(req.ToolChoice)
+	}
+	if req.Reasoning != nil && req.Reasoning.Effort != nil {
+		c.ReasoningEffort = *req.Reasoning.Effort
+	}
+	if req.User != nil {
+		c.User = *req.User
+	}
+	if req.SafetyIdentifier != nil {
+		c.SafetyIdentifier = *req.SafetyIdentifier
+	}
+	if req.PromptCacheKey != nil {
+		c.PromptCacheKey = *req.PromptCacheKey
+	}
+	return json.Marshal(c)
+}
+
+// renderMessages renders items as chat messages. Function calls join the
+// assistant message they follow (one assistant turn with text and
+// tool_calls); their outputs become tool messages.
+func renderMessages(instructions *string, items []Item) []chatMessage {
+	msgs := make([]chatMessage, 0, len(items)+1)
+	if instructions != nil && *instructions != "" {
+		msgs = append(msgs, chatMessage{Role: "system", Content: instructions})
+	}
+	assistantOpen := false
+	for i := range items {
+		it := &items[i]
+		switch it.Type {
+		case ItemMessage:
+			role := it.Role
+			if role == "developer" {
+				// Engines' chat templates know system, not developer.
+				role = "system"
+			}
+			text := it.Text()
+			msgs = append(msgs, chatMessage{Role: role, Content: &text})
+			assistantOpen = role == "assistant"
+		case ItemFunctionCall:
+			call := chatToolCall{ID: it.CallID, Type: "function", Function: chatFunction{Name: it.Name, Arguments: it.Arguments}}
+			if assistantOpen {
+				last := &msgs[len(msgs)-1]
+				last.ToolCalls = append(last.ToolCalls, call)
+			} else {
+				msgs = append(msgs, chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}})
+				assistantOpen = true
+			}
+		case ItemFunctionCallOutput:
+			out := it.Output
+			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: it.CallID, Content: &out})
+			assistantOpen = false
+		}
+	}
+	return msgs
+}
+
+// responseFormat maps text.format to chat's response_format; nil for text.
+func responseFormat(format json.RawMessage) json.RawMessage {
+	var f struct {
+		Type        string          `json:"type"`
+		Name        string          `json:"name"`
+		Schema      json.RawMessage `json:"schema"`
+		Strict      *bool           `json:"strict,omitempty"`
+		Description *string         `json:"description,omitempty"`
+	}
+	if json.Unmarshal(format, &f) != nil {
+		return nil
+	}
+	switch f.Type {
+	case "json_object":
+		return json.RawMessage(`{"type":"json_object"}`)
+	case "json_schema":
+		b, _ := json.Marshal(struct {
+			Type       string `json:"type"`
+			JSONSchema any    `json:"json_schema"`
+		}{"json_schema", struct {
+			Name        string          `json:"name"`
+			Schema      json.RawMessage `json:"schema"`
+			Strict      *bool           `json:"strict,omitempty"`
+			Description *string         `json:"description,omitempty"`
+		}{f.Name, f.Schema, f.Strict, f.Description}})
+		return b
+	}
+	return nil
+}
+
+// chatToolChoice maps a Responses tool_choice to chat's shape.
+func chatToolChoice(tc json.RawMessage) json.RawMessage {
+	if tc[0] == '"' {
+		return tc
+	}
+	var f struct {
+		Name string `json:"name"`
+	}
+	json.Unmarshal(tc, &f)
+	b, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": f.Name}})
+	return b
+}
+
+// estimateTokens is the gateway's prompt length estimate: about four
+// bytes a token, the rule engines' tokenizers average on English text.
+func estimateTokens(n int) int { return (n + 3) / 4 }
+
+// itemTokens estimates one item's share of the prompt, with the chat
+// template's few tokens of per-message overhead.
+func itemTokens(it *Item) int {
+	n := len(it.Arguments) + len(it.Output) + len(it.Name) + len(it.CallID)
+	for _, p := range it.Content {
+		n += len(p.Text)
+	}
+	return estimateTokens(n) + 4
+}

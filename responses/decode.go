@@ -1,0 +1,714 @@
+package responses
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// CreateRequest is a decoded, validated POST /v1/responses body.
+type CreateRequest struct {
+	Model string
+	// Input is the request's own items; item references are resolved
+	// when the response is created.
+	Input              []Item
+	Instructions       *string
+	PreviousResponseID string
+	Conversation       string
+	// Store defaults to true.
+	Store             bool
+	Stream            bool
+	Background        bool
+	Tools             []Tool
+	ToolChoice        json.RawMessage
+	ParallelToolCalls *bool
+	MaxOutputTokens   *int
+	Temperature       *float64
+	TopP              *float64
+	Metadata          map[string]string
+	// Truncation is "auto" or "disabled" (the default).
+	Truncation       string
+	Text             TextConfig
+	ServiceTier      string
+	PromptCacheKey   *string
+	SafetyIdentifier *string
+	User             *string
+	Include          []string
+	Reasoning        *Reasoning
+
+	// raw is the body as received, kept with a background job so that it
+	// can be re-run after a restart.
+	raw []byte
+}
+
+// Tool is a function tool the model may call.
+type Tool struct {
+	Name        string
+	Description *string
+	Parameters  json.RawMessage
+	Strict      *bool
+	// Raw is the tool as the client sent it, echoed on the response.
+	Raw json.RawMessage
+}
+
+// Limits on what a request may carry.
+const (
+	maxMetadataKeys     = 16
+	maxMetadataKeyLen   = 64
+	maxMetadataValueLen = 512
+)
+
+// DecodeCreateRequest decodes a POST /v1/responses body strictly: an
+// unknown parameter, a wrong type or a value out of range is an *Error of
+// class ErrInvalid that names the parameter. Nothing is silently dropped.
+func DecodeCreateRequest(body []byte) (*CreateRequest, error) {
+	fields, err := decodeObject(body, "")
+	if err != nil {
+		return nil, err
+	}
+	r := &CreateRequest{Store: true, Truncation: "disabled", raw: body}
+	// Decode in a fixed order so the same bad body always names the same param.
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		raw := fields[k]
+		if isNull(raw) {
+			continue
+		}
+		if err := r.decodeField(k, raw); err != nil {
+			return nil, err
+		}
+	}
+	if r.Model == "" {
+		return nil, invalidf("model", "missing_required_parameter", "Missing required parameter: 'model'.")
+	}
+	if _, ok := fields["input"]; !ok || isNull(fields["input"]) {
+		return nil, invalidf("input", "missing_required_parameter", "Missing required parameter: 'input'.")
+	}
+	if r.Background && !r.Store {
+		return nil, invalidf("background", "invalid_value", "Background mode requires 'store' to be true.")
+	}
+	if r.Conversation != "" && r.PreviousResponseID != "" {
+		return nil, invalidf("previous_response_id", "mutually_exclusive_parameters",
+			"Parameters 'previous_response_id' and 'conversation' cannot be used together.")
+	}
+	if len(r.ToolChoice) > 0 && len(r.Tools) == 0 && !bytes.Equal(r.ToolChoice, []byte(`"none"`)) && !bytes.Equal(r.ToolChoice, []byte(`"auto"`)) {
+		return nil, invalidf("tool_choice", "invalid_value", "Invalid 'tool_choice': tools must be given when tool_choice requires a tool.")
+	}
+	if r.Text.Format == nil {
+		r.Text.Format = json.RawMessage(`{"type":"text"}`)
+	}
+	return r, nil
+}
+
+func (r *CreateRequest) decodeField(k string, raw json.RawMessage) error {
+	var err error
+	switch k {
+	case "model":
+		r.Model, err = decodeString(raw, k)
+	case "input":
+		r.Input, err = decodeInput(raw)
+	case "instructions":
+		var s string
+		s, err = decodeString(raw, k)
+		r.Instructions = &s
+	case "previous_response_id":
+		r.PreviousResponseID, err = decodeString(raw, k)
+	case "conversation":
+		r.Conversation, err = decodeConversationParam(raw)
+	case "store":
+		r.Store, err = decodeBool(raw, k)
+	case "stream":
+		r.Stream, err = decodeBool(raw, k)
+	case "background":
+		r.Background, err = decodeBool(raw, k)
+	case "tools":
+		r.Tools, err = decodeTools(raw)
+	case "tool_choice":
+		r.ToolChoice, err = decodeToolChoice(raw)
+	case "parallel_tool_calls":
+		var b bool
+		b, err = decodeBool(raw, k)
+		r.ParallelToolCalls = &b
+	case "max_output_tokens":
+		var n int
+		n, err = decodeInt(raw, k, 1)
+		r.MaxOutputTokens = &n
+	case "temperature":
+		var f float64
+		f, err = decodeNumber(raw, k, 0, 2)
+		r.Temperature = &f
+	case "top_p":
+		var f float64
+		f, err = decodeNumber(raw, k, 0, 1)
+		r.TopP = &f
+	case "metadata":
+		r.Metadata, err = DecodeMetadata(raw)
+	case "truncation":
+		r.Truncation, err = decodeEnum(raw, k, "auto", "disabled")
+	case "text":
+		r.Text, err = decodeText(raw)
+	case "service_tier":
+		r.ServiceTier, err = decodeEnum(raw, k, "auto", "default", "flex", "priority", "scale")
+	case "prompt_cache_key":
+		var s string
+		s, err = decodeString(raw, k)
+		r.PromptCacheKey = &s
+	case "safety_identifier":
+		var s string
+		s, err = decodeString(raw, k)
+		r.SafetyIdentifier = &s
+	case "user":
+		var s string
+		s, err = decodeString(raw, k)
+		r.User = &s
+	case "include":
+		r.Include, err = decodeStrings(raw, k)
+	case "reasoning":
+		r.Reasoning, err = decodeReasoning(raw)
+	case "stream_options":
+		var f map[string]json.RawMessage
+		if f, err = decodeObject(raw, k); err == nil {
+			err = allowKeys(f, k, "include_obfuscation")
+			if err == nil && f["include_obfuscation"] != nil && !isNull(f["include_obfuscation"]) {
+				_, err = decodeBool(f["include_obfuscation"], k+".include_obfuscation")
+			}
+		}
+	default:
+		return unknownParam(k)
+	}
+	return err
+}
+
+func unknownParam(p string) *Error {
+	return invalidf(p, "unknown_parameter", "Unknown parameter: '%s'.", p)
+}
+
+// DecodeItems decodes a list of input items (POST conversations and their
+// items); param names the list in errors.
+func DecodeItems(raw json.RawMessage, param string) ([]Item, error) {
+	var elems []json.RawMessage
+	if kindOf(raw) != "an array" || json.Unmarshal(raw, &elems) != nil {
+		return nil, typeError(param, "an array", raw)
+	}
+	items := make([]Item, 0, len(elems))
+	for i, e := range elems {
+		it, err := decodeItem(e, fmt.Sprintf("%s[%d]", param, i))
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, it)
+	}
+	return items, nil
+}
+
+func decodeInput(raw json.RawMessage) ([]Item, error) {
+	if raw[0] == '"' {
+		s, err := decodeString(raw, "input")
+		if err != nil {
+			return nil, err
+		}
+		return []Item{{Type: ItemMessage, Role: "user", Content: []ContentPart{{Type: "input_text", Text: s}}}}, nil
+	}
+	items, err := DecodeItems(raw, "input")
+	if err != nil {
+		if e, ok := err.(*Error); ok && e.Param == "input" && e.Code == "invalid_type" {
+			return nil, invalidf("input", "invalid_type", "Invalid type for 'input': expected a string or an array of input items, but got %s instead.", kindOf(raw))
+		}
+	}
+	return items, err
+}
+
+func decodeItem(raw json.RawMessage, param string) (Item, error) {
+	f, err := decodeObject(raw, param)
+	if err != nil {
+		return Item{}, err
+	}
+	typ := "message"
+	if t, ok := f["type"]; ok {
+		if typ, err = decodeString(t, param+".type"); err != nil {
+			return Item{}, err
+		}
+	}
+	it := Item{Type: typ}
+	str := func(k string, required bool) (string, error) {
+		v, ok := f[k]
+		if !ok || isNull(v) {
+			if required {
+				return "", invalidf(param+"."+k, "missing_required_parameter", "Missing required parameter: '%s.%s'.", param, k)
+			}
+			return "", nil
+		}
+		return decodeString(v, param+"."+k)
+	}
+	if it.ID, err = str("id", typ == ItemReference); err != nil {
+		return it, err
+	}
+	if it.Status, err = str("status", false); err != nil {
+		return it, err
+	}
+	switch typ {
+	case ItemMessage:
+		if err := allowKeys(f, param, "type", "id", "status", "role", "content"); err != nil {
+			return it, err
+		}
+		if it.Role, err = decodeEnum(f["role"], param+".role", "user", "assistant", "system", "developer"); err != nil {
+			return it, err
+		}
+		c, ok := f["content"]
+		if !ok || isNull(c) {
+			return it, invalidf(param+".content", "missing_required_parameter", "Missing required parameter: '%s.content'.", param)
+		}
+		it.Content, err = decodeContent(c, param+".content", it.Role)
+	case ItemFunctionCall:
+		if err := allowKeys(f, param, "type", "id", "status", "call_id", "name", "arguments"); err != nil {
+			return it, err
+		}
+		if it.CallID, err = str("call_id", true); err != nil {
+			return it, err
+		}
+		if it.Name, err = str("name", true); err != nil {
+			return it, err
+		}
+		it.Arguments, err = str("arguments", true)
+	case ItemFunctionCallOutput:
+		if err := allowKeys(f, param, "type", "id", "status", "call_id", "output"); err != nil {
+			return it, err
+		}
+		if it.CallID, err = str("call_id", true); err != nil {
+			return it, err
+		}
+		o, ok := f["output"]
+		if !ok || isNull(o) {
+			return it, invalidf(param+".output", "missing_required_parameter", "Missing required parameter: '%s.output'.", param)
+		}
+		if o[0] == '"' {
+			it.Output, err = decodeString(o, param+".output")
+		} else {
+			var parts []ContentPart
+			parts, err = decodeContent(o, param+".output", "user")
+			it.Output = (&Item{Content: parts}).Text()
+		}
+	case ItemReference:
+		err = allowKeys(f, param, "type", "id")
+	default:
+		return it, invalidf(param+".type", "invalid_value",
+			"Invalid value: '%s'. Supported values are: 'message', 'function_call', 'function_call_output' and 'item_reference'.", typ)
+	}
+	if err == nil && it.Status != "" && it.Status != "completed" && it.Status != "incomplete" && it.Status != "in_progress" {
+		err = invalidf(param+".status", "invalid_value", "Invalid value: '%s'. Supported values are: 'in_progress', 'completed' and 'incomplete'.", it.Status)
+	}
+	return it, err
+}
+
+// decodeContent reads a message's content: a string or text parts.
+func decodeContent(raw json.RawMessage, param, role string) ([]ContentPart, error) {
+	defType := "input_text"
+	if role == "assistant" {
+		defType = "output_text"
+	}
+	if raw[0] == '"' {
+		s, err := decodeString(raw, param)
+		return []ContentPart{{Type: defType, Text: s}}, err
+	}
+	var elems []json.RawMessage
+	if kindOf(raw) != "an array" || json.Unmarshal(raw, &elems) != nil {
+		return nil, typeError(param, "a string or an array of content parts", raw)
+	}
+	parts := make([]ContentPart, 0, len(elems))
+	for i, e := range elems {
+		p := fmt.Sprintf("%s[%d]", param, i)
+		f, err := decodeObject(e, p)
+		if err != nil {
+			return nil, err
+		}
+		typ, err := decodeString(f["type"], p+".type")
+		if err != nil {
+			return nil, err
+		}
+		switch typ {
+		case "input_text", "output_text", "text":
+			if err := allowKeys(f, p, "type", "text", "annotations", "logprobs"); err != nil {
+				return nil, err
+			}
+		case "input_image", "input_file", "input_audio", "refusal":
+			return nil, invalidf(p+".type", "unsupported_value", "Content parts of type '%s' are not supported by this gateway.", typ)
+		default:
+			return nil, invalidf(p+".type", "invalid_value", "Invalid value: '%s'. Supported values are: 'input_text' and 'output_text'.", typ)
+		}
+		text, err := decodeString(f["text"], p+".text")
+		if err != nil {
+			return nil, err
+		}
+		if typ == "text" {
+			typ = defType
+		}
+		parts = append(parts, ContentPart{Type: typ, Text: text})
+	}
+	return parts, nil
+}
+
+func decodeTools(raw json.RawMessage) ([]Tool, error) {
+	var elems []json.RawMessage
+	if kindOf(raw) != "an array" || json.Unmarshal(raw, &elems) != nil {
+		return nil, typeError("tools", "an array", raw)
+	}
+	tools := make([]Tool, 0, len(elems))
+	for i, e := range elems {
+		p := fmt.Sprintf("tools[%d]", i)
+		f, err := decodeObject(e, p)
+		if err != nil {
+			return nil, err
+		}
+		typ, err := decodeString(f["type"], p+".type")
+		if err != nil {
+			return nil, err
+		}
+		if typ != "function" {
+			return nil, invalidf(p+".type", "unsupported_value", "Tools of type '%s' are not supported by this gateway; only 'function' tools are.", typ)
+		}
+		if err := allowKeys(f, p, "type", "name", "description", "parameters", "strict"); err != nil {
+			return nil, err
+		}
+		t := Tool{Raw: e}
+		if t.Name, err = decodeString(f["name"], p+".name"); err != nil {
+			return nil, err
+		}
+		if t.Name == "" {
+			return nil, invalidf(p+".name", "empty_string", "Invalid '%s.name': empty string.", p)
+		}
+		if d, ok := f["description"]; ok && !isNull(d) {
+			s, err := decodeString(d, p+".description")
+			if err != nil {
+				return nil, err
+			}
+			t.Description = &s
+		}
+		if ps, ok := f["parameters"]; ok && !isNull(ps) {
+			if kindOf(ps) != "an object" {
+				return nil, typeError(p+".parameters", "an object", ps)
+			}
+			t.Parameters = ps
+		}
+		if s, ok := f["strict"]; ok && !isNull(s) {
+			b, err := decodeBool(s, p+".strict")
+			if err != nil {
+				return nil, err
+			}
+			t.Strict = &b
+		}
+		tools = append(tools, t)
+	}
+	return tools, nil
+}
+
+func decodeToolChoice(raw json.RawMessage) (json.RawMessage, error) {
+	if raw[0] == '"' {
+		_, err := decodeEnum(raw, "tool_choice", "none", "auto", "required")
+		return raw, err
+	}
+	f, err := decodeObject(raw, "tool_choice")
+	if err != nil {
+		return nil, typeError("tool_choice", "a string or an object", raw)
+	}
+	if _, err := decodeEnum(f["type"], "tool_choice.type", "function"); err != nil {
+		return nil, err
+	}
+	if err := allowKeys(f, "tool_choice", "type", "name"); err != nil {
+		return nil, err
+	}
+	if _, err := decodeString(f["name"], "tool_choice.name"); err != nil {
+		return nil, err
+	}
+	return raw, nil
+}
+
+func decodeText(raw json.RawMessage) (TextConfig, error) {
+	var t TextConfig
+	f, err := decodeObject(raw, "text")
+	if err != nil {
+		return t, err
+	}
+	if err := allowKeys(f, "text", "format", "verbosity"); err != nil {
+		return t, err
+	}
+	if v, ok := f["verbosity"]; ok && !isNull(v) {
+		s, err := decodeEnum(v, "text.verbosity", "low", "medium", "high")
+		if err != nil {
+			return t, err
+		}
+		t.Verbosity = &s
+	}
+	fm, ok := f["format"]
+	if !ok || isNull(fm) {
+		return t, nil
+	}
+	ff, err := decodeObject(fm, "text.format")
+	if err != nil {
+		return t, err
+	}
+	typ, err := decodeEnum(ff["type"], "text.format.type", "text", "json_object", "json_schema")
+	if err != nil {
+		return t, err
+	}
+	switch typ {
+	case "json_schema":
+		if err := allowKeys(ff, "text.format", "type", "name", "schema", "strict", "description"); err != nil {
+			return t, err
+		}
+		if _, err := decodeString(ff["name"], "text.format.name"); err != nil {
+			return t, err
+		}
+		if s := ff["schema"]; kindOf(s) != "an object" {
+			return t, typeError("text.format.schema", "an object", s)
+		}
+		if s, ok := ff["strict"]; ok && !isNull(s) {
+			if _, err := decodeBool(s, "text.format.strict"); err != nil {
+				return t, err
+			}
+		}
+		if s, ok := ff["description"]; ok && !isNull(s) {
+			if _, err := decodeString(s, "text.format.description"); err != nil {
+				return t, err
+			}
+		}
+	default:
+		if err := allowKeys(ff, "text.format", "type"); err != nil {
+			return t, err
+		}
+	}
+	t.Format = fm
+	return t, nil
+}
+
+func decodeReasoning(raw json.RawMessage) (*Reasoning, error) {
+	f, err := decodeObject(raw, "reasoning")
+	if err != nil {
+		return nil, err
+	}
+	if err := allowKeys(f, "reasoning", "effort", "summary", "generate_summary"); err != nil {
+		return nil, err
+	}
+	r := &Reasoning{}
+	if v, ok := f["effort"]; ok && !isNull(v) {
+		s, err := decodeEnum(v, "reasoning.effort", "none", "minimal", "low", "medium", "high", "xhigh")
+		if err != nil {
+			return nil, err
+		}
+		r.Effort = &s
+	}
+	for _, k := range []string{"summary", "generate_summary"} {
+		if v, ok := f[k]; ok && !isNull(v) {
+			s, err := decodeEnum(v, "reasoning."+k, "auto", "concise", "detailed")
+			if err != nil {
+				return nil, err
+			}
+			r.Summary = &s
+		}
+	}
+	return r, nil
+}
+
+func decodeConversationParam(raw json.RawMessage) (string, error) {
+	if raw[0] == '"' {
+		return decodeString(raw, "conversation")
+	}
+	f, err := decodeObject(raw, "conversation")
+	if err != nil {
+		return "", typeError("conversation", "a string or an object", raw)
+	}
+	if err := allowKeys(f, "conversation", "id"); err != nil {
+		return "", err
+	}
+	return decodeString(f["id"], "conversation.id")
+}
+
+// DecodeMetadata reads a metadata object: at most 16 string pairs, keys up
+// to 64 and values up to 512 characters.
+func DecodeMetadata(raw json.RawMessage) (map[string]string, error) {
+	f, err := decodeObject(raw, "metadata")
+	if err != nil {
+		return nil, err
+	}
+	if len(f) > maxMetadataKeys {
+		return nil, invalidf("metadata", "object_above_max_properties", "Invalid 'metadata': too many properties. Expected an object with at most %d properties, but got %d instead.", maxMetadataKeys, len(f))
+	}
+	m := make(map[string]string, len(f))
+	for k, v := range f {
+		if len(k) > maxMetadataKeyLen {
+			return nil, invalidf("metadata", "string_above_max_length", "Invalid 'metadata': key '%s' is longer than %d characters.", k, maxMetadataKeyLen)
+		}
+		s, err := decodeString(v, "metadata."+k)
+		if err != nil {
+			return nil, err
+		}
+		if len(s) > maxMetadataValueLen {
+			return nil, invalidf("metadata."+k, "string_above_max_length", "Invalid 'metadata.%s': string too long. Expected a string with maximum length %d.", k, maxMetadataValueLen)
+		}
+		m[k] = s
+	}
+	return m, nil
+}
+
+// decodeObject reads a JSON object into its fields. param "" is the body.
+func decodeObject(raw json.RawMessage, param string) (map[string]json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if param == "" {
+		if !json.Valid(raw) {
+			var v any
+			err := json.Unmarshal(raw, &v)
+			msg := "invalid JSON"
+			if err != nil {
+				msg = err.Error()
+			}
+			return nil, &Error{Class: ErrInvalid, Code: "invalid_json", Message: fmt.Sprintf("We could not parse the JSON body of your request: %s.", msg)}
+		}
+		if kindOf(raw) != "an object" {
+			return nil, &Error{Class: ErrInvalid, Code: "invalid_json", Message: "The request body must be a JSON object."}
+		}
+	} else if kindOf(raw) != "an object" {
+		return nil, typeError(param, "an object", raw)
+	}
+	var f map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return nil, typeError(param, "an object", raw)
+	}
+	return f, nil
+}
+
+func allowKeys(f map[string]json.RawMessage, param string, allowed ...string) error {
+	var unknown []string
+	for k := range f {
+		if !slices.Contains(allowed, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	return unknownParam(param + "." + unknown[0])
+}
+
+func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
+
+// kindOf names a JSON value's type the way OpenAI's errors do.
+func kindOf(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	if bytes.ContainsAny(raw, ".eE") {
+		return "a decimal"
+	}
+	return "an integer"
+}
+
+func typeError(param, want string, raw json.RawMessage) *Error {
+	return invalidf(param, "invalid_type", "Invalid type for '%s': expected %s, but got %s instead.", param, want, kindOf(raw))
+}
+
+func decodeString(raw json.RawMessage, param string) (string, error) {
+	if kindOf(raw) != "a string" {
+		if isNull(raw) {
+			return "", invalidf(param, "missing_required_parameter", "Missing required parameter: '%s'.", param)
+		}
+		return "", typeError(param, "a string", raw)
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", typeError(param, "a string", raw)
+	}
+	return s, nil
+}
+
+func decodeStrings(raw json.RawMessage, param string) ([]string, error) {
+	var elems []json.RawMessage
+	if kindOf(raw) != "an array" || json.Unmarshal(raw, &elems) != nil {
+		return nil, typeError(param, "an array of strings", raw)
+	}
+	out := make([]string, 0, len(elems))
+	for i, e := range elems {
+		s, err := decodeString(e, fmt.Sprintf("%s[%d]", param, i))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func decodeBool(raw json.RawMessage, param string) (bool, error) {
+	switch string(bytes.TrimSpace(raw)) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, typeError(param, "a boolean", raw)
+}
+
+func decodeNumber(raw json.RawMessage, param string, lo, hi float64) (float64, error) {
+	k := kindOf(raw)
+	if k != "an integer" && k != "a decimal" {
+		return 0, typeError(param, "a number", raw)
+	}
+	f, err := strconv.ParseFloat(string(bytes.TrimSpace(raw)), 64)
+	if err != nil {
+		return 0, typeError(param, "a number", raw)
+	}
+	if f < lo {
+		return 0, invalidf(param, "decimal_below_min_value", "Invalid '%s': decimal below minimum value. Expected a value >= %g, but got %g instead.", param, lo, f)
+	}
+	if f > hi {
+		return 0, invalidf(param, "decimal_above_max_value", "Invalid '%s': decimal above maximum value. Expected a value <= %g, but got %g instead.", param, hi, f)
+	}
+	return f, nil
+}
+
+func decodeInt(raw json.RawMessage, param string, lo int) (int, error) {
+	if kindOf(raw) != "an integer" {
+		return 0, typeError(param, "an integer", raw)
+	}
+	n, err := strconv.Atoi(string(bytes.TrimSpace(raw)))
+	if err != nil {
+		return 0, invalidf(param, "integer_above_max_value", "Invalid '%s': integer out of range.", param)
+	}
+	if n < lo {
+		return 0, invalidf(param, "integer_below_min_value", "Invalid '%s': integer below minimum value. Expected a value >= %d, but got %d instead.", param, lo, n)
+	}
+	return n, nil
+}
+
+func decodeEnum(raw json.RawMessage, param string, values ...string) (string, error) {
+	s, err := decodeString(raw, param)
+	if err != nil {
+		return "", err
+	}
+	if !slices.Contains(values, s) {
+		quoted := make([]string, len(values))
+		for i, v := range values {
+			quoted[i] = "'" + v + "'"
+		}
+		return "", invalidf(param, "invalid_value", "Invalid value: '%s'. Supported values are: %s.", s, strings.Join(quoted, ", "))
+	}
+	return s, nil
+}

@@ -1,0 +1,63 @@
+// Package responses answers the OpenAI Responses and Conversations API and
+// keeps their state: responses, conversation items, background jobs and
+// their stream events. Engines keep none of it, so any gateway replica can
+// serve any turn.
+//
+// # Overview
+//
+// The gateway decodes a request with DecodeCreateRequest (strict: an
+// unknown parameter or a wrong type is an *Error naming it) and hands it
+// to Service.Create. The service rebuilds the turn's context from the
+// Store (the previous_response_id chain or the conversation), fits it to
+// the model's window, renders it as a chat completion and sends it through
+// the Engine the gateway implements. The engine's SSE chunks become
+// Responses events (run.go) and the response object; the ended response
+// is stored, and only then announced.
+//
+// # Key layout and encoding
+//
+// PebbleStore keeps everything in one Pebble database. Values are JSON.
+// seq is a big-endian uint32, at an 8-byte big-endian Unix second.
+//
+//	rs/r/<resp_id>              Record: tenant, expiry, the response, its context manifest
+//	rs/i/<chain>/<seq>          Item: the items of a chain, in order
+//	rs/h/<chain>                head: tenant, next seq, expiry (and the conversation object)
+//	rs/x/<item_id>              locator: tenant, chain, seq (item_reference, paging cursors)
+//	rs/e/<resp_id>/<seq>        a background response's stream event, for resume
+//	rs/q/<resp_id>              a background response that has not ended (empty value)
+//	rs/t/<at><kind><id>         retention index: kind 'r' response, 'h' chain
+//	m/<namespace>/<key>         Meta: other owners' keys ("sessions/", "admin/")
+//
+// A chain is an append-only run of items named after the response that
+// started it (or the conversation). A response stores only its own items
+// (input, then output), once, at the end of its parent's chain, and a
+// manifest: its whole context as segments [from, to) of chains. A linear
+// chain of any length is one segment, so a turn's context is one range
+// scan, with no record read per ancestor. A fork (a second child of one
+// response) starts a chain of its own and adds one segment. Deleting a
+// response leaves its items to the responses that continue it; retention
+// collects a chain when its last writer's TTL has passed.
+//
+// # Concurrency model
+//
+// The store takes no global lock: every write is one batch, committed
+// synced when a client is about to see its effect, and Pebble's commit
+// pipeline shares one WAL sync among concurrent batches. Writes that read
+// a chain's head (appends) hold a striped lock on the chain id. Service
+// methods are safe for concurrent use. Background responses run on their
+// own goroutines, at most Config.Workers at once; a job's in-memory event
+// list is guarded by its mutex and readers wait on a channel replaced at
+// every event.
+//
+// # Request lifecycle and ownership
+//
+// A foreground response is owned by the request's goroutine from
+// Create to endTurn; a client disconnect cancels the engine request and
+// the response ends cancelled. A background response is stored queued
+// (synced) before Create returns; from then its job goroutine owns it
+// until endTurn, and Cancel or Delete only ask it to stop and wait. A
+// response ends exactly once, in endTurn: final record and items in one
+// synced batch, then the terminal event. Close leaves running background
+// responses pending (rs/q/); the next Start re-runs each, or fails it with
+// a clear error once it has been started Config.MaxAttempts times.
+package responses

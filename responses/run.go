@@ -1,0 +1,284 @@
+package responses
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Sink receives a response's stream events, each as its type and its JSON
+// data, in sequence order. An error stops delivery to that sink (the
+// client went away); the response itself runs on.
+type Sink func(eventType string, data []byte) error
+
+// Event is one Responses streaming event. Fields a type does not use are
+// left zero and omitted.
+type Event struct {
+	Type           string       `json:"type"`
+	SequenceNumber int          `json:"sequence_number"`
+	Response       *Response    `json:"response,omitempty"`
+	OutputIndex    *int         `json:"output_index,omitempty"`
+	ItemID         string       `json:"item_id,omitempty"`
+	ContentIndex   *int         `json:"content_index,omitempty"`
+	Item           *Item        `json:"item,omitempty"`
+	Part           *ContentPart `json:"part,omitempty"`
+	Delta          *string      `json:"delta,omitempty"`
+	Text           *string      `json:"text,omitempty"`
+	Arguments      *string      `json:"arguments,omitempty"`
+	Name           string       `json:"name,omitempty"`
+	Logprobs       *[]string    `json:"logprobs,omitempty"`
+}
+
+var zero = 0
+
+// chatChunk is the part of an engine's chat.completion.chunk turnpike reads.
+type chatChunk struct {
+	Choices []struct {
+		Delta struct {
+			Content   *string `json:"content"`
+			ToolCalls []struct {
+				Index    int    `json:"index"`
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		TotalTokens         int `json:"total_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+		CompletionTokensDetails *struct {
+			ReasoningTokens int `json:"reasoning_tokens"`
+		} `json:"completion_tokens_details"`
+	} `json:"usage"`
+	Error *struct {
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// run translates one engine stream into a response and its events. It is
+// owned by one goroutine.
+type run struct {
+	resp *Response
+	sink Sink
+	seq  int
+	// open is the output index of the item being streamed, -1 if none;
+	// openCall the engine's tool call index when it is a function call.
+	open     int
+	openCall int
+	text     strings.Builder
+	finish   string
+}
+
+func newRun(resp *Response, sink Sink, seq int) *run {
+	return &run{resp: resp, sink: sink, seq: seq, open: -1, openCall: -1}
+}
+
+// event numbers ev and encodes it; nil data when nothing listens.
+func (r *run) event(ev *Event) []byte {
+	ev.SequenceNumber = r.seq
+	r.seq++
+	if r.sink == nil {
+		return nil
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		panic(fmt.Sprintf("responses: encoding event %s: %v", ev.Type, err))
+	}
+	return b
+}
+
+func (r *run) emit(ev *Event) {
+	b := r.event(ev)
+	if r.sink != nil {
+		if r.sink(ev.Type, b) != nil {
+			r.sink = nil
+		}
+	}
+}
+
+func (r *run) emitResponse(typ string) {
+	r.emit(&Event{Type: typ, Response: r.resp})
+}
+
+// consume reads the engine's SSE stream to its end. It returns the
+// engine's failure, if any; the caller decides the response's end.
+func (r *run) consume(ctx context.Context, body io.Reader) error {
+	br := bufio.NewReaderSize(body, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if data, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:")); ok {
+			data = bytes.TrimSpace(data)
+			if bytes.Equal(data, []byte("[DONE]")) {
+				return r.ended()
+			}
+			if perr := r.chunk(data); perr != nil {
+				return perr
+			}
+		}
+		if err == io.EOF {
+			return r.ended()
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("the model server stopped in the middle of the stream: %w", err)
+		}
+	}
+}
+
+func (r *run) ended() error {
+	if r.finish == "" {
+		return errors.New("the model server ended the stream without finishing the response")
+	}
+	return nil
+}
+
+func (r *run) chunk(data []byte) error {
+	var c chatChunk
+	if err := json.Unmarshal(data, &c); err != nil {
+		return fmt.Errorf("the model server sent an unreadable chunk: %w", err)
+	}
+	if c.Error != nil {
+		return fmt.Errorf("the model server failed: %s", c.Error.Message)
+	}
+	if u := c.Usage; u != nil {
+		usage := &Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+		if usage.TotalTokens == 0 {
+			usage.TotalTokens = u.PromptTokens + u.CompletionTokens
+		}
+		if u.PromptTokensDetails != nil {
+			usage.InputTokensDetails.CachedTokens = u.PromptTokensDetails.CachedTokens
+		}
+		if u.CompletionTokensDetails != nil {
+			usage.OutputTokensDetails.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+		}
+		r.resp.Usage = usage
+	}
+	for _, ch := range c.Choices {
+		if d := ch.Delta.Content; d != nil && *d != "" {
+			r.textDelta(*d)
+		}
+		for _, tc := range ch.Delta.ToolCalls {
+			r.callDelta(tc.Index, tc.ID, tc.Function.Name, tc.Function.Arguments)
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			r.finish = *ch.FinishReason
+		}
+	}
+	return nil
+}
+
+func (r *run) textDelta(d string) {
+	if r.open < 0 || r.openCall >= 0 {
+		r.closeOpen(StatusCompleted)
+		r.open = len(r.resp.Output)
+		r.resp.Output = append(r.resp.Output, Item{Type: ItemMessage, ID: newID("msg_"), Status: StatusInProgress, Role: "assistant"})
+		it := r.resp.Output[r.open]
+		r.emit(&Event{Type: "response.output_item.added", OutputIndex: &r.open, Item: &it})
+		r.emit(&Event{Type: "response.content_part.added", OutputIndex: &r.open, ItemID: it.ID, ContentIndex: &zero,
+			Part: &ContentPart{Type: "output_text"}})
+	}
+	r.text.WriteString(d)
+	var noLogprobs []string
+	r.emit(&Event{Type: "response.output_text.delta", OutputIndex: &r.open, ItemID: r.resp.Output[r.open].ID,
+		ContentIndex: &zero, Delta: &d, Logprobs: &noLogprobs})
+}
+
+func (r *run) callDelta(index int, callID, name, args string) {
+	if r.open < 0 || r.openCall != index {
+		r.closeOpen(StatusCompleted)
+		if callID == "" {
+			callID = newID("call_")
+		}
+		r.open, r.openCall = len(r.resp.Output), index
+		r.resp.Output = append(r.resp.Output, Item{Type: ItemFunctionCall, ID: newID("fc_"), Status: StatusInProgress, CallID: callID, Name: name})
+		it := r.resp.Output[r.open]
+		r.emit(&Event{Type: "response.output_item.added", OutputIndex: &r.open, Item: &it})
+	}
+	it := &r.resp.Output[r.open]
+	if it.Name == "" {
+		it.Name = name
+	}
+	if args != "" {
+		it.Arguments += args
+		r.emit(&Event{Type: "response.function_call_arguments.delta", OutputIndex: &r.open, ItemID: it.ID, Delta: &args})
+	}
+}
+
+// closeOpen ends the item being streamed with status.
+func (r *run) closeOpen(status string) {
+	if r.open < 0 {
+		return
+	}
+	idx := r.open
+	it := &r.resp.Output[idx]
+	it.Status = status
+	if it.Type == ItemMessage {
+		text := r.text.String()
+		r.text.Reset()
+		it.Content = []ContentPart{{Type: "output_text", Text: text}}
+		var noLogprobs []string
+		r.emit(&Event{Type: "response.output_text.done", OutputIndex: &idx, ItemID: it.ID, ContentIndex: &zero, Text: &text, Logprobs: &noLogprobs})
+		r.emit(&Event{Type: "response.content_part.done", OutputIndex: &idx, ItemID: it.ID, ContentIndex: &zero, Part: &it.Content[0]})
+	} else {
+		args := it.Arguments
+		r.emit(&Event{Type: "response.function_call_arguments.done", OutputIndex: &idx, ItemID: it.ID, Arguments: &args, Name: it.Name})
+	}
+	done := *it
+	r.emit(&Event{Type: "response.output_item.done", OutputIndex: &idx, Item: &done})
+	r.open, r.openCall = -1, -1
+}
+
+// end settles the response's status from how the stream ended: engErr is
+// the engine's failure, cancelled says the response was cancelled.
+func (r *run) end(engErr error, cancelled bool, now int64) {
+	switch {
+	case cancelled:
+		r.closeOpen(StatusIncomplete)
+		r.resp.Status = StatusCancelled
+	case engErr != nil:
+		r.closeOpen(StatusIncomplete)
+		r.resp.Status = StatusFailed
+		r.resp.Error = &ResponseError{Code: "server_error", Message: engErr.Error()}
+	case r.finish == "length":
+		r.closeOpen(StatusIncomplete)
+		r.resp.Status = StatusIncomplete
+		r.resp.IncompleteDetails = &IncompleteDetails{Reason: "max_output_tokens"}
+	case r.finish == "content_filter":
+		r.closeOpen(StatusIncomplete)
+		r.resp.Status = StatusIncomplete
+		r.resp.IncompleteDetails = &IncompleteDetails{Reason: "content_filter"}
+	default:
+		r.closeOpen(StatusCompleted)
+		r.resp.Status = StatusCompleted
+		r.resp.CompletedAt = &now
+	}
+}
+
+// terminalEvent is the event that announces the response's end, "" for a
+// cancelled response (whose stream just ends).
+func terminalEvent(status string) string {
+	switch status {
+	case StatusCompleted:
+		return "response.completed"
+	case StatusIncomplete:
+		return "response.incomplete"
+	case StatusFailed:
+		return "response.failed"
+	}
+	return ""
+}

@@ -1,0 +1,871 @@
+package responses
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults for Config.
+const (
+	DefaultWorkers         = 64
+	DefaultMaxAttempts     = 2
+	DefaultCollectInterval = time.Hour
+)
+
+// Config configures a Service.
+type Config struct {
+	// Workers bounds the background responses running at once; more wait
+	// queued. Default 64.
+	Workers int
+	// MaxAttempts is how many times a background response may be started.
+	// One interrupted by a restart is re-run on the next Start until it
+	// has been started this often, then marked failed. Default 2.
+	MaxAttempts int
+	// CollectInterval is the time between retention sweeps. Default 1h;
+	// negative disables the collector.
+	CollectInterval time.Duration
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// EnsureDefaults fills the zero fields.
+func (c *Config) EnsureDefaults() {
+	if c.Workers <= 0 {
+		c.Workers = DefaultWorkers
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.CollectInterval == 0 {
+		c.CollectInterval = DefaultCollectInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Service answers the Responses and Conversations API on a Store, sending
+// turns to an Engine. Create with New, then Start it with the engine;
+// Close it before closing the store.
+type Service struct {
+	store  Store
+	cfg    Config
+	log    *slog.Logger
+	engine Engine
+	// sem holds one token per running background response.
+	sem chan struct{}
+	// ctx is the parent of background responses; Close cancels it.
+	ctx  context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		// protects the fields below
+		jobs    map[string]*job
+		started bool
+	}
+}
+
+// New builds a Service on store. It serves nothing until Start.
+func New(store Store, cfg Config) *Service {
+	cfg.EnsureDefaults()
+	s := &Service{store: store, cfg: cfg, log: cfg.Logger, sem: make(chan struct{}, cfg.Workers)}
+	s.ctx, s.stop = context.WithCancel(context.Background())
+	s.mu.jobs = make(map[string]*job)
+	return s
+}
+
+// Store is the service's state store.
+func (s *Service) Store() Store { return s.store }
+
+// Start gives the service its engine, re-queues (or fails) the background
+// responses a previous process left unfinished, and starts the retention
+// collector. It is called once, by the gateway that implements engine.
+func (s *Service) Start(engine Engine) error {
+	s.mu.Lock()
+	if s.mu.started {
+		s.mu.Unlock()
+		return errors.New("responses: service already started")
+	}
+	s.mu.started = true
+	s.engine = engine
+	s.mu.Unlock()
+
+	recs, err := s.store.PendingJobs(s.ctx)
+	if err != nil {
+		return fmt.Errorf("responses: listing unfinished background responses: %w", err)
+	}
+	for _, rec := range recs {
+		s.recover(rec)
+	}
+	if s.cfg.CollectInterval > 0 {
+		s.wg.Add(1)
+		go s.collect()
+	}
+	return nil
+}
+
+// Close stops the collector and the background responses and waits for
+// them. A background response stopped by Close is not ended: it stays
+// pending in the store and the next Start runs it again.
+func (s *Service) Close() error {
+	s.stop()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Service) collect() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.CollectInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := s.store.Collect(s.ctx, s.cfg.Now())
+		if err != nil && s.ctx.Err() == nil {
+			s.log.Warn("retention sweep failed", "err", err)
+		} else if n > 0 {
+			s.log.Info("retention sweep", "removed", n)
+		}
+	}
+}
+
+// newID returns prefix followed by 32 random hex digits.
+func newID(prefix string) string {
+	var b [16]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// turn is a response being made: the request, its record, and the engine
+// request rebuilt from its context.
+type turn struct {
+	req *CreateRequest
+	rec *Record
+	// base is the context the response continues (its previous
+	// response's), nil for a new chain or a conversation.
+	base       []Segment
+	input      []Item
+	body       []byte
+	sessionKey string
+}
+
+// prepare checks the request against the store and builds the turn:
+// the response object, the whole context and the engine request.
+func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest, id string, created int64) (*turn, error) {
+	resp := newResponse(req, id, created)
+	t := &turn{req: req, rec: &Record{Tenant: tenant, Response: resp}, sessionKey: id}
+	var history []Item
+	var err error
+	switch {
+	case req.PreviousResponseID != "":
+		prev, err := s.store.GetResponse(ctx, tenant, req.PreviousResponseID)
+		if errors.Is(err, ErrNotFound) {
+			return nil, notFoundf("previous_response_id", "previous_response_not_found", "Previous response with id '%s' not found.", req.PreviousResponseID)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !prev.Response.Ended() {
+			return nil, &Error{Class: ErrConflict, Param: "previous_response_id", Code: "previous_response_not_ended",
+				Message: fmt.Sprintf("Previous response with id '%s' has not ended yet (status %s).", req.PreviousResponseID, prev.Response.Status)}
+		}
+		t.base = prev.Context
+		if len(t.base) > 0 {
+			t.sessionKey = t.base[0].Chain
+		}
+		if history, err = s.store.LoadContext(ctx, t.base); err != nil {
+			return nil, err
+		}
+	case req.Conversation != "":
+		_, seg, err := s.store.GetConversation(ctx, tenant, req.Conversation)
+		if errors.Is(err, ErrNotFound) {
+			return nil, notFoundf("conversation", "conversation_not_found", "Conversation with id '%s' not found.", req.Conversation)
+		}
+		if err != nil {
+			return nil, err
+		}
+		t.rec.Conversation, t.sessionKey = req.Conversation, req.Conversation
+		if history, err = s.store.LoadContext(ctx, []Segment{seg}); err != nil {
+			return nil, err
+		}
+	}
+	if t.input, err = s.resolveInput(ctx, tenant, req.Input); err != nil {
+		return nil, err
+	}
+	window := append(history, t.input...)
+	if window, err = s.fit(req, window); err != nil {
+		return nil, err
+	}
+	if t.body, err = renderChat(req, window); err != nil {
+		return nil, fmt.Errorf("responses: rendering the engine request: %w", err)
+	}
+	return t, nil
+}
+
+func newResponse(req *CreateRequest, id string, created int64) *Response {
+	resp := &Response{
+		ID: id, Object: "response", CreatedAt: created, Status: StatusInProgress,
+		Background: req.Background, Instructions: req.Instructions, MaxOutputTokens: req.MaxOutputTokens,
+		Model: req.Model, Output: []Item{}, ParallelToolCalls: true, Store: req.Store,
+		Temperature: 1, TopP: 1, Text: req.Text, ToolChoice: json.RawMessage(`"auto"`),
+		Tools: make([]json.RawMessage, 0, len(req.Tools)), Truncation: req.Truncation,
+		User: req.User, PromptCacheKey: req.PromptCacheKey, SafetyIdentifier: req.SafetyIdentifier,
+		Metadata: req.Metadata, Reasoning: req.Reasoning, ServiceTier: "auto",
+	}
+	if req.ParallelToolCalls != nil {
+		resp.ParallelToolCalls = *req.ParallelToolCalls
+	}
+	if req.Temperature != nil {
+		resp.Temperature = *req.Temperature
+	}
+	if req.TopP != nil {
+		resp.TopP = *req.TopP
+	}
+	if len(req.ToolChoice) > 0 {
+		resp.ToolChoice = req.ToolChoice
+	}
+	for _, t := range req.Tools {
+		resp.Tools = append(resp.Tools, t.Raw)
+	}
+	if resp.Metadata == nil {
+		resp.Metadata = map[string]string{}
+	}
+	if req.ServiceTier != "" {
+		resp.ServiceTier = req.ServiceTier
+	}
+	if req.PreviousResponseID != "" {
+		resp.PreviousResponseID = &req.PreviousResponseID
+	}
+	if req.Conversation != "" {
+		resp.Conversation = &ConversationRef{ID: req.Conversation}
+	}
+	return resp
+}
+
+// resolveInput gives every input item an id and a status and replaces
+// item references with the items they name.
+func (s *Service) resolveInput(ctx context.Context, tenant string, in []Item) ([]Item, error) {
+	out := make([]Item, len(in))
+	for i, it := range in {
+		if it.Type == ItemReference {
+			ref, _, err := s.store.GetItem(ctx, tenant, it.ID)
+			if errors.Is(err, ErrNotFound) {
+				return nil, notFoundf(fmt.Sprintf("input[%d].id", i), "item_not_found", "Item with id '%s' not found.", it.ID)
+			}
+			if err != nil {
+				return nil, err
+			}
+			// A copy of its own: the original keeps its place and id.
+			it = ref
+			it.ID = ""
+		}
+		if it.ID == "" {
+			it.ID = newID(itemPrefix(it.Type))
+		}
+		if it.Status == "" {
+			it.Status = StatusCompleted
+		}
+		out[i] = it
+	}
+	return out, nil
+}
+
+func itemPrefix(typ string) string {
+	switch typ {
+	case ItemFunctionCall:
+		return "fc_"
+	case ItemFunctionCallOutput:
+		return "fco_"
+	}
+	return "msg_"
+}
+
+// fit applies the model's context window to the rebuilt conversation:
+// "auto" truncation drops the oldest items (system and developer messages
+// stay), "disabled" fails with ErrContextLength.
+func (s *Service) fit(req *CreateRequest, items []Item) ([]Item, error) {
+	limit := s.engine.ContextLength(req.Model)
+	if limit <= 0 {
+		return items, nil
+	}
+	budget := limit
+	if req.MaxOutputTokens != nil {
+		budget -= *req.MaxOutputTokens
+	}
+	total := 0
+	if req.Instructions != nil {
+		total += estimateTokens(len(*req.Instructions)) + 4
+	}
+	for i := range items {
+		total += itemTokens(&items[i])
+	}
+	if total <= budget {
+		return items, nil
+	}
+	if req.Truncation == "auto" {
+		kept := make([]Item, 0, len(items))
+		dropping := true
+		for i := range items {
+			it := &items[i]
+			system := it.Type == ItemMessage && (it.Role == "system" || it.Role == "developer")
+			// A tool output without its call would be refused by the
+			// chat template: it goes with the call.
+			orphan := it.Type == ItemFunctionCallOutput && len(kept) == countSystem(kept)
+			if dropping && !system && i < len(items)-1 && (total > budget || orphan) {
+				total -= itemTokens(it)
+				continue
+			}
+			if !system {
+				dropping = false
+			}
+			kept = append(kept, *it)
+		}
+		if total <= budget {
+			return kept, nil
+		}
+	}
+	return nil, &Error{Class: ErrContextLength, Param: "input", Code: "context_length_exceeded",
+		Message: fmt.Sprintf("Your input exceeds the context window of this model: about %d tokens, and %d fit. Please adjust your input, or set truncation to 'auto', and try again.", total, budget)}
+}
+
+func countSystem(items []Item) int {
+	n := 0
+	for i := range items {
+		if items[i].Type == ItemMessage && (items[i].Role == "system" || items[i].Role == "developer") {
+			n++
+		}
+	}
+	return n
+}
+
+// callEngine sends the turn and returns the engine's 200 response.
+func (s *Service) callEngine(ctx context.Context, t *turn, hdr http.Header) (*http.Response, error) {
+	er := &EngineRequest{
+		Model: t.req.Model, Body: t.body, Tenant: t.rec.Tenant, SessionKey: t.sessionKey,
+		PromptTokens: estimateTokens(len(t.body)), Header: hdr,
+		ServiceTier: t.req.ServiceTier, Background: t.req.Background,
+	}
+	if t.req.MaxOutputTokens != nil {
+		er.MaxOutputTokens = *t.req.MaxOutputTokens
+	}
+	hresp, err := s.engine.ChatCompletion(ctx, er)
+	if err != nil {
+		return nil, err
+	}
+	if hresp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(hresp.Body, 64<<10))
+		hresp.Body.Close()
+		return nil, engineError(hresp.StatusCode, b)
+	}
+	return hresp, nil
+}
+
+// engineError classifies an engine's 4xx answer.
+func engineError(status int, body []byte) error {
+	var e struct {
+		Message string `json:"message"`
+		Error   *struct {
+			Message string `json:"message"`
+			Code    any    `json:"code"`
+		} `json:"error"`
+	}
+	json.Unmarshal(body, &e)
+	msg := e.Message
+	code := ""
+	if e.Error != nil {
+		msg = e.Error.Message
+		if c, ok := e.Error.Code.(string); ok {
+			code = c
+		}
+	}
+	if msg == "" {
+		msg = strings.TrimSpace(string(body))
+	}
+	lower := strings.ToLower(msg)
+	if code == "context_length_exceeded" || (status == http.StatusBadRequest &&
+		(strings.Contains(lower, "context length") || strings.Contains(lower, "max_model_len") || strings.Contains(lower, "context window"))) {
+		return &Error{Class: ErrContextLength, Param: "input", Code: "context_length_exceeded",
+			Message: "Your input exceeds the context window of this model: " + msg}
+	}
+	return &Error{Class: ErrEngine, Status: status, Code: code, Message: "The model server refused the request: " + msg}
+}
+
+// Create makes a response. A background request is stored queued and
+// returned at once; its events go to its event log (see Stream).
+// Otherwise the turn runs now: sink, if not nil, gets every event as it
+// happens, and Create returns the ended response. An error returned means
+// no event was sent; once events flow, a failure ends the stream with
+// response.failed instead.
+func (s *Service) Create(ctx context.Context, tenant string, req *CreateRequest, hdr http.Header, sink Sink) (*Response, error) {
+	if s.engine == nil {
+		return nil, errors.New("responses: service not started")
+	}
+	t, err := s.prepare(ctx, tenant, req, newID("resp_"), s.cfg.Now().Unix())
+	if err != nil {
+		return nil, err
+	}
+	if req.Background {
+		return s.enqueue(ctx, t, hdr.Clone())
+	}
+	hresp, err := s.callEngine(ctx, t, hdr)
+	if err != nil {
+		return nil, err
+	}
+	defer hresp.Body.Close()
+	// From here the turn owns the response; it ends exactly once, in
+	// endTurn, whatever happens to the client or the engine.
+	r := newRun(t.rec.Response, sink, 0)
+	r.emitResponse("response.created")
+	r.emitResponse("response.in_progress")
+	engErr := r.consume(ctx, hresp.Body)
+	cancelled := ctx.Err() != nil
+	r.end(engErr, cancelled, s.cfg.Now().Unix())
+	s.endTurn(context.WithoutCancel(ctx), t, r, nil)
+	return t.rec.Response, nil
+}
+
+// endTurn stores the ended response (when it is stored) and only then
+// announces its end, so a client never sees an end that a crash could
+// take back.
+func (s *Service) endTurn(ctx context.Context, t *turn, r *run, j *job) {
+	resp := t.rec.Response
+	if resp.Status == StatusFailed && resp.Error != nil {
+		s.log.Warn("response failed", "response", resp.ID, "err", resp.Error.Message)
+	}
+	typ := terminalEvent(resp.Status)
+	seq := r.seq
+	var data []byte
+	if typ != "" {
+		data = r.event(&Event{Type: typ, Response: resp})
+		if j != nil {
+			if err := s.store.AppendEvent(ctx, resp.ID, seq, data); err != nil {
+				s.log.Warn("keeping a stream event failed", "response", resp.ID, "err", err)
+			}
+		}
+	}
+	if resp.Store {
+		items := make([]Item, 0, len(t.input)+len(resp.Output))
+		items = append(append(items, t.input...), resp.Output...)
+		t.rec.Inputs = len(t.input)
+		if err := s.store.EndResponse(ctx, t.rec, t.base, items); err != nil {
+			s.log.Error("storing a response failed", "response", resp.ID, "err", err)
+			resp.Status, resp.CompletedAt = StatusFailed, nil
+			resp.Error = &ResponseError{Code: "server_error", Message: "The response could not be stored."}
+			typ = "response.failed"
+			r.seq = seq
+			data = r.event(&Event{Type: typ, Response: resp})
+		}
+	}
+	if typ == "" {
+		return
+	}
+	if j != nil {
+		j.publish(typ, data)
+	} else if r.sink != nil {
+		r.sink(typ, data)
+	}
+}
+
+// getRecord reads a response record, not found in the OpenAI shape.
+func (s *Service) getRecord(ctx context.Context, tenant, id string) (*Record, error) {
+	rec, err := s.store.GetResponse(ctx, tenant, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, notFoundf("", "not_found", "No response found with id '%s'.", id)
+	}
+	return rec, err
+}
+
+// Get returns a stored response.
+func (s *Service) Get(ctx context.Context, tenant, id string) (*Response, error) {
+	rec, err := s.getRecord(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	return rec.Response, nil
+}
+
+// Delete removes a stored response; a running background response is
+// cancelled first.
+func (s *Service) Delete(ctx context.Context, tenant, id string) (*Deleted, error) {
+	if _, err := s.getRecord(ctx, tenant, id); err != nil {
+		return nil, err
+	}
+	if j := s.job(id); j != nil {
+		j.stop()
+		select {
+		case <-j.ended:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if err := s.store.DeleteResponse(ctx, tenant, id); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, notFoundf("", "not_found", "No response found with id '%s'.", id)
+		}
+		return nil, err
+	}
+	return &Deleted{ID: id, Object: "response.deleted", Deleted: true}, nil
+}
+
+// Cancel stops a background response and its engine request; it ends
+// cancelled. Cancelling one that has ended returns it as it is.
+func (s *Service) Cancel(ctx context.Context, tenant, id string) (*Response, error) {
+	rec, err := s.getRecord(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	if !rec.Response.Background {
+		return nil, &Error{Class: ErrConflict, Code: "invalid_request",
+			Message: "Only responses created with background: true can be cancelled."}
+	}
+	if rec.Response.Ended() {
+		return rec.Response, nil
+	}
+	if j := s.job(id); j != nil {
+		j.stop()
+		select {
+		case <-j.ended:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return s.Get(ctx, tenant, id)
+}
+
+// InputItems pages through a response's own input items.
+func (s *Service) InputItems(ctx context.Context, tenant, id string, opts ListOptions) (*ItemList, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	rec, err := s.getRecord(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Job != nil || rec.Input != nil {
+		return pageSlice(rec.Input, opts)
+	}
+	seg := Segment{Chain: rec.Own.Chain, From: rec.Own.From, To: rec.Own.From + uint32(rec.Inputs)}
+	items, more, err := s.store.ListItems(ctx, seg, opts)
+	if err != nil {
+		return nil, err
+	}
+	return newItemList(items, more), nil
+}
+
+// Stream replays a background response's events after sequence number
+// after, and follows it live while it runs.
+func (s *Service) Stream(ctx context.Context, tenant, id string, after int, sink Sink) error {
+	rec, err := s.getRecord(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	if !rec.Response.Background {
+		return invalidf("stream", "invalid_value", "Only responses created with background: true can be streamed again.")
+	}
+	if j := s.job(id); j != nil {
+		j.follow(ctx, after, sink)
+		return nil
+	}
+	evs, err := s.store.Events(ctx, id, after)
+	if err != nil {
+		return err
+	}
+	for _, data := range evs {
+		var h struct {
+			Type string `json:"type"`
+		}
+		json.Unmarshal(data, &h)
+		if sink(h.Type, data) != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (o *ListOptions) validate() error {
+	if o.Limit == 0 {
+		o.Limit = 20
+	}
+	if o.Limit < 1 || o.Limit > 100 {
+		return invalidf("limit", "invalid_value", "Invalid 'limit': expected a value between 1 and 100, but got %d instead.", o.Limit)
+	}
+	switch o.Order {
+	case "":
+		o.Order = "desc"
+	case "asc", "desc":
+	default:
+		return invalidf("order", "invalid_value", "Invalid value: '%s'. Supported values are: 'asc' and 'desc'.", o.Order)
+	}
+	return nil
+}
+
+// pageSlice pages through items held in memory.
+func pageSlice(all []Item, opts ListOptions) (*ItemList, error) {
+	ordered := make([]Item, len(all))
+	copy(ordered, all)
+	if opts.Order == "desc" {
+		for i, j := 0, len(ordered)-1; i < j; i, j = i+1, j-1 {
+			ordered[i], ordered[j] = ordered[j], ordered[i]
+		}
+	}
+	start := 0
+	if opts.After != "" {
+		start = -1
+		for i := range ordered {
+			if ordered[i].ID == opts.After {
+				start = i + 1
+			}
+		}
+		if start < 0 {
+			return nil, invalidf("after", "invalid_value", "Invalid 'after': no item with id '%s' in this list.", opts.After)
+		}
+	}
+	page := ordered[start:]
+	more := len(page) > opts.Limit
+	if more {
+		page = page[:opts.Limit]
+	}
+	return newItemList(page, more), nil
+}
+
+func newItemList(items []Item, more bool) *ItemList {
+	l := &ItemList{Object: "list", Data: items, HasMore: more}
+	if l.Data == nil {
+		l.Data = []Item{}
+	}
+	if n := len(items); n > 0 {
+		l.FirstID, l.LastID = &items[0].ID, &items[n-1].ID
+	}
+	return l
+}
+
+// job is a background response in this process: its cancel function and
+// its events, kept in memory for live followers while it runs.
+type job struct {
+	id     string
+	cancel context.CancelFunc
+	// cancelled is set when a client (not shutdown) stops the job.
+	cancelled atomic.Bool
+	// ended is closed once the response has ended and been stored, or
+	// has been left pending by shutdown.
+	ended chan struct{}
+
+	mu struct {
+		sync.Mutex
+		// protects the fields below
+		events  []storedEvent
+		changed chan struct{}
+		done    bool
+	}
+}
+
+type storedEvent struct {
+	typ  string
+	data []byte
+}
+
+func (j *job) stop() {
+	j.cancelled.Store(true)
+	j.cancel()
+}
+
+// publish makes an event visible to followers.
+func (j *job) publish(typ string, data []byte) {
+	j.mu.Lock()
+	j.mu.events = append(j.mu.events, storedEvent{typ, data})
+	close(j.mu.changed)
+	j.mu.changed = make(chan struct{})
+	j.mu.Unlock()
+}
+
+func (j *job) finish() {
+	j.mu.Lock()
+	j.mu.done = true
+	close(j.mu.changed)
+	j.mu.changed = make(chan struct{})
+	j.mu.Unlock()
+	close(j.ended)
+}
+
+// follow sends the events after sequence number after, then each new one,
+// until the job is done, ctx ends or the sink fails.
+func (j *job) follow(ctx context.Context, after int, sink Sink) {
+	next := max(after+1, 0)
+	for {
+		j.mu.Lock()
+		var evs []storedEvent
+		if next < len(j.mu.events) {
+			evs = j.mu.events[next:]
+		}
+		changed, done := j.mu.changed, j.mu.done
+		j.mu.Unlock()
+		for _, ev := range evs {
+			if sink(ev.typ, ev.data) != nil {
+				return
+			}
+			next++
+		}
+		if done {
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (s *Service) job(id string) *job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.jobs[id]
+}
+
+// enqueue stores a background response as queued and hands it to a
+// worker. From here the job owns the response.
+func (s *Service) enqueue(ctx context.Context, t *turn, hdr http.Header) (*Response, error) {
+	resp := t.rec.Response
+	resp.Status = StatusQueued
+	t.rec.Input = t.input
+	t.rec.Job = &Job{Request: t.req.raw}
+	if err := s.store.PutResponse(ctx, t.rec, true); err != nil {
+		return nil, err
+	}
+	snapshot := *resp
+	s.start(t, hdr)
+	return &snapshot, nil
+}
+
+// start registers the job and runs it on a worker.
+func (s *Service) start(t *turn, hdr http.Header) {
+	id := t.rec.Response.ID
+	ctx, cancel := context.WithCancel(s.ctx)
+	j := &job{id: id, cancel: cancel, ended: make(chan struct{})}
+	j.mu.changed = make(chan struct{})
+	sink := func(typ string, data []byte) error {
+		if err := s.store.AppendEvent(context.Background(), id, len(j.mu.events), data); err != nil {
+			s.log.Warn("keeping a stream event failed", "response", id, "err", err)
+		}
+		j.publish(typ, data)
+		return nil
+	}
+	r := newRun(t.rec.Response, sink, 0)
+	r.emitResponse("response.created")
+	r.emitResponse("response.queued")
+	s.mu.Lock()
+	s.mu.jobs[id] = j
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go s.run(ctx, j, t, r, hdr)
+}
+
+// run is a background response's worker. It owns the response until it
+// ends (or shutdown leaves it pending for the next Start).
+func (s *Service) run(ctx context.Context, j *job, t *turn, r *run, hdr http.Header) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.mu.jobs, j.id)
+		s.mu.Unlock()
+		j.finish()
+		j.cancel()
+	}()
+	select {
+	case s.sem <- struct{}{}:
+		defer func() { <-s.sem }()
+	case <-ctx.Done():
+	}
+	if ctx.Err() == nil {
+		t.rec.Response.Status = StatusInProgress
+		t.rec.Job.Attempts++
+		if err := s.store.PutResponse(ctx, t.rec, true); err != nil {
+			s.log.Warn("storing a background response failed", "response", j.id, "err", err)
+		}
+		r.emitResponse("response.in_progress")
+	}
+	var engErr error
+	if ctx.Err() == nil {
+		hresp, err := s.callEngine(ctx, t, hdr)
+		if err == nil {
+			engErr = r.consume(ctx, hresp.Body)
+			hresp.Body.Close()
+		} else {
+			engErr = err
+		}
+	}
+	cancelled := j.cancelled.Load()
+	if ctx.Err() != nil && !cancelled {
+		// Shutdown: the response stays pending; the next Start re-runs it.
+		return
+	}
+	r.end(engErr, cancelled, s.cfg.Now().Unix())
+	var e *Error
+	if errors.As(engErr, &e) && e.Code != "" && r.resp.Error != nil {
+		r.resp.Error.Code = e.Code
+	}
+	s.endTurn(context.Background(), t, r, j)
+}
+
+// recover takes over a background response a previous process left
+// unfinished: re-runs it, or fails it once it has been started
+// MaxAttempts times. Either way it is never silently lost.
+func (s *Service) recover(rec *Record) {
+	id := rec.Response.ID
+	fail := func(msg string) {
+		rec.Response.Status = StatusFailed
+		rec.Response.Error = &ResponseError{Code: "server_error", Message: msg}
+		rec.Inputs = len(rec.Input)
+		if err := s.store.EndResponse(s.ctx, rec, nil, rec.Input); err != nil {
+			s.log.Error("failing an interrupted background response failed", "response", id, "err", err)
+		}
+	}
+	if rec.Job.Attempts >= s.cfg.MaxAttempts {
+		fail(fmt.Sprintf("The gateway restarted while this background response was running, after %d attempts; it is not retried again.", rec.Job.Attempts))
+		return
+	}
+	req, err := DecodeCreateRequest(rec.Job.Request)
+	if err != nil {
+		fail("The gateway restarted while this background response was running, and its request could not be read again.")
+		return
+	}
+	t, err := s.prepare(s.ctx, rec.Tenant, req, id, rec.Response.CreatedAt)
+	if err != nil {
+		fail("The gateway restarted while this background response was running, and it could not be run again: " + err.Error())
+		return
+	}
+	t.rec.ExpiresAt = rec.ExpiresAt
+	t.rec.Input = t.input
+	t.rec.Job = rec.Job
+	t.rec.Response.Status = StatusQueued
+	if err := s.store.DropEvents(s.ctx, id); err != nil {
+		s.log.Warn("dropping old stream events failed", "response", id, "err", err)
+	}
+	if err := s.store.PutResponse(s.ctx, t.rec, true); err != nil {
+		s.log.Error("re-queueing a background response failed", "response", id, "err", err)
+		return
+	}
+	s.log.Info("re-queued a background response interrupted by a restart", "response", id, "attempt", rec.Job.Attempts+1)
+	s.start(t, nil)
+}

@@ -1,0 +1,121 @@
+package responses
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Store keeps responses, conversations, their items, background jobs and
+// stream events. PebbleStore is the embedded implementation; a shared
+// (Redis) one can follow behind the same interface.
+//
+// Every record carries its tenant. Methods that take a tenant check it
+// and answer ErrNotFound for another tenant's id. Methods that take
+// segments or a response id alone trust the caller to have read (and so
+// checked) the owning record first.
+type Store interface {
+	// GetResponse reads a response record.
+	GetResponse(ctx context.Context, tenant, id string) (*Record, error)
+	// PutResponse writes a record that has not ended (a background
+	// response as it is queued and started). sync makes it durable before
+	// returning. A record with a Job is listed by PendingJobs.
+	PutResponse(ctx context.Context, rec *Record, sync bool) error
+	// EndResponse appends items (the response's input, then its output)
+	// after base, the context it continues, and writes rec, all in one
+	// synced batch. It sets rec.Context and rec.Own, clears rec.Input and
+	// rec.Job. With rec.Conversation set the items go to the end of that
+	// conversation and base is ignored.
+	EndResponse(ctx context.Context, rec *Record, base []Segment, items []Item) error
+	// DeleteResponse removes a response and its events. Its items stay
+	// while a later response's context may use them; retention collects
+	// them with their chain.
+	DeleteResponse(ctx context.Context, tenant, id string) error
+	// LoadContext reads the items of segs in order: one range scan each.
+	LoadContext(ctx context.Context, segs []Segment) ([]Item, error)
+	// ListItems pages through the items of one segment.
+	ListItems(ctx context.Context, seg Segment, opts ListOptions) ([]Item, bool, error)
+	// GetItem reads an item by id, wherever it is stored.
+	GetItem(ctx context.Context, tenant, id string) (Item, Segment, error)
+
+	// CreateConversation stores a new conversation with its first items.
+	CreateConversation(ctx context.Context, tenant string, c *Conversation, items []Item) error
+	// GetConversation reads a conversation and the segment of its items.
+	GetConversation(ctx context.Context, tenant, id string) (*Conversation, Segment, error)
+	// UpdateConversation replaces a conversation's metadata.
+	UpdateConversation(ctx context.Context, tenant, id string, metadata map[string]string) (*Conversation, error)
+	// DeleteConversation removes a conversation and its items.
+	DeleteConversation(ctx context.Context, tenant, id string) error
+	// AppendItems adds items to the end of a conversation.
+	AppendItems(ctx context.Context, tenant, conv string, items []Item) error
+	// DeleteItem removes one item from a conversation.
+	DeleteItem(ctx context.Context, tenant, conv, id string) error
+
+	// AppendEvent keeps a background response's stream event seq, unsynced:
+	// the response's next synced write makes it durable.
+	AppendEvent(ctx context.Context, id string, seq int, event []byte) error
+	// Events returns the stored events of a response after seq after.
+	Events(ctx context.Context, id string, after int) ([][]byte, error)
+	// DropEvents forgets a response's events (a job about to be re-run).
+	DropEvents(ctx context.Context, id string) error
+	// PendingJobs lists the background responses that have not ended.
+	PendingJobs(ctx context.Context) ([]*Record, error)
+
+	// Collect deletes what expired before now and reports how many records
+	// it removed.
+	Collect(ctx context.Context, now time.Time) (int, error)
+	// Meta is a key-value namespace on the same database for other owners.
+	Meta(namespace string) Meta
+	// Close releases the store. Pending writes are already durable.
+	Close() error
+}
+
+// Meta is a small key-value API in a namespace of its own, for state that
+// is not responses' but shares the database (session pins, tenants,
+// hashed keys). Writes are synced.
+type Meta interface {
+	Put(ctx context.Context, key, value []byte) error
+	// Get returns ErrNotFound when the key is absent.
+	Get(ctx context.Context, key []byte) ([]byte, error)
+	Delete(ctx context.Context, key []byte) error
+	// Scan calls fn for every key with prefix, in key order; the slices
+	// are valid only during the call. An error from fn stops the scan.
+	Scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error
+}
+
+// Record is what the store keeps for a response: the client-visible object
+// plus what turnpike needs to rebuild its context.
+type Record struct {
+	Tenant    string    `json:"tenant"`
+	ExpiresAt int64     `json:"expires_at"`
+	Response  *Response `json:"response"`
+	// Conversation is the conversation the response belongs to, if any.
+	Conversation string `json:"conversation,omitempty"`
+	// Input is the response's own input items until it ends; then they
+	// live in the chain at the head of Own.
+	Input []Item `json:"input,omitempty"`
+	// Context is the response's whole context, its own items included:
+	// the manifest a next turn continues. Usually one segment.
+	Context []Segment `json:"context,omitempty"`
+	// Own is the response's own items in the chain; the first Inputs of
+	// them are its input items.
+	Own    Segment `json:"own"`
+	Inputs int     `json:"inputs"`
+	// Job is the create request of a background response that has not
+	// ended, kept so it can be re-run after a restart.
+	Job *Job `json:"job,omitempty"`
+}
+
+// Job is a background response's work: its decoded request body, and how
+// many times it has been started.
+type Job struct {
+	Request  json.RawMessage `json:"request"`
+	Attempts int             `json:"attempts"`
+}
+
+// Segment is a run of consecutive items of one chain, [From, To).
+type Segment struct {
+	Chain string `json:"c"`
+	From  uint32 `json:"f"`
+	To    uint32 `json:"t"`
+}

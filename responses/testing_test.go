@@ -1,0 +1,134 @@
+package responses
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// fakeEngine answers chat completions like a vLLM engine would, as an SSE
+// stream: it echoes the last user message, or calls the first tool when
+// tools are given and the last message is not a tool result. It records
+// every request body.
+type fakeEngine struct {
+	mu     sync.Mutex
+	bodies [][]byte
+	// contextLength is what ContextLength reports.
+	contextLength int
+	// block, when not nil, holds every answer until it is closed.
+	block chan struct{}
+	// status, when not 0, is answered with an error body instead.
+	status int
+	// die cuts every stream after its first chunk.
+	die bool
+}
+
+func (f *fakeEngine) ContextLength(string) int { return f.contextLength }
+
+func (f *fakeEngine) requests() []chatRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]chatRequest, len(f.bodies))
+	for i, b := range f.bodies {
+		json.Unmarshal(b, &out[i])
+	}
+	return out
+}
+
+func (f *fakeEngine) ChatCompletion(ctx context.Context, r *EngineRequest) (*http.Response, error) {
+	f.mu.Lock()
+	f.bodies = append(f.bodies, r.Body)
+	f.mu.Unlock()
+	if f.status != 0 {
+		return &http.Response{StatusCode: f.status, Body: io.NopCloser(strings.NewReader(
+			`{"error":{"message":"This model's maximum context length is 10 tokens.","type":"BadRequestError","code":400}}`))}, nil
+	}
+	var req chatRequest
+	if err := json.Unmarshal(r.Body, &req); err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		if f.block != nil {
+			select {
+			case <-f.block:
+			case <-ctx.Done():
+				pw.CloseWithError(ctx.Err())
+				return
+			}
+		}
+		if f.die {
+			fmt.Fprint(pw, `data: {"choices":[{"index":0,"delta":{"content":"partial "}}]}`+"\n\n")
+			pw.CloseWithError(io.ErrUnexpectedEOF)
+			return
+		}
+		pw.CloseWithError(writeAnswer(pw, &req))
+	}()
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: pr}, nil
+}
+
+func writeAnswer(w io.Writer, req *chatRequest) error {
+	last := req.Messages[len(req.Messages)-1]
+	chunk := func(v string) error {
+		_, err := fmt.Fprintf(w, "data: %s\n\n", v)
+		return err
+	}
+	if len(req.Tools) > 0 && last.Role != "tool" {
+		chunk(fmt.Sprintf(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":%q,"arguments":""}}]}}]}`, req.Tools[0].Function.Name))
+		chunk(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]}}]}`)
+		chunk(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"Paris\"}"}}]}}]}`)
+		chunk(`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`)
+	} else {
+		text := "echo: " + *last.Content
+		words := strings.SplitAfter(text, " ")
+		for _, wd := range words {
+			b, _ := json.Marshal(wd)
+			chunk(fmt.Sprintf(`{"choices":[{"index":0,"delta":{"content":%s}}]}`, b))
+		}
+		finish := "stop"
+		if req.MaxTokens != nil && *req.MaxTokens < len(words) {
+			finish = "length"
+		}
+		chunk(fmt.Sprintf(`{"choices":[{"index":0,"delta":{},"finish_reason":%q}]}`, finish))
+	}
+	chunk(`{"choices":[],"usage":{"prompt_tokens":20,"completion_tokens":5,"total_tokens":25,"prompt_tokens_details":{"cached_tokens":16}}}`)
+	return chunk("[DONE]")
+}
+
+func openStore(t testing.TB, dir string) *PebbleStore {
+	t.Helper()
+	st, err := OpenPebble(dir, PebbleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// newTestService starts a service on a fresh store with eng.
+func newTestService(t testing.TB, eng Engine) (*Service, *PebbleStore) {
+	t.Helper()
+	st := openStore(t, t.TempDir())
+	svc := New(st, Config{CollectInterval: -1})
+	if err := svc.Start(eng); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		svc.Close()
+		st.Close()
+	})
+	return svc, st
+}
+
+func mustDecode(t testing.TB, body string) *CreateRequest {
+	t.Helper()
+	req, err := DecodeCreateRequest([]byte(body))
+	if err != nil {
+		t.Fatalf("decode %s: %v", body, err)
+	}
+	return req
+}

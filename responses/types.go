@@ -1,0 +1,267 @@
+package responses
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Response statuses.
+const (
+	StatusQueued     = "queued"
+	StatusInProgress = "in_progress"
+	StatusCompleted  = "completed"
+	StatusFailed     = "failed"
+	StatusCancelled  = "cancelled"
+	StatusIncomplete = "incomplete"
+)
+
+// Item types.
+const (
+	ItemMessage            = "message"
+	ItemFunctionCall       = "function_call"
+	ItemFunctionCallOutput = "function_call_output"
+	ItemReference          = "item_reference"
+)
+
+// Response is the OpenAI response object as clients see it.
+type Response struct {
+	ID                 string             `json:"id"`
+	Object             string             `json:"object"`
+	CreatedAt          int64              `json:"created_at"`
+	CompletedAt        *int64             `json:"completed_at"`
+	Status             string             `json:"status"`
+	Background         bool               `json:"background"`
+	Error              *ResponseError     `json:"error"`
+	IncompleteDetails  *IncompleteDetails `json:"incomplete_details"`
+	Instructions       *string            `json:"instructions"`
+	MaxOutputTokens    *int               `json:"max_output_tokens"`
+	Model              string             `json:"model"`
+	Output             []Item             `json:"output"`
+	ParallelToolCalls  bool               `json:"parallel_tool_calls"`
+	PreviousResponseID *string            `json:"previous_response_id"`
+	Conversation       *ConversationRef   `json:"conversation"`
+	Reasoning          *Reasoning         `json:"reasoning"`
+	ServiceTier        string             `json:"service_tier"`
+	Store              bool               `json:"store"`
+	Temperature        float64            `json:"temperature"`
+	Text               TextConfig         `json:"text"`
+	ToolChoice         json.RawMessage    `json:"tool_choice"`
+	Tools              []json.RawMessage  `json:"tools"`
+	TopP               float64            `json:"top_p"`
+	Truncation         string             `json:"truncation"`
+	Usage              *Usage             `json:"usage"`
+	User               *string            `json:"user"`
+	PromptCacheKey     *string            `json:"prompt_cache_key"`
+	SafetyIdentifier   *string            `json:"safety_identifier"`
+	Metadata           map[string]string  `json:"metadata"`
+}
+
+// Ended reports whether the response is in a terminal status.
+func (r *Response) Ended() bool {
+	switch r.Status {
+	case StatusCompleted, StatusFailed, StatusCancelled, StatusIncomplete:
+		return true
+	}
+	return false
+}
+
+// ResponseError is why a response failed.
+type ResponseError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// IncompleteDetails says why a response stopped early.
+type IncompleteDetails struct {
+	Reason string `json:"reason"`
+}
+
+// ConversationRef names the conversation a response belongs to.
+type ConversationRef struct {
+	ID string `json:"id"`
+}
+
+// Reasoning is the reasoning configuration echoed back.
+type Reasoning struct {
+	Effort  *string `json:"effort"`
+	Summary *string `json:"summary"`
+}
+
+// TextConfig is the text output configuration echoed back.
+type TextConfig struct {
+	Format    json.RawMessage `json:"format"`
+	Verbosity *string         `json:"verbosity,omitempty"`
+}
+
+// Usage is token accounting taken from the engine's usage block.
+type Usage struct {
+	InputTokens        int `json:"input_tokens"`
+	InputTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	OutputTokens        int `json:"output_tokens"`
+	OutputTokensDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
+	TotalTokens int `json:"total_tokens"`
+}
+
+// Item is one conversation item: a message, a function call or a function
+// call's output. Input items, output items and conversation items share it.
+type Item struct {
+	Type string
+	// ID is msg_…, fc_… or fco_…; every stored item has one.
+	ID string
+	// Status is in_progress, completed or incomplete.
+	Status string
+	// Role and Content are set for messages.
+	Role    string
+	Content []ContentPart
+	// CallID, Name and Arguments are set for function calls; CallID and
+	// Output for function call outputs.
+	CallID, Name, Arguments string
+	Output                  string
+}
+
+// ContentPart is one text part of a message: input_text or output_text.
+type ContentPart struct {
+	Type string
+	Text string
+}
+
+// Text concatenates the item's text parts.
+func (it *Item) Text() string {
+	if len(it.Content) == 1 {
+		return it.Content[0].Text
+	}
+	var n int
+	for _, p := range it.Content {
+		n += len(p.Text)
+	}
+	b := make([]byte, 0, n)
+	for _, p := range it.Content {
+		b = append(b, p.Text...)
+	}
+	return string(b)
+}
+
+type partJSON struct {
+	Type        string    `json:"type"`
+	Text        string    `json:"text"`
+	Annotations *[]string `json:"annotations,omitempty"`
+}
+
+var noAnnotations = []string{}
+
+// MarshalJSON writes the OpenAI shape of the part.
+func (p ContentPart) MarshalJSON() ([]byte, error) {
+	pj := partJSON{Type: p.Type, Text: p.Text}
+	if p.Type == "output_text" {
+		pj.Annotations = &noAnnotations
+	}
+	return json.Marshal(pj)
+}
+
+// UnmarshalJSON reads a part written by MarshalJSON.
+func (p *ContentPart) UnmarshalJSON(b []byte) error {
+	var pj partJSON
+	if err := json.Unmarshal(b, &pj); err != nil {
+		return err
+	}
+	p.Type, p.Text = pj.Type, pj.Text
+	return nil
+}
+
+// itemJSON is the union of every item type's fields, for reading.
+type itemJSON struct {
+	Type      string        `json:"type"`
+	ID        string        `json:"id,omitempty"`
+	Status    string        `json:"status,omitempty"`
+	Role      string        `json:"role,omitempty"`
+	Content   []ContentPart `json:"content,omitempty"`
+	CallID    string        `json:"call_id,omitempty"`
+	Name      string        `json:"name,omitempty"`
+	Arguments string        `json:"arguments,omitempty"`
+	Output    string        `json:"output,omitempty"`
+}
+
+// MarshalJSON writes exactly the fields OpenAI writes for the item's type.
+func (it Item) MarshalJSON() ([]byte, error) {
+	switch it.Type {
+	case ItemMessage:
+		content := it.Content
+		if content == nil {
+			content = []ContentPart{}
+		}
+		return json.Marshal(struct {
+			Type    string        `json:"type"`
+			ID      string        `json:"id"`
+			Status  string        `json:"status"`
+			Role    string        `json:"role"`
+			Content []ContentPart `json:"content"`
+		}{it.Type, it.ID, it.Status, it.Role, content})
+	case ItemFunctionCall:
+		return json.Marshal(struct {
+			Type      string `json:"type"`
+			ID        string `json:"id"`
+			CallID    string `json:"call_id"`
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+			Status    string `json:"status"`
+		}{it.Type, it.ID, it.CallID, it.Name, it.Arguments, it.Status})
+	case ItemFunctionCallOutput:
+		return json.Marshal(struct {
+			Type   string `json:"type"`
+			ID     string `json:"id"`
+			CallID string `json:"call_id"`
+			Output string `json:"output"`
+			Status string `json:"status"`
+		}{it.Type, it.ID, it.CallID, it.Output, it.Status})
+	}
+	return nil, fmt.Errorf("responses: cannot encode item of type %q", it.Type)
+}
+
+// UnmarshalJSON reads an item written by MarshalJSON (stored items). Client
+// input goes through the strict decoder instead.
+func (it *Item) UnmarshalJSON(b []byte) error {
+	var ij itemJSON
+	if err := json.Unmarshal(b, &ij); err != nil {
+		return err
+	}
+	*it = Item{Type: ij.Type, ID: ij.ID, Status: ij.Status, Role: ij.Role, Content: ij.Content,
+		CallID: ij.CallID, Name: ij.Name, Arguments: ij.Arguments, Output: ij.Output}
+	return nil
+}
+
+// Conversation is the OpenAI conversation object.
+type Conversation struct {
+	ID        string            `json:"id"`
+	Object    string            `json:"object"`
+	CreatedAt int64             `json:"created_at"`
+	Metadata  map[string]string `json:"metadata"`
+}
+
+// ItemList is a page of items: a response's input items or a
+// conversation's items.
+type ItemList struct {
+	Object  string  `json:"object"`
+	Data    []Item  `json:"data"`
+	FirstID *string `json:"first_id"`
+	LastID  *string `json:"last_id"`
+	HasMore bool    `json:"has_more"`
+}
+
+// Deleted is the answer to a delete.
+type Deleted struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Deleted bool   `json:"deleted"`
+}
+
+// ListOptions page through items: After is an item id cursor, Limit 1..100
+// (default 20), Order "asc" or "desc" (default "desc").
+type ListOptions struct {
+	After string
+	Limit int
+	Order string
+}
