@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	turnpike "github.com/turnpike-gateway/turnpike"
+	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/gateway"
 	"github.com/turnpike-gateway/turnpike/pools"
@@ -57,7 +58,16 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 	defer st.Close()
 	svc := responses.New(st, responses.Config{CollectInterval: -1, Logger: log})
 	defer svc.Close()
-	srv, err := gateway.New(gateway.Options{Registry: reg, Policy: &affinity.RoundRobin{}, Logger: log, Responses: svc, OpenAPI: turnpike.Spec})
+	auth, err := gateway.NewAuth(gateway.AuthOptions{AdminToken: "admin-secret", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, err := admin.New(t.Context(), admin.Deps{Store: st.Meta("admin"), Keys: auth, Registry: reg, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := gateway.New(gateway.Options{Registry: reg, Policy: &affinity.RoundRobin{}, Logger: log,
+		Responses: svc, Auth: auth, Admin: adm, OpenAPI: turnpike.Spec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +90,30 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 			t.Errorf("openapi.yaml describes %s, which the gateway does not serve", r)
 		}
 	}
-	if len(registered) == 0 || !slices.Contains(keys(registered), http.MethodPost+" /v1/responses") {
-		t.Errorf("the gateway registered no Responses routes: %v", keys(registered))
+	for _, want := range []string{http.MethodPost + " /v1/responses", http.MethodGet + " /admin/v1/tenants"} {
+		if !slices.Contains(keys(registered), want) {
+			t.Errorf("the gateway did not register %s: %v", want, keys(registered))
+		}
+	}
+}
+
+// TestOpenAPIRefsResolve: every $ref in openapi.yaml names a component the
+// document defines.
+func TestOpenAPIRefsResolve(t *testing.T) {
+	var doc struct {
+		Components map[string]map[string]any `yaml:"components"`
+	}
+	if err := yaml.Unmarshal(turnpike.Spec, &doc); err != nil {
+		t.Fatal(err)
+	}
+	refs := regexp.MustCompile(`\$ref: "?#/components/(\w+)/(\w+)"?`).FindAllStringSubmatch(string(turnpike.Spec), -1)
+	if len(refs) == 0 {
+		t.Fatal("no $ref found; the pattern no longer matches the document")
+	}
+	for _, m := range refs {
+		if _, ok := doc.Components[m[1]][m[2]]; !ok {
+			t.Errorf("dangling $ref #/components/%s/%s", m[1], m[2])
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -12,8 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/turnpike-gateway/turnpike/accelerators/sim"
+	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/bench"
+	"github.com/turnpike-gateway/turnpike/turns"
 )
 
 // benchCmd runs the load generator against a gateway at --url, or against
@@ -193,12 +195,18 @@ func writeResults(stdout io.Writer, dir string, res *bench.Result, cmp *bench.Co
 }
 
 // benchTenants gives the isolation scenario its two tenants on the
-// embedded gateway; other workloads run open.
+// embedded gateway, with fresh random keys: tenant A runs interactive
+// turns, tenant B's agent loops are capped at the standard band. Other
+// workloads run open.
 func benchTenants(cfg *Config, bc *bench.Config) error {
 	if bc.Workload != bench.WorkloadIsolation {
 		return nil
 	}
-	return fmt.Errorf("bench: the isolation workload needs tenants, not wired yet")
+	keyA, keyB := rand.Text(), rand.Text()
+	bc.Isolation.KeyA, bc.Isolation.KeyB = keyA, keyB
+	cfg.Admin.Tenants = []admin.TenantConfig{
+		{Tenant: turns.Tenant{Name: "tenant-a", Weight: 1, DefaultBand: turns.Interactive, MaxBand: turns.Interactive}, Keys: []string{admin.HashKey(keyA).String()}},
+		{Tenant: turns.Tenant{Name: "tenant-b", Weight: 1, DefaultBand: turns.Standard, MaxBand: turns.Standard}, Keys: []string{admin.HashKey(keyB).String()}},
+	}
+	return nil
 }
-
-var _ = sim.FlavorVLLM

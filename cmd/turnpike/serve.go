@@ -119,7 +119,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if embedded != nil {
-		printDemo(stdout, st, &sf)
+		printDemo(stdout, st, &sf, cfg.DataDir)
 	} else {
 		log.Info("turnpike serving", "addr", "http://"+st.addr, "pools", len(cfg.Pools), "policy", cfg.Routing.Policy)
 	}
@@ -330,11 +330,11 @@ func (st *stack) Close(ctx context.Context) error {
 	return err
 }
 
-func printDemo(w io.Writer, st *stack, sf *simFlags) {
+func printDemo(w io.Writer, st *stack, sf *simFlags, dataDir string) {
 	base := "http://" + st.addr
 	fmt.Fprintf(w, `turnpike is serving on %[1]s
   embedded fleet: %[2]d simulated %[3]s replicas of %[4]s on %[5]s (time scale %[6]g)
-  metrics at %[1]s/metrics
+  state in %[8]s; metrics at %[1]s/metrics
 
 Try it:
   curl %[1]s/v1/chat/completions -H 'Content-Type: application/json' \
@@ -343,7 +343,10 @@ Try it:
   curl -N %[1]s/v1/chat/completions -H 'Content-Type: application/json' \
     -d '{"model":"%[7]s","stream":true,"messages":[{"role":"user","content":"Hello!"}]}'
 
+  curl %[1]s/v1/responses -H 'Content-Type: application/json' \
+    -d '{"model":"%[7]s","input":"Hello!"}'
+
 OpenAI SDKs: base URL %[1]s/v1, any API key.
 Stop with Ctrl-C.
-`, base, sf.replicas, sf.flavor, sf.model, sf.accelerator, sf.timeScale, sf.served)
+`, base, sf.replicas, sf.flavor, sf.model, sf.accelerator, sf.timeScale, sf.served, dataDir)
 }
