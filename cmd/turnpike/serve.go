@@ -212,6 +212,12 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 			index.SetCapacity(ep.Index, l.NumGPUBlocks)
 		}
 	})
+	names := make([]string, len(st.reg.Endpoints))
+	for i, ep := range st.reg.Endpoints {
+		names[i] = ep.ID
+	}
+	kvMetrics := kv.NewCollector(index, names)
+	metrics.MustRegister(kvMetrics)
 	for _, ep := range st.reg.Endpoints {
 		if ep.KVEvents == "" {
 			continue
@@ -226,6 +232,7 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 		if err != nil {
 			return st, err
 		}
+		kvMetrics.AddSubscriber(ep.Index, sub)
 		go sub.Run(ctx)
 	}
 	st.reg.Start(ctx)
