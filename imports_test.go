@@ -1,0 +1,88 @@
+package turnpike_test
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/turnpike-gateway/turnpike/"
+
+// floors is the import rule of the design: floors run downward. A package
+// may import only the packages of ours listed for it.
+var floors = map[string][]string{
+	"gateway":          {"admin", "affinity", "kv", "pools", "responses", "sessions", "turns"},
+	"admin":            {"turns", "pools", "sessions"},
+	"responses":        {"pools", "kv"},
+	"sessions":         {"kv"},
+	"turns":            {"pools"},
+	"affinity":         {"kv", "sessions", "pools"},
+	"kv":               {},
+	"pools":            {"accelerators"},
+	"accelerators":     {},
+	"accelerators/sim": {"accelerators"},
+	"bench":            {},
+}
+
+// TestEveryPackageHasAFloor: a new package must take its place in floors.
+func TestEveryPackageHasAFloor(t *testing.T) {
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || path == "cmd") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || filepath.Dir(path) == "." {
+			return nil
+		}
+		if _, ok := floors[filepath.ToSlash(filepath.Dir(path))]; !ok {
+			t.Errorf("package %s has no entry in floors", filepath.Dir(path))
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestImportFloors reads every non-test file of every package and fails on
+// an import that runs back up the floors.
+func TestImportFloors(t *testing.T) {
+	fset := token.NewFileSet()
+	for pkg, allowed := range floors {
+		files, err := filepath.Glob(filepath.Join(filepath.FromSlash(pkg), "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Errorf("%s: no Go files (%v); update the floors", pkg, err)
+			continue
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast, err := parser.ParseFile(fset, f, src, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range ast.Imports {
+				path := strings.Trim(imp.Path.Value, `"`)
+				ours, ok := strings.CutPrefix(path, module)
+				if !ok {
+					continue
+				}
+				if !slices.Contains(allowed, ours) {
+					t.Errorf("%s imports %s, above its floor (allowed: %v)", f, ours, allowed)
+				}
+			}
+		}
+	}
+}
