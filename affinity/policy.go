@@ -62,9 +62,11 @@ func NeedsHashes(p Policy) bool {
 type Outcome struct {
 	// Err is nil when the engine answered.
 	Err error
-	// PromptTokens and CachedTokens come from the engine's usage, when known.
-	PromptTokens, CachedTokens int
-	// TTFT is the time to the first byte of the answer.
+	// PromptTokens, CachedTokens and CompletionTokens come from the
+	// engine's usage, when known.
+	PromptTokens, CachedTokens, CompletionTokens int
+	// TTFT is the time to the first streamed token; zero when unknown (a
+	// non-streamed answer).
 	TTFT time.Duration
 }
 

@@ -48,6 +48,10 @@ func invalid(param, code, format string, args ...any) *APIError {
 
 func strp(s string) *string { return &s }
 
+// statusClientClosedRequest is the conventional status recorded for a
+// request whose client disconnected before the answer.
+const statusClientClosedRequest = 499
+
 // toAPIError maps an error of any class onto the OpenAI error shape.
 func toAPIError(err error) *APIError {
 	var ae *APIError
@@ -95,6 +99,8 @@ func toAPIError(err error) *APIError {
 		return &APIError{Status: http.StatusBadGateway, Type: "server_error", Code: strp("upstream_error"), Message: fmt.Sprintf("The model server failed with status %d.", ue.StatusCode)}
 	case errors.Is(err, pools.ErrUpstream):
 		return &APIError{Status: http.StatusBadGateway, Type: "server_error", Code: strp("upstream_error"), Message: "The model server could not be reached."}
+	case errors.Is(err, context.Canceled):
+		return &APIError{Status: statusClientClosedRequest, Type: "invalid_request_error", Code: strp("client_closed_request"), Message: "The client closed the request."}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &APIError{Status: http.StatusGatewayTimeout, Type: "server_error", Code: strp("timeout"), Message: "The request timed out."}
 	}
@@ -106,6 +112,14 @@ func toAPIError(err error) *APIError {
 // case nothing more can be said.
 func (s *Server) errorHandler(err error, c echo.Context) {
 	if c.Response().Committed {
+		return
+	}
+	if errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil {
+		// The client went away (often while its turn was queued): nobody
+		// is left to read an answer, and it is not a server error.
+		s.log.Debug("client closed the request", "path", c.Path(), "request_id", c.Response().Header().Get(echo.HeaderXRequestID))
+		s.metrics.errors.WithLabelValues("client_closed_request").Inc()
+		c.Response().WriteHeader(statusClientClosedRequest)
 		return
 	}
 	ae := toAPIError(err)

@@ -33,6 +33,30 @@ type engineRequest struct {
 	PromptCacheKey      string          `json:"prompt_cache_key"`
 	ServiceTier         string          `json:"service_tier"`
 	Tools               json.RawMessage `json:"tools"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+// withStreamUsage returns body with stream_options.include_usage set.
+func withStreamUsage(body []byte) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, err
+	}
+	opts := map[string]json.RawMessage{}
+	if raw, ok := m["stream_options"]; ok && !bytes.Equal(raw, []byte("null")) {
+		if err := json.Unmarshal(raw, &opts); err != nil {
+			return nil, err
+		}
+	}
+	opts["include_usage"] = json.RawMessage("true")
+	raw, err := json.Marshal(opts)
+	if err != nil {
+		return nil, err
+	}
+	m["stream_options"] = raw
+	return json.Marshal(m)
 }
 
 // decodeEngineRequest reads a chat (chat=true) or text completion request
@@ -145,6 +169,15 @@ func (s *Server) proxyCompletion(c echo.Context, path string, chat bool) error {
 	if s.needsHashes {
 		in.prompt = req.prompt()
 	}
+	// Routing learns from every answer's usage (cached tokens, prefill
+	// rate), so a stream is asked for it even when the client did not ask;
+	// the extra usage chunk is then kept from the client.
+	strip := false
+	if req.Stream && (req.StreamOptions == nil || !req.StreamOptions.IncludeUsage) {
+		if b, err := withStreamUsage(body); err == nil {
+			in.body, strip = b, true
+		}
+	}
 	t, err := s.startTurn(c.Request().Context(), in)
 	if err != nil {
 		s.metrics.observeRequest(path, toAPIError(err).Status, start, 0)
@@ -153,7 +186,7 @@ func (s *Server) proxyCompletion(c echo.Context, path string, chat bool) error {
 	defer t.resp.Body.Close()
 
 	if req.Stream && t.resp.StatusCode == http.StatusOK {
-		usage, err := s.relayStream(c, t)
+		usage, err := s.relayStream(c, t, strip)
 		t.finish(err, usage)
 		var ttft time.Duration
 		if !t.firstData.IsZero() {
@@ -162,7 +195,10 @@ func (s *Server) proxyCompletion(c echo.Context, path string, chat bool) error {
 		s.metrics.observeRequest(path, http.StatusOK, start, ttft)
 		return nil
 	}
-	b, err := io.ReadAll(io.LimitReader(t.resp.Body, maxUpstreamBody))
+	b, err := io.ReadAll(io.LimitReader(t.resp.Body, maxUpstreamBody+1))
+	if err == nil && len(b) > maxUpstreamBody {
+		err = fmt.Errorf("answer larger than %d bytes", maxUpstreamBody)
+	}
 	if err != nil {
 		err = fmt.Errorf("%w: reading %s: %w", pools.ErrUpstream, t.ep.ID, err)
 		t.finish(err, nil)
@@ -172,7 +208,13 @@ func (s *Server) proxyCompletion(c echo.Context, path string, chat bool) error {
 		Usage *usage `json:"usage"`
 	}
 	json.Unmarshal(b, &u)
-	t.finish(nil, u.Usage)
+	if t.resp.StatusCode >= 300 {
+		// The engine refused (a 4xx is relayed as is): nothing was computed,
+		// so routing must not count the prompt as cached there.
+		t.finish(fmt.Errorf("gateway: engine answered %d", t.resp.StatusCode), nil)
+	} else {
+		t.finish(nil, u.Usage)
+	}
 	s.metrics.observeRequest(path, t.resp.StatusCode, start, 0)
 	c.Response().Header().Set(echo.HeaderContentType, t.resp.Header.Get(echo.HeaderContentType))
 	c.Response().WriteHeader(t.resp.StatusCode)
@@ -197,6 +239,7 @@ func outcome(err error, u *usage, ttft time.Duration) affinity.Outcome {
 	o := affinity.Outcome{Err: err, TTFT: ttft}
 	if u != nil {
 		o.PromptTokens = u.PromptTokens
+		o.CompletionTokens = u.CompletionTokens
 		if u.PromptTokensDetails != nil {
 			o.CachedTokens = u.PromptTokensDetails.CachedTokens
 		}
@@ -270,9 +313,12 @@ var streamReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 
 
 // relayStream copies an engine's SSE stream to the client, flushing at
 // every event boundary, and returns the usage block if the stream carried
-// one. If the engine fails mid-stream the client gets an error event and
-// the stream ends without [DONE]: the status line has long been sent.
-func (s *Server) relayStream(c echo.Context, t *turn) (*usage, error) {
+// one; with strip, the usage-only chunk is not passed on (the client did
+// not ask for it). If the engine fails mid-stream the client gets an error
+// event and the stream ends without [DONE]: the status line has long been
+// sent. If it fails in the middle of a line, no event can follow a cut
+// one, so the response is aborted instead.
+func (s *Server) relayStream(c echo.Context, t *turn, strip bool) (*usage, error) {
 	w := c.Response()
 	w.Header().Set(echo.HeaderContentType, "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -284,39 +330,64 @@ func (s *Server) relayStream(c echo.Context, t *turn) (*usage, error) {
 	br := streamReaders.Get().(*bufio.Reader)
 	br.Reset(t.resp.Body)
 	defer func() { br.Reset(nil); streamReaders.Put(br) }()
+	// atLineStart: the last byte written ended a line; inEvent: an event's
+	// lines were written and its blank line was not yet.
+	atLineStart, inEvent, skipBlank := true, false, false
 	for {
 		line, err := br.ReadSlice('\n')
+		complete := len(line) > 0 && line[len(line)-1] == '\n'
 		if len(line) > 0 {
-			if bytes.HasPrefix(line, []byte("data: ")) {
-				t.sawData()
-			}
-			if bytes.HasPrefix(line, []byte("data: {")) && bytes.Contains(line, []byte(`"usage":{`)) {
-				var chunk struct {
-					Usage *usage `json:"usage"`
+			drop := false
+			if atLineStart && complete {
+				ev := scanEvent(line)
+				if ev.data {
+					t.sawData()
 				}
-				if json.Unmarshal(bytes.TrimPrefix(line, []byte("data: ")), &chunk) == nil && chunk.Usage != nil {
-					u = chunk.Usage
+				if ev.usage != nil {
+					u = ev.usage
+					drop = strip
+				}
+				blank := len(bytes.TrimSpace(line)) == 0
+				if blank && skipBlank {
+					drop = true
+				}
+				skipBlank = drop && !blank
+			}
+			if !drop {
+				if _, werr := w.Write(line); werr != nil {
+					return u, werr
+				}
+				if len(bytes.TrimSpace(line)) == 0 {
+					w.Flush()
+					inEvent = false
+				} else {
+					inEvent = true
 				}
 			}
-			if _, werr := w.Write(line); werr != nil {
-				return u, werr
-			}
-			if len(bytes.TrimSpace(line)) == 0 {
-				w.Flush()
-			}
+			atLineStart = complete
 		}
 		switch {
 		case err == nil, errors.Is(err, bufio.ErrBufferFull):
 			continue
-		case errors.Is(err, io.EOF):
+		case errors.Is(err, io.EOF) && atLineStart:
 			w.Flush()
 			return u, nil
 		}
 		if c.Request().Context().Err() != nil {
 			return u, c.Request().Context().Err()
 		}
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
 		s.log.Warn("engine stream broke", "request_id", w.Header().Get(echo.HeaderXRequestID), "err", err)
-		w.Write([]byte("\ndata: {\"error\":{\"message\":\"The model server stopped in the middle of the stream.\",\"type\":\"server_error\",\"param\":null,\"code\":\"upstream_error\"}}\n\n"))
+		if !atLineStart {
+			t.finish(fmt.Errorf("%w: stream: %w", pools.ErrUpstream, err), u)
+			panic(http.ErrAbortHandler)
+		}
+		if inEvent {
+			w.Write([]byte("\n"))
+		}
+		w.Write([]byte("data: {\"error\":{\"message\":\"The model server stopped in the middle of the stream.\",\"type\":\"server_error\",\"param\":null,\"code\":\"upstream_error\"}}\n\n"))
 		w.Flush()
 		return u, fmt.Errorf("%w: stream: %w", pools.ErrUpstream, err)
 	}

@@ -78,6 +78,9 @@ type Server struct {
 	// score by prefix.
 	hasher      *kv.Hasher
 	needsHashes bool
+	// capacity is flow control's view of each served model: every endpoint
+	// serving it, across pools. Fixed with the registry.
+	capacity map[string]*turns.ModelCapacity
 }
 
 // New builds a Server and registers its routes.
@@ -108,6 +111,10 @@ func New(opts Options) (*Server, error) {
 		s.hasher = &kv.Hasher{}
 	}
 	s.needsHashes = affinity.NeedsHashes(opts.Policy)
+	s.capacity = map[string]*turns.ModelCapacity{}
+	for _, m := range opts.Registry.Models() {
+		s.capacity[m] = turns.NewModelCapacity(opts.Registry, m)
+	}
 	s.metrics = newMetrics(opts.Metrics, opts.Registry)
 
 	e := echo.New()

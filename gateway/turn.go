@@ -53,7 +53,9 @@ type turn struct {
 	hashes *[]kv.BlockHash
 	// firstData is when the engine's first streamed event arrived.
 	firstData time.Time
-	once      sync.Once
+	// touched: the session counted this turn, and hears when it ends.
+	touched bool
+	once    sync.Once
 }
 
 // hashBufs recycles the block-hash slices of routed prompts.
@@ -71,9 +73,13 @@ func (s *Server) startTurn(ctx context.Context, in *turnInput) (_ *turn, err err
 		PromptTokens:         in.promptTokens,
 		ExpectedOutputTokens: in.maxOutputTokens,
 	}
+	// The session's history informs admission; the turn counts as one of
+	// the session's only once admitted, so that a client retrying after
+	// 429s does not look like a fast agent loop.
 	var state sessions.State
-	if in.sessionKey != "" && s.opts.Sessions != nil {
-		state = s.opts.Sessions.Touch(in.tenant, in.sessionKey, t.start)
+	tracked := in.sessionKey != "" && s.opts.Sessions != nil
+	if tracked {
+		state, _ = s.opts.Sessions.Get(in.tenant, in.sessionKey, t.start)
 	}
 	defer func() {
 		if err != nil {
@@ -81,8 +87,8 @@ func (s *Server) startTurn(ctx context.Context, in *turnInput) (_ *turn, err err
 		}
 	}()
 	if s.opts.Flow != nil {
-		pool := s.poolFor(in.model)
-		if pool == nil {
+		capacity := s.capacity[in.model]
+		if capacity == nil {
 			return t, s.modelNotFound(in.model)
 		}
 		tn := s.tenantSettings(in.tenant)
@@ -98,16 +104,20 @@ func (s *Server) startTurn(ctx context.Context, in *turnInput) (_ *turn, err err
 			Band:                 band,
 			SessionKey:           in.sessionKey,
 			Warm:                 state.Endpoint != "",
-			SessionTurns:         max(state.Turns-1, 0),
+			SessionTurns:         state.Turns,
 			MeanGap:              state.MeanGap,
 			InputTokens:          in.promptTokens,
 			ExpectedOutputTokens: in.maxOutputTokens,
 			Enqueued:             t.start,
-		}, turns.PoolCapacity{Pool: pool})
+		}, capacity)
 		if err != nil {
 			return t, err
 		}
 		t.ticket = ticket
+	}
+	if tracked {
+		s.opts.Sessions.Touch(in.tenant, in.sessionKey, time.Now())
+		t.touched = true
 	}
 	if in.prompt != nil && s.needsHashes {
 		t.hashes = hashBufs.Get().(*[]kv.BlockHash)
@@ -144,12 +154,14 @@ func (t *turn) release(o affinity.Outcome, dispatched bool) {
 		if dispatched && t.ep != nil {
 			t.s.policy.Done(t.route, t.ep, o)
 		}
+		// Quotas and fair shares are charged what the engine counted:
+		// prompt plus generated tokens; -1 keeps the admission estimate.
 		actual := -1
 		if o.PromptTokens > 0 {
-			actual = o.PromptTokens
+			actual = o.PromptTokens + o.CompletionTokens
 		}
 		t.ticket.Release(actual)
-		if t.in.sessionKey != "" && t.s.opts.Sessions != nil {
+		if t.touched {
 			t.s.opts.Sessions.Finish(t.in.tenant, t.in.sessionKey, time.Now())
 		}
 		if t.hashes != nil {
@@ -159,20 +171,19 @@ func (t *turn) release(o affinity.Outcome, dispatched bool) {
 	})
 }
 
-// poolFor is the pool whose capacity admits a turn for model: the first
-// pool serving it whole.
-func (s *Server) poolFor(model string) *pools.Pool {
-	for _, p := range s.reg.Pools {
-		if p.Config.Role == pools.RoleBoth && p.Serves(model) {
-			return p
-		}
-	}
-	return nil
-}
-
 func (s *Server) tenantSettings(name string) turns.Tenant {
 	return s.opts.Flow.Tenant(name)
 }
+
+// retryableShed is a shed as the responses layer sees it: an engine
+// refusal that says when to try again, so a background response waits
+// instead of failing.
+type retryableShed struct{ *turns.ShedError }
+
+// RetryAfter is how long to wait before trying again.
+func (r retryableShed) RetryAfter() time.Duration { return r.ShedError.RetryAfter }
+
+func (r retryableShed) Unwrap() error { return r.ShedError }
 
 // shedError turns flow control's verdict into the answer a client can act
 // on: 429/503/408 with Retry-After and the reason.
@@ -204,7 +215,10 @@ type usageSniffer struct {
 	t     *turn
 	line  []byte
 	usage *usage
-	once  sync.Once
+	// done: the engine sent [DONE], so the answer is whole even if the
+	// reader stops before the body's EOF.
+	done bool
+	once sync.Once
 }
 
 func (u *usageSniffer) Read(p []byte) (int, error) {
@@ -231,23 +245,55 @@ func (u *usageSniffer) Read(p []byte) (int, error) {
 }
 
 func (u *usageSniffer) scan(line []byte) {
-	if bytes.HasPrefix(line, []byte("data: ")) {
+	ev := scanEvent(line)
+	if ev.data {
 		u.t.sawData()
 	}
-	if !bytes.HasPrefix(line, []byte("data: {")) || !bytes.Contains(line, []byte(`"usage":{`)) {
-		return
+	if ev.usage != nil {
+		u.usage = ev.usage
 	}
-	var chunk struct {
-		Usage *usage `json:"usage"`
-	}
-	if json.Unmarshal(line[len("data: "):], &chunk) == nil && chunk.Usage != nil {
-		u.usage = chunk.Usage
-	}
+	u.done = u.done || ev.done
 }
 
 func (u *usageSniffer) Close() error {
-	u.once.Do(func() { u.t.finish(errors.New("gateway: stream closed before its end"), u.usage) })
+	u.once.Do(func() {
+		var err error
+		if !u.done {
+			err = errStreamCut
+		}
+		u.t.finish(err, u.usage)
+	})
 	return u.ReadCloser.Close()
+}
+
+var errStreamCut = errors.New("gateway: stream closed before its end")
+
+// sseEvent is what the gateway reads from one line of an engine's stream.
+type sseEvent struct {
+	// data: the line is a data line; done: it is the [DONE] sentinel.
+	data, done bool
+	// usage is the line's usage block, if it carries one.
+	usage *usage
+}
+
+// scanEvent reads one line of an engine's chat or completion stream. The
+// JSON is decoded only for lines that carry a usage block.
+func scanEvent(line []byte) sseEvent {
+	payload, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:"))
+	if !ok {
+		return sseEvent{}
+	}
+	payload = bytes.TrimSpace(payload)
+	ev := sseEvent{data: true, done: bytes.Equal(payload, []byte("[DONE]"))}
+	if len(payload) > 0 && payload[0] == '{' && bytes.Contains(payload, []byte(`"usage"`)) {
+		var chunk struct {
+			Usage *usage `json:"usage"`
+		}
+		if json.Unmarshal(payload, &chunk) == nil {
+			ev.usage = chunk.Usage
+		}
+	}
+	return ev
 }
 
 // sessionHeaders are the client headers that name a session.

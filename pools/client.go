@@ -42,6 +42,8 @@ func (e *UpstreamError) Unwrap() error { return ErrUpstream }
 // keeps the endpoint's in-flight counts.
 type Client struct {
 	http *http.Client
+	// timeout bounds a whole request, its streamed body included.
+	timeout time.Duration
 }
 
 func newClient(opts Options) *Client {
@@ -56,7 +58,7 @@ func newClient(opts Options) *Client {
 		// delay the first token.
 		DisableCompression: true,
 	}
-	return &Client{http: &http.Client{Transport: tr}}
+	return &Client{http: &http.Client{Transport: tr}, timeout: opts.RequestTimeout}
 }
 
 // Send POSTs body to path on ep and returns the engine's response once its
@@ -67,6 +69,10 @@ func newClient(opts Options) *Client {
 // a normal response (it is the client's fault and never trips the breaker);
 // a 5xx comes back as *UpstreamError with the body consumed and closed.
 func (c *Client) Send(ctx context.Context, ep *Endpoint, path string, body []byte, header http.Header, tokens int64) (*http.Response, error) {
+	// The deadline covers the stream too: an engine that stops sending
+	// mid-answer must not hold the request, its ticket and its in-flight
+	// count forever. The body's Close cancels it.
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	var resp *http.Response
 	_, err := ep.breaker.Execute(func() (struct{}, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL.JoinPath(path).String(), bytes.NewReader(body))
@@ -83,13 +89,14 @@ func (c *Client) Send(ctx context.Context, ep *Endpoint, path string, body []byt
 		if err != nil {
 			ep.inFlight.Add(-1)
 			ep.inFlightTokens.Add(-tokens)
-			if ctx.Err() != nil {
-				// The client went away: not the engine's fault.
-				return struct{}{}, nil
+			if errors.Is(ctx.Err(), context.Canceled) {
+				// The client went away: not the engine's fault, and the
+				// breaker excludes it (see NewRegistry).
+				return struct{}{}, ctx.Err()
 			}
 			return struct{}{}, fmt.Errorf("%w: %s: %w", ErrUpstream, ep.ID, err)
 		}
-		resp.Body = &trackedBody{ReadCloser: resp.Body, ep: ep, tokens: tokens}
+		resp.Body = &trackedBody{ReadCloser: resp.Body, ep: ep, tokens: tokens, cancel: cancel}
 		if resp.StatusCode >= 500 {
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 			resp.Body.Close()
@@ -99,11 +106,11 @@ func (c *Client) Send(ctx context.Context, ep *Endpoint, path string, body []byt
 	})
 	switch {
 	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests):
+		cancel()
 		return nil, fmt.Errorf("%w: %s", ErrBreakerOpen, ep.ID)
 	case err != nil:
+		cancel()
 		return nil, err
-	case resp == nil:
-		return nil, ctx.Err()
 	}
 	return resp, nil
 }
@@ -114,15 +121,18 @@ type trackedBody struct {
 	io.ReadCloser
 	ep     *Endpoint
 	tokens int64
+	cancel context.CancelFunc
 	once   sync.Once
 }
 
 func (b *trackedBody) Close() error {
+	err := b.ReadCloser.Close()
 	b.once.Do(func() {
 		b.ep.inFlight.Add(-1)
 		b.ep.inFlightTokens.Add(-b.tokens)
+		b.cancel()
 	})
-	return b.ReadCloser.Close()
+	return err
 }
 
 // Get performs a GET on ep outside the breaker (models listing, tokenize).

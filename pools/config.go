@@ -49,7 +49,8 @@ type PoolConfig struct {
 	Model string `yaml:"model" json:"model"`
 	// ServedModels are the model names clients ask for. Required.
 	ServedModels []string `yaml:"servedModels" json:"servedModels"`
-	// Role is "both" (default), "prefill" or "decode".
+	// Role is "both" (default). "prefill" and "decode" are reserved for
+	// prefill/decode disaggregation and rejected until it is built.
 	Role string `yaml:"role" json:"role"`
 	// Endpoints are the replicas. At least one.
 	Endpoints []EndpointConfig `yaml:"endpoints" json:"endpoints"`
@@ -140,7 +141,11 @@ func ValidatePools(pcs []PoolConfig) error {
 			errs = append(errs, fmt.Errorf("%s.engine: %q is not vllm or sglang", where, pc.Engine))
 		}
 		switch pc.Role {
-		case "", RoleBoth, RolePrefill, RoleDecode:
+		case "", RoleBoth:
+		case RolePrefill, RoleDecode:
+			// Accepting these and then serving nothing from the pool would
+			// list its models and answer 404 for them.
+			errs = append(errs, fmt.Errorf("%s.role: %q is not supported: pools serve whole requests (role both); prefill/decode disaggregation is not built", where, pc.Role))
 		default:
 			errs = append(errs, fmt.Errorf("%s.role: %q is not both, prefill or decode", where, pc.Role))
 		}

@@ -20,8 +20,10 @@
 //
 // # Request lifecycle and ownership
 //
-// Client.Do sends one request to one endpoint. The caller owns the returned
-// *http.Response and must close its body; the endpoint's in-flight count is
-// held until then. A 5xx, a connection error or a timeout counts against the
-// endpoint's breaker; a 4xx is the client's fault and never does.
+// Client.Send sends one request to one endpoint. The caller owns the
+// returned *http.Response and must close its body; the endpoint's in-flight
+// count, and the request's deadline (Options.RequestTimeout, stream
+// included), are held until then. A 5xx, a connection error or a timeout
+// before the answer's headers counts against the endpoint's breaker; a 4xx
+// is the client's fault and never does, nor does a client going away.
 package pools

@@ -2,6 +2,7 @@ package pools
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -79,6 +80,8 @@ func NewRegistry(pcs []PoolConfig, opts Options, log *slog.Logger) (*Registry, e
 				MaxRequests: 1,
 				Timeout:     opts.BreakerOpenFor,
 				ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= opts.BreakerFailures },
+				// A client that went away says nothing about the engine.
+				IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
 				OnStateChange: func(name string, from, to gobreaker.State) {
 					log.Warn("endpoint breaker changed state", "endpoint", name, "from", from.String(), "to", to.String())
 				},

@@ -3,7 +3,9 @@ package sessions
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -67,3 +69,83 @@ func (s *KVPinStore) LoadPins(ctx context.Context) ([]Pin, error) {
 }
 
 var _ PinStore = (*KVPinStore)(nil)
+
+// DefaultPinQueue is how many pin writes AsyncPinStore holds before it
+// refuses more.
+const DefaultPinQueue = 4096
+
+// errPinQueueFull is returned when pin writes arrive faster than the
+// store takes them; the pin holds in memory, and a restart may lose it.
+var errPinQueueFull = errors.New("sessions: pin write queue full")
+
+var errPinStoreClosed = errors.New("sessions: pin store closed")
+
+// AsyncPinStore writes pins to another PinStore from a goroutine of its
+// own, so that a durable (synced) write never sits on the routing path: a
+// pin is a routing hint, and losing the last few in a crash costs a cold
+// prefill each. Close flushes what is queued.
+type AsyncPinStore struct {
+	inner PinStore
+	queue chan Pin
+	done  chan struct{}
+	// onError, if set, hears every failed write.
+	onError func(error)
+
+	mu struct {
+		sync.RWMutex
+		// protects the field below; a write after Close is refused
+		closed bool
+	}
+}
+
+// NewAsyncPinStore starts the writer for inner, holding up to queue
+// writes (DefaultPinQueue if queue <= 0).
+func NewAsyncPinStore(inner PinStore, queue int, onError func(error)) *AsyncPinStore {
+	if queue <= 0 {
+		queue = DefaultPinQueue
+	}
+	a := &AsyncPinStore{inner: inner, queue: make(chan Pin, queue), done: make(chan struct{}), onError: onError}
+	go a.run()
+	return a
+}
+
+func (a *AsyncPinStore) run() {
+	defer close(a.done)
+	for p := range a.queue {
+		if err := a.inner.PutPin(context.Background(), p.Tenant, p.Key, p.Endpoint); err != nil && a.onError != nil {
+			a.onError(err)
+		}
+	}
+}
+
+// PutPin implements PinStore: it queues the write and returns at once.
+func (a *AsyncPinStore) PutPin(_ context.Context, tenant, key, endpointID string) error {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.mu.closed {
+		return errPinStoreClosed
+	}
+	select {
+	case a.queue <- Pin{Tenant: tenant, Key: key, Endpoint: endpointID}:
+		return nil
+	default:
+		return errPinQueueFull
+	}
+}
+
+// LoadPins implements PinStore, reading the inner store.
+func (a *AsyncPinStore) LoadPins(ctx context.Context) ([]Pin, error) { return a.inner.LoadPins(ctx) }
+
+// Close writes the queued pins and stops the writer; later writes are
+// refused.
+func (a *AsyncPinStore) Close() {
+	a.mu.Lock()
+	if !a.mu.closed {
+		a.mu.closed = true
+		close(a.queue)
+	}
+	a.mu.Unlock()
+	<-a.done
+}
+
+var _ PinStore = (*AsyncPinStore)(nil)

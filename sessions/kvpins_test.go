@@ -57,7 +57,8 @@ func TestKVPinStoreSurvivesRestart(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	kv := &mapKV{}
 	ps := &KVPinStore{KV: kv, Clock: func() time.Time { return now }}
-	s1, err := NewStore(Options{Pins: ps})
+	async := NewAsyncPinStore(ps, 0, func(err error) { t.Error(err) })
+	s1, err := NewStore(Options{Pins: async})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +73,7 @@ func TestKVPinStoreSurvivesRestart(t *testing.T) {
 	if _, err := s1.Unpin(ctx, "acme", "sess-2", PinRemoved); err != nil {
 		t.Fatal(err)
 	}
+	async.Close() // the gateway closes it at shutdown: every queued pin is written
 
 	s2, err := NewStore(Options{Pins: ps})
 	if err != nil {
@@ -84,5 +86,49 @@ func TestKVPinStoreSurvivesRestart(t *testing.T) {
 		if ep, _ := s2.Pinned(c.tenant, c.key, now.Add(time.Minute)); ep != c.want {
 			t.Errorf("%s/%s pinned to %q after restart, want %q", c.tenant, c.key, ep, c.want)
 		}
+	}
+}
+
+// TestSweepCollectsPins: a session forgotten for age takes its durable pin
+// with it, so the pin namespace does not grow with every session ever seen.
+func TestSweepCollectsPins(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_800_000_000, 0)
+	kv := &mapKV{}
+	ps := &KVPinStore{KV: kv, Clock: func() time.Time { return now }}
+	s, err := NewStore(Options{Pins: ps, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Touch("acme", "old", now)
+	s.Pin(ctx, "acme", "old", "ep-1", 2, PinNew, now)
+	s.Touch("acme", "fresh", now.Add(50*time.Minute))
+	s.Pin(ctx, "acme", "fresh", "ep-2", 2, PinNew, now.Add(50*time.Minute))
+	if n := s.Sweep(now.Add(90 * time.Minute)); n != 1 {
+		t.Fatalf("swept %d sessions, want 1", n)
+	}
+	pins, _ := ps.LoadPins(ctx)
+	if len(pins) != 1 || pins[0].Key != "fresh" {
+		t.Fatalf("durable pins after sweep: %+v, want only the fresh one", pins)
+	}
+}
+
+// TestLoadPinsCollectsExpired: pins older than the TTL are dropped from
+// the store at load, not only skipped.
+func TestLoadPinsCollectsExpired(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_800_000_000, 0)
+	kv := &mapKV{}
+	ps := &KVPinStore{KV: kv, Clock: func() time.Time { return now }}
+	ps.PutPin(ctx, "acme", "ancient", "ep-1")
+	s, err := NewStore(Options{Pins: ps, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.LoadPins(ctx, now.Add(2*time.Hour)); n != 0 {
+		t.Fatalf("loaded %d expired pins", n)
+	}
+	if pins, _ := ps.LoadPins(ctx); len(pins) != 0 {
+		t.Fatalf("expired pin left in the store: %+v", pins)
 	}
 }

@@ -349,6 +349,9 @@ func (s *Store) LoadPins(ctx context.Context, now time.Time) (int, error) {
 		seen := now
 		if !p.At.IsZero() {
 			if now.Sub(p.At) > s.opts.TTL {
+				// Collect it: a pin of a session long gone, perhaps one
+				// forgotten for capacity, that no Sweep will meet again.
+				s.persist(ctx, p.Tenant, p.Key, "")
 				continue
 			}
 			seen = p.At
@@ -370,19 +373,27 @@ func (s *Store) LoadPins(ctx context.Context, now time.Time) (int, error) {
 	return n, nil
 }
 
-// Sweep forgets every session expired at now and returns how many. Touch
-// forgets expired sessions as it meets them; Sweep is for a janitor.
+// Sweep forgets every session expired at now, removes their pins from the
+// PinStore, and returns how many it forgot. Touch forgets expired sessions
+// as it meets them; Sweep is for a janitor.
 func (s *Store) Sweep(now time.Time) int {
 	n := 0
+	var unpinned []skey
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for e := sh.mu.lru.prev; e != &sh.mu.lru && s.expired(e, now); e = sh.mu.lru.prev {
+			if e.st.Endpoint != "" {
+				unpinned = append(unpinned, e.k)
+			}
 			s.removeLocked(sh, e)
 			s.metrics.evictedTTL.Inc()
 			n++
 		}
 		sh.mu.Unlock()
+	}
+	for _, k := range unpinned {
+		s.persist(context.Background(), k.tenant, k.key, "")
 	}
 	return n
 }

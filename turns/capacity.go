@@ -27,7 +27,16 @@ type Measurement struct {
 	Endpoints int
 	// Slots is how many turns the pool may have dispatched at once.
 	Slots int
+	// Reserved is how many of Slots only Interactive turns may take, and
+	// how many Interactive turns may run while the pool is held; below
+	// Slots.
+	Reserved int
 }
+
+var (
+	_ Capacity = PoolCapacity{}
+	_ Capacity = (*ModelCapacity)(nil)
+)
 
 // PoolCapacity is the Capacity of a *pools.Pool, read through the pool's
 // lock-free load view. It is a single pointer, so storing it in a Capacity
@@ -41,9 +50,32 @@ func (pc PoolCapacity) Name() string { return pc.Pool.Name() }
 
 // Measure computes the pool's saturation from each available endpoint's
 // scraped load and the gateway's in-flight tokens (see SaturationConfig),
-// and gives each available endpoint MaxInFlightPerEndpoint slots.
+// and gives each available endpoint MaxInFlightPerEndpoint slots, of which
+// InteractiveReservedPerEndpoint are reserved for the Interactive band.
 func (pc PoolCapacity) Measure(now time.Time, cfg *FlowControl) Measurement {
 	return measure(pc.Pool.Endpoints, now, cfg)
+}
+
+// ModelCapacity is the Capacity of every endpoint that serves a model
+// whole, across pools: the endpoints the router chooses among, so that
+// admission and routing agree on the fleet a turn may use. Build one per
+// model at start-up; it is immutable.
+type ModelCapacity struct {
+	name string
+	eps  []*pools.Endpoint
+}
+
+// NewModelCapacity collects reg's endpoints serving model.
+func NewModelCapacity(reg *pools.Registry, model string) *ModelCapacity {
+	return &ModelCapacity{name: "model:" + model, eps: reg.EndpointsFor(nil, model)}
+}
+
+// Name is "model:" and the model's name.
+func (mc *ModelCapacity) Name() string { return mc.name }
+
+// Measure is PoolCapacity.Measure over every endpoint serving the model.
+func (mc *ModelCapacity) Measure(now time.Time, cfg *FlowControl) Measurement {
+	return measure(mc.eps, now, cfg)
 }
 
 // endpointLoad is the part of *pools.Endpoint that measure reads.
@@ -73,6 +105,7 @@ func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl) Measureme
 	}
 	m.Saturation = sum / float64(m.Endpoints)
 	m.Slots = m.Endpoints * cfg.MaxInFlightPerEndpoint
+	m.Reserved = m.Endpoints * cfg.interactiveReserve()
 	return m
 }
 

@@ -23,7 +23,7 @@ var _ endpointLoad = (*fakeEndpoint)(nil)
 
 func TestMeasure(t *testing.T) {
 	var cfg FlowControl
-	cfg.EnsureDefaults() // queue depth 5, KV 0.8, 131072 tokens, 64 slots
+	cfg.EnsureDefaults() // queue depth 5, KV 0.8, 131072 tokens, 64 slots, 4 reserved
 	now := time.Now()
 	idle := func() *fakeEndpoint { return &fakeEndpoint{available: true} }
 	for _, tc := range []struct {
@@ -33,20 +33,29 @@ func TestMeasure(t *testing.T) {
 	}{
 		{"no endpoints", nil, Measurement{Saturation: 1}},
 		{"none available", []*fakeEndpoint{{available: false}}, Measurement{Saturation: 1}},
-		{"idle", []*fakeEndpoint{idle(), idle()}, Measurement{Saturation: 0, Endpoints: 2, Slots: 128}},
-		{"queue depth", []*fakeEndpoint{{available: true, load: pools.Load{Waiting: 2}}}, Measurement{Saturation: 0.4, Endpoints: 1, Slots: 64}},
-		{"kv is the largest ratio", []*fakeEndpoint{{available: true, load: pools.Load{Waiting: 1, KVUsage: 0.6}}}, Measurement{Saturation: 0.75, Endpoints: 1, Slots: 64}},
-		{"in-flight tokens", []*fakeEndpoint{{available: true, inFlightTokens: 65536}}, Measurement{Saturation: 0.5, Endpoints: 1, Slots: 64}},
-		{"capped at 1", []*fakeEndpoint{{available: true, load: pools.Load{Waiting: 50}}}, Measurement{Saturation: 1, Endpoints: 1, Slots: 64}},
-		{"stale is saturated", []*fakeEndpoint{{available: true, stale: true}, idle()}, Measurement{Saturation: 0.5, Endpoints: 2, Slots: 128}},
-		{"unavailable endpoints are left out", []*fakeEndpoint{{available: false, stale: true}, idle()}, Measurement{Saturation: 0, Endpoints: 1, Slots: 64}},
+		{"idle", []*fakeEndpoint{idle(), idle()}, Measurement{Saturation: 0, Endpoints: 2, Slots: 128, Reserved: 8}},
+		{"queue depth", []*fakeEndpoint{{available: true, load: pools.Load{Waiting: 2}}}, Measurement{Saturation: 0.4, Endpoints: 1, Slots: 64, Reserved: 4}},
+		{"kv is the largest ratio", []*fakeEndpoint{{available: true, load: pools.Load{Waiting: 1, KVUsage: 0.6}}}, Measurement{Saturation: 0.75, Endpoints: 1, Slots: 64, Reserved: 4}},
+		{"in-flight tokens", []*fakeEndpoint{{available: true, inFlightTokens: 65536}}, Measurement{Saturation: 0.5, Endpoints: 1, Slots: 64, Reserved: 4}},
+		{"capped at 1", []*fakeEndpoint{{available: true, load: pools.Load{Waiting: 50}}}, Measurement{Saturation: 1, Endpoints: 1, Slots: 64, Reserved: 4}},
+		{"stale is saturated", []*fakeEndpoint{{available: true, stale: true}, idle()}, Measurement{Saturation: 0.5, Endpoints: 2, Slots: 128, Reserved: 8}},
+		{"unavailable endpoints are left out", []*fakeEndpoint{{available: false, stale: true}, idle()}, Measurement{Saturation: 0, Endpoints: 1, Slots: 64, Reserved: 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := measure(tc.eps, now, &cfg)
-			if math.Abs(got.Saturation-tc.want.Saturation) > 1e-9 || got.Endpoints != tc.want.Endpoints || got.Slots != tc.want.Slots {
+			if math.Abs(got.Saturation-tc.want.Saturation) > 1e-9 || got.Endpoints != tc.want.Endpoints || got.Slots != tc.want.Slots || got.Reserved != tc.want.Reserved {
 				t.Fatalf("measure = %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestMeasureWithoutReserve(t *testing.T) {
+	cfg := FlowControl{InteractiveReservedPerEndpoint: -1}
+	cfg.EnsureDefaults()
+	eps := []*fakeEndpoint{{available: true}, {available: true}}
+	if got := measure(eps, time.Now(), &cfg); got.Slots != 128 || got.Reserved != 0 {
+		t.Fatalf("measure = %+v, want 128 slots and none reserved", got)
 	}
 }
 
@@ -62,5 +71,34 @@ func TestEndpointSaturationReadsPools(t *testing.T) {
 	e.SetLoad(pools.Load{Waiting: 1, KVUsage: 0.4, ScrapedAt: now})
 	if s := endpointSaturation(e, now, &cfg.Saturation); math.Abs(s-0.5) > 1e-9 {
 		t.Fatalf("saturation %g, want 0.5", s)
+	}
+}
+
+// TestModelCapacitySpansPools: a model served by two pools is admitted
+// against both, as the router dispatches to both.
+func TestModelCapacitySpansPools(t *testing.T) {
+	reg, err := pools.NewRegistry([]pools.PoolConfig{
+		{Name: "gpu", ServedModels: []string{"m"}, Endpoints: []pools.EndpointConfig{{URL: "http://127.0.0.1:1"}}},
+		{Name: "tpu", ServedModels: []string{"m", "other"}, Endpoints: []pools.EndpointConfig{{URL: "http://127.0.0.1:2"}, {URL: "http://127.0.0.1:3"}}},
+	}, pools.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fc FlowControl
+	fc.EnsureDefaults()
+	now := time.Now()
+	for _, ep := range reg.Endpoints {
+		ep.SetLoad(pools.Load{ScrapedAt: now})
+	}
+	mc := NewModelCapacity(reg, "m")
+	if got := mc.Measure(now, &fc); got.Endpoints != 3 || got.Slots != 3*fc.MaxInFlightPerEndpoint {
+		t.Fatalf("model m: %+v, want 3 endpoints across both pools", got)
+	}
+	reg.Endpoints[0].SetHealthy(false)
+	if got := mc.Measure(now, &fc); got.Endpoints != 2 || got.Saturation == 1 {
+		t.Fatalf("with the gpu pool down: %+v, want the tpu pool's 2 endpoints to admit", got)
+	}
+	if mc.Name() != "model:m" {
+		t.Errorf("name %q", mc.Name())
 	}
 }

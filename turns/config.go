@@ -33,10 +33,14 @@ const (
 	DefaultShedExponent       = 2.0
 
 	DefaultMaxInFlightPerEndpoint = 64
-	DefaultHoldAt                 = 1.0
-	DefaultPriorityCredit         = 4096
-	DefaultTickInterval           = 50 * time.Millisecond
-	DefaultRetryAfter             = time.Second
+	// DefaultInteractiveReservedPerEndpoint is a sixteenth of the default
+	// MaxInFlightPerEndpoint: enough for a person's turns to start at once
+	// on every endpoint while agent loops fill the rest.
+	DefaultInteractiveReservedPerEndpoint = 4
+	DefaultHoldAt                         = 1.0
+	DefaultPriorityCredit                 = 4096
+	DefaultTickInterval                   = 50 * time.Millisecond
+	DefaultRetryAfter                     = time.Second
 
 	DefaultTenantWeight = 1.0
 )
@@ -65,9 +69,20 @@ type FlowControl struct {
 	// priority and fairness apply, instead of in the engine's FIFO.
 	// Default 64 requests.
 	MaxInFlightPerEndpoint int `yaml:"maxInFlightPerEndpoint" json:"maxInFlightPerEndpoint"`
+	// InteractiveReservedPerEndpoint is how many of each available
+	// endpoint's MaxInFlightPerEndpoint slots only Interactive turns may
+	// take. Standard and Background turns are dispatched only while more
+	// than the pool's reserve is free, so a backlog of agent turns never
+	// takes the last slots; and while the pool is held (HoldAt), Interactive
+	// turns may still fill the reserve, so a saturated pool holds agent
+	// turns in turnpike's queues but lets a person's turn start. Default 4
+	// requests; negative means no reserve (Interactive turns are held like
+	// the others). Must be below MaxInFlightPerEndpoint.
+	InteractiveReservedPerEndpoint int `yaml:"interactiveReservedPerEndpoint" json:"interactiveReservedPerEndpoint"`
 	// HoldAt is the pool saturation, 0..1, at or above which queued turns
-	// are held even when request slots are free. Default 1.0 (every
-	// available endpoint past a threshold).
+	// are held even when request slots are free (Interactive turns only
+	// up to the reserve, see InteractiveReservedPerEndpoint). Default 1.0
+	// (every available endpoint past a threshold).
 	HoldAt float64 `yaml:"holdAt" json:"holdAt"`
 	// PriorityCredit is how much fair-share credit one point of turn-priority
 	// score is worth when sessions of one tenant compete. Default 4096 tokens.
@@ -189,6 +204,9 @@ func (fc *FlowControl) EnsureDefaults() {
 	if fc.MaxInFlightPerEndpoint == 0 {
 		fc.MaxInFlightPerEndpoint = DefaultMaxInFlightPerEndpoint
 	}
+	if fc.InteractiveReservedPerEndpoint == 0 {
+		fc.InteractiveReservedPerEndpoint = DefaultInteractiveReservedPerEndpoint
+	}
 	if fc.HoldAt == 0 {
 		fc.HoldAt = DefaultHoldAt
 	}
@@ -216,6 +234,11 @@ func (bc *BandConfig) ensureDefaults(ttl time.Duration, maxQueued int, maxTokens
 	if bc.MinShare == 0 {
 		bc.MinShare = share
 	}
+}
+
+// interactiveReserve is InteractiveReservedPerEndpoint with "none" as 0.
+func (fc *FlowControl) interactiveReserve() int {
+	return max(fc.InteractiveReservedPerEndpoint, 0)
 }
 
 // Validate reports every problem at once. Call it after EnsureDefaults.
@@ -265,6 +288,9 @@ func (fc *FlowControl) Validate() error {
 	}
 	if fc.MaxInFlightPerEndpoint <= 0 {
 		bad("maxInFlightPerEndpoint", "%d is not positive", fc.MaxInFlightPerEndpoint)
+	}
+	if fc.MaxInFlightPerEndpoint > 0 && fc.InteractiveReservedPerEndpoint >= fc.MaxInFlightPerEndpoint {
+		bad("interactiveReservedPerEndpoint", "%d is not below maxInFlightPerEndpoint (%d)", fc.InteractiveReservedPerEndpoint, fc.MaxInFlightPerEndpoint)
 	}
 	if fc.HoldAt <= 0 || fc.HoldAt > 1 {
 		bad("holdAt", "%g is not in (0, 1]", fc.HoldAt)

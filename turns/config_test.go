@@ -28,7 +28,7 @@ func TestSampleConfigLoads(t *testing.T) {
 	}
 	defer c.Close()
 	fc := c.Config()
-	if fc.Bands.Interactive.TTL != 15*time.Second || fc.Bands.Background.TTL != 10*time.Minute || fc.MaxInFlightPerEndpoint != 96 {
+	if fc.Bands.Interactive.TTL != 15*time.Second || fc.Bands.Background.TTL != 10*time.Minute || fc.MaxInFlightPerEndpoint != 96 || fc.InteractiveReservedPerEndpoint != 8 {
 		t.Errorf("sample not applied: %+v", fc)
 	}
 	if fc.Bands.Standard.MaxQueued != DefaultStandardMaxQueued {
@@ -72,6 +72,11 @@ func TestFlowControlEnsureDefaultsIsValid(t *testing.T) {
 	if none.Bands.Standard.MinShare != -1 {
 		t.Errorf("negative minShare replaced by %g", none.Bands.Standard.MinShare)
 	}
+	noReserve := FlowControl{InteractiveReservedPerEndpoint: -1}
+	noReserve.EnsureDefaults()
+	if err := noReserve.Validate(); err != nil || noReserve.interactiveReserve() != 0 {
+		t.Errorf("negative reserve: %v, reserve %d, want valid and none", err, noReserve.interactiveReserve())
+	}
 }
 
 func TestFlowControlValidateReportsEverything(t *testing.T) {
@@ -80,12 +85,15 @@ func TestFlowControlValidateReportsEverything(t *testing.T) {
 		Saturation: SaturationConfig{KVUtilization: 1.5, QueueDepthPerEndpoint: -1},
 		Shed:       ShedCurve{Start: 0.9, Full: 0.5},
 		HoldAt:     2,
+		// A reserve of every slot would leave agent turns none.
+		MaxInFlightPerEndpoint:         8,
+		InteractiveReservedPerEndpoint: 8,
 	}
 	fc.EnsureDefaults()
 	err := fc.Validate()
 	for _, want := range []string{
 		"bands.standard.ttl", "bands.standard.minShare", "saturation.kvUtilization",
-		"saturation.queueDepthPerEndpoint", "shed.full", "holdAt",
+		"saturation.queueDepthPerEndpoint", "shed.full", "holdAt", "interactiveReservedPerEndpoint",
 	} {
 		if err == nil || !strings.Contains(err.Error(), "flowControl."+want+":") {
 			t.Errorf("missing %s in %v", want, err)

@@ -287,6 +287,9 @@ func (t Ticket) Release(actualTokens int) {
 	}
 	pq := w.pool
 	pq.dispatched--
+	if w.band == Interactive {
+		pq.interactive--
+	}
 	pq.inFlight.Dec()
 	c.unholdLocked(w.tenant, w.cost, true, actualTokens)
 	if actualTokens >= 0 {
@@ -316,14 +319,27 @@ func (c *Controller) poolLocked(pool Capacity) *poolQueue {
 	return pq
 }
 
-// dispatchLocked grants queued turns while the pool has free slots and is
-// below HoldAt.
+// dispatchLocked grants queued turns while the pool has room for them.
+// Every band shares the slots above the Interactive reserve, and only
+// below HoldAt; Interactive turns may also take the reserved slots, and
+// while the pool is held they may still run as many as the reserve, so a
+// person's turn never waits behind a held agent backlog.
 func (c *Controller) dispatchLocked(pq *poolQueue, m *Measurement, now time.Time, cfg *FlowControl) {
 	pq.saturation.Set(m.Saturation)
-	for pq.queued > 0 && pq.dispatched < m.Slots && m.Saturation < cfg.HoldAt {
-		w := pq.pop(pq.pickBand(), cfg)
+	for pq.queued > 0 {
+		open := m.Saturation < cfg.HoldAt
+		shared := open && pq.dispatched < m.Slots-m.Reserved
+		interactive := pq.dispatched < m.Slots && (open || pq.interactive < m.Reserved)
+		bq := pq.pickBand(shared, interactive)
+		if bq == nil {
+			return
+		}
+		w := pq.pop(bq, cfg)
 		w.tenant.queued[w.band.index()].Dec()
 		pq.dispatched++
+		if w.band == Interactive {
+			pq.interactive++
+		}
 		pq.dispatchSeq++
 		w.dispatchSeq = pq.dispatchSeq
 		w.grantedAt = now

@@ -85,17 +85,17 @@ func (h *controllerHarness) run(t *testing.T, d *datadriven.TestData) string {
 		return "ok"
 	case "pool":
 		var name string
-		endpoints, slots, sat := 1, 1, 0.0
+		endpoints, slots, reserved, sat := 1, 1, 0, 0.0
 		d.ScanArgs(t, "name", &name)
 		d.MaybeScanArgs(t, "endpoints", &endpoints)
 		d.MaybeScanArgs(t, "slots", &slots)
+		d.MaybeScanArgs(t, "reserved", &reserved)
 		d.MaybeScanArgs(t, "sat", &sat)
-		m := Measurement{Endpoints: endpoints, Slots: slots, Saturation: sat}
-		if p := h.pools[name]; p != nil {
-			p.set(m)
-		} else {
+		m := Measurement{Endpoints: endpoints, Slots: slots, Reserved: reserved, Saturation: sat}
+		if p := h.pools[name]; p == nil {
 			h.pools[name] = newFakeCapacity(name, endpoints, slots, sat)
 		}
+		h.pools[name].set(m)
 		return ""
 	case "acquire":
 		return h.acquire(t, d)
@@ -275,7 +275,7 @@ func (h *controllerHarness) queues() string {
 	var sb strings.Builder
 	for _, n := range names {
 		pq := h.c.mu.pools[n]
-		fmt.Fprintf(&sb, "%s: dispatched=%d queued=%d\n", n, pq.dispatched, pq.queued)
+		fmt.Fprintf(&sb, "%s: dispatched=%d interactive=%d queued=%d\n", n, pq.dispatched, pq.interactive, pq.queued)
 		for i := range pq.bands {
 			bq := &pq.bands[i]
 			if bq.count == 0 {

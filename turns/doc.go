@@ -8,8 +8,15 @@
 // service_tier and background fields, capped at the tenant's maximum band.
 // Controller.Acquire then admits it or sheds it with a *ShedError (quota,
 // shed curve, queue caps, no endpoints), queues it, and dispatches it when
-// the pool has a free slot and is not saturated. Bands are served in strict
-// order with a small guaranteed share for the lower ones; within a band,
+// the pool has a free slot and is not saturated. Each endpoint gives the
+// pool MaxInFlightPerEndpoint slots, InteractiveReservedPerEndpoint of them
+// reserved: Standard and Background turns take only the shared slots, and
+// only below HoldAt, so an agent backlog waits in turnpike's queues, not in
+// the engines' first-come queues; Interactive turns also take the reserve,
+// even in a held pool, so a person's turn starts on the next free slot
+// instead of behind the backlog; the shed curve never sheds them. Bands
+// are served in strict order with a small guaranteed share for the lower
+// ones; within a band,
 // tenants share by weighted fair queuing on tokens, sessions within a tenant
 // share equally, and Score (warm KV first, human pace before long fast
 // agent loops, aging) buys a session a bounded head start. Saturation comes

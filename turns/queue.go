@@ -102,11 +102,14 @@ type bandQueue struct {
 
 // poolQueue is the queues and dispatch state of one pool.
 type poolQueue struct {
-	name        string
-	cap         Capacity // the latest one Acquire was given
-	bands       [numBands]bandQueue
-	queued      int
-	dispatched  int // tickets outstanding
+	name       string
+	cap        Capacity // the latest one Acquire was given
+	bands      [numBands]bandQueue
+	queued     int
+	dispatched int // tickets outstanding
+	// interactive is how many of the tickets outstanding are Interactive:
+	// those may use the reserve while the pool is held.
+	interactive int
 	dispatchSeq uint64
 	flowOrder   uint64
 	free        []*sessionFlow
@@ -210,10 +213,19 @@ func (pq *poolQueue) remove(w *waiter, credit float64) {
 	w.state = stateFree
 }
 
-// pickBand is the band to serve next: a less urgent band that is owed its
-// guaranteed share (at least a token, so float residue owes nothing), else
-// the most urgent backlogged band.
-func (pq *poolQueue) pickBand() *bandQueue {
+// pickBand is the band to serve next among those that may be dispatched
+// now: with shared slots free (shared), a less urgent band that is owed
+// its guaranteed share (at least a token, so float residue owes nothing),
+// else the most urgent backlogged band; with only the Interactive band
+// allowed (reserved slots, or a held pool's reserve), that band if it has
+// turns. nil means nothing may go.
+func (pq *poolQueue) pickBand(shared, interactive bool) *bandQueue {
+	if !shared {
+		if bq := &pq.bands[Interactive.index()]; interactive && bq.count > 0 {
+			return bq
+		}
+		return nil
+	}
 	for i := 1; i < numBands; i++ {
 		if bq := &pq.bands[i]; bq.count > 0 && bq.credit >= 1 {
 			return bq

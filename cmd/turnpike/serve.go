@@ -164,7 +164,7 @@ type stack struct {
 	gw     *gateway.Server
 	served chan error
 	cancel context.CancelFunc
-	// closers run after the gateway has shut down, in order.
+	// closers run after the gateway has shut down, last added first.
 	closers []func()
 }
 
@@ -243,12 +243,14 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 	if err != nil {
 		return st, fmt.Errorf("open state store in %s: %w", cfg.DataDir, err)
 	}
-	svc := responses.New(store, responses.Config{Workers: cfg.Responses.Workers, Logger: log})
-	st.closers = append(st.closers, func() { svc.Close(); store.Close() })
+	st.closers = append(st.closers, func() { store.Close() })
 
 	sessOpts := cfg.Sessions
 	sessOpts.Metrics = metrics
-	sessOpts.Pins = &sessions.KVPinStore{KV: store.Meta("sessions")}
+	pins := sessions.NewAsyncPinStore(&sessions.KVPinStore{KV: store.Meta("sessions")}, 0,
+		func(err error) { log.Warn("session pin not saved", "err", err) })
+	sessOpts.Pins = pins
+	st.closers = append(st.closers, pins.Close)
 	sess, err := sessions.NewStore(sessOpts)
 	if err != nil {
 		return st, err
@@ -267,7 +269,11 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 	if err != nil {
 		return st, err
 	}
-	st.closers = append([]func(){func() { flow.Close() }}, st.closers...)
+	st.closers = append(st.closers, func() { flow.Close() })
+	// Background jobs stop before flow control closes: they stay pending
+	// for the next start instead of failing on a closing controller.
+	svc := responses.New(store, responses.Config{Workers: cfg.Responses.Workers, Logger: log})
+	st.closers = append(st.closers, func() { svc.Close() })
 
 	cfg.Admin.ApplyEnv(os.Getenv)
 	auth, err := gateway.NewAuth(gateway.AuthOptions{AdminToken: cfg.Admin.AdminToken, Logger: log})
@@ -325,8 +331,8 @@ func (st *stack) Close(ctx context.Context) error {
 		err = st.gw.Shutdown(ctx)
 	}
 	st.cancel()
-	for _, c := range st.closers {
-		c()
+	for i := len(st.closers) - 1; i >= 0; i-- {
+		st.closers[i]()
 	}
 	if st.reg != nil {
 		st.reg.Close()
