@@ -92,7 +92,7 @@ func newFixture(t *testing.T, kv admin.KV, cfg admin.Config) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.e = echo.New()
+	f.e = newEcho()
 	f.svc.Register(f.e.Group("/admin/v1"))
 	return f
 }
@@ -607,7 +607,7 @@ func TestWithoutFlowOrSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := echo.New()
+	e := newEcho()
 	svc.Register(e.Group("/admin/v1"))
 	f := &fixture{e: e}
 	run(t, f, []step{
@@ -639,4 +639,21 @@ func TestMemKV(t *testing.T) {
 	if _, err := kv.Get(ctx, []byte("p/a")); !errors.Is(err, admin.ErrNotFound) {
 		t.Errorf("after Delete: %v", err)
 	}
+}
+
+// newEcho is an Echo whose error handler writes an *Error as the gateway's
+// does: the status and the OpenAI-shaped body.
+func newEcho() *echo.Echo {
+	e := echo.New()
+	e.HTTPErrorHandler = func(err error, c echo.Context) {
+		var ae *admin.Error
+		if !errors.As(err, &ae) {
+			e.DefaultHTTPErrorHandler(err, c)
+			return
+		}
+		c.JSON(ae.Status, struct {
+			Error *admin.Error `json:"error"`
+		}{ae})
+	}
+	return e
 }

@@ -44,8 +44,8 @@ func (s *Service) Register(g *echo.Group) {
 	r(http.MethodPost, "/endpoints/:id/undrain", s.undrain)
 }
 
-// handle answers a handler's error itself, as an OpenAI-shaped body, so
-// the admin API needs nothing of the gateway's error handler.
+// handle turns a handler's error of any class into an *Error, which the
+// server's one error handler writes as an OpenAI-shaped body.
 func (s *Service) handle(h func(echo.Context) error) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		err := h(c)
@@ -56,9 +56,7 @@ func (s *Service) handle(h func(echo.Context) error) echo.HandlerFunc {
 		if e.Status >= 500 && e.Status != http.StatusNotImplemented {
 			s.log.Error("admin: request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
 		}
-		return c.JSON(e.Status, struct {
-			Error *Error `json:"error"`
-		}{e})
+		return e
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/turns"
@@ -61,6 +62,10 @@ func toAPIError(err error) *APIError {
 	var se *turns.ShedError
 	if errors.As(err, &se) {
 		return shedError(se)
+	}
+	var ade *admin.Error
+	if errors.As(err, &ade) {
+		return &APIError{Status: ade.Status, Message: ade.Message, Type: ade.Type, Param: ade.Param, Code: ade.Code}
 	}
 	if ae, ok := responsesAPIError(err); ok {
 		return ae
