@@ -14,6 +14,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/kv"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/sessions"
 )
@@ -162,7 +163,7 @@ func (s *Server) proxyCompletion(c echo.Context, path string, chat bool) error {
 		model:           req.Model,
 		tenant:          tenantOf(c),
 		sessionKey:      sessionKey,
-		promptTokens:    approxTokens(len(body)),
+		promptTokens:    kv.ApproxTokens(len(body)),
 		maxOutputTokens: req.maxOutputTokens(),
 		serviceTier:     req.ServiceTier,
 	}
@@ -221,10 +222,6 @@ func (s *Server) proxyCompletion(c echo.Context, path string, chat bool) error {
 	_, err = c.Response().Write(b)
 	return err
 }
-
-// approxTokens estimates a token count from a byte count, at about four
-// bytes per token: good enough for costs and budgets, never for billing.
-func approxTokens(bytes int) int { return (bytes + 3) / 4 }
 
 // usage is the engine's OpenAI usage block.
 type usage struct {

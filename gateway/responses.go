@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/turnpike-gateway/turnpike/responses"
 	"github.com/turnpike-gateway/turnpike/sessions"
+	"github.com/turnpike-gateway/turnpike/turns"
 )
 
 // mountResponses registers the Responses and Conversations API on v1 and
@@ -76,6 +77,8 @@ func responsesAPIError(err error) (*APIError, bool) {
 	switch {
 	case errors.Is(re, responses.ErrNotFound):
 		ae.Status = http.StatusNotFound
+	case errors.Is(re, responses.ErrRateLimited):
+		ae.Status, ae.Type = http.StatusTooManyRequests, "rate_limit_error"
 	case errors.Is(re, responses.ErrEngine):
 		if re.Status >= 400 {
 			ae.Status = re.Status
@@ -124,11 +127,13 @@ func (e fleetEngine) ChatCompletion(ctx context.Context, r *responses.EngineRequ
 		background:      r.Background,
 	}
 	if e.s.needsHashes {
-		if req, err := decodeEngineRequest(r.Body, true); err == nil {
-			in.prompt = req.prompt()
-		}
+		in.prompt = r.Prompt
 	}
 	t, err := e.s.startTurn(ctx, in)
+	var se *turns.ShedError
+	if errors.As(err, &se) {
+		return nil, retryableShed{se}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -183,6 +183,9 @@ type retryableShed struct{ *turns.ShedError }
 // RetryAfter is how long to wait before trying again.
 func (r retryableShed) RetryAfter() time.Duration { return r.ShedError.RetryAfter }
 
+// HTTPStatus is the status the shed was answered with (429, 503, 408).
+func (r retryableShed) HTTPStatus() int { return r.Status }
+
 func (r retryableShed) Unwrap() error { return r.ShedError }
 
 // shedError turns flow control's verdict into the answer a client can act

@@ -62,6 +62,11 @@ const (
 	ApproxVocabSize = 1 << 17
 )
 
+// ApproxTokens estimates the tokens in n bytes of UTF-8 text: one per
+// ApproxBytesPerToken bytes, rounded up, as ApproxTokenizer cuts them. It is
+// good enough for costs, budgets and context windows, never for billing.
+func ApproxTokens(n int) int { return (n + ApproxBytesPerToken - 1) / ApproxBytesPerToken }
+
 // ApproxTokenizer is the byte-approximate tokenizer used when the gateway does
 // not have the engine's tokenizer: every ApproxBytesPerToken bytes of UTF-8
 // (the last group may be shorter) become one token whose id is the xxhash64 of

@@ -36,6 +36,15 @@ func TestApproxTokenizer(t *testing.T) {
 	}
 }
 
+// TestApproxTokens: the estimate counts the tokens ApproxTokenizer makes.
+func TestApproxTokens(t *testing.T) {
+	for _, text := range []string{"", "a", "abcd", "abcde", "héllo", strings.Repeat("x", 1001)} {
+		if got, want := ApproxTokens(len(text)), len(ApproxTokenizer{}.Tokenize(nil, text)); got != want {
+			t.Errorf("ApproxTokens(%d) = %d, want %d", len(text), got, want)
+		}
+	}
+}
+
 func TestAppendRender(t *testing.T) {
 	p := &Prompt{
 		Model: "m",

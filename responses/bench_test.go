@@ -36,7 +36,7 @@ func BenchmarkStorePut(b *testing.B) {
 			b.ReportAllocs()
 			if bc.parallelism == 0 {
 				for i := 0; b.Loop(); i++ {
-					if err := st.EndResponse(ctx, benchRecord("bench"), nil, benchItems(i)); err != nil {
+					if err := st.EndResponse(ctx, benchRecord("bench"), nil, benchItems(i), nil); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -45,7 +45,7 @@ func BenchmarkStorePut(b *testing.B) {
 			b.SetParallelism(bc.parallelism)
 			b.RunParallel(func(pb *testing.PB) {
 				for i := 0; pb.Next(); i++ {
-					if err := st.EndResponse(ctx, benchRecord("bench"), nil, benchItems(i)); err != nil {
+					if err := st.EndResponse(ctx, benchRecord("bench"), nil, benchItems(i), nil); err != nil {
 						b.Error(err)
 						return
 					}
@@ -64,7 +64,7 @@ func BenchmarkChainLoad(b *testing.B) {
 	var base []Segment
 	for i := range 200 {
 		rec := benchRecord("bench")
-		if err := st.EndResponse(ctx, rec, base, benchItems(i)); err != nil {
+		if err := st.EndResponse(ctx, rec, base, benchItems(i), nil); err != nil {
 			b.Fatal(err)
 		}
 		base = rec.Context

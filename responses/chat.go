@@ -2,6 +2,8 @@ package responses
 
 import (
 	"encoding/json"
+
+	"github.com/turnpike-gateway/turnpike/kv"
 )
 
 // chatMessage is one OpenAI chat message as engines take it.
@@ -59,8 +61,10 @@ type chatRequest struct {
 }
 
 // renderChat turns a request and its whole context (earlier items, then
-// the request's own input) into the engine's chat request body.
-func renderChat(req *CreateRequest, items []Item) ([]byte, error) {
+// the request's own input) into the engine's chat request body, and the
+// same conversation as the prompt the KV index hashes: kv.AppendRender of
+// it is what the engine's chat template makes of the body.
+func renderChat(req *CreateRequest, items []Item) ([]byte, *kv.Prompt, error) {
 	c := chatRequest{
 		Model:             req.Model,
 		Messages:          renderMessages(req.Instructions, items),
@@ -94,7 +98,44 @@ func renderChat(req *CreateRequest, items []Item) ([]byte, error) {
 	if req.PromptCacheKey != nil {
 		c.PromptCacheKey = *req.PromptCacheKey
 	}
-	return json.Marshal(c)
+	body, err := json.Marshal(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := chatPrompt(&c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return body, p, nil
+}
+
+// chatPrompt is c as the KV index sees it: the messages as the chat
+// template reads them (content as text, an assistant's tool calls) and
+// the tools array encoded as in the body.
+func chatPrompt(c *chatRequest) (*kv.Prompt, error) {
+	p := &kv.Prompt{Model: c.Model, Messages: make([]kv.Message, len(c.Messages))}
+	if len(c.Tools) > 0 {
+		tools, err := json.Marshal(c.Tools)
+		if err != nil {
+			return nil, err
+		}
+		p.Tools = tools
+	}
+	for i := range c.Messages {
+		m := &c.Messages[i]
+		km := kv.Message{Role: m.Role}
+		if m.Content != nil {
+			km.Content = *m.Content
+		}
+		if len(m.ToolCalls) > 0 {
+			km.ToolCalls = make([]kv.ToolCall, len(m.ToolCalls))
+			for j, tc := range m.ToolCalls {
+				km.ToolCalls[j] = kv.ToolCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments}
+			}
+		}
+		p.Messages[i] = km
+	}
+	return p, nil
 }
 
 // renderMessages renders items as chat messages. Function calls join the
@@ -179,10 +220,6 @@ func chatToolChoice(tc json.RawMessage) json.RawMessage {
 	return b
 }
 
-// estimateTokens is the gateway's prompt length estimate: about four
-// bytes a token, the rule engines' tokenizers average on English text.
-func estimateTokens(n int) int { return (n + 3) / 4 }
-
 // itemTokens estimates one item's share of the prompt, with the chat
 // template's few tokens of per-message overhead.
 func itemTokens(it *Item) int {
@@ -190,5 +227,5 @@ func itemTokens(it *Item) int {
 	for _, p := range it.Content {
 		n += len(p.Text)
 	}
-	return estimateTokens(n) + 4
+	return kv.ApproxTokens(n) + 4
 }

@@ -117,7 +117,7 @@ func (s *Service) ConversationItems(ctx context.Context, tenant, id string, opts
 	if err != nil {
 		return nil, s.convErr(id, err)
 	}
-	items, more, err := s.store.ListItems(ctx, seg, opts)
+	items, more, err := s.store.ListItems(ctx, tenant, seg, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -70,9 +70,14 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 		if req.Model == "" {
 			t.Fatal("accepted a request without a model")
 		}
-		// Whatever decodes must render for an engine.
-		if _, err := renderChat(req, req.Input); err != nil {
+		// Whatever decodes must render for an engine, and the prompt the
+		// KV index hashes must be what the engine's template makes of it.
+		body, p, err := renderChat(req, req.Input)
+		if err != nil {
 			t.Fatalf("render: %v", err)
+		}
+		if len(p.Messages) > 0 { // an engine refuses an empty chat anyway
+			checkPrompt(t, body, p)
 		}
 	})
 }

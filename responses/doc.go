@@ -22,7 +22,7 @@
 //	rs/r/<resp_id>              Record: tenant, expiry, the response, its context manifest
 //	rs/i/<chain>/<seq>          Item: the items of a chain, in order
 //	rs/h/<chain>                head: tenant, next seq, expiry (and the conversation object)
-//	rs/x/<item_id>              locator: tenant, chain, seq (item_reference, paging cursors)
+//	rs/x/<tenant>/<item_id>     locator: tenant, chain, seq (item_reference, paging cursors)
 //	rs/e/<resp_id>/<seq>        a background response's stream event, for resume
 //	rs/q/<resp_id>              a background response that has not ended (empty value)
 //	rs/t/<at><kind><id>         retention index: kind 'r' response, 'h' chain
@@ -36,28 +36,39 @@
 // scan, with no record read per ancestor. A fork (a second child of one
 // response) starts a chain of its own and adds one segment. Deleting a
 // response leaves its items to the responses that continue it; retention
-// collects a chain when its last writer's TTL has passed.
+// collects a chain when its last writer's TTL has passed. Item ids may be
+// the client's own, so locators are per tenant: reusing an id moves only
+// the tenant's own locator.
 //
 // # Concurrency model
 //
 // The store takes no global lock: every write is one batch, committed
 // synced when a client is about to see its effect, and Pebble's commit
 // pipeline shares one WAL sync among concurrent batches. Writes that read
-// a chain's head (appends) hold a striped lock on the chain id. Service
-// methods are safe for concurrent use. Background responses run on their
-// own goroutines, at most Config.Workers at once; a job's in-memory event
-// list is guarded by its mutex and readers wait on a channel replaced at
-// every event.
+// a chain's head (appends) hold a striped lock on the chain id. Every
+// operation holds the store's read lock, which Close takes for writing:
+// Close waits for the operations in flight, and later ones answer
+// ErrClosed. Service methods are safe for concurrent use. Background
+// responses run on their own goroutines, at most Config.Workers at once;
+// a job's in-memory event list is guarded by its mutex and readers wait on
+// a channel replaced at every event.
 //
 // # Request lifecycle and ownership
 //
 // A foreground response is owned by the request's goroutine from
 // Create to endTurn; a client disconnect cancels the engine request and
-// the response ends cancelled. A background response is stored queued
-// (synced) before Create returns; from then its job goroutine owns it
-// until endTurn, and Cancel or Delete only ask it to stop and wait. A
-// response ends exactly once, in endTurn: final record and items in one
-// synced batch, then the terminal event. Close leaves running background
-// responses pending (rs/q/); the next Start re-runs each, or fails it with
-// a clear error once it has been started Config.MaxAttempts times.
+// the response ends cancelled. A background response is first admitted
+// against Config.MaxQueued and MaxQueuedPerTenant (else Create answers
+// ErrRateLimited and stores nothing), then stored queued (synced) before
+// Create returns; from then its job goroutine owns it until endTurn, and
+// Cancel or Delete only ask it to stop and wait. When the engine refuses
+// a job's turn with "try again later" (an error with RetryAfter), the job
+// gives up its worker slot, waits and tries again, for at most
+// Config.RetryRefusedFor, then fails with rate_limit_exceeded or
+// server_overloaded. A response ends exactly once, in endTurn: final
+// record, items and (for a background response) the terminal event in
+// one synced batch; only then is the end announced. Close leaves running
+// or waiting background responses pending (rs/q/); the next Start re-runs
+// each, or fails it with a clear error once it has been started
+// Config.MaxAttempts times.
 package responses

@@ -3,6 +3,9 @@ package responses
 import (
 	"context"
 	"net/http"
+	"time"
+
+	"github.com/turnpike-gateway/turnpike/kv"
 )
 
 // EngineRequest is one chat completion the responses layer needs from the
@@ -12,6 +15,10 @@ type EngineRequest struct {
 	Model string
 	// Body is the chat completions request JSON (stream true, usage on).
 	Body []byte
+	// Prompt is Body as the KV index hashes it: kv.AppendRender(Prompt)
+	// is the engine's chat template applied to Body. It is built with Body,
+	// so routing need not parse Body again. Shared: do not modify it.
+	Prompt *kv.Prompt
 	// Tenant owns the response.
 	Tenant string
 	// SessionKey names the conversation for routing: the conversation id,
@@ -38,7 +45,28 @@ type Engine interface {
 	// headers arrive. A 200 body is an SSE stream of chat.completion.chunk
 	// events; a 4xx carries the engine's OpenAI-shaped error. The caller
 	// closes the body.
+	//
+	// An error with a RetryAfter() time.Duration method (see retryable)
+	// says "try again later": a background response waits and tries again
+	// instead of failing.
 	ChatCompletion(ctx context.Context, r *EngineRequest) (*http.Response, error)
 	// ContextLength is the model's context window in tokens, 0 if unknown.
 	ContextLength(model string) int
+}
+
+// retryable is an engine error that says "try again later": flow control
+// shed the turn under load (background turns first), or refused it while
+// the gateway shuts down. RetryAfter is when trying again may succeed; 0
+// or less means no hint. A background response waits that long (bounded)
+// and tries again; a foreground one returns the error to its client.
+type retryable interface {
+	RetryAfter() time.Duration
+}
+
+// statusCoder is an engine error that carries the HTTP status a client
+// would be answered with: for a refusal, 429 (the tenant's own limits) or
+// 503 (overload). It names why a background response that was refused
+// until it gave up failed.
+type statusCoder interface {
+	HTTPStatus() int
 }

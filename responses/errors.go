@@ -22,6 +22,10 @@ var (
 	ErrContextLength = errors.New("responses: context length exceeded")
 	// ErrEngine: the engine refused the request (a 4xx other than length).
 	ErrEngine = errors.New("responses: engine refused the request")
+	// ErrRateLimited: the service holds as many background responses as
+	// Config.MaxQueued (or, for the tenant, MaxQueuedPerTenant) allow;
+	// trying again later may succeed. Answered with 429.
+	ErrRateLimited = errors.New("responses: too many background responses")
 	// ErrClosed: the store or service has been closed.
 	ErrClosed = errors.New("responses: closed")
 )

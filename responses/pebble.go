@@ -12,7 +12,6 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -69,10 +68,20 @@ func (o *PebbleOptions) EnsureDefaults() {
 // and Pebble's commit pipeline groups concurrent synced batches into one
 // WAL sync. Only appends to the same chain are serialised, by a striped
 // lock on the chain id, because an append reads the chain's head.
+//
+// Every operation holds mu shared while it uses db, and Close holds it
+// exclusively: Close waits for the operations in flight, and an operation
+// after Close answers ErrClosed instead of using a closed database (which
+// panics). Operations never nest, so no one takes mu twice; mu comes
+// before the chain stripes.
 type PebbleStore struct {
-	db     *pebble.DB
-	opts   PebbleOptions
-	closed atomic.Bool
+	db   *pebble.DB
+	opts PebbleOptions
+	mu   struct {
+		sync.RWMutex
+		// protects the field below, and db's life
+		closed bool
+	}
 	// chains serialises read-modify-write of chain heads, by stripe.
 	chains [256]sync.Mutex
 }
@@ -90,20 +99,35 @@ func OpenPebble(dir string, opts PebbleOptions) (*PebbleStore, error) {
 	return &PebbleStore{db: db, opts: opts}, nil
 }
 
-// Close closes the database.
+// Close waits for the operations in flight and closes the database.
+// Operations after Close answer ErrClosed.
 func (s *PebbleStore) Close() error {
-	if s.closed.Swap(true) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
 		return nil
 	}
+	s.mu.closed = true
 	return s.db.Close()
 }
 
-func (s *PebbleStore) check(ctx context.Context) error {
-	if s.closed.Load() {
+// enter starts an operation: it holds mu shared until leave, so Close
+// cannot close the database under it. On error, nothing is held.
+func (s *PebbleStore) enter(ctx context.Context) error {
+	s.mu.RLock()
+	if s.mu.closed {
+		s.mu.RUnlock()
 		return ErrClosed
 	}
-	return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		s.mu.RUnlock()
+		return err
+	}
+	return nil
 }
+
+// leave ends an operation begun by enter.
+func (s *PebbleStore) leave() { s.mu.RUnlock() }
 
 func (s *PebbleStore) expiry() int64 { return s.opts.Now().Add(s.opts.TTL).Unix() }
 
@@ -134,6 +158,11 @@ func key(parts ...string) []byte {
 	}
 	return b
 }
+
+// locKey is the key of tenant's locator of item id. Item ids are the
+// client's to choose, so each tenant has locators of its own; tenant
+// names hold no '/' (admin allows letters, digits, '-', '_', '.').
+func locKey(tenant, id string) []byte { return key(pfxLoc, tenant, "/", id) }
 
 func itemKey(chain string, seq uint32) []byte {
 	b := make([]byte, 0, len(pfxItem)+len(chain)+5)
@@ -238,7 +267,7 @@ func appendLocked(b *pebble.Batch, tenant, chain string, from uint32, items []It
 		if err := b.Set(itemKey(chain, seq), encodeItem(nil, &items[i]), nil); err != nil {
 			return err
 		}
-		if err := setJSON(b, key(pfxLoc, items[i].ID), locator{Tenant: tenant, Chain: chain, Seq: seq}); err != nil {
+		if err := setJSON(b, locKey(tenant, items[i].ID), locator{Tenant: tenant, Chain: chain, Seq: seq}); err != nil {
 			return err
 		}
 	}
@@ -270,9 +299,15 @@ func commit(b *pebble.Batch, opts *pebble.WriteOptions) error {
 
 // GetResponse implements Store.
 func (s *PebbleStore) GetResponse(ctx context.Context, tenant, id string) (*Record, error) {
-	if err := s.check(ctx); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}
+	defer s.leave()
+	return s.readRecord(tenant, id)
+}
+
+// readRecord reads tenant's record of response id.
+func (s *PebbleStore) readRecord(tenant, id string) (*Record, error) {
 	var rec Record
 	if err := s.getJSON(key(pfxResp, id), &rec); err != nil {
 		return nil, err
@@ -285,9 +320,10 @@ func (s *PebbleStore) GetResponse(ctx context.Context, tenant, id string) (*Reco
 
 // PutResponse implements Store.
 func (s *PebbleStore) PutResponse(ctx context.Context, rec *Record, sync bool) error {
-	if err := s.check(ctx); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return err
 	}
+	defer s.leave()
 	b := s.db.NewBatch()
 	if err := s.writeRecord(b, rec); err != nil {
 		b.Close()
@@ -300,10 +336,11 @@ func (s *PebbleStore) PutResponse(ctx context.Context, rec *Record, sync bool) e
 }
 
 // EndResponse implements Store.
-func (s *PebbleStore) EndResponse(ctx context.Context, rec *Record, base []Segment, items []Item) error {
-	if err := s.check(ctx); err != nil {
+func (s *PebbleStore) EndResponse(ctx context.Context, rec *Record, base []Segment, items []Item, final *StreamEvent) error {
+	if err := s.enter(ctx); err != nil {
 		return err
 	}
+	defer s.leave()
 	id := rec.Response.ID
 	n := uint32(len(items))
 	chains := []string{id}
@@ -373,12 +410,19 @@ func (s *PebbleStore) EndResponse(ctx context.Context, rec *Record, base []Segme
 		b.Close()
 		return err
 	}
+	if final != nil {
+		b.Set(eventKey(id, uint32(final.Seq)), final.Data, nil)
+	}
 	return commit(b, pebble.Sync)
 }
 
 // DeleteResponse implements Store.
 func (s *PebbleStore) DeleteResponse(ctx context.Context, tenant, id string) error {
-	rec, err := s.GetResponse(ctx, tenant, id)
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.leave()
+	rec, err := s.readRecord(tenant, id)
 	if err != nil {
 		return err
 	}
@@ -393,9 +437,10 @@ func (s *PebbleStore) DeleteResponse(ctx context.Context, tenant, id string) err
 
 // LoadContext implements Store.
 func (s *PebbleStore) LoadContext(ctx context.Context, segs []Segment) ([]Item, error) {
-	if err := s.check(ctx); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}
+	defer s.leave()
 	var n int
 	for _, sg := range segs {
 		n += int(sg.To - sg.From)
@@ -423,14 +468,15 @@ func (s *PebbleStore) LoadContext(ctx context.Context, segs []Segment) ([]Item, 
 }
 
 // ListItems implements Store.
-func (s *PebbleStore) ListItems(ctx context.Context, seg Segment, opts ListOptions) ([]Item, bool, error) {
-	if err := s.check(ctx); err != nil {
+func (s *PebbleStore) ListItems(ctx context.Context, tenant string, seg Segment, opts ListOptions) ([]Item, bool, error) {
+	if err := s.enter(ctx); err != nil {
 		return nil, false, err
 	}
+	defer s.leave()
 	lo, hi := seg.From, seg.To
 	if opts.After != "" {
 		var loc locator
-		if err := s.getJSON(key(pfxLoc, opts.After), &loc); err != nil || loc.Chain != seg.Chain || loc.Seq < seg.From || loc.Seq >= seg.To {
+		if err := s.getJSON(locKey(tenant, opts.After), &loc); err != nil || loc.Tenant != tenant || loc.Chain != seg.Chain || loc.Seq < seg.From || loc.Seq >= seg.To {
 			return nil, false, invalidf("after", "invalid_value", "Invalid 'after': no item with id '%s' in this list.", opts.After)
 		}
 		if opts.Order == "asc" {
@@ -467,11 +513,12 @@ func (s *PebbleStore) ListItems(ctx context.Context, seg Segment, opts ListOptio
 
 // GetItem implements Store.
 func (s *PebbleStore) GetItem(ctx context.Context, tenant, id string) (Item, Segment, error) {
-	if err := s.check(ctx); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return Item{}, Segment{}, err
 	}
+	defer s.leave()
 	var loc locator
-	if err := s.getJSON(key(pfxLoc, id), &loc); err != nil {
+	if err := s.getJSON(locKey(tenant, id), &loc); err != nil {
 		return Item{}, Segment{}, err
 	}
 	if loc.Tenant != tenant {
@@ -491,9 +538,10 @@ func (s *PebbleStore) GetItem(ctx context.Context, tenant, id string) (Item, Seg
 
 // CreateConversation implements Store.
 func (s *PebbleStore) CreateConversation(ctx context.Context, tenant string, c *Conversation, items []Item) error {
-	if err := s.check(ctx); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return err
 	}
+	defer s.leave()
 	unlock := s.lockChains(c.ID)
 	defer unlock()
 	b := s.db.NewBatch()
@@ -521,9 +569,10 @@ func (s *PebbleStore) conversationLocked(tenant, id string) (*head, error) {
 
 // GetConversation implements Store.
 func (s *PebbleStore) GetConversation(ctx context.Context, tenant, id string) (*Conversation, Segment, error) {
-	if err := s.check(ctx); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return nil, Segment{}, err
 	}
+	defer s.leave()
 	h, err := s.conversationLocked(tenant, id)
 	if err != nil {
 		return nil, Segment{}, err
@@ -533,9 +582,10 @@ func (s *PebbleStore) GetConversation(ctx context.Context, tenant, id string) (*
 
 // UpdateConversation implements Store.
 func (s *PebbleStore) UpdateConversation(ctx context.Context, tenant, id string, metadata map[string]string) (*Conversation, error) {
-	if err := s.check(ctx); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}
+	defer s.leave()
 	unlock := s.lockChains(id)
 	defer unlock()
 	h, err := s.conversationLocked(tenant, id)
@@ -553,9 +603,10 @@ func (s *PebbleStore) UpdateConversation(ctx context.Context, tenant, id string,
 
 // DeleteConversation implements Store.
 func (s *PebbleStore) DeleteConversation(ctx context.Context, tenant, id string) error {
-	if err := s.check(ctx); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return err
 	}
+	defer s.leave()
 	unlock := s.lockChains(id)
 	defer unlock()
 	h, err := s.conversationLocked(tenant, id)
@@ -571,6 +622,7 @@ func (s *PebbleStore) DeleteConversation(ctx context.Context, tenant, id string)
 }
 
 // deleteChainLocked removes a chain's items, their locators and its head.
+// A locator that a later item with the same id has taken over stays.
 func (s *PebbleStore) deleteChainLocked(b *pebble.Batch, chain string, h *head) error {
 	lo, hi := itemKey(chain, 0), itemKey(chain, h.Next)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
@@ -578,8 +630,14 @@ func (s *PebbleStore) deleteChainLocked(b *pebble.Batch, chain string, h *head) 
 		return err
 	}
 	for ok := it.First(); ok; ok = it.Next() {
-		if item, err := decodeStoredItem(it.Value()); err == nil && item.ID != "" {
-			b.Delete(key(pfxLoc, item.ID), nil)
+		item, err := decodeStoredItem(it.Value())
+		if err != nil || item.ID == "" {
+			continue
+		}
+		k := locKey(h.Tenant, item.ID)
+		var loc locator
+		if s.getJSON(k, &loc) == nil && loc.Chain == chain {
+			b.Delete(k, nil)
 		}
 	}
 	if err := it.Close(); err != nil {
@@ -593,9 +651,10 @@ func (s *PebbleStore) deleteChainLocked(b *pebble.Batch, chain string, h *head) 
 
 // AppendItems implements Store.
 func (s *PebbleStore) AppendItems(ctx context.Context, tenant, conv string, items []Item) error {
-	if err := s.check(ctx); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return err
 	}
+	defer s.leave()
 	unlock := s.lockChains(conv)
 	defer unlock()
 	h, err := s.conversationLocked(tenant, conv)
@@ -617,16 +676,17 @@ func (s *PebbleStore) AppendItems(ctx context.Context, tenant, conv string, item
 
 // DeleteItem implements Store.
 func (s *PebbleStore) DeleteItem(ctx context.Context, tenant, conv, id string) error {
-	if err := s.check(ctx); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return err
 	}
+	defer s.leave()
 	unlock := s.lockChains(conv)
 	defer unlock()
 	if _, err := s.conversationLocked(tenant, conv); err != nil {
 		return err
 	}
 	var loc locator
-	if err := s.getJSON(key(pfxLoc, id), &loc); err != nil {
+	if err := s.getJSON(locKey(tenant, id), &loc); err != nil {
 		return err
 	}
 	if loc.Tenant != tenant || loc.Chain != conv {
@@ -634,23 +694,25 @@ func (s *PebbleStore) DeleteItem(ctx context.Context, tenant, conv, id string) e
 	}
 	b := s.db.NewBatch()
 	b.Delete(itemKey(conv, loc.Seq), nil)
-	b.Delete(key(pfxLoc, id), nil)
+	b.Delete(locKey(tenant, id), nil)
 	return commit(b, pebble.Sync)
 }
 
 // AppendEvent implements Store.
 func (s *PebbleStore) AppendEvent(ctx context.Context, id string, seq int, event []byte) error {
-	if err := s.check(ctx); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return err
 	}
+	defer s.leave()
 	return s.db.Set(eventKey(id, uint32(seq)), event, pebble.NoSync)
 }
 
 // Events implements Store.
 func (s *PebbleStore) Events(ctx context.Context, id string, after int) ([][]byte, error) {
-	if err := s.check(ctx); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}
+	defer s.leave()
 	p := key(pfxEvent, id, "/")
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: eventKey(id, uint32(max(after+1, 0))), UpperBound: prefixEnd(p)})
 	if err != nil {
@@ -666,18 +728,20 @@ func (s *PebbleStore) Events(ctx context.Context, id string, after int) ([][]byt
 
 // DropEvents implements Store.
 func (s *PebbleStore) DropEvents(ctx context.Context, id string) error {
-	if err := s.check(ctx); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return err
 	}
+	defer s.leave()
 	p := key(pfxEvent, id, "/")
 	return s.db.DeleteRange(p, prefixEnd(p), pebble.NoSync)
 }
 
 // PendingJobs implements Store.
 func (s *PebbleStore) PendingJobs(ctx context.Context) ([]*Record, error) {
-	if err := s.check(ctx); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}
+	defer s.leave()
 	p := []byte(pfxJob)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
 	if err != nil {
@@ -706,9 +770,10 @@ func (s *PebbleStore) PendingJobs(ctx context.Context) ([]*Record, error) {
 // Collect implements Store. A TTL entry may be stale (its record was
 // written again later with a new expiry); the record's own expiry decides.
 func (s *PebbleStore) Collect(ctx context.Context, now time.Time) (int, error) {
-	if err := s.check(ctx); err != nil {
+	if err := s.enter(ctx); err != nil {
 		return 0, err
 	}
+	defer s.leave()
 	lo := []byte(pfxTTL)
 	hi := binary.BigEndian.AppendUint64([]byte(pfxTTL), uint64(now.Unix()+1))
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
@@ -777,16 +842,18 @@ type pebbleMeta struct {
 func (m *pebbleMeta) key(k []byte) []byte { return append(bytes.Clone(m.prefix), k...) }
 
 func (m *pebbleMeta) Put(ctx context.Context, k, v []byte) error {
-	if err := m.s.check(ctx); err != nil {
+	if err := m.s.enter(ctx); err != nil {
 		return err
 	}
+	defer m.s.leave()
 	return m.s.db.Set(m.key(k), v, pebble.Sync)
 }
 
 func (m *pebbleMeta) Get(ctx context.Context, k []byte) ([]byte, error) {
-	if err := m.s.check(ctx); err != nil {
+	if err := m.s.enter(ctx); err != nil {
 		return nil, err
 	}
+	defer m.s.leave()
 	v, closer, err := m.s.db.Get(m.key(k))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, ErrNotFound
@@ -799,16 +866,18 @@ func (m *pebbleMeta) Get(ctx context.Context, k []byte) ([]byte, error) {
 }
 
 func (m *pebbleMeta) Delete(ctx context.Context, k []byte) error {
-	if err := m.s.check(ctx); err != nil {
+	if err := m.s.enter(ctx); err != nil {
 		return err
 	}
+	defer m.s.leave()
 	return m.s.db.Delete(m.key(k), pebble.Sync)
 }
 
 func (m *pebbleMeta) Scan(ctx context.Context, prefix []byte, fn func(k, v []byte) error) error {
-	if err := m.s.check(ctx); err != nil {
+	if err := m.s.enter(ctx); err != nil {
 		return err
 	}
+	defer m.s.leave()
 	lo := m.key(prefix)
 	it, err := m.s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 	if err != nil {

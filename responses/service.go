@@ -9,18 +9,32 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/kv"
 )
 
 // Defaults for Config.
 const (
-	DefaultWorkers         = 64
-	DefaultMaxAttempts     = 2
-	DefaultCollectInterval = time.Hour
+	DefaultWorkers            = 64
+	DefaultMaxAttempts        = 2
+	DefaultMaxQueued          = 10000
+	DefaultMaxQueuedPerTenant = 1000
+	DefaultRetryRefusedFor    = 10 * time.Minute
+	DefaultCollectInterval    = time.Hour
+)
+
+// Waits between tries of a background response the engine refused.
+const (
+	// defaultRetryDelay is the wait when a refusal gives no RetryAfter.
+	defaultRetryDelay = time.Second
+	// maxRetryDelay caps one wait, whatever RetryAfter says.
+	maxRetryDelay = 30 * time.Second
 )
 
 // Config configures a Service.
@@ -32,6 +46,20 @@ type Config struct {
 	// One interrupted by a restart is re-run on the next Start until it
 	// has been started this often, then marked failed. Default 2.
 	MaxAttempts int
+	// MaxQueued bounds the background responses the service holds that
+	// have not ended, running ones included. Beyond it Create answers
+	// ErrRateLimited (429, rate_limit_exceeded) before storing anything.
+	// Default 10000.
+	MaxQueued int
+	// MaxQueuedPerTenant is MaxQueued for each tenant. Default 1000.
+	MaxQueuedPerTenant int
+	// RetryRefusedFor is how long a background response keeps trying
+	// when the engine refuses it with "try again later" (flow control
+	// shedding load, a gateway shutting down), counted from the first
+	// refusal. Each wait is the refusal's RetryAfter, at most 30s. Then
+	// the response fails with rate_limit_exceeded (a 429 refusal) or
+	// server_overloaded. Default 10m; negative fails at the first refusal.
+	RetryRefusedFor time.Duration
 	// CollectInterval is the time between retention sweeps. Default 1h;
 	// negative disables the collector.
 	CollectInterval time.Duration
@@ -48,6 +76,15 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.MaxQueued <= 0 {
+		c.MaxQueued = DefaultMaxQueued
+	}
+	if c.MaxQueuedPerTenant <= 0 {
+		c.MaxQueuedPerTenant = DefaultMaxQueuedPerTenant
+	}
+	if c.RetryRefusedFor == 0 {
+		c.RetryRefusedFor = DefaultRetryRefusedFor
 	}
 	if c.CollectInterval == 0 {
 		c.CollectInterval = DefaultCollectInterval
@@ -80,6 +117,10 @@ type Service struct {
 		// protects the fields below
 		jobs    map[string]*job
 		started bool
+		// held counts the background responses that have not ended, in
+		// all and by tenant: from Create's admission to the job's end.
+		held         int
+		heldByTenant map[string]int
 	}
 }
 
@@ -89,6 +130,7 @@ func New(store Store, cfg Config) *Service {
 	s := &Service{store: store, cfg: cfg, log: cfg.Logger, sem: make(chan struct{}, cfg.Workers)}
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	s.mu.jobs = make(map[string]*job)
+	s.mu.heldByTenant = make(map[string]int)
 	return s
 }
 
@@ -167,6 +209,7 @@ type turn struct {
 	base       []Segment
 	input      []Item
 	body       []byte
+	prompt     *kv.Prompt
 	sessionKey string
 }
 
@@ -217,7 +260,7 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 	if window, err = s.fit(req, window); err != nil {
 		return nil, err
 	}
-	if t.body, err = renderChat(req, window); err != nil {
+	if t.body, t.prompt, err = renderChat(req, window); err != nil {
 		return nil, fmt.Errorf("responses: rendering the engine request: %w", err)
 	}
 	return t, nil
@@ -315,7 +358,7 @@ func (s *Service) fit(req *CreateRequest, items []Item) ([]Item, error) {
 	}
 	total := 0
 	if req.Instructions != nil {
-		total += estimateTokens(len(*req.Instructions)) + 4
+		total += kv.ApproxTokens(len(*req.Instructions)) + 4
 	}
 	for i := range items {
 		total += itemTokens(&items[i])
@@ -362,8 +405,8 @@ func countSystem(items []Item) int {
 // callEngine sends the turn and returns the engine's 200 response.
 func (s *Service) callEngine(ctx context.Context, t *turn, hdr http.Header) (*http.Response, error) {
 	er := &EngineRequest{
-		Model: t.req.Model, Body: t.body, Tenant: t.rec.Tenant, SessionKey: t.sessionKey,
-		PromptTokens: estimateTokens(len(t.body)), Header: hdr,
+		Model: t.req.Model, Body: t.body, Prompt: t.prompt, Tenant: t.rec.Tenant, SessionKey: t.sessionKey,
+		PromptTokens: kv.ApproxTokens(len(t.body)), Header: hdr,
 		ServiceTier: t.req.ServiceTier, Background: t.req.Background,
 	}
 	if t.req.MaxOutputTokens != nil {
@@ -421,12 +464,12 @@ func (s *Service) Create(ctx context.Context, tenant string, req *CreateRequest,
 	if s.engine == nil {
 		return nil, errors.New("responses: service not started")
 	}
+	if req.Background {
+		return s.createBackground(ctx, tenant, req, hdr.Clone())
+	}
 	t, err := s.prepare(ctx, tenant, req, newID("resp_"), s.cfg.Now().Unix())
 	if err != nil {
 		return nil, err
-	}
-	if req.Background {
-		return s.enqueue(ctx, t, hdr.Clone())
 	}
 	hresp, err := s.callEngine(ctx, t, hdr)
 	if err != nil {
@@ -456,19 +499,23 @@ func (s *Service) endTurn(ctx context.Context, t *turn, r *run, j *job) {
 	typ := terminalEvent(resp.Status)
 	seq := r.seq
 	var data []byte
+	var final *StreamEvent
 	if typ != "" {
 		data = r.event(&Event{Type: typ, Response: resp})
 		if j != nil {
-			if err := s.store.AppendEvent(ctx, resp.ID, seq, data); err != nil {
-				s.log.Warn("keeping a stream event failed", "response", resp.ID, "err", err)
-			}
+			// Kept with the record, in its batch: the event log never
+			// says ended while the record does not.
+			final = &StreamEvent{Seq: seq, Data: data}
 		}
 	}
 	if resp.Store {
 		items := make([]Item, 0, len(t.input)+len(resp.Output))
 		items = append(append(items, t.input...), resp.Output...)
 		t.rec.Inputs = len(t.input)
-		if err := s.store.EndResponse(ctx, t.rec, t.base, items); err != nil {
+		if err := s.store.EndResponse(ctx, t.rec, t.base, items, final); err != nil {
+			// Nothing was written: a background record stays pending and
+			// the next Start takes it over. Only those listening now hear
+			// of the failure.
 			s.log.Error("storing a response failed", "response", resp.ID, "err", err)
 			resp.Status, resp.CompletedAt = StatusFailed, nil
 			resp.Error = &ResponseError{Code: "server_error", Message: "The response could not be stored."}
@@ -566,7 +613,7 @@ func (s *Service) InputItems(ctx context.Context, tenant, id string, opts ListOp
 		return pageSlice(rec.Input, opts)
 	}
 	seg := Segment{Chain: rec.Own.Chain, From: rec.Own.From, To: rec.Own.From + uint32(rec.Inputs)}
-	items, more, err := s.store.ListItems(ctx, seg, opts)
+	items, more, err := s.store.ListItems(ctx, tenant, seg, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -663,8 +710,8 @@ func newItemList(items []Item, more bool) *ItemList {
 // job is a background response in this process: its cancel function and
 // its events, kept in memory for live followers while it runs.
 type job struct {
-	id     string
-	cancel context.CancelFunc
+	id, tenant string
+	cancel     context.CancelFunc
 	// cancelled is set when a client (not shutdown) stops the job.
 	cancelled atomic.Bool
 	// ended is closed once the response has ended and been stored, or
@@ -743,6 +790,57 @@ func (s *Service) job(id string) *job {
 	return s.mu.jobs[id]
 }
 
+// createBackground admits a background request against the queue caps,
+// then stores it queued and starts its job. A refused request leaves
+// nothing behind.
+func (s *Service) createBackground(ctx context.Context, tenant string, req *CreateRequest, hdr http.Header) (*Response, error) {
+	if err := s.hold(tenant); err != nil {
+		return nil, err
+	}
+	t, err := s.prepare(ctx, tenant, req, newID("resp_"), s.cfg.Now().Unix())
+	if err == nil {
+		var resp *Response
+		if resp, err = s.enqueue(ctx, t, hdr); err == nil {
+			// The job holds the admission now, and gives it back at its end.
+			return resp, nil
+		}
+	}
+	s.unhold(tenant)
+	return nil, err
+}
+
+// hold admits one more background response of tenant, or answers
+// ErrRateLimited when the service or the tenant holds as many as allowed.
+func (s *Service) hold(tenant string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.mu.heldByTenant[tenant] >= s.cfg.MaxQueuedPerTenant:
+		return &Error{Class: ErrRateLimited, Code: "rate_limit_exceeded", Message: fmt.Sprintf(
+			"Too many background responses: you have %d that have not finished, the most allowed. Wait for some to finish, or cancel some, and try again.", s.mu.heldByTenant[tenant])}
+	case s.mu.held >= s.cfg.MaxQueued:
+		return &Error{Class: ErrRateLimited, Code: "rate_limit_exceeded",
+			Message: "Too many background responses are waiting to run on this server. Try again later."}
+	}
+	s.holdLocked(tenant)
+	return nil
+}
+
+func (s *Service) holdLocked(tenant string) {
+	s.mu.held++
+	s.mu.heldByTenant[tenant]++
+}
+
+// unhold gives back an admission taken by hold.
+func (s *Service) unhold(tenant string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.held--
+	if s.mu.heldByTenant[tenant]--; s.mu.heldByTenant[tenant] <= 0 {
+		delete(s.mu.heldByTenant, tenant)
+	}
+}
+
 // enqueue stores a background response as queued and hands it to a
 // worker. From here the job owns the response.
 func (s *Service) enqueue(ctx context.Context, t *turn, hdr http.Header) (*Response, error) {
@@ -758,16 +856,22 @@ func (s *Service) enqueue(ctx context.Context, t *turn, hdr http.Header) (*Respo
 	return &snapshot, nil
 }
 
-// start registers the job and runs it on a worker.
+// start registers the job and runs it on a worker. The caller has taken
+// an admission (hold) for it; the job gives it back when it ends.
 func (s *Service) start(t *turn, hdr http.Header) {
 	id := t.rec.Response.ID
 	ctx, cancel := context.WithCancel(s.ctx)
-	j := &job{id: id, cancel: cancel, ended: make(chan struct{})}
+	j := &job{id: id, tenant: t.rec.Tenant, cancel: cancel, ended: make(chan struct{})}
 	j.mu.changed = make(chan struct{})
+	// next is the sequence number of the next event. Events are emitted
+	// by whoever runs r: this goroutine until the go statement below,
+	// then the job's; so next needs no lock.
+	next := 0
 	sink := func(typ string, data []byte) error {
-		if err := s.store.AppendEvent(context.Background(), id, len(j.mu.events), data); err != nil {
+		if err := s.store.AppendEvent(context.Background(), id, next, data); err != nil {
 			s.log.Warn("keeping a stream event failed", "response", id, "err", err)
 		}
+		next++
 		j.publish(typ, data)
 		return nil
 	}
@@ -789,32 +893,11 @@ func (s *Service) run(ctx context.Context, j *job, t *turn, r *run, hdr http.Hea
 		s.mu.Lock()
 		delete(s.mu.jobs, j.id)
 		s.mu.Unlock()
+		s.unhold(j.tenant)
 		j.finish()
 		j.cancel()
 	}()
-	select {
-	case s.sem <- struct{}{}:
-		defer func() { <-s.sem }()
-	case <-ctx.Done():
-	}
-	if ctx.Err() == nil {
-		t.rec.Response.Status = StatusInProgress
-		t.rec.Job.Attempts++
-		if err := s.store.PutResponse(ctx, t.rec, true); err != nil {
-			s.log.Warn("storing a background response failed", "response", j.id, "err", err)
-		}
-		r.emitResponse("response.in_progress")
-	}
-	var engErr error
-	if ctx.Err() == nil {
-		hresp, err := s.callEngine(ctx, t, hdr)
-		if err == nil {
-			engErr = r.consume(ctx, hresp.Body)
-			hresp.Body.Close()
-		} else {
-			engErr = err
-		}
-	}
+	engErr := s.work(ctx, t, r, hdr)
 	cancelled := j.cancelled.Load()
 	if ctx.Err() != nil && !cancelled {
 		// Shutdown: the response stays pending; the next Start re-runs it.
@@ -828,6 +911,91 @@ func (s *Service) run(ctx context.Context, j *job, t *turn, r *run, hdr http.Hea
 	s.endTurn(context.Background(), t, r, j)
 }
 
+// work runs a background response's turn on a worker slot and returns
+// the engine's failure, if any. When ctx ends first it returns early; the
+// caller tells a cancel from shutdown. A refusal that says "try again
+// later" is tried again after its RetryAfter, off the worker slot, for up
+// to Config.RetryRefusedFor.
+func (s *Service) work(ctx context.Context, t *turn, r *run, hdr http.Header) error {
+	if !s.takeWorker(ctx) {
+		return ctx.Err()
+	}
+	t.rec.Response.Status = StatusInProgress
+	t.rec.Job.Attempts++
+	if err := s.store.PutResponse(ctx, t.rec, true); err != nil {
+		s.log.Warn("storing a background response failed", "response", t.rec.Response.ID, "err", err)
+	}
+	r.emitResponse("response.in_progress")
+	var refusedAt time.Time
+	for refusals := 1; ; refusals++ {
+		hresp, err := s.callEngine(ctx, t, hdr)
+		if err == nil {
+			err = r.consume(ctx, hresp.Body)
+			hresp.Body.Close()
+			<-s.sem
+			return err
+		}
+		<-s.sem
+		var rt retryable
+		if ctx.Err() != nil || !errors.As(err, &rt) {
+			return err
+		}
+		if refusedAt.IsZero() {
+			refusedAt = time.Now()
+		}
+		left := s.cfg.RetryRefusedFor - time.Since(refusedAt)
+		if left <= 0 {
+			s.log.Warn("background response refused until it gave up", "response", t.rec.Response.ID, "refusals", refusals, "err", err)
+			return refusedError(err)
+		}
+		wait := rt.RetryAfter()
+		if wait <= 0 {
+			wait = defaultRetryDelay
+		}
+		// Jitter, so that the jobs one overload refused together do not
+		// all come back at the same instant.
+		wait = min(wait+mrand.N(wait/4+1), maxRetryDelay, left)
+		if !sleep(ctx, wait) || !s.takeWorker(ctx) {
+			return ctx.Err()
+		}
+	}
+}
+
+// takeWorker waits for a worker slot; false if ctx ends first.
+func (s *Service) takeWorker(ctx context.Context) bool {
+	select {
+	case s.sem <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// sleep waits d; false if ctx ends first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// refusedError is why a background response the engine kept refusing
+// failed, in the client's terms: the refusal's own text is the gateway's,
+// not the client's.
+func refusedError(err error) *Error {
+	var sc statusCoder
+	if errors.As(err, &sc) && sc.HTTPStatus() == http.StatusTooManyRequests {
+		return &Error{Class: ErrRateLimited, Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded",
+			Message: "This background response was not run: your rate limits kept refusing it. Try again later."}
+	}
+	return &Error{Class: ErrEngine, Status: http.StatusServiceUnavailable, Code: "server_overloaded",
+		Message: "This background response was not run: the model servers were overloaded and kept refusing it. Try again later."}
+}
+
 // recover takes over a background response a previous process left
 // unfinished: re-runs it, or fails it once it has been started
 // MaxAttempts times. Either way it is never silently lost.
@@ -837,7 +1005,7 @@ func (s *Service) recover(rec *Record) {
 		rec.Response.Status = StatusFailed
 		rec.Response.Error = &ResponseError{Code: "server_error", Message: msg}
 		rec.Inputs = len(rec.Input)
-		if err := s.store.EndResponse(s.ctx, rec, nil, rec.Input); err != nil {
+		if err := s.store.EndResponse(s.ctx, rec, nil, rec.Input, nil); err != nil {
 			s.log.Error("failing an interrupted background response failed", "response", id, "err", err)
 		}
 	}
@@ -867,5 +1035,9 @@ func (s *Service) recover(rec *Record) {
 		return
 	}
 	s.log.Info("re-queued a background response interrupted by a restart", "response", id, "attempt", rec.Job.Attempts+1)
+	// Admitted whatever the caps: it was accepted before the restart.
+	s.mu.Lock()
+	s.holdLocked(rec.Tenant)
+	s.mu.Unlock()
 	s.start(t, nil)
 }

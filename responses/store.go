@@ -22,19 +22,22 @@ type Store interface {
 	// returning. A record with a Job is listed by PendingJobs.
 	PutResponse(ctx context.Context, rec *Record, sync bool) error
 	// EndResponse appends items (the response's input, then its output)
-	// after base, the context it continues, and writes rec, all in one
-	// synced batch. It sets rec.Context and rec.Own, clears rec.Input and
+	// after base, the context it continues, and writes rec and, if not
+	// nil, final (a background response's terminal stream event), all in
+	// one synced batch: the event log never announces an end the record
+	// does not hold. It sets rec.Context and rec.Own, clears rec.Input and
 	// rec.Job. With rec.Conversation set the items go to the end of that
 	// conversation and base is ignored.
-	EndResponse(ctx context.Context, rec *Record, base []Segment, items []Item) error
+	EndResponse(ctx context.Context, rec *Record, base []Segment, items []Item, final *StreamEvent) error
 	// DeleteResponse removes a response and its events. Its items stay
 	// while a later response's context may use them; retention collects
 	// them with their chain.
 	DeleteResponse(ctx context.Context, tenant, id string) error
 	// LoadContext reads the items of segs in order: one range scan each.
 	LoadContext(ctx context.Context, segs []Segment) ([]Item, error)
-	// ListItems pages through the items of one segment.
-	ListItems(ctx context.Context, seg Segment, opts ListOptions) ([]Item, bool, error)
+	// ListItems pages through the items of one segment; opts.After names
+	// an item of tenant's in it.
+	ListItems(ctx context.Context, tenant string, seg Segment, opts ListOptions) ([]Item, bool, error)
 	// GetItem reads an item by id, wherever it is stored.
 	GetItem(ctx context.Context, tenant, id string) (Item, Segment, error)
 
@@ -118,4 +121,11 @@ type Segment struct {
 	Chain string `json:"c"`
 	From  uint32 `json:"f"`
 	To    uint32 `json:"t"`
+}
+
+// StreamEvent is one stream event of a background response: its sequence
+// number and its JSON.
+type StreamEvent struct {
+	Seq  int
+	Data []byte
 }

@@ -26,6 +26,11 @@ type fakeEngine struct {
 	status int
 	// die cuts every stream after its first chunk.
 	die bool
+	// seen, when not nil, is shown every request.
+	seen func(*EngineRequest)
+	// refuse, when not nil, is asked first: an error it returns is the
+	// answer.
+	refuse func() error
 }
 
 func (f *fakeEngine) ContextLength(string) int { return f.contextLength }
@@ -41,8 +46,16 @@ func (f *fakeEngine) requests() []chatRequest {
 }
 
 func (f *fakeEngine) ChatCompletion(ctx context.Context, r *EngineRequest) (*http.Response, error) {
+	if f.refuse != nil {
+		if err := f.refuse(); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	f.bodies = append(f.bodies, r.Body)
+	if f.seen != nil {
+		f.seen(r)
+	}
 	f.mu.Unlock()
 	if f.status != 0 {
 		return &http.Response{StatusCode: f.status, Body: io.NopCloser(strings.NewReader(
