@@ -28,6 +28,7 @@ type CacheAware struct {
 	sessions  *sessions.Store // nil: no pins
 	blockSize int
 	stats     *EndpointStats
+	routed    *RoutedLoad
 	now       func() time.Time
 
 	matchObs  prometheus.Observer // nil: metrics off
@@ -68,6 +69,7 @@ func (p *CacheAware) Pick(ctx context.Context, req *Request, candidates []*pools
 	m := c.match(ep)
 	p.decisions[decide(c, ep, m)].Inc()
 	req.Routing = Routing{Endpoint: ep, CachedBlocks: m.Blocks}
+	p.routed.Add(ep.Index, promptTokens(c))
 	if p.index != nil && len(req.Hashes) > 0 {
 		p.index.Record(ep.Index, kv.HBM, req.Hashes)
 		req.Routing.Recorded = true

@@ -30,6 +30,7 @@ const (
 	ScorerKVUtilization  = "kv-utilization"
 	ScorerInFlightTokens = "in-flight-tokens"
 	ScorerPredictedTTFT  = "predicted-ttft"
+	ScorerRoutedTokens   = "routed-tokens"
 	PickerMaxScore       = "max-score"
 	PickerWeightedRandom = "weighted-random"
 	producerPrefixMatch  = "prefix-match" // latency label of the index lookup
@@ -49,6 +50,12 @@ const (
 	DefaultKVUtilizationWeight  = 1.0
 	DefaultInFlightTokensWeight = 1.0
 	DefaultPredictedTTFTWeight  = 2.0
+	DefaultRoutedTokensWeight   = 4.0
+
+	// DefaultRoutedWindow is the number of picks over which the
+	// routed-tokens scorer forgets, about one turn of every session of a
+	// busy pool.
+	DefaultRoutedWindow = 64
 
 	// DefaultLoadGuardFactor and DefaultLoadGuardSlack: an endpoint is
 	// overloaded when its queue exceeds 1.5 × the candidates' mean + 4.
@@ -81,6 +88,7 @@ var DefaultScorers = []ScorerConfig{
 	{Name: ScorerQueue, Weight: DefaultQueueWeight},
 	{Name: ScorerKVUtilization, Weight: DefaultKVUtilizationWeight},
 	{Name: ScorerPredictedTTFT, Weight: DefaultPredictedTTFTWeight},
+	{Name: ScorerRoutedTokens, Weight: DefaultRoutedTokensWeight},
 }
 
 var (
@@ -96,6 +104,7 @@ var defaultWeight = map[string]float64{
 	ScorerKVUtilization:  DefaultKVUtilizationWeight,
 	ScorerInFlightTokens: DefaultInFlightTokensWeight,
 	ScorerPredictedTTFT:  DefaultPredictedTTFTWeight,
+	ScorerRoutedTokens:   DefaultRoutedTokensWeight,
 }
 
 // Config selects and tunes the routing policy. The zero value is the

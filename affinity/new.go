@@ -36,6 +36,7 @@ type env struct {
 	cfg         *Config
 	tierWeights kv.TierWeights
 	stats       *EndpointStats
+	routed      *RoutedLoad
 	rand        func() uint64
 }
 
@@ -79,6 +80,7 @@ func newCacheAware(cfg *Config, deps Deps, m *metrics) *CacheAware {
 		cfg:         cfg,
 		tierWeights: cfg.tierWeights(),
 		stats:       NewEndpointStats(cfg.PrefillRate, cfg.Smoothing),
+		routed:      NewRoutedLoad(DefaultRoutedWindow),
 		rand:        deps.Rand,
 	}
 	var filters []Filter
@@ -102,6 +104,7 @@ func newCacheAware(cfg *Config, deps Deps, m *metrics) *CacheAware {
 		sessions:  deps.Sessions,
 		blockSize: kv.DefaultBlockSize,
 		stats:     e.stats,
+		routed:    e.routed,
 		now:       deps.Now,
 		decisions: m.reasonCounters(PolicyCacheAware),
 		predicted: m.predicted,

@@ -15,6 +15,7 @@ var scorerFactories = map[string]func(*env) Scorer{
 	ScorerPredictedTTFT: func(e *env) Scorer {
 		return &PredictedTTFT{TierWeights: e.tierWeights, Stats: e.stats}
 	},
+	ScorerRoutedTokens: func(e *env) Scorer { return &RoutedTokens{Load: e.routed} },
 }
 
 // staleMatchDiscount scales what an endpoint whose index entries may be
@@ -22,8 +23,12 @@ var scorerFactories = map[string]func(*env) Scorer{
 const staleMatchDiscount = 0.5
 
 // Prefix scores the longest prefix of the prompt an endpoint holds, each
-// block weighted by the tier holding it, as a fraction of the prompt's
-// blocks: 1 when the whole prompt is in HBM, 0 when nothing is cached.
+// block weighted by the tier holding it, beyond what the least-cached
+// candidate holds, as a fraction of the prompt's blocks: 1 when the whole
+// prompt is in HBM here and nowhere else, 0 when nothing is cached here
+// that is not cached on every candidate. A prefix every candidate holds (a
+// tenant's system prompt, once warm) saves nothing by going anywhere in
+// particular, so it must not pull sessions together.
 type Prefix struct {
 	TierWeights kv.TierWeights
 }
@@ -36,8 +41,15 @@ func (p *Prefix) Score(c *Cycle, candidates []*pools.Endpoint, scores []float64)
 	if c.PromptBlocks == 0 || c.Matches == nil {
 		return
 	}
+	least := -1.0
 	for i, ep := range candidates {
-		scores[i] = cachedBlocks(c.match(ep), &p.TierWeights) / float64(c.PromptBlocks)
+		scores[i] = cachedBlocks(c.match(ep), &p.TierWeights)
+		if least < 0 || scores[i] < least {
+			least = scores[i]
+		}
+	}
+	for i := range scores {
+		scores[i] = (scores[i] - least) / float64(c.PromptBlocks)
 	}
 }
 

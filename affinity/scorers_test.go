@@ -39,14 +39,16 @@ func TestScorers(t *testing.T) {
 		want    []float64
 	}{
 		{
-			name:   "prefix by tier over prompt blocks",
+			// Weighted 10, 9 and 2 blocks; the 2 every candidate holds count
+			// for nothing.
+			name:   "prefix by tier beyond the least cached, over prompt blocks",
 			scorer: &Prefix{TierWeights: kv.DefaultTierWeights},
 			cycle: Cycle{PromptBlocks: 10, Matches: []kv.Match{
 				{Blocks: 10, ByTier: [kv.NumTiers]int{kv.HBM: 10}},
 				{Blocks: 10, ByTier: [kv.NumTiers]int{kv.HBM: 5, kv.CPU: 5}},
 				{Blocks: 4, ByTier: [kv.NumTiers]int{kv.Disk: 4}},
 			}},
-			want: []float64{1, 0.9, 0.2},
+			want: []float64{0.8, 0.7, 0},
 		},
 		{
 			name:   "prefix of a stale endpoint is discounted",

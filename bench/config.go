@@ -194,6 +194,17 @@ type AgenticConfig struct {
 	WaveInterval Duration `json:"wave_interval" yaml:"wave_interval"`
 	// ToolResultFormat is "function_call" (default) or "message".
 	ToolResultFormat string `json:"tool_result_format" yaml:"tool_result_format"`
+	// TimeScale multiplies every planned delay (wave interval, think time,
+	// loop gap), like TraceConfig.TimeScale: 0.1 runs the workload's clock
+	// ten times faster. Give it the simulated fleet's time scale to keep
+	// gaps and engine steps on one clock. Default 1.
+	TimeScale float64 `json:"time_scale" yaml:"time_scale"`
+	// Concurrency, when > 0, runs the workload closed loop: at most this
+	// many sessions at once, the next planned session starting as soon as
+	// one ends (Waves and WaveInterval are then unused), so the fleet, not
+	// the workload's clock, sets the pace; turns within a session still wait
+	// their (scaled) gaps. 0 (default): open loop, sessions start in waves.
+	Concurrency int `json:"concurrency,omitempty" yaml:"concurrency"`
 }
 
 // TraceConfig shapes the trace replay workload.
@@ -261,6 +272,7 @@ func (c *Config) EnsureDefaults() {
 	setDefault(&a.Waves, DefaultWaves)
 	setDefault(&a.WaveInterval, Duration(DefaultWaveInterval))
 	setDefault(&a.ToolResultFormat, ToolResultFunctionCall)
+	setDefault(&a.TimeScale, DefaultTimeScale)
 
 	t := &c.Trace
 	setDefault(&t.Path, DefaultTracePath)
@@ -339,6 +351,12 @@ func (c *Config) Validate() error {
 	if a.ThinkTime < 0 || a.LoopGap < 0 || a.WaveInterval < 0 {
 		bad("agentic think_time, loop_gap and wave_interval must be >= 0")
 	}
+	if !(a.TimeScale > 0) || math.IsInf(a.TimeScale, 0) {
+		bad("agentic.time_scale %v: want > 0", a.TimeScale)
+	}
+	if a.Concurrency < 0 {
+		bad("agentic.concurrency %d: want >= 0", a.Concurrency)
+	}
 	switch a.ToolResultFormat {
 	case ToolResultFunctionCall, ToolResultMessage:
 	default:
@@ -401,4 +419,8 @@ type Target struct {
 	// run to compute the engines' own prefix-cache hit rate. Empty: no engine
 	// figures.
 	EngineMetricsURLs []string
+	// KVCapacityTokens is the fleet's total prefix-cache capacity, in
+	// tokens: the size of the global LRU the trace's ideal reuse is
+	// computed for. 0: unknown, the ideal is that of an unbounded cache.
+	KVCapacityTokens int
 }

@@ -9,7 +9,10 @@
 //     prompt and tool schema (deterministic text); each session opens with
 //     it, then grows its context every turn with tool results after
 //     sub-second gaps, with some human turns after seconds of think time.
-//     Sessions start in waves (bursts). On the Responses API a turn sends only
+//     Sessions start in waves (bursts), or closed loop (Concurrency): so many
+//     at once, the next as soon as one ends, so that the fleet and not the
+//     workload's clock sets the pace. TimeScale puts the gaps on the
+//     simulated fleet's clock. On the Responses API a turn sends only
 //     its new input, chained with previous_response_id; on chat completions
 //     (Config.API "chat") it sends the whole history and an x-session-id.
 //   - trace: replay of a Mooncake-format trace (timestamp, input_length,
@@ -49,7 +52,13 @@
 // vllm:prefix_cache_hits over vllm:prefix_cache_queries (SGLang: cached over
 // prompt tokens, else sglang:cache_hit_rate) between the two scrapes, summed
 // over engines. Output tokens/s and requests/s count successful requests over
-// the run's wall time. A request is shed when the gateway answers 429, or 503
+// the run's wall time. The ideal hit rate is what a perfect router could
+// reuse (ideal.go): for agentic runs, the whole blocks of each answered
+// prompt an unbounded cache holds from earlier requests (its session's
+// previous turn and answer, or its tenant's system prompt); for the trace,
+// one global LRU of the fleet's total KV capacity (Target.KVCapacityTokens)
+// over the hash ids. Captured is the engine hit rate over it; load spread
+// the busiest engine's prompt and generation tokens over the mean. A request is shed when the gateway answers 429, or 503
 // with x-turnpike-dropped-reason; failures are classed "http_<status>",
 // "timeout", "canceled", "transport" or "stream".
 //

@@ -37,6 +37,19 @@ type IsolationReport struct {
 	P99TTFTRatio       float64 `json:"p99_ttft_ratio"`
 	// Sheds counts the burst run's shed requests by band, then reason.
 	Sheds map[string]map[string]int `json:"sheds,omitempty"`
+	// BMeanInFlight is how many of B's requests were in flight on average
+	// in the window (the sum of their durations over the window), and
+	// BurstMultipleAchieved is that over FleetSlots: the burst the run
+	// really offered, to set against the configured BurstMultiple.
+	BMeanInFlight         float64 `json:"b_mean_in_flight"`
+	BurstMultipleAchieved float64 `json:"burst_multiple_achieved"`
+	// BaselineFleet and BurstFleet are the engines' own occupancy in the
+	// window of each run, sampled from their /metrics; nil without
+	// Target.EngineMetricsURLs. Engines that queue (MaxWaiting > 0) or run
+	// near their KV capacity were past their capacity; engines that never
+	// queue were not, whatever the burst multiple says.
+	BaselineFleet *FleetLoad `json:"baseline_fleet,omitempty"`
+	BurstFleet    *FleetLoad `json:"burst_fleet,omitempty"`
 	// Baseline is the whole baseline run.
 	Baseline *Result `json:"baseline"`
 }
@@ -53,13 +66,18 @@ func runIsolation(ctx context.Context, cfg Config, target Target, label string) 
 	keyA, keyB := orKey(ic.KeyA, target.APIKey), orKey(ic.KeyB, target.APIKey)
 	nA := int(math.Ceil(dur.Seconds() * ic.ARate))
 
+	var baseFleet, burstFleet *FleetLoad
 	baseline, baseSamples := measure(ctx, phase, target, label+" baseline", nA, func(ctx context.Context, r *runner) {
+		stop := sampleFleet(ctx, target.EngineMetricsURLs, r.start.Add(burstAt), &baseFleet)
+		defer stop()
 		r.interactive(ctx, keyA)
 	})
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("bench: isolation baseline: %w", err)
 	}
 	burst, burstSamples := measure(ctx, phase, target, label+" burst", 0, func(ctx context.Context, r *runner) {
+		stop := sampleFleet(ctx, target.EngineMetricsURLs, r.start.Add(burstAt), &burstFleet)
+		defer stop()
 		var wg sync.WaitGroup
 		wg.Go(func() { r.interactive(ctx, keyA) })
 		for i := range loops {
@@ -80,15 +98,20 @@ func runIsolation(ctx context.Context, cfg Config, target Target, label string) 
 	window := func(res *Result) time.Duration {
 		return max(time.Duration(res.DurationSeconds*float64(time.Second))-burstAt, time.Millisecond)
 	}
+	bWindow := inWindow(burstSamples, TenantB)
 	rep := &IsolationReport{
 		WindowStartSeconds: burstAt.Seconds(),
 		BLoops:             loops,
 		BaselineA:          aggregate(inWindow(baseSamples, TenantA), window(baseline)),
 		BurstA:             aggregate(inWindow(burstSamples, TenantA), window(burst)),
-		BurstB:             aggregate(inWindow(burstSamples, TenantB), window(burst)),
+		BurstB:             aggregate(bWindow, window(burst)),
 		Sheds:              burst.Total.Sheds,
+		BMeanInFlight:      meanInFlight(bWindow, window(burst)),
+		BaselineFleet:      baseFleet,
+		BurstFleet:         burstFleet,
 		Baseline:           baseline,
 	}
+	rep.BurstMultipleAchieved = rep.BMeanInFlight / float64(ic.FleetSlots)
 	rep.BaselineAP99TTFTMs = rep.BaselineA.TTFT.P99Ms
 	rep.BurstAP99TTFTMs = rep.BurstA.TTFT.P99Ms
 	if rep.BaselineAP99TTFTMs > 0 {
@@ -137,15 +160,133 @@ func (r *runner) interactive(ctx context.Context, key string) {
 // back to back with no think time, until the run stops.
 func (r *runner) agentLoop(ctx context.Context, loop int, burstAt time.Duration, key, priority string) {
 	for round := 0; !r.stopped(ctx); round++ {
-		c := r.cfg
-		c.Seed = int64(mix(uint64(r.cfg.Seed), 0xb, uint64(loop), uint64(round)) >> 1)
-		c.Agentic.Sessions, c.Agentic.Waves, c.Agentic.Tenants = 1, 1, 1
-		c.Agentic.HumanTurnShare = -1
-		s := PlanAgentic(c)[0]
+		s := burstSession(r.cfg, loop, round)
 		s.Start += burstAt
 		if round > 0 {
 			s.Start = 0
 		}
 		r.session(ctx, s, TenantB, key, priority)
 	}
+}
+
+// burstSession is round round of B's loop loop: one agent session of
+// tool turns sent back to back. A loop with gaps between its turns keeps a
+// request in flight only part of the time, so BLoops loops would offer the
+// fleet a fraction of BurstMultiple × FleetSlots; without gaps each loop
+// holds one request in flight all the time, as IsolationConfig promises.
+func burstSession(cfg Config, loop, round int) Session {
+	c := cfg
+	c.Seed = int64(mix(uint64(cfg.Seed), 0xb, uint64(loop), uint64(round)) >> 1)
+	c.Agentic.Sessions, c.Agentic.Waves, c.Agentic.Tenants = 1, 1, 1
+	c.Agentic.HumanTurnShare = -1
+	c.Agentic.LoopGap = 0
+	return PlanAgentic(c)[0]
+}
+
+// meanInFlight is the mean number of samples in flight over wall: the sum
+// of their durations (a failed request counts until it failed) over wall.
+func meanInFlight(samples []*Sample, wall time.Duration) float64 {
+	if wall <= 0 {
+		return 0
+	}
+	var busy time.Duration
+	for _, s := range samples {
+		busy += s.E2E
+	}
+	return busy.Seconds() / wall.Seconds()
+}
+
+// FleetLoad is the engines' occupancy over a window, summed over engines
+// at each sample: sequences running in their batches, sequences waiting in
+// their own queues, and the mean KV cache usage.
+type FleetLoad struct {
+	Samples     int     `json:"samples"`
+	MeanRunning float64 `json:"mean_running"`
+	MaxRunning  float64 `json:"max_running"`
+	MeanWaiting float64 `json:"mean_waiting"`
+	MaxWaiting  float64 `json:"max_waiting"`
+	MaxKVUsage  float64 `json:"max_kv_usage"`
+}
+
+// Engine gauges FleetLoad reads, vLLM's and SGLang's names.
+var (
+	gaugesRunning = []string{"vllm:num_requests_running", "sglang:num_running_reqs"}
+	gaugesWaiting = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs"}
+	gaugesKV      = []string{"vllm:kv_cache_usage_perc", "sglang:token_usage"}
+)
+
+// fleetSampleInterval spaces the engine scrapes of sampleFleet: often
+// enough for a 20s window, rarely enough to cost the host little.
+const fleetSampleInterval = 250 * time.Millisecond
+
+// add folds one scrape of every engine (nil entries failed) into l.
+func (l *FleetLoad) add(scrape []EngineMetrics) {
+	var running, waiting, kv float64
+	engines := 0
+	for _, m := range scrape {
+		if m == nil {
+			continue
+		}
+		engines++
+		running += firstOf(m, gaugesRunning)
+		waiting += firstOf(m, gaugesWaiting)
+		kv += firstOf(m, gaugesKV)
+	}
+	if engines == 0 {
+		return
+	}
+	n := float64(l.Samples)
+	l.MeanRunning = (l.MeanRunning*n + running) / (n + 1)
+	l.MeanWaiting = (l.MeanWaiting*n + waiting) / (n + 1)
+	l.MaxRunning = max(l.MaxRunning, running)
+	l.MaxWaiting = max(l.MaxWaiting, waiting)
+	l.MaxKVUsage = max(l.MaxKVUsage, kv/float64(engines))
+	l.Samples++
+}
+
+func firstOf(m EngineMetrics, names []string) float64 {
+	for _, n := range names {
+		if v, ok := m[n]; ok {
+			return v
+		}
+	}
+	return 0
+}
+
+// sampleFleet scrapes urls every fleetSampleInterval from from until the
+// returned stop is called, then stores what it saw in *out (left nil when
+// there are no urls or no sample succeeded). stop waits for the sampler.
+func sampleFleet(ctx context.Context, urls []string, from time.Time, out **FleetLoad) (stop func()) {
+	if len(urls) == 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var l FleetLoad
+		defer func() {
+			if l.Samples > 0 {
+				*out = &l
+			}
+		}()
+		if !sleepUntil(ctx, from) {
+			return
+		}
+		t := time.NewTicker(fleetSampleInterval)
+		defer t.Stop()
+		for {
+			scrape, _ := scrapeAll(ctx, urls)
+			if ctx.Err() != nil {
+				return
+			}
+			l.add(scrape)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }

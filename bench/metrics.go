@@ -96,8 +96,23 @@ type EngineCache struct {
 	// PromptTokens and GenerationTokens are the engines' token counters.
 	PromptTokens     float64 `json:"prompt_tokens"`
 	GenerationTokens float64 `json:"generation_tokens"`
+	// PerEngine splits the figures by engine, in the order of
+	// Target.EngineMetricsURLs (engines scraped only once are left out).
+	PerEngine []EngineFigures `json:"per_engine,omitempty"`
+	// LoadSpread is the busiest engine's prompt plus generation tokens over
+	// the mean of all engines': 1 is perfectly even, the engine count is
+	// everything on one engine. 0 when nothing was counted.
+	LoadSpread float64 `json:"load_spread,omitempty"`
 	// Errors lists scrapes that failed; the figures cover the rest.
 	Errors []string `json:"errors,omitempty"`
+}
+
+// EngineFigures are one engine's counter deltas over the run.
+type EngineFigures struct {
+	QueriedTokens    float64 `json:"queried_tokens"`
+	HitTokens        float64 `json:"hit_tokens"`
+	PromptTokens     float64 `json:"prompt_tokens"`
+	GenerationTokens float64 `json:"generation_tokens"`
 }
 
 // scrapeAll reads every URL; a failed scrape leaves nil in its slot.
@@ -157,26 +172,36 @@ func engineDelta(before, after []EngineMetrics, errs []string) *EngineCache {
 			}
 			return av - bv
 		}
+		var f EngineFigures
 		switch {
 		case a.Has(vllmQueries):
 			ec.Flavor = "vllm"
-			ec.QueriedTokens += d(vllmQueries)
-			ec.HitTokens += d(vllmHits)
+			f.QueriedTokens, f.HitTokens = d(vllmQueries), d(vllmHits)
 		case a.Has(vllmGPUQueries):
 			ec.Flavor = "vllm"
-			ec.QueriedTokens += d(vllmGPUQueries)
-			ec.HitTokens += d(vllmGPUHits)
+			f.QueriedTokens, f.HitTokens = d(vllmGPUQueries), d(vllmGPUHits)
 		case a.Has(sglangCached) && a.Has(sglangPrompt):
 			ec.Flavor = "sglang"
-			ec.QueriedTokens += d(sglangPrompt)
-			ec.HitTokens += d(sglangCached)
+			f.QueriedTokens, f.HitTokens = d(sglangPrompt), d(sglangCached)
 		case a.Has(sglangHitRate):
 			ec.Flavor = "sglang"
 			rateSum += a[sglangHitRate]
 			rateN++
 		}
-		ec.PromptTokens += d(vllmPrompt) + d(sglangPrompt)
-		ec.GenerationTokens += d(vllmGeneration) + d(sglangGeneration)
+		f.PromptTokens = d(vllmPrompt) + d(sglangPrompt)
+		f.GenerationTokens = d(vllmGeneration) + d(sglangGeneration)
+		ec.QueriedTokens += f.QueriedTokens
+		ec.HitTokens += f.HitTokens
+		ec.PromptTokens += f.PromptTokens
+		ec.GenerationTokens += f.GenerationTokens
+		ec.PerEngine = append(ec.PerEngine, f)
+	}
+	if total := ec.PromptTokens + ec.GenerationTokens; total > 0 && len(ec.PerEngine) > 0 {
+		var most float64
+		for _, f := range ec.PerEngine {
+			most = max(most, f.PromptTokens+f.GenerationTokens)
+		}
+		ec.LoadSpread = most / (total / float64(len(ec.PerEngine)))
 	}
 	switch {
 	case ec.QueriedTokens > 0:
@@ -185,7 +210,7 @@ func engineDelta(before, after []EngineMetrics, errs []string) *EngineCache {
 		ec.HitRate = rateSum / float64(rateN)
 	}
 	// Engines can export anything; keep the result marshalable.
-	for _, p := range []*float64{&ec.HitRate, &ec.QueriedTokens, &ec.HitTokens, &ec.PromptTokens, &ec.GenerationTokens} {
+	for _, p := range []*float64{&ec.HitRate, &ec.QueriedTokens, &ec.HitTokens, &ec.PromptTokens, &ec.GenerationTokens, &ec.LoadSpread} {
 		if math.IsNaN(*p) || math.IsInf(*p, 0) {
 			*p = 0
 		}

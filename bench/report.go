@@ -94,19 +94,28 @@ func summaryTable(results []*Result) *table {
 	t := &table{header: []string{
 		"policy", "requests", "errors", "shed",
 		"TTFT p50", "TTFT p90", "TTFT p99", "ITL p50", "ITL p99", "E2E p50", "E2E p99",
-		"out tok/s", "req/s", "engine hit", "cached (usage)",
+		"out tok/s", "req/s", "engine hit", "cached (usage)", "ideal hit", "captured", "load spread",
 	}}
 	for _, r := range results {
 		s := r.Total
-		hit := "-"
+		hit, ideal, captured, spread := "-", "-", "-", "-"
 		if r.Engines != nil && r.Engines.Flavor != "" {
 			hit = pct(r.Engines.HitRate)
+		}
+		if r.Engines != nil && r.Engines.LoadSpread > 0 {
+			spread = fmt.Sprintf("%.2f", r.Engines.LoadSpread)
+		}
+		if r.Ideal != nil && r.Ideal.PromptTokens > 0 {
+			ideal = pct(r.Ideal.HitRate)
+			if r.Ideal.CapturedShare > 0 {
+				captured = pct(r.Ideal.CapturedShare)
+			}
 		}
 		t.add(r.name(), fmt.Sprint(s.Requests), fmt.Sprint(s.Errors), fmt.Sprint(s.Shed),
 			ms(s.TTFT.P50Ms), ms(s.TTFT.P90Ms), ms(s.TTFT.P99Ms), ms(s.ITL.P50Ms), ms(s.ITL.P99Ms),
 			ms(s.E2E.P50Ms), ms(s.E2E.P99Ms),
 			fmt.Sprintf("%.1f", s.OutputTokensPerSec), fmt.Sprintf("%.2f", s.RequestsPerSec),
-			hit, pct(s.CachedTokenShare))
+			hit, pct(s.CachedTokenShare), ideal, captured, spread)
 	}
 	return t
 }
@@ -178,7 +187,9 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 	if err := write(summaryTable(results)); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "\nLatencies in ms; engine hit from the engines' /metrics, cached from usage.")
+	fmt.Fprintln(w, "\nLatencies in ms; engine hit from the engines' /metrics, cached from usage;"+
+		" ideal hit is what an ideal router could reuse, captured the engine hit over it;"+
+		" load spread is the busiest engine's tokens over the mean.")
 	for _, r := range results {
 		heading(fmt.Sprintf("%s: %s workload, %s API, %.1fs", r.name(), r.Workload, r.API, r.DurationSeconds))
 		if err := write(breakdownTable(r)); err != nil {

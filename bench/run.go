@@ -63,9 +63,12 @@ type Result struct {
 	ByBand   map[string]*Summary `json:"by_band"`
 	// Engines is the engines' own prefix-cache account; nil when
 	// Target.EngineMetricsURLs is empty.
-	Engines  *EngineCache `json:"engines,omitempty"`
-	CDF      CDF          `json:"cdf"`
-	Timeline Timeline     `json:"timeline"`
+	Engines *EngineCache `json:"engines,omitempty"`
+	// Ideal is the prefix reuse an ideal router could have won, and the
+	// share of it the engines captured; nil for the isolation scenario.
+	Ideal    *IdealReuse `json:"ideal,omitempty"`
+	CDF      CDF         `json:"cdf"`
+	Timeline Timeline    `json:"timeline"`
 	// Isolation holds the scenario's figures when Workload is "isolation".
 	Isolation *IsolationReport `json:"isolation,omitempty"`
 	// Samples are every request's records when Config.KeepSamples is set.
@@ -97,23 +100,53 @@ func run(ctx context.Context, cfg Config, target Target, label string) (*Result,
 		if err != nil {
 			return nil, err
 		}
-		res, _ := measure(ctx, cfg, target, label, len(reqs), func(ctx context.Context, r *runner) {
+		res, samples := measure(ctx, cfg, target, label, len(reqs), func(ctx context.Context, r *runner) {
 			r.replay(ctx, reqs)
 		})
+		// The ideal covers the requests that were sent.
+		sent := reqs[:min(len(samples), len(reqs))]
+		res.setIdeal(IdealTraceReuse(sent, target.KVCapacityTokens))
 		return res, nil
 	case WorkloadIsolation:
 		return runIsolation(ctx, cfg, target, label)
 	default:
 		sessions := PlanAgentic(cfg)
-		res, _ := measure(ctx, cfg, target, label, len(sessions)*cfg.Agentic.TurnsPerSession, func(ctx context.Context, r *runner) {
-			var wg sync.WaitGroup
-			for _, s := range sessions {
-				key := r.tenantKey(s.Tenant)
-				wg.Go(func() { r.session(ctx, s, fmt.Sprintf("t%d", s.Tenant), key, cfg.Priority) })
-			}
-			wg.Wait()
+		res, samples := measure(ctx, cfg, target, label, len(sessions)*cfg.Agentic.TurnsPerSession, func(ctx context.Context, r *runner) {
+			r.sessions(ctx, sessions)
 		})
+		res.setIdeal(IdealAgenticReuse(cfg, samples, idealBlockSize))
 		return res, nil
+	}
+}
+
+// sessions runs the planned sessions: all at their start times (open loop),
+// or at most Agentic.Concurrency at once, each starting as soon as a
+// running one ends (closed loop).
+func (r *runner) sessions(ctx context.Context, sessions []Session) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var slots chan struct{}
+	if n := r.cfg.Agentic.Concurrency; n > 0 {
+		slots = make(chan struct{}, n)
+	}
+	for _, s := range sessions {
+		if slots != nil {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			if r.stopped(ctx) {
+				return
+			}
+		}
+		key := r.tenantKey(s.Tenant)
+		wg.Go(func() {
+			if slots != nil {
+				defer func() { <-slots }()
+			}
+			r.session(ctx, s, fmt.Sprintf("t%d", s.Tenant), key, r.cfg.Priority)
+		})
 	}
 }
 

@@ -63,7 +63,8 @@ type Turn struct {
 type Session struct {
 	ID     string `json:"id"`
 	Tenant int    `json:"tenant"`
-	// Start is when the session's first turn becomes due, from the run start.
+	// Start is when the session's first turn becomes due, from the run
+	// start; 0 in closed loop, where a session starts when a slot frees.
 	Start time.Duration `json:"start"`
 	Turns []Turn        `json:"turns"`
 }
@@ -94,8 +95,13 @@ func PlanAgentic(cfg Config) []Session {
 	g := splitmix64(mix(uint64(cfg.Seed), 0xa9e47))
 	uniform := func() float64 { return float64(g.next()>>11) / (1 << 53) }
 	// jitter draws from 0.5× to 1.5× of mean, so gaps average to the mean.
+	// Delays are drawn on the workload's clock, then scaled to the run's.
+	scale := a.TimeScale
+	if scale <= 0 {
+		scale = DefaultTimeScale
+	}
 	jitter := func(mean time.Duration) time.Duration {
-		return time.Duration(float64(mean) * (0.5 + uniform()))
+		return time.Duration(float64(mean) * (0.5 + uniform()) * scale)
 	}
 	waves := max(a.Waves, 1)
 	perWave := (a.Sessions + waves - 1) / waves
@@ -106,7 +112,10 @@ func PlanAgentic(cfg Config) []Session {
 		s.Tenant = i % max(a.Tenants, 1)
 		// Sessions of one wave start within 100ms of each other: a burst.
 		wave := i / perWave
-		s.Start = time.Duration(wave)*a.WaveInterval.D() + time.Duration(uniform()*float64(100*time.Millisecond))
+		s.Start = time.Duration((float64(wave)*float64(a.WaveInterval) + uniform()*float64(100*time.Millisecond)) * scale)
+		if a.Concurrency > 0 {
+			s.Start = 0
+		}
 		seed := mix(uint64(cfg.Seed), uint64(i))
 		s.Turns = make([]Turn, a.TurnsPerSession)
 		for t := range s.Turns {

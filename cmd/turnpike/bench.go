@@ -39,27 +39,48 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Float64Var(&cfg.Rate, "rate", 0, "cap on requests per second (0: none)")
 	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", 0, "cap on concurrent requests (0: none)")
 	fs.DurationVar((*time.Duration)(&cfg.MaxDuration), "max-duration", 0, "stop after this long (0: when the workload ends)")
-	fs.IntVar(&cfg.Agentic.Sessions, "sessions", bench.DefaultSessions, "agentic: concurrent agent sessions")
-	fs.IntVar(&cfg.Agentic.TurnsPerSession, "turns", bench.DefaultTurnsPerSession, "agentic: turns per session")
+	fs.IntVar(&cfg.Agentic.Sessions, "sessions", benchSessions, "agentic: agent sessions in all")
+	fs.IntVar(&cfg.Agentic.TurnsPerSession, "turns", benchTurns, "agentic: turns per session")
 	fs.IntVar(&cfg.Agentic.Tenants, "tenants", bench.DefaultTenants, "agentic: tenants (each with its own system prompt and tools)")
 	fs.IntVar(&cfg.Agentic.SystemPromptTokens, "system-tokens", bench.DefaultSystemPromptTokens, "agentic: shared system prompt tokens per tenant")
 	fs.IntVar(&cfg.Agentic.ToolSchemaTokens, "tool-schema-tokens", bench.DefaultToolSchemaTokens, "agentic: tool schema tokens per tenant")
-	fs.IntVar(&cfg.Agentic.ToolResultTokens, "tool-result-tokens", bench.DefaultToolResultTokens, "agentic: tokens of each tool result")
+	fs.IntVar(&cfg.Agentic.ToolResultTokens, "tool-result-tokens", benchToolResultTokens, "agentic: tokens of each tool result")
 	fs.IntVar(&cfg.Agentic.OutputTokens, "output-tokens", bench.DefaultOutputTokens, "agentic: output tokens per turn")
-	fs.IntVar(&cfg.Agentic.Waves, "waves", bench.DefaultWaves, "agentic: sessions start in this many bursts")
+	fs.IntVar(&cfg.Agentic.Waves, "waves", bench.DefaultWaves, "agentic: sessions start in this many bursts (open loop)")
+	fs.IntVar(&cfg.Agentic.Concurrency, "concurrency", benchConcurrency, "agentic: run closed loop, this many sessions at once, the next starting as one ends (0: open loop, in waves)")
+	fs.Float64Var(&cfg.Agentic.TimeScale, "agentic-time-scale", 0, "agentic: multiply think times, loop gaps and wave intervals by this (0: the simulated fleet's time scale when embedded, else 1)")
+	kvCapacity := fs.Int("kv-capacity-tokens", 0, "with --url: the fleet's total KV cache in tokens, for the trace's ideal reuse (0: unbounded)")
 	fs.StringVar(&cfg.Trace.Path, "trace", bench.DefaultTracePath, "trace: the Mooncake conversation trace (JSONL)")
-	fs.Float64Var(&cfg.Trace.TimeScale, "trace-time-scale", bench.DefaultTimeScale, "trace: multiply arrival times by this (0.1 = ten times faster)")
+	fs.Float64Var(&cfg.Trace.TimeScale, "trace-time-scale", 0, "trace: multiply arrival times by this (0.1 = ten times faster; 0: twice the simulated fleet's time scale when embedded, half the recorded rate, else 1)")
 	fs.IntVar(&cfg.Trace.Limit, "trace-limit", 0, "trace: replay only the first N requests (0: all)")
 	fs.StringVar(&cfg.Isolation.KeyA, "key-a", "", "isolation with --url: tenant A's API key")
 	fs.StringVar(&cfg.Isolation.KeyB, "key-b", "", "isolation with --url: tenant B's API key")
 	fs.DurationVar((*time.Duration)(&cfg.Isolation.Duration), "isolation-duration", bench.DefaultIsolationDuration, "isolation: length of each run")
 	var sf simFlags
 	sf.register(fs, "sim-", "sim-replicas")
+	for _, d := range benchFleet {
+		if f := fs.Lookup(d.flag); f != nil {
+			f.Usage += fmt.Sprintf(" (agentic and trace: default %s; isolation: %s)", d.value, f.DefValue)
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
+	if err := benchFleetDefaults(fs, cfg.Workload); err != nil {
+		return err
+	}
 	if cfg.Model == "" {
 		cfg.Model = sf.served
+	}
+	if cfg.Agentic.TimeScale == 0 && *url == "" && sf.timeScale > 0 {
+		// Gaps run on the simulated clock, like the engines' steps.
+		cfg.Agentic.TimeScale = sf.timeScale
+	}
+	if cfg.Trace.TimeScale == 0 && *url == "" && sf.timeScale > 0 {
+		// The trace's arrivals on the simulated clock, at half the rate
+		// they were recorded at: the default fleet keeps up with that when
+		// it reuses prefixes, and falls behind when it does not.
+		cfg.Trace.TimeScale = 2 * sf.timeScale
 	}
 	if *url != "" && (*compare != "" || fs.Lookup("policy").Value.String() != "cache-aware") {
 		return fmt.Errorf("bench: --compare and --policy need the embedded fleet; drop --url")
@@ -77,7 +98,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	if *url != "" {
-		t := bench.Target{BaseURL: *url, APIKey: *apiKey}
+		t := bench.Target{BaseURL: *url, APIKey: *apiKey, KVCapacityTokens: *kvCapacity}
 		if *engineMetrics != "" {
 			t.EngineMetricsURLs = strings.Split(*engineMetrics, ",")
 		}
@@ -135,8 +156,10 @@ func startBenchStack(ctx context.Context, policy string, sf *simFlags, bc *bench
 		return bench.Target{}, nil, err
 	}
 	t := bench.Target{BaseURL: "http://" + st.addr}
-	for _, u := range st.fleet.URLs {
+	for i, u := range st.fleet.URLs {
 		t.EngineMetricsURLs = append(t.EngineMetricsURLs, u+"/metrics")
+		e := st.fleet.Engines[i]
+		t.KVCapacityTokens += e.NumBlocks() * e.Config().BlockSize
 	}
 	stop := func() error {
 		err := st.Close(context.Background())
@@ -191,6 +214,48 @@ func writeResults(stdout io.Writer, dir string, res *bench.Result, cmp *bench.Co
 		}
 	}
 	fmt.Fprintf(stdout, "\nresults: %s/results.json, %s/report.html, %s/report.md\n", dir, dir, dir)
+	return nil
+}
+
+// The CLI's agentic workload: the saturated regime where KV capacity, not
+// compute, bounds the fleet. 32 sessions run at once, closed loop, each for
+// 16 turns that add a 1000-token tool result, so contexts grow past 20k
+// tokens; on the default bench fleet they fit in the replicas' KV caches
+// when each session stays on one replica, and do not when every replica
+// must hold every session.
+const (
+	benchSessions         = 64
+	benchConcurrency      = 32
+	benchTurns            = 16
+	benchToolResultTokens = 1000
+)
+
+// benchFleet is the default simulated fleet of agentic and trace runs,
+// where it differs from serve's demo fleet: llama-3.1-70b on MI300X leaves
+// about 96k tokens of KV cache per replica beside the weights, and runs ten
+// times faster than real time. The isolation scenario keeps serve's fleet.
+var benchFleet = []struct{ flag, value string }{
+	{"sim-accelerator", "mi300x"},
+	{"sim-model", "llama-3.1-70b"},
+	{"sim-served-model", "meta-llama/Llama-3.1-70B-Instruct"},
+	{"sim-time-scale", "0.1"},
+}
+
+// benchFleetDefaults sets benchFleet's flags that the command line left
+// unset, for every workload but isolation.
+func benchFleetDefaults(fs *flag.FlagSet, workload string) error {
+	if workload == bench.WorkloadIsolation {
+		return nil
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, d := range benchFleet {
+		if !set[d.flag] {
+			if err := fs.Set(d.flag, d.value); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 

@@ -1,0 +1,164 @@
+package bench
+
+import (
+	"context"
+	"math"
+	"os"
+	"testing"
+	"time"
+)
+
+func TestIdealTraceReuse(t *testing.T) {
+	req := func(tokens int, ids ...int64) TraceRequest {
+		return TraceRequest{InputTokens: tokens, HashIDs: ids}
+	}
+	for _, tc := range []struct {
+		name     string
+		capacity int
+		reqs     []TraceRequest
+		cached   float64
+	}{
+		{"unbounded: the repeated prefix hits, cut to the prompt", 0,
+			[]TraceRequest{req(1000, 1, 2), req(1100, 1, 2, 3), req(300, 1)}, 1024 + 300},
+		{"a miss ends the prefix", 0,
+			[]TraceRequest{req(1024, 1, 2), req(1536, 9, 2, 3)}, 0},
+		{"one block of capacity keeps only the most recent", 512,
+			[]TraceRequest{req(1024, 1, 2), req(512, 1), req(512, 2)}, 0},
+		{"LRU keeps what was touched", 1024,
+			[]TraceRequest{req(512, 1), req(512, 2), req(512, 1), req(512, 3), req(512, 1)}, 1024},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := IdealTraceReuse(tc.reqs, tc.capacity)
+			if got.CachedTokens != tc.cached || got.Method != IdealGlobalLRU {
+				t.Errorf("cached = %v (%s), want %v", got.CachedTokens, got.Method, tc.cached)
+			}
+		})
+	}
+}
+
+// TestIdealTraceReuseMooncake checks the ideal against the figures in the
+// trace's README, when the trace is present.
+func TestIdealTraceReuseMooncake(t *testing.T) {
+	path := "../" + DefaultTracePath
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("trace not present: %v", err)
+	}
+	reqs, err := LoadTrace(TraceConfig{Path: path, TimeScale: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		capacity int
+		want     float64
+	}{{1 << 20, 0.056}, {4 << 20, 0.185}, {16 << 20, 0.341}, {0, 0.374}} {
+		got := IdealTraceReuse(reqs, tc.capacity)
+		got.HitRate = got.CachedTokens / got.PromptTokens
+		if math.Abs(got.HitRate-tc.want) > 0.006 {
+			t.Errorf("capacity %d: ideal %.3f, want %.3f", tc.capacity, got.HitRate, tc.want)
+		}
+	}
+}
+
+func TestIdealAgenticReuse(t *testing.T) {
+	cfg := Config{Agentic: AgenticConfig{SystemPromptTokens: 100, ToolSchemaTokens: 0}}
+	sys := systemPromptTokens("t0", 100, 0)
+	if sys < 100 || sys > 110 {
+		t.Fatalf("system prompt of t0 = %d tokens, want about 100", sys)
+	}
+	ms := time.Millisecond
+	samples := []*Sample{
+		// Two sessions of tenant t0 opening; the second finds the system
+		// prompt the first sent.
+		{Tenant: "t0", Session: "a", Start: 0, InputTokens: 150, OutputTokens: 20},
+		{Tenant: "t0", Session: "b", Start: 1 * ms, InputTokens: 160, OutputTokens: 20},
+		// a's second turn repeats its first prompt and answer.
+		{Tenant: "t0", Session: "a", Start: 2 * ms, InputTokens: 300, OutputTokens: 20},
+		// b's second turn failed; its third builds on its first.
+		{Tenant: "t0", Session: "b", Start: 3 * ms, Error: "http_503"},
+		{Tenant: "t0", Session: "b", Start: 4 * ms, InputTokens: 400, OutputTokens: 20},
+		// A turn cannot hit its own last token.
+		{Tenant: "t0", Session: "a", Start: 5 * ms, InputTokens: 321, OutputTokens: 20},
+	}
+	got := IdealAgenticReuse(cfg, samples, 16)
+	want := float64(0 + sys/16*16 + 160 + 176 + 320)
+	if got.CachedTokens != want || got.PromptTokens != 150+160+300+400+321 {
+		t.Errorf("cached/prompt = %v/%v, want %v/%v", got.CachedTokens, got.PromptTokens, want, 150+160+300+400+321)
+	}
+}
+
+func TestSetIdeal(t *testing.T) {
+	r := &Result{Engines: &EngineCache{Flavor: "vllm", HitRate: 0.45}}
+	r.setIdeal(IdealReuse{PromptTokens: 100, CachedTokens: 50})
+	if r.Ideal.HitRate != 0.5 || math.Abs(r.Ideal.CapturedShare-0.9) > 1e-9 {
+		t.Errorf("ideal = %+v, want hit rate 0.5, captured 0.9", r.Ideal)
+	}
+}
+
+// TestRunAgenticClosedLoop runs sessions closed loop: never more than
+// Concurrency at once, all of them in the end, each turn after the last.
+func TestRunAgenticClosedLoop(t *testing.T) {
+	f := newFakeGateway(t)
+	cfg := smallAgentic(APIResponses)
+	cfg.Agentic.Concurrency = 2
+	cfg.Agentic.TimeScale = 0.5
+	res, err := Run(context.Background(), cfg, f.target())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := res.Total; s.Requests != 24 || s.Succeeded != 24 {
+		t.Fatalf("requests/succeeded = %d/%d, want 24/24", s.Requests, s.Succeeded)
+	}
+	type span struct{ from, to time.Duration }
+	spans := map[string]*span{}
+	for _, s := range res.Samples {
+		sp := spans[s.Session]
+		if sp == nil {
+			sp = &span{from: s.Start, to: s.Start + s.E2E}
+			spans[s.Session] = sp
+		}
+		sp.from, sp.to = min(sp.from, s.Start), max(sp.to, s.Start+s.E2E)
+	}
+	if len(spans) != 6 {
+		t.Fatalf("%d sessions ran, want 6", len(spans))
+	}
+	for name, a := range spans {
+		overlapping := 0
+		for _, b := range spans {
+			if b.from <= a.from && a.from < b.to {
+				overlapping++
+			}
+		}
+		if overlapping > 2 {
+			t.Errorf("session %s started with %d sessions running (itself included), want at most 2", name, overlapping)
+		}
+	}
+	if res.Ideal == nil || res.Ideal.Method != IdealWorkload || !(res.Ideal.HitRate > 0) {
+		t.Errorf("ideal = %+v, want a workload ideal above 0", res.Ideal)
+	}
+}
+
+func TestPlanAgenticTimeScale(t *testing.T) {
+	cfg := smallAgentic(APIResponses)
+	cfg.EnsureDefaults()
+	base := PlanAgentic(cfg)
+	cfg.Agentic.TimeScale = 0.1
+	scaled := PlanAgentic(cfg)
+	for i := range base {
+		if got, want := scaled[i].Start, time.Duration(float64(base[i].Start)*0.1); absDur(got-want) > time.Microsecond {
+			t.Errorf("session %d starts at %v, want %v", i, got, want)
+		}
+		for j := range base[i].Turns {
+			if got, want := scaled[i].Turns[j].Delay, time.Duration(float64(base[i].Turns[j].Delay)*0.1); absDur(got-want) > time.Microsecond {
+				t.Errorf("session %d turn %d delay %v, want %v", i, j, got, want)
+			}
+		}
+	}
+	cfg.Agentic.Concurrency = 3
+	for _, s := range PlanAgentic(cfg) {
+		if s.Start != 0 {
+			t.Errorf("closed loop: session %s starts at %v, want 0", s.ID, s.Start)
+		}
+	}
+}
+
+func absDur(d time.Duration) time.Duration { return max(d, -d) }
