@@ -23,9 +23,7 @@ const (
 	ReasonNoCache = "no-cache"
 	// ReasonSessionHash: the session-hash ring, by session key.
 	ReasonSessionHash = "session-hash"
-	// ReasonPrefixHash: the session-hash ring, by the prompt's first block.
-	ReasonPrefixHash = "prefix-hash"
-	// ReasonRoundRobin: a sessionless, unhashed request of session-hash.
+	// ReasonRoundRobin: a sessionless request of session-hash.
 	ReasonRoundRobin = "round-robin"
 )
 
@@ -38,14 +36,13 @@ const (
 	reasonLoadGuardSpill
 	reasonNoCache
 	reasonSessionHash
-	reasonPrefixHash
 	reasonRoundRobin
 	numReasons
 )
 
 var reasonNames = [numReasons]string{
 	ReasonSessionPin, ReasonPrefixHit, ReasonLoadGuardSpill, ReasonNoCache,
-	ReasonSessionHash, ReasonPrefixHash, ReasonRoundRobin,
+	ReasonSessionHash, ReasonRoundRobin,
 }
 
 // metrics are the affinity collectors, shared by the policies of one

@@ -15,9 +15,10 @@ import (
 // SessionHash routes by consistent hashing of the session key, tenant
 // included, on a ring with VirtualNodes points per endpoint: what a
 // session-affinity ingress gives, and the baseline the cache-aware policy
-// is measured against. A sessionless request hashes its prompt's first
-// block when the gateway hashed the prompt, and goes round-robin
-// otherwise. An unavailable endpoint's keys move to the next endpoint on
+// is measured against. A sessionless request goes round-robin: hashing
+// something every request shares (an empty key, a common first block)
+// would send the whole fleet's sessionless traffic to one endpoint, which
+// no operator would leave configured. An unavailable endpoint's keys move to the next endpoint on
 // the ring; everyone else's stay.
 //
 // Rings are built once per distinct candidate set and published in a
@@ -54,10 +55,6 @@ func NewSessionHash(vnodes int) *SessionHash {
 // Name implements Policy.
 func (*SessionHash) Name() string { return PolicySessionHash }
 
-// NeedsHashes implements the optional interface of NeedsHashes: a
-// sessionless request is placed by its first block.
-func (*SessionHash) NeedsHashes() bool { return true }
-
 // Pick implements Policy.
 func (s *SessionHash) Pick(_ context.Context, req *Request, candidates []*pools.Endpoint) (*pools.Endpoint, error) {
 	var key uint64
@@ -65,9 +62,6 @@ func (s *SessionHash) Pick(_ context.Context, req *Request, candidates []*pools.
 	case req.SessionKey != "":
 		key = mix(xxhash.Sum64String(req.SessionKey), xxhash.Sum64String(req.Tenant))
 		s.decisions[reasonSessionHash].Inc()
-	case len(req.Hashes) > 0:
-		key = uint64(req.Hashes[0])
-		s.decisions[reasonPrefixHash].Inc()
 	default:
 		s.decisions[reasonRoundRobin].Inc()
 		start := int(s.next.Add(1) % uint64(len(candidates)))

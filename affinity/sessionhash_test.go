@@ -86,20 +86,16 @@ func TestSessionHashSessionless(t *testing.T) {
 	reg := newFleet(t, 5)
 	s := NewSessionHash(0)
 	ctx := context.Background()
+	// Sessionless requests that share a first block (a common system
+	// prompt) still spread over the fleet rather than all landing on one.
 	req := &Request{Hashes: []kv.BlockHash{42, 43}}
-	first, _ := s.Pick(ctx, req, reg.Endpoints)
-	for range 10 {
-		if ep, _ := s.Pick(ctx, &Request{Hashes: []kv.BlockHash{42, 99}}, reg.Endpoints); ep != first {
-			t.Fatal("the same first block went elsewhere")
-		}
-	}
 	seen := map[*pools.Endpoint]bool{}
 	for range 5 {
-		ep, _ := s.Pick(ctx, &Request{}, reg.Endpoints)
+		ep, _ := s.Pick(ctx, req, reg.Endpoints)
 		seen[ep] = true
 	}
 	if len(seen) != 5 {
-		t.Errorf("unhashed sessionless requests went round-robin over %d endpoints, want 5", len(seen))
+		t.Errorf("sessionless requests went round-robin over %d endpoints, want 5", len(seen))
 	}
 	allocs := testing.AllocsPerRun(100, func() { s.Pick(ctx, req, reg.Endpoints) })
 	if allocs != 0 && !raceEnabled {
