@@ -61,14 +61,26 @@ func newPickFixture(tb testing.TB) *pickFixture {
 	return &pickFixture{reg: reg, policy: p.(*CacheAware), req: req}
 }
 
+// BenchmarkPick is one cache-aware routing decision over 64 endpoints and
+// the 100k-block index, for an 8k-token prompt (500 blocks) and a
+// 24k-token one (1500 blocks), each held by one endpoint: the prefix match
+// walks the whole chain, and the speculative record touches every block.
 func BenchmarkPick(b *testing.B) {
 	f := newPickFixture(b)
 	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := f.policy.Pick(ctx, f.req, f.reg.Endpoints); err != nil {
-			b.Fatal(err)
-		}
+	full := f.req.Hashes
+	for _, blocks := range []int{500, 1500} {
+		b.Run(fmt.Sprintf("prompt=%dblocks", blocks), func(b *testing.B) {
+			req := *f.req
+			req.Hashes = full[:blocks]
+			req.PromptTokens = blocks * 16
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := f.policy.Pick(ctx, &req, f.reg.Endpoints); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,7 +56,9 @@ type outcome struct {
 	status       int
 	errClass     string
 	dropped      string
-	responseID   string
+	// retryAfter is a shed answer's Retry-After; zero if none.
+	retryAfter time.Duration
+	responseID string
 	// reply is the streamed text, kept for chat histories.
 	reply string
 }
@@ -271,6 +274,9 @@ func classify(ctx context.Context, err error, o *outcome) {
 		o.errClass = httpClass(apiErr.StatusCode)
 		if apiErr.Response != nil {
 			o.dropped = apiErr.Response.Header.Get(HeaderDroppedReason)
+			if secs, err := strconv.Atoi(apiErr.Response.Header.Get("Retry-After")); err == nil && secs > 0 {
+				o.retryAfter = time.Duration(secs) * time.Second
+			}
 		}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
 		o.errClass = ErrClassTimeout

@@ -281,6 +281,9 @@ func (r *runner) do(ctx context.Context, c call, l labels) (*Sample, outcome) {
 	return s, o
 }
 
+// maxRetryAfter bounds how long a session honours a shed's Retry-After.
+const maxRetryAfter = 10 * time.Second
+
 // session runs one planned session: its turns one after another, each
 // waiting for the previous to end and then for its own delay.
 //
@@ -312,6 +315,11 @@ func (r *runner) session(ctx context.Context, s Session, tenant, key, priority s
 			return
 		}
 		if smp.Error != "" {
+			// A shed turn is retried as clients do: after the
+			// Retry-After the gateway gave (bounded), not at once.
+			if smp.Shed && o.retryAfter > 0 && !sleepUntil(ctx, time.Now().Add(min(o.retryAfter, maxRetryAfter))) {
+				return
+			}
 			continue
 		}
 		if r.cfg.API == APIChat {
