@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -344,6 +345,9 @@ func (s *Store) LoadPins(ctx context.Context, now time.Time) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("sessions: loading pins: %w", err)
 	}
+	// Oldest first: each is pushed to the front of the LRU, so the list
+	// keeps its order (the tail is the least recently seen).
+	slices.SortStableFunc(pins, func(a, b Pin) int { return a.At.Compare(b.At) })
 	n := 0
 	for _, p := range pins {
 		seen := now
