@@ -193,19 +193,25 @@ func unknownParam(p string) *Error {
 // DecodeItems decodes a list of input items (POST conversations and their
 // items); param names the list in errors.
 func DecodeItems(raw json.RawMessage, param string) ([]Item, error) {
+	return decodeList(raw, param, "an array", decodeItem)
+}
+
+// decodeList decodes a JSON array element by element, naming the element
+// ("param[i]") in any error; want describes the array in a type error.
+func decodeList[T any](raw json.RawMessage, param, want string, elem func(json.RawMessage, string) (T, error)) ([]T, error) {
 	var elems []json.RawMessage
 	if kindOf(raw) != "an array" || json.Unmarshal(raw, &elems) != nil {
-		return nil, typeError(param, "an array", raw)
+		return nil, typeError(param, want, raw)
 	}
-	items := make([]Item, 0, len(elems))
+	out := make([]T, 0, len(elems))
 	for i, e := range elems {
-		it, err := decodeItem(e, fmt.Sprintf("%s[%d]", param, i))
+		v, err := elem(e, fmt.Sprintf("%s[%d]", param, i))
 		if err != nil {
 			return nil, err
 		}
-		items = append(items, it)
+		out = append(out, v)
 	}
-	return items, nil
+	return out, nil
 }
 
 func decodeInput(raw json.RawMessage) ([]Item, error) {
@@ -641,19 +647,7 @@ func decodeString(raw json.RawMessage, param string) (string, error) {
 }
 
 func decodeStrings(raw json.RawMessage, param string) ([]string, error) {
-	var elems []json.RawMessage
-	if kindOf(raw) != "an array" || json.Unmarshal(raw, &elems) != nil {
-		return nil, typeError(param, "an array of strings", raw)
-	}
-	out := make([]string, 0, len(elems))
-	for i, e := range elems {
-		s, err := decodeString(e, fmt.Sprintf("%s[%d]", param, i))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, nil
+	return decodeList(raw, param, "an array of strings", decodeString)
 }
 
 func decodeBool(raw json.RawMessage, param string) (bool, error) {
