@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/turnpike-gateway/turnpike/kv"
 )
@@ -23,6 +24,8 @@ const (
 	FilterBreakerClosed = "breaker-closed"
 	FilterServesModel   = "serves-model"
 	FilterHasRoom       = "has-room"
+	// FilterInteractiveLane reserves endpoints for the interactive band.
+	FilterInteractiveLane = "interactive-lane"
 
 	ScorerPrefix         = "prefix"
 	ScorerSession        = "session"
@@ -62,6 +65,14 @@ const (
 	DefaultLoadGuardFactor = 1.5
 	DefaultLoadGuardSlack  = 4
 
+	// DefaultInteractiveLane is how many endpoints the interactive-lane
+	// filter reserves for interactive turns; DefaultInteractiveLaneMinFleet
+	// the fewest candidates that get a lane; DefaultInteractiveLaneHold
+	// how long after the last interactive turn the lane stays reserved.
+	DefaultInteractiveLane         = 1
+	DefaultInteractiveLaneMinFleet = 4
+	DefaultInteractiveLaneHold     = 30 * time.Second
+
 	// DefaultMaxQueue is the has-room filter's bound on an endpoint's
 	// queue (engine waiting + gateway in flight), in requests.
 	DefaultMaxQueue = 64
@@ -79,7 +90,7 @@ const (
 )
 
 // DefaultFilters are the cache-aware policy's filters, in order.
-var DefaultFilters = []string{FilterServesModel, FilterHealthy, FilterBreakerClosed, FilterHasRoom}
+var DefaultFilters = []string{FilterServesModel, FilterHealthy, FilterBreakerClosed, FilterInteractiveLane, FilterHasRoom}
 
 // DefaultScorers are the cache-aware policy's scorers.
 var DefaultScorers = []ScorerConfig{
@@ -129,6 +140,13 @@ type Config struct {
 	// HBM, by tier name ("hbm", "cpu", "disk", "shared"), each in [0, 1].
 	// Missing tiers take kv.DefaultTierWeights (1, 0.8, 0.5, 0.4).
 	TierWeights map[string]float64 `yaml:"tierWeights" json:"tierWeights"`
+	// InteractiveLane is how many endpoints the interactive-lane filter
+	// reserves for the interactive band while interactive turns arrive, in
+	// fleets of at least 4 candidates. Default 1; negative disables.
+	InteractiveLane int `yaml:"interactiveLane" json:"interactiveLane"`
+	// InteractiveLaneHold keeps the lane reserved this long after the last
+	// interactive turn. Default 30s.
+	InteractiveLaneHold time.Duration `yaml:"interactiveLaneHold" json:"interactiveLaneHold"`
 	// MaxQueue is the has-room filter's bound on an endpoint's queue, in
 	// requests. Default 64.
 	MaxQueue int `yaml:"maxQueue" json:"maxQueue"`
@@ -201,6 +219,12 @@ func (c *Config) EnsureDefaults() {
 	if c.LoadGuard.Slack == 0 {
 		c.LoadGuard.Slack = DefaultLoadGuardSlack
 	}
+	if c.InteractiveLane == 0 {
+		c.InteractiveLane = DefaultInteractiveLane
+	}
+	if c.InteractiveLaneHold == 0 {
+		c.InteractiveLaneHold = DefaultInteractiveLaneHold
+	}
 	if c.MaxQueue == 0 {
 		c.MaxQueue = DefaultMaxQueue
 	}
@@ -261,6 +285,9 @@ func (c *Config) Validate() error {
 		if !(w >= 0 && w <= 1) {
 			bad("tierWeights[%s]: %v is not in [0, 1]", name, w)
 		}
+	}
+	if c.InteractiveLaneHold < 0 {
+		bad("interactiveLaneHold %v is negative", c.InteractiveLaneHold)
 	}
 	if c.MaxQueue < 0 {
 		bad("maxQueue %d is negative", c.MaxQueue)

@@ -1,6 +1,8 @@
 package affinity
 
 import (
+	"sync/atomic"
+
 	"github.com/sony/gobreaker/v2"
 	"github.com/turnpike-gateway/turnpike/pools"
 )
@@ -11,6 +13,10 @@ var filterFactories = map[string]func(*env) Filter{
 	FilterBreakerClosed: func(*env) Filter { return BreakerClosed{} },
 	FilterServesModel:   func(*env) Filter { return ServesModel{} },
 	FilterHasRoom:       func(e *env) Filter { return HasRoom{MaxQueue: e.cfg.MaxQueue} },
+	FilterInteractiveLane: func(e *env) Filter {
+		return InteractiveLane{Endpoints: max(e.cfg.InteractiveLane, 0), MinFleet: DefaultInteractiveLaneMinFleet,
+			Hold: e.cfg.InteractiveLaneHold, Now: e.now, lastInteractive: new(atomic.Int64)}
+	},
 }
 
 // keep compacts the candidates for which ok holds to the front.

@@ -38,6 +38,7 @@ type env struct {
 	stats       *EndpointStats
 	routed      *RoutedLoad
 	rand        func() uint64
+	now         func() time.Time
 }
 
 // NewPolicy builds the policy cfg names over deps. cfg's zero fields take
@@ -82,6 +83,7 @@ func newCacheAware(cfg *Config, deps Deps, m *metrics) *CacheAware {
 		stats:       NewEndpointStats(cfg.PrefillRate, cfg.Smoothing),
 		routed:      NewRoutedLoad(DefaultRoutedWindow),
 		rand:        deps.Rand,
+		now:         deps.Now,
 	}
 	var filters []Filter
 	for _, name := range cfg.Filters {

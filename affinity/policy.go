@@ -26,6 +26,9 @@ type Request struct {
 	PromptTokens int
 	// ExpectedOutputTokens is the request's output budget (max tokens).
 	ExpectedOutputTokens int
+	// Interactive marks a turn of the interactive band (see the
+	// interactive-lane filter).
+	Interactive bool
 	// Hashes is the prompt's chained block hashes, when the policy asked
 	// for them (see NeedsHashes); nil otherwise. The gateway owns the
 	// slice and must keep it unchanged until the last Done.

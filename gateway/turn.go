@@ -86,19 +86,23 @@ func (s *Server) startTurn(ctx context.Context, in *turnInput) (_ *turn, err err
 			t.release(affinity.Outcome{Err: err}, false)
 		}
 	}()
+	var tenant turns.Tenant
+	if s.opts.Flow != nil {
+		tenant = s.opts.Flow.Tenant(in.tenant)
+	}
+	band := turns.Classify(turns.ClassifyInput{
+		DefaultBand: tenant.DefaultBand,
+		MaxBand:     tenant.MaxBand,
+		Priority:    in.clientHeader.Get("X-Turnpike-Priority"),
+		ServiceTier: in.serviceTier,
+		Background:  in.background,
+	})
+	t.route.Interactive = band == turns.Interactive
 	if s.opts.Flow != nil {
 		capacity := s.capacity[in.model]
 		if capacity == nil {
 			return t, s.modelNotFound(in.model)
 		}
-		tn := s.tenantSettings(in.tenant)
-		band := turns.Classify(turns.ClassifyInput{
-			DefaultBand: tn.DefaultBand,
-			MaxBand:     tn.MaxBand,
-			Priority:    in.clientHeader.Get("X-Turnpike-Priority"),
-			ServiceTier: in.serviceTier,
-			Background:  in.background,
-		})
 		ticket, err := s.opts.Flow.Acquire(ctx, &turns.Turn{
 			Tenant:               in.tenant,
 			Band:                 band,
@@ -114,6 +118,7 @@ func (s *Server) startTurn(ctx context.Context, in *turnInput) (_ *turn, err err
 			return t, err
 		}
 		t.ticket = ticket
+		t.route.Interactive = ticket.Band() == turns.Interactive
 	}
 	if tracked {
 		s.opts.Sessions.Touch(in.tenant, in.sessionKey, time.Now())
@@ -169,10 +174,6 @@ func (t *turn) release(o affinity.Outcome, dispatched bool) {
 			hashBufs.Put(t.hashes)
 		}
 	})
-}
-
-func (s *Server) tenantSettings(name string) turns.Tenant {
-	return s.opts.Flow.Tenant(name)
 }
 
 // retryableShed is a shed as the responses layer sees it: an engine
