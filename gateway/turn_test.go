@@ -16,6 +16,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/kv"
 	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/responses"
 	"github.com/turnpike-gateway/turnpike/sessions"
 	"github.com/turnpike-gateway/turnpike/turns"
 )
@@ -98,7 +99,13 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { flow.Close() })
-	s, err := New(Options{Registry: reg, Policy: policy, Logger: log, Metrics: metrics, Sessions: sess, Flow: flow, Hasher: hasher})
+	store, err := responses.OpenPebble(t.TempDir(), responses.PebbleOptions{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := responses.New(store, responses.Config{CollectInterval: -1, Logger: log})
+	t.Cleanup(func() { svc.Close(); store.Close() })
+	s, err := New(Options{Registry: reg, Policy: policy, Logger: log, Metrics: metrics, Sessions: sess, Flow: flow, Hasher: hasher, Responses: svc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,6 +139,34 @@ func TestShedAnswersWithRetryAfterAndReason(t *testing.T) {
 	if eb.Error.Code == nil || *eb.Error.Code != "rate_limit_exceeded" {
 		t.Fatalf("code %v", eb.Error.Code)
 	}
+}
+
+// TestShedOnTheResponsesPath: a Responses turn refused by flow control is
+// answered like a chat completion — 429, Retry-After, the reason — not a
+// server error.
+func TestShedOnTheResponsesPath(t *testing.T) {
+	st := newStack(t, stackOptions{engines: 1, tenants: []turns.Tenant{
+		{Name: DefaultTenant, Weight: 1, Quota: turns.Quota{RequestsPerMinute: 1}},
+	}})
+	create := func() *http.Response {
+		resp, err := http.Post(st.front.URL+"/v1/responses", "application/json",
+			strings.NewReader(`{"model":"test-model","input":"Fix the build.","max_output_tokens":8}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	if r := create(); r.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(r.Body)
+		t.Fatalf("first response: %d %s", r.StatusCode, body)
+	}
+	r := create()
+	if r.StatusCode != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" || r.Header.Get("X-Turnpike-Dropped-Reason") != turns.ReasonQuotaRPM {
+		body, _ := io.ReadAll(r.Body)
+		t.Fatalf("over quota: %d, Retry-After %q, reason %q: %s", r.StatusCode, r.Header.Get("Retry-After"), r.Header.Get("X-Turnpike-Dropped-Reason"), body)
+	}
+	readAPIError(t, r)
 }
 
 // TestTicketsAreReleased: with one concurrent turn allowed, sequential
@@ -192,5 +227,37 @@ func TestCacheAwareReusesPrefix(t *testing.T) {
 		if cached == 0 {
 			t.Fatalf("repeat %d: no cached tokens; routed away from the cached prefix", i)
 		}
+	}
+}
+
+// TestResponsesChainReusesPrefix: the second turn of a previous_response_id
+// chain, which names no session, is routed back to the engine holding the
+// first turn's context and reports it cached.
+func TestResponsesChainReusesPrefix(t *testing.T) {
+	st := newStack(t, stackOptions{engines: 4})
+	create := func(body string) map[string]any {
+		resp, err := http.Post(st.front.URL+"/v1/responses", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d: %v", resp.StatusCode, out)
+		}
+		return out
+	}
+	// The long text is input, not instructions: instructions are not
+	// carried along a previous_response_id chain.
+	task := "Fix the build. " + strings.Repeat("The log says the linker failed. ", 60)
+	first := create(fmt.Sprintf(`{"model":%q,"input":%q,"max_output_tokens":8}`, testModel, task))
+	for i := 0; i < 4; i++ {
+		next := create(fmt.Sprintf(`{"model":%q,"previous_response_id":%q,"input":"And the tests, part %d.","max_output_tokens":8}`, testModel, first["id"], i))
+		cached := next["usage"].(map[string]any)["input_tokens_details"].(map[string]any)["cached_tokens"].(float64)
+		if cached == 0 {
+			t.Fatalf("turn %d of the chain: no cached tokens; routed away from its context", i+2)
+		}
+		first = next
 	}
 }
