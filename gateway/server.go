@@ -74,6 +74,10 @@ type Server struct {
 	metrics *metrics
 	http    *http.Server
 
+	// started is when the server was built; /v1/models reports it as the
+	// models' creation time, the one the gateway knows.
+	started time.Time
+
 	// hasher and needsHashes: the prompt is hashed only for policies that
 	// score by prefix.
 	hasher      *kv.Hasher
@@ -101,11 +105,12 @@ func New(opts Options) (*Server, error) {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	s := &Server{
-		opts:   opts,
-		log:    opts.Logger,
-		reg:    opts.Registry,
-		policy: opts.Policy,
-		hasher: opts.Hasher,
+		opts:    opts,
+		log:     opts.Logger,
+		reg:     opts.Registry,
+		policy:  opts.Policy,
+		hasher:  opts.Hasher,
+		started: time.Now(),
 	}
 	if s.hasher == nil {
 		s.hasher = &kv.Hasher{}
@@ -214,7 +219,7 @@ func (s *Server) handleModels(c echo.Context) error {
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
 	for _, m := range s.reg.Models() {
-		out.Data = append(out.Data, model{ID: m, Object: "model", OwnedBy: "turnpike"})
+		out.Data = append(out.Data, model{ID: m, Object: "model", Created: s.started.Unix(), OwnedBy: "turnpike"})
 	}
 	return c.JSON(http.StatusOK, out)
 }
