@@ -52,8 +52,6 @@ type Endpoint struct {
 	// inFlightTokens counts the prompt+expected output tokens of requests in
 	// flight, as the gateway estimated them.
 	inFlightTokens atomic.Int64
-	// measured prefill throughput, tokens per second, as an EWMA in float64 bits.
-	prefillRate atomic.Uint64
 
 	breaker *gobreaker.CircuitBreaker[struct{}]
 }

@@ -228,8 +228,7 @@ func (it *Item) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &ij); err != nil {
 		return err
 	}
-	*it = Item{Type: ij.Type, ID: ij.ID, Status: ij.Status, Role: ij.Role, Content: ij.Content,
-		CallID: ij.CallID, Name: ij.Name, Arguments: ij.Arguments, Output: ij.Output}
+	*it = Item(ij)
 	return nil
 }
 
