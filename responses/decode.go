@@ -115,9 +115,7 @@ func (r *CreateRequest) decodeField(k string, raw json.RawMessage) error {
 	case "input":
 		r.Input, err = decodeInput(raw)
 	case "instructions":
-		var s string
-		s, err = decodeString(raw, k)
-		r.Instructions = &s
+		r.Instructions, err = ptr(decodeString(raw, k))
 	case "previous_response_id":
 		r.PreviousResponseID, err = decodeString(raw, k)
 	case "conversation":
@@ -133,21 +131,13 @@ func (r *CreateRequest) decodeField(k string, raw json.RawMessage) error {
 	case "tool_choice":
 		r.ToolChoice, err = decodeToolChoice(raw)
 	case "parallel_tool_calls":
-		var b bool
-		b, err = decodeBool(raw, k)
-		r.ParallelToolCalls = &b
+		r.ParallelToolCalls, err = ptr(decodeBool(raw, k))
 	case "max_output_tokens":
-		var n int
-		n, err = decodeInt(raw, k, 1)
-		r.MaxOutputTokens = &n
+		r.MaxOutputTokens, err = ptr(decodeInt(raw, k, 1))
 	case "temperature":
-		var f float64
-		f, err = decodeNumber(raw, k, 0, 2)
-		r.Temperature = &f
+		r.Temperature, err = ptr(decodeNumber(raw, k, 0, 2))
 	case "top_p":
-		var f float64
-		f, err = decodeNumber(raw, k, 0, 1)
-		r.TopP = &f
+		r.TopP, err = ptr(decodeNumber(raw, k, 0, 1))
 	case "metadata":
 		r.Metadata, err = DecodeMetadata(raw)
 	case "truncation":
@@ -157,17 +147,11 @@ func (r *CreateRequest) decodeField(k string, raw json.RawMessage) error {
 	case "service_tier":
 		r.ServiceTier, err = decodeEnum(raw, k, "auto", "default", "flex", "priority", "scale")
 	case "prompt_cache_key":
-		var s string
-		s, err = decodeString(raw, k)
-		r.PromptCacheKey = &s
+		r.PromptCacheKey, err = ptr(decodeString(raw, k))
 	case "safety_identifier":
-		var s string
-		s, err = decodeString(raw, k)
-		r.SafetyIdentifier = &s
+		r.SafetyIdentifier, err = ptr(decodeString(raw, k))
 	case "user":
-		var s string
-		s, err = decodeString(raw, k)
-		r.User = &s
+		r.User, err = ptr(decodeString(raw, k))
 	case "include":
 		r.Include, err = decodeStrings(raw, k)
 	case "reasoning":
@@ -645,6 +629,10 @@ func decodeString(raw json.RawMessage, param string) (string, error) {
 	}
 	return s, nil
 }
+
+// ptr is a decoder's result as the optional field it fills: a pointer,
+// set even when err is not nil (the caller stops at the error).
+func ptr[T any](v T, err error) (*T, error) { return &v, err }
 
 func decodeStrings(raw json.RawMessage, param string) ([]string, error) {
 	return decodeList(raw, param, "an array of strings", decodeString)
