@@ -558,13 +558,8 @@ func (s *Service) Delete(ctx context.Context, tenant, id string) (*Deleted, erro
 	if _, err := s.getRecord(ctx, tenant, id); err != nil {
 		return nil, err
 	}
-	if j := s.job(id); j != nil {
-		j.stop()
-		select {
-		case <-j.ended:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if err := s.stopJob(ctx, id); err != nil {
+		return nil, err
 	}
 	if err := s.store.DeleteResponse(ctx, tenant, id); err != nil {
 		if errors.Is(err, ErrNotFound) {
@@ -573,6 +568,22 @@ func (s *Service) Delete(ctx context.Context, tenant, id string) (*Deleted, erro
 		return nil, err
 	}
 	return &Deleted{ID: id, Object: "response.deleted", Deleted: true}, nil
+}
+
+// stopJob stops the background job of response id, if one runs, and waits
+// for it to end (or for ctx).
+func (s *Service) stopJob(ctx context.Context, id string) error {
+	j := s.job(id)
+	if j == nil {
+		return nil
+	}
+	j.stop()
+	select {
+	case <-j.ended:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Cancel stops a background response and its engine request; it ends
@@ -589,13 +600,8 @@ func (s *Service) Cancel(ctx context.Context, tenant, id string) (*Response, err
 	if rec.Response.Ended() {
 		return rec.Response, nil
 	}
-	if j := s.job(id); j != nil {
-		j.stop()
-		select {
-		case <-j.ended:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if err := s.stopJob(ctx, id); err != nil {
+		return nil, err
 	}
 	return s.Get(ctx, tenant, id)
 }

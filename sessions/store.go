@@ -262,15 +262,8 @@ func (s *Store) Get(tenant, key string, now time.Time) (State, bool) {
 // prefix it held, or "" when the session is unknown, expired or unpinned.
 // It is on the routing hot path and does not allocate.
 func (s *Store) Pinned(tenant, key string, now time.Time) (endpointID string, prefixBlocks int) {
-	k := skey{tenant, key}
-	sh := s.shard(k)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e := sh.mu.m[k]
-	if e == nil || s.expired(e, now) {
-		return "", 0
-	}
-	return e.st.Endpoint, e.st.PrefixBlocks
+	st, _ := s.Get(tenant, key, now)
+	return st.Endpoint, st.PrefixBlocks
 }
 
 // Pin pins tenant's session key to endpointID, which holds prefixBlocks of
