@@ -95,7 +95,7 @@ type fleetEngine struct{ s *Server }
 
 // hintHeaders are the client headers passed on to engines: routing hints,
 // never credentials.
-var hintHeaders = append([]string{"X-Turnpike-Priority", echo.HeaderXRequestID}, sessionHeaders...)
+var hintHeaders = append([]string{"X-Turnpike-Priority", echo.HeaderXRequestID}, sessions.Headers...)
 
 // ChatCompletion implements responses.Engine: the rebuilt conversation
 // takes the same path as a chat completion — session, flow control,

@@ -299,6 +299,3 @@ func scanEvent(line []byte) sseEvent {
 	}
 	return ev
 }
-
-// sessionHeaders are the client headers that name a session.
-var sessionHeaders = sessions.Headers
