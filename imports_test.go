@@ -15,9 +15,11 @@ const module = "github.com/turnpike-gateway/turnpike/"
 // floors is the import rule of the design: floors run downward. A package
 // may import only the packages of ours listed for it.
 var floors = map[string][]string{
-	"gateway":          {"admin", "affinity", "kv", "pools", "responses", "sessions", "turns"},
+	"gateway":          {"admin", "affinity", "dispatch", "pools", "prompt", "responses"},
 	"admin":            {"turns", "pools", "sessions"},
-	"responses":        {"pools", "kv"},
+	"responses":        {"dispatch", "prompt"},
+	"dispatch":         {"turns", "affinity", "sessions", "pools", "kv", "prompt"},
+	"prompt":           {},
 	"sessions":         {"kv"},
 	"turns":            {"pools"},
 	"affinity":         {"kv", "sessions", "pools"},

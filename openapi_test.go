@@ -11,6 +11,7 @@ import (
 	turnpike "github.com/turnpike-gateway/turnpike"
 	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/gateway"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/responses"
@@ -56,7 +57,11 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	svc := responses.New(st, responses.Config{CollectInterval: -1, Logger: log})
+	d, err := dispatch.New(dispatch.Options{Registry: reg, Policy: &affinity.RoundRobin{}, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := responses.New(st, d, responses.Config{CollectInterval: -1, Logger: log})
 	defer svc.Close()
 	auth, err := gateway.NewAuth(gateway.AuthOptions{AdminToken: "admin-secret", Logger: log})
 	if err != nil {
@@ -66,7 +71,7 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := gateway.New(gateway.Options{Registry: reg, Policy: &affinity.RoundRobin{}, Logger: log,
+	srv, err := gateway.New(gateway.Options{Registry: reg, Dispatch: d, Logger: log,
 		Responses: svc, Auth: auth, Admin: adm, OpenAPI: turnpike.Spec})
 	if err != nil {
 		t.Fatal(err)

@@ -66,6 +66,7 @@ func newFixture(t *testing.T, kv admin.KV, cfg admin.Config) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	flow.Start()
 	t.Cleanup(func() { flow.Close() })
 	reg, err := pools.NewRegistry([]pools.PoolConfig{{
 		Name:         "gpu",

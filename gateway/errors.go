@@ -5,20 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/pools"
-	"github.com/turnpike-gateway/turnpike/turns"
-)
-
-// Error classes of the gateway itself. Handlers return them wrapped; the
-// one error handler turns every class into an OpenAI-shaped body.
-var (
-	ErrModelNotFound = errors.New("gateway: model not found")
-	ErrNoEndpoint    = errors.New("gateway: no endpoint available")
+	"github.com/turnpike-gateway/turnpike/prompt"
 )
 
 // APIError is an OpenAI-shaped error: the body {"error":{...}} and the
@@ -59,9 +56,17 @@ func toAPIError(err error) *APIError {
 	if errors.As(err, &ae) {
 		return ae
 	}
-	var se *turns.ShedError
+	var se *dispatch.ShedError
 	if errors.As(err, &se) {
 		return shedError(se)
+	}
+	var fe *prompt.FieldError
+	if errors.As(err, &fe) {
+		return invalid(fe.Param, fe.Code, "%s", fe.Message)
+	}
+	var ee *dispatch.EngineError
+	if errors.As(err, &ee) {
+		return engineAPIError(ee)
 	}
 	var ade *admin.Error
 	if errors.As(err, &ade) {
@@ -96,9 +101,9 @@ func toAPIError(err error) *APIError {
 	}
 	var ue *pools.UpstreamError
 	switch {
-	case errors.Is(err, ErrModelNotFound):
+	case errors.Is(err, dispatch.ErrModelNotFound):
 		return &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: strp("model"), Code: strp("model_not_found"), Message: err.Error()}
-	case errors.Is(err, ErrNoEndpoint), errors.Is(err, affinity.ErrNoEndpoint), errors.Is(err, pools.ErrBreakerOpen):
+	case errors.Is(err, dispatch.ErrNoEndpoint), errors.Is(err, affinity.ErrNoEndpoint), errors.Is(err, pools.ErrBreakerOpen):
 		return &APIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strp("no_healthy_endpoint"), Message: "No healthy endpoint is available for this model; retry later.", Header: http.Header{"Retry-After": {"1"}}}
 	case errors.As(err, &ue):
 		return &APIError{Status: http.StatusBadGateway, Type: "server_error", Code: strp("upstream_error"), Message: fmt.Sprintf("The model server failed with status %d.", ue.StatusCode)}
@@ -155,4 +160,66 @@ func writeJSON(c echo.Context, status int, v any) {
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	c.Response().WriteHeader(status)
 	c.Response().Write(b)
+}
+
+// shedError turns flow control's verdict into the answer a client can act
+// on: 429/503/408 with Retry-After and the reason.
+func shedError(se *dispatch.ShedError) *APIError {
+	code := "rate_limit_exceeded"
+	typ := "rate_limit_error"
+	msg := "The request was not admitted: " + se.Reason + ". Retry after the indicated delay."
+	switch se.Status {
+	case http.StatusServiceUnavailable:
+		code, typ = "server_overloaded", "server_error"
+	case http.StatusRequestTimeout:
+		code, typ = "queue_timeout", "server_error"
+		msg = "The request waited in the queue longer than its band allows."
+	}
+	return &APIError{
+		Status: se.Status, Type: typ, Code: strp(code), Message: msg,
+		Header: http.Header{
+			"Retry-After":               {strconv.Itoa(se.RetryAfterSeconds())},
+			"X-Turnpike-Dropped-Reason": {se.Reason},
+		},
+	}
+}
+
+// engineAPIError is an engine's refusal in the OpenAI shape every other
+// error has, keeping the engine's status and message: a string code (the
+// engine's own when it gave one as a string), invalid_request_error for a
+// 4xx, rate_limit_error for a 429.
+func engineAPIError(ee *dispatch.EngineError) *APIError {
+	e := &APIError{Status: ee.Status, Type: "invalid_request_error", Message: ee.Message}
+	code := ee.Code
+	switch {
+	case code != "":
+	case ee.ContextLength():
+		code = "context_length_exceeded"
+	case ee.Status == http.StatusTooManyRequests:
+		code = "rate_limit_exceeded"
+	default:
+		code = strings.ReplaceAll(strings.ToLower(http.StatusText(ee.Status)), " ", "_")
+		if code == "" {
+			code = "engine_error"
+		}
+	}
+	e.Code = &code
+	if ee.Status == http.StatusTooManyRequests {
+		e.Type = "rate_limit_error"
+	}
+	if ee.Status >= 500 || ee.Status < 400 {
+		e.Status, e.Type = http.StatusBadGateway, "server_error"
+	}
+	if ee.Param != "" {
+		e.Param = &ee.Param
+	}
+	return e
+}
+
+// ignoreEOF is err, or nil for io.EOF: a stream that ended whole.
+func ignoreEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
 }

@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sony/gobreaker/v2"
 	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/pools"
 )
 
@@ -77,7 +79,12 @@ func newGateway(t testing.TB, policy affinity.Policy, backends ...*backend) (*Se
 	if policy == nil {
 		policy = &affinity.RoundRobin{}
 	}
-	s, err := New(Options{Registry: reg, Policy: policy, Logger: slog.New(slog.DiscardHandler), BodyLimit: 1 << 20})
+	metrics := prometheus.NewRegistry()
+	d, err := dispatch.New(dispatch.Options{Registry: reg, Policy: policy, Logger: slog.New(slog.DiscardHandler), Metrics: metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Registry: reg, Dispatch: d, Logger: slog.New(slog.DiscardHandler), Metrics: metrics, BodyLimit: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ type metrics struct {
 	errors   *prometheus.CounterVec
 	ttft     *prometheus.HistogramVec
 	duration *prometheus.HistogramVec
-	retries  prometheus.Counter
 }
 
 // latencyBuckets span 5ms to 2 minutes: TTFT of a cached short prompt up to
@@ -42,12 +41,8 @@ func newMetrics(reg *prometheus.Registry, fleet *pools.Registry) *metrics {
 			Help:    "End-to-end request latency, by route.",
 			Buckets: latencyBuckets,
 		}, []string{"route"}),
-		retries: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "turnpike_upstream_retries_total",
-			Help: "Requests retried on another endpoint after a failure before the first byte.",
-		}),
 	}
-	reg.MustRegister(m.requests, m.errors, m.ttft, m.duration, m.retries, &endpointCollector{fleet: fleet})
+	reg.MustRegister(m.requests, m.errors, m.ttft, m.duration, &endpointCollector{fleet: fleet})
 	return m
 }
 

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,20 +12,14 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/turnpike-gateway/turnpike/responses"
-	"github.com/turnpike-gateway/turnpike/sessions"
-	"github.com/turnpike-gateway/turnpike/turns"
 )
 
-// mountResponses registers the Responses and Conversations API on v1 and
-// starts the service with the fleet as its engine. Without a service the
-// routes are not registered.
-func (s *Server) mountResponses(v1 *echo.Group) error {
+// mountResponses registers the Responses and Conversations API on v1.
+// Without a service the routes are not registered.
+func (s *Server) mountResponses(v1 *echo.Group) {
 	svc := s.opts.Responses
 	if svc == nil {
-		return nil
-	}
-	if err := svc.Start(fleetEngine{s}); err != nil {
-		return err
+		return
 	}
 	h := &responsesAPI{s: s, svc: svc}
 	g := v1.Group("", h.observe)
@@ -43,7 +36,6 @@ func (s *Server) mountResponses(v1 *echo.Group) error {
 	g.POST("/conversations/:id/items", h.addItems)
 	g.GET("/conversations/:id/items/:item_id", h.getItem)
 	g.DELETE("/conversations/:id/items/:item_id", h.deleteItem)
-	return nil
 }
 
 // tenantOf is the request's tenant: the one the tenancy middleware set,
@@ -88,69 +80,6 @@ func responsesAPIError(err error) (*APIError, bool) {
 		}
 	}
 	return ae, true
-}
-
-// fleetEngine is the responses Engine on the gateway's own routing.
-type fleetEngine struct{ s *Server }
-
-// hintHeaders are the client headers passed on to engines: routing hints,
-// never credentials.
-var hintHeaders = append([]string{"X-Turnpike-Priority", echo.HeaderXRequestID}, sessions.Headers...)
-
-// ChatCompletion implements responses.Engine: the rebuilt conversation
-// takes the same path as a chat completion — session, flow control,
-// routing — and the returned body finishes the turn when it is consumed.
-func (e fleetEngine) ChatCompletion(ctx context.Context, r *responses.EngineRequest) (*http.Response, error) {
-	var hdr http.Header
-	for _, k := range hintHeaders {
-		if v := r.Header.Get(k); v != "" {
-			if hdr == nil {
-				hdr = http.Header{}
-			}
-			hdr.Set(k, v)
-		}
-	}
-	// The responses layer names the conversation or the chain's root; an
-	// explicit session header still wins.
-	sessionKey, _ := sessions.Derive(r.Header, r.SessionKey, "", "")
-	in := &turnInput{
-		path:            "/v1/chat/completions",
-		body:            r.Body,
-		header:          hdr,
-		clientHeader:    r.Header,
-		model:           r.Model,
-		tenant:          r.Tenant,
-		sessionKey:      sessionKey,
-		promptTokens:    r.PromptTokens,
-		maxOutputTokens: r.MaxOutputTokens,
-		serviceTier:     r.ServiceTier,
-		background:      r.Background,
-	}
-	if e.s.needsHashes {
-		in.prompt = r.Prompt
-	}
-	t, err := e.s.startTurn(ctx, in)
-	var se *turns.ShedError
-	if errors.As(err, &se) {
-		return nil, retryableShed{se}
-	}
-	if err != nil {
-		return nil, err
-	}
-	t.resp.Body = &usageSniffer{ReadCloser: t.resp.Body, t: t}
-	return t.resp, nil
-}
-
-// ContextLength implements responses.Engine: the smallest context window
-// of the pools serving model, 0 if none says.
-func (e fleetEngine) ContextLength(model string) int {
-	n := 0
-	for _, p := range e.s.reg.PoolsFor(model) {
-		if l := p.Model.ContextLength; l > 0 && (n == 0 || l < n) {
-			n = l
-		}
-	}
-	return n
 }
 
 // responsesAPI holds the Responses and Conversations handlers.
@@ -420,5 +349,3 @@ func (h *responsesAPI) deleteItem(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, conv)
 }
-
-var _ responses.Engine = fleetEngine{}

@@ -20,6 +20,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/pools"
 	tpresponses "github.com/turnpike-gateway/turnpike/responses"
 )
@@ -80,8 +81,15 @@ func newResponsesStack(t testing.TB, timeScale float64) *responsesStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := tpresponses.New(st, tpresponses.Config{CollectInterval: -1, Logger: log})
-	s, err := New(Options{Registry: reg, Policy: &affinity.RoundRobin{}, Logger: log, BodyLimit: 1 << 20, Responses: svc})
+	d, err := dispatch.New(dispatch.Options{Registry: reg, Policy: &affinity.RoundRobin{}, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := tpresponses.New(st, d, tpresponses.Config{CollectInterval: -1, Logger: log})
+	if err := svc.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Registry: reg, Dispatch: d, Logger: log, BodyLimit: 1 << 20, Responses: svc})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -14,12 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/turnpike-gateway/turnpike/admin"
-	"github.com/turnpike-gateway/turnpike/affinity"
-	"github.com/turnpike-gateway/turnpike/kv"
+	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/responses"
-	"github.com/turnpike-gateway/turnpike/sessions"
-	"github.com/turnpike-gateway/turnpike/turns"
 )
 
 // Defaults for Options.
@@ -28,12 +26,13 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 )
 
-// Options configure a Server. Registry and Policy are required.
+// Options configure a Server. Registry and Dispatch are required.
 type Options struct {
 	// Registry is the fleet. Required.
 	Registry *pools.Registry
-	// Policy picks endpoints. Required.
-	Policy affinity.Policy
+	// Dispatch runs every turn: sessions, flow control, routing, the
+	// engine request. Required.
+	Dispatch *dispatch.Dispatcher
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 	// Metrics is where the gateway registers its collectors and what
@@ -46,16 +45,9 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// OpenAPI is the spec served at /openapi.yaml; nil serves 404.
 	OpenAPI []byte
-	// Responses serves the Responses and Conversations API; New starts it
-	// with the fleet as its engine. nil leaves those routes unregistered.
+	// Responses serves the Responses and Conversations API; its owner
+	// starts and closes it. nil leaves those routes unregistered.
 	Responses *responses.Service
-	// Sessions tracks session state (turns, gaps, pins); nil tracks none.
-	Sessions *sessions.Store
-	// Flow admits, queues and sheds turns; nil admits everything at once.
-	Flow *turns.Controller
-	// Hasher renders and hashes prompts for prefix-aware policies; nil
-	// means the byte-approximate tokenizer with 16-token blocks.
-	Hasher *kv.Hasher
 	// Auth authenticates tenants and the admin API; nil leaves /v1 open
 	// (every request is the default tenant's) and mounts no admin API.
 	Auth *Auth
@@ -66,31 +58,28 @@ type Options struct {
 // Server is turnpike's HTTP front: the OpenAI-compatible API, health and
 // metrics. Create with New; serve with Serve or use Handler.
 type Server struct {
-	opts    Options
-	log     *slog.Logger
-	echo    *echo.Echo
-	reg     *pools.Registry
-	policy  affinity.Policy
-	metrics *metrics
-	http    *http.Server
+	opts     Options
+	log      *slog.Logger
+	echo     *echo.Echo
+	reg      *pools.Registry
+	dispatch *dispatch.Dispatcher
+	metrics  *metrics
 
 	// started is when the server was built; /v1/models reports it as the
 	// models' creation time, the one the gateway knows.
 	started time.Time
 
-	// hasher and needsHashes: the prompt is hashed only for policies that
-	// score by prefix.
-	hasher      *kv.Hasher
-	needsHashes bool
-	// capacity is flow control's view of each served model: every endpoint
-	// serving it, across pools. Fixed with the registry.
-	capacity map[string]*turns.ModelCapacity
+	mu struct {
+		sync.Mutex
+		// protects the field below: Serve sets it, Shutdown reads it
+		http *http.Server
+	}
 }
 
 // New builds a Server and registers its routes.
 func New(opts Options) (*Server, error) {
-	if opts.Registry == nil || opts.Policy == nil {
-		return nil, errors.New("gateway: Registry and Policy are required")
+	if opts.Registry == nil || opts.Dispatch == nil {
+		return nil, errors.New("gateway: Registry and Dispatch are required")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -105,20 +94,11 @@ func New(opts Options) (*Server, error) {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	s := &Server{
-		opts:    opts,
-		log:     opts.Logger,
-		reg:     opts.Registry,
-		policy:  opts.Policy,
-		hasher:  opts.Hasher,
-		started: time.Now(),
-	}
-	if s.hasher == nil {
-		s.hasher = &kv.Hasher{}
-	}
-	s.needsHashes = affinity.NeedsHashes(opts.Policy)
-	s.capacity = map[string]*turns.ModelCapacity{}
-	for _, m := range opts.Registry.Models() {
-		s.capacity[m] = turns.NewModelCapacity(opts.Registry, m)
+		opts:     opts,
+		log:      opts.Logger,
+		reg:      opts.Registry,
+		dispatch: opts.Dispatch,
+		started:  time.Now(),
 	}
 	s.metrics = newMetrics(opts.Metrics, opts.Registry)
 
@@ -127,6 +107,7 @@ func New(opts Options) (*Server, error) {
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(middleware.Recover())
 	e.Use(middleware.RequestID())
+	e.Use(requestIDToEngines)
 	e.Use(middleware.BodyLimit(strconv.FormatInt(opts.BodyLimit, 10) + "B"))
 	s.echo = e
 
@@ -141,9 +122,7 @@ func New(opts Options) (*Server, error) {
 	v1.POST("/chat/completions", s.handleChatCompletions)
 	v1.POST("/completions", s.handleCompletions)
 	v1.GET("/models", s.handleModels)
-	if err := s.mountResponses(v1); err != nil {
-		return nil, err
-	}
+	s.mountResponses(v1)
 
 	if opts.Auth != nil && opts.Admin != nil {
 		opts.Admin.Register(e.Group("/admin/v1", opts.Auth.Admin()))
@@ -162,23 +141,47 @@ func (s *Server) Handler() http.Handler { return s.echo }
 // Serve accepts connections on ln until Shutdown. It returns
 // http.ErrServerClosed after a graceful shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	s.http = &http.Server{
+	srv := &http.Server{
 		Handler:           s.echo,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
-	return s.http.Serve(ln)
+	s.mu.Lock()
+	if s.mu.http != nil {
+		s.mu.Unlock()
+		return errors.New("gateway: already serving")
+	}
+	s.mu.http = srv
+	s.mu.Unlock()
+	return srv.Serve(ln)
 }
 
 // Shutdown stops accepting connections and waits, up to the shutdown
 // timeout or ctx, for in-flight requests (streams included) to finish.
 func (s *Server) Shutdown(ctx context.Context) error {
-	if s.http == nil {
+	s.mu.Lock()
+	srv := s.mu.http
+	s.mu.Unlock()
+	if srv == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.ShutdownTimeout)
 	defer cancel()
-	return s.http.Shutdown(ctx)
+	return srv.Shutdown(ctx)
+}
+
+// requestIDToEngines puts the request's id (the client's, or the one the
+// RequestID middleware made) on the request itself, where the turn path
+// reads the headers it passes on to engines: engine logs then name the
+// same request as the gateway's.
+func requestIDToEngines(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Request().Header
+		if h.Get(echo.HeaderXRequestID) == "" {
+			h.Set(echo.HeaderXRequestID, c.Response().Header().Get(echo.HeaderXRequestID))
+		}
+		return next(c)
+	}
 }
 
 // Routes lists the method and path of every registered route, for the

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/kv"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/responses"
@@ -98,14 +99,22 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	flow.Start()
 	t.Cleanup(func() { flow.Close() })
 	store, err := responses.OpenPebble(t.TempDir(), responses.PebbleOptions{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := responses.New(store, responses.Config{CollectInterval: -1, Logger: log})
+	d, err := dispatch.New(dispatch.Options{Registry: reg, Policy: policy, Logger: log, Metrics: metrics, Sessions: sess, Flow: flow, Hasher: hasher})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := responses.New(store, d, responses.Config{CollectInterval: -1, Logger: log})
+	if err := svc.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { svc.Close(); store.Close() })
-	s, err := New(Options{Registry: reg, Policy: policy, Logger: log, Metrics: metrics, Sessions: sess, Flow: flow, Hasher: hasher, Responses: svc})
+	s, err := New(Options{Registry: reg, Dispatch: d, Logger: log, Metrics: metrics, Responses: svc})
 	if err != nil {
 		t.Fatal(err)
 	}

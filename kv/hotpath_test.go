@@ -5,23 +5,25 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/turnpike-gateway/turnpike/prompt"
 )
 
 // agentPrompt is an agent turn of about tokens approximate tokens: a system
 // prompt, a tools array and a growing tool-call loop.
-func agentPrompt(tokens int) *Prompt {
-	p := &Prompt{
+func agentPrompt(tokens int) *prompt.Prompt {
+	p := &prompt.Prompt{
 		Model: "llama-3.1-8b",
 		Tools: []byte(`[{"type":"function","function":{"name":"bash","description":"run a command","parameters":{"type":"object","properties":{"cmd":{"type":"string"}}}}}]`),
-		Messages: []Message{
+		Messages: []prompt.Message{
 			{Role: "system", Content: strings.Repeat("You are a careful coding agent. ", 32)},
 		},
 	}
-	for i := 0; len(AppendRender(nil, p)) < tokens*ApproxBytesPerToken; i++ {
+	for i := 0; len(prompt.AppendRender(nil, p)) < tokens*prompt.ApproxBytesPerToken; i++ {
 		p.Messages = append(p.Messages,
-			Message{Role: "user", Content: fmt.Sprintf("step %d: run the tests and fix what fails", i)},
-			Message{Role: "assistant", ToolCalls: []ToolCall{{Name: "bash", Arguments: `{"cmd":"go test ./..."}`}}},
-			Message{Role: "tool", Content: strings.Repeat(fmt.Sprintf("--- FAIL: TestCase%d (0.00s)\n", i), 12)},
+			prompt.Message{Role: "user", Content: fmt.Sprintf("step %d: run the tests and fix what fails", i)},
+			prompt.Message{Role: "assistant", ToolCalls: []prompt.ToolCall{{Name: "bash", Arguments: `{"cmd":"go test ./..."}`}}},
+			prompt.Message{Role: "tool", Content: strings.Repeat(fmt.Sprintf("--- FAIL: TestCase%d (0.00s)\n", i), 12)},
 		)
 	}
 	return p
@@ -34,9 +36,14 @@ func TestHashPromptAllocs(t *testing.T) {
 	var h Hasher
 	p := agentPrompt(8192)
 	dst := make([]BlockHash, 0, 1024)
-	h.HashPrompt(dst, p) // warm the pool and the tools cache
-	if n := testing.AllocsPerRun(100, func() { dst = h.HashPrompt(dst[:0], p) }); n != 0 {
-		t.Fatalf("HashPrompt allocates %v times per call", n)
+	toks := make([]uint32, 0, 16<<10)
+	hash := func() {
+		toks = prompt.Encode(nil, toks[:0], p)
+		dst = h.HashTokens(dst[:0], p.Model, toks)
+	}
+	hash() // warm the pools and the tools cache
+	if n := testing.AllocsPerRun(100, hash); n != 0 {
+		t.Fatalf("encoding and hashing a prompt allocates %v times per call", n)
 	}
 }
 
@@ -63,7 +70,7 @@ func benchIndex(holders int) (*Index, []BlockHash) {
 	var query []BlockHash
 	for c := range chains {
 		for i := range tokens {
-			tokens[i] = rng.Uint32N(ApproxVocabSize)
+			tokens[i] = rng.Uint32N(prompt.ApproxVocabSize)
 		}
 		chain := h.HashTokens(nil, "m", tokens)
 		if c == 0 {
@@ -84,11 +91,13 @@ func benchIndex(holders int) (*Index, []BlockHash) {
 func BenchmarkHashPrompt(b *testing.B) {
 	var h Hasher
 	p := agentPrompt(8192)
-	b.SetBytes(int64(len(AppendRender(nil, p))))
+	b.SetBytes(int64(len(prompt.AppendRender(nil, p))))
 	dst := make([]BlockHash, 0, 1024)
+	toks := make([]uint32, 0, 16<<10)
 	b.ReportAllocs()
 	for b.Loop() {
-		dst = h.HashPrompt(dst[:0], p)
+		toks = prompt.Encode(nil, toks[:0], p)
+		dst = h.HashTokens(dst[:0], p.Model, toks)
 	}
 	b.ReportMetric(float64(len(dst)), "blocks")
 }

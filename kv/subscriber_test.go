@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+	"github.com/turnpike-gateway/turnpike/prompt"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -20,10 +21,10 @@ var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // testPrompt is a prompt with at least three full blocks, and its tokens as
 // the simulator would report them in BlockStored events.
-func testPrompt(t testing.TB) (*Prompt, []uint32, []BlockHash) {
-	p := &Prompt{Model: testModel, Messages: conversation(1)}
-	tokens := ApproxTokenizer{}.Tokenize(nil, string(AppendRender(nil, p)))
-	chain := (&Hasher{}).HashPrompt(nil, p)
+func testPrompt(t testing.TB) (*prompt.Prompt, []uint32, []BlockHash) {
+	p := &prompt.Prompt{Model: testModel, Messages: conversation(1)}
+	tokens := prompt.Approx{}.Encode(nil, string(prompt.AppendRender(nil, p)))
+	chain := hashPrompt(&Hasher{}, nil, p)
 	if len(chain) < 3 {
 		t.Fatalf("test prompt has %d blocks", len(chain))
 	}
@@ -139,7 +140,7 @@ func TestSubscriberApply(t *testing.T) {
 
 	t.Run("mapping bounded by capacity", func(t *testing.T) {
 		ix.SetCapacity(2, 2) // 2 blocks × 4 tiers
-		long := ApproxTokenizer{}.Tokenize(nil, strings.Repeat("0123456789abcdef", 64))
+		long := prompt.Approx{}.Encode(nil, strings.Repeat("0123456789abcdef", 64))
 		var hashes []any
 		for i := range len(long) / bs {
 			hashes = append(hashes, 1000+i)

@@ -11,18 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/dispatch"
 )
-
-// refusal is an engine error that says "try again later", as flow
-// control's shed error does.
-type refusal struct {
-	status int
-	after  time.Duration
-}
-
-func (e *refusal) Error() string             { return fmt.Sprintf("turns: shed (%d saturated)", e.status) }
-func (e *refusal) RetryAfter() time.Duration { return e.after }
-func (e *refusal) HTTPStatus() int           { return e.status }
 
 // refuseTimes makes the engine refuse n times (n < 0: always) with err.
 func refuseTimes(n int32, err error) (refuse func() error, refused *atomic.Int32) {
@@ -85,7 +76,7 @@ func TestBackgroundRetriesRefusals(t *testing.T) {
 	t.Run("refused then run", func(t *testing.T) {
 		eng := &fakeEngine{}
 		var refused *atomic.Int32
-		eng.refuse, refused = refuseTimes(3, &refusal{status: http.StatusServiceUnavailable, after: time.Millisecond})
+		eng.refuse, refused = refuseTimes(3, &dispatch.ShedError{Status: http.StatusServiceUnavailable, Reason: "saturated", RetryAfter: time.Millisecond})
 		svc, st := newTestService(t, eng)
 		resp := createBackground(t, svc, "a", "later")
 		waitEnded(t, svc, resp.ID)
@@ -113,7 +104,7 @@ func TestBackgroundRetriesRefusals(t *testing.T) {
 		t.Run(fmt.Sprintf("gives up %d", tc.status), func(t *testing.T) {
 			eng := &fakeEngine{}
 			var refused *atomic.Int32
-			eng.refuse, refused = refuseTimes(-1, &refusal{status: tc.status, after: time.Millisecond})
+			eng.refuse, refused = refuseTimes(-1, &dispatch.ShedError{Status: tc.status, Reason: "saturated", RetryAfter: time.Millisecond})
 			svc, st := newTestService(t, eng)
 			svc.cfg.RetryRefusedFor = 50 * time.Millisecond
 			resp := createBackground(t, svc, "a", "never")
@@ -138,9 +129,9 @@ func TestBackgroundRetriesRefusals(t *testing.T) {
 		st := openStore(t, dir)
 		eng := &fakeEngine{}
 		var refused *atomic.Int32
-		eng.refuse, refused = refuseTimes(-1, &refusal{status: http.StatusServiceUnavailable, after: time.Hour})
-		svc := New(st, Config{CollectInterval: -1})
-		if err := svc.Start(eng); err != nil {
+		eng.refuse, refused = refuseTimes(-1, &dispatch.ShedError{Status: http.StatusServiceUnavailable, Reason: "saturated", RetryAfter: time.Hour})
+		svc := New(st, eng, Config{CollectInterval: -1})
+		if err := svc.Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		resp := createBackground(t, svc, "a", "after restart")
@@ -155,8 +146,8 @@ func TestBackgroundRetriesRefusals(t *testing.T) {
 			t.Fatalf("after Close: %+v %v, want still pending", rec.Response, err)
 		}
 		// The next start runs it.
-		svc = New(st, Config{CollectInterval: -1})
-		if err := svc.Start(&fakeEngine{}); err != nil {
+		svc = New(st, &fakeEngine{}, Config{CollectInterval: -1})
+		if err := svc.Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		waitEnded(t, svc, resp.ID)
@@ -181,8 +172,8 @@ func (failEndStore) EndResponse(context.Context, *Record, []Segment, []Item, *St
 func TestBackgroundEndStoredFirst(t *testing.T) {
 	st := openStore(t, t.TempDir())
 	defer st.Close()
-	svc := New(failEndStore{st}, Config{CollectInterval: -1})
-	if err := svc.Start(&fakeEngine{}); err != nil {
+	svc := New(failEndStore{st}, &fakeEngine{}, Config{CollectInterval: -1})
+	if err := svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	defer svc.Close()

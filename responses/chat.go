@@ -3,7 +3,7 @@ package responses
 import (
 	"encoding/json"
 
-	"github.com/turnpike-gateway/turnpike/kv"
+	"github.com/turnpike-gateway/turnpike/prompt"
 )
 
 // chatMessage is one OpenAI chat message as engines take it.
@@ -62,9 +62,10 @@ type chatRequest struct {
 
 // renderChat turns a request and its whole context (earlier items, then
 // the request's own input) into the engine's chat request body, and the
-// same conversation as the prompt the KV index hashes: kv.AppendRender of
-// it is what the engine's chat template makes of the body.
-func renderChat(req *CreateRequest, items []Item) ([]byte, *kv.Prompt, error) {
+// same conversation as the prompt routing counts and hashes:
+// prompt.AppendRender of it is what the engine's chat template makes of the
+// body.
+func renderChat(req *CreateRequest, items []Item) ([]byte, *prompt.Prompt, error) {
 	c := chatRequest{
 		Model:             req.Model,
 		Messages:          renderMessages(req.Instructions, items),
@@ -109,11 +110,11 @@ func renderChat(req *CreateRequest, items []Item) ([]byte, *kv.Prompt, error) {
 	return body, p, nil
 }
 
-// chatPrompt is c as the KV index sees it: the messages as the chat
+// chatPrompt is c as routing sees it: the messages as the chat
 // template reads them (content as text, an assistant's tool calls) and
 // the tools array encoded as in the body.
-func chatPrompt(c *chatRequest) (*kv.Prompt, error) {
-	p := &kv.Prompt{Model: c.Model, Messages: make([]kv.Message, len(c.Messages))}
+func chatPrompt(c *chatRequest) (*prompt.Prompt, error) {
+	p := &prompt.Prompt{Model: c.Model, Messages: make([]prompt.Message, len(c.Messages))}
 	if len(c.Tools) > 0 {
 		tools, err := json.Marshal(c.Tools)
 		if err != nil {
@@ -123,14 +124,14 @@ func chatPrompt(c *chatRequest) (*kv.Prompt, error) {
 	}
 	for i := range c.Messages {
 		m := &c.Messages[i]
-		km := kv.Message{Role: m.Role}
+		km := prompt.Message{Role: m.Role}
 		if m.Content != nil {
 			km.Content = *m.Content
 		}
 		if len(m.ToolCalls) > 0 {
-			km.ToolCalls = make([]kv.ToolCall, len(m.ToolCalls))
+			km.ToolCalls = make([]prompt.ToolCall, len(m.ToolCalls))
 			for j, tc := range m.ToolCalls {
-				km.ToolCalls[j] = kv.ToolCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments}
+				km.ToolCalls[j] = prompt.ToolCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments}
 			}
 		}
 		p.Messages[i] = km
@@ -220,12 +221,15 @@ func chatToolChoice(tc json.RawMessage) json.RawMessage {
 	return b
 }
 
-// itemTokens estimates one item's share of the prompt, with the chat
-// template's few tokens of per-message overhead.
-func itemTokens(it *Item) int {
-	n := len(it.Arguments) + len(it.Output) + len(it.Name) + len(it.CallID)
+// messageOverhead is the chat template's few tokens around each message.
+const messageOverhead = 4
+
+// itemTokens counts one item's share of the prompt with tok, with the
+// chat template's per-message overhead.
+func itemTokens(tok prompt.Tokenizer, it *Item) int {
+	n := tok.Count(it.Arguments) + tok.Count(it.Output) + tok.Count(it.Name) + tok.Count(it.CallID)
 	for _, p := range it.Content {
-		n += len(p.Text)
+		n += tok.Count(p.Text)
 	}
-	return kv.ApproxTokens(n) + 4
+	return n + messageOverhead
 }

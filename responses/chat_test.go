@@ -4,21 +4,22 @@ import (
 	"testing"
 
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
-	"github.com/turnpike-gateway/turnpike/kv"
+	"github.com/turnpike-gateway/turnpike/dispatch"
+	"github.com/turnpike-gateway/turnpike/prompt"
 )
 
 // checkPrompt fails t unless the KV index's rendering of p is the
 // simulated engine's chat template applied to body: the prefix hashes
 // routing computes are those the engine's KV events report.
-func checkPrompt(t *testing.T, body []byte, p *kv.Prompt) {
+func checkPrompt(t *testing.T, body []byte, p *prompt.Prompt) {
 	t.Helper()
 	req, err := sim.DecodeChatRequest(body)
 	if err != nil {
 		t.Fatalf("the engine refuses the body: %v\n%s", err, body)
 	}
 	want := sim.RenderChat(req.Messages, req.Tools)
-	if got := string(kv.AppendRender(nil, p)); got != want {
-		t.Fatalf("kv.AppendRender(prompt):\n%q\nthe engine renders:\n%q", got, want)
+	if got := string(prompt.AppendRender(nil, p)); got != want {
+		t.Fatalf("prompt.AppendRender(prompt):\n%q\nthe engine renders:\n%q", got, want)
 	}
 	if p.Model != req.Model {
 		t.Errorf("prompt model %q, body model %q", p.Model, req.Model)
@@ -69,10 +70,10 @@ func TestRenderChatPrompt(t *testing.T) {
 
 // TestEngineRequestPrompt: the engine is handed the prompt with the body.
 func TestEngineRequestPrompt(t *testing.T) {
-	eng := &fakeEngine{}
+	eng := &fakeEngine{contextLength: 100000}
 	svc, _ := newTestService(t, eng)
-	var got *EngineRequest
-	eng.seen = func(r *EngineRequest) { got = r }
+	var got *dispatch.Spec
+	eng.seen = func(r *dispatch.Spec) { got = r }
 	if _, err := svc.Create(t.Context(), "a", mustDecode(t, `{"model":"m","input":"hi","instructions":"sys"}`), nil, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,9 @@ func TestEngineRequestPrompt(t *testing.T) {
 		t.Fatal("no prompt in the engine request")
 	}
 	checkPrompt(t, got.Body, got.Prompt)
-	if want := kv.ApproxTokens(len(got.Body)); got.PromptTokens != want {
+	// Counted once, as the engine will see the prompt, when the context
+	// window was checked; dispatch takes that count and does not count again.
+	if want := prompt.Count(prompt.Approx{}, got.Prompt); got.PromptTokens != want || want == 0 {
 		t.Errorf("prompt tokens %d, want %d", got.PromptTokens, want)
 	}
 }

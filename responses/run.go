@@ -1,14 +1,13 @@
 package responses
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/turnpike-gateway/turnpike/dispatch"
 )
 
 // Sink receives a response's stream events, each as its type and its JSON
@@ -52,17 +51,6 @@ type chatChunk struct {
 		} `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *struct {
-		PromptTokens        int `json:"prompt_tokens"`
-		CompletionTokens    int `json:"completion_tokens"`
-		TotalTokens         int `json:"total_tokens"`
-		PromptTokensDetails *struct {
-			CachedTokens int `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-		CompletionTokensDetails *struct {
-			ReasoningTokens int `json:"reasoning_tokens"`
-		} `json:"completion_tokens_details"`
-	} `json:"usage"`
 	Error *struct {
 		Message string `json:"message"`
 	} `json:"error"`
@@ -113,31 +101,47 @@ func (r *run) emitResponse(typ string) {
 	r.emit(&Event{Type: typ, Response: r.resp})
 }
 
-// consume reads the engine's SSE stream to its end. It returns the
-// engine's failure, if any; the caller decides the response's end.
-func (r *run) consume(ctx context.Context, body io.Reader) error {
-	br := bufio.NewReaderSize(body, 64<<10)
+// consume reads the turn's engine stream to its end, through the turn's
+// one stream reader, and takes the usage block the reader noted. It
+// returns the engine's failure, if any; the caller decides the response's
+// end and ends the turn.
+func (r *run) consume(t *dispatch.Turn) error {
+	defer r.takeUsage(t)
 	for {
-		line, err := br.ReadBytes('\n')
-		if data, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:")); ok {
-			data = bytes.TrimSpace(data)
-			if bytes.Equal(data, []byte("[DONE]")) {
-				return r.ended()
-			}
-			if perr := r.chunk(data); perr != nil {
-				return perr
-			}
-		}
-		if err == io.EOF {
+		l, err := t.Next()
+		if errors.Is(err, io.EOF) {
 			return r.ended()
 		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
+		if errors.Is(err, dispatch.ErrStreamCut) {
 			return fmt.Errorf("the model server stopped in the middle of the stream: %w", err)
 		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case l.Done:
+			return r.ended()
+		case l.Data != nil:
+			if err := r.chunk(l.Data); err != nil {
+				return err
+			}
+		}
 	}
+}
+
+// takeUsage copies the engine's usage block into the response.
+func (r *run) takeUsage(t *dispatch.Turn) {
+	u, ok := t.Usage()
+	if !ok {
+		return
+	}
+	usage := &Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+	if usage.TotalTokens == 0 {
+		usage.TotalTokens = u.PromptTokens + u.CompletionTokens
+	}
+	usage.InputTokensDetails.CachedTokens = u.PromptTokensDetails.CachedTokens
+	usage.OutputTokensDetails.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+	r.resp.Usage = usage
 }
 
 func (r *run) ended() error {
@@ -154,19 +158,6 @@ func (r *run) chunk(data []byte) error {
 	}
 	if c.Error != nil {
 		return fmt.Errorf("the model server failed: %s", c.Error.Message)
-	}
-	if u := c.Usage; u != nil {
-		usage := &Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
-		if usage.TotalTokens == 0 {
-			usage.TotalTokens = u.PromptTokens + u.CompletionTokens
-		}
-		if u.PromptTokensDetails != nil {
-			usage.InputTokensDetails.CachedTokens = u.PromptTokensDetails.CachedTokens
-		}
-		if u.CompletionTokensDetails != nil {
-			usage.OutputTokensDetails.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
-		}
-		r.resp.Usage = usage
 	}
 	for _, ch := range c.Choices {
 		if d := ch.Delta.Content; d != nil && *d != "" {

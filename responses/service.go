@@ -7,16 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	mrand "math/rand/v2"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/turnpike-gateway/turnpike/kv"
+	"github.com/turnpike-gateway/turnpike/dispatch"
+	"github.com/turnpike-gateway/turnpike/prompt"
 )
 
 // Defaults for Config.
@@ -98,7 +97,7 @@ func (c *Config) EnsureDefaults() {
 }
 
 // Service answers the Responses and Conversations API on a Store, sending
-// turns to an Engine. Create with New, then Start it with the engine;
+// turns down the turn path (Engine). Create with New, then Start it;
 // Close it before closing the store.
 type Service struct {
 	store  Store
@@ -124,10 +123,11 @@ type Service struct {
 	}
 }
 
-// New builds a Service on store. It serves nothing until Start.
-func New(store Store, cfg Config) *Service {
+// New builds a Service on store that runs its turns on engine. It starts
+// nothing: no background response runs until Start.
+func New(store Store, engine Engine, cfg Config) *Service {
 	cfg.EnsureDefaults()
-	s := &Service{store: store, cfg: cfg, log: cfg.Logger, sem: make(chan struct{}, cfg.Workers)}
+	s := &Service{store: store, engine: engine, cfg: cfg, log: cfg.Logger, sem: make(chan struct{}, cfg.Workers)}
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	s.mu.jobs = make(map[string]*job)
 	s.mu.heldByTenant = make(map[string]int)
@@ -137,20 +137,19 @@ func New(store Store, cfg Config) *Service {
 // Store is the service's state store.
 func (s *Service) Store() Store { return s.store }
 
-// Start gives the service its engine, re-queues (or fails) the background
-// responses a previous process left unfinished, and starts the retention
-// collector. It is called once, by the gateway that implements engine.
-func (s *Service) Start(engine Engine) error {
+// Start re-queues (or fails) the background responses a previous process
+// left unfinished and starts the retention collector. It is called once;
+// ctx bounds the start itself, Close stops what it started.
+func (s *Service) Start(ctx context.Context) error {
 	s.mu.Lock()
 	if s.mu.started {
 		s.mu.Unlock()
 		return errors.New("responses: service already started")
 	}
 	s.mu.started = true
-	s.engine = engine
 	s.mu.Unlock()
 
-	recs, err := s.store.PendingJobs(s.ctx)
+	recs, err := s.store.PendingJobs(ctx)
 	if err != nil {
 		return fmt.Errorf("responses: listing unfinished background responses: %w", err)
 	}
@@ -206,18 +205,22 @@ type turn struct {
 	rec *Record
 	// base is the context the response continues (its previous
 	// response's), nil for a new chain or a conversation.
-	base       []Segment
-	input      []Item
-	body       []byte
-	prompt     *kv.Prompt
-	sessionKey string
+	base   []Segment
+	input  []Item
+	body   []byte
+	prompt *prompt.Prompt
+	// promptTokens is the prompt's token count, computed once, when the
+	// context window was checked; 0 leaves the count to dispatch.
+	promptTokens int
+	// conversation or chainRoot names the session for routing.
+	conversation, chainRoot string
 }
 
 // prepare checks the request against the store and builds the turn:
 // the response object, the whole context and the engine request.
 func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest, id string, created int64) (*turn, error) {
 	resp := newResponse(req, id, created)
-	t := &turn{req: req, rec: &Record{Tenant: tenant, Response: resp}, sessionKey: id}
+	t := &turn{req: req, rec: &Record{Tenant: tenant, Response: resp}, chainRoot: id}
 	var history []Item
 	var err error
 	switch {
@@ -235,7 +238,7 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 		}
 		t.base = prev.Context
 		if len(t.base) > 0 {
-			t.sessionKey = t.base[0].Chain
+			t.chainRoot = t.base[0].Chain
 		}
 		if history, err = s.store.LoadContext(ctx, t.base); err != nil {
 			return nil, err
@@ -248,7 +251,7 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 		if err != nil {
 			return nil, err
 		}
-		t.rec.Conversation, t.sessionKey = req.Conversation, req.Conversation
+		t.rec.Conversation, t.conversation, t.chainRoot = req.Conversation, req.Conversation, ""
 		if history, err = s.store.LoadContext(ctx, []Segment{seg}); err != nil {
 			return nil, err
 		}
@@ -256,12 +259,8 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 	if t.input, err = s.resolveInput(ctx, tenant, req.Input); err != nil {
 		return nil, err
 	}
-	window := append(history, t.input...)
-	if window, err = s.fit(req, window); err != nil {
+	if err := s.fit(t, append(history, t.input...)); err != nil {
 		return nil, err
-	}
-	if t.body, t.prompt, err = renderChat(req, window); err != nil {
-		return nil, fmt.Errorf("responses: rendering the engine request: %w", err)
 	}
 	return t, nil
 }
@@ -344,51 +343,91 @@ func itemPrefix(typ string) string {
 	return "msg_"
 }
 
-// fit applies the model's context window to the rebuilt conversation:
-// "auto" truncation drops the oldest items (system and developer messages
-// stay), "disabled" fails with ErrContextLength.
-func (s *Service) fit(req *CreateRequest, items []Item) ([]Item, error) {
+// fitAttempts bounds how often fit re-renders a conversation whose
+// counted prompt came out longer than its items' counts said.
+const fitAttempts = 4
+
+// fit applies the model's context window to the rebuilt conversation and
+// renders the engine request: "auto" truncation drops the oldest items
+// (system and developer messages stay), "disabled" fails with
+// ErrContextLength. Items are chosen by their own token counts; the
+// rendered prompt is then counted as the engine will see it, and that
+// count is the turn's.
+func (s *Service) fit(t *turn, items []Item) error {
+	req := t.req
 	limit := s.engine.ContextLength(req.Model)
-	if limit <= 0 {
-		return items, nil
-	}
 	budget := limit
 	if req.MaxOutputTokens != nil {
 		budget -= *req.MaxOutputTokens
 	}
+	tok := s.engine.Tokenizer()
+	slack := 0
+	for attempt := 0; ; attempt++ {
+		kept, total, err := fitItems(tok, req, items, budget-slack)
+		if err != nil {
+			return err
+		}
+		if t.body, t.prompt, err = renderChat(req, kept); err != nil {
+			return fmt.Errorf("responses: rendering the engine request: %w", err)
+		}
+		if limit <= 0 {
+			return nil
+		}
+		t.promptTokens = prompt.Count(tok, t.prompt)
+		if t.promptTokens <= budget {
+			return nil
+		}
+		if req.Truncation != "auto" || attempt == fitAttempts-1 || len(kept) == countSystem(kept)+1 {
+			return contextLengthError(max(t.promptTokens, total), budget)
+		}
+		// The items' counts fell short of the rendered prompt's: ask for
+		// that much more room and choose again.
+		slack += t.promptTokens - budget
+	}
+}
+
+// fitItems chooses the items that fit budget by their token counts, and
+// returns them with their total. A budget of 0 or less with no context
+// window known keeps everything.
+func fitItems(tok prompt.Tokenizer, req *CreateRequest, items []Item, budget int) ([]Item, int, error) {
 	total := 0
 	if req.Instructions != nil {
-		total += kv.ApproxTokens(len(*req.Instructions)) + 4
+		total += tok.Count(*req.Instructions) + messageOverhead
 	}
 	for i := range items {
-		total += itemTokens(&items[i])
+		total += itemTokens(tok, &items[i])
 	}
 	if total <= budget {
-		return items, nil
+		return items, total, nil
 	}
-	if req.Truncation == "auto" {
-		kept := make([]Item, 0, len(items))
-		dropping := true
-		for i := range items {
-			it := &items[i]
-			system := it.Type == ItemMessage && (it.Role == "system" || it.Role == "developer")
-			// A tool output without its call would be refused by the
-			// chat template: it goes with the call.
-			orphan := it.Type == ItemFunctionCallOutput && len(kept) == countSystem(kept)
-			if dropping && !system && i < len(items)-1 && (total > budget || orphan) {
-				total -= itemTokens(it)
-				continue
-			}
-			if !system {
-				dropping = false
-			}
-			kept = append(kept, *it)
-		}
-		if total <= budget {
-			return kept, nil
-		}
+	if req.Truncation != "auto" {
+		return items, total, nil
 	}
-	return nil, &Error{Class: ErrContextLength, Param: "input", Code: "context_length_exceeded",
+	kept := make([]Item, 0, len(items))
+	dropping := true
+	for i := range items {
+		it := &items[i]
+		system := it.Type == ItemMessage && (it.Role == "system" || it.Role == "developer")
+		// A tool output without its call would be refused by the chat
+		// template: it goes with the call.
+		orphan := it.Type == ItemFunctionCallOutput && len(kept) == countSystem(kept)
+		if dropping && !system && i < len(items)-1 && (total > budget || orphan) {
+			total -= itemTokens(tok, it)
+			continue
+		}
+		if !system {
+			dropping = false
+		}
+		kept = append(kept, *it)
+	}
+	if total > budget {
+		return nil, total, contextLengthError(total, budget)
+	}
+	return kept, total, nil
+}
+
+func contextLengthError(total, budget int) error {
+	return &Error{Class: ErrContextLength, Param: "input", Code: "context_length_exceeded",
 		Message: fmt.Sprintf("Your input exceeds the context window of this model: about %d tokens, and %d fit. Please adjust your input, or set truncation to 'auto', and try again.", total, budget)}
 }
 
@@ -402,56 +441,34 @@ func countSystem(items []Item) int {
 	return n
 }
 
-// callEngine sends the turn and returns the engine's 200 response.
-func (s *Service) callEngine(ctx context.Context, t *turn, hdr http.Header) (*http.Response, error) {
-	er := &EngineRequest{
-		Model: t.req.Model, Body: t.body, Prompt: t.prompt, Tenant: t.rec.Tenant, SessionKey: t.sessionKey,
-		PromptTokens: kv.ApproxTokens(len(t.body)), Header: hdr,
+// begin sends the turn down the turn path and returns it answered; the
+// caller owns it and ends it.
+func (s *Service) begin(ctx context.Context, t *turn, hdr http.Header) (*dispatch.Turn, error) {
+	spec := &dispatch.Spec{
+		Tenant: t.rec.Tenant, Model: t.req.Model,
+		Path: "/v1/chat/completions", Body: t.body, ClientHeader: hdr,
+		Conversation: t.conversation, ChainRoot: t.chainRoot,
 		ServiceTier: t.req.ServiceTier, Background: t.req.Background,
+		Prompt: t.prompt, PromptTokens: t.promptTokens,
 	}
 	if t.req.MaxOutputTokens != nil {
-		er.MaxOutputTokens = *t.req.MaxOutputTokens
+		spec.MaxOutputTokens = *t.req.MaxOutputTokens
 	}
-	hresp, err := s.engine.ChatCompletion(ctx, er)
-	if err != nil {
-		return nil, err
+	dt, err := s.engine.Begin(ctx, spec)
+	var ee *dispatch.EngineError
+	if errors.As(err, &ee) {
+		return nil, engineError(ee)
 	}
-	if hresp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(hresp.Body, 64<<10))
-		hresp.Body.Close()
-		return nil, engineError(hresp.StatusCode, b)
-	}
-	return hresp, nil
+	return dt, err
 }
 
 // engineError classifies an engine's 4xx answer.
-func engineError(status int, body []byte) error {
-	var e struct {
-		Message string `json:"message"`
-		Error   *struct {
-			Message string `json:"message"`
-			Code    any    `json:"code"`
-		} `json:"error"`
-	}
-	json.Unmarshal(body, &e)
-	msg := e.Message
-	code := ""
-	if e.Error != nil {
-		msg = e.Error.Message
-		if c, ok := e.Error.Code.(string); ok {
-			code = c
-		}
-	}
-	if msg == "" {
-		msg = strings.TrimSpace(string(body))
-	}
-	lower := strings.ToLower(msg)
-	if code == "context_length_exceeded" || (status == http.StatusBadRequest &&
-		(strings.Contains(lower, "context length") || strings.Contains(lower, "max_model_len") || strings.Contains(lower, "context window"))) {
+func engineError(e *dispatch.EngineError) error {
+	if e.ContextLength() {
 		return &Error{Class: ErrContextLength, Param: "input", Code: "context_length_exceeded",
-			Message: "Your input exceeds the context window of this model: " + msg}
+			Message: "Your input exceeds the context window of this model: " + e.Message}
 	}
-	return &Error{Class: ErrEngine, Status: status, Code: code, Message: "The model server refused the request: " + msg}
+	return &Error{Class: ErrEngine, Status: e.Status, Code: e.Code, Message: "The model server refused the request: " + e.Message}
 }
 
 // Create makes a response. A background request is stored queued and
@@ -471,17 +488,17 @@ func (s *Service) Create(ctx context.Context, tenant string, req *CreateRequest,
 	if err != nil {
 		return nil, err
 	}
-	hresp, err := s.callEngine(ctx, t, hdr)
+	dt, err := s.begin(ctx, t, hdr)
 	if err != nil {
 		return nil, err
 	}
-	defer hresp.Body.Close()
 	// From here the turn owns the response; it ends exactly once, in
 	// endTurn, whatever happens to the client or the engine.
 	r := newRun(t.rec.Response, sink, 0)
 	r.emitResponse("response.created")
 	r.emitResponse("response.in_progress")
-	engErr := r.consume(ctx, hresp.Body)
+	engErr := r.consume(dt)
+	dt.End(engErr)
 	cancelled := ctx.Err() != nil
 	r.end(engErr, cancelled, s.cfg.Now().Unix())
 	s.endTurn(context.WithoutCancel(ctx), t, r, nil)
@@ -934,16 +951,16 @@ func (s *Service) work(ctx context.Context, t *turn, r *run, hdr http.Header) er
 	r.emitResponse("response.in_progress")
 	var refusedAt time.Time
 	for refusals := 1; ; refusals++ {
-		hresp, err := s.callEngine(ctx, t, hdr)
+		dt, err := s.begin(ctx, t, hdr)
 		if err == nil {
-			err = r.consume(ctx, hresp.Body)
-			hresp.Body.Close()
+			err = r.consume(dt)
+			dt.End(err)
 			<-s.sem
 			return err
 		}
 		<-s.sem
-		var rt retryable
-		if ctx.Err() != nil || !errors.As(err, &rt) {
+		var shed *dispatch.ShedError
+		if ctx.Err() != nil || !errors.As(err, &shed) {
 			return err
 		}
 		if refusedAt.IsZero() {
@@ -954,7 +971,7 @@ func (s *Service) work(ctx context.Context, t *turn, r *run, hdr http.Header) er
 			s.log.Warn("background response refused until it gave up", "response", t.rec.Response.ID, "refusals", refusals, "err", err)
 			return refusedError(err)
 		}
-		wait := rt.RetryAfter()
+		wait := shed.RetryAfter
 		if wait <= 0 {
 			wait = defaultRetryDelay
 		}
@@ -993,8 +1010,8 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // failed, in the client's terms: the refusal's own text is the gateway's,
 // not the client's.
 func refusedError(err error) *Error {
-	var sc statusCoder
-	if errors.As(err, &sc) && sc.HTTPStatus() == http.StatusTooManyRequests {
+	var shed *dispatch.ShedError
+	if errors.As(err, &shed) && shed.Status == http.StatusTooManyRequests {
 		return &Error{Class: ErrRateLimited, Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded",
 			Message: "This background response was not run: your rate limits kept refusing it. Try again later."}
 	}

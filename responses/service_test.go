@@ -97,8 +97,8 @@ func TestRestartKeepsResponses(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	st := openStore(t, dir)
-	svc := New(st, Config{CollectInterval: -1})
-	svc.Start(&fakeEngine{})
+	svc := New(st, &fakeEngine{}, Config{CollectInterval: -1})
+	svc.Start(t.Context())
 	var ids []string
 	for i := range 5 {
 		resp, err := svc.Create(ctx, "a", mustDecode(t, fmt.Sprintf(`{"model":"m","input":"turn %d"}`, i)), nil, nil)
@@ -128,8 +128,8 @@ func TestBackgroundRecovery(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t, dir)
 	blocked := &fakeEngine{block: make(chan struct{})}
-	svc := New(st, Config{CollectInterval: -1})
-	svc.Start(blocked)
+	svc := New(st, blocked, Config{CollectInterval: -1})
+	svc.Start(t.Context())
 	resp, err := svc.Create(ctx, "a", mustDecode(t, `{"model":"m","input":"long job","background":true}`), nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -144,8 +144,8 @@ func TestBackgroundRecovery(t *testing.T) {
 
 	st = openStore(t, dir)
 	defer st.Close()
-	svc = New(st, Config{CollectInterval: -1})
-	if err := svc.Start(&fakeEngine{}); err != nil {
+	svc = New(st, &fakeEngine{}, Config{CollectInterval: -1})
+	if err := svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	defer svc.Close()
@@ -172,8 +172,8 @@ func TestBackgroundGivesUpAfterMaxAttempts(t *testing.T) {
 	if err := st.PutResponse(ctx, rec, true); err != nil {
 		t.Fatal(err)
 	}
-	svc := New(st, Config{CollectInterval: -1, MaxAttempts: 2})
-	svc.Start(&fakeEngine{})
+	svc := New(st, &fakeEngine{}, Config{CollectInterval: -1, MaxAttempts: 2})
+	svc.Start(t.Context())
 	defer func() { svc.Close(); st.Close() }()
 	r, err := svc.Get(ctx, "a", "resp_x")
 	if err != nil {
@@ -273,8 +273,8 @@ func TestRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	svc := New(st, Config{CollectInterval: -1, Now: clock})
-	svc.Start(&fakeEngine{})
+	svc := New(st, &fakeEngine{}, Config{CollectInterval: -1, Now: clock})
+	svc.Start(t.Context())
 	defer svc.Close()
 	ctx := context.Background()
 	old, _ := svc.Create(ctx, "a", mustDecode(t, `{"model":"m","input":"old"}`), nil, nil)

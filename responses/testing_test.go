@@ -5,16 +5,25 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/dispatch"
+	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/prompt"
 )
 
-// fakeEngine answers chat completions like a vLLM engine would, as an SSE
-// stream: it echoes the last user message, or calls the first tool when
-// tools are given and the last message is not a tool result. It records
-// every request body.
+// fakeEngine is the turn path over an engine that answers chat
+// completions like a vLLM engine would, as an SSE stream: it echoes the
+// last user message, or calls the first tool when tools are given and the
+// last message is not a tool result. It records every request body. The
+// turn path is the real one (dispatch over a pools registry); only the
+// engine behind it is a stand-in.
 type fakeEngine struct {
 	mu     sync.Mutex
 	bodies [][]byte
@@ -26,14 +35,37 @@ type fakeEngine struct {
 	status int
 	// die cuts every stream after its first chunk.
 	die bool
-	// seen, when not nil, is shown every request.
-	seen func(*EngineRequest)
+	// seen, when not nil, is shown every turn.
+	seen func(*dispatch.Spec)
 	// refuse, when not nil, is asked first: an error it returns is the
 	// answer.
 	refuse func() error
+
+	once sync.Once
+	d    *dispatch.Dispatcher
+}
+
+// dispatcher starts the stand-in engine and the turn path to it, once.
+func (f *fakeEngine) dispatcher() *dispatch.Dispatcher {
+	f.once.Do(func() {
+		srv := httptest.NewServer(f)
+		reg, err := pools.NewRegistry([]pools.PoolConfig{{
+			Name: "p", ServedModels: []string{"m", "test-model"}, Endpoints: []pools.EndpointConfig{{URL: srv.URL}},
+		}}, pools.Options{}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			panic(err)
+		}
+		f.d, err = dispatch.New(dispatch.Options{Registry: reg, Policy: &affinity.RoundRobin{}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			panic(err)
+		}
+	})
+	return f.d
 }
 
 func (f *fakeEngine) ContextLength(string) int { return f.contextLength }
+
+func (f *fakeEngine) Tokenizer() prompt.Tokenizer { return prompt.Approx{} }
 
 func (f *fakeEngine) requests() []chatRequest {
 	f.mu.Lock()
@@ -45,44 +77,62 @@ func (f *fakeEngine) requests() []chatRequest {
 	return out
 }
 
-func (f *fakeEngine) ChatCompletion(ctx context.Context, r *EngineRequest) (*http.Response, error) {
+func (f *fakeEngine) Begin(ctx context.Context, spec *dispatch.Spec) (*dispatch.Turn, error) {
 	if f.refuse != nil {
 		if err := f.refuse(); err != nil {
 			return nil, err
 		}
 	}
 	f.mu.Lock()
-	f.bodies = append(f.bodies, r.Body)
 	if f.seen != nil {
-		f.seen(r)
+		f.seen(spec)
 	}
 	f.mu.Unlock()
+	return f.dispatcher().Begin(ctx, spec)
+}
+
+// ServeHTTP is the stand-in engine.
+func (f *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/chat/completions" {
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.bodies = append(f.bodies, body)
+	f.mu.Unlock()
 	if f.status != 0 {
-		return &http.Response{StatusCode: f.status, Body: io.NopCloser(strings.NewReader(
-			`{"error":{"message":"This model's maximum context length is 10 tokens.","type":"BadRequestError","code":400}}`))}, nil
+		w.WriteHeader(f.status)
+		io.WriteString(w, `{"error":{"message":"This model's maximum context length is 10 tokens.","type":"BadRequestError","code":400}}`)
+		return
 	}
 	var req chatRequest
-	if err := json.Unmarshal(r.Body, &req); err != nil {
-		return nil, err
+	if err := json.Unmarshal(body, &req); err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
 	}
-	pr, pw := io.Pipe()
-	go func() {
-		if f.block != nil {
-			select {
-			case <-f.block:
-			case <-ctx.Done():
-				pw.CloseWithError(ctx.Err())
-				return
-			}
-		}
-		if f.die {
-			fmt.Fprint(pw, `data: {"choices":[{"index":0,"delta":{"content":"partial "}}]}`+"\n\n")
-			pw.CloseWithError(io.ErrUnexpectedEOF)
+	if f.block != nil {
+		select {
+		case <-f.block:
+		case <-r.Context().Done():
 			return
 		}
-		pw.CloseWithError(writeAnswer(pw, &req))
-	}()
-	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: pr}, nil
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	if f.die {
+		io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"partial "}}]}`+"\n\n")
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}
+	writeAnswer(flushWriter{w}, &req)
+}
+
+// flushWriter flushes every chunk, as an engine streams.
+type flushWriter struct{ w http.ResponseWriter }
+
+func (fw flushWriter) Write(b []byte) (int, error) {
+	n, err := fw.w.Write(b)
+	fw.w.(http.Flusher).Flush()
+	return n, err
 }
 
 func writeAnswer(w io.Writer, req *chatRequest) error {
@@ -126,8 +176,8 @@ func openStore(t testing.TB, dir string) *PebbleStore {
 func newTestService(t testing.TB, eng Engine) (*Service, *PebbleStore) {
 	t.Helper()
 	st := openStore(t, t.TempDir())
-	svc := New(st, Config{CollectInterval: -1})
-	if err := svc.Start(eng); err != nil {
+	svc := New(st, eng, Config{CollectInterval: -1})
+	if err := svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -90,6 +90,7 @@ type AsyncPinStore struct {
 	done  chan struct{}
 	// onError, if set, hears every failed write.
 	onError func(error)
+	started sync.Once
 
 	mu struct {
 		sync.RWMutex
@@ -98,16 +99,18 @@ type AsyncPinStore struct {
 	}
 }
 
-// NewAsyncPinStore starts the writer for inner, holding up to queue
-// writes (DefaultPinQueue if queue <= 0).
+// NewAsyncPinStore builds the writer for inner, holding up to queue
+// writes (DefaultPinQueue if queue <= 0). Writes queue from the start;
+// Start begins writing them.
 func NewAsyncPinStore(inner PinStore, queue int, onError func(error)) *AsyncPinStore {
 	if queue <= 0 {
 		queue = DefaultPinQueue
 	}
-	a := &AsyncPinStore{inner: inner, queue: make(chan Pin, queue), done: make(chan struct{}), onError: onError}
-	go a.run()
-	return a
+	return &AsyncPinStore{inner: inner, queue: make(chan Pin, queue), done: make(chan struct{}), onError: onError}
 }
+
+// Start starts the writer goroutine. Calls after the first do nothing.
+func (a *AsyncPinStore) Start() { a.started.Do(func() { go a.run() }) }
 
 func (a *AsyncPinStore) run() {
 	defer close(a.done)
@@ -145,6 +148,7 @@ func (a *AsyncPinStore) Close() {
 		close(a.queue)
 	}
 	a.mu.Unlock()
+	a.Start() // never started: write what is queued now
 	<-a.done
 }
 

@@ -58,6 +58,7 @@ func TestKVPinStoreSurvivesRestart(t *testing.T) {
 	kv := &mapKV{}
 	ps := &KVPinStore{KV: kv, Clock: func() time.Time { return now }}
 	async := NewAsyncPinStore(ps, 0, func(err error) { t.Error(err) })
+	async.Start()
 	s1, err := NewStore(Options{Pins: async})
 	if err != nil {
 		t.Fatal(err)

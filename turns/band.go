@@ -97,18 +97,13 @@ const (
 	ServiceTierFlex     = "flex"
 )
 
-// ClassifyInput is what the gateway knows about a request when it picks a
-// band: the tenant's bands and the request's own hints.
-type ClassifyInput struct {
-	// DefaultBand is the tenant's default; zero means Standard.
-	DefaultBand Band
-	// MaxBand is the most urgent band the tenant may use; zero means
-	// Interactive (no cap).
-	MaxBand Band
+// Hints are what a request says of its own urgency, raw as it arrived;
+// Classify weighs them against the tenant's bands.
+type Hints struct {
 	// Priority is the x-turnpike-priority header value, "" if absent.
 	// An unknown value is ignored.
 	Priority string
-	// ServiceTier is the Responses body's service_tier: "priority" means
+	// ServiceTier is the request body's service_tier: "priority" means
 	// Interactive, "flex" means Background, "default", "auto" and "" leave
 	// the band as it is.
 	ServiceTier string
@@ -120,27 +115,28 @@ type ClassifyInput struct {
 // the tenant's default band, then the x-turnpike-priority header, then the
 // service tier, then background: true (always Background); last, the result
 // is capped at the tenant's maximum band, so no hint lifts a tenant above
-// what it is allowed.
-func Classify(in ClassifyInput) Band {
-	b := in.DefaultBand
+// what it is allowed. A zero DefaultBand means Standard, a zero MaxBand no
+// cap.
+func Classify(tenant Tenant, h Hints) Band {
+	b := tenant.DefaultBand
 	if !b.Valid() {
 		b = Standard
 	}
-	if in.Priority != "" {
-		if p, err := ParseBand(in.Priority); err == nil {
+	if h.Priority != "" {
+		if p, err := ParseBand(h.Priority); err == nil {
 			b = p
 		}
 	}
-	switch strings.ToLower(in.ServiceTier) {
+	switch strings.ToLower(h.ServiceTier) {
 	case ServiceTierPriority:
 		b = Interactive
 	case ServiceTierFlex:
 		b = Background
 	}
-	if in.Background {
+	if h.Background {
 		b = Background
 	}
-	max := in.MaxBand
+	max := tenant.MaxBand
 	if !max.Valid() {
 		max = Interactive
 	}

@@ -14,21 +14,22 @@ func TestClassifyDataDriven(t *testing.T) {
 		if d.Cmd != "classify" {
 			d.Fatalf(t, "unknown command %s", d.Cmd)
 		}
-		var in ClassifyInput
+		var tenant Tenant
+		var h Hints
 		var def, maxBand string
 		d.MaybeScanArgs(t, "default", &def)
 		d.MaybeScanArgs(t, "max", &maxBand)
-		d.MaybeScanArgs(t, "priority", &in.Priority)
-		d.MaybeScanArgs(t, "tier", &in.ServiceTier)
-		in.Background = d.HasArg("background")
-		for s, b := range map[string]*Band{def: &in.DefaultBand, maxBand: &in.MaxBand} {
+		d.MaybeScanArgs(t, "priority", &h.Priority)
+		d.MaybeScanArgs(t, "tier", &h.ServiceTier)
+		h.Background = d.HasArg("background")
+		for s, b := range map[string]*Band{def: &tenant.DefaultBand, maxBand: &tenant.MaxBand} {
 			if s != "" {
 				if err := b.UnmarshalText([]byte(s)); err != nil {
 					d.Fatalf(t, "%v", err)
 				}
 			}
 		}
-		return Classify(in).String()
+		return Classify(tenant, h).String()
 	})
 }
 

@@ -38,7 +38,7 @@ func TestSampleConfigLoads(t *testing.T) {
 	if lab.DefaultBand != Background || lab.MaxBand != Standard || lab.Weight != 1 {
 		t.Errorf("batch-lab = %+v", lab)
 	}
-	if got := Classify(ClassifyInput{DefaultBand: lab.DefaultBand, MaxBand: lab.MaxBand, Priority: "interactive"}); got != Standard {
+	if got := Classify(lab, Hints{Priority: "interactive"}); got != Standard {
 		t.Errorf("batch-lab asking for interactive got %v", got)
 	}
 	if u := c.Tenant("unknown"); u.Weight != DefaultTenantWeight || u.DefaultBand != Standard || u.MaxBand != Interactive {

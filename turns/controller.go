@@ -38,8 +38,10 @@ type Controller struct {
 	}
 
 	ticker bool
-	stop   chan struct{}
-	done   chan struct{}
+	// started runs Start's work once (or, never started, Close's).
+	started sync.Once
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 // tenantSet is an immutable snapshot of the tenants.
@@ -84,7 +86,8 @@ func withoutTicker() Option {
 	return func(c *Controller) { c.ticker = false }
 }
 
-// New checks cfg and returns a running Controller.
+// New checks cfg and builds a Controller. It starts nothing: Start starts
+// its ticker.
 func New(cfg Config, opts ...Option) (*Controller, error) {
 	c := &Controller{now: time.Now, random: rand.Float64, ticker: true}
 	for _, o := range opts {
@@ -107,12 +110,20 @@ func New(cfg Config, opts ...Option) (*Controller, error) {
 	c.mu.tenants = make(map[string]*tenantState)
 	c.waiters.New = func() any { return &waiter{ctl: c, ready: make(chan struct{}, 1)} }
 	c.stop, c.done = make(chan struct{}), make(chan struct{})
-	if c.ticker {
-		go c.run()
-	} else {
-		close(c.done)
-	}
 	return c, nil
+}
+
+// Start starts the ticker goroutine that re-measures load and expires
+// queued turns between Acquire and Release calls. Close stops it. Calls
+// after the first do nothing.
+func (c *Controller) Start() {
+	c.started.Do(func() {
+		if c.ticker {
+			go c.run()
+		} else {
+			close(c.done)
+		}
+	})
 }
 
 func newTenantSet(ts []Tenant) (*tenantSet, error) {
@@ -156,7 +167,7 @@ func (c *Controller) SetTenants(ts []Tenant) error {
 }
 
 // Tenant returns the named tenant's settings, defaults filled; an unknown
-// tenant gets the defaults. The gateway uses its bands for Classify.
+// tenant gets the defaults.
 func (c *Controller) Tenant(name string) Tenant { return c.tenants.Load().lookup(name) }
 
 // Ticket is a dispatched turn's right to run. The caller of Acquire owns it
@@ -206,11 +217,11 @@ func (c *Controller) Acquire(ctx context.Context, t *Turn, pool Capacity) (Ticke
 		return Ticket{}, shed(ReasonShuttingDown, cfg.RetryAfter)
 	}
 	w.tenant = c.tenantLocked(t.Tenant, set)
-	w.band = t.Band
-	if !w.band.Valid() {
-		w.band = w.tenant.cfg.DefaultBand
+	if t.Band.Valid() {
+		w.band = t.Band.capAt(w.tenant.cfg.MaxBand)
+	} else {
+		w.band = Classify(w.tenant.cfg, t.Hints)
 	}
-	w.band = w.band.capAt(w.tenant.cfg.MaxBand)
 	w.pool = c.poolLocked(pool)
 	c.mu.seq++
 	w.seq = c.mu.seq
@@ -437,6 +448,7 @@ func (c *Controller) Close() error {
 	}
 	c.mu.Unlock()
 	close(c.stop)
+	c.started.Do(func() { close(c.done) }) // never started: nothing to join
 	<-c.done
 	return nil
 }

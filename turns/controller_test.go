@@ -72,6 +72,7 @@ func (h *controllerHarness) run(t *testing.T, d *datadriven.TestData) string {
 		if err != nil {
 			return err.Error()
 		}
+		c.Start()
 		h.c = c
 		return "ok"
 	case "set-tenants":

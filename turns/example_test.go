@@ -27,16 +27,13 @@ func ExampleController_Acquire() {
 	if err != nil {
 		panic(err)
 	}
+	c.Start()
 	defer c.Close()
 
-	tenant := c.Tenant("acme")
 	turn := &turns.Turn{
 		Tenant: "acme",
-		Band: turns.Classify(turns.ClassifyInput{
-			DefaultBand: tenant.DefaultBand,
-			MaxBand:     tenant.MaxBand,
-			Priority:    "interactive", // the x-turnpike-priority header
-		}),
+		// Raw hints; Acquire classifies them against acme's bands.
+		Hints:                turns.Hints{Priority: "interactive"}, // the x-turnpike-priority header
 		SessionKey:           "sess-1",
 		InputTokens:          1200,
 		ExpectedOutputTokens: 300,

@@ -154,6 +154,7 @@ func TestControllerConcurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.Start()
 	pool := newFakeCapacity("p", 1, 4, 0.5)
 	var wg sync.WaitGroup
 	for g := range 16 {

@@ -3,13 +3,18 @@ package turns
 import "time"
 
 // Turn is one request as flow control sees it: who sent it, how urgent it
-// is, what it will cost, and what the session says about it. The gateway
-// fills it from the authenticated tenant, Classify and the session state.
+// is, what it will cost, and what the session says about it. The turn path
+// fills it from the authenticated tenant, the request's raw hints and the
+// session state.
 type Turn struct {
 	// Tenant is the authenticated tenant's name.
 	Tenant string
-	// Band is the turn's band from Classify; zero means the tenant's
-	// default. Acquire caps it at the tenant's MaxBand.
+	// Hints are the request's own urgency hints; Acquire classifies them
+	// against the tenant's bands (Classify).
+	Hints Hints
+	// Band, when set, is the turn's band instead of the one Hints give,
+	// for callers that chose it themselves (load generators). Acquire caps
+	// it at the tenant's MaxBand.
 	Band Band
 	// SessionKey identifies the session the turn continues; "" means a
 	// turn of its own. Fairness within a tenant is shared by session.

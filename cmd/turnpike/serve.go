@@ -18,6 +18,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/gateway"
 	"github.com/turnpike-gateway/turnpike/kv"
 	"github.com/turnpike-gateway/turnpike/pools"
@@ -163,25 +164,30 @@ type stack struct {
 	reg    *pools.Registry
 	gw     *gateway.Server
 	served chan error
-	cancel context.CancelFunc
-	// closers run after the gateway has shut down, last added first.
-	closers []func()
+	// life stops what startStack started, in reverse order.
+	life lifecycle
 }
 
 // startStack starts everything a config describes; with simCfg set it
 // first starts `replicas` simulated engines and serves them as one pool.
+// Components run until Close, not until ctx ends: a signal starts a
+// graceful Close, in which the gateway finishes its streams before the
+// engines and stores under it stop.
 func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas int, log *slog.Logger) (_ *stack, err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	st := &stack{cancel: cancel, served: make(chan error, 1)}
+	st := &stack{served: make(chan error, 1), life: lifecycle{log: log}}
 	defer func() {
 		if err != nil {
 			st.Close(context.Background())
 		}
 	}()
+	// run is the context of background loops; the last stop cancels it.
+	run, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	st.life.start(ctx, "background loops", nil, noErr(cancel))
 	if simCfg != nil {
-		if st.fleet, err = sim.StartFleet(ctx, replicas, *simCfg, "127.0.0.1", 0); err != nil {
+		if st.fleet, err = sim.StartFleet(run, replicas, *simCfg, "127.0.0.1", 0); err != nil {
 			return st, fmt.Errorf("start simulated fleet: %w", err)
 		}
+		st.life.start(ctx, "simulated fleet", nil, func(context.Context) error { return st.fleet.Close() })
 		pc := pools.PoolConfig{
 			Name:         "sim",
 			Engine:       simCfg.Flavor,
@@ -218,6 +224,7 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 	}
 	kvMetrics := kv.NewCollector(index, names)
 	metrics.MustRegister(kvMetrics)
+	var subs []*kv.Subscriber
 	for _, ep := range st.reg.Endpoints {
 		if ep.KVEvents == "" {
 			continue
@@ -233,9 +240,15 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 			return st, err
 		}
 		kvMetrics.AddSubscriber(ep.Index, sub)
-		go sub.Run(ctx)
+		subs = append(subs, sub)
 	}
-	st.reg.Start(ctx)
+	st.life.start(ctx, "fleet view", func(context.Context) error {
+		st.reg.Start(run)
+		for _, sub := range subs {
+			go sub.Run(run)
+		}
+		return nil
+	}, noErr(st.reg.Close))
 
 	// One state store under the data dir: responses, conversations and
 	// background jobs, with namespaces for session pins and admin state.
@@ -243,24 +256,29 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 	if err != nil {
 		return st, fmt.Errorf("open state store in %s: %w", cfg.DataDir, err)
 	}
-	st.closers = append(st.closers, func() { store.Close() })
+	st.life.start(ctx, "state store", nil, func(context.Context) error { return store.Close() })
 
 	sessOpts := cfg.Sessions
 	sessOpts.Metrics = metrics
 	pins := sessions.NewAsyncPinStore(&sessions.KVPinStore{KV: store.Meta("sessions")}, 0,
 		func(err error) { log.Warn("session pin not saved", "err", err) })
 	sessOpts.Pins = pins
-	st.closers = append(st.closers, pins.Close)
 	sess, err := sessions.NewStore(sessOpts)
 	if err != nil {
 		return st, err
 	}
-	if n, err := sess.LoadPins(ctx, time.Now()); err != nil {
-		log.Warn("session pins not restored", "err", err)
-	} else if n > 0 {
-		log.Info("session pins restored", "pins", n)
+	if err := st.life.start(ctx, "sessions", func(ctx context.Context) error {
+		pins.Start()
+		if n, err := sess.LoadPins(ctx, time.Now()); err != nil {
+			log.Warn("session pins not restored", "err", err)
+		} else if n > 0 {
+			log.Info("session pins restored", "pins", n)
+		}
+		go everyMinute(run, func() { sess.Sweep(time.Now()) })
+		return nil
+	}, noErr(pins.Close)); err != nil {
+		return st, err
 	}
-	go everyMinute(ctx, func() { sess.Sweep(time.Now()) })
 	policy, err := affinity.NewPolicy(cfg.Routing, affinity.Deps{Index: index, Hasher: hasher, Sessions: sess, Metrics: metrics})
 	if err != nil {
 		return st, err
@@ -269,11 +287,17 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 	if err != nil {
 		return st, err
 	}
-	st.closers = append(st.closers, func() { flow.Close() })
+	st.life.start(ctx, "flow control", startNoErr(flow.Start), func(context.Context) error { return flow.Close() })
+	d, err := dispatch.New(dispatch.Options{Registry: st.reg, Policy: policy, Sessions: sess, Flow: flow, Hasher: hasher, Logger: log, Metrics: metrics})
+	if err != nil {
+		return st, err
+	}
 	// Background jobs stop before flow control closes: they stay pending
 	// for the next start instead of failing on a closing controller.
-	svc := responses.New(store, responses.Config{Workers: cfg.Responses.Workers, Logger: log})
-	st.closers = append(st.closers, func() { svc.Close() })
+	svc := responses.New(store, d, responses.Config{Workers: cfg.Responses.Workers, Logger: log})
+	if err := st.life.start(ctx, "responses", svc.Start, func(context.Context) error { return svc.Close() }); err != nil {
+		return st, err
+	}
 
 	cfg.Admin.ApplyEnv(os.Getenv)
 	auth, err := gateway.NewAuth(gateway.AuthOptions{AdminToken: cfg.Admin.AdminToken, Logger: log})
@@ -294,15 +318,12 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 	}
 	if st.gw, err = gateway.New(gateway.Options{
 		Registry:  st.reg,
-		Policy:    policy,
+		Dispatch:  d,
 		Logger:    log,
 		Metrics:   metrics,
 		BodyLimit: cfg.BodyLimit,
 		OpenAPI:   turnpike.Spec,
 		Responses: svc,
-		Sessions:  sess,
-		Flow:      flow,
-		Hasher:    hasher,
 		Auth:      auth,
 		Admin:     adm,
 	}); err != nil {
@@ -313,35 +334,29 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 		return st, err
 	}
 	st.addr = ln.Addr().String()
-	go func() {
-		err := st.gw.Serve(ln)
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
-		}
-		st.served <- err
-	}()
+	// The gateway stops first: it finishes in-flight requests, streams
+	// included, while everything under it still runs.
+	st.life.start(ctx, "gateway", func(context.Context) error {
+		go func() {
+			err := st.gw.Serve(ln)
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			st.served <- err
+		}()
+		return nil
+	}, st.gw.Shutdown)
 	return st, nil
 }
 
-// Close shuts the gateway down gracefully, then the fleet view and the
-// simulated engines.
-func (st *stack) Close(ctx context.Context) error {
-	var err error
-	if st.gw != nil {
-		err = st.gw.Shutdown(ctx)
-	}
-	st.cancel()
-	for i := len(st.closers) - 1; i >= 0; i-- {
-		st.closers[i]()
-	}
-	if st.reg != nil {
-		st.reg.Close()
-	}
-	if st.fleet != nil {
-		st.fleet.Close()
-	}
-	return err
+// startNoErr adapts a start that cannot fail.
+func startNoErr(f func()) func(context.Context) error {
+	return func(context.Context) error { f(); return nil }
 }
+
+// Close shuts the gateway down gracefully, then everything under it, in
+// the reverse of the order it started.
+func (st *stack) Close(ctx context.Context) error { return st.life.close(ctx) }
 
 func printDemo(w io.Writer, st *stack, sf *simFlags, dataDir string) {
 	base := "http://" + st.addr

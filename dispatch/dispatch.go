@@ -1,0 +1,356 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/kv"
+	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/prompt"
+	"github.com/turnpike-gateway/turnpike/sessions"
+	"github.com/turnpike-gateway/turnpike/turns"
+)
+
+// Error classes of the turn path. Begin returns them wrapped, with the
+// model or endpoint named.
+var (
+	// ErrModelNotFound: no pool serves the spec's model.
+	ErrModelNotFound = errors.New("dispatch: model not found")
+	// ErrNoEndpoint: no endpoint of the model could take the turn.
+	ErrNoEndpoint = errors.New("dispatch: no endpoint available")
+	// ErrStreamCut: the engine's stream broke before it ended.
+	ErrStreamCut = errors.New("dispatch: the engine's stream broke")
+)
+
+// ShedError is flow control's refusal of a turn (429, 503 or 408, with
+// when to try again and why), as Begin returns it: callers above dispatch
+// act on it without reaching into turns.
+type ShedError = turns.ShedError
+
+// PriorityHeader is the client header that asks for a band.
+const PriorityHeader = "X-Turnpike-Priority"
+
+// hintHeaders are the client headers passed on to engines: routing hints,
+// never credentials.
+var hintHeaders = append([]string{PriorityHeader, "X-Request-Id"}, sessions.Headers...)
+
+// Options configure a Dispatcher. Registry and Policy are required.
+type Options struct {
+	// Registry is the fleet. Required.
+	Registry *pools.Registry
+	// Policy picks endpoints. Required.
+	Policy affinity.Policy
+	// Sessions tracks session state (turns, gaps, pins); nil tracks none.
+	Sessions *sessions.Store
+	// Flow admits, queues and sheds turns; nil admits every turn at once.
+	Flow *turns.Controller
+	// Hasher cuts token ids into KV-cache blocks; nil means 16-token
+	// blocks.
+	Hasher *kv.Hasher
+	// Tokenizer counts and encodes prompts; nil means prompt.Approx.
+	Tokenizer prompt.Tokenizer
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+	// Metrics is where the dispatcher registers its collectors; nil
+	// registers none.
+	Metrics prometheus.Registerer
+}
+
+// Dispatcher runs turns on the fleet. Build it with New.
+type Dispatcher struct {
+	reg      *pools.Registry
+	policy   affinity.Policy
+	sessions *sessions.Store
+	flow     *turns.Controller
+	hasher   *kv.Hasher
+	tok      prompt.Tokenizer
+	log      *slog.Logger
+	// needsHashes: prompts are hashed only for policies that score by
+	// prefix.
+	needsHashes bool
+	// capacity is flow control's view of each served model: every
+	// endpoint serving it, across pools. Fixed with the registry.
+	capacity map[string]*turns.ModelCapacity
+	retries  prometheus.Counter
+}
+
+// New builds a Dispatcher. It starts nothing.
+func New(opts Options) (*Dispatcher, error) {
+	if opts.Registry == nil || opts.Policy == nil {
+		return nil, errors.New("dispatch: Registry and Policy are required")
+	}
+	d := &Dispatcher{
+		reg:         opts.Registry,
+		policy:      opts.Policy,
+		sessions:    opts.Sessions,
+		flow:        opts.Flow,
+		hasher:      opts.Hasher,
+		tok:         opts.Tokenizer,
+		log:         opts.Logger,
+		needsHashes: affinity.NeedsHashes(opts.Policy),
+		capacity:    map[string]*turns.ModelCapacity{},
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "turnpike_upstream_retries_total",
+			Help: "Engine requests retried on another endpoint before the first byte of the answer.",
+		}),
+	}
+	if d.hasher == nil {
+		d.hasher = &kv.Hasher{}
+	}
+	if d.tok == nil {
+		d.tok = prompt.Approx{}
+	}
+	if d.log == nil {
+		d.log = slog.Default()
+	}
+	for _, m := range opts.Registry.Models() {
+		d.capacity[m] = turns.NewModelCapacity(opts.Registry, m)
+	}
+	if opts.Metrics != nil {
+		if err := opts.Metrics.Register(d.retries); err != nil {
+			return nil, fmt.Errorf("dispatch: %w", err)
+		}
+	}
+	return d, nil
+}
+
+// ContextLength is the smallest context window, in tokens, of the pools
+// serving model; 0 if none says.
+func (d *Dispatcher) ContextLength(model string) int {
+	n := 0
+	for _, p := range d.reg.PoolsFor(model) {
+		if l := p.Model.ContextLength; l > 0 && (n == 0 || l < n) {
+			n = l
+		}
+	}
+	return n
+}
+
+// Tokenizer is the tokenizer turns are counted with.
+func (d *Dispatcher) Tokenizer() prompt.Tokenizer { return d.tok }
+
+// Spec is one turn as its caller describes it. Begin reads it and keeps
+// it until End; the caller must not change it in between.
+type Spec struct {
+	// Tenant owns the turn; Model is the served model name.
+	Tenant, Model string
+	// Path is the engine route: "/v1/chat/completions" or "/v1/completions".
+	Path string
+	// Body is the engine request, sent as is.
+	Body []byte
+	// ClientHeader is the client's request header, read for the session
+	// and priority hints and passed on to the engine as routing hints
+	// (never credentials); may be nil.
+	ClientHeader http.Header
+	// Conversation, ChainRoot and PromptCacheKey name the session when no
+	// session header does (sessions.Derive); "" each when unknown.
+	Conversation, ChainRoot, PromptCacheKey string
+	// ServiceTier and Background are the body's priority hints; the
+	// x-turnpike-priority header is read from ClientHeader.
+	ServiceTier string
+	Background  bool
+	// Prompt is Body as the engine's chat template sees it. Begin counts
+	// its tokens and, for policies that score by prefix, encodes and
+	// hashes them.
+	Prompt *prompt.Prompt
+	// Tokens, when not nil, is the prompt as token ids (Prompt encoded by
+	// the dispatcher's Tokenizer, or a completion prompt the client sent
+	// as ids): Begin uses it instead of encoding.
+	Tokens []uint32
+	// PromptTokens, when > 0, is Prompt's token count already computed
+	// with the dispatcher's Tokenizer: Begin does not count again. It is
+	// also the count of a turn with neither Prompt nor Tokens.
+	PromptTokens int
+	// MaxOutputTokens is the output budget; 0 if unbounded.
+	MaxOutputTokens int
+}
+
+// buffers recycles the token ids and block hashes of routed prompts.
+type buffers struct {
+	tokens []uint32
+	hashes []kv.BlockHash
+}
+
+var bufferPool = sync.Pool{New: func() any { return new(buffers) }}
+
+// maxPooledTokens keeps one huge prompt from pinning its buffers forever.
+const maxPooledTokens = 1 << 20
+
+// Begin runs a turn up to the engine's answer: session, admission,
+// tokens and hashes, pick, send, retries before the first byte. On
+// success the caller owns the Turn and must call End exactly once; on
+// error everything taken has been given back.
+func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error) {
+	t := &Turn{ctx: ctx, d: d, spec: spec, start: time.Now()}
+	t.sessionKey, _ = sessions.Derive(spec.ClientHeader, spec.Conversation, spec.ChainRoot, spec.PromptCacheKey)
+	t.route = affinity.Request{
+		Model:                spec.Model,
+		Tenant:               spec.Tenant,
+		SessionKey:           t.sessionKey,
+		ExpectedOutputTokens: spec.MaxOutputTokens,
+	}
+	defer func() {
+		if err != nil {
+			t.release(affinity.Outcome{Err: err}, false)
+		}
+	}()
+	capacity := d.capacity[spec.Model]
+	if capacity == nil {
+		return nil, d.modelNotFound(spec.Model)
+	}
+	t.countPrompt()
+
+	// The session's history informs admission; the turn counts as one of
+	// the session's only once admitted, so that a client retrying after
+	// 429s does not look like a fast agent loop.
+	var state sessions.State
+	tracked := t.sessionKey != "" && d.sessions != nil
+	if tracked {
+		state, _ = d.sessions.Get(spec.Tenant, t.sessionKey, t.start)
+	}
+	hints := turns.Hints{ServiceTier: spec.ServiceTier, Background: spec.Background}
+	if spec.ClientHeader != nil {
+		hints.Priority = spec.ClientHeader.Get(PriorityHeader)
+	}
+	if d.flow != nil {
+		ticket, err := d.flow.Acquire(ctx, &turns.Turn{
+			Tenant:               spec.Tenant,
+			Hints:                hints,
+			SessionKey:           t.sessionKey,
+			Warm:                 state.Endpoint != "",
+			SessionTurns:         state.Turns,
+			MeanGap:              state.MeanGap,
+			InputTokens:          t.route.PromptTokens,
+			ExpectedOutputTokens: spec.MaxOutputTokens,
+			Enqueued:             t.start,
+		}, capacity)
+		if err != nil {
+			return nil, err
+		}
+		t.ticket = ticket
+		t.route.Interactive = ticket.Band() == turns.Interactive
+	} else {
+		t.route.Interactive = turns.Classify(turns.Tenant{}, hints) == turns.Interactive
+	}
+	if tracked {
+		d.sessions.Touch(spec.Tenant, t.sessionKey, time.Now())
+		t.touched = true
+	}
+	if t.bufs != nil && d.needsHashes {
+		t.bufs.hashes = d.hasher.HashTokens(t.bufs.hashes[:0], spec.Model, t.tokens)
+		t.route.Hashes = t.bufs.hashes
+	}
+	if err := t.send(ctx); err != nil {
+		return nil, err
+	}
+	if t.resp.StatusCode >= 300 {
+		// The engine refused: nothing was computed, so routing must not
+		// count the prompt as cached there.
+		err := readEngineError(t.resp)
+		t.End(err)
+		return nil, err
+	}
+	return t, nil
+}
+
+// countPrompt counts the prompt's tokens, once for the whole turn, and
+// encodes them when the policy will hash them.
+func (t *Turn) countPrompt() {
+	spec, d := t.spec, t.d
+	switch {
+	case spec.Tokens != nil:
+		t.tokens = spec.Tokens
+	case spec.Prompt != nil && d.needsHashes:
+		t.bufs = bufferPool.Get().(*buffers)
+		t.bufs.tokens = prompt.Encode(d.tok, t.bufs.tokens[:0], spec.Prompt)
+		t.tokens = t.bufs.tokens
+	case spec.PromptTokens > 0, spec.Prompt == nil:
+		t.route.PromptTokens = spec.PromptTokens
+		return
+	default:
+		t.route.PromptTokens = prompt.Count(d.tok, spec.Prompt)
+		return
+	}
+	t.route.PromptTokens = len(t.tokens)
+	if t.bufs == nil && d.needsHashes {
+		t.bufs = bufferPool.Get().(*buffers)
+	}
+}
+
+// send picks an endpoint and sends the request, retrying on another
+// endpoint when the failure came before the engine's first byte (a
+// connection error, an open breaker, a 5xx). Nothing is retried once the
+// turn has the response.
+func (t *Turn) send(ctx context.Context) error {
+	d, spec := t.d, t.spec
+	var buf [16]*pools.Endpoint
+	candidates := d.reg.EndpointsFor(buf[:0], spec.Model)
+	if len(candidates) == 0 {
+		return d.modelNotFound(spec.Model)
+	}
+	header := engineHeader(spec)
+	tokens := int64(t.route.PromptTokens + t.route.ExpectedOutputTokens)
+	var lastErr error
+	for attempt := 0; attempt <= d.reg.Options().MaxRetries && len(candidates) > 0; attempt++ {
+		ep, err := d.policy.Pick(ctx, &t.route, candidates)
+		if err != nil {
+			if lastErr != nil {
+				return lastErr
+			}
+			return fmt.Errorf("%w: %w", ErrNoEndpoint, err)
+		}
+		resp, err := d.reg.Client().Send(ctx, ep, spec.Path, spec.Body, header, tokens)
+		if err == nil {
+			t.resp, t.ep = resp, ep
+			return nil
+		}
+		d.policy.Done(&t.route, ep, affinity.Outcome{Err: err})
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !errors.Is(err, pools.ErrUpstream) && !errors.Is(err, pools.ErrBreakerOpen) {
+			return err
+		}
+		d.log.Debug("retrying on another endpoint", "endpoint", ep.ID, "err", err)
+		d.retries.Inc()
+		lastErr = err
+		candidates = without(candidates, ep)
+	}
+	return lastErr
+}
+
+// engineHeader is what the engine is told besides the body: the client's
+// routing hints and its request id.
+func engineHeader(spec *Spec) http.Header {
+	var h http.Header
+	for _, k := range hintHeaders {
+		if v := spec.ClientHeader.Get(k); v != "" {
+			if h == nil {
+				h = http.Header{}
+			}
+			h.Set(k, v)
+		}
+	}
+	return h
+}
+
+// without removes ep from eps in place.
+func without(eps []*pools.Endpoint, ep *pools.Endpoint) []*pools.Endpoint {
+	for i, e := range eps {
+		if e == ep {
+			return append(eps[:i], eps[i+1:]...)
+		}
+	}
+	return eps
+}
+
+func (d *Dispatcher) modelNotFound(model string) error {
+	return fmt.Errorf("%w: the model '%s' does not exist or is not served here", ErrModelNotFound, model)
+}

@@ -1,0 +1,321 @@
+package dispatch
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/turns"
+)
+
+// Limits on what a turn holds of an engine's answer.
+const (
+	// MaxAnswerBytes bounds a non-streamed answer held in memory.
+	MaxAnswerBytes = 64 << 20
+	// MaxLineBytes bounds one line of a streamed answer.
+	MaxLineBytes = 16 << 20
+	// maxErrorBytes bounds an engine's error body.
+	maxErrorBytes = 64 << 10
+)
+
+// Usage is the engine's OpenAI usage block.
+type Usage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+// Turn is a turn whose engine request has been answered. Its holder reads
+// the answer through it (Next or ReadAll, once) and calls End once.
+type Turn struct {
+	ctx        context.Context
+	d          *Dispatcher
+	spec       *Spec
+	route      affinity.Request
+	sessionKey string
+	touched    bool
+	ticket     turns.Ticket
+	// tokens is the prompt encoded, when it was; bufs holds the pooled
+	// buffers behind tokens and route.Hashes.
+	tokens []uint32
+	bufs   *buffers
+
+	resp *http.Response
+	ep   *pools.Endpoint
+
+	start, firstData time.Time
+	usage            Usage
+	hasUsage         bool
+
+	// br reads a streamed answer; long assembles a line longer than its
+	// buffer.
+	br   *bufio.Reader
+	long []byte
+
+	ended bool
+	once  sync.Once
+}
+
+// Endpoint is the endpoint that answered.
+func (t *Turn) Endpoint() *pools.Endpoint { return t.ep }
+
+// Header is the engine's response header.
+func (t *Turn) Header() http.Header { return t.resp.Header }
+
+// SessionKey is the session the turn was counted in, "" for none.
+func (t *Turn) SessionKey() string { return t.sessionKey }
+
+// PromptTokens is the prompt's token count, computed once by Begin.
+func (t *Turn) PromptTokens() int { return t.route.PromptTokens }
+
+// Usage is the engine's usage block, if its answer carried one so far.
+func (t *Turn) Usage() (Usage, bool) { return t.usage, t.hasUsage }
+
+// TTFT is the time from Begin to the engine's first streamed data line;
+// zero before it (and for a non-streamed answer).
+func (t *Turn) TTFT() time.Duration {
+	if t.firstData.IsZero() {
+		return 0
+	}
+	return t.firstData.Sub(t.start)
+}
+
+// Line is one line of an engine's server-sent event stream.
+type Line struct {
+	// Raw is the line as the engine sent it, its newline included. It is
+	// valid until the next call of Next.
+	Raw []byte
+	// Data is the payload of a data: line, trimmed; nil for other lines.
+	Data []byte
+	// Blank: the line ends an event.
+	Blank bool
+	// Done: the line is the [DONE] sentinel.
+	Done bool
+	// Usage: the line carries the usage block (now in Turn.Usage).
+	Usage bool
+}
+
+// readers recycles the line buffers of streamed answers.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
+
+// Next returns the next whole line of a streamed answer. At the end of a
+// stream that ended on a line boundary it returns io.EOF. When the stream
+// breaks, it returns an error wrapping ErrStreamCut and pools.ErrUpstream
+// (or the context's error when the caller went away); a line the break
+// cut short is never returned.
+func (t *Turn) Next() (Line, error) {
+	if t.br == nil {
+		t.br = readers.Get().(*bufio.Reader)
+		t.br.Reset(t.resp.Body)
+	}
+	raw, err := t.br.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		t.long = append(t.long[:0], raw...)
+		for errors.Is(err, bufio.ErrBufferFull) && len(t.long) <= MaxLineBytes {
+			raw, err = t.br.ReadSlice('\n')
+			t.long = append(t.long, raw...)
+		}
+		if err == nil && len(t.long) > MaxLineBytes {
+			err = fmt.Errorf("a line longer than %d bytes", MaxLineBytes)
+		}
+		raw = t.long
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) && len(raw) == 0 {
+			return Line{}, io.EOF
+		}
+		return Line{}, t.cut(err)
+	}
+	return t.scan(raw), nil
+}
+
+// cut is the error of a stream that broke.
+func (t *Turn) cut(err error) error {
+	if cerr := t.ctx.Err(); cerr != nil {
+		return cerr
+	}
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("%w: %w: %s: %w", ErrStreamCut, pools.ErrUpstream, t.ep.ID, err)
+}
+
+// scan reads one whole line. The JSON is decoded only for lines that
+// carry a usage block.
+func (t *Turn) scan(raw []byte) Line {
+	l := Line{Raw: raw}
+	trimmed := bytes.TrimRight(raw, "\r\n")
+	if len(bytes.TrimSpace(trimmed)) == 0 {
+		l.Blank = true
+		return l
+	}
+	payload, ok := bytes.CutPrefix(trimmed, []byte("data:"))
+	if !ok {
+		return l
+	}
+	l.Data = bytes.TrimSpace(payload)
+	if t.firstData.IsZero() {
+		t.firstData = time.Now()
+	}
+	l.Done = bytes.Equal(l.Data, []byte("[DONE]"))
+	if len(l.Data) > 0 && l.Data[0] == '{' && bytes.Contains(l.Data, []byte(`"usage"`)) {
+		l.Usage = t.readUsage(l.Data)
+	}
+	return l
+}
+
+// readUsage keeps the usage block of an answer or chunk, if it has one.
+func (t *Turn) readUsage(data []byte) bool {
+	var v struct {
+		Usage *Usage `json:"usage"`
+	}
+	if json.Unmarshal(data, &v) != nil || v.Usage == nil {
+		return false
+	}
+	t.usage, t.hasUsage = *v.Usage, true
+	return true
+}
+
+// ReadAll reads a non-streamed answer whole, at most MaxAnswerBytes, and
+// notes its usage block.
+func (t *Turn) ReadAll() ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(t.resp.Body, MaxAnswerBytes+1))
+	if err == nil && len(b) > MaxAnswerBytes {
+		err = fmt.Errorf("answer larger than %d bytes", MaxAnswerBytes)
+	}
+	if err != nil {
+		if cerr := t.ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
+		return nil, fmt.Errorf("%w: reading %s: %w", pools.ErrUpstream, t.ep.ID, err)
+	}
+	t.readUsage(b)
+	return b, nil
+}
+
+// End ends the turn: err is nil when the engine's answer was whole, else
+// why it was not. It closes the engine's body, tells routing the outcome
+// (usage, time to first token), releases the flow-control ticket with
+// the tokens the engine counted and ends the session's turn. It must be
+// called exactly once.
+func (t *Turn) End(err error) {
+	if t.ended {
+		panic("dispatch: turn ended twice")
+	}
+	t.ended = true
+	if t.br != nil {
+		t.br.Reset(nil)
+		readers.Put(t.br)
+		t.br = nil
+	}
+	t.resp.Body.Close()
+	o := affinity.Outcome{Err: err, TTFT: t.TTFT()}
+	if t.hasUsage {
+		o.PromptTokens = t.usage.PromptTokens
+		o.CompletionTokens = t.usage.CompletionTokens
+		o.CachedTokens = t.usage.PromptTokensDetails.CachedTokens
+	}
+	t.release(o, true)
+}
+
+// release gives back what the turn holds, once: routing hears the outcome
+// when the turn was sent.
+func (t *Turn) release(o affinity.Outcome, sent bool) {
+	t.once.Do(func() {
+		if sent && t.ep != nil {
+			t.d.policy.Done(&t.route, t.ep, o)
+		}
+		// Quotas and fair shares are charged what the engine counted:
+		// prompt plus generated tokens; -1 keeps the admission estimate.
+		actual := -1
+		if o.PromptTokens > 0 {
+			actual = o.PromptTokens + o.CompletionTokens
+		}
+		t.ticket.Release(actual)
+		if t.touched {
+			t.d.sessions.Finish(t.spec.Tenant, t.sessionKey, time.Now())
+		}
+		if b := t.bufs; b != nil {
+			t.route.Hashes, t.tokens, t.bufs = nil, nil, nil
+			if cap(b.tokens) <= maxPooledTokens {
+				bufferPool.Put(b)
+			}
+		}
+	})
+}
+
+// EngineError is an engine's refusal of a request (a 4xx), as the engine
+// explained it.
+type EngineError struct {
+	// Status is the engine's HTTP status.
+	Status int
+	// Message is the engine's message, or its body when it sent no
+	// OpenAI-shaped error.
+	Message string
+	// Code and Param are the engine's when it sent them as strings, ""
+	// otherwise.
+	Code, Param string
+}
+
+func (e *EngineError) Error() string {
+	return fmt.Sprintf("dispatch: the engine answered %d: %s", e.Status, e.Message)
+}
+
+// readEngineError reads an engine's error answer.
+func readEngineError(resp *http.Response) *EngineError {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
+	var body struct {
+		Message string `json:"message"`
+		Detail  any    `json:"detail"`
+		Error   *struct {
+			Message string `json:"message"`
+			Code    any    `json:"code"`
+			Param   any    `json:"param"`
+		} `json:"error"`
+	}
+	json.Unmarshal(b, &body)
+	e := &EngineError{Status: resp.StatusCode, Message: body.Message}
+	if body.Error != nil {
+		e.Message = body.Error.Message
+		e.Code, _ = body.Error.Code.(string)
+		e.Param, _ = body.Error.Param.(string)
+	}
+	if e.Message == "" {
+		if s, ok := body.Detail.(string); ok {
+			e.Message = s
+		}
+	}
+	if e.Message == "" {
+		e.Message = string(bytes.TrimSpace(b))
+	}
+	if e.Message == "" {
+		e.Message = http.StatusText(resp.StatusCode)
+	}
+	return e
+}
+
+// ContextLength reports whether the engine refused the prompt as longer
+// than the model's context window.
+func (e *EngineError) ContextLength() bool {
+	if e.Code == "context_length_exceeded" {
+		return true
+	}
+	lower := bytes.ToLower([]byte(e.Message))
+	return e.Status == http.StatusBadRequest && (bytes.Contains(lower, []byte("context length")) ||
+		bytes.Contains(lower, []byte("max_model_len")) || bytes.Contains(lower, []byte("context window")))
+}

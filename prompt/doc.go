@@ -1,0 +1,24 @@
+// Package prompt is the chat message model the gateway routes by: a
+// request's messages and tools as the engine's chat template reads them,
+// their canonical rendering, and the tokenizers that count and encode it.
+//
+// # Overview
+//
+// A Prompt is what an engine will see before tokenization: the model, the
+// tools array and the messages (or, for /v1/completions, the text). The
+// gateway builds one per turn, once: the chat relay from the client's body
+// (ParseChat), the Responses layer from the conversation it rebuilt.
+// AppendRender writes the canonical text of a Prompt, the chat template of
+// the embedded simulator byte for byte; a Tokenizer turns text into token
+// ids. Encode and Count do both for a whole Prompt. Routing hashes the ids
+// into KV-cache blocks (package kv); admission, quotas and context fitting
+// use the count. Approx is the default tokenizer: exact against the
+// simulator, an estimate against real engines.
+//
+// # Concurrency model
+//
+// Prompts are values owned by the turn that built them and are not
+// modified once handed to dispatch. Tokenizers must be safe for concurrent
+// use. Encode and Count use pooled scratch buffers and, warm, allocate
+// nothing beyond the caller's destination slice.
+package prompt

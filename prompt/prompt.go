@@ -1,0 +1,138 @@
+package prompt
+
+import (
+	"bytes"
+	"encoding/json"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// ToolCall is one tool call made by an assistant message.
+type ToolCall struct {
+	Name      string
+	Arguments string // raw JSON, rendered as is
+}
+
+// Message is one chat message as the engine's chat template sees it.
+type Message struct {
+	Role      string
+	Content   string
+	ToolCalls []ToolCall // rendered for assistant messages only
+}
+
+// Prompt is a request as the engine will see it, before tokenization.
+type Prompt struct {
+	// Model names the model; it seeds the KV-cache hash chain, so two
+	// models never share blocks.
+	Model string
+	// Tools is the raw JSON of the request's tools array, or nil.
+	Tools []byte
+	// Messages is the chat. When nil, Text is the prompt instead.
+	Messages []Message
+	// Text is the prompt of a /v1/completions request, used as is when
+	// Messages is nil.
+	Text string
+}
+
+// AppendRender appends the canonical text of p to dst: the chat template the
+// simulator applies (accelerators/sim.RenderChat), byte for byte.
+//
+//	<|tools|>\n{canonical tools JSON}\n      when Tools is a non-empty array
+//	<|{role}|>\n{content}\n                  per message
+//	<|tool_call|>{name} {arguments}\n       per tool call of an assistant message
+//	<|assistant|>\n                          the generation prompt
+//
+// The tools JSON is canonical: decoded with numbers kept as spelled and
+// re-encoded with encoding/json, so it is compact, object keys are sorted and
+// <, > and & are escaped. Tools that are absent, null, empty, not an array or
+// not valid JSON render no tools section. When Messages is nil the result is
+// Text alone.
+func AppendRender(dst []byte, p *Prompt) []byte {
+	if p.Messages == nil {
+		return append(dst, p.Text...)
+	}
+	if canon := canonicalTools(p.Tools); canon != nil {
+		dst = append(dst, "<|tools|>\n"...)
+		dst = append(dst, canon...)
+		dst = append(dst, '\n')
+	}
+	for i := range p.Messages {
+		m := &p.Messages[i]
+		dst = append(dst, "<|"...)
+		dst = append(dst, m.Role...)
+		dst = append(dst, "|>\n"...)
+		dst = append(dst, m.Content...)
+		dst = append(dst, '\n')
+		if m.Role != "assistant" {
+			continue
+		}
+		for _, tc := range m.ToolCalls {
+			dst = append(dst, "<|tool_call|>"...)
+			dst = append(dst, tc.Name...)
+			dst = append(dst, ' ')
+			dst = append(dst, tc.Arguments...)
+			dst = append(dst, '\n')
+		}
+	}
+	return append(dst, "<|assistant|>\n"...)
+}
+
+// toolsCache remembers canonical renderings of tools arrays. Agents send the
+// same tools on every turn, and canonicalising through encoding/json allocates,
+// so the cache is what keeps Encode allocation-free in steady state.
+var toolsCache struct {
+	sync.RWMutex
+	// protects the fields below
+	m map[uint64]toolsEntry
+}
+
+type toolsEntry struct {
+	raw       []byte
+	canonical []byte
+}
+
+// maxToolsCache bounds the number of distinct tools arrays remembered; the
+// cache is emptied when it fills, which only costs a re-encode.
+const maxToolsCache = 256
+
+// canonicalTools returns the canonical rendering of a tools array, or nil
+// when there is nothing to render.
+func canonicalTools(raw []byte) []byte {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil
+	}
+	key := xxhash.Sum64(raw)
+	toolsCache.RLock()
+	e, ok := toolsCache.m[key]
+	toolsCache.RUnlock()
+	if ok && string(e.raw) == string(raw) {
+		return e.canonical
+	}
+
+	e = toolsEntry{raw: bytes.Clone(raw), canonical: encodeTools(raw)}
+	toolsCache.Lock()
+	if toolsCache.m == nil || len(toolsCache.m) >= maxToolsCache {
+		toolsCache.m = make(map[uint64]toolsEntry, maxToolsCache)
+	}
+	toolsCache.m[key] = e
+	toolsCache.Unlock()
+	return e.canonical
+}
+
+func encodeTools(raw []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil
+	}
+	if arr, ok := v.([]any); !ok || len(arr) == 0 {
+		return nil
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return out
+}

@@ -1,0 +1,113 @@
+package prompt
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+func TestApprox(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		text string
+		want []string // the byte groups, one per token
+	}{
+		{"empty", "", nil},
+		{"short", "ab", []string{"ab"}},
+		{"exact", "abcdefgh", []string{"abcd", "efgh"}},
+		{"tail", "abcdefghi", []string{"abcd", "efgh", "i"}},
+		// Groups are bytes, not runes: "é" is two bytes.
+		{"utf8", "héllo", []string{"h\xc3\xa9l", "lo"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var want []uint32
+			for _, g := range tc.want {
+				want = append(want, uint32(xxhash.Sum64String(g)%ApproxVocabSize))
+			}
+			got := Approx{}.Encode(nil, tc.text)
+			if !slices.Equal(got, want) {
+				t.Fatalf("Tokenize(%q) = %v, want %v", tc.text, got, want)
+			}
+		})
+	}
+}
+
+// TestApproxTokens: the estimate counts the tokens Approx makes.
+func TestApproxTokens(t *testing.T) {
+	for _, text := range []string{"", "a", "abcd", "abcde", "héllo", strings.Repeat("x", 1001)} {
+		if got, want := ApproxTokens(len(text)), len(Approx{}.Encode(nil, text)); got != want {
+			t.Errorf("ApproxTokens(%d) = %d, want %d", len(text), got, want)
+		}
+	}
+}
+
+func TestAppendRender(t *testing.T) {
+	p := &Prompt{
+		Model: "m",
+		// Unsorted keys and spacing: the rendering is canonical.
+		Tools: []byte(`[ {"type": "function", "function": {"name": "ls", "description": "a<b"}} ]`),
+		Messages: []Message{
+			{Role: "system", Content: "be brief"},
+			{Role: "user", Content: "list /tmp"},
+			{Role: "assistant", Content: "", ToolCalls: []ToolCall{{Name: "ls", Arguments: `{"path":"/tmp"}`}}},
+			{Role: "tool", Content: "a b c"},
+			// Tool calls render for assistant messages only.
+			{Role: "user", Content: "thanks", ToolCalls: []ToolCall{{Name: "ignored", Arguments: "{}"}}},
+		},
+	}
+	want := "<|tools|>\n" +
+		`[{"function":{"description":"a\u003cb","name":"ls"},"type":"function"}]` + "\n" +
+		"<|system|>\nbe brief\n" +
+		"<|user|>\nlist /tmp\n" +
+		"<|assistant|>\n\n" +
+		`<|tool_call|>ls {"path":"/tmp"}` + "\n" +
+		"<|tool|>\na b c\n" +
+		"<|user|>\nthanks\n" +
+		"<|assistant|>\n"
+	if got := string(AppendRender(nil, p)); got != want {
+		t.Fatalf("AppendRender:\n got %q\nwant %q", got, want)
+	}
+
+	t.Run("no tools", func(t *testing.T) {
+		p := &Prompt{Messages: []Message{{Role: "user", Content: "hi"}}}
+		if got, want := string(AppendRender(nil, p)), "<|user|>\nhi\n<|assistant|>\n"; got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	})
+	t.Run("no tools section", func(t *testing.T) {
+		for _, tools := range []string{"", "  ", "null", "[]", " [ ] ", "{}", `"x"`, "[{", "not json"} {
+			p := &Prompt{Tools: []byte(tools), Messages: []Message{}}
+			if got, want := string(AppendRender(nil, p)), "<|assistant|>\n"; got != want {
+				t.Errorf("tools %q: got %q, want %q", tools, got, want)
+			}
+		}
+	})
+	t.Run("numbers keep their spelling", func(t *testing.T) {
+		p := &Prompt{Tools: []byte(`[{"max": 1e3, "min": 1.50, "n": 12345678901234567890}]`), Messages: []Message{}}
+		want := "<|tools|>\n" + `[{"max":1e3,"min":1.50,"n":12345678901234567890}]` + "\n<|assistant|>\n"
+		if got := string(AppendRender(nil, p)); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	})
+	t.Run("completion text as is", func(t *testing.T) {
+		p := &Prompt{Tools: []byte(`[]`), Text: "once upon"}
+		if got := string(AppendRender(nil, p)); got != "once upon" {
+			t.Fatalf("got %q", got)
+		}
+	})
+}
+
+func TestXXHash4(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var b [4]byte
+	for range 10000 {
+		binary.LittleEndian.PutUint32(b[:], rng.Uint32())
+		if got, want := xxhash4(string(b[:])), xxhash.Sum64(b[:]); got != want {
+			t.Fatalf("xxhash4(%x) = %x, want %x", b, got, want)
+		}
+	}
+}
