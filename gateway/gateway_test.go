@@ -242,6 +242,13 @@ func TestBreakerOpensOn5xxNotOn400(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Fatalf("a client error must be relayed as is, got %d", resp.StatusCode)
 		}
+		// In the OpenAI shape every other error has, with the engine's
+		// message: a string code, not the engine's number.
+		eb := readAPIError(t, resp)
+		if eb.Error.Type != "invalid_request_error" || eb.Error.Code == nil || *eb.Error.Code != "context_length_exceeded" ||
+			!strings.Contains(eb.Error.Message, "maximum context length is 8192") {
+			t.Fatalf("engine error not normalised: %+v", eb.Error)
+		}
 	}
 	if st := ep.BreakerState(); st != gobreaker.StateClosed {
 		t.Fatalf("breaker %v after 400s; a client's 4xx must never open it", st)
