@@ -1,35 +1,40 @@
 // Package gateway is turnpike's HTTP front: an Echo server that answers the
-// OpenAI-compatible API (chat and text completions proxied to engines; the
-// Responses and Conversations API answered from the responses package),
-// health, readiness, metrics and the OpenAPI document.
+// OpenAI-compatible API (chat and text completions relayed to engines; the
+// Responses and Conversations API answered by package responses), health,
+// readiness, metrics and the OpenAPI document. It holds no routing or flow
+// control rules of its own: every engine request is a turn of package
+// dispatch.
 //
 // # Overview
 //
-// Each public request is decoded just enough to learn its model, session
-// and output budget, then dispatched: the routing policy picks an endpoint
-// of a pool serving the model, the pools client sends it through that
-// endpoint's breaker, and the answer is streamed back as it arrives.
-// A failure before the engine's first byte is retried on another endpoint;
-// nothing is retried once the answer has begun.
+// A chat or text completion body is decoded once (prompt.ParseChat,
+// prompt.ParseCompletion) into what the turn path needs — model, stream,
+// budgets, hints and the prompt as the engine's chat template reads it —
+// and forwarded as the client wrote it; only a stream that did not ask for
+// usage gets stream_options.include_usage spliced in, and the extra usage
+// chunk is kept from the client. The relay reads the engine's stream
+// through the turn's one reader and writes each line as it came, flushing
+// at every event boundary.
 //
 // # Errors
 //
-// Handlers return errors of a few classes (this package's sentinels, the
-// pools and affinity sentinels, *APIError); one error handler turns every
-// class into an OpenAI-shaped body {"error":{"message","type","param","code"}}
-// and its status. Once a stream has started, a failure ends the stream with
-// an error event instead.
+// Handlers return errors of a few classes (dispatch's and the pools and
+// affinity sentinels, flow control's sheds, engine refusals, the prompt
+// parser's field errors, *APIError); one error handler turns every class
+// into an OpenAI-shaped body {"error":{"message","type","param","code"}} and
+// its status. Once a stream has started, a failure ends the stream with an
+// error event instead; a line the failure cut short is never sent.
 //
 // # Concurrency model
 //
 // A Server is shared by all request goroutines; it holds no per-request
-// state. Endpoint state lives in pools (atomics), routing state in the
-// policy.
+// state. New builds it and starts nothing; Serve serves a listener and
+// Shutdown (safe to call from another goroutine) drains it.
 //
 // # Request lifecycle and ownership
 //
-// The handler owns the request until dispatch returns an engine response;
-// from then on it owns that response and closes its body exactly once,
-// which also releases the endpoint's in-flight count. The policy hears the
-// outcome through Done exactly once per endpoint tried.
+// The handler owns the request until dispatch.Begin returns a Turn; from
+// then on it owns the turn, reads its answer once and ends it exactly
+// once, which closes the engine's body and gives routing, flow control and
+// the session their outcome.
 package gateway

@@ -1,14 +1,12 @@
 // Package kv is the gateway's KV-cache index: which endpoint holds which
 // blocks of which prompts, in which tier. It is not a key-value store; the
-// state store lives in package responses.
+// durable state store is another package's.
 //
 // # Overview
 //
-// A Hasher renders a Prompt with the engines' chat template, tokenizes it
-// (with the engine's tokenizer when the gateway has one, else with
-// ApproxTokenizer, which is exact against the simulator) and hashes it into a
-// chain of BlockHash values, one per full block of BlockSize tokens, each
-// covering its whole prefix. A conversation that grows keeps the chain of
+// A Hasher hashes a prompt's token ids (package prompt renders and
+// tokenizes it) into a chain of BlockHash values, one per full block of
+// BlockSize tokens, each covering its whole prefix. A conversation that grows keeps the chain of
 // its earlier turns, so its hashes tell where its KV cache already is.
 //
 // The Index maps each BlockHash to the endpoints holding it and the tiers
@@ -32,7 +30,7 @@
 //
 // Index is safe for concurrent use: writers (Record, Remove, Clear,
 // SetCapacity) take a write lock, MatchPrefix a read lock, and MatchPrefix
-// and Hasher.HashPrompt do not allocate, writing into caller-owned slices.
+// and Hasher.HashTokens do not allocate, writing into caller-owned slices.
 // Counters are atomics. A Subscriber's Run is its only writer goroutine; its
 // Stats may be read from any goroutine.
 package kv

@@ -9,10 +9,12 @@
 // unknown parameter or a wrong type is an *Error naming it) and hands it
 // to Service.Create. The service rebuilds the turn's context from the
 // Store (the previous_response_id chain or the conversation), fits it to
-// the model's window, renders it as a chat completion and sends it through
-// the Engine the gateway implements. The engine's SSE chunks become
-// Responses events (run.go) and the response object; the ended response
-// is stored, and only then announced.
+// the model's window (counting tokens with the turn path's tokenizer; the
+// rendered prompt's count is the turn's, used again by admission and
+// routing), renders it as a chat completion and sends it down the turn
+// path (Engine, which *dispatch.Dispatcher is). The engine's stream, read
+// through the turn's one reader, becomes Responses events (run.go) and the
+// response object; the ended response is stored, and only then announced.
 //
 // # Key layout and encoding
 //
@@ -62,7 +64,7 @@
 // ErrRateLimited and stores nothing), then stored queued (synced) before
 // Create returns; from then its job goroutine owns it until endTurn, and
 // Cancel or Delete only ask it to stop and wait. When the engine refuses
-// a job's turn with "try again later" (an error with RetryAfter), the job
+// a job's turn with "try again later" (a *dispatch.ShedError), the job
 // gives up its worker slot, waits and tries again, for at most
 // Config.RetryRefusedFor, then fails with rate_limit_exceeded or
 // server_overloaded. A response ends exactly once, in endTurn: final

@@ -30,8 +30,12 @@
 //
 // # Request lifecycle and ownership
 //
-// The gateway derives the key (Derive) and calls Touch once per turn, before
-// flow control, which reads Turns and MeanGap. The affinity policy reads the
+// The turn path (package dispatch) derives the key (Derive), reads the
+// session's state (Get) for flow control, which weighs Turns and MeanGap,
+// and calls Touch once the turn is admitted and Finish when it ends, so a
+// client retrying after sheds does not look like a fast agent loop. An
+// AsyncPinStore writes pins from its own goroutine, started by Start and
+// joined by Close. The affinity policy reads the
 // pin (Pinned) on every Pick and moves it (Pin) when the session lands on
 // another endpoint, saying why. State values returned to callers are copies;
 // the Store owns the entries.

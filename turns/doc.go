@@ -3,10 +3,10 @@
 //
 // # Overview
 //
-// Classify puts a turn in a Band (Interactive, Standard, Background) from
-// the tenant's default, the x-turnpike-priority header, the Responses
-// service_tier and background fields, capped at the tenant's maximum band.
-// Controller.Acquire then admits it or sheds it with a *ShedError (quota,
+// A Turn carries its request's raw Hints (the x-turnpike-priority header,
+// service_tier, background); Controller.Acquire classifies them once
+// (Classify) into a Band (Interactive, Standard, Background) against the
+// tenant's default and maximum bands. Acquire then admits it or sheds it with a *ShedError (quota,
 // shed curve, queue caps, no endpoints), queues it, and dispatches it when
 // the pool has a free slot and is not saturated. Each endpoint gives the
 // pool MaxInFlightPerEndpoint slots, InteractiveReservedPerEndpoint of them
@@ -33,11 +33,12 @@
 // A queued turn's goroutine sleeps on its own buffered channel; nobody
 // polls. The channel is signalled by whoever frees capacity: Release, a
 // later Acquire, or the Controller's one ticker goroutine, which re-measures
-// every pool each TickInterval (fresh metrics, TTL expiry).
+// every pool each TickInterval (fresh metrics, TTL expiry). New starts
+// nothing; Start starts the ticker and Close joins it.
 //
 // # Request lifecycle and ownership
 //
-// The gateway calls Acquire with a Turn it keeps owning (Acquire copies
+// The turn path (package dispatch) calls Acquire with a Turn it keeps owning (Acquire copies
 // it). Acquire returns either an error and the zero Ticket — the turn ends
 // there, with nothing to release — or a Ticket, which the caller then owns
 // and must Release exactly once when the engine request has ended, however
