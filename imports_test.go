@@ -22,6 +22,7 @@ var floors = map[string][]string{
 	"turns":            {"pools"},
 	"affinity":         {"kv", "sessions", "pools"},
 	"kv":               {},
+	"apierror":         {},
 	"pools":            {"accelerators"},
 	"accelerators":     {},
 	"accelerators/sim": {"accelerators"},
