@@ -15,7 +15,7 @@ const module = "github.com/turnpike-gateway/turnpike/"
 // floors is the import rule of the design: floors run downward. A package
 // may import only the packages of ours listed for it.
 var floors = map[string][]string{
-	"gateway":          {"admin", "affinity", "kv", "pools", "responses", "sessions", "turns"},
+	"gateway":          {"admin", "affinity", "apierror", "kv", "pools", "responses", "sessions", "turns"},
 	"admin":            {"turns", "pools", "sessions"},
 	"responses":        {"pools", "kv"},
 	"sessions":         {"kv"},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/turnpike-gateway/turnpike/admin"
+	"github.com/turnpike-gateway/turnpike/apierror"
 )
 
 // Tenancy names.
@@ -175,7 +176,7 @@ func bearer(h string) (string, bool) {
 
 // unauthorized is the 401 of a missing or wrong key, in OpenAI's words.
 // It never echoes the key back.
-func unauthorized(code, authorization string) *APIError {
+func unauthorized(code, authorization string) *apierror.Error {
 	msg := "Incorrect API key provided."
 	if authorization == "" {
 		msg = "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
@@ -183,13 +184,7 @@ func unauthorized(code, authorization string) *APIError {
 	if code == "invalid_admin_token" {
 		msg = "The admin API needs the admin token: Authorization: Bearer <admin token>."
 	}
-	return &APIError{
-		Status:  http.StatusUnauthorized,
-		Type:    "invalid_request_error",
-		Code:    strp(code),
-		Message: msg,
-		Header:  http.Header{"Www-Authenticate": {"Bearer"}},
-	}
+	return apierror.New(http.StatusUnauthorized, code, "%s", msg).WithHeader("Www-Authenticate", "Bearer")
 }
 
 var _ admin.KeyPublisher = (*Auth)(nil)

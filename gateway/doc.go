@@ -15,9 +15,10 @@
 // # Errors
 //
 // Handlers return errors of a few classes (this package's sentinels, the
-// pools and affinity sentinels, *APIError); one error handler turns every
-// class into an OpenAI-shaped body {"error":{"message","type","param","code"}}
-// and its status. Once a stream has started, a failure ends the stream with
+// pools, affinity and turns errors, echo's, and *apierror.Error, which
+// admin and responses return); one error handler maps every class onto an
+// *apierror.Error and writes it: an OpenAI-shaped body
+// {"error":{"message","type","param","code"}} and its status. Once a stream has started, a failure ends the stream with
 // an error event instead.
 //
 // # Concurrency model

@@ -96,7 +96,7 @@ func decodeEngineRequest(body []byte, chat bool) (*engineRequest, error) {
 }
 
 // decodeError turns a json error into a 400 that says what was wrong where.
-func decodeError(err error) *APIError {
+func decodeError(err error) error {
 	var te *json.UnmarshalTypeError
 	var se *json.SyntaxError
 	switch {

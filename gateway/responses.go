@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/responses"
 	"github.com/turnpike-gateway/turnpike/sessions"
 	"github.com/turnpike-gateway/turnpike/turns"
@@ -56,36 +57,28 @@ func tenantOf(c echo.Context) string {
 }
 
 // responsesAPIError maps the responses package's error classes.
-func responsesAPIError(err error) (*APIError, bool) {
+func responsesAPIError(err error) (*apierror.Error, bool) {
 	var re *responses.Error
 	if !errors.As(err, &re) {
 		switch {
 		case errors.Is(err, responses.ErrNotFound):
-			return &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: strp("not_found"), Message: "Not found."}, true
+			return apierror.NotFound("", "not_found", "Not found."), true
 		case errors.Is(err, responses.ErrClosed):
-			return &APIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strp("unavailable"), Message: "The state store is closed; retry on another gateway."}, true
+			return apierror.Unavailable("unavailable", "The state store is closed; retry on another gateway."), true
 		}
 		return nil, false
 	}
-	ae := &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: re.Message}
-	if re.Param != "" {
-		ae.Param = strp(re.Param)
-	}
-	if re.Code != "" {
-		ae.Code = strp(re.Code)
-	}
+	ae := apierror.Invalid(re.Param, re.Code, "%s", re.Message)
 	switch {
 	case errors.Is(re, responses.ErrNotFound):
 		ae.Status = http.StatusNotFound
 	case errors.Is(re, responses.ErrRateLimited):
-		ae.Status, ae.Type = http.StatusTooManyRequests, "rate_limit_error"
+		ae.Status, ae.Type = http.StatusTooManyRequests, apierror.TypeRateLimit
 	case errors.Is(re, responses.ErrEngine):
 		if re.Status >= 400 {
 			ae.Status = re.Status
 		}
-		if ae.Status >= 500 {
-			ae.Type = "server_error"
-		}
+		ae.Type = apierror.TypeFor(ae.Status)
 	}
 	return ae, true
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/kv"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/sessions"
@@ -191,24 +192,20 @@ func (r retryableShed) Unwrap() error { return r.ShedError }
 
 // shedError turns flow control's verdict into the answer a client can act
 // on: 429/503/408 with Retry-After and the reason.
-func shedError(se *turns.ShedError) *APIError {
+func shedError(se *turns.ShedError) *apierror.Error {
 	code := "rate_limit_exceeded"
-	typ := "rate_limit_error"
+	typ := apierror.TypeRateLimit
 	msg := "The request was not admitted: " + se.Reason + ". Retry after the indicated delay."
 	switch se.Status {
 	case http.StatusServiceUnavailable:
-		code, typ = "server_overloaded", "server_error"
+		code, typ = "server_overloaded", apierror.TypeServer
 	case http.StatusRequestTimeout:
-		code, typ = "queue_timeout", "server_error"
+		code, typ = "queue_timeout", apierror.TypeServer
 		msg = "The request waited in the queue longer than its band allows."
 	}
-	return &APIError{
-		Status: se.Status, Type: typ, Code: strp(code), Message: msg,
-		Header: http.Header{
-			"Retry-After":               {strconv.Itoa(se.RetryAfterSeconds())},
-			"X-Turnpike-Dropped-Reason": {se.Reason},
-		},
-	}
+	return apierror.New(se.Status, code, "%s", msg).WithType(typ).WithClass(se).
+		WithHeader("Retry-After", strconv.Itoa(se.RetryAfterSeconds())).
+		WithHeader("X-Turnpike-Dropped-Reason", se.Reason)
 }
 
 // usageSniffer passes an engine's SSE stream through unchanged while
