@@ -16,7 +16,7 @@ const module = "github.com/turnpike-gateway/turnpike/"
 // may import only the packages of ours listed for it.
 var floors = map[string][]string{
 	"gateway":          {"admin", "affinity", "apierror", "kv", "pools", "responses", "sessions", "turns"},
-	"admin":            {"turns", "pools", "sessions"},
+	"admin":            {"apierror", "turns", "pools", "sessions"},
 	"responses":        {"pools", "kv"},
 	"sessions":         {"kv"},
 	"turns":            {"pools"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/turnpike-gateway/turnpike/admin"
+	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/responses"
 	"github.com/turnpike-gateway/turnpike/sessions"
@@ -641,19 +643,57 @@ func TestMemKV(t *testing.T) {
 	}
 }
 
-// newEcho is an Echo whose error handler writes an *Error as the gateway's
-// does: the status and the OpenAI-shaped body.
+// newEcho is an Echo whose error handler writes an *apierror.Error as the
+// gateway's does: the status and the OpenAI-shaped body.
 func newEcho() *echo.Echo {
 	e := echo.New()
 	e.HTTPErrorHandler = func(err error, c echo.Context) {
-		var ae *admin.Error
+		var ae *apierror.Error
 		if !errors.As(err, &ae) {
 			e.DefaultHTTPErrorHandler(err, c)
 			return
 		}
-		c.JSON(ae.Status, struct {
-			Error *admin.Error `json:"error"`
-		}{ae})
+		ae.Write(c.Response())
 	}
 	return e
 }
+
+// TestErrorClasses: each class the Service returns is its sentinel for
+// errors.Is and the status, type, code and param its handler answers with.
+func TestErrorClasses(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, nil, admin.Config{Tenants: []admin.TenantConfig{{Tenant: turns.Tenant{Name: "file"}}}})
+	bare, err := admin.New(ctx, admin.Deps{Store: &admin.MemKV{}, Keys: &keyring{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.CreateTenant(ctx, turns.Tenant{Name: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		err   error
+		class error
+		want  string // status type code param
+	}{
+		{"exists", second(f.svc.CreateTenant(ctx, turns.Tenant{Name: "acme"})), admin.ErrExists, "409 invalid_request_error tenant_exists name"},
+		{"not found", second(f.svc.Tenant("nobody")), admin.ErrNotFound, "404 invalid_request_error tenant_not_found tenant"},
+		{"invalid", second(f.svc.CreateTenant(ctx, turns.Tenant{Name: "b", Weight: -1})), admin.ErrInvalid, "400 invalid_request_error invalid_value weight"},
+		{"invalid flow control", f.svc.SetFlowControl(ctx, turns.FlowControl{HoldAt: 2}), admin.ErrInvalid, "400 invalid_request_error invalid_value holdAt"},
+		{"configured", f.svc.DeleteTenant(ctx, "file"), admin.ErrConfigured, "409 invalid_request_error defined_in_config tenant"},
+		{"unavailable", bare.SetFlowControl(ctx, turns.FlowControl{}), admin.ErrUnavailable, "501 server_error not_enabled "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ae *apierror.Error
+			if !errors.As(tc.err, &ae) || !errors.Is(tc.err, tc.class) {
+				t.Fatalf("%v: not an apierror.Error of class %v", tc.err, tc.class)
+			}
+			if got := fmt.Sprintf("%d %s %s %s", ae.Status, ae.Type, ae.Code, ae.Param); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// second is the error of a call that also returns a value.
+func second[T any](_ T, err error) error { return err }

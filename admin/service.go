@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -21,6 +20,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/sessions"
 	"github.com/turnpike-gateway/turnpike/turns"
@@ -354,7 +354,7 @@ func (s *Service) CreateTenant(ctx context.Context, tt turns.Tenant) (Tenant, er
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.mu.tenants[tt.Name]; ok {
-		return Tenant{}, newError(ErrExists, http.StatusConflict, "name", "tenant_exists", "A tenant named %q exists already.", tt.Name)
+		return Tenant{}, apierror.Conflict("name", "tenant_exists", "A tenant named %q exists already.", tt.Name).WithClass(ErrExists)
 	}
 	now := s.now().UTC()
 	t := Tenant{Tenant: tt, Source: SourceAPI, CreatedAt: now, UpdatedAt: now}
@@ -566,14 +566,6 @@ func (s *Service) ResetFlowControl(ctx context.Context) error {
 	s.mu.flowOverride = false
 	s.log.Info("admin: flowControl reset to the config file's")
 	return s.deps.Flow.SetConfig(s.fileFlow)
-}
-
-func configured(param, format string, args ...any) *Error {
-	return newError(ErrConfigured, http.StatusConflict, param, "defined_in_config", format, args...)
-}
-
-func unavailable(what string) *Error {
-	return newError(ErrUnavailable, http.StatusNotImplemented, "", "not_enabled", "This gateway runs without %s.", what)
 }
 
 var (

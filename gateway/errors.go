@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
-	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/pools"
@@ -38,17 +37,6 @@ func toAPIError(err error) *apierror.Error {
 	var se *turns.ShedError
 	if errors.As(err, &se) {
 		return shedError(se)
-	}
-	var ade *admin.Error
-	if errors.As(err, &ade) {
-		e := apierror.New(ade.Status, "", "%s", ade.Message).WithType(ade.Type)
-		if ade.Param != nil {
-			e.Param = *ade.Param
-		}
-		if ade.Code != nil {
-			e.Code = *ade.Code
-		}
-		return e
 	}
 	if ae, ok := responsesAPIError(err); ok {
 		return ae
