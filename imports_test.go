@@ -17,7 +17,7 @@ const module = "github.com/turnpike-gateway/turnpike/"
 var floors = map[string][]string{
 	"gateway":          {"admin", "affinity", "apierror", "kv", "pools", "responses", "sessions", "turns"},
 	"admin":            {"apierror", "turns", "pools", "sessions"},
-	"responses":        {"pools", "kv"},
+	"responses":        {"apierror", "pools", "kv"},
 	"sessions":         {"kv"},
 	"turns":            {"pools"},
 	"affinity":         {"kv", "sessions", "pools"},

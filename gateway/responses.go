@@ -56,31 +56,17 @@ func tenantOf(c echo.Context) string {
 	return DefaultTenant
 }
 
-// responsesAPIError maps the responses package's error classes.
+// responsesAPIError maps the responses package's bare classes, which its
+// store returns as they are; every other error of the package is an
+// *apierror.Error already.
 func responsesAPIError(err error) (*apierror.Error, bool) {
-	var re *responses.Error
-	if !errors.As(err, &re) {
-		switch {
-		case errors.Is(err, responses.ErrNotFound):
-			return apierror.NotFound("", "not_found", "Not found."), true
-		case errors.Is(err, responses.ErrClosed):
-			return apierror.Unavailable("unavailable", "The state store is closed; retry on another gateway."), true
-		}
-		return nil, false
-	}
-	ae := apierror.Invalid(re.Param, re.Code, "%s", re.Message)
 	switch {
-	case errors.Is(re, responses.ErrNotFound):
-		ae.Status = http.StatusNotFound
-	case errors.Is(re, responses.ErrRateLimited):
-		ae.Status, ae.Type = http.StatusTooManyRequests, apierror.TypeRateLimit
-	case errors.Is(re, responses.ErrEngine):
-		if re.Status >= 400 {
-			ae.Status = re.Status
-		}
-		ae.Type = apierror.TypeFor(ae.Status)
+	case errors.Is(err, responses.ErrNotFound):
+		return apierror.NotFound("", "not_found", "Not found."), true
+	case errors.Is(err, responses.ErrClosed):
+		return apierror.Unavailable("unavailable", "The state store is closed; retry on another gateway."), true
 	}
-	return ae, true
+	return nil, false
 }
 
 // fleetEngine is the responses Engine on the gateway's own routing.

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/apierror"
 )
 
 // refusal is an engine error that says "try again later", as flow
@@ -219,7 +221,7 @@ func TestBackgroundQueueCaps(t *testing.T) {
 	refused := func(tenant string) {
 		t.Helper()
 		_, err := svc.Create(t.Context(), tenant, mustDecode(t, `{"model":"m","input":"x","background":true}`), nil, nil)
-		var e *Error
+		var e *apierror.Error
 		if !errors.As(err, &e) || !errors.Is(err, ErrRateLimited) || e.Code != "rate_limit_exceeded" || e.Message == "" {
 			t.Fatalf("over the cap: %v, want rate_limit_exceeded", err)
 		}
