@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/turnpike-gateway/turnpike/apierror"
+	"github.com/turnpike-gateway/turnpike/pools"
 )
 
 // Error classes. Service methods return *apierror.Error values that unwrap
@@ -64,20 +65,19 @@ func asError(err error) *apierror.Error {
 	return apierror.Internal(err)
 }
 
-// validationError turns a joined error of turns' Validate functions
-// ("turns: flowControl.shed.full: 2 is not in (start, 1]") into a 400 whose
-// param is the first offending field, less strip (the section the request
-// body stands for).
-func validationError(err error, strip string) *apierror.Error {
-	lines := strings.Split(err.Error(), "\n")
-	var param string
-	for i, l := range lines {
-		l = strings.TrimPrefix(l, "turns: ")
-		l = strings.TrimPrefix(l, strip)
-		if i == 0 {
-			param, _, _ = strings.Cut(l, ":")
-		}
-		lines[i] = l
+// validationError is the 400 of the problems turns' validation found,
+// each a pools.FieldError. Its param is the first offending field as the
+// request body names it, less section (the part of the config the body
+// stands for: "flowControl.", "tenants[0]."), and its message lists every
+// problem the same way.
+func validationError(err error, section string) *apierror.Error {
+	fes := pools.FieldErrors(err)
+	if len(fes) == 0 {
+		return invalidf("", "%v", err)
 	}
-	return invalidf(param, "%s", strings.Join(lines, "; "))
+	problems := make([]string, len(fes))
+	for i, fe := range fes {
+		problems[i] = strings.TrimPrefix(fe.Field, section) + ": " + fe.Message
+	}
+	return invalidf(strings.TrimPrefix(fes[0].Field, section), "%s", strings.Join(problems, "; "))
 }
