@@ -15,14 +15,15 @@ const module = "github.com/turnpike-gateway/turnpike/"
 // floors is the import rule of the design: floors run downward. A package
 // may import only the packages of ours listed for it.
 var floors = map[string][]string{
-	"gateway":          {"admin", "affinity", "apierror", "kv", "pools", "responses", "sessions", "turns"},
-	"admin":            {"apierror", "turns", "pools", "sessions"},
+	"gateway":          {"affinity", "apierror", "auth", "kv", "pools", "responses", "sessions", "turns"},
+	"admin":            {"apierror", "auth", "turns", "pools", "sessions"},
 	"responses":        {"apierror", "pools", "kv"},
 	"sessions":         {"kv"},
 	"turns":            {"pools"},
 	"affinity":         {"kv", "sessions", "pools"},
 	"kv":               {},
 	"apierror":         {},
+	"auth":             {},
 	"pools":            {"accelerators"},
 	"accelerators":     {},
 	"accelerators/sim": {"accelerators"},

@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/apierror"
+	"github.com/turnpike-gateway/turnpike/auth"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/responses"
 	"github.com/turnpike-gateway/turnpike/sessions"
@@ -25,10 +26,10 @@ import (
 type keyring struct {
 	mu      sync.Mutex
 	open    bool
-	tenants map[admin.KeyHash]string
+	tenants map[auth.KeyHash]string
 }
 
-func (k *keyring) SetKeys(open bool, tenants map[admin.KeyHash]string) {
+func (k *keyring) SetKeys(open bool, tenants map[auth.KeyHash]string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.open, k.tenants = open, tenants
@@ -38,10 +39,10 @@ func (k *keyring) SetKeys(open bool, tenants map[admin.KeyHash]string) {
 func (k *keyring) tenant(secret string) string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.tenants[admin.HashKey(secret)]
+	return k.tenants[auth.HashKey(secret)]
 }
 
-func (k *keyring) snapshot() (bool, map[admin.KeyHash]string) {
+func (k *keyring) snapshot() (bool, map[auth.KeyHash]string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.open, maps.Clone(k.tenants)
@@ -244,7 +245,7 @@ func TestKeys(t *testing.T) {
 	secret, _ := created["secret"].(string)
 	id, _ := created["id"].(string)
 	t.Run("secret", func(t *testing.T) {
-		if !strings.HasPrefix(secret, admin.KeyPrefix) || len(secret) != len(admin.KeyPrefix)+43 {
+		if !strings.HasPrefix(secret, auth.KeyPrefix) || len(secret) != len(auth.KeyPrefix)+43 {
 			t.Errorf("secret %q: want tp- and 32 bytes base64url", secret)
 		}
 		if p, _ := created["prefix"].(string); !strings.HasPrefix(secret, p) || len(p) >= len(secret)/2 {
@@ -516,7 +517,7 @@ func equalJSON(a, b any) bool {
 
 func TestConfigTenants(t *testing.T) {
 	kv := &admin.MemKV{}
-	fileKey := admin.HashKey("tp-file-secret")
+	fileKey := auth.HashKey("tp-file-secret")
 	cfg := admin.Config{Tenants: []admin.TenantConfig{{
 		Tenant: turns.Tenant{Name: "acme", Weight: 4},
 		Keys:   []string{fileKey.String(), "env:ACME_KEY"},
@@ -557,7 +558,7 @@ func TestConfigTenants(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	h := admin.HashKey("x").String()
+	h := auth.HashKey("x").String()
 	for _, tc := range []struct {
 		name string
 		cfg  admin.Config

@@ -18,6 +18,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/auth"
 	"github.com/turnpike-gateway/turnpike/gateway"
 	"github.com/turnpike-gateway/turnpike/kv"
 	"github.com/turnpike-gateway/turnpike/pools"
@@ -276,13 +277,13 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 	st.closers = append(st.closers, func() { svc.Close() })
 
 	cfg.Admin.ApplyEnv(os.Getenv)
-	auth, err := gateway.NewAuth(gateway.AuthOptions{AdminToken: cfg.Admin.AdminToken, Logger: log})
+	authn, err := auth.New(auth.Options{AdminToken: cfg.Admin.AdminToken, Logger: log})
 	if err != nil {
 		return st, err
 	}
 	adm, err := admin.New(ctx, admin.Deps{
 		Store:    store.Meta("admin"),
-		Keys:     auth,
+		Keys:     authn,
 		Flow:     flow,
 		Registry: st.reg,
 		Sessions: sess,
@@ -303,7 +304,7 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 		Sessions:  sess,
 		Flow:      flow,
 		Hasher:    hasher,
-		Auth:      auth,
+		Auth:      authn,
 		Admin:     adm,
 	}); err != nil {
 		return st, err
