@@ -15,15 +15,17 @@ const module = "github.com/turnpike-gateway/turnpike/"
 // floors is the import rule of the design: floors run downward. A package
 // may import only the packages of ours listed for it.
 var floors = map[string][]string{
-	"gateway":          {"admin", "affinity", "dispatch", "pools", "prompt", "responses"},
-	"admin":            {"turns", "pools", "sessions"},
-	"responses":        {"dispatch", "prompt"},
+	"gateway":          {"affinity", "apierror", "auth", "dispatch", "pools", "prompt", "responses"},
+	"admin":            {"apierror", "auth", "turns", "pools", "sessions"},
+	"responses":        {"apierror", "dispatch", "prompt"},
 	"dispatch":         {"turns", "affinity", "sessions", "pools", "kv", "prompt"},
 	"prompt":           {},
 	"sessions":         {"kv"},
 	"turns":            {"pools"},
 	"affinity":         {"kv", "sessions", "pools"},
 	"kv":               {},
+	"apierror":         {},
+	"auth":             {},
 	"pools":            {"accelerators"},
 	"accelerators":     {},
 	"accelerators/sim": {"accelerators"},

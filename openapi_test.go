@@ -11,6 +11,7 @@ import (
 	turnpike "github.com/turnpike-gateway/turnpike"
 	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/auth"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/gateway"
 	"github.com/turnpike-gateway/turnpike/pools"
@@ -63,16 +64,16 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 	}
 	svc := responses.New(st, d, responses.Config{CollectInterval: -1, Logger: log})
 	defer svc.Close()
-	auth, err := gateway.NewAuth(gateway.AuthOptions{AdminToken: "admin-secret", Logger: log})
+	authn, err := auth.New(auth.Options{AdminToken: "admin-secret", Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm, err := admin.New(t.Context(), admin.Deps{Store: st.Meta("admin"), Keys: auth, Registry: reg, Logger: log})
+	adm, err := admin.New(t.Context(), admin.Deps{Store: st.Meta("admin"), Keys: authn, Registry: reg, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv, err := gateway.New(gateway.Options{Registry: reg, Dispatch: d, Logger: log,
-		Responses: svc, Auth: auth, Admin: adm, OpenAPI: turnpike.Spec})
+		Responses: svc, Auth: authn, Admin: adm, OpenAPI: turnpike.Spec})
 	if err != nil {
 		t.Fatal(err)
 	}

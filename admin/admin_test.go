@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/turnpike-gateway/turnpike/admin"
+	"github.com/turnpike-gateway/turnpike/apierror"
+	"github.com/turnpike-gateway/turnpike/auth"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/responses"
 	"github.com/turnpike-gateway/turnpike/sessions"
@@ -23,10 +26,10 @@ import (
 type keyring struct {
 	mu      sync.Mutex
 	open    bool
-	tenants map[admin.KeyHash]string
+	tenants map[auth.KeyHash]string
 }
 
-func (k *keyring) SetKeys(open bool, tenants map[admin.KeyHash]string) {
+func (k *keyring) SetKeys(open bool, tenants map[auth.KeyHash]string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.open, k.tenants = open, tenants
@@ -36,10 +39,10 @@ func (k *keyring) SetKeys(open bool, tenants map[admin.KeyHash]string) {
 func (k *keyring) tenant(secret string) string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.tenants[admin.HashKey(secret)]
+	return k.tenants[auth.HashKey(secret)]
 }
 
-func (k *keyring) snapshot() (bool, map[admin.KeyHash]string) {
+func (k *keyring) snapshot() (bool, map[auth.KeyHash]string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.open, maps.Clone(k.tenants)
@@ -198,7 +201,7 @@ func TestTenantCRUD(t *testing.T) {
 		{name: "update merges", method: "PATCH", path: "/admin/v1/tenants/acme", body: `{"quota":{"concurrent":8}}`, status: 200,
 			want: map[string]string{"weight": "2", "quota.requestsPerMinute": "60", "quota.concurrent": "8"}},
 		{name: "update invalid", method: "PATCH", path: "/admin/v1/tenants/acme", body: `{"quota":{"concurrent":-1}}`, status: 400,
-			want: map[string]string{"error.param": "quota.concurrent"}},
+			want: map[string]string{"error.param": "quota.concurrent", "error.message": "quota.concurrent: -1 is negative"}},
 		{name: "update rename", method: "PATCH", path: "/admin/v1/tenants/acme", body: `{"name":"other"}`, status: 400,
 			want: map[string]string{"error.param": "name"}},
 		{name: "list", method: "GET", path: "/admin/v1/tenants", status: 200,
@@ -243,7 +246,7 @@ func TestKeys(t *testing.T) {
 	secret, _ := created["secret"].(string)
 	id, _ := created["id"].(string)
 	t.Run("secret", func(t *testing.T) {
-		if !strings.HasPrefix(secret, admin.KeyPrefix) || len(secret) != len(admin.KeyPrefix)+43 {
+		if !strings.HasPrefix(secret, auth.KeyPrefix) || len(secret) != len(auth.KeyPrefix)+43 {
 			t.Errorf("secret %q: want tp- and 32 bytes base64url", secret)
 		}
 		if p, _ := created["prefix"].(string); !strings.HasPrefix(secret, p) || len(p) >= len(secret)/2 {
@@ -308,7 +311,9 @@ func TestFlowControl(t *testing.T) {
 		{name: "get defaults", method: "GET", path: "/admin/v1/flowcontrol", status: 200,
 			want: map[string]string{"source": "config", "flowControl.bands.interactive.ttl": "30s", "flowControl.holdAt": "1"}},
 		{name: "put invalid", method: "PUT", path: "/admin/v1/flowcontrol", body: `{"shed":{"start":0.9,"full":2}}`, status: 400,
-			want: map[string]string{"error.param": "shed.full", "error.code": "invalid_value"}},
+			want: map[string]string{"error.param": "shed.full", "error.code": "invalid_value", "error.message": "shed.full: 2 is not in (start, 1]"}},
+		{name: "put with two problems", method: "PUT", path: "/admin/v1/flowcontrol", body: `{"holdAt":2,"shed":{"start":0.9,"full":2}}`, status: 400,
+			want: map[string]string{"error.param": "shed.full", "error.message": "shed.full: 2 is not in (start, 1]; holdAt: 2 is not in (0, 1]"}},
 		{name: "put invalid band", method: "PUT", path: "/admin/v1/flowcontrol", body: `{"bands":{"standard":{"minShare":0.7}}}`, status: 400,
 			want: map[string]string{"error.param": "bands.standard.minShare"}},
 		{name: "put unknown field", method: "PUT", path: "/admin/v1/flowcontrol", body: `{"holdat":0.5}`, status: 400},
@@ -513,7 +518,7 @@ func equalJSON(a, b any) bool {
 
 func TestConfigTenants(t *testing.T) {
 	kv := &admin.MemKV{}
-	fileKey := admin.HashKey("tp-file-secret")
+	fileKey := auth.HashKey("tp-file-secret")
 	cfg := admin.Config{Tenants: []admin.TenantConfig{{
 		Tenant: turns.Tenant{Name: "acme", Weight: 4},
 		Keys:   []string{fileKey.String(), "env:ACME_KEY"},
@@ -554,7 +559,7 @@ func TestConfigTenants(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	h := admin.HashKey("x").String()
+	h := auth.HashKey("x").String()
 	for _, tc := range []struct {
 		name string
 		cfg  admin.Config
@@ -642,19 +647,57 @@ func TestMemKV(t *testing.T) {
 	}
 }
 
-// newEcho is an Echo whose error handler writes an *Error as the gateway's
-// does: the status and the OpenAI-shaped body.
+// newEcho is an Echo whose error handler writes an *apierror.Error as the
+// gateway's does: the status and the OpenAI-shaped body.
 func newEcho() *echo.Echo {
 	e := echo.New()
 	e.HTTPErrorHandler = func(err error, c echo.Context) {
-		var ae *admin.Error
+		var ae *apierror.Error
 		if !errors.As(err, &ae) {
 			e.DefaultHTTPErrorHandler(err, c)
 			return
 		}
-		c.JSON(ae.Status, struct {
-			Error *admin.Error `json:"error"`
-		}{ae})
+		ae.Write(c.Response())
 	}
 	return e
 }
+
+// TestErrorClasses: each class the Service returns is its sentinel for
+// errors.Is and the status, type, code and param its handler answers with.
+func TestErrorClasses(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, nil, admin.Config{Tenants: []admin.TenantConfig{{Tenant: turns.Tenant{Name: "file"}}}})
+	bare, err := admin.New(ctx, admin.Deps{Store: &admin.MemKV{}, Keys: &keyring{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.CreateTenant(ctx, turns.Tenant{Name: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		err   error
+		class error
+		want  string // status type code param
+	}{
+		{"exists", second(f.svc.CreateTenant(ctx, turns.Tenant{Name: "acme"})), admin.ErrExists, "409 invalid_request_error tenant_exists name"},
+		{"not found", second(f.svc.Tenant("nobody")), admin.ErrNotFound, "404 invalid_request_error tenant_not_found tenant"},
+		{"invalid", second(f.svc.CreateTenant(ctx, turns.Tenant{Name: "b", Weight: -1})), admin.ErrInvalid, "400 invalid_request_error invalid_value weight"},
+		{"invalid flow control", f.svc.SetFlowControl(ctx, turns.FlowControl{HoldAt: 2}), admin.ErrInvalid, "400 invalid_request_error invalid_value holdAt"},
+		{"configured", f.svc.DeleteTenant(ctx, "file"), admin.ErrConfigured, "409 invalid_request_error defined_in_config tenant"},
+		{"unavailable", bare.SetFlowControl(ctx, turns.FlowControl{}), admin.ErrUnavailable, "501 server_error not_enabled "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ae *apierror.Error
+			if !errors.As(tc.err, &ae) || !errors.Is(tc.err, tc.class) {
+				t.Fatalf("%v: not an apierror.Error of class %v", tc.err, tc.class)
+			}
+			if got := fmt.Sprintf("%d %s %s %s", ae.Status, ae.Type, ae.Code, ae.Param); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// second is the error of a call that also returns a value.
+func second[T any](_ T, err error) error { return err }

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/sessions"
 	"github.com/turnpike-gateway/turnpike/turns"
@@ -44,8 +45,8 @@ func (s *Service) Register(g *echo.Group) {
 	r(http.MethodPost, "/endpoints/:id/undrain", s.undrain)
 }
 
-// handle turns a handler's error of any class into an *Error, which the
-// server's one error handler writes as an OpenAI-shaped body.
+// handle turns a handler's error of any class into an *apierror.Error,
+// which the server's one error handler writes as it is.
 func (s *Service) handle(h func(echo.Context) error) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		err := h(c)
@@ -115,7 +116,7 @@ func readBody(c echo.Context) ([]byte, error) {
 	b, err := io.ReadAll(c.Request().Body)
 	if err != nil {
 		// Over the gateway's body limit, or the client went away.
-		return nil, newError(ErrInvalid, http.StatusRequestEntityTooLarge, "", "request_too_large", "Request body is too large.")
+		return nil, apierror.New(http.StatusRequestEntityTooLarge, "request_too_large", "Request body is too large.").WithClass(ErrInvalid)
 	}
 	return b, nil
 }

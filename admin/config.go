@@ -1,24 +1,18 @@
 package admin
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/turnpike-gateway/turnpike/auth"
 	"github.com/turnpike-gateway/turnpike/turns"
 )
-
-// AdminTokenEnv is the environment variable that holds the admin token. When
-// set it takes precedence over the config file, so that a secret store can
-// supply the token without it being written in the file.
-const AdminTokenEnv = "TURNPIKE_ADMIN_TOKEN"
 
 // Prefixes of a key reference in the config file.
 const (
 	// KeyRefHash names a key by the hex SHA-256 of its secret.
-	KeyRefHash = "sha256:"
+	KeyRefHash = auth.HashPrefix
 	// KeyRefEnv names the environment variable holding the secret.
 	KeyRefEnv = "env:"
 )
@@ -36,7 +30,7 @@ const (
 type Config struct {
 	// AdminToken guards /admin/v1: the bearer token itself, or
 	// "sha256:<hex>" of it so that the file need not hold the secret.
-	// AdminTokenEnv, when set, replaces it (see ApplyEnv). Default "": the
+	// auth.AdminTokenEnv, when set, replaces it (see ApplyEnv). Default "": the
 	// admin API is disabled.
 	AdminToken string `yaml:"adminToken" json:"-"`
 	// Tenants are tenants defined by the file, read-only through the API.
@@ -56,10 +50,10 @@ type TenantConfig struct {
 	Keys []string `yaml:"keys" json:"-"`
 }
 
-// ApplyEnv lets AdminTokenEnv, read through getenv (os.Getenv), replace
-// AdminToken.
+// ApplyEnv lets auth.AdminTokenEnv, read through getenv (os.Getenv),
+// replace AdminToken.
 func (c *Config) ApplyEnv(getenv func(string) string) {
-	if v := getenv(AdminTokenEnv); v != "" {
+	if v := getenv(auth.AdminTokenEnv); v != "" {
 		c.AdminToken = v
 	}
 }
@@ -76,7 +70,7 @@ func (c *Config) EnsureDefaults() {
 func (c *Config) Validate() error {
 	var errs []error
 	if strings.HasPrefix(c.AdminToken, KeyRefHash) {
-		if _, err := ParseKeyHash(c.AdminToken); err != nil {
+		if _, err := auth.ParseKeyHash(c.AdminToken); err != nil {
 			errs = append(errs, fmt.Errorf("admin: adminToken: %w", err))
 		}
 	}
@@ -98,57 +92,12 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// KeyHash is the SHA-256 of an API key's secret: what is stored and what
-// the gateway looks a presented key up by.
-type KeyHash [sha256.Size]byte
-
-// String is the hash as the config file writes it, "sha256:<hex>".
-func (h KeyHash) String() string { return KeyRefHash + hex.EncodeToString(h[:]) }
-
-// HashKey is the one definition of a key's hash, shared by the admin API
-// that stores it and the gateway that checks it.
-//
-// A fast unsalted hash is enough here, where a password would need a slow
-// salted one: keys are 256 random bits, so there is no dictionary to try
-// and no brute force that a slower hash would hinder, and a slow hash would
-// cost every request milliseconds. A lookup by hash needs no constant-time
-// compare either: its timing can reveal at most something about a hash,
-// and a hash gives nothing back of its secret.
-func HashKey(secret string) KeyHash {
-	// Hashing from a stack copy keeps the request path free of allocation:
-	// converting a string longer than 32 bytes to []byte goes to the heap.
-	var buf [maxStackKey]byte
-	if len(secret) <= len(buf) {
-		n := copy(buf[:], secret)
-		return sha256.Sum256(buf[:n])
-	}
-	return sha256.Sum256([]byte(secret))
-}
-
-const maxStackKey = 128
-
-// ParseKeyHash parses "sha256:<64 hex digits>".
-func ParseKeyHash(s string) (KeyHash, error) {
-	var h KeyHash
-	hexs, ok := strings.CutPrefix(s, KeyRefHash)
-	if !ok {
-		return h, fmt.Errorf("%q does not start with %q", s, KeyRefHash)
-	}
-	if len(hexs) != 2*len(h) {
-		return h, fmt.Errorf("a SHA-256 has %d hex digits, not %d", 2*len(h), len(hexs))
-	}
-	if _, err := hex.Decode(h[:], []byte(hexs)); err != nil {
-		return h, fmt.Errorf("%q is not hex: %w", hexs, err)
-	}
-	return h, nil
-}
-
 // parseKeyRef parses a key reference of the config file: it returns the
 // hash for "sha256:", or the variable's name for "env:".
-func parseKeyRef(ref string) (h KeyHash, env string, err error) {
+func parseKeyRef(ref string) (h auth.KeyHash, env string, err error) {
 	switch {
 	case strings.HasPrefix(ref, KeyRefHash):
-		h, err = ParseKeyHash(ref)
+		h, err = auth.ParseKeyHash(ref)
 		return h, "", err
 	case strings.HasPrefix(ref, KeyRefEnv):
 		env = strings.TrimPrefix(ref, KeyRefEnv)

@@ -8,8 +8,9 @@
 // A Service holds the tenancy: every tenant and the SHA-256 of every API
 // key. New loads it from the state store (a KV: the embedded store's
 // Meta("admin") namespace) and from the config file's tenants, then
-// publishes it twice: the key → tenant map to the gateway's authenticator
-// (a KeyPublisher) and the tenants to flow control (a FlowController).
+// publishes it twice: the key → tenant map to the authenticator the
+// gateway asks (a KeyPublisher, *auth.Authenticator) and the tenants to
+// flow control (a FlowController).
 // Every change made through the API is written to the store first, then
 // published, so it takes effect at once and survives a restart. Tenants and keys named in the config file are
 // read-only through the API; the file is their source of truth.
@@ -33,6 +34,7 @@
 //
 // # Keys
 //
-// A key is "tp-" and 32 random bytes, base64url. Only its SHA-256 is kept
-// (see HashKey); the secret is shown once, in the answer that creates it.
+// A key is made by auth.NewSecret ("tp-" and 32 random bytes, base64url).
+// Only its SHA-256 is kept (auth.HashKey); the secret is shown once, in the
+// answer that creates it.
 package admin

@@ -3,14 +3,16 @@ package admin
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/turnpike-gateway/turnpike/apierror"
+	"github.com/turnpike-gateway/turnpike/pools"
 )
 
-// Error classes. Service methods return *Error values that unwrap to one of
-// them, so callers can test errors.Is(err, ErrNotFound) and the handlers
-// can answer with the error as it is.
+// Error classes. Service methods return *apierror.Error values that unwrap
+// to one of them, so callers can test errors.Is(err, ErrNotFound) and the
+// handlers can answer with the error as it is.
 var (
 	// ErrNotFound: no such tenant, key, endpoint or session (and, from
 	// MemKV.Get, no such key).
@@ -27,49 +29,26 @@ var (
 	ErrUnavailable = errors.New("admin: not available")
 )
 
-// Error is an OpenAI-shaped error: the body {"error":{...}} and the HTTP
-// status it is sent with.
-type Error struct {
-	Status  int     `json:"-"`
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    *string `json:"code"`
-
-	class error
+func invalidf(param, format string, args ...any) *apierror.Error {
+	return apierror.Invalid(param, "invalid_value", format, args...).WithClass(ErrInvalid)
 }
 
-func (e *Error) Error() string { return e.Message }
-
-// Unwrap returns the error's class.
-func (e *Error) Unwrap() error { return e.class }
-
-func newError(class error, status int, param, code, format string, args ...any) *Error {
-	e := &Error{Status: status, Type: "invalid_request_error", Message: fmt.Sprintf(format, args...), class: class}
-	if status >= 500 {
-		e.Type = "server_error"
-	}
-	if param != "" {
-		e.Param = &param
-	}
-	if code != "" {
-		e.Code = &code
-	}
-	return e
+func notFoundf(param, code, format string, args ...any) *apierror.Error {
+	return apierror.NotFound(param, code, format, args...).WithClass(ErrNotFound)
 }
 
-func invalidf(param, format string, args ...any) *Error {
-	return newError(ErrInvalid, http.StatusBadRequest, param, "invalid_value", format, args...)
+func configured(param, format string, args ...any) *apierror.Error {
+	return apierror.Conflict(param, "defined_in_config", format, args...).WithClass(ErrConfigured)
 }
 
-func notFoundf(param, code, format string, args ...any) *Error {
-	return newError(ErrNotFound, http.StatusNotFound, param, code, format, args...)
+func unavailable(what string) *apierror.Error {
+	return apierror.New(http.StatusNotImplemented, "not_enabled", "This gateway runs without %s.", what).WithClass(ErrUnavailable)
 }
 
-// asError maps an error of any class onto an *Error; what it does not
-// know is a 500 that says nothing of the cause.
-func asError(err error) *Error {
-	var e *Error
+// asError maps an error of any class onto an *apierror.Error; what it does
+// not know is a 500 that says nothing of the cause.
+func asError(err error) *apierror.Error {
+	var e *apierror.Error
 	if errors.As(err, &e) {
 		return e
 	}
@@ -83,23 +62,22 @@ func asError(err error) *Error {
 	case errors.Is(err, ErrNotFound):
 		return notFoundf("", "not_found", "%v", err)
 	}
-	return newError(err, http.StatusInternalServerError, "", "", "Internal error.")
+	return apierror.Internal(err)
 }
 
-// validationError turns a joined error of turns' Validate functions
-// ("turns: flowControl.shed.full: 2 is not in (start, 1]") into a 400 whose
-// param is the first offending field, less strip (the section the request
-// body stands for).
-func validationError(err error, strip string) *Error {
-	lines := strings.Split(err.Error(), "\n")
-	var param string
-	for i, l := range lines {
-		l = strings.TrimPrefix(l, "turns: ")
-		l = strings.TrimPrefix(l, strip)
-		if i == 0 {
-			param, _, _ = strings.Cut(l, ":")
-		}
-		lines[i] = l
+// validationError is the 400 of the problems turns' validation found,
+// each a pools.FieldError. Its param is the first offending field as the
+// request body names it, less section (the part of the config the body
+// stands for: "flowControl.", "tenants[0]."), and its message lists every
+// problem the same way.
+func validationError(err error, section string) *apierror.Error {
+	fes := pools.FieldErrors(err)
+	if len(fes) == 0 {
+		return invalidf("", "%v", err)
 	}
-	return invalidf(param, "%s", strings.Join(lines, "; "))
+	problems := make([]string, len(fes))
+	for i, fe := range fes {
+		problems[i] = strings.TrimPrefix(fe.Field, section) + ": " + fe.Message
+	}
+	return invalidf(strings.TrimPrefix(fes[0].Field, section), "%s", strings.Join(problems, "; "))
 }

@@ -5,14 +5,12 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -21,6 +19,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/turnpike-gateway/turnpike/apierror"
+	"github.com/turnpike-gateway/turnpike/auth"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/sessions"
 	"github.com/turnpike-gateway/turnpike/turns"
@@ -32,20 +32,17 @@ const (
 	SourceConfig = "config"
 )
 
-// KeyPrefix starts every key the API creates, so that a leaked key is easy
-// to recognise in logs and by secret scanners.
-const KeyPrefix = "tp-"
-
 // keyShown is how many leading characters of a key the API shows after
 // creating it: enough to tell keys apart, far too few to guess the rest.
-const keyShown = len(KeyPrefix) + 5
+const keyShown = len(auth.KeyPrefix) + 5
 
-// KeyPublisher receives the key snapshot after every change: the gateway's
-// authenticator. SetKeys takes ownership of tenants and must not modify it.
+// KeyPublisher receives the key snapshot after every change:
+// *auth.Authenticator, which the gateway asks. SetKeys takes ownership of
+// tenants and must not modify it.
 type KeyPublisher interface {
 	// SetKeys publishes the tenant of every key hash. open means there are
 	// no tenants at all, so the gateway should not ask for keys.
-	SetKeys(open bool, tenants map[KeyHash]string)
+	SetKeys(open bool, tenants map[auth.KeyHash]string)
 }
 
 // FlowController is what the Service needs of flow control;
@@ -111,7 +108,7 @@ type APIKey struct {
 	Source    string    `json:"source"`
 	CreatedAt time.Time `json:"createdAt,omitzero"`
 
-	hash KeyHash
+	hash auth.KeyHash
 }
 
 // storedKey is an API key as the store keeps it.
@@ -210,7 +207,7 @@ func (s *Service) load(ctx context.Context) error {
 					errs = append(errs, fmt.Errorf("admin: tenants[%d].keys[%d]: environment variable %s is not set", i, j, env))
 					continue
 				}
-				h = HashKey(secret)
+				h = auth.HashKey(secret)
 			}
 			id := "cfg_" + hex.EncodeToString(h[:6])
 			if _, dup := keys[id]; dup {
@@ -229,7 +226,7 @@ func (s *Service) load(ctx context.Context) error {
 		if err := json.Unmarshal(v, &sk); err != nil {
 			return fmt.Errorf("admin: stored key %q: %w", k, err)
 		}
-		h, err := ParseKeyHash(sk.Hash)
+		h, err := auth.ParseKeyHash(sk.Hash)
 		if err != nil {
 			return fmt.Errorf("admin: stored key %q: %w", k, err)
 		}
@@ -291,7 +288,7 @@ func (s *Service) loadFlowControl(ctx context.Context) error {
 // tenants to flow control. It builds new values every time: the published
 // ones are immutable.
 func (s *Service) publishLocked() error {
-	byHash := make(map[KeyHash]string, len(s.mu.keys))
+	byHash := make(map[auth.KeyHash]string, len(s.mu.keys))
 	for _, k := range s.mu.keys {
 		byHash[k.hash] = k.Tenant
 	}
@@ -354,7 +351,7 @@ func (s *Service) CreateTenant(ctx context.Context, tt turns.Tenant) (Tenant, er
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.mu.tenants[tt.Name]; ok {
-		return Tenant{}, newError(ErrExists, http.StatusConflict, "name", "tenant_exists", "A tenant named %q exists already.", tt.Name)
+		return Tenant{}, apierror.Conflict("name", "tenant_exists", "A tenant named %q exists already.", tt.Name).WithClass(ErrExists)
 	}
 	now := s.now().UTC()
 	t := Tenant{Tenant: tt, Source: SourceAPI, CreatedAt: now, UpdatedAt: now}
@@ -461,9 +458,7 @@ func (s *Service) CreateKey(ctx context.Context, tenant, name string) (APIKey, s
 	if len(name) > 128 {
 		return APIKey{}, "", invalidf("name", "name: %d characters, more than 128.", len(name))
 	}
-	var raw [32]byte
-	rand.Read(raw[:]) // never fails; it crashes the program instead
-	secret := KeyPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	secret := auth.NewSecret()
 	var id [8]byte
 	rand.Read(id[:])
 	k := APIKey{
@@ -473,7 +468,7 @@ func (s *Service) CreateKey(ctx context.Context, tenant, name string) (APIKey, s
 		Prefix:    secret[:keyShown],
 		Source:    SourceAPI,
 		CreatedAt: s.now().UTC(),
-		hash:      HashKey(secret),
+		hash:      auth.HashKey(secret),
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -568,15 +563,8 @@ func (s *Service) ResetFlowControl(ctx context.Context) error {
 	return s.deps.Flow.SetConfig(s.fileFlow)
 }
 
-func configured(param, format string, args ...any) *Error {
-	return newError(ErrConfigured, http.StatusConflict, param, "defined_in_config", format, args...)
-}
-
-func unavailable(what string) *Error {
-	return newError(ErrUnavailable, http.StatusNotImplemented, "", "not_enabled", "This gateway runs without %s.", what)
-}
-
 var (
+	_ KeyPublisher   = (*auth.Authenticator)(nil)
 	_ FlowController = (*turns.Controller)(nil)
 	_ Sessions       = (*sessions.Store)(nil)
 )

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/kv"
+	"github.com/turnpike-gateway/turnpike/pools"
 )
 
 // Policy names.
@@ -242,67 +243,76 @@ func (c *Config) EnsureDefaults() {
 	}
 }
 
-// Validate reports every problem of c at once. Zero fields are valid (they
-// take defaults).
+// Validate reports every problem of c at once, each a pools.FieldError.
+// Zero fields are valid (they take defaults).
 func (c *Config) Validate() error {
 	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("affinity: "+format, args...))
+	// The texts keep the words operators know: an unknown name says what
+	// it is ("unknown policy"), an entry of a list leads with its place
+	// ("filters[1]: …"), and a number with its field ("maxQueue -1 …").
+	unknown := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("affinity: %w", &pools.FieldError{Field: field, Message: fmt.Sprintf(format, args...)}))
+	}
+	entry := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("affinity: %w", pools.FieldErrorf(field, format, args...)))
+	}
+	number := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("affinity: %s %w", field, &pools.FieldError{Field: field, Message: fmt.Sprintf(format, args...)}))
 	}
 	if c.Policy != "" && !slices.Contains(policyNames, c.Policy) {
-		bad("unknown policy %q (want one of %v)", c.Policy, policyNames)
+		unknown("policy", "unknown policy %q (want one of %v)", c.Policy, policyNames)
 	}
 	for i, f := range c.Filters {
 		if _, ok := filterFactories[f]; !ok {
-			bad("filters[%d]: unknown filter %q", i, f)
+			entry(fmt.Sprintf("filters[%d]", i), "unknown filter %q", f)
 		} else if slices.Index(c.Filters, f) != i {
-			bad("filters[%d]: filter %q listed twice", i, f)
+			entry(fmt.Sprintf("filters[%d]", i), "filter %q listed twice", f)
 		}
 	}
 	for i, s := range c.Scorers {
 		if _, ok := scorerFactories[s.Name]; !ok {
-			bad("scorers[%d]: unknown scorer %q", i, s.Name)
+			entry(fmt.Sprintf("scorers[%d]", i), "unknown scorer %q", s.Name)
 		} else if slices.IndexFunc(c.Scorers, func(o ScorerConfig) bool { return o.Name == s.Name }) != i {
-			bad("scorers[%d]: scorer %q listed twice", i, s.Name)
+			entry(fmt.Sprintf("scorers[%d]", i), "scorer %q listed twice", s.Name)
 		}
 		if !(s.Weight >= 0) || math.IsInf(s.Weight, 0) {
-			bad("scorers[%d]: weight %v of %q is not a finite number ≥ 0", i, s.Weight, s.Name)
+			entry(fmt.Sprintf("scorers[%d]", i), "weight %v of %q is not a finite number ≥ 0", s.Weight, s.Name)
 		}
 	}
 	if c.Picker != "" && !slices.Contains(pickerNames, c.Picker) {
-		bad("unknown picker %q (want one of %v)", c.Picker, pickerNames)
+		unknown("picker", "unknown picker %q (want one of %v)", c.Picker, pickerNames)
 	}
 	if f := c.LoadGuard.Factor; f != 0 && !(f >= 1) || math.IsInf(f, 0) {
-		bad("loadGuard.factor %v is not a finite number ≥ 1", f)
+		number("loadGuard.factor", "%v is not a finite number ≥ 1", f)
 	}
 	if s := c.LoadGuard.Slack; !(s >= 0) || math.IsInf(s, 0) {
-		bad("loadGuard.slack %v is not a finite number ≥ 0", s)
+		number("loadGuard.slack", "%v is not a finite number ≥ 0", s)
 	}
 	for name, w := range c.TierWeights {
 		if _, err := kv.ParseTier(name); err != nil {
-			bad("tierWeights: unknown tier %q", name)
+			entry("tierWeights", "unknown tier %q", name)
 		}
 		if !(w >= 0 && w <= 1) {
-			bad("tierWeights[%s]: %v is not in [0, 1]", name, w)
+			entry(fmt.Sprintf("tierWeights[%s]", name), "%v is not in [0, 1]", w)
 		}
 	}
 	if c.InteractiveLaneHold < 0 {
-		bad("interactiveLaneHold %v is negative", c.InteractiveLaneHold)
+		number("interactiveLaneHold", "%v is negative", c.InteractiveLaneHold)
 	}
 	if c.MaxQueue < 0 {
-		bad("maxQueue %d is negative", c.MaxQueue)
+		number("maxQueue", "%d is negative", c.MaxQueue)
 	}
 	if !(c.PrefillRate >= 0) || math.IsInf(c.PrefillRate, 0) {
-		bad("prefillRate %v is not a finite number ≥ 0", c.PrefillRate)
+		number("prefillRate", "%v is not a finite number ≥ 0", c.PrefillRate)
 	}
 	if !(c.Smoothing >= 0 && c.Smoothing <= 1) {
-		bad("smoothing %v is not in [0, 1]", c.Smoothing)
+		number("smoothing", "%v is not in [0, 1]", c.Smoothing)
 	}
 	if c.VirtualNodes < 0 || c.VirtualNodes > 10_000 {
-		bad("virtualNodes %d is not in [0, 10000]", c.VirtualNodes)
+		number("virtualNodes", "%d is not in [0, 10000]", c.VirtualNodes)
 	}
 	if c.TimingSampleEvery < 0 {
-		bad("timingSampleEvery %d is negative", c.TimingSampleEvery)
+		number("timingSampleEvery", "%d is negative", c.TimingSampleEvery)
 	}
 	return errors.Join(errs...)
 }

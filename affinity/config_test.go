@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/turnpike-gateway/turnpike/pools"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -53,6 +55,16 @@ func TestConfigValidateReportsEverything(t *testing.T) {
 	}
 	if _, perr := NewPolicy(c, Deps{}); perr == nil {
 		t.Error("NewPolicy accepted an invalid config")
+	}
+	fields := map[string]bool{}
+	for _, fe := range pools.FieldErrors(err) {
+		fields[fe.Field] = true
+	}
+	for _, want := range []string{"policy", "filters[1]", "filters[2]", "scorers[0]", "scorers[1]", "scorers[2]", "picker",
+		"loadGuard.factor", "loadGuard.slack", "tierWeights", "tierWeights[cpu]", "maxQueue", "smoothing"} {
+		if !fields[want] {
+			t.Errorf("no FieldError for %s: %v", want, fields)
+		}
 	}
 }
 

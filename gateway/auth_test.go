@@ -13,12 +13,13 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/turnpike-gateway/turnpike/admin"
+	"github.com/turnpike-gateway/turnpike/auth"
 	"github.com/turnpike-gateway/turnpike/pools"
 )
 
 const testAdminToken = "admin-secret"
 
-// tenancyServer wires Auth and the admin Service the way New does: the
+// tenancyServer wires auth and the admin Service the way New does: the
 // tenant middleware on /v1, the admin middleware on /admin/v1, and the
 // gateway's error handler. /v1/whoami answers the request's tenant.
 func tenancyServer(t *testing.T, adminToken string, kv admin.KV) (*echo.Echo, *pools.Registry) {
@@ -32,20 +33,20 @@ func tenancyServer(t *testing.T, adminToken string, kv admin.KV) (*echo.Echo, *p
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth, err := NewAuth(AuthOptions{AdminToken: adminToken, Logger: log})
+	authn, err := auth.New(auth.Options{AdminToken: adminToken, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := admin.New(context.Background(), admin.Deps{Store: kv, Keys: auth, Registry: reg, Logger: log})
+	svc, err := admin.New(context.Background(), admin.Deps{Store: kv, Keys: authn, Registry: reg, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &Server{log: log, metrics: newMetrics(prometheus.NewRegistry(), reg)}
 	e := echo.New()
 	e.HTTPErrorHandler = s.errorHandler
-	v1 := e.Group("/v1", auth.Tenants())
+	v1 := e.Group("/v1", requireTenant(authn))
 	v1.GET("/whoami", func(c echo.Context) error { return c.String(http.StatusOK, TenantOf(c)) })
-	svc.Register(e.Group("/admin/v1", auth.Admin()))
+	svc.Register(e.Group("/admin/v1", requireAdmin(authn)))
 	return e, reg
 }
 
@@ -145,14 +146,14 @@ func TestAdminDisabledWithoutToken(t *testing.T) {
 }
 
 func TestAdminTokenAsHash(t *testing.T) {
-	e, _ := tenancyServer(t, admin.HashKey(testAdminToken).String(), &admin.MemKV{})
+	e, _ := tenancyServer(t, auth.HashKey(testAdminToken).String(), &admin.MemKV{})
 	if rec := call(e, "GET", "/admin/v1/tenants", "Bearer "+testAdminToken, ""); rec.Code != 200 {
 		t.Errorf("status %d: %s", rec.Code, rec.Body)
 	}
-	if rec := call(e, "GET", "/admin/v1/tenants", "Bearer "+admin.HashKey(testAdminToken).String(), ""); rec.Code != 401 {
+	if rec := call(e, "GET", "/admin/v1/tenants", "Bearer "+auth.HashKey(testAdminToken).String(), ""); rec.Code != 401 {
 		t.Errorf("the hash itself is not the token: status %d", rec.Code)
 	}
-	if _, err := NewAuth(AuthOptions{AdminToken: "sha256:zz"}); err == nil {
+	if _, err := auth.New(auth.Options{AdminToken: "sha256:zz"}); err == nil {
 		t.Error("a malformed hash is accepted")
 	}
 }
@@ -176,75 +177,4 @@ func TestKeysSurviveRestart(t *testing.T) {
 	}
 }
 
-func TestAuthenticate(t *testing.T) {
-	secret := "tp-0123456789abcdef0123456789abcdef0123456789a"
-	keyed := map[admin.KeyHash]string{admin.HashKey(secret): "acme"}
-	for _, tc := range []struct {
-		name          string
-		open          bool
-		authorization string
-		tenant        string
-		ok            bool
-	}{
-		{name: "open without header", open: true, tenant: DefaultTenant, ok: true},
-		{name: "open ignores any key", open: true, authorization: "Bearer sk-whatever", tenant: DefaultTenant, ok: true},
-		{name: "key", authorization: "Bearer " + secret, tenant: "acme", ok: true},
-		{name: "key with scheme in capitals", authorization: "BEARER " + secret, tenant: "acme", ok: true},
-		{name: "key with trailing space", authorization: "Bearer " + secret + " ", tenant: "acme", ok: true},
-		{name: "no header"},
-		{name: "scheme only", authorization: "Bearer "},
-		{name: "other scheme", authorization: "Basic " + secret},
-		{name: "no scheme", authorization: secret},
-		{name: "unknown key", authorization: "Bearer tp-nope"},
-		{name: "prefix of the key", authorization: "Bearer " + secret[:20]},
-		{name: "overlong", authorization: "Bearer " + strings.Repeat("x", maxKeyLen+1)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			a, _ := NewAuth(AuthOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			a.SetKeys(tc.open, keyed)
-			tenant, ok := a.Authenticate(tc.authorization)
-			if tenant != tc.tenant || ok != tc.ok {
-				t.Errorf("got %q %v, want %q %v", tenant, ok, tc.tenant, tc.ok)
-			}
-		})
-	}
-	t.Run("refuses all before SetKeys", func(t *testing.T) {
-		a, _ := NewAuth(AuthOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if _, ok := a.Authenticate("Bearer " + secret); ok {
-			t.Error("authenticated before any keys were published")
-		}
-	})
-}
-
-func newKeyedAuth(tb testing.TB) (*Auth, string) {
-	a, err := NewAuth(AuthOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	secret := "tp-0123456789abcdef0123456789abcdef0123456789a"
-	m := map[admin.KeyHash]string{admin.HashKey(secret): "acme"}
-	for i := range 1000 {
-		m[admin.HashKey(strings.Repeat("k", i+1))] = "other"
-	}
-	a.SetKeys(false, m)
-	return a, "Bearer " + secret
-}
-
-func TestAuthenticateDoesNotAllocate(t *testing.T) {
-	a, h := newKeyedAuth(t)
-	if n := testing.AllocsPerRun(100, func() {
-		if _, ok := a.Authenticate(h); !ok {
-			t.Fatal("not authenticated")
-		}
-	}); n != 0 {
-		t.Errorf("%v allocations per call", n)
-	}
-}
-
-func BenchmarkAuthenticate(b *testing.B) {
-	a, h := newKeyedAuth(b)
-	b.ReportAllocs()
-	for b.Loop() {
-		a.Authenticate(h)
-	}
-}
+var _ AdminAPI = (*admin.Service)(nil)

@@ -20,10 +20,12 @@
 //
 // Handlers return errors of a few classes (dispatch's and the pools and
 // affinity sentinels, flow control's sheds, engine refusals, the prompt
-// parser's field errors, *APIError); one error handler turns every class
-// into an OpenAI-shaped body {"error":{"message","type","param","code"}} and
-// its status. Once a stream has started, a failure ends the stream with an
-// error event instead; a line the failure cut short is never sent.
+// parser's field errors, echo's, and *apierror.Error, which admin and
+// responses return); one error handler maps every class onto an
+// *apierror.Error and writes it: an OpenAI-shaped body
+// {"error":{"message","type","param","code"}} and its status. Once a
+// stream has started, a failure ends the stream with an error event
+// instead; a line the failure cut short is never sent.
 //
 // # Concurrency model
 //

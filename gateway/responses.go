@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/responses"
 )
 
@@ -47,39 +48,17 @@ func tenantOf(c echo.Context) string {
 	return DefaultTenant
 }
 
-// responsesAPIError maps the responses package's error classes.
-func responsesAPIError(err error) (*APIError, bool) {
-	var re *responses.Error
-	if !errors.As(err, &re) {
-		switch {
-		case errors.Is(err, responses.ErrNotFound):
-			return &APIError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: strp("not_found"), Message: "Not found."}, true
-		case errors.Is(err, responses.ErrClosed):
-			return &APIError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strp("unavailable"), Message: "The state store is closed; retry on another gateway."}, true
-		}
-		return nil, false
-	}
-	ae := &APIError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: re.Message}
-	if re.Param != "" {
-		ae.Param = strp(re.Param)
-	}
-	if re.Code != "" {
-		ae.Code = strp(re.Code)
-	}
+// responsesAPIError maps the responses package's bare classes, which its
+// store returns as they are; every other error of the package is an
+// *apierror.Error already.
+func responsesAPIError(err error) (*apierror.Error, bool) {
 	switch {
-	case errors.Is(re, responses.ErrNotFound):
-		ae.Status = http.StatusNotFound
-	case errors.Is(re, responses.ErrRateLimited):
-		ae.Status, ae.Type = http.StatusTooManyRequests, "rate_limit_error"
-	case errors.Is(re, responses.ErrEngine):
-		if re.Status >= 400 {
-			ae.Status = re.Status
-		}
-		if ae.Status >= 500 {
-			ae.Type = "server_error"
-		}
+	case errors.Is(err, responses.ErrNotFound):
+		return apierror.NotFound("", "not_found", "Not found."), true
+	case errors.Is(err, responses.ErrClosed):
+		return apierror.Unavailable("unavailable", "The state store is closed; retry on another gateway."), true
 	}
-	return ae, true
+	return nil, false
 }
 
 // responsesAPI holds the Responses and Conversations handlers.

@@ -14,7 +14,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/turnpike-gateway/turnpike/admin"
+	"github.com/turnpike-gateway/turnpike/auth"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/responses"
@@ -50,9 +50,17 @@ type Options struct {
 	Responses *responses.Service
 	// Auth authenticates tenants and the admin API; nil leaves /v1 open
 	// (every request is the default tenant's) and mounts no admin API.
-	Auth *Auth
+	Auth *auth.Authenticator
 	// Admin serves /admin/v1 behind Auth's admin token; nil mounts none.
-	Admin *admin.Service
+	Admin AdminAPI
+}
+
+// AdminAPI is what the gateway needs of the admin REST API
+// (*admin.Service): to mount its routes on the group at /admin/v1, whose
+// middleware has checked the admin token. The gateway calls down into it;
+// admin needs nothing of the gateway.
+type AdminAPI interface {
+	Register(g *echo.Group)
 }
 
 // Server is turnpike's HTTP front: the OpenAI-compatible API, health and
@@ -115,7 +123,7 @@ func New(opts Options) (*Server, error) {
 	// it to each route as the route is added.
 	var v1 *echo.Group
 	if opts.Auth != nil {
-		v1 = e.Group("/v1", opts.Auth.Tenants())
+		v1 = e.Group("/v1", requireTenant(opts.Auth))
 	} else {
 		v1 = e.Group("/v1")
 	}
@@ -125,7 +133,7 @@ func New(opts Options) (*Server, error) {
 	s.mountResponses(v1)
 
 	if opts.Auth != nil && opts.Admin != nil {
-		opts.Admin.Register(e.Group("/admin/v1", opts.Auth.Admin()))
+		opts.Admin.Register(e.Group("/admin/v1", requireAdmin(opts.Auth)))
 	}
 
 	e.GET("/healthz", s.handleHealthz)

@@ -119,65 +119,69 @@ func (o *Options) EnsureDefaults() {
 	}
 }
 
-// ValidatePools reports every problem in a pool list at once.
+// ValidatePools reports every problem in a pool list at once, each a
+// FieldError.
 func ValidatePools(pcs []PoolConfig) error {
 	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, FieldErrorf(field, format, args...))
+	}
 	if len(pcs) == 0 {
-		errs = append(errs, errors.New("pools: at least one pool is required"))
+		bad("pools", "at least one pool is required")
 	}
 	names := map[string]bool{}
 	urls := map[string]string{}
 	for i, pc := range pcs {
 		where := fmt.Sprintf("pools[%d]", i)
 		if pc.Name == "" {
-			errs = append(errs, fmt.Errorf("%s.name: required", where))
+			bad(where+".name", "required")
 		} else if names[pc.Name] {
-			errs = append(errs, fmt.Errorf("%s.name: duplicate pool %q", where, pc.Name))
+			bad(where+".name", "duplicate pool %q", pc.Name)
 		}
 		names[pc.Name] = true
 		switch pc.Engine {
 		case "", EngineVLLM, EngineSGLang:
 		default:
-			errs = append(errs, fmt.Errorf("%s.engine: %q is not vllm or sglang", where, pc.Engine))
+			bad(where+".engine", "%q is not vllm or sglang", pc.Engine)
 		}
 		switch pc.Role {
 		case "", RoleBoth:
 		case RolePrefill, RoleDecode:
 			// Accepting these and then serving nothing from the pool would
 			// list its models and answer 404 for them.
-			errs = append(errs, fmt.Errorf("%s.role: %q is not supported: pools serve whole requests (role both); prefill/decode disaggregation is not built", where, pc.Role))
+			bad(where+".role", "%q is not supported: pools serve whole requests (role both); prefill/decode disaggregation is not built", pc.Role)
 		default:
-			errs = append(errs, fmt.Errorf("%s.role: %q is not both, prefill or decode", where, pc.Role))
+			bad(where+".role", "%q is not both, prefill or decode", pc.Role)
 		}
 		if pc.Accelerator != "" {
 			if _, ok := accelerators.LookupAccelerator(pc.Accelerator); !ok {
-				errs = append(errs, fmt.Errorf("%s.accelerator: unknown %q (known: %s)", where, pc.Accelerator, strings.Join(accelerators.AcceleratorNames(), ", ")))
+				bad(where+".accelerator", "unknown %q (known: %s)", pc.Accelerator, strings.Join(accelerators.AcceleratorNames(), ", "))
 			}
 		}
 		if pc.Model != "" {
 			if _, ok := accelerators.LookupModel(pc.Model); !ok {
-				errs = append(errs, fmt.Errorf("%s.model: unknown profile %q (known: %s)", where, pc.Model, strings.Join(accelerators.ModelNames(), ", ")))
+				bad(where+".model", "unknown profile %q (known: %s)", pc.Model, strings.Join(accelerators.ModelNames(), ", "))
 			}
 		}
 		if len(pc.ServedModels) == 0 {
-			errs = append(errs, fmt.Errorf("%s.servedModels: at least one model name is required", where))
+			bad(where+".servedModels", "at least one model name is required")
 		}
 		if len(pc.Endpoints) == 0 {
-			errs = append(errs, fmt.Errorf("%s.endpoints: at least one endpoint is required", where))
+			bad(where+".endpoints", "at least one endpoint is required")
 		}
 		for j, ec := range pc.Endpoints {
 			ew := fmt.Sprintf("%s.endpoints[%d]", where, j)
 			u, err := url.Parse(ec.URL)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				errs = append(errs, fmt.Errorf("%s.url: %q is not an http(s) URL", ew, ec.URL))
+				bad(ew+".url", "%q is not an http(s) URL", ec.URL)
 				continue
 			}
 			if prev, dup := urls[ec.URL]; dup {
-				errs = append(errs, fmt.Errorf("%s.url: %q already listed at %s", ew, ec.URL, prev))
+				bad(ew+".url", "%q already listed at %s", ec.URL, prev)
 			}
 			urls[ec.URL] = ew
 			if ec.KVEvents != "" && !strings.HasPrefix(ec.KVEvents, "tcp://") {
-				errs = append(errs, fmt.Errorf("%s.kvEvents: %q is not a tcp:// address", ew, ec.KVEvents))
+				bad(ew+".kvEvents", "%q is not a tcp:// address", ec.KVEvents)
 			}
 		}
 	}

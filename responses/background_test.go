@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 )
 
@@ -210,7 +211,7 @@ func TestBackgroundQueueCaps(t *testing.T) {
 	refused := func(tenant string) {
 		t.Helper()
 		_, err := svc.Create(t.Context(), tenant, mustDecode(t, `{"model":"m","input":"x","background":true}`), nil, nil)
-		var e *Error
+		var e *apierror.Error
 		if !errors.As(err, &e) || !errors.Is(err, ErrRateLimited) || e.Code != "rate_limit_exceeded" || e.Message == "" {
 			t.Fatalf("over the cap: %v, want rate_limit_exceeded", err)
 		}

@@ -3,12 +3,14 @@ package responses
 import (
 	"context"
 	"errors"
+
+	"github.com/turnpike-gateway/turnpike/apierror"
 )
 
 // maxConversationItems bounds the items a create or add request carries.
 const maxConversationItems = 20
 
-func convNotFound(id string) *Error {
+func convNotFound(id string) *apierror.Error {
 	return notFoundf("", "not_found", "Conversation with id '%s' not found.", id)
 }
 
@@ -26,7 +28,7 @@ func decodeConversationBody(body []byte, allowed ...string) (items []Item, metad
 		return nil, nil, false, err
 	}
 	if err := allowKeys(fields, "", allowed...); err != nil {
-		e := err.(*Error)
+		e := err.(*apierror.Error)
 		e.Param = e.Param[1:]
 		e.Message = "Unknown parameter: '" + e.Param + "'."
 		return nil, nil, false, e

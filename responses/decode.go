@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/turnpike-gateway/turnpike/apierror"
 )
 
 // CreateRequest is a decoded, validated POST /v1/responses body.
@@ -62,8 +64,8 @@ const (
 )
 
 // DecodeCreateRequest decodes a POST /v1/responses body strictly: an
-// unknown parameter, a wrong type or a value out of range is an *Error of
-// class ErrInvalid that names the parameter. Nothing is silently dropped.
+// unknown parameter, a wrong type or a value out of range is an
+// *apierror.Error of class ErrInvalid that names the parameter. Nothing is silently dropped.
 func DecodeCreateRequest(body []byte) (*CreateRequest, error) {
 	fields, err := decodeObject(body, "")
 	if err != nil {
@@ -170,7 +172,7 @@ func (r *CreateRequest) decodeField(k string, raw json.RawMessage) error {
 	return err
 }
 
-func unknownParam(p string) *Error {
+func unknownParam(p string) *apierror.Error {
 	return invalidf(p, "unknown_parameter", "Unknown parameter: '%s'.", p)
 }
 
@@ -208,7 +210,7 @@ func decodeInput(raw json.RawMessage) ([]Item, error) {
 	}
 	items, err := DecodeItems(raw, "input")
 	if err != nil {
-		if e, ok := err.(*Error); ok && e.Param == "input" && e.Code == "invalid_type" {
+		if e, ok := err.(*apierror.Error); ok && e.Param == "input" && e.Code == "invalid_type" {
 			return nil, invalidf("input", "invalid_type", "Invalid type for 'input': expected a string or an array of input items, but got %s instead.", kindOf(raw))
 		}
 	}
@@ -557,10 +559,10 @@ func decodeObject(raw json.RawMessage, param string) (map[string]json.RawMessage
 			if err != nil {
 				msg = err.Error()
 			}
-			return nil, &Error{Class: ErrInvalid, Code: "invalid_json", Message: fmt.Sprintf("We could not parse the JSON body of your request: %s.", msg)}
+			return nil, invalidf("", "invalid_json", "We could not parse the JSON body of your request: %s.", msg)
 		}
 		if kindOf(raw) != "an object" {
-			return nil, &Error{Class: ErrInvalid, Code: "invalid_json", Message: "The request body must be a JSON object."}
+			return nil, invalidf("", "invalid_json", "The request body must be a JSON object.")
 		}
 	} else if kindOf(raw) != "an object" {
 		return nil, typeError(param, "an object", raw)
@@ -612,7 +614,7 @@ func kindOf(raw json.RawMessage) string {
 	return "an integer"
 }
 
-func typeError(param, want string, raw json.RawMessage) *Error {
+func typeError(param, want string, raw json.RawMessage) *apierror.Error {
 	return invalidf(param, "invalid_type", "Invalid type for '%s': expected %s, but got %s instead.", param, want, kindOf(raw))
 }
 

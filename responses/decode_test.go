@@ -3,6 +3,8 @@ package responses
 import (
 	"errors"
 	"testing"
+
+	"github.com/turnpike-gateway/turnpike/apierror"
 )
 
 func TestDecodeCreateRequest(t *testing.T) {
@@ -37,7 +39,7 @@ func TestDecodeCreateRequest(t *testing.T) {
 				}
 				return
 			}
-			var e *Error
+			var e *apierror.Error
 			if !errors.As(err, &e) || !errors.Is(err, ErrInvalid) {
 				t.Fatalf("got %v, want an invalid request error", err)
 			}
@@ -61,7 +63,7 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := DecodeCreateRequest(body)
 		if err != nil {
-			var e *Error
+			var e *apierror.Error
 			if !errors.As(err, &e) || e.Message == "" {
 				t.Fatalf("error without a class or message: %v", err)
 			}

@@ -6,7 +6,7 @@
 // # Overview
 //
 // The gateway decodes a request with DecodeCreateRequest (strict: an
-// unknown parameter or a wrong type is an *Error naming it) and hands it
+// unknown parameter or a wrong type is an *apierror.Error naming it) and hands it
 // to Service.Create. The service rebuilds the turn's context from the
 // Store (the previous_response_id chain or the conversation), fits it to
 // the model's window (counting tokens with the turn path's tokenizer; the

@@ -2,12 +2,14 @@ package responses
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/turnpike-gateway/turnpike/apierror"
 )
 
-// Error classes. Every error the Service returns to a caller wraps one of
-// them; the gateway's one error handler maps each class to an HTTP status
-// and an OpenAI-shaped body.
+// Error classes. Every error the Service returns to a caller is an
+// *apierror.Error of one of them, with the status, param and code a client
+// needs to act on it, or (from the store) the bare ErrNotFound or
+// ErrClosed, which the gateway's one error handler maps itself.
 var (
 	// ErrNotFound: no such response, conversation or item for this tenant.
 	// Another tenant's id is not found too.
@@ -20,7 +22,9 @@ var (
 	// ErrContextLength: the conversation does not fit the model's context
 	// window and truncation is disabled.
 	ErrContextLength = errors.New("responses: context length exceeded")
-	// ErrEngine: the engine refused the request (a 4xx other than length).
+	// ErrEngine: the engine refused the request (a 4xx other than length,
+	// sent with the engine's status), or refused a background response
+	// until it gave up (503).
 	ErrEngine = errors.New("responses: engine refused the request")
 	// ErrRateLimited: the service holds as many background responses as
 	// Config.MaxQueued (or, for the tenant, MaxQueuedPerTenant) allow;
@@ -30,30 +34,25 @@ var (
 	ErrClosed = errors.New("responses: closed")
 )
 
-// Error is a classified error with the OpenAI param and code a client
-// needs to act on it.
-type Error struct {
-	// Class is one of the Err* sentinels above.
-	Class error
-	// Param names the offending request parameter, "" if none.
-	Param string
-	// Code is the OpenAI error code, "" if none.
-	Code string
-	// Message is the client-facing message.
-	Message string
-	// Status is the engine's HTTP status for ErrEngine, 0 otherwise.
-	Status int
+func invalidf(param, code, format string, args ...any) *apierror.Error {
+	return apierror.Invalid(param, code, format, args...).WithClass(ErrInvalid)
 }
 
-func (e *Error) Error() string { return e.Message }
-
-// Unwrap returns the class, so errors.Is(err, ErrNotFound) works.
-func (e *Error) Unwrap() error { return e.Class }
-
-func invalidf(param, code, format string, args ...any) *Error {
-	return &Error{Class: ErrInvalid, Param: param, Code: code, Message: fmt.Sprintf(format, args...)}
+func notFoundf(param, code, format string, args ...any) *apierror.Error {
+	return apierror.NotFound(param, code, format, args...).WithClass(ErrNotFound)
 }
 
-func notFoundf(param, code, format string, args ...any) *Error {
-	return &Error{Class: ErrNotFound, Param: param, Code: code, Message: fmt.Sprintf(format, args...)}
+// conflictf is a 400, as OpenAI answers a request its object's state does
+// not allow, not a 409.
+func conflictf(param, code, format string, args ...any) *apierror.Error {
+	return apierror.Invalid(param, code, format, args...).WithClass(ErrConflict)
+}
+
+// contextLengthf is the 400 of a conversation too long for the model.
+func contextLengthf(format string, args ...any) *apierror.Error {
+	return apierror.Invalid("input", "context_length_exceeded", format, args...).WithClass(ErrContextLength)
+}
+
+func rateLimitedf(format string, args ...any) *apierror.Error {
+	return apierror.RateLimited("rate_limit_exceeded", format, args...).WithClass(ErrRateLimited)
 }

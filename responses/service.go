@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/prompt"
 )
@@ -233,8 +234,8 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 			return nil, err
 		}
 		if !prev.Response.Ended() {
-			return nil, &Error{Class: ErrConflict, Param: "previous_response_id", Code: "previous_response_not_ended",
-				Message: fmt.Sprintf("Previous response with id '%s' has not ended yet (status %s).", req.PreviousResponseID, prev.Response.Status)}
+			return nil, conflictf("previous_response_id", "previous_response_not_ended",
+				"Previous response with id '%s' has not ended yet (status %s).", req.PreviousResponseID, prev.Response.Status)
 		}
 		t.base = prev.Context
 		if len(t.base) > 0 {
@@ -427,8 +428,7 @@ func fitItems(tok prompt.Tokenizer, req *CreateRequest, items []Item, budget int
 }
 
 func contextLengthError(total, budget int) error {
-	return &Error{Class: ErrContextLength, Param: "input", Code: "context_length_exceeded",
-		Message: fmt.Sprintf("Your input exceeds the context window of this model: about %d tokens, and %d fit. Please adjust your input, or set truncation to 'auto', and try again.", total, budget)}
+	return contextLengthf("Your input exceeds the context window of this model: about %d tokens, and %d fit. Please adjust your input, or set truncation to 'auto', and try again.", total, budget)
 }
 
 func countSystem(items []Item) int {
@@ -462,13 +462,17 @@ func (s *Service) begin(ctx context.Context, t *turn, hdr http.Header) (*dispatc
 	return dt, err
 }
 
-// engineError classifies an engine's 4xx answer.
+// engineError classifies an engine's refusal, keeping the engine's
+// message and status.
 func engineError(e *dispatch.EngineError) error {
 	if e.ContextLength() {
-		return &Error{Class: ErrContextLength, Param: "input", Code: "context_length_exceeded",
-			Message: "Your input exceeds the context window of this model: " + e.Message}
+		return contextLengthf("Your input exceeds the context window of this model: %s", e.Message)
 	}
-	return &Error{Class: ErrEngine, Status: e.Status, Code: e.Code, Message: "The model server refused the request: " + e.Message}
+	status := e.Status
+	if status < 400 || status > 599 {
+		status = http.StatusBadGateway
+	}
+	return apierror.New(status, e.Code, "The model server refused the request: %s", e.Message).WithParam(e.Param).WithClass(ErrEngine)
 }
 
 // Create makes a response. A background request is stored queued and
@@ -611,8 +615,7 @@ func (s *Service) Cancel(ctx context.Context, tenant, id string) (*Response, err
 		return nil, err
 	}
 	if !rec.Response.Background {
-		return nil, &Error{Class: ErrConflict, Code: "invalid_request",
-			Message: "Only responses created with background: true can be cancelled."}
+		return nil, conflictf("", "invalid_request", "Only responses created with background: true can be cancelled.")
 	}
 	if rec.Response.Ended() {
 		return rec.Response, nil
@@ -839,11 +842,9 @@ func (s *Service) hold(tenant string) error {
 	defer s.mu.Unlock()
 	switch {
 	case s.mu.heldByTenant[tenant] >= s.cfg.MaxQueuedPerTenant:
-		return &Error{Class: ErrRateLimited, Code: "rate_limit_exceeded", Message: fmt.Sprintf(
-			"Too many background responses: you have %d that have not finished, the most allowed. Wait for some to finish, or cancel some, and try again.", s.mu.heldByTenant[tenant])}
+		return rateLimitedf("Too many background responses: you have %d that have not finished, the most allowed. Wait for some to finish, or cancel some, and try again.", s.mu.heldByTenant[tenant])
 	case s.mu.held >= s.cfg.MaxQueued:
-		return &Error{Class: ErrRateLimited, Code: "rate_limit_exceeded",
-			Message: "Too many background responses are waiting to run on this server. Try again later."}
+		return rateLimitedf("Too many background responses are waiting to run on this server. Try again later.")
 	}
 	s.holdLocked(tenant)
 	return nil
@@ -927,7 +928,7 @@ func (s *Service) run(ctx context.Context, j *job, t *turn, r *run, hdr http.Hea
 		return
 	}
 	r.end(engErr, cancelled, s.cfg.Now().Unix())
-	var e *Error
+	var e *apierror.Error
 	if errors.As(engErr, &e) && e.Code != "" && r.resp.Error != nil {
 		r.resp.Error.Code = e.Code
 	}
@@ -1009,14 +1010,13 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // refusedError is why a background response the engine kept refusing
 // failed, in the client's terms: the refusal's own text is the gateway's,
 // not the client's.
-func refusedError(err error) *Error {
+func refusedError(err error) *apierror.Error {
 	var shed *dispatch.ShedError
 	if errors.As(err, &shed) && shed.Status == http.StatusTooManyRequests {
-		return &Error{Class: ErrRateLimited, Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded",
-			Message: "This background response was not run: your rate limits kept refusing it. Try again later."}
+		return rateLimitedf("This background response was not run: your rate limits kept refusing it. Try again later.")
 	}
-	return &Error{Class: ErrEngine, Status: http.StatusServiceUnavailable, Code: "server_overloaded",
-		Message: "This background response was not run: the model servers were overloaded and kept refusing it. Try again later."}
+	return apierror.Unavailable("server_overloaded",
+		"This background response was not run: the model servers were overloaded and kept refusing it. Try again later.").WithClass(ErrEngine)
 }
 
 // recover takes over a background response a previous process left

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/pools"
 )
 
 // Defaults of the flowControl section.
@@ -241,11 +243,12 @@ func (fc *FlowControl) interactiveReserve() int {
 	return max(fc.InteractiveReservedPerEndpoint, 0)
 }
 
-// Validate reports every problem at once. Call it after EnsureDefaults.
+// Validate reports every problem at once, each a pools.FieldError whose
+// field starts "flowControl.". Call it after EnsureDefaults.
 func (fc *FlowControl) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("turns: flowControl.%s: %s", field, fmt.Sprintf(format, args...)))
+		errs = append(errs, fieldError("flowControl."+field, format, args...))
 	}
 	for _, b := range Bands {
 		bc := fc.Bands.band(b)
@@ -353,14 +356,15 @@ func (t *Tenant) EnsureDefaults() {
 	}
 }
 
-// ValidateTenants reports every problem in a tenant list at once. Call it
-// after EnsureDefaults on each tenant.
+// ValidateTenants reports every problem in a tenant list at once, each a
+// pools.FieldError whose field starts "tenants[i].". Call it after
+// EnsureDefaults on each tenant.
 func ValidateTenants(ts []Tenant) error {
 	var errs []error
 	seen := make(map[string]bool, len(ts))
 	for i, t := range ts {
 		bad := func(field, format string, args ...any) {
-			errs = append(errs, fmt.Errorf("turns: tenants[%d].%s: %s", i, field, fmt.Sprintf(format, args...)))
+			errs = append(errs, fieldError(fmt.Sprintf("tenants[%d].%s", i, field), format, args...))
 		}
 		switch {
 		case t.Name == "":
@@ -389,4 +393,9 @@ func ValidateTenants(ts []Tenant) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// fieldError is a problem of the config field at path, in turns' words.
+func fieldError(path, format string, args ...any) error {
+	return fmt.Errorf("turns: %w", pools.FieldErrorf(path, format, args...))
 }

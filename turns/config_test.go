@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/turnpike-gateway/turnpike/pools"
 )
 
 func TestSampleConfigLoads(t *testing.T) {
@@ -137,5 +139,23 @@ func TestShedErrorClass(t *testing.T) {
 		if got := statusOf(reason); got != status {
 			t.Errorf("%s: status %d, want %d", reason, got, status)
 		}
+	}
+}
+
+// TestValidateNamesFields: each problem is a pools.FieldError with the
+// field's whole path and the problem alone, which the admin API answers
+// with.
+func TestValidateNamesFields(t *testing.T) {
+	fc := FlowControl{Shed: ShedCurve{Start: 0.9, Full: 0.5}, HoldAt: 2}
+	fc.EnsureDefaults()
+	fes := pools.FieldErrors(fc.Validate())
+	if len(fes) != 2 || fes[0].Field != "flowControl.shed.full" || fes[0].Message != "0.5 is not in (start, 1]" || fes[1].Field != "flowControl.holdAt" {
+		t.Errorf("flowControl: %+v", fes)
+	}
+	ts := []Tenant{{Name: "a", Weight: -1}}
+	ts[0].EnsureDefaults()
+	fes = pools.FieldErrors(ValidateTenants(ts))
+	if len(fes) != 1 || fes[0].Field != "tenants[0].weight" || fes[0].Message != "-1 is not positive" {
+		t.Errorf("tenants: %+v", fes)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/admin"
+	"github.com/turnpike-gateway/turnpike/auth"
 	"github.com/turnpike-gateway/turnpike/bench"
 	"github.com/turnpike-gateway/turnpike/turns"
 )
@@ -270,8 +271,8 @@ func benchTenants(cfg *Config, bc *bench.Config) error {
 	keyA, keyB := rand.Text(), rand.Text()
 	bc.Isolation.KeyA, bc.Isolation.KeyB = keyA, keyB
 	cfg.Admin.Tenants = []admin.TenantConfig{
-		{Tenant: turns.Tenant{Name: "tenant-a", Weight: 1, DefaultBand: turns.Interactive, MaxBand: turns.Interactive}, Keys: []string{admin.HashKey(keyA).String()}},
-		{Tenant: turns.Tenant{Name: "tenant-b", Weight: 1, DefaultBand: turns.Standard, MaxBand: turns.Standard}, Keys: []string{admin.HashKey(keyB).String()}},
+		{Tenant: turns.Tenant{Name: "tenant-a", Weight: 1, DefaultBand: turns.Interactive, MaxBand: turns.Interactive}, Keys: []string{auth.HashKey(keyA).String()}},
+		{Tenant: turns.Tenant{Name: "tenant-b", Weight: 1, DefaultBand: turns.Standard, MaxBand: turns.Standard}, Keys: []string{auth.HashKey(keyB).String()}},
 	}
 	return nil
 }

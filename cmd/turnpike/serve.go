@@ -19,6 +19,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/dispatch"
+	"github.com/turnpike-gateway/turnpike/auth"
 	"github.com/turnpike-gateway/turnpike/gateway"
 	"github.com/turnpike-gateway/turnpike/kv"
 	"github.com/turnpike-gateway/turnpike/pools"
@@ -300,13 +301,13 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 	}
 
 	cfg.Admin.ApplyEnv(os.Getenv)
-	auth, err := gateway.NewAuth(gateway.AuthOptions{AdminToken: cfg.Admin.AdminToken, Logger: log})
+	authn, err := auth.New(auth.Options{AdminToken: cfg.Admin.AdminToken, Logger: log})
 	if err != nil {
 		return st, err
 	}
 	adm, err := admin.New(ctx, admin.Deps{
 		Store:    store.Meta("admin"),
-		Keys:     auth,
+		Keys:     authn,
 		Flow:     flow,
 		Registry: st.reg,
 		Sessions: sess,
@@ -324,7 +325,7 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 		BodyLimit: cfg.BodyLimit,
 		OpenAPI:   turnpike.Spec,
 		Responses: svc,
-		Auth:      auth,
+		Auth:      authn,
 		Admin:     adm,
 	}); err != nil {
 		return st, err
