@@ -16,12 +16,13 @@ const module = "github.com/turnpike-gateway/turnpike/"
 // may import only the packages of ours listed for it.
 var floors = map[string][]string{
 	"gateway":          {"admin", "affinity", "kv", "pools", "responses", "sessions", "turns"},
-	"admin":            {"turns", "pools", "sessions"},
-	"responses":        {"pools", "kv"},
-	"sessions":         {"kv"},
+	"admin":            {"turns", "pools", "sessions", "state"},
+	"responses":        {"pools", "kv", "state"},
+	"sessions":         {"kv", "state"},
 	"turns":            {"pools"},
 	"affinity":         {"kv", "sessions", "pools"},
 	"kv":               {},
+	"state":            {},
 	"pools":            {"accelerators"},
 	"accelerators":     {},
 	"accelerators/sim": {"accelerators"},
