@@ -14,6 +14,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/gateway"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/responses"
+	"github.com/turnpike-gateway/turnpike/state"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -51,18 +52,18 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := responses.OpenPebble(t.TempDir(), responses.PebbleOptions{Logger: log})
+	db, err := state.OpenPebble(t.TempDir(), state.PebbleOptions{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	svc := responses.New(st, responses.Config{CollectInterval: -1, Logger: log})
+	defer db.Close()
+	svc := responses.New(responses.NewStore(db.Namespace("rs/"), responses.StoreOptions{}), responses.Config{CollectInterval: -1, Logger: log})
 	defer svc.Close()
 	auth, err := gateway.NewAuth(gateway.AuthOptions{AdminToken: "admin-secret", Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm, err := admin.New(t.Context(), admin.Deps{Store: st.Meta("admin"), Keys: auth, Registry: reg, Logger: log})
+	adm, err := admin.New(t.Context(), admin.Deps{Store: db.Namespace("m/admin/"), Keys: auth, Registry: reg, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

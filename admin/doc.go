@@ -6,8 +6,8 @@
 // # Overview
 //
 // A Service holds the tenancy: every tenant and the SHA-256 of every API
-// key. New loads it from the state store (a KV: the embedded store's
-// Meta("admin") namespace) and from the config file's tenants, then
+// key. New loads it from its namespace of the state store (a
+// state.Namespace) and from the config file's tenants, then
 // publishes it twice: the key → tenant map to the gateway's authenticator
 // (a KeyPublisher) and the tenants to flow control (a FlowController).
 // Every change made through the API is written to the store first, then

@@ -22,6 +22,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/pools"
 	tpresponses "github.com/turnpike-gateway/turnpike/responses"
+	"github.com/turnpike-gateway/turnpike/state"
 )
 
 // recorder keeps the chat completion bodies an engine receives.
@@ -76,11 +77,11 @@ func newResponsesStack(t testing.TB, timeScale float64) *responsesStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := tpresponses.OpenPebble(t.TempDir(), tpresponses.PebbleOptions{Logger: log})
+	db, err := state.OpenPebble(t.TempDir(), state.PebbleOptions{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := tpresponses.New(st, tpresponses.Config{CollectInterval: -1, Logger: log})
+	svc := tpresponses.New(tpresponses.NewStore(db.Namespace("rs/"), tpresponses.StoreOptions{}), tpresponses.Config{CollectInterval: -1, Logger: log})
 	s, err := New(Options{Registry: reg, Policy: &affinity.RoundRobin{}, Logger: log, BodyLimit: 1 << 20, Responses: svc})
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +90,7 @@ func newResponsesStack(t testing.TB, timeScale float64) *responsesStack {
 	t.Cleanup(func() {
 		front.Close()
 		svc.Close()
-		st.Close()
+		db.Close()
 		backend.Close()
 		eng.Close()
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/responses"
 	"github.com/turnpike-gateway/turnpike/sessions"
+	"github.com/turnpike-gateway/turnpike/state"
 	"github.com/turnpike-gateway/turnpike/turns"
 )
 
@@ -99,12 +100,12 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { flow.Close() })
-	store, err := responses.OpenPebble(t.TempDir(), responses.PebbleOptions{Logger: log})
+	db, err := state.OpenPebble(t.TempDir(), state.PebbleOptions{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := responses.New(store, responses.Config{CollectInterval: -1, Logger: log})
-	t.Cleanup(func() { svc.Close(); store.Close() })
+	svc := responses.New(responses.NewStore(db.Namespace("rs/"), responses.StoreOptions{}), responses.Config{CollectInterval: -1, Logger: log})
+	t.Cleanup(func() { svc.Close(); db.Close() })
 	s, err := New(Options{Registry: reg, Policy: policy, Logger: log, Metrics: metrics, Sessions: sess, Flow: flow, Hasher: hasher, Responses: svc})
 	if err != nil {
 		t.Fatal(err)

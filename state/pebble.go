@@ -85,7 +85,8 @@ func (e *pebbleEngine) apply(prefix []byte, b *Batch) error {
 	pb := e.db.NewBatch()
 	defer pb.Close()
 	// Pebble copies keys into the batch, so one buffer serves every op.
-	var buf []byte
+	var arr [128]byte
+	buf := arr[:0]
 	for _, o := range b.ops {
 		buf = append(append(buf[:0], prefix...), o.key...)
 		var err error

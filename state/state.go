@@ -95,16 +95,21 @@ type op struct {
 }
 
 // Put stores value under key.
-func (b *Batch) Put(key, value []byte) {
-	b.ops = append(b.ops, op{kind: opPut, key: key, value: value})
-}
+func (b *Batch) Put(key, value []byte) { b.add(op{kind: opPut, key: key, value: value}) }
 
 // Delete removes key.
-func (b *Batch) Delete(key []byte) { b.ops = append(b.ops, op{kind: opDelete, key: key}) }
+func (b *Batch) Delete(key []byte) { b.add(op{kind: opDelete, key: key}) }
 
 // DeletePrefix removes every key that begins with prefix.
-func (b *Batch) DeletePrefix(prefix []byte) {
-	b.ops = append(b.ops, op{kind: opDeletePrefix, key: prefix})
+func (b *Batch) DeletePrefix(prefix []byte) { b.add(op{kind: opDeletePrefix, key: prefix}) }
+
+func (b *Batch) add(o op) {
+	if b.ops == nil {
+		// A response's batch is a dozen writes: start there rather than
+		// grow from one.
+		b.ops = make([]op, 0, 8)
+	}
+	b.ops = append(b.ops, o)
 }
 
 // Len is the number of writes in the batch.

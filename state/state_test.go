@@ -60,6 +60,8 @@ var conformance = []struct {
 	{"scan stops", testScanStops},
 	{"scan is a snapshot", testScanSnapshot},
 	{"namespaces", testNamespaces},
+	{"owners' namespaces", testOwnersNamespaces},
+	{"prefix scan", testPrefixScan},
 	{"batch order", testBatchOrder},
 	{"batch atomic", testBatchAtomic},
 	{"empty batch", testEmptyBatch},
@@ -288,6 +290,49 @@ func testNamespaces(t *testing.T, db *state.DB) {
 	}
 	if got := get(t, ab, "k"); got != "ab" {
 		t.Errorf("deleting m/a/ took m/ab/'s key: %q", got)
+	}
+}
+
+// testOwnersNamespaces: the namespaces cmd hands sessions and admin keep
+// the same key apart.
+func testOwnersNamespaces(t *testing.T, db *state.DB) {
+	ctx := context.Background()
+	pins, admin := db.Namespace("m/sessions/"), db.Namespace("m/admin/")
+	pins.Put(ctx, []byte("pin/s1"), []byte("ep1"))
+	pins.Put(ctx, []byte("pin/s2"), []byte("ep2"))
+	admin.Put(ctx, []byte("pin/s1"), []byte("other"))
+	if v, err := pins.Get(ctx, []byte("pin/s1")); err != nil || string(v) != "ep1" {
+		t.Errorf("get: %q %v", v, err)
+	}
+	var keys []string
+	pins.Scan(ctx, state.Prefix([]byte("pin/")), func(k, v []byte) error { keys = append(keys, string(k)+"="+string(v)); return nil })
+	if strings.Join(keys, ",") != "pin/s1=ep1,pin/s2=ep2" {
+		t.Errorf("scan: %v", keys)
+	}
+	pins.Delete(ctx, []byte("pin/s1"))
+	if _, err := pins.Get(ctx, []byte("pin/s1")); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("after delete: %v", err)
+	}
+}
+
+// testPrefixScan: a prefix scan sees only its prefix, in order.
+func testPrefixScan(t *testing.T, db *state.DB) {
+	ctx := context.Background()
+	kv := db.Namespace("m/admin/")
+	if _, err := kv.Get(ctx, []byte("a")); !errors.Is(err, state.ErrNotFound) {
+		t.Fatalf("Get missing: %v", err)
+	}
+	for _, k := range []string{"p/b", "p/a", "q/a"} {
+		kv.Put(ctx, []byte(k), []byte(k))
+	}
+	var got []string
+	kv.Scan(ctx, state.Prefix([]byte("p/")), func(k, v []byte) error { got = append(got, string(k)+"="+string(v)); return nil })
+	if strings.Join(got, ",") != "p/a=p/a,p/b=p/b" {
+		t.Errorf("Scan: %v", got)
+	}
+	kv.Delete(ctx, []byte("p/a"))
+	if _, err := kv.Get(ctx, []byte("p/a")); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("after Delete: %v", err)
 	}
 }
 
