@@ -20,6 +20,8 @@
 // mounts it at "rs/", so on disk every key below starts with it). Values
 // are JSON but for items, which have a compact binary form (codec.go).
 // seq is a big-endian uint32, at an 8-byte big-endian Unix second.
+// testdata/layout is the specification: the keys each operation writes
+// and removes, and what a read returns.
 //
 //	r/<resp_id>              Record: tenant, expiry, the response, its context manifest
 //	i/<chain>/<seq>          Item: the items of a chain, in order
@@ -37,9 +39,9 @@
 // scan, with no record read per ancestor. A fork (a second child of one
 // response) starts a chain of its own and adds one segment. Deleting a
 // response leaves its items to the responses that continue it; retention
-// collects a chain when its last writer's TTL has passed. Item ids may be
-// the client's own, so locators are per tenant: reusing an id moves only
-// the tenant's own locator.
+// collects a chain when the TTL of the last response to extend or read it
+// has passed. Item ids may be the client's own, so locators are per
+// tenant: reusing an id moves only the tenant's own locator.
 //
 // # Concurrency model
 //
