@@ -16,6 +16,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/gateway"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/responses"
+	"github.com/turnpike-gateway/turnpike/state"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -53,22 +54,22 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := responses.OpenPebble(t.TempDir(), responses.PebbleOptions{Logger: log})
+	db, err := state.OpenPebble(t.TempDir(), state.PebbleOptions{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	defer db.Close()
 	d, err := dispatch.New(dispatch.Options{Registry: reg, Policy: &affinity.RoundRobin{}, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := responses.New(st, d, responses.Config{CollectInterval: -1, Logger: log})
+	svc := responses.New(responses.NewStore(db.Namespace("rs/"), responses.StoreOptions{}), d, responses.Config{CollectInterval: -1, Logger: log})
 	defer svc.Close()
 	authn, err := auth.New(auth.Options{AdminToken: "admin-secret", Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm, err := admin.New(t.Context(), admin.Deps{Store: st.Meta("admin"), Keys: authn, Registry: reg, Logger: log})
+	adm, err := admin.New(t.Context(), admin.Deps{Store: db.Namespace("m/admin/"), Keys: authn, Registry: reg, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,8 @@ import (
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/auth"
 	"github.com/turnpike-gateway/turnpike/pools"
-	"github.com/turnpike-gateway/turnpike/responses"
 	"github.com/turnpike-gateway/turnpike/sessions"
+	"github.com/turnpike-gateway/turnpike/state"
 	"github.com/turnpike-gateway/turnpike/turns"
 )
 
@@ -48,11 +48,18 @@ func (k *keyring) snapshot() (bool, map[auth.KeyHash]string) {
 	return k.open, maps.Clone(k.tenants)
 }
 
+// memKV is the admin namespace of an in-memory state store.
+func memKV(t *testing.T) state.Namespace {
+	db := state.NewMemory()
+	t.Cleanup(func() { db.Close() })
+	return db.Namespace("m/admin/")
+}
+
 // fixture is a Service over an in-memory store, real flow control, a
 // fleet of two endpoints and a session store, mounted on a bare Echo.
 type fixture struct {
 	svc      *admin.Service
-	kv       admin.KV
+	kv       state.Namespace
 	keys     *keyring
 	flow     *turns.Controller
 	reg      *pools.Registry
@@ -60,10 +67,10 @@ type fixture struct {
 	e        *echo.Echo
 }
 
-func newFixture(t *testing.T, kv admin.KV, cfg admin.Config) *fixture {
+func newFixture(t *testing.T, kv state.Namespace, cfg admin.Config) *fixture {
 	t.Helper()
 	if kv == nil {
-		kv = &admin.MemKV{}
+		kv = memKV(t)
 	}
 	flow, err := turns.New(turns.Config{})
 	if err != nil {
@@ -269,7 +276,7 @@ func TestKeys(t *testing.T) {
 		}
 	})
 	t.Run("store holds only the hash", func(t *testing.T) {
-		f.kv.Scan(ctx, nil, func(k, v []byte) error {
+		f.kv.Scan(ctx, state.Range{}, func(k, v []byte) error {
 			if strings.Contains(string(v), secret) {
 				t.Errorf("%s holds the secret: %s", k, v)
 			}
@@ -298,7 +305,7 @@ func TestKeys(t *testing.T) {
 			t.Errorf("key of a deleted tenant authenticates as %q", got)
 		}
 		n := 0
-		f.kv.Scan(ctx, []byte("keys/"), func(_, _ []byte) error { n++; return nil })
+		f.kv.Scan(ctx, state.Prefix([]byte("keys/")), func(_, _ []byte) error { n++; return nil })
 		if n != 0 {
 			t.Errorf("%d keys left in the store", n)
 		}
@@ -342,7 +349,7 @@ func TestFlowControl(t *testing.T) {
 }
 
 func TestFlowControlPersists(t *testing.T) {
-	kv := &admin.MemKV{}
+	kv := memKV(t)
 	f := newFixture(t, kv, admin.Config{})
 	run(t, f, []step{{name: "put", method: "PUT", path: "/admin/v1/flowcontrol", body: `{"maxInFlightPerEndpoint":9}`, status: 200}})
 	g := newFixture(t, kv, admin.Config{})
@@ -409,28 +416,28 @@ func TestReload(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// open returns a store, and a function that reopens it.
-		open func(t *testing.T) (admin.KV, func() admin.KV)
+		open func(t *testing.T) (state.Namespace, func() state.Namespace)
 	}{
-		{name: "memory", open: func(t *testing.T) (admin.KV, func() admin.KV) {
-			kv := &admin.MemKV{}
-			return kv, func() admin.KV { return kv }
+		{name: "memory", open: func(t *testing.T) (state.Namespace, func() state.Namespace) {
+			kv := memKV(t)
+			return kv, func() state.Namespace { return kv }
 		}},
-		{name: "pebble", open: func(t *testing.T) (admin.KV, func() admin.KV) {
+		{name: "pebble", open: func(t *testing.T) (state.Namespace, func() state.Namespace) {
 			dir := t.TempDir()
-			st, err := responses.OpenPebble(dir, responses.PebbleOptions{})
+			db, err := state.OpenPebble(dir, state.PebbleOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			return st.Meta("admin"), func() admin.KV {
-				if err := st.Close(); err != nil {
+			return db.Namespace("m/admin/"), func() state.Namespace {
+				if err := db.Close(); err != nil {
 					t.Fatal(err)
 				}
-				st2, err := responses.OpenPebble(dir, responses.PebbleOptions{})
+				db2, err := state.OpenPebble(dir, state.PebbleOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { st2.Close() })
-				return st2.Meta("admin")
+				t.Cleanup(func() { db2.Close() })
+				return db2.Namespace("m/admin/")
 			}
 		}},
 	} {
@@ -441,7 +448,7 @@ func TestReload(t *testing.T) {
 	}
 }
 
-func testReload(t *testing.T, kv admin.KV, reopen func() admin.KV) {
+func testReload(t *testing.T, kv state.Namespace, reopen func() state.Namespace) {
 	ctx := context.Background()
 	f := newFixture(t, kv, admin.Config{})
 	var secrets []string
@@ -517,7 +524,7 @@ func equalJSON(a, b any) bool {
 }
 
 func TestConfigTenants(t *testing.T) {
-	kv := &admin.MemKV{}
+	kv := memKV(t)
 	fileKey := auth.HashKey("tp-file-secret")
 	cfg := admin.Config{Tenants: []admin.TenantConfig{{
 		Tenant: turns.Tenant{Name: "acme", Weight: 4},
@@ -598,7 +605,7 @@ func TestConfigValidate(t *testing.T) {
 
 func TestNewFailsOnMissingEnvKey(t *testing.T) {
 	_, err := admin.New(context.Background(), admin.Deps{
-		Store:  &admin.MemKV{},
+		Store:  memKV(t),
 		Keys:   &keyring{},
 		Config: admin.Config{Tenants: []admin.TenantConfig{{Tenant: turns.Tenant{Name: "a"}, Keys: []string{"env:NOPE"}}}},
 		Getenv: func(string) string { return "" },
@@ -609,7 +616,7 @@ func TestNewFailsOnMissingEnvKey(t *testing.T) {
 }
 
 func TestWithoutFlowOrSessions(t *testing.T) {
-	svc, err := admin.New(context.Background(), admin.Deps{Store: &admin.MemKV{}, Keys: &keyring{}})
+	svc, err := admin.New(context.Background(), admin.Deps{Store: memKV(t), Keys: &keyring{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -622,29 +629,6 @@ func TestWithoutFlowOrSessions(t *testing.T) {
 		{name: "pools", method: "GET", path: "/admin/v1/pools", status: 200, want: map[string]string{"data": "[]"}},
 		{name: "endpoint", method: "POST", path: "/admin/v1/endpoints/x/drain", status: 404},
 	})
-}
-
-// The embedded state store's namespaces are KVs as they are.
-var _ admin.KV = responses.Meta(nil)
-
-func TestMemKV(t *testing.T) {
-	ctx := context.Background()
-	var kv admin.MemKV
-	if _, err := kv.Get(ctx, []byte("a")); !errors.Is(err, admin.ErrNotFound) {
-		t.Fatalf("Get missing: %v", err)
-	}
-	for _, k := range []string{"p/b", "p/a", "q/a"} {
-		kv.Put(ctx, []byte(k), []byte(k))
-	}
-	var got []string
-	kv.Scan(ctx, []byte("p/"), func(k, v []byte) error { got = append(got, string(k)+"="+string(v)); return nil })
-	if strings.Join(got, ",") != "p/a=p/a,p/b=p/b" {
-		t.Errorf("Scan: %v", got)
-	}
-	kv.Delete(ctx, []byte("p/a"))
-	if _, err := kv.Get(ctx, []byte("p/a")); !errors.Is(err, admin.ErrNotFound) {
-		t.Errorf("after Delete: %v", err)
-	}
 }
 
 // newEcho is an Echo whose error handler writes an *apierror.Error as the
@@ -667,7 +651,7 @@ func newEcho() *echo.Echo {
 func TestErrorClasses(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, nil, admin.Config{Tenants: []admin.TenantConfig{{Tenant: turns.Tenant{Name: "file"}}}})
-	bare, err := admin.New(ctx, admin.Deps{Store: &admin.MemKV{}, Keys: &keyring{}})
+	bare, err := admin.New(ctx, admin.Deps{Store: memKV(t), Keys: &keyring{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,11 +6,11 @@
 // # Overview
 //
 // A Service holds the tenancy: every tenant and the SHA-256 of every API
-// key. New loads it from the state store (a KV: the embedded store's
-// Meta("admin") namespace) and from the config file's tenants, then
-// publishes it twice: the key → tenant map to the authenticator the
-// gateway asks (a KeyPublisher, *auth.Authenticator) and the tenants to
-// flow control (a FlowController).
+// key. New loads it from its namespace of the state store (a
+// state.Namespace) and from the config file's tenants, then publishes it
+// twice: the key → tenant map to the authenticator the gateway asks (a
+// KeyPublisher, *auth.Authenticator) and the tenants to flow control (a
+// FlowController).
 // Every change made through the API is written to the store first, then
 // published, so it takes effect at once and survives a restart. Tenants and keys named in the config file are
 // read-only through the API; the file is their source of truth.

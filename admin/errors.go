@@ -14,8 +14,7 @@ import (
 // to one of them, so callers can test errors.Is(err, ErrNotFound) and the
 // handlers can answer with the error as it is.
 var (
-	// ErrNotFound: no such tenant, key, endpoint or session (and, from
-	// MemKV.Get, no such key).
+	// ErrNotFound: no such tenant, key, endpoint or session.
 	ErrNotFound = errors.New("admin: not found")
 	// ErrExists: a tenant of that name exists already.
 	ErrExists = errors.New("admin: already exists")

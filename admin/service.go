@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -23,6 +22,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/auth"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/sessions"
+	"github.com/turnpike-gateway/turnpike/state"
 	"github.com/turnpike-gateway/turnpike/turns"
 )
 
@@ -60,11 +60,18 @@ type Sessions interface {
 	Unpin(ctx context.Context, tenant, key string, reason sessions.PinReason) (bool, error)
 }
 
+// Keys of the Store namespace.
+const (
+	kvTenantPrefix = "tenants/" // + name → Tenant as JSON
+	kvKeyPrefix    = "keys/"    // + key id → storedKey as JSON
+	kvFlowControl  = "flowcontrol"
+)
+
 // Deps are what New needs.
 type Deps struct {
-	// Store persists tenants, hashed keys and the flowControl override.
-	// Required.
-	Store KV
+	// Store persists tenants, hashed keys and the flowControl override:
+	// the admin namespace of the state store. Required.
+	Store state.Namespace
 	// Keys receives the key snapshot on start and after every change.
 	// Required.
 	Keys KeyPublisher
@@ -181,7 +188,7 @@ func (s *Service) load(ctx context.Context) error {
 	}
 	tenants := make(map[string]Tenant)
 	keys := make(map[string]APIKey)
-	err := s.deps.Store.Scan(ctx, []byte(kvTenantPrefix), func(k, v []byte) error {
+	err := s.deps.Store.Scan(ctx, state.Prefix([]byte(kvTenantPrefix)), func(k, v []byte) error {
 		var t Tenant
 		if err := json.Unmarshal(v, &t); err != nil {
 			return fmt.Errorf("admin: stored tenant %q: %w", k, err)
@@ -221,7 +228,7 @@ func (s *Service) load(ctx context.Context) error {
 		return err
 	}
 	var orphans []string
-	err = s.deps.Store.Scan(ctx, []byte(kvKeyPrefix), func(k, v []byte) error {
+	err = s.deps.Store.Scan(ctx, state.Prefix([]byte(kvKeyPrefix)), func(k, v []byte) error {
 		var sk storedKey
 		if err := json.Unmarshal(v, &sk); err != nil {
 			return fmt.Errorf("admin: stored key %q: %w", k, err)
@@ -258,16 +265,11 @@ func (s *Service) loadFlowControl(ctx context.Context) error {
 		return nil
 	}
 	s.fileFlow = s.deps.Flow.Config()
-	// A scan rather than a Get: KV leaves how a missing key is told to
-	// the implementation.
-	var b []byte
-	err := s.deps.Store.Scan(ctx, []byte(kvFlowControl), func(k, v []byte) error {
-		if string(k) == kvFlowControl {
-			b = bytes.Clone(v)
-		}
+	b, err := s.deps.Store.Get(ctx, []byte(kvFlowControl))
+	if errors.Is(err, state.ErrNotFound) {
 		return nil
-	})
-	if err != nil || b == nil {
+	}
+	if err != nil {
 		return err
 	}
 	var fc turns.FlowControl

@@ -15,14 +15,22 @@ import (
 	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/auth"
 	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/state"
 )
 
 const testAdminToken = "admin-secret"
 
+// memKV is the admin namespace of an in-memory state store.
+func memKV(t *testing.T) state.Namespace {
+	db := state.NewMemory()
+	t.Cleanup(func() { db.Close() })
+	return db.Namespace("m/admin/")
+}
+
 // tenancyServer wires auth and the admin Service the way New does: the
 // tenant middleware on /v1, the admin middleware on /admin/v1, and the
 // gateway's error handler. /v1/whoami answers the request's tenant.
-func tenancyServer(t *testing.T, adminToken string, kv admin.KV) (*echo.Echo, *pools.Registry) {
+func tenancyServer(t *testing.T, adminToken string, kv state.Namespace) (*echo.Echo, *pools.Registry) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg, err := pools.NewRegistry([]pools.PoolConfig{{
@@ -64,7 +72,7 @@ func call(e *echo.Echo, method, path, authorization, body string) *httptest.Resp
 
 // TestTenancy walks a key's life through the admin API and the public API.
 func TestTenancy(t *testing.T) {
-	e, reg := tenancyServer(t, testAdminToken, &admin.MemKV{})
+	e, reg := tenancyServer(t, testAdminToken, memKV(t))
 	vars := map[string]string{}
 	expand := func(s string) string {
 		for k, v := range vars {
@@ -136,7 +144,7 @@ func TestTenancy(t *testing.T) {
 }
 
 func TestAdminDisabledWithoutToken(t *testing.T) {
-	e, _ := tenancyServer(t, "", &admin.MemKV{})
+	e, _ := tenancyServer(t, "", memKV(t))
 	for _, auth := range []string{"", "Bearer anything"} {
 		rec := call(e, "GET", "/admin/v1/tenants", auth, "")
 		if rec.Code != http.StatusNotFound {
@@ -146,7 +154,7 @@ func TestAdminDisabledWithoutToken(t *testing.T) {
 }
 
 func TestAdminTokenAsHash(t *testing.T) {
-	e, _ := tenancyServer(t, auth.HashKey(testAdminToken).String(), &admin.MemKV{})
+	e, _ := tenancyServer(t, auth.HashKey(testAdminToken).String(), memKV(t))
 	if rec := call(e, "GET", "/admin/v1/tenants", "Bearer "+testAdminToken, ""); rec.Code != 200 {
 		t.Errorf("status %d: %s", rec.Code, rec.Body)
 	}
@@ -161,7 +169,7 @@ func TestAdminTokenAsHash(t *testing.T) {
 // TestKeysSurviveRestart: a key created through the admin API works
 // against a gateway started afresh on the same store.
 func TestKeysSurviveRestart(t *testing.T) {
-	kv := &admin.MemKV{}
+	kv := memKV(t)
 	e, _ := tenancyServer(t, testAdminToken, kv)
 	call(e, "POST", "/admin/v1/tenants", "Bearer "+testAdminToken, `{"name":"acme"}`)
 	rec := call(e, "POST", "/admin/v1/tenants/acme/keys", "Bearer "+testAdminToken, "")

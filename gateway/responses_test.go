@@ -23,6 +23,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/pools"
 	tpresponses "github.com/turnpike-gateway/turnpike/responses"
+	"github.com/turnpike-gateway/turnpike/state"
 )
 
 // recorder keeps the chat completion bodies an engine receives.
@@ -77,7 +78,7 @@ func newResponsesStack(t testing.TB, timeScale float64) *responsesStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := tpresponses.OpenPebble(t.TempDir(), tpresponses.PebbleOptions{Logger: log})
+	db, err := state.OpenPebble(t.TempDir(), state.PebbleOptions{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func newResponsesStack(t testing.TB, timeScale float64) *responsesStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := tpresponses.New(st, d, tpresponses.Config{CollectInterval: -1, Logger: log})
+	svc := tpresponses.New(tpresponses.NewStore(db.Namespace("rs/"), tpresponses.StoreOptions{}), d, tpresponses.Config{CollectInterval: -1, Logger: log})
 	if err := svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func newResponsesStack(t testing.TB, timeScale float64) *responsesStack {
 	t.Cleanup(func() {
 		front.Close()
 		svc.Close()
-		st.Close()
+		db.Close()
 		backend.Close()
 		eng.Close()
 	})

@@ -19,6 +19,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/responses"
 	"github.com/turnpike-gateway/turnpike/sessions"
+	"github.com/turnpike-gateway/turnpike/state"
 	"github.com/turnpike-gateway/turnpike/turns"
 )
 
@@ -101,7 +102,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	flow.Start()
 	t.Cleanup(func() { flow.Close() })
-	store, err := responses.OpenPebble(t.TempDir(), responses.PebbleOptions{Logger: log})
+	db, err := state.OpenPebble(t.TempDir(), state.PebbleOptions{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,11 +110,11 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := responses.New(store, d, responses.Config{CollectInterval: -1, Logger: log})
+	svc := responses.New(responses.NewStore(db.Namespace("rs/"), responses.StoreOptions{}), d, responses.Config{CollectInterval: -1, Logger: log})
 	if err := svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { svc.Close(); store.Close() })
+	t.Cleanup(func() { svc.Close(); db.Close() })
 	s, err := New(Options{Registry: reg, Dispatch: d, Logger: log, Metrics: metrics, Responses: svc})
 	if err != nil {
 		t.Fatal(err)

@@ -18,17 +18,20 @@
 //
 // # Key layout and encoding
 //
-// PebbleStore keeps everything in one Pebble database. Values are JSON.
+// StateStore keeps everything in one namespace of the state store (cmd
+// mounts it at "rs/", so on disk every key below starts with it). Values
+// are JSON but for items, which have a compact binary form (codec.go).
 // seq is a big-endian uint32, at an 8-byte big-endian Unix second.
+// testdata/layout is the specification: the keys each operation writes
+// and removes, and what a read returns.
 //
-//	rs/r/<resp_id>              Record: tenant, expiry, the response, its context manifest
-//	rs/i/<chain>/<seq>          Item: the items of a chain, in order
-//	rs/h/<chain>                head: tenant, next seq, expiry (and the conversation object)
-//	rs/x/<tenant>/<item_id>     locator: tenant, chain, seq (item_reference, paging cursors)
-//	rs/e/<resp_id>/<seq>        a background response's stream event, for resume
-//	rs/q/<resp_id>              a background response that has not ended (empty value)
-//	rs/t/<at><kind><id>         retention index: kind 'r' response, 'h' chain
-//	m/<namespace>/<key>         Meta: other owners' keys ("sessions/", "admin/")
+//	r/<resp_id>              Record: tenant, expiry, the response, its context manifest
+//	i/<chain>/<seq>          Item: the items of a chain, in order
+//	h/<chain>                head: tenant, next seq, expiry (and the conversation object)
+//	x/<tenant>/<item_id>     locator: tenant, chain, seq (item_reference, paging cursors)
+//	e/<resp_id>/<seq>        a background response's stream event, for resume
+//	q/<resp_id>              a background response that has not ended (empty value)
+//	t/<at><kind><id>         retention index: kind 'r' response, 'h' chain
 //
 // A chain is an append-only run of items named after the response that
 // started it (or the conversation). A response stores only its own items
@@ -38,19 +41,20 @@
 // scan, with no record read per ancestor. A fork (a second child of one
 // response) starts a chain of its own and adds one segment. Deleting a
 // response leaves its items to the responses that continue it; retention
-// collects a chain when its last writer's TTL has passed. Item ids may be
-// the client's own, so locators are per tenant: reusing an id moves only
-// the tenant's own locator.
+// collects a chain when the TTL of the last response to extend or read it
+// has passed. Item ids may be the client's own, so locators are per
+// tenant: reusing an id moves only the tenant's own locator.
 //
 // # Concurrency model
 //
-// The store takes no global lock: every write is one batch, committed
-// synced when a client is about to see its effect, and Pebble's commit
-// pipeline shares one WAL sync among concurrent batches. Writes that read
-// a chain's head (appends) hold a striped lock on the chain id. Every
-// operation holds the store's read lock, which Close takes for writing:
-// Close waits for the operations in flight, and later ones answer
-// ErrClosed. Service methods are safe for concurrent use. Background
+// The store takes no global lock: every write is one batch, applied
+// synced when a client is about to see its effect (stream events go
+// unsynced; the synced batch that ends the response carries them), and
+// the state store shares one WAL sync among concurrent batches. Writes
+// that read a chain's head (appends) hold a striped lock on the chain id.
+// The state store owns the database: closing it waits for the operations
+// in flight, and later ones answer ErrClosed. Service methods are safe
+// for concurrent use. Background
 // responses run on their own goroutines, at most Config.Workers at once;
 // a job's in-memory event list is guarded by its mutex and readers wait on
 // a channel replaced at every event.
@@ -70,7 +74,7 @@
 // server_overloaded. A response ends exactly once, in endTurn: final
 // record, items and (for a background response) the terminal event in
 // one synced batch; only then is the end announced. Close leaves running
-// or waiting background responses pending (rs/q/); the next Start re-runs
+// or waiting background responses pending (q/); the next Start re-runs
 // each, or fails it with a clear error once it has been started
 // Config.MaxAttempts times.
 package responses

@@ -268,10 +268,7 @@ func TestFunctionCallRendering(t *testing.T) {
 func TestRetention(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	clock := func() time.Time { return now }
-	st, err := OpenPebble(t.TempDir(), PebbleOptions{TTL: time.Hour, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openStoreWith(t, t.TempDir(), StoreOptions{TTL: time.Hour, Now: clock})
 	defer st.Close()
 	svc := New(st, &fakeEngine{}, Config{CollectInterval: -1, Now: clock})
 	svc.Start(t.Context())
@@ -293,28 +290,6 @@ func TestRetention(t *testing.T) {
 	}
 	if _, err := st.GetResponse(ctx, "a", fresh.ID); err != nil {
 		t.Errorf("fresh response collected: %v", err)
-	}
-}
-
-func TestMeta(t *testing.T) {
-	st := openStore(t, t.TempDir())
-	defer st.Close()
-	ctx := context.Background()
-	pins, admin := st.Meta("sessions"), st.Meta("admin")
-	pins.Put(ctx, []byte("pin/s1"), []byte("ep1"))
-	pins.Put(ctx, []byte("pin/s2"), []byte("ep2"))
-	admin.Put(ctx, []byte("pin/s1"), []byte("other"))
-	if v, err := pins.Get(ctx, []byte("pin/s1")); err != nil || string(v) != "ep1" {
-		t.Errorf("get: %q %v", v, err)
-	}
-	var keys []string
-	pins.Scan(ctx, []byte("pin/"), func(k, v []byte) error { keys = append(keys, string(k)+"="+string(v)); return nil })
-	if strings.Join(keys, ",") != "pin/s1=ep1,pin/s2=ep2" {
-		t.Errorf("scan: %v", keys)
-	}
-	pins.Delete(ctx, []byte("pin/s1"))
-	if _, err := pins.Get(ctx, []byte("pin/s1")); !errors.Is(err, ErrNotFound) {
-		t.Errorf("after delete: %v", err)
 	}
 }
 

@@ -7,8 +7,9 @@ import (
 )
 
 // Store keeps responses, conversations, their items, background jobs and
-// stream events. PebbleStore is the embedded implementation; a shared
-// (Redis) one can follow behind the same interface.
+// stream events. StateStore is the implementation, over a namespace of
+// the state store (embedded Pebble, or a shared store behind the same
+// state.Namespace).
 //
 // Every record carries its tenant. Methods that take a tenant check it
 // and answer ErrNotFound for another tenant's id. Methods that take
@@ -67,23 +68,6 @@ type Store interface {
 	// Collect deletes what expired before now and reports how many records
 	// it removed.
 	Collect(ctx context.Context, now time.Time) (int, error)
-	// Meta is a key-value namespace on the same database for other owners.
-	Meta(namespace string) Meta
-	// Close releases the store. Pending writes are already durable.
-	Close() error
-}
-
-// Meta is a small key-value API in a namespace of its own, for state that
-// is not responses' but shares the database (session pins, tenants,
-// hashed keys). Writes are synced.
-type Meta interface {
-	Put(ctx context.Context, key, value []byte) error
-	// Get returns ErrNotFound when the key is absent.
-	Get(ctx context.Context, key []byte) ([]byte, error)
-	Delete(ctx context.Context, key []byte) error
-	// Scan calls fn for every key with prefix, in key order; the slices
-	// are valid only during the call. An error from fn stops the scan.
-	Scan(ctx context.Context, prefix []byte, fn func(key, value []byte) error) error
 }
 
 // Record is what the store keeps for a response: the client-visible object

@@ -16,6 +16,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/prompt"
+	"github.com/turnpike-gateway/turnpike/state"
 )
 
 // fakeEngine is the turn path over an engine that answers chat
@@ -163,17 +164,32 @@ func writeAnswer(w io.Writer, req *chatRequest) error {
 	return chunk("[DONE]")
 }
 
-func openStore(t testing.TB, dir string) *PebbleStore {
+// testStore is a StateStore over a Pebble state store of its own, which
+// Close closes: what the gateway does at shutdown.
+type testStore struct {
+	*StateStore
+	db *state.DB
+}
+
+func (s *testStore) Close() error { return s.db.Close() }
+
+func openStore(t testing.TB, dir string) *testStore {
 	t.Helper()
-	st, err := OpenPebble(dir, PebbleOptions{})
+	return openStoreWith(t, dir, StoreOptions{})
+}
+
+func openStoreWith(t testing.TB, dir string, opts StoreOptions) *testStore {
+	t.Helper()
+	db, err := state.OpenPebble(dir, state.PebbleOptions{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st
+	t.Cleanup(func() { db.Close() })
+	return &testStore{StateStore: NewStore(db.Namespace("rs/"), opts), db: db}
 }
 
 // newTestService starts a service on a fresh store with eng.
-func newTestService(t testing.TB, eng Engine) (*Service, *PebbleStore) {
+func newTestService(t testing.TB, eng Engine) (*Service, *testStore) {
 	t.Helper()
 	st := openStore(t, t.TempDir())
 	svc := New(st, eng, Config{CollectInterval: -1})

@@ -13,9 +13,10 @@
 // the endpoint that holds the session's KV prefix and how long that prefix
 // is. Memory is bounded: sessions idle for longer than the TTL are
 // forgotten, and beyond MaxSessions the least recently seen goes first.
-// Pins are written through to a PinStore (the durable state store in
-// production, MemPinStore in tests) and LoadPins brings them back after a
-// restart, so a restarted gateway routes every session where its cache is.
+// Pins are written through to a PinStore (KVPinStore over a namespace of
+// the durable state store in production, MemPinStore in tests) and
+// LoadPins brings them back after a restart, so a restarted gateway routes
+// every session where its cache is.
 //
 // Keys are scoped by tenant: the same key under two tenants names two
 // sessions, and nothing in this package lets one tenant read another's.

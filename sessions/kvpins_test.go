@@ -1,53 +1,18 @@
 package sessions
 
 import (
-	"bytes"
 	"context"
-	"sort"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/state"
 )
 
-// mapKV is an in-memory KV with the ordering contract of the real one.
-type mapKV struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}
-
-func (k *mapKV) Put(_ context.Context, key, value []byte) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.m == nil {
-		k.m = map[string][]byte{}
-	}
-	k.m[string(key)] = bytes.Clone(value)
-	return nil
-}
-
-func (k *mapKV) Delete(_ context.Context, key []byte) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	delete(k.m, string(key))
-	return nil
-}
-
-func (k *mapKV) Scan(_ context.Context, prefix []byte, fn func(key, value []byte) error) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	var keys []string
-	for key := range k.m {
-		if bytes.HasPrefix([]byte(key), prefix) {
-			keys = append(keys, key)
-		}
-	}
-	sort.Strings(keys)
-	for _, key := range keys {
-		if err := fn([]byte(key), k.m[key]); err != nil {
-			return err
-		}
-	}
-	return nil
+// pinSpace is the sessions namespace of an in-memory state store.
+func pinSpace(t *testing.T) state.Namespace {
+	db := state.NewMemory()
+	t.Cleanup(func() { db.Close() })
+	return db.Namespace("m/sessions/")
 }
 
 // TestKVPinStoreSurvivesRestart: pins written through one Store come back
@@ -55,8 +20,7 @@ func (k *mapKV) Scan(_ context.Context, prefix []byte, fn func(key, value []byte
 func TestKVPinStoreSurvivesRestart(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1_800_000_000, 0)
-	kv := &mapKV{}
-	ps := &KVPinStore{KV: kv, Clock: func() time.Time { return now }}
+	ps := &KVPinStore{Namespace: pinSpace(t), Clock: func() time.Time { return now }}
 	async := NewAsyncPinStore(ps, 0, func(err error) { t.Error(err) })
 	async.Start()
 	s1, err := NewStore(Options{Pins: async})
@@ -95,8 +59,7 @@ func TestKVPinStoreSurvivesRestart(t *testing.T) {
 func TestSweepCollectsPins(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1_800_000_000, 0)
-	kv := &mapKV{}
-	ps := &KVPinStore{KV: kv, Clock: func() time.Time { return now }}
+	ps := &KVPinStore{Namespace: pinSpace(t), Clock: func() time.Time { return now }}
 	s, err := NewStore(Options{Pins: ps, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -119,8 +82,7 @@ func TestSweepCollectsPins(t *testing.T) {
 func TestLoadPinsCollectsExpired(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1_800_000_000, 0)
-	kv := &mapKV{}
-	ps := &KVPinStore{KV: kv, Clock: func() time.Time { return now }}
+	ps := &KVPinStore{Namespace: pinSpace(t), Clock: func() time.Time { return now }}
 	ps.PutPin(ctx, "acme", "ancient", "ep-1")
 	s, err := NewStore(Options{Pins: ps, TTL: time.Hour})
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/responses"
 	"github.com/turnpike-gateway/turnpike/sessions"
+	"github.com/turnpike-gateway/turnpike/state"
 	"github.com/turnpike-gateway/turnpike/turns"
 )
 
@@ -251,17 +252,18 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 		return nil
 	}, noErr(st.reg.Close))
 
-	// One state store under the data dir: responses, conversations and
-	// background jobs, with namespaces for session pins and admin state.
-	store, err := responses.OpenPebble(cfg.DataDir, responses.PebbleOptions{TTL: cfg.Responses.Retention, Logger: log})
+	// One state store under the data dir, a namespace for each owner. The
+	// prefixes are those the data dir has always been written with.
+	db, err := state.OpenPebble(cfg.DataDir, state.PebbleOptions{Logger: log})
 	if err != nil {
 		return st, fmt.Errorf("open state store in %s: %w", cfg.DataDir, err)
 	}
-	st.life.start(ctx, "state store", nil, func(context.Context) error { return store.Close() })
+	st.life.start(ctx, "state store", nil, func(context.Context) error { return db.Close() })
+	store := responses.NewStore(db.Namespace("rs/"), responses.StoreOptions{TTL: cfg.Responses.Retention})
 
 	sessOpts := cfg.Sessions
 	sessOpts.Metrics = metrics
-	pins := sessions.NewAsyncPinStore(&sessions.KVPinStore{KV: store.Meta("sessions")}, 0,
+	pins := sessions.NewAsyncPinStore(&sessions.KVPinStore{Namespace: db.Namespace("m/sessions/")}, 0,
 		func(err error) { log.Warn("session pin not saved", "err", err) })
 	sessOpts.Pins = pins
 	sess, err := sessions.NewStore(sessOpts)
@@ -306,7 +308,7 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 		return st, err
 	}
 	adm, err := admin.New(ctx, admin.Deps{
-		Store:    store.Meta("admin"),
+		Store:    db.Namespace("m/admin/"),
 		Keys:     authn,
 		Flow:     flow,
 		Registry: st.reg,

@@ -1,0 +1,696 @@
+package responses
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/turnpike-gateway/turnpike/state"
+)
+
+// DefaultTTL is how long state is kept after its last write.
+const DefaultTTL = 30 * 24 * time.Hour
+
+// Key prefixes in the store's namespace; doc.go describes the layout.
+const (
+	pfxResp  = "r/"
+	pfxItem  = "i/"
+	pfxHead  = "h/"
+	pfxLoc   = "x/"
+	pfxEvent = "e/"
+	pfxJob   = "q/"
+	pfxTTL   = "t/"
+)
+
+// TTL index kinds.
+const (
+	ttlResponse = 'r'
+	ttlChain    = 'h'
+)
+
+// StoreOptions configure a StateStore.
+type StoreOptions struct {
+	// TTL is how long a response, and a chain or conversation of items,
+	// is kept after its last write. Default DefaultTTL (30 days).
+	TTL time.Duration
+	// Now is the clock; nil means time.Now. Tests move it to expire state.
+	Now func() time.Time
+}
+
+// EnsureDefaults fills the zero fields.
+func (o *StoreOptions) EnsureDefaults() {
+	if o.TTL <= 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// StateStore is the Store over a namespace of the state store, which owns
+// the database, its syncs and its life.
+//
+// Writers do not share a lock: each builds its own batch and applies it,
+// and the state store's commit pipeline groups concurrent synced batches
+// into one WAL sync. Only appends to the same chain are serialised, by a
+// striped lock on the chain id, because an append reads the chain's head.
+// After the state store is closed, every method answers ErrClosed.
+type StateStore struct {
+	ns   state.Namespace
+	opts StoreOptions
+	// chains serialises read-modify-write of chain heads, by stripe.
+	chains [256]sync.Mutex
+}
+
+// NewStore is the Store over ns, a namespace no one else writes.
+func NewStore(ns state.Namespace, opts StoreOptions) *StateStore {
+	opts.EnsureDefaults()
+	return &StateStore{ns: ns, opts: opts}
+}
+
+func (s *StateStore) expiry() int64 { return s.opts.Now().Add(s.opts.TTL).Unix() }
+
+// head is a chain's head: where its next item goes, who owns it, and, for
+// a conversation, the conversation object itself.
+type head struct {
+	Tenant       string        `json:"tenant"`
+	Next         uint32        `json:"next"`
+	ExpiresAt    int64         `json:"expires_at"`
+	Conversation *Conversation `json:"conversation,omitempty"`
+}
+
+// locator says where an item is stored.
+type locator struct {
+	Tenant string `json:"t"`
+	Chain  string `json:"c"`
+	Seq    uint32 `json:"s"`
+}
+
+func key(parts ...string) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	b := make([]byte, 0, n+5)
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b
+}
+
+// locKey is the key of tenant's locator of item id. Item ids are the
+// client's to choose, so each tenant has locators of its own; tenant
+// names hold no '/' (admin allows letters, digits, '-', '_', '.').
+func locKey(tenant, id string) []byte { return key(pfxLoc, tenant, "/", id) }
+
+// chainKeys is the prefix of a chain's items. Chain ids are response and
+// conversation ids, which hold no '/'.
+func chainKeys(chain string) []byte { return key(pfxItem, chain, "/") }
+
+func itemKey(chain string, seq uint32) []byte {
+	b := make([]byte, 0, len(pfxItem)+len(chain)+5)
+	b = append(b, pfxItem...)
+	b = append(b, chain...)
+	b = append(b, '/')
+	return binary.BigEndian.AppendUint32(b, seq)
+}
+
+// eventKeys is the prefix of a response's stream events.
+func eventKeys(id string) []byte { return key(pfxEvent, id, "/") }
+
+func eventKey(id string, seq uint32) []byte {
+	return binary.BigEndian.AppendUint32(eventKeys(id), seq)
+}
+
+func ttlKey(at int64, kind byte, id string) []byte {
+	b := key(pfxTTL)
+	b = binary.BigEndian.AppendUint64(b, uint64(at))
+	b = append(b, kind)
+	return append(b, id...)
+}
+
+// classify gives an error of the state store the class the Store
+// promises: ErrNotFound for a missing key, ErrClosed for a closed store.
+func classify(err error) error {
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		return ErrNotFound
+	case errors.Is(err, state.ErrClosed):
+		return ErrClosed
+	}
+	return err
+}
+
+// unavailable reports an error that says nothing of the key read: the
+// store is closed or the caller has given up. A read whose failure means
+// "not found" or "start afresh" passes these on instead.
+func unavailable(err error) bool {
+	return errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+func (s *StateStore) apply(ctx context.Context, b *state.Batch) error {
+	return classify(s.ns.Apply(ctx, b))
+}
+
+func (s *StateStore) scan(ctx context.Context, r state.Range, fn func(k, v []byte) error) error {
+	return classify(s.ns.Scan(ctx, r, fn))
+}
+
+func (s *StateStore) getJSON(ctx context.Context, k []byte, v any) error {
+	b, err := s.ns.Get(ctx, k)
+	if err != nil {
+		return classify(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("responses: decoding %q: %w", k, err)
+	}
+	return nil
+}
+
+func setJSON(b *state.Batch, k []byte, v any) error {
+	buf, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("responses: encoding %q: %w", k, err)
+	}
+	b.Put(k, buf)
+	return nil
+}
+
+// lockChains locks the stripes of chains in stripe order, so that two
+// writers locking overlapping sets cannot deadlock.
+func (s *StateStore) lockChains(chains ...string) (unlock func()) {
+	var buf [4]int
+	stripes := buf[:0]
+	for _, c := range chains {
+		h := fnv.New32a()
+		h.Write([]byte(c))
+		stripes = append(stripes, int(h.Sum32()%uint32(len(s.chains))))
+	}
+	slices.Sort(stripes)
+	stripes = slices.Compact(stripes)
+	for _, i := range stripes {
+		s.chains[i].Lock()
+	}
+	return func() {
+		for _, i := range stripes {
+			s.chains[i].Unlock()
+		}
+	}
+}
+
+func (s *StateStore) readHead(ctx context.Context, chain string) (*head, error) {
+	var h head
+	if err := s.getJSON(ctx, key(pfxHead, chain), &h); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
+// writeHeadLocked writes h with a fresh expiry and moves its TTL entry.
+func (s *StateStore) writeHeadLocked(b *state.Batch, chain string, h *head) error {
+	exp := s.expiry()
+	if h.ExpiresAt != 0 && h.ExpiresAt != exp {
+		b.Delete(ttlKey(h.ExpiresAt, ttlChain, chain))
+	}
+	h.ExpiresAt = exp
+	b.Put(ttlKey(exp, ttlChain, chain), nil)
+	return setJSON(b, key(pfxHead, chain), h)
+}
+
+// appendLocked writes items at seq from.. of chain, with their locators.
+func appendLocked(b *state.Batch, tenant, chain string, from uint32, items []Item) error {
+	for i := range items {
+		seq := from + uint32(i)
+		b.Put(itemKey(chain, seq), encodeItem(nil, &items[i]))
+		if err := setJSON(b, locKey(tenant, items[i].ID), locator{Tenant: tenant, Chain: chain, Seq: seq}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *StateStore) writeRecord(b *state.Batch, rec *Record) error {
+	exp := s.expiry()
+	if rec.ExpiresAt != 0 && rec.ExpiresAt != exp {
+		b.Delete(ttlKey(rec.ExpiresAt, ttlResponse, rec.Response.ID))
+	}
+	rec.ExpiresAt = exp
+	b.Put(ttlKey(exp, ttlResponse, rec.Response.ID), nil)
+	if rec.Job != nil {
+		b.Put(key(pfxJob, rec.Response.ID), nil)
+	} else {
+		b.Delete(key(pfxJob, rec.Response.ID))
+	}
+	return setJSON(b, key(pfxResp, rec.Response.ID), rec)
+}
+
+// deleteRecord removes response id's record, its job entry and its
+// events; its TTL entry is the caller's.
+func deleteRecord(b *state.Batch, id string) {
+	b.Delete(key(pfxResp, id))
+	b.Delete(key(pfxJob, id))
+	b.DeletePrefix(eventKeys(id))
+}
+
+// GetResponse implements Store.
+func (s *StateStore) GetResponse(ctx context.Context, tenant, id string) (*Record, error) {
+	return s.readRecord(ctx, tenant, id)
+}
+
+// readRecord reads tenant's record of response id.
+func (s *StateStore) readRecord(ctx context.Context, tenant, id string) (*Record, error) {
+	var rec Record
+	if err := s.getJSON(ctx, key(pfxResp, id), &rec); err != nil {
+		return nil, err
+	}
+	if rec.Tenant != tenant {
+		return nil, ErrNotFound
+	}
+	return &rec, nil
+}
+
+// PutResponse implements Store.
+func (s *StateStore) PutResponse(ctx context.Context, rec *Record, sync bool) error {
+	b := state.Batch{Sync: sync}
+	if err := s.writeRecord(&b, rec); err != nil {
+		return err
+	}
+	return s.apply(ctx, &b)
+}
+
+// EndResponse implements Store.
+func (s *StateStore) EndResponse(ctx context.Context, rec *Record, base []Segment, items []Item, final *StreamEvent) error {
+	id := rec.Response.ID
+	n := uint32(len(items))
+	chains := []string{id}
+	if rec.Conversation != "" {
+		chains = append(chains, rec.Conversation)
+	}
+	for _, sg := range base {
+		chains = append(chains, sg.Chain)
+	}
+	unlock := s.lockChains(chains...)
+	defer unlock()
+
+	b := state.Batch{Sync: true}
+	var chain string
+	var h *head
+	var err error
+	switch {
+	case rec.Conversation != "":
+		chain = rec.Conversation
+		if h, err = s.readHead(ctx, chain); unavailable(err) {
+			return err
+		} else if err != nil || h.Tenant != rec.Tenant || h.Conversation == nil {
+			return fmt.Errorf("%w: conversation %s", ErrNotFound, chain)
+		}
+		rec.Context = []Segment{{Chain: chain, From: 0, To: h.Next + n}}
+	case len(base) > 0:
+		last := base[len(base)-1]
+		h, err = s.readHead(ctx, last.Chain)
+		if unavailable(err) {
+			return err
+		}
+		if err == nil && h.Next == last.To && h.Conversation == nil {
+			// The parent is the chain's tip: extend the chain in place.
+			chain = last.Chain
+			rec.Context = append(slices.Clone(base[:len(base)-1]), Segment{Chain: chain, From: last.From, To: last.To + n})
+		} else {
+			// A fork (the parent already has a child) or a turn after a
+			// conversation response: start a segment of our own.
+			chain, h = id, &head{Tenant: rec.Tenant}
+			rec.Context = append(slices.Clone(base), Segment{Chain: chain, From: 0, To: n})
+		}
+		// Keep every chain this context reads alive as long as it.
+		for _, sg := range base {
+			if sg.Chain == chain {
+				continue
+			}
+			if oh, err := s.readHead(ctx, sg.Chain); err == nil {
+				if err := s.writeHeadLocked(&b, sg.Chain, oh); err != nil {
+					return err
+				}
+			}
+		}
+	default:
+		chain, h = id, &head{Tenant: rec.Tenant}
+		rec.Context = []Segment{{Chain: chain, From: 0, To: n}}
+	}
+	from := h.Next
+	if err := appendLocked(&b, rec.Tenant, chain, from, items); err != nil {
+		return err
+	}
+	h.Next = from + n
+	if err := s.writeHeadLocked(&b, chain, h); err != nil {
+		return err
+	}
+	rec.Own = Segment{Chain: chain, From: from, To: from + n}
+	rec.Input, rec.Job = nil, nil
+	if err := s.writeRecord(&b, rec); err != nil {
+		return err
+	}
+	if final != nil {
+		b.Put(eventKey(id, uint32(final.Seq)), final.Data)
+	}
+	return s.apply(ctx, &b)
+}
+
+// DeleteResponse implements Store.
+func (s *StateStore) DeleteResponse(ctx context.Context, tenant, id string) error {
+	rec, err := s.readRecord(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	b := state.Batch{Sync: true}
+	deleteRecord(&b, id)
+	b.Delete(ttlKey(rec.ExpiresAt, ttlResponse, id))
+	return s.apply(ctx, &b)
+}
+
+// LoadContext implements Store.
+func (s *StateStore) LoadContext(ctx context.Context, segs []Segment) ([]Item, error) {
+	var n int
+	for _, sg := range segs {
+		n += int(sg.To - sg.From)
+	}
+	items := make([]Item, 0, n)
+	for _, sg := range segs {
+		r := state.Range{Start: itemKey(sg.Chain, sg.From), End: itemKey(sg.Chain, sg.To)}
+		err := s.scan(ctx, r, func(k, v []byte) error {
+			item, err := decodeStoredItem(v)
+			if err != nil {
+				return fmt.Errorf("responses: item %q: %w", k, err)
+			}
+			items = append(items, item)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return items, nil
+}
+
+// errPageFull stops a scan that has filled its page.
+var errPageFull = errors.New("responses: page full")
+
+// ListItems implements Store.
+func (s *StateStore) ListItems(ctx context.Context, tenant string, seg Segment, opts ListOptions) ([]Item, bool, error) {
+	lo, hi := seg.From, seg.To
+	if opts.After != "" {
+		var loc locator
+		if err := s.getJSON(ctx, locKey(tenant, opts.After), &loc); unavailable(err) {
+			return nil, false, err
+		} else if err != nil || loc.Tenant != tenant || loc.Chain != seg.Chain || loc.Seq < seg.From || loc.Seq >= seg.To {
+			return nil, false, invalidf("after", "invalid_value", "Invalid 'after': no item with id '%s' in this list.", opts.After)
+		}
+		if opts.Order == "asc" {
+			lo = loc.Seq + 1
+		} else {
+			hi = loc.Seq
+		}
+	}
+	if lo >= hi {
+		return []Item{}, false, nil
+	}
+	items := make([]Item, 0, min(opts.Limit, int(hi-lo)))
+	r := state.Range{Start: itemKey(seg.Chain, lo), End: itemKey(seg.Chain, hi), Reverse: opts.Order != "asc"}
+	err := s.scan(ctx, r, func(k, v []byte) error {
+		if len(items) == opts.Limit {
+			return errPageFull
+		}
+		item, err := decodeStoredItem(v)
+		if err != nil {
+			return fmt.Errorf("responses: item %q: %w", k, err)
+		}
+		items = append(items, item)
+		return nil
+	})
+	if err == errPageFull {
+		return items, true, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return items, false, nil
+}
+
+// GetItem implements Store.
+func (s *StateStore) GetItem(ctx context.Context, tenant, id string) (Item, Segment, error) {
+	var loc locator
+	if err := s.getJSON(ctx, locKey(tenant, id), &loc); err != nil {
+		return Item{}, Segment{}, err
+	}
+	if loc.Tenant != tenant {
+		return Item{}, Segment{}, ErrNotFound
+	}
+	v, err := s.ns.Get(ctx, itemKey(loc.Chain, loc.Seq))
+	if err != nil {
+		return Item{}, Segment{}, classify(err)
+	}
+	item, err := decodeStoredItem(v)
+	return item, Segment{Chain: loc.Chain, From: loc.Seq, To: loc.Seq + 1}, err
+}
+
+// CreateConversation implements Store.
+func (s *StateStore) CreateConversation(ctx context.Context, tenant string, c *Conversation, items []Item) error {
+	unlock := s.lockChains(c.ID)
+	defer unlock()
+	b := state.Batch{Sync: true}
+	if err := appendLocked(&b, tenant, c.ID, 0, items); err != nil {
+		return err
+	}
+	if err := s.writeHeadLocked(&b, c.ID, &head{Tenant: tenant, Next: uint32(len(items)), Conversation: c}); err != nil {
+		return err
+	}
+	return s.apply(ctx, &b)
+}
+
+func (s *StateStore) conversationLocked(ctx context.Context, tenant, id string) (*head, error) {
+	h, err := s.readHead(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if h.Tenant != tenant || h.Conversation == nil {
+		return nil, ErrNotFound
+	}
+	return h, nil
+}
+
+// GetConversation implements Store.
+func (s *StateStore) GetConversation(ctx context.Context, tenant, id string) (*Conversation, Segment, error) {
+	h, err := s.conversationLocked(ctx, tenant, id)
+	if err != nil {
+		return nil, Segment{}, err
+	}
+	return h.Conversation, Segment{Chain: id, From: 0, To: h.Next}, nil
+}
+
+// UpdateConversation implements Store.
+func (s *StateStore) UpdateConversation(ctx context.Context, tenant, id string, metadata map[string]string) (*Conversation, error) {
+	unlock := s.lockChains(id)
+	defer unlock()
+	h, err := s.conversationLocked(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	h.Conversation.Metadata = metadata
+	b := state.Batch{Sync: true}
+	if err := s.writeHeadLocked(&b, id, h); err != nil {
+		return nil, err
+	}
+	return h.Conversation, s.apply(ctx, &b)
+}
+
+// DeleteConversation implements Store.
+func (s *StateStore) DeleteConversation(ctx context.Context, tenant, id string) error {
+	unlock := s.lockChains(id)
+	defer unlock()
+	h, err := s.conversationLocked(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	b := state.Batch{Sync: true}
+	if err := s.deleteChainLocked(ctx, &b, id, h); err != nil {
+		return err
+	}
+	return s.apply(ctx, &b)
+}
+
+// deleteChainLocked removes a chain's items, their locators and its head.
+// A locator that a later item with the same id has taken over stays.
+func (s *StateStore) deleteChainLocked(ctx context.Context, b *state.Batch, chain string, h *head) error {
+	// The ids first, the locators after the scan: a scan's callback may
+	// not call into the state store.
+	var ids []string
+	r := state.Range{Start: itemKey(chain, 0), End: itemKey(chain, h.Next)}
+	err := s.scan(ctx, r, func(_, v []byte) error {
+		if item, err := decodeStoredItem(v); err == nil && item.ID != "" {
+			ids = append(ids, item.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		k := locKey(h.Tenant, id)
+		var loc locator
+		if s.getJSON(ctx, k, &loc) == nil && loc.Chain == chain {
+			b.Delete(k)
+		}
+	}
+	b.DeletePrefix(chainKeys(chain))
+	b.Delete(key(pfxHead, chain))
+	b.Delete(ttlKey(h.ExpiresAt, ttlChain, chain))
+	return nil
+}
+
+// AppendItems implements Store.
+func (s *StateStore) AppendItems(ctx context.Context, tenant, conv string, items []Item) error {
+	unlock := s.lockChains(conv)
+	defer unlock()
+	h, err := s.conversationLocked(ctx, tenant, conv)
+	if err != nil {
+		return err
+	}
+	b := state.Batch{Sync: true}
+	if err := appendLocked(&b, tenant, conv, h.Next, items); err != nil {
+		return err
+	}
+	h.Next += uint32(len(items))
+	if err := s.writeHeadLocked(&b, conv, h); err != nil {
+		return err
+	}
+	return s.apply(ctx, &b)
+}
+
+// DeleteItem implements Store.
+func (s *StateStore) DeleteItem(ctx context.Context, tenant, conv, id string) error {
+	unlock := s.lockChains(conv)
+	defer unlock()
+	if _, err := s.conversationLocked(ctx, tenant, conv); err != nil {
+		return err
+	}
+	var loc locator
+	if err := s.getJSON(ctx, locKey(tenant, id), &loc); err != nil {
+		return err
+	}
+	if loc.Tenant != tenant || loc.Chain != conv {
+		return ErrNotFound
+	}
+	b := state.Batch{Sync: true}
+	b.Delete(itemKey(conv, loc.Seq))
+	b.Delete(locKey(tenant, id))
+	return s.apply(ctx, &b)
+}
+
+// AppendEvent implements Store.
+func (s *StateStore) AppendEvent(ctx context.Context, id string, seq int, event []byte) error {
+	var b state.Batch // unsynced: the response's next synced write carries it
+	b.Put(eventKey(id, uint32(seq)), event)
+	return s.apply(ctx, &b)
+}
+
+// Events implements Store.
+func (s *StateStore) Events(ctx context.Context, id string, after int) ([][]byte, error) {
+	r := state.Range{Start: eventKey(id, uint32(max(after+1, 0))), End: state.Prefix(eventKeys(id)).End}
+	var out [][]byte
+	err := s.scan(ctx, r, func(_, v []byte) error {
+		out = append(out, bytes.Clone(v))
+		return nil
+	})
+	return out, err
+}
+
+// DropEvents implements Store.
+func (s *StateStore) DropEvents(ctx context.Context, id string) error {
+	var b state.Batch
+	b.DeletePrefix(eventKeys(id))
+	return s.apply(ctx, &b)
+}
+
+// PendingJobs implements Store.
+func (s *StateStore) PendingJobs(ctx context.Context) ([]*Record, error) {
+	var ids []string
+	err := s.scan(ctx, state.Prefix([]byte(pfxJob)), func(k, _ []byte) error {
+		ids = append(ids, string(k[len(pfxJob):]))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var recs []*Record
+	for _, id := range ids {
+		var rec Record
+		if err := s.getJSON(ctx, key(pfxResp, id), &rec); unavailable(err) {
+			return nil, err
+		} else if err != nil {
+			continue
+		}
+		if rec.Job != nil {
+			recs = append(recs, &rec)
+		}
+	}
+	return recs, nil
+}
+
+// Collect implements Store. A TTL entry may be stale (its record was
+// written again later with a new expiry); the record's own expiry decides.
+func (s *StateStore) Collect(ctx context.Context, now time.Time) (int, error) {
+	type entry struct {
+		key  []byte
+		kind byte
+		id   string
+	}
+	var due []entry
+	r := state.Range{Start: []byte(pfxTTL), End: binary.BigEndian.AppendUint64([]byte(pfxTTL), uint64(now.Unix()+1))}
+	err := s.scan(ctx, r, func(k, _ []byte) error {
+		if len(k) >= len(pfxTTL)+9 {
+			due = append(due, entry{bytes.Clone(k), k[len(pfxTTL)+8], string(k[len(pfxTTL)+9:])})
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	removed := 0
+	for _, e := range due {
+		if err := ctx.Err(); err != nil {
+			return removed, err
+		}
+		// Unsynced: what is collected may come back after a crash, and
+		// the next collection takes it again.
+		var b state.Batch
+		b.Delete(e.key)
+		switch e.kind {
+		case ttlResponse:
+			var rec Record
+			if s.getJSON(ctx, key(pfxResp, e.id), &rec) == nil && rec.ExpiresAt <= now.Unix() {
+				deleteRecord(&b, e.id)
+				removed++
+			}
+		case ttlChain:
+			unlock := s.lockChains(e.id)
+			if h, err := s.readHead(ctx, e.id); err == nil && h.ExpiresAt <= now.Unix() {
+				if err := s.deleteChainLocked(ctx, &b, e.id, h); err == nil {
+					removed++
+				}
+			}
+			unlock()
+		}
+		if err := s.apply(ctx, &b); err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
+}
+
+var _ Store = (*StateStore)(nil)

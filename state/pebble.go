@@ -1,0 +1,141 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// PebbleOptions configure OpenPebble.
+type PebbleOptions struct {
+	// Logger receives Pebble's own log lines; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills the zero fields.
+func (o *PebbleOptions) EnsureDefaults() {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// OpenPebble opens (creating if needed) the Pebble database in dir.
+func OpenPebble(dir string, opts PebbleOptions) (*DB, error) {
+	opts.EnsureDefaults()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{opts.Logger}})
+	if err != nil {
+		return nil, fmt.Errorf("state: opening the store in %s: %w", dir, err)
+	}
+	return newDB(&pebbleEngine{db: db}), nil
+}
+
+// pebbleEngine is the embedded engine. It takes no lock: each apply is a
+// batch of its own, so concurrent synced applies share WAL syncs in
+// Pebble's commit pipeline.
+type pebbleEngine struct {
+	db *pebble.DB
+}
+
+func (e *pebbleEngine) get(key []byte) ([]byte, error) {
+	v, closer, err := e.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state: reading %q: %w", key, err)
+	}
+	defer closer.Close()
+	return bytes.Clone(v), nil
+}
+
+func (e *pebbleEngine) scan(lo, hi []byte, reverse bool, fn func(key, value []byte) error) error {
+	it, err := e.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return fmt.Errorf("state: scan: %w", err)
+	}
+	ok, step := it.First(), it.Next
+	if reverse {
+		ok, step = it.Last(), it.Prev
+	}
+	for ; ok; ok = step() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			break // it.Close reports it
+		}
+		if err := fn(it.Key(), v); err != nil {
+			it.Close()
+			return err
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("state: scan: %w", err)
+	}
+	return nil
+}
+
+func (e *pebbleEngine) apply(prefix []byte, b *Batch) error {
+	pb := e.db.NewBatch()
+	defer pb.Close()
+	// Pebble copies keys into the batch, so one buffer serves every op.
+	var arr [128]byte
+	buf := arr[:0]
+	for _, o := range b.ops {
+		buf = append(append(buf[:0], prefix...), o.key...)
+		var err error
+		switch o.kind {
+		case opPut:
+			err = pb.Set(buf, o.value, nil)
+		case opDelete:
+			err = pb.Delete(buf, nil)
+		case opDeletePrefix:
+			err = pb.DeleteRange(buf, prefixEnd(buf), nil)
+		}
+		if err != nil {
+			return fmt.Errorf("state: batch: %w", err)
+		}
+	}
+	opts := pebble.NoSync
+	if b.Sync {
+		opts = pebble.Sync
+	}
+	if err := pb.Commit(opts); err != nil {
+		return fmt.Errorf("state: commit: %w", err)
+	}
+	return nil
+}
+
+// close closes the database; closing the WAL syncs what unsynced batches
+// wrote.
+func (e *pebbleEngine) close() error { return e.db.Close() }
+
+// pebbleLogger sends Pebble's log lines to slog: its chatter at debug,
+// its errors at warn.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	if p.l.Enabled(context.Background(), slog.LevelDebug) {
+		p.l.Debug("pebble: " + fmt.Sprintf(format, args...))
+	}
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Warn("pebble: " + fmt.Sprintf(format, args...))
+}
+
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	p.l.Error("pebble: " + fmt.Sprintf(format, args...))
+	os.Exit(1)
+}
+
+var (
+	_ engine        = (*pebbleEngine)(nil)
+	_ pebble.Logger = pebbleLogger{}
+)

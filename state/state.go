@@ -1,0 +1,272 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+var (
+	// ErrNotFound: no value under the key.
+	ErrNotFound = errors.New("state: not found")
+	// ErrClosed: the DB has been closed.
+	ErrClosed = errors.New("state: closed")
+)
+
+// Namespace is one owner's part of the store: every key it reads or writes
+// is under the owner's prefix, which the Namespace adds and strips, so an
+// owner sees only its own keys, in byte order.
+//
+// Each method says how a Redis implementation would do it: keys as Redis
+// strings under the namespace's prefix, and one sorted set per namespace,
+// all scores 0, holding its keys so that they can be scanned in byte order
+// (ZRANGEBYLEX), updated in the same MULTI as the strings.
+type Namespace interface {
+	// Get returns a copy of the value under key, or ErrNotFound.
+	// Redis: GET.
+	Get(ctx context.Context, key []byte) ([]byte, error)
+	// Put stores value under key, replacing what was there, durably.
+	// Redis: SET and ZADD in one MULTI.
+	Put(ctx context.Context, key, value []byte) error
+	// Delete removes key, durably; a missing key is not an error.
+	// Redis: DEL and ZREM in one MULTI.
+	Delete(ctx context.Context, key []byte) error
+	// Scan calls fn for every key in r, in byte order (descending if
+	// r.Reverse), on a consistent view: writes that commit during the scan
+	// are not seen. The slices are valid only during the call, and fn must
+	// not call into the DB (see the package doc). The first error fn
+	// returns stops the scan and is returned as it is.
+	// Redis: ZRANGEBYLEX (ZREVRANGEBYLEX) by pages, then MGET; a page is
+	// consistent, the whole scan is only if a Lua script reads it at once.
+	Scan(ctx context.Context, r Range, fn func(key, value []byte) error) error
+	// Apply commits b whole or not at all; see Batch.Sync for when it is
+	// durable. An empty batch is a no-op.
+	// Redis: the batch's commands in one MULTI/EXEC, or in one Lua script
+	// when it holds a DeletePrefix, which must list the keys it deletes.
+	Apply(ctx context.Context, b *Batch) error
+}
+
+// Range is a span of keys of a namespace: [Start, End).
+type Range struct {
+	// Start is the first key in the range; nil means the namespace's first.
+	Start []byte
+	// End is the first key after the range; nil means past the
+	// namespace's last.
+	End []byte
+	// Reverse scans from the last key down to Start.
+	Reverse bool
+}
+
+// Prefix is the range of the keys that begin with p; Prefix(nil) is the
+// whole namespace.
+func Prefix(p []byte) Range { return Range{Start: p, End: prefixEnd(p)} }
+
+// Batch is a set of writes applied together by Namespace.Apply, in the
+// order they were added: a Put after a DeletePrefix that covers it
+// survives it. The zero value is an empty, unsynced batch.
+//
+// A batch keeps the slices it is given, without copying, until Apply
+// returns: do not change them before.
+type Batch struct {
+	// Sync makes Apply return only once the batch is durable (it survives
+	// a kill -9). Without it, the batch is durable once a later synced
+	// write of the same DB has returned, or the DB has been closed.
+	// Redis: durability is the server's (appendfsync); Sync adds a WAIT
+	// for the replicas.
+	Sync bool
+	ops  []op
+}
+
+type opKind uint8
+
+const (
+	opPut opKind = iota
+	opDelete
+	opDeletePrefix
+)
+
+type op struct {
+	kind       opKind
+	key, value []byte
+}
+
+// Put stores value under key.
+func (b *Batch) Put(key, value []byte) { b.add(op{kind: opPut, key: key, value: value}) }
+
+// Delete removes key.
+func (b *Batch) Delete(key []byte) { b.add(op{kind: opDelete, key: key}) }
+
+// DeletePrefix removes every key that begins with prefix.
+func (b *Batch) DeletePrefix(prefix []byte) { b.add(op{kind: opDeletePrefix, key: prefix}) }
+
+func (b *Batch) add(o op) {
+	if b.ops == nil {
+		// A response's batch is a dozen writes: start there rather than
+		// grow from one.
+		b.ops = make([]op, 0, 8)
+	}
+	b.ops = append(b.ops, o)
+}
+
+// Len is the number of writes in the batch.
+func (b *Batch) Len() int { return len(b.ops) }
+
+// engine is a store without namespaces: its keys are whole. The DB holds
+// its read lock around every call, so an engine never sees a call after
+// close.
+type engine interface {
+	// get returns a copy of the value under key, or ErrNotFound.
+	get(key []byte) ([]byte, error)
+	// scan calls fn for the keys in [lo, hi), hi never nil.
+	scan(lo, hi []byte, reverse bool, fn func(key, value []byte) error) error
+	// apply commits b with prefix before every key.
+	apply(prefix []byte, b *Batch) error
+	close() error
+}
+
+// DB is an open store; Namespace hands out its parts. OpenPebble and
+// NewMemory make one.
+type DB struct {
+	eng engine
+	mu  struct {
+		sync.RWMutex
+		// protects the field below, and eng's life: every operation
+		// holds mu shared, Close holds it exclusively
+		closed bool
+	}
+	prefixes struct {
+		sync.Mutex
+		// protects the field below
+		taken []string
+	}
+}
+
+func newDB(eng engine) *DB { return &DB{eng: eng} }
+
+// Namespace returns the namespace of the keys under prefix. A prefix ends
+// in '/', and no prefix handed out by a DB is a proper prefix of another,
+// so no owner's keys run into another's; asking twice for one prefix
+// gives the same keys. A prefix that breaks the rule is a bug of the
+// caller's, and panics.
+func (db *DB) Namespace(prefix string) Namespace {
+	if !strings.HasSuffix(prefix, "/") {
+		panic(fmt.Sprintf("state: namespace prefix %q does not end in '/'", prefix))
+	}
+	db.prefixes.Lock()
+	defer db.prefixes.Unlock()
+	for _, p := range db.prefixes.taken {
+		if p != prefix && (strings.HasPrefix(p, prefix) || strings.HasPrefix(prefix, p)) {
+			panic(fmt.Sprintf("state: namespace prefix %q overlaps %q", prefix, p))
+		}
+	}
+	if !slices.Contains(db.prefixes.taken, prefix) {
+		db.prefixes.taken = append(db.prefixes.taken, prefix)
+	}
+	return &namespace{db: db, prefix: []byte(prefix)}
+}
+
+// Close waits for the operations in flight and closes the store: unsynced
+// batches are made durable. Operations after Close answer ErrClosed; a
+// second Close does nothing.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.mu.closed {
+		return nil
+	}
+	db.mu.closed = true
+	return db.eng.close()
+}
+
+// enter starts an operation: it holds mu shared until leave, so Close
+// cannot close the engine under it. On error, nothing is held.
+// Operations never nest, so no one takes mu twice.
+func (db *DB) enter(ctx context.Context) error {
+	db.mu.RLock()
+	if db.mu.closed {
+		db.mu.RUnlock()
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		db.mu.RUnlock()
+		return err
+	}
+	return nil
+}
+
+// leave ends an operation begun by enter.
+func (db *DB) leave() { db.mu.RUnlock() }
+
+type namespace struct {
+	db     *DB
+	prefix []byte
+}
+
+// key is k under the namespace's prefix, in a slice of its own.
+func (n *namespace) key(k []byte) []byte {
+	return append(n.prefix[:len(n.prefix):len(n.prefix)], k...)
+}
+
+func (n *namespace) Get(ctx context.Context, key []byte) ([]byte, error) {
+	if err := n.db.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer n.db.leave()
+	return n.db.eng.get(n.key(key))
+}
+
+func (n *namespace) Put(ctx context.Context, key, value []byte) error {
+	b := Batch{Sync: true, ops: []op{{kind: opPut, key: key, value: value}}}
+	return n.Apply(ctx, &b)
+}
+
+func (n *namespace) Delete(ctx context.Context, key []byte) error {
+	b := Batch{Sync: true, ops: []op{{kind: opDelete, key: key}}}
+	return n.Apply(ctx, &b)
+}
+
+func (n *namespace) Scan(ctx context.Context, r Range, fn func(key, value []byte) error) error {
+	if err := n.db.enter(ctx); err != nil {
+		return err
+	}
+	defer n.db.leave()
+	lo, hi := n.key(r.Start), prefixEnd(n.prefix)
+	if r.End != nil {
+		hi = n.key(r.End)
+	}
+	if bytes.Compare(lo, hi) >= 0 {
+		return nil
+	}
+	strip := len(n.prefix)
+	return n.db.eng.scan(lo, hi, r.Reverse, func(k, v []byte) error { return fn(k[strip:], v) })
+}
+
+func (n *namespace) Apply(ctx context.Context, b *Batch) error {
+	if err := n.db.enter(ctx); err != nil {
+		return err
+	}
+	defer n.db.leave()
+	if len(b.ops) == 0 {
+		return nil
+	}
+	return n.db.eng.apply(n.prefix, b)
+}
+
+// prefixEnd is the first key after every key that begins with p, nil if
+// there is none (p is empty or all 0xff).
+func prefixEnd(p []byte) []byte {
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] < 0xff {
+			end := slices.Clone(p[:i+1])
+			end[i]++
+			return end
+		}
+	}
+	return nil
+}
+
+var _ Namespace = (*namespace)(nil)
