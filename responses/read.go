@@ -1,0 +1,185 @@
+package responses
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+)
+
+// getRecord reads a response record, not found in the OpenAI shape.
+func (s *Service) getRecord(ctx context.Context, tenant, id string) (*Record, error) {
+	rec, err := s.store.GetResponse(ctx, tenant, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, notFoundf("", "not_found", "No response found with id '%s'.", id)
+	}
+	return rec, err
+}
+
+// Get returns a stored response.
+func (s *Service) Get(ctx context.Context, tenant, id string) (*Response, error) {
+	rec, err := s.getRecord(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	return rec.Response, nil
+}
+
+// Delete removes a stored response; a running background response is
+// cancelled first.
+func (s *Service) Delete(ctx context.Context, tenant, id string) (*Deleted, error) {
+	if _, err := s.getRecord(ctx, tenant, id); err != nil {
+		return nil, err
+	}
+	if err := s.stopJob(ctx, id); err != nil {
+		return nil, err
+	}
+	if err := s.store.DeleteResponse(ctx, tenant, id); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, notFoundf("", "not_found", "No response found with id '%s'.", id)
+		}
+		return nil, err
+	}
+	return &Deleted{ID: id, Object: "response.deleted", Deleted: true}, nil
+}
+
+// stopJob stops the background job of response id, if one runs, and waits
+// for it to end (or for ctx).
+func (s *Service) stopJob(ctx context.Context, id string) error {
+	j := s.job(id)
+	if j == nil {
+		return nil
+	}
+	j.stop()
+	select {
+	case <-j.ended:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Cancel stops a background response and its engine request; it ends
+// cancelled. Cancelling one that has ended returns it as it is.
+func (s *Service) Cancel(ctx context.Context, tenant, id string) (*Response, error) {
+	rec, err := s.getRecord(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	if !rec.Response.Background {
+		return nil, conflictf("", "invalid_request", "Only responses created with background: true can be cancelled.")
+	}
+	if rec.Response.Ended() {
+		return rec.Response, nil
+	}
+	if err := s.stopJob(ctx, id); err != nil {
+		return nil, err
+	}
+	return s.Get(ctx, tenant, id)
+}
+
+// InputItems pages through a response's own input items.
+func (s *Service) InputItems(ctx context.Context, tenant, id string, opts ListOptions) (*ItemList, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	rec, err := s.getRecord(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Job != nil || rec.Input != nil {
+		return pageSlice(rec.Input, opts)
+	}
+	seg := Segment{Chain: rec.Own.Chain, From: rec.Own.From, To: rec.Own.From + uint32(rec.Inputs)}
+	items, more, err := s.store.ListItems(ctx, tenant, seg, opts)
+	if err != nil {
+		return nil, err
+	}
+	return newItemList(items, more), nil
+}
+
+// Stream replays a background response's events after sequence number
+// after, and follows it live while it runs.
+func (s *Service) Stream(ctx context.Context, tenant, id string, after int, sink Sink) error {
+	rec, err := s.getRecord(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	if !rec.Response.Background {
+		return invalidf("stream", "invalid_value", "Only responses created with background: true can be streamed again.")
+	}
+	if j := s.job(id); j != nil {
+		j.follow(ctx, after, sink)
+		return nil
+	}
+	evs, err := s.store.Events(ctx, id, after)
+	if err != nil {
+		return err
+	}
+	for _, data := range evs {
+		var h struct {
+			Type string `json:"type"`
+		}
+		json.Unmarshal(data, &h)
+		if sink(h.Type, data) != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (o *ListOptions) validate() error {
+	if o.Limit == 0 {
+		o.Limit = 20
+	}
+	if o.Limit < 1 || o.Limit > 100 {
+		return invalidf("limit", "invalid_value", "Invalid 'limit': expected a value between 1 and 100, but got %d instead.", o.Limit)
+	}
+	switch o.Order {
+	case "":
+		o.Order = "desc"
+	case "asc", "desc":
+	default:
+		return invalidf("order", "invalid_value", "Invalid value: '%s'. Supported values are: 'asc' and 'desc'.", o.Order)
+	}
+	return nil
+}
+
+// pageSlice pages through items held in memory.
+func pageSlice(all []Item, opts ListOptions) (*ItemList, error) {
+	ordered := make([]Item, len(all))
+	copy(ordered, all)
+	if opts.Order == "desc" {
+		for i, j := 0, len(ordered)-1; i < j; i, j = i+1, j-1 {
+			ordered[i], ordered[j] = ordered[j], ordered[i]
+		}
+	}
+	start := 0
+	if opts.After != "" {
+		start = -1
+		for i := range ordered {
+			if ordered[i].ID == opts.After {
+				start = i + 1
+			}
+		}
+		if start < 0 {
+			return nil, invalidf("after", "invalid_value", "Invalid 'after': no item with id '%s' in this list.", opts.After)
+		}
+	}
+	page := ordered[start:]
+	more := len(page) > opts.Limit
+	if more {
+		page = page[:opts.Limit]
+	}
+	return newItemList(page, more), nil
+}
+
+func newItemList(items []Item, more bool) *ItemList {
+	l := &ItemList{Object: "list", Data: items, HasMore: more}
+	if l.Data == nil {
+		l.Data = []Item{}
+	}
+	if n := len(items); n > 0 {
+		l.FirstID, l.LastID = &items[0].ID, &items[n-1].ID
+	}
+	return l
+}

@@ -1,0 +1,369 @@
+package responses
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/turnpike-gateway/turnpike/apierror"
+	"github.com/turnpike-gateway/turnpike/dispatch"
+	"github.com/turnpike-gateway/turnpike/prompt"
+)
+
+// turn is a response being made: the request, its record, and the engine
+// request rebuilt from its context.
+type turn struct {
+	req *CreateRequest
+	rec *Record
+	// base is the context the response continues (its previous
+	// response's), nil for a new chain or a conversation.
+	base   []Segment
+	input  []Item
+	body   []byte
+	prompt *prompt.Prompt
+	// promptTokens is the prompt's token count, computed once, when the
+	// context window was checked; 0 leaves the count to dispatch.
+	promptTokens int
+	// conversation or chainRoot names the session for routing.
+	conversation, chainRoot string
+}
+
+// prepare checks the request against the store and builds the turn:
+// the response object, the whole context and the engine request.
+func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest, id string, created int64) (*turn, error) {
+	resp := newResponse(req, id, created)
+	t := &turn{req: req, rec: &Record{Tenant: tenant, Response: resp}, chainRoot: id}
+	var history []Item
+	var err error
+	switch {
+	case req.PreviousResponseID != "":
+		prev, err := s.store.GetResponse(ctx, tenant, req.PreviousResponseID)
+		if errors.Is(err, ErrNotFound) {
+			return nil, notFoundf("previous_response_id", "previous_response_not_found", "Previous response with id '%s' not found.", req.PreviousResponseID)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !prev.Response.Ended() {
+			return nil, conflictf("previous_response_id", "previous_response_not_ended",
+				"Previous response with id '%s' has not ended yet (status %s).", req.PreviousResponseID, prev.Response.Status)
+		}
+		t.base = prev.Context
+		if len(t.base) > 0 {
+			t.chainRoot = t.base[0].Chain
+		}
+		if history, err = s.store.LoadContext(ctx, t.base); err != nil {
+			return nil, err
+		}
+	case req.Conversation != "":
+		_, seg, err := s.store.GetConversation(ctx, tenant, req.Conversation)
+		if errors.Is(err, ErrNotFound) {
+			return nil, notFoundf("conversation", "conversation_not_found", "Conversation with id '%s' not found.", req.Conversation)
+		}
+		if err != nil {
+			return nil, err
+		}
+		t.rec.Conversation, t.conversation, t.chainRoot = req.Conversation, req.Conversation, ""
+		if history, err = s.store.LoadContext(ctx, []Segment{seg}); err != nil {
+			return nil, err
+		}
+	}
+	if t.input, err = s.resolveInput(ctx, tenant, req.Input); err != nil {
+		return nil, err
+	}
+	if err := s.fit(t, append(history, t.input...)); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func newResponse(req *CreateRequest, id string, created int64) *Response {
+	resp := &Response{
+		ID: id, Object: "response", CreatedAt: created, Status: StatusInProgress,
+		Background: req.Background, Instructions: req.Instructions, MaxOutputTokens: req.MaxOutputTokens,
+		Model: req.Model, Output: []Item{}, ParallelToolCalls: true, Store: req.Store,
+		Temperature: 1, TopP: 1, Text: req.Text, ToolChoice: json.RawMessage(`"auto"`),
+		Tools: make([]json.RawMessage, 0, len(req.Tools)), Truncation: req.Truncation,
+		User: req.User, PromptCacheKey: req.PromptCacheKey, SafetyIdentifier: req.SafetyIdentifier,
+		Metadata: req.Metadata, Reasoning: req.Reasoning, ServiceTier: "auto",
+	}
+	if req.ParallelToolCalls != nil {
+		resp.ParallelToolCalls = *req.ParallelToolCalls
+	}
+	if req.Temperature != nil {
+		resp.Temperature = *req.Temperature
+	}
+	if req.TopP != nil {
+		resp.TopP = *req.TopP
+	}
+	if len(req.ToolChoice) > 0 {
+		resp.ToolChoice = req.ToolChoice
+	}
+	for _, t := range req.Tools {
+		resp.Tools = append(resp.Tools, t.Raw)
+	}
+	if resp.Metadata == nil {
+		resp.Metadata = map[string]string{}
+	}
+	if req.ServiceTier != "" {
+		resp.ServiceTier = req.ServiceTier
+	}
+	if req.PreviousResponseID != "" {
+		resp.PreviousResponseID = &req.PreviousResponseID
+	}
+	if req.Conversation != "" {
+		resp.Conversation = &ConversationRef{ID: req.Conversation}
+	}
+	return resp
+}
+
+// resolveInput gives every input item an id and a status and replaces
+// item references with the items they name.
+func (s *Service) resolveInput(ctx context.Context, tenant string, in []Item) ([]Item, error) {
+	out := make([]Item, len(in))
+	for i, it := range in {
+		if it.Type == ItemReference {
+			ref, _, err := s.store.GetItem(ctx, tenant, it.ID)
+			if errors.Is(err, ErrNotFound) {
+				return nil, notFoundf(fmt.Sprintf("input[%d].id", i), "item_not_found", "Item with id '%s' not found.", it.ID)
+			}
+			if err != nil {
+				return nil, err
+			}
+			// A copy of its own: the original keeps its place and id.
+			it = ref
+			it.ID = ""
+		}
+		if it.ID == "" {
+			it.ID = newID(itemPrefix(it.Type))
+		}
+		if it.Status == "" {
+			it.Status = StatusCompleted
+		}
+		out[i] = it
+	}
+	return out, nil
+}
+
+func itemPrefix(typ string) string {
+	switch typ {
+	case ItemFunctionCall:
+		return "fc_"
+	case ItemFunctionCallOutput:
+		return "fco_"
+	}
+	return "msg_"
+}
+
+// fitAttempts bounds how often fit re-renders a conversation whose
+// counted prompt came out longer than its items' counts said.
+const fitAttempts = 4
+
+// fit applies the model's context window to the rebuilt conversation and
+// renders the engine request: "auto" truncation drops the oldest items
+// (system and developer messages stay), "disabled" fails with
+// ErrContextLength. Items are chosen by their own token counts; the
+// rendered prompt is then counted as the engine will see it, and that
+// count is the turn's.
+func (s *Service) fit(t *turn, items []Item) error {
+	req := t.req
+	limit := s.engine.ContextLength(req.Model)
+	budget := limit
+	if req.MaxOutputTokens != nil {
+		budget -= *req.MaxOutputTokens
+	}
+	tok := s.engine.Tokenizer()
+	slack := 0
+	for attempt := 0; ; attempt++ {
+		kept, total, err := fitItems(tok, req, items, budget-slack)
+		if err != nil {
+			return err
+		}
+		if t.body, t.prompt, err = renderChat(req, kept); err != nil {
+			return fmt.Errorf("responses: rendering the engine request: %w", err)
+		}
+		if limit <= 0 {
+			return nil
+		}
+		t.promptTokens = prompt.Count(tok, t.prompt)
+		if t.promptTokens <= budget {
+			return nil
+		}
+		if req.Truncation != "auto" || attempt == fitAttempts-1 || len(kept) == countSystem(kept)+1 {
+			return contextLengthError(max(t.promptTokens, total), budget)
+		}
+		// The items' counts fell short of the rendered prompt's: ask for
+		// that much more room and choose again.
+		slack += t.promptTokens - budget
+	}
+}
+
+// fitItems chooses the items that fit budget by their token counts, and
+// returns them with their total. A budget of 0 or less with no context
+// window known keeps everything.
+func fitItems(tok prompt.Tokenizer, req *CreateRequest, items []Item, budget int) ([]Item, int, error) {
+	total := 0
+	if req.Instructions != nil {
+		total += tok.Count(*req.Instructions) + messageOverhead
+	}
+	for i := range items {
+		total += itemTokens(tok, &items[i])
+	}
+	if total <= budget {
+		return items, total, nil
+	}
+	if req.Truncation != "auto" {
+		return items, total, nil
+	}
+	kept := make([]Item, 0, len(items))
+	dropping := true
+	for i := range items {
+		it := &items[i]
+		system := it.Type == ItemMessage && (it.Role == "system" || it.Role == "developer")
+		// A tool output without its call would be refused by the chat
+		// template: it goes with the call.
+		orphan := it.Type == ItemFunctionCallOutput && len(kept) == countSystem(kept)
+		if dropping && !system && i < len(items)-1 && (total > budget || orphan) {
+			total -= itemTokens(tok, it)
+			continue
+		}
+		if !system {
+			dropping = false
+		}
+		kept = append(kept, *it)
+	}
+	if total > budget {
+		return nil, total, contextLengthError(total, budget)
+	}
+	return kept, total, nil
+}
+
+func contextLengthError(total, budget int) error {
+	return contextLengthf("Your input exceeds the context window of this model: about %d tokens, and %d fit. Please adjust your input, or set truncation to 'auto', and try again.", total, budget)
+}
+
+func countSystem(items []Item) int {
+	n := 0
+	for i := range items {
+		if items[i].Type == ItemMessage && (items[i].Role == "system" || items[i].Role == "developer") {
+			n++
+		}
+	}
+	return n
+}
+
+// begin sends the turn down the turn path and returns it answered; the
+// caller owns it and ends it.
+func (s *Service) begin(ctx context.Context, t *turn, hdr http.Header) (*dispatch.Turn, error) {
+	spec := &dispatch.Spec{
+		Tenant: t.rec.Tenant, Model: t.req.Model,
+		Path: "/v1/chat/completions", Body: t.body, ClientHeader: hdr,
+		Conversation: t.conversation, ChainRoot: t.chainRoot,
+		ServiceTier: t.req.ServiceTier, Background: t.req.Background,
+		Prompt: t.prompt, PromptTokens: t.promptTokens,
+	}
+	if t.req.MaxOutputTokens != nil {
+		spec.MaxOutputTokens = *t.req.MaxOutputTokens
+	}
+	dt, err := s.engine.Begin(ctx, spec)
+	var ee *dispatch.EngineError
+	if errors.As(err, &ee) {
+		return nil, engineError(ee)
+	}
+	return dt, err
+}
+
+// engineError classifies an engine's refusal, keeping the engine's
+// message and status.
+func engineError(e *dispatch.EngineError) error {
+	if e.ContextLength() {
+		return contextLengthf("Your input exceeds the context window of this model: %s", e.Message)
+	}
+	status := e.Status
+	if status < 400 || status > 599 {
+		status = http.StatusBadGateway
+	}
+	return apierror.New(status, e.Code, "The model server refused the request: %s", e.Message).WithParam(e.Param).WithClass(ErrEngine)
+}
+
+// Create makes a response. A background request is stored queued and
+// returned at once; its events go to its event log (see Stream).
+// Otherwise the turn runs now: sink, if not nil, gets every event as it
+// happens, and Create returns the ended response. An error returned means
+// no event was sent; once events flow, a failure ends the stream with
+// response.failed instead.
+func (s *Service) Create(ctx context.Context, tenant string, req *CreateRequest, hdr http.Header, sink Sink) (*Response, error) {
+	if s.engine == nil {
+		return nil, errors.New("responses: service not started")
+	}
+	if req.Background {
+		return s.createBackground(ctx, tenant, req, hdr.Clone())
+	}
+	t, err := s.prepare(ctx, tenant, req, newID("resp_"), s.cfg.Now().Unix())
+	if err != nil {
+		return nil, err
+	}
+	dt, err := s.begin(ctx, t, hdr)
+	if err != nil {
+		return nil, err
+	}
+	// From here the turn owns the response; it ends exactly once, in
+	// endTurn, whatever happens to the client or the engine.
+	r := newRun(t.rec.Response, sink, 0)
+	r.emitResponse("response.created")
+	r.emitResponse("response.in_progress")
+	engErr := r.consume(dt)
+	dt.End(engErr)
+	cancelled := ctx.Err() != nil
+	r.end(engErr, cancelled, s.cfg.Now().Unix())
+	s.endTurn(context.WithoutCancel(ctx), t, r, nil)
+	return t.rec.Response, nil
+}
+
+// endTurn stores the ended response (when it is stored) and only then
+// announces its end, so a client never sees an end that a crash could
+// take back.
+func (s *Service) endTurn(ctx context.Context, t *turn, r *run, j *job) {
+	resp := t.rec.Response
+	if resp.Status == StatusFailed && resp.Error != nil {
+		s.log.Warn("response failed", "response", resp.ID, "err", resp.Error.Message)
+	}
+	typ := terminalEvent(resp.Status)
+	seq := r.seq
+	var data []byte
+	var final *StreamEvent
+	if typ != "" {
+		data = r.event(&Event{Type: typ, Response: resp})
+		if j != nil {
+			// Kept with the record, in its batch: the event log never
+			// says ended while the record does not.
+			final = &StreamEvent{Seq: seq, Data: data}
+		}
+	}
+	if resp.Store {
+		items := make([]Item, 0, len(t.input)+len(resp.Output))
+		items = append(append(items, t.input...), resp.Output...)
+		t.rec.Inputs = len(t.input)
+		if err := s.store.EndResponse(ctx, t.rec, t.base, items, final); err != nil {
+			// Nothing was written: a background record stays pending and
+			// the next Start takes it over. Only those listening now hear
+			// of the failure.
+			s.log.Error("storing a response failed", "response", resp.ID, "err", err)
+			resp.Status, resp.CompletedAt = StatusFailed, nil
+			resp.Error = &ResponseError{Code: "server_error", Message: "The response could not be stored."}
+			typ = "response.failed"
+			r.seq = seq
+			data = r.event(&Event{Type: typ, Response: resp})
+		}
+	}
+	if typ == "" {
+		return
+	}
+	if j != nil {
+		j.publish(typ, data)
+	} else if r.sink != nil {
+		r.sink(typ, data)
+	}
+}
