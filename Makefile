@@ -1,7 +1,7 @@
 # turnpike — run `make help` for the targets.
 GO ?= go
 
-.PHONY: help test race bench fuzz lint run ci
+.PHONY: help test race bench overhead fuzz lint run ci
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-8s %s\n", $$1, $$2}'
@@ -14,6 +14,9 @@ race: ## run the tests with the race detector
 
 bench: ## run the micro-benchmarks with allocation counts
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+overhead: ## proxy overhead: direct, haproxy and turnpike in front of an instant engine (OVERHEAD_ARGS="--stream ...")
+	bash scripts/overhead.sh $(OVERHEAD_ARGS)
 
 fuzz: ## run each fuzz target for 20s
 	@for pkg in $$($(GO) list ./...); do \

@@ -23,6 +23,12 @@
 //     and once while tenant B keeps BurstMultiple × FleetSlots agent loops in
 //     flight; the report compares A's p99 TTFT and lists sheds by band/reason.
 //
+// Apart from these, RunOverhead measures what a proxy costs: closed-loop
+// clients post large agent requests (AgentChatBody) to each target in
+// turn, rounds rotated, and it reports req/s, latency, errors and each
+// target process's CPU per request; InstantEngine is the engine behind the
+// targets, answering at once (scripts/overhead.sh wires them up).
+//
 // Generated text is three-letter words and spaces, 4 bytes per token, a pure
 // function of the seed (PlanAgentic, SystemPrompt, BlockText), so two runs with
 // one seed send byte-identical prompts.

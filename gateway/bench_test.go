@@ -1,38 +1,194 @@
 package gateway
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 )
 
+// This file must build at older revisions too: scripts/benchcmp.sh copies
+// it into a worktree of the old code, so that old and new run the same
+// benchmarks. It therefore reaches the gateway only through its HTTP
+// handler and the helpers of gateway_test.go and responses_test.go, and
+// generates its bodies itself rather than through package bench.
+
 // BenchmarkProxyChat measures the gateway's own cost per chat completion:
 // decode, route, forward, relay, against an engine that answers at once.
+// "small" is a one-message chat; "168KB" an agent's request deep into a
+// session (system prompt, tool schema, tool-call history), where the
+// per-byte costs of decoding, hashing and copying the body dominate.
 func BenchmarkProxyChat(b *testing.B) {
 	for _, stream := range []bool{false, true} {
-		name := "non-stream"
-		body := chatBody
+		mode := "non-stream"
+		small := chatBody
 		if stream {
-			name = "stream"
-			body = `{"model":"test-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+			mode = "stream"
+			small = `{"model":"test-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`
 		}
-		b.Run(name, func(b *testing.B) {
-			s, _, _ := newGateway(b, nil, newBackend(b, okChat))
-			h := s.Handler()
+		for _, size := range []struct{ name, body string }{
+			{"small", small},
+			{"168KB", agentChat(stream, 168<<10)},
+		} {
+			b.Run(mode+"/"+size.name, func(b *testing.B) {
+				s, _, _ := newGateway(b, nil, newBackend(b, instantChat))
+				h := s.Handler()
+				b.ReportAllocs()
+				b.SetBytes(int64(len(size.body)))
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						serveOK(b, h, "/v1/chat/completions", size.body, stream)
+					}
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkResponsesTurn measures one Responses API turn through the
+// gateway: decode, render the chat, route, relay and translate the
+// engine's stream, store the response in the state store (a real one, on
+// disk) and answer, streamed or not.
+func BenchmarkResponsesTurn(b *testing.B) {
+	for _, stream := range []bool{false, true} {
+		mode := "non-stream"
+		if stream {
+			mode = "stream"
+		}
+		body := fmt.Sprintf(`{"model":%q,"instructions":"You are a careful assistant. Answer briefly.",`+
+			`"input":[{"role":"user","content":"Summarise the build failure below in one line.\n\nerror: undefined: frobnicate\n\tat main.go:42"}],`+
+			`"max_output_tokens":16,"stream":%v}`, testModel, stream)
+		b.Run(mode, func(b *testing.B) {
+			st := newResponsesStack(b, 0)
+			// The stack's engine is a recorder in front of a simulated
+			// engine, whose own work would be a third of what is measured;
+			// it answers instantChat instead. No request has been sent yet,
+			// and the stack's registry runs no scrapes.
+			st.engine.h = http.HandlerFunc(instantChat)
+			h := st.front.Config.Handler
 			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
-					req.Header.Set("Content-Type", "application/json")
-					w := httptest.NewRecorder()
-					h.ServeHTTP(w, req)
-					if w.Code != http.StatusOK {
-						b.Fatalf("status %d: %s", w.Code, w.Body.String())
-					}
+					serveOK(b, h, "/v1/responses", body, stream)
 				}
 			})
 		})
+	}
+}
+
+// serveOK sends one POST to h and fails the benchmark unless it is
+// answered 200 (a streamed answer: 200 and an event stream).
+func serveOK(b *testing.B, h http.Handler, path, body string, stream bool) {
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != http.StatusOK {
+		b.Fatalf("status %d: %.300s", w.Code, w.Body.String())
+	}
+	if stream && !strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
+		b.Fatalf("asked for a stream, got %q: %.300s", w.Header().Get("Content-Type"), w.Body.String())
+	}
+}
+
+var instantBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// instantChat is an engine that answers at once and costs little, so that
+// the benchmark measures the gateway: it reads the body into a pooled
+// buffer and looks for the stream flag instead of decoding it (the
+// gateway forwards compact JSON, and the benchmark bodies hold no other
+// "stream" key), and writes fixed answers with usage.
+func instantChat(w http.ResponseWriter, r *http.Request) {
+	buf := instantBufs.Get().(*bytes.Buffer)
+	defer instantBufs.Put(buf)
+	buf.Reset()
+	buf.ReadFrom(r.Body)
+	if !bytes.Contains(buf.Bytes(), []byte(`"stream":true`)) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(instantAnswer)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	for _, ev := range instantEvents {
+		w.Write(ev)
+		w.(http.Flusher).Flush()
+	}
+}
+
+var instantAnswer = []byte(`{"id":"chatcmpl-1","object":"chat.completion","model":"test-model","choices":[{"index":0,"message":{"role":"assistant","content":"hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12,"prompt_tokens_details":{"cached_tokens":8}}}`)
+
+var instantEvents = func() [][]byte {
+	const head = `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","model":"test-model","choices":[`
+	return [][]byte{
+		[]byte(head + `{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n"),
+		[]byte(head + `{"index":0,"delta":{"content":"hello"},"finish_reason":null}]}` + "\n\n"),
+		[]byte(head + `{"index":0,"delta":{"content":" there"},"finish_reason":null}]}` + "\n\n"),
+		[]byte(head + `{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n"),
+		[]byte(head + `],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12,"prompt_tokens_details":{"cached_tokens":8}}}` + "\n\n"),
+		[]byte("data: [DONE]\n\n"),
+	}
+}()
+
+// agentChat is a chat completion request of at least size bytes shaped
+// like a coding agent's: system prompt, tools, then assistant tool calls
+// each answered by a tool message holding source text (newlines, tabs,
+// quotes: what JSON escapes). Fixed seed: the same body every run.
+func agentChat(stream bool, size int) string {
+	rng := rand.New(rand.NewPCG(1, 2))
+	word := func() string {
+		const letters = "etaoinshrdlucmfwypvbgkqjxz"
+		n := 2 + rng.IntN(7)
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = letters[rng.IntN(len(letters))]
+		}
+		return string(b)
+	}
+	sentence := func(n int) string {
+		s := make([]string, n)
+		for i := range s {
+			s[i] = word()
+		}
+		return strings.Join(s, " ")
+	}
+	type m = map[string]any
+	var tools []m
+	for _, name := range []string{"read_file", "grep", "edit_file", "run_tests", "shell"} {
+		tools = append(tools, m{"type": "function", "function": m{
+			"name": name, "description": sentence(50),
+			"parameters": m{"type": "object", "required": []string{"path"}, "properties": m{
+				"path": m{"type": "string", "description": sentence(10)}}},
+		}})
+	}
+	msgs := []m{
+		{"role": "system", "content": "You are a coding agent.\n\n" + sentence(3000)},
+		{"role": "user", "content": sentence(80)},
+	}
+	req := m{"model": testModel, "stream": stream, "max_tokens": 64, "tools": tools}
+	for n := 0; ; n++ {
+		req["messages"] = msgs
+		b, _ := json.Marshal(req)
+		if len(b) >= size {
+			return string(b)
+		}
+		id := fmt.Sprintf("call_%03d", n)
+		var src strings.Builder
+		for i := range 60 {
+			fmt.Fprintf(&src, "%4d\tif err := %s.%s(%q); err != nil {\n\t\treturn fmt.Errorf(\"%s: %%w\", err)\n\t}\n", i, word(), word(), sentence(2), word())
+		}
+		msgs = append(msgs,
+			m{"role": "assistant", "content": sentence(20), "tool_calls": []m{{
+				"id": id, "type": "function",
+				"function": m{"name": "read_file", "arguments": fmt.Sprintf(`{"path":"src/%s.go"}`, word())},
+			}}},
+			m{"role": "tool", "tool_call_id": id, "content": src.String()})
 	}
 }

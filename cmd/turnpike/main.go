@@ -21,6 +21,8 @@ Usage:
   turnpike [serve] [flags]   run the gateway (no --config: with an embedded simulated fleet)
   turnpike sim [flags]       run simulated engines on their own ports
   turnpike bench [flags]     run the load generator against a gateway or the embedded fleet
+  turnpike bench overhead    measure proxies in front of an instant engine (scripts/overhead.sh)
+  turnpike bench engine      run an engine that answers at once
 
 Run 'turnpike <command> -h' for a command's flags.
 `
@@ -49,6 +51,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "sim":
 		return simCmd(ctx, args, stdout, stderr)
 	case "bench":
+		if len(args) > 0 {
+			switch args[0] {
+			case "overhead":
+				return overheadCmd(ctx, args[1:], stdout, stderr)
+			case "engine":
+				return engineCmd(ctx, args[1:], stdout, stderr)
+			}
+		}
 		return benchCmd(ctx, args, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
