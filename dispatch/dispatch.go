@@ -78,7 +78,10 @@ type Dispatcher struct {
 	// capacity is flow control's view of each served model: every
 	// endpoint serving it, across pools. Fixed with the registry.
 	capacity map[string]*turns.ModelCapacity
-	retries  prometheus.Counter
+	// maxMigrations is how often a stream may move (pools.Options).
+	maxMigrations int
+	retries       prometheus.Counter
+	migrations    *prometheus.CounterVec
 }
 
 // New builds a Dispatcher. It starts nothing.
@@ -87,19 +90,27 @@ func New(opts Options) (*Dispatcher, error) {
 		return nil, errors.New("dispatch: Registry and Policy are required")
 	}
 	d := &Dispatcher{
-		reg:         opts.Registry,
-		policy:      opts.Policy,
-		sessions:    opts.Sessions,
-		flow:        opts.Flow,
-		hasher:      opts.Hasher,
-		tok:         opts.Tokenizer,
-		log:         opts.Logger,
-		needsHashes: affinity.NeedsHashes(opts.Policy),
-		capacity:    map[string]*turns.ModelCapacity{},
+		reg:           opts.Registry,
+		policy:        opts.Policy,
+		sessions:      opts.Sessions,
+		flow:          opts.Flow,
+		hasher:        opts.Hasher,
+		tok:           opts.Tokenizer,
+		log:           opts.Logger,
+		needsHashes:   affinity.NeedsHashes(opts.Policy),
+		capacity:      map[string]*turns.ModelCapacity{},
+		maxMigrations: opts.Registry.Options().MaxMigrations,
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "turnpike_upstream_retries_total",
 			Help: "Engine requests retried on another endpoint before the first byte of the answer.",
 		}),
+		migrations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnpike_stream_migrations_total",
+			Help: "Streams whose engine died mid-answer, by what followed: resumed on another endpoint, not_resumable (a tool call, reasoning, several choices, a spent budget) or failed (no endpoint took it over).",
+		}, []string{"result"}),
+	}
+	for _, r := range []string{migrationResumed, migrationNotResumable, migrationFailed} {
+		d.migrations.WithLabelValues(r)
 	}
 	if d.hasher == nil {
 		d.hasher = &kv.Hasher{}
@@ -114,8 +125,10 @@ func New(opts Options) (*Dispatcher, error) {
 		d.capacity[m] = turns.NewModelCapacity(opts.Registry, m)
 	}
 	if opts.Metrics != nil {
-		if err := opts.Metrics.Register(d.retries); err != nil {
-			return nil, fmt.Errorf("dispatch: %w", err)
+		for _, c := range []prometheus.Collector{d.retries, d.migrations} {
+			if err := opts.Metrics.Register(c); err != nil {
+				return nil, fmt.Errorf("dispatch: %w", err)
+			}
 		}
 	}
 	return d, nil
@@ -247,7 +260,7 @@ func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error)
 		t.bufs.hashes = d.hasher.HashTokens(t.bufs.hashes[:0], spec.Model, t.tokens)
 		t.route.Hashes = t.bufs.hashes
 	}
-	if err := t.send(ctx); err != nil {
+	if err := t.send(ctx, spec.Body, nil); err != nil {
 		return nil, err
 	}
 	if t.resp.StatusCode >= 300 {
@@ -284,14 +297,17 @@ func (t *Turn) countPrompt() {
 	}
 }
 
-// send picks an endpoint and sends the request, retrying on another
-// endpoint when the failure came before the engine's first byte (a
-// connection error, an open breaker, a 5xx). Nothing is retried once the
-// turn has the response.
-func (t *Turn) send(ctx context.Context) error {
+// send picks an endpoint other than exclude and sends body, retrying on
+// another endpoint when the failure came before the engine's first byte
+// (a connection error, an open breaker, a 5xx). Nothing is retried once
+// the turn has the response.
+func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) error {
 	d, spec := t.d, t.spec
 	var buf [16]*pools.Endpoint
 	candidates := d.reg.EndpointsFor(buf[:0], spec.Model)
+	if exclude != nil && len(candidates) > 1 {
+		candidates = without(candidates, exclude)
+	}
 	if len(candidates) == 0 {
 		return d.modelNotFound(spec.Model)
 	}
@@ -306,7 +322,7 @@ func (t *Turn) send(ctx context.Context) error {
 			}
 			return fmt.Errorf("%w: %w", ErrNoEndpoint, err)
 		}
-		resp, err := d.reg.Client().Send(ctx, ep, spec.Path, spec.Body, header, tokens)
+		resp, err := d.reg.Client().Send(ctx, ep, spec.Path, body, header, tokens)
 		if err == nil {
 			t.resp, t.ep = resp, ep
 			return nil

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/prompt"
@@ -88,13 +90,18 @@ func (p *probePolicy) Done(r *affinity.Request, ep *pools.Endpoint, o affinity.O
 
 func newFixture(t testing.TB, engines ...*engine) *fixture {
 	t.Helper()
+	return newFixtureWith(t, pools.Options{}, engines...)
+}
+
+func newFixtureWith(t testing.TB, opts pools.Options, engines ...*engine) *fixture {
+	t.Helper()
 	var eps []pools.EndpointConfig
 	for _, e := range engines {
 		eps = append(eps, pools.EndpointConfig{URL: e.URL})
 	}
 	log := slog.New(slog.DiscardHandler)
-	reg, err := pools.NewRegistry([]pools.PoolConfig{{Name: "p", ServedModels: []string{testModel}, Endpoints: eps}},
-		pools.Options{BreakerFailures: 3, BreakerOpenFor: time.Minute}, log)
+	opts.BreakerFailures, opts.BreakerOpenFor = 3, time.Minute
+	reg, err := pools.NewRegistry([]pools.PoolConfig{{Name: "p", ServedModels: []string{testModel}, Endpoints: eps}}, opts, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,9 +263,9 @@ func TestEngineRefusal(t *testing.T) {
 	}
 }
 
-// TestStreamCut: a stream that breaks mid-line yields the whole lines
-// before the break, then an error of class ErrStreamCut; the cut line is
-// never returned.
+// TestStreamCut: a stream that breaks mid-line and may not move yields
+// the whole lines before the break, then an error of class ErrStreamCut;
+// the cut line is never returned.
 func TestStreamCut(t *testing.T) {
 	e := newEngine(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -266,7 +273,7 @@ func TestStreamCut(t *testing.T) {
 		w.(http.Flusher).Flush()
 		panic(http.ErrAbortHandler)
 	})
-	f := newFixture(t, e)
+	f := newFixtureWith(t, pools.Options{MaxMigrations: -1}, e)
 	tr, err := f.d.Begin(t.Context(), chatSpec(true))
 	if err != nil {
 		t.Fatal(err)
@@ -369,7 +376,7 @@ func FuzzNext(f *testing.F) {
 	f.Add([]byte("event: x\ndata: {\"usage\":{\"prompt_tokens\":\"x\"}}\r\n\r\npartial"))
 	f.Add([]byte("data:{\"usage\":null}\n"))
 	f.Fuzz(func(t *testing.T, stream []byte) {
-		tr := &Turn{ctx: context.Background(), spec: &Spec{}, ep: &pools.Endpoint{ID: "e"},
+		tr := &Turn{ctx: context.Background(), d: &Dispatcher{}, spec: &Spec{}, ep: &pools.Endpoint{ID: "e"},
 			resp: &http.Response{Body: io.NopCloser(bytes.NewReader(stream))}}
 		var got []byte
 		for {
@@ -399,4 +406,183 @@ func FuzzEngineError(f *testing.F) {
 		}
 		e.ContextLength()
 	})
+}
+
+// simPair starts two identical simulated engines; the first request either
+// of them serves is cut after dropAfter streamed chunks (none if negative).
+func simPair(t *testing.T, dropAfter int) (*engine, *engine) {
+	t.Helper()
+	var first atomic.Bool
+	start := func() *engine {
+		eng, err := sim.New(sim.Config{ServedModelName: testModel, TimeScale: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { eng.Close() })
+		h := eng.Handler()
+		return newEngine(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == chatPath && dropAfter >= 0 && first.CompareAndSwap(false, true) {
+				r.Header.Set(sim.FaultHeader, fmt.Sprintf("drop-after=%d", dropAfter))
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	return start(), start()
+}
+
+// streamText reads a turn's stream to its end and returns the answer's
+// text, the chunks' ids and the number of data lines.
+func streamText(t *testing.T, tr *Turn) (string, error) {
+	t.Helper()
+	var b strings.Builder
+	for {
+		l, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return b.String(), nil
+		}
+		if err != nil {
+			return b.String(), err
+		}
+		if l.Data == nil || l.Done || l.Usage {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(l.Data, &c); err != nil {
+			t.Fatalf("line %q: %v", l.Raw, err)
+		}
+		for _, ch := range c.Choices {
+			b.WriteString(ch.Delta.Content)
+		}
+	}
+}
+
+// TestMigration: a stream whose engine dies after some tokens completes
+// on the other engine; the text has no gap or repeat at the seam, and the
+// usage counts both legs.
+func TestMigration(t *testing.T) {
+	const maxTokens = 40
+	body := fmt.Sprintf(`{"model":"m","stream":true,"max_tokens":%d,"ignore_eos":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"tell me about caches"}]}`, maxTokens)
+	spec := func() *Spec {
+		return &Spec{Tenant: "acme", Model: testModel, Path: chatPath, Body: []byte(body),
+			Prompt: &prompt.Prompt{Model: testModel, Messages: []prompt.Message{{Role: "user", Content: "tell me about caches"}}}}
+	}
+
+	// The answer without a failure, from an engine of the same kind.
+	a, b := simPair(t, -1)
+	f := newFixture(t, a, b)
+	tr, err := f.d.Begin(t.Context(), spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := streamText(t, tr)
+	tr.End(err)
+	<-f.probe.outcomes
+	if err != nil || len(want) != maxTokens*sim.TokenBytes {
+		t.Fatalf("baseline: %q, %v", want, err)
+	}
+
+	for _, dropAfter := range []int{1, 7} {
+		t.Run(fmt.Sprintf("drop after %d chunks", dropAfter), func(t *testing.T) {
+			a, b := simPair(t, dropAfter)
+			f := newFixture(t, a, b)
+			tr, err := f.d.Begin(t.Context(), spec())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := streamText(t, tr)
+			if err != nil {
+				t.Fatalf("the stream was not carried on: %v (text so far %q)", err, got)
+			}
+			if got != want {
+				t.Errorf("text across the seam:\n got %q\nwant %q", got, want)
+			}
+			u, ok := tr.Usage()
+			if !ok || u.CompletionTokens != maxTokens || u.PromptTokens != tr.PromptTokens() || u.TotalTokens != u.PromptTokens+u.CompletionTokens {
+				t.Errorf("usage %+v, want %d completion tokens over both legs", u, maxTokens)
+			}
+			tr.End(nil)
+			if o := <-f.probe.outcomes; o.Err == nil {
+				t.Error("the engine that died was not told to routing as a failure")
+			}
+			if o := <-f.probe.outcomes; o.Err != nil || o.CompletionTokens != maxTokens {
+				t.Errorf("the leg that finished: %+v", o)
+			}
+			if got := testutil.ToFloat64(f.d.migrations.WithLabelValues(migrationResumed)); got != 1 {
+				t.Errorf("migrations resumed %v, want 1", got)
+			}
+			if a.hits.Load()+b.hits.Load() != 2 {
+				t.Errorf("engine requests %d, want 2", a.hits.Load()+b.hits.Load())
+			}
+		})
+	}
+}
+
+// TestMigrationNotResumable: a cut tool call is not handed on as text;
+// the stream ends with the cut, cleanly.
+func TestMigrationNotResumable(t *testing.T) {
+	e := newEngine(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"ls","arguments":"{\"pa"}}]}}]}`+"\n\n")
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	})
+	f := newFixture(t, e, newEngine(t, streamOK))
+	tr, err := f.d.Begin(t.Context(), chatSpec(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Endpoint().URL.String() != e.URL {
+		tr.ReadAll()
+		tr.End(nil)
+		<-f.probe.outcomes
+		if tr, err = f.d.Begin(t.Context(), chatSpec(true)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = streamText(t, tr)
+	if !errors.Is(err, ErrStreamCut) {
+		t.Fatalf("err %v, want the cut", err)
+	}
+	tr.End(err)
+	if got := testutil.ToFloat64(f.d.migrations.WithLabelValues(migrationNotResumable)); got != 1 {
+		t.Errorf("not resumable %v, want 1", got)
+	}
+}
+
+// TestResendWholeAnswer: an engine that dies while sending a non-streamed
+// answer has sent the client nothing; the turn is answered by another
+// endpoint.
+func TestResendWholeAnswer(t *testing.T) {
+	dying := newEngine(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000")
+		io.WriteString(w, `{"id":"chatcmpl-1","choices":[`)
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	})
+	good := newEngine(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"id":"chatcmpl-2","choices":[{"message":{"content":"ok"}}],"usage":{"prompt_tokens":9,"completion_tokens":1}}`)
+	})
+	f := newFixture(t, dying, good)
+	for dying.hits.Load() == 0 {
+		tr, err := f.d.Begin(t.Context(), chatSpec(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := tr.ReadAll()
+		if err != nil || !strings.Contains(string(b), "chatcmpl-2") {
+			t.Fatalf("answer %q, %v", b, err)
+		}
+		if u, ok := tr.Usage(); !ok || u.PromptTokens != 9 {
+			t.Errorf("usage %+v, %v", u, ok)
+		}
+		tr.End(nil)
+		for len(f.probe.outcomes) > 0 {
+			<-f.probe.outcomes
+		}
+	}
 }

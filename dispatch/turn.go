@@ -66,6 +66,14 @@ type Turn struct {
 	// buffer.
 	br   *bufio.Reader
 	long []byte
+	// lastBlank: the last line returned ended an event (or none was).
+	lastBlank bool
+	// sent is the data lines read so far, for a migration; legs counts
+	// the migrations, priorCompletion the tokens generated before the
+	// current leg.
+	sent            []byte
+	legs            int
+	priorCompletion int
 
 	ended bool
 	once  sync.Once
@@ -114,15 +122,40 @@ type Line struct {
 var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
 
 // Next returns the next whole line of a streamed answer. At the end of a
-// stream that ended on a line boundary it returns io.EOF. When the stream
-// breaks, it returns an error wrapping ErrStreamCut and pools.ErrUpstream
-// (or the context's error when the caller went away); a line the break
-// cut short is never returned.
+// stream that ended on a line boundary it returns io.EOF. When the
+// engine's stream breaks, the turn moves to another endpoint, which
+// continues the answer from the text generated so far (see
+// pools.Options.MaxMigrations): the caller reads on as if nothing
+// happened, after one blank line if the break came inside an event. When
+// the stream cannot move, Next returns an error wrapping ErrStreamCut and
+// pools.ErrUpstream (or the context's error when the caller went away); a
+// line the break cut short is never returned.
 func (t *Turn) Next() (Line, error) {
 	if t.br == nil {
 		t.br = readers.Get().(*bufio.Reader)
 		t.br.Reset(t.resp.Body)
+		t.lastBlank = true
 	}
+	for {
+		l, err := t.next()
+		if err == nil {
+			t.lastBlank = l.Blank
+			t.keep(&l)
+			return l, nil
+		}
+		if !errors.Is(err, ErrStreamCut) || !t.migrate(err) {
+			return Line{}, err
+		}
+		if !t.lastBlank {
+			// The next leg's first event must not join the cut one.
+			t.lastBlank = true
+			return Line{Raw: []byte("\n"), Blank: true}, nil
+		}
+	}
+}
+
+// next reads one whole line of the current leg.
+func (t *Turn) next() (Line, error) {
 	raw, err := t.br.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) {
 		t.long = append(t.long[:0], raw...)
@@ -175,6 +208,9 @@ func (t *Turn) scan(raw []byte) Line {
 	l.Done = bytes.Equal(l.Data, []byte("[DONE]"))
 	if len(l.Data) > 0 && l.Data[0] == '{' && bytes.Contains(l.Data, []byte(`"usage"`)) {
 		l.Usage = t.readUsage(l.Data)
+		if l.Usage && t.priorCompletion > 0 {
+			t.rewriteUsage(&l)
+		}
 	}
 	return l
 }
@@ -188,24 +224,74 @@ func (t *Turn) readUsage(data []byte) bool {
 		return false
 	}
 	t.usage, t.hasUsage = *v.Usage, true
+	if t.priorCompletion > 0 {
+		// A continued answer: the last leg counted only its own part.
+		t.usage = t.combinedUsage(t.usage)
+	}
 	return true
 }
 
 // ReadAll reads a non-streamed answer whole, at most MaxAnswerBytes, and
-// notes its usage block.
+// notes its usage block. An engine that dies before its answer is whole
+// has sent the client nothing: the request goes to another endpoint, as
+// often as a stream may move (pools.Options.MaxMigrations).
 func (t *Turn) ReadAll() ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(t.resp.Body, MaxAnswerBytes+1))
-	if err == nil && len(b) > MaxAnswerBytes {
-		err = fmt.Errorf("answer larger than %d bytes", MaxAnswerBytes)
-	}
-	if err != nil {
+	for {
+		b, err := io.ReadAll(io.LimitReader(t.resp.Body, MaxAnswerBytes+1))
+		if err == nil && len(b) > MaxAnswerBytes {
+			return nil, fmt.Errorf("%w: %s: answer larger than %d bytes", pools.ErrUpstream, t.ep.ID, MaxAnswerBytes)
+		}
+		if err == nil {
+			t.readUsage(b)
+			return b, nil
+		}
 		if cerr := t.ctx.Err(); cerr != nil {
 			return nil, cerr
 		}
-		return nil, fmt.Errorf("%w: reading %s: %w", pools.ErrUpstream, t.ep.ID, err)
+		err = fmt.Errorf("%w: reading %s: %w", pools.ErrUpstream, t.ep.ID, err)
+		if !t.resend(err) {
+			return nil, err
+		}
 	}
-	t.readUsage(b)
-	return b, nil
+}
+
+// resend sends the turn's request again, to another endpoint, after its
+// engine failed (cause) before the client saw anything of the answer. It
+// reports whether the turn has a new answer to read.
+func (t *Turn) resend(cause error) bool {
+	if t.legs >= t.d.maxMigrations {
+		return false
+	}
+	failed := t.ep
+	if !t.sendAgain(t.spec.Body, cause) {
+		return false
+	}
+	t.d.retries.Inc()
+	t.d.log.Info("engine failed before its answer was whole; sent to another endpoint", "from", failed.ID, "to", t.ep.ID, "cause", cause)
+	return true
+}
+
+// sendAgain gives up the current leg, whose engine failed (cause), and
+// sends body to another endpoint as the next leg. On failure the turn
+// holds no response; End still settles everything else.
+func (t *Turn) sendAgain(body []byte, cause error) bool {
+	d, failed := t.d, t.ep
+	d.policy.Done(&t.route, failed, affinity.Outcome{Err: cause})
+	t.resp.Body.Close()
+	t.resp, t.ep = nil, nil
+	err := t.send(t.ctx, body, failed)
+	if err == nil && t.resp.StatusCode >= 300 {
+		err = readEngineError(t.resp)
+		t.resp.Body.Close()
+		d.policy.Done(&t.route, t.ep, affinity.Outcome{Err: err})
+		t.resp, t.ep = nil, nil
+	}
+	if err != nil {
+		d.log.Warn("engine failed mid-answer; no endpoint took it over", "endpoint", failed.ID, "err", err, "cause", cause)
+		return false
+	}
+	t.legs++
+	return true
 }
 
 // End ends the turn: err is nil when the engine's answer was whole, else
@@ -223,7 +309,9 @@ func (t *Turn) End(err error) {
 		readers.Put(t.br)
 		t.br = nil
 	}
-	t.resp.Body.Close()
+	if t.resp != nil {
+		t.resp.Body.Close()
+	}
 	o := affinity.Outcome{Err: err, TTFT: t.TTFT()}
 	if t.hasUsage {
 		o.PromptTokens = t.usage.PromptTokens

@@ -66,13 +66,19 @@ func okChat(w http.ResponseWriter, r *http.Request) {
 
 func newGateway(t testing.TB, policy affinity.Policy, backends ...*backend) (*Server, *httptest.Server, *pools.Registry) {
 	t.Helper()
+	return newGatewayWith(t, pools.Options{}, policy, backends...)
+}
+
+func newGatewayWith(t testing.TB, opts pools.Options, policy affinity.Policy, backends ...*backend) (*Server, *httptest.Server, *pools.Registry) {
+	t.Helper()
 	var eps []pools.EndpointConfig
 	for _, b := range backends {
 		eps = append(eps, pools.EndpointConfig{URL: b.URL})
 	}
+	opts.BreakerFailures, opts.BreakerOpenFor = 3, time.Minute
 	reg, err := pools.NewRegistry([]pools.PoolConfig{{
 		Name: "p", ServedModels: []string{testModel}, Endpoints: eps,
-	}}, pools.Options{BreakerFailures: 3, BreakerOpenFor: time.Minute}, slog.New(slog.DiscardHandler))
+	}}, opts, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +214,9 @@ func TestNoRetryAfterStreamBegan(t *testing.T) {
 		}
 	})
 	other := newBackend(t, okChat)
-	_, front, _ := newGateway(t, &affinity.LeastLoaded{}, b, other)
+	// With migration off, a stream is never retried once it began (with it
+	// on, see TestChatStreamSurvivesADyingReplica).
+	_, front, _ := newGatewayWith(t, pools.Options{MaxMigrations: -1}, &affinity.LeastLoaded{}, b, other)
 	// Least-loaded with equal load rotates; send until the dying one is hit.
 	for i := 0; i < 4 && b.hits.Load() == 0; i++ {
 		resp := post(t, front.URL, `{"model":"test-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`)

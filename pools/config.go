@@ -33,6 +33,7 @@ const (
 	DefaultRequestTimeout  = 10 * time.Minute
 	DefaultConnectTimeout  = 3 * time.Second
 	DefaultMaxRetries      = 2
+	DefaultMaxMigrations   = 2
 )
 
 // PoolConfig describes one pool of endpoints in the config file.
@@ -86,6 +87,11 @@ type Options struct {
 	// MaxRetries is how many other endpoints a request may try when the
 	// failure came before the first byte. Default 2; negative disables.
 	MaxRetries int `yaml:"maxRetries" json:"maxRetries"`
+	// MaxMigrations is how many times a streamed answer may move to
+	// another endpoint when its engine dies mid-stream: the text already
+	// generated is handed to the next engine as the start of the answer,
+	// and the client sees one stream. Default 2; negative disables.
+	MaxMigrations int `yaml:"maxMigrations" json:"maxMigrations"`
 }
 
 // EnsureDefaults fills zero fields with the defaults.
@@ -110,6 +116,12 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.MaxMigrations == 0 {
+		o.MaxMigrations = DefaultMaxMigrations
+	}
+	if o.MaxMigrations < 0 {
+		o.MaxMigrations = 0
 	}
 	if o.MaxRetries == 0 {
 		o.MaxRetries = DefaultMaxRetries

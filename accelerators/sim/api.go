@@ -97,6 +97,12 @@ type ChatCompletionRequest struct {
 	// IgnoreEOS is vLLM's extension: generate exactly the maximum tokens.
 	IgnoreEOS bool `json:"ignore_eos,omitempty"`
 	N         *int `json:"n,omitempty"`
+	// ContinueFinalMessage and AddGenerationPrompt are vLLM's chat
+	// template switches: continue_final_message renders the final
+	// (assistant) message open, so the answer continues its text in
+	// place; add_generation_prompt false leaves the generation prompt out.
+	ContinueFinalMessage bool  `json:"continue_final_message,omitempty"`
+	AddGenerationPrompt  *bool `json:"add_generation_prompt,omitempty"`
 }
 
 // CompletionRequest is the body of POST /v1/completions. Prompt is a
@@ -146,6 +152,14 @@ func DecodeChatRequest(body []byte) (*ChatCompletionRequest, error) {
 	}
 	if req.N != nil && *req.N != 1 {
 		return nil, &paramError{param: "n", msg: "only n=1 is supported"}
+	}
+	if req.ContinueFinalMessage {
+		if req.Messages[len(req.Messages)-1].Role != "assistant" {
+			return nil, &paramError{param: "messages", msg: "continue_final_message needs a final assistant message"}
+		}
+		if req.AddGenerationPrompt == nil || *req.AddGenerationPrompt {
+			return nil, &paramError{param: "add_generation_prompt", msg: "continue_final_message and add_generation_prompt cannot both be true"}
+		}
 	}
 	if _, err := parseToolChoice(req.ToolChoice); err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -56,6 +57,10 @@ type genRequest struct {
 	stream       bool
 	includeUsage bool
 	tool         *toolSpec
+	// planPrompt, when set, is the prompt the answer is planned from, and
+	// continued the part of that answer already given: a continued final
+	// message carries on the answer its conversation would have had.
+	planPrompt, continued string
 }
 
 func (e *Engine) handleChat(w http.ResponseWriter, r *http.Request) {
@@ -77,7 +82,7 @@ func (e *Engine) handleChat(w http.ResponseWriter, r *http.Request) {
 	if maxTokens == nil {
 		maxTokens = req.MaxTokens
 	}
-	e.generate(w, r, genRequest{
+	g := genRequest{
 		chat:         true,
 		model:        req.Model,
 		prompt:       RenderChat(req.Messages, req.Tools),
@@ -86,7 +91,22 @@ func (e *Engine) handleChat(w http.ResponseWriter, r *http.Request) {
 		stream:       req.Stream,
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
 		tool:         tool,
-	})
+	}
+	switch {
+	case req.ContinueFinalMessage:
+		// The final message is the start of the answer: rendered open,
+		// after the generation prompt of the conversation before it.
+		n := len(req.Messages)
+		g.planPrompt = RenderChat(req.Messages[:n-1], req.Tools)
+		g.continued = req.Messages[n-1].Content.Text()
+		g.prompt = g.planPrompt + g.continued
+		if g.tool != nil && len(req.Messages[n-1].ToolCalls) == 0 {
+			g.tool = nil // continuing text, not a call
+		}
+	case req.AddGenerationPrompt != nil && !*req.AddGenerationPrompt:
+		g.prompt = strings.TrimSuffix(g.prompt, assistantTurn)
+	}
+	e.generate(w, r, g)
 }
 
 func (e *Engine) handleCompletion(w http.ResponseWriter, r *http.Request) {
@@ -148,9 +168,12 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request, g genRequest) 
 	}
 	seed := xxhash.Sum64String(g.prompt) ^ (e.cfg.Seed * 0x9e3779b97f4a7c15)
 	var out output
-	if g.tool != nil {
+	switch {
+	case g.planPrompt != "" && g.tool == nil:
+		out = e.planContinued(g, maxTokens)
+	case g.tool != nil:
 		out = planToolCall(seed, g.tool, maxTokens)
-	} else {
+	default:
 		out = planText(seed, maxTokens, g.ignoreEOS)
 	}
 	if need := ceilDiv(promptTokens+out.tokens, e.cfg.BlockSize); need > e.numBlocks {
@@ -331,4 +354,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(status)
 	w.Write(append(b, '\n'))
+}
+
+// planContinued plans the rest of an answer whose start (g.continued) was
+// given as the final message: the answer the conversation before it gets,
+// less the part already given, within maxTokens more. A start that is not
+// that answer's is continued with a fresh one.
+func (e *Engine) planContinued(g genRequest, maxTokens int) output {
+	given := CountTokens(g.continued)
+	seed := xxhash.Sum64String(g.planPrompt) ^ (e.cfg.Seed * 0x9e3779b97f4a7c15)
+	whole := planText(seed, maxTokens+given, g.ignoreEOS)
+	if given > 0 && len(g.continued) == given*TokenBytes && strings.HasPrefix(whole.text, g.continued) {
+		whole.text = whole.text[len(g.continued):]
+		whole.tokens -= given
+		return whole
+	}
+	return planText(xxhash.Sum64String(g.prompt)^(e.cfg.Seed*0x9e3779b97f4a7c15), maxTokens, g.ignoreEOS)
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -625,4 +626,36 @@ func TestCloseFailsInFlight(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("request after Close got %d", resp.StatusCode)
 	}
+}
+
+// TestContinueFinalMessage: an answer's start given back as the final
+// assistant message (continue_final_message, no generation prompt) is
+// continued in place: the start and the continuation are the answer the
+// conversation gets in one go, with the budget that was left.
+func TestContinueFinalMessage(t *testing.T) {
+	_, srv := newTestEngine(t, Config{})
+	url := srv.URL + "/v1/chat/completions"
+	for _, max := range []int{40, 7} {
+		whole := decode[chatResult](t, post(t, url, chatBody("tell me about caches", fmt.Sprintf(`,"max_tokens":%d,"ignore_eos":true`, max))))
+		answer := *whole.Choices[0].Message.Content
+		given := 5
+		if len(answer) < given*TokenBytes+TokenBytes {
+			t.Fatalf("answer too short for the fixture: %q", answer)
+		}
+		start, _ := json.Marshal(answer[:given*TokenBytes])
+		body := fmt.Sprintf(`{"model":"llama-3.1-8b","max_tokens":%d,"ignore_eos":true,"continue_final_message":true,"add_generation_prompt":false,"messages":[{"role":"user","content":"tell me about caches"},{"role":"assistant","content":%s}]}`, max-given, start)
+		rest := decode[chatResult](t, post(t, url, body))
+		if got := answer[:given*TokenBytes] + *rest.Choices[0].Message.Content; got != answer {
+			t.Errorf("max %d: start + continuation = %q, want %q", max, got, answer)
+		}
+		if rest.Choices[0].FinishReason != whole.Choices[0].FinishReason || rest.Usage.CompletionTokens != whole.Usage.CompletionTokens-given {
+			t.Errorf("max %d: continuation finish %q, %d tokens; whole %q, %d tokens", max, rest.Choices[0].FinishReason,
+				rest.Usage.CompletionTokens, whole.Choices[0].FinishReason, whole.Usage.CompletionTokens)
+		}
+	}
+	resp := post(t, url, `{"model":"llama-3.1-8b","continue_final_message":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("continue_final_message without a final assistant message: %d, want 400", resp.StatusCode)
+	}
+	resp.Body.Close()
 }

@@ -1,0 +1,191 @@
+package dispatch
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Outcomes of a stream migration, for turnpike_stream_migrations_total.
+const (
+	migrationResumed      = "resumed"
+	migrationNotResumable = "not_resumable"
+	migrationFailed       = "failed"
+)
+
+// errNotResumable says why a cut stream cannot continue elsewhere.
+var errNotResumable = errors.New("dispatch: the answer cannot be resumed")
+
+// keep remembers a streamed data line, so that a migration can tell what
+// the engine had generated. Only data is kept, not the lines around it.
+func (t *Turn) keep(l *Line) {
+	if l.Data == nil || l.Done || l.Usage || t.d.maxMigrations == 0 {
+		return
+	}
+	t.sent = append(t.sent, l.Data...)
+	t.sent = append(t.sent, '\n')
+}
+
+// migrate moves a stream cut by cause to another endpoint: it asks the
+// next engine to continue the answer generated so far, with what is left
+// of the output budget, and reads on from its stream. It reports whether
+// the turn continues.
+func (t *Turn) migrate(cause error) bool {
+	d := t.d
+	if t.legs >= d.maxMigrations || t.ctx.Err() != nil {
+		return false
+	}
+	text, err := generatedText(t.sent, t.spec.Path)
+	var body []byte
+	generated := 0
+	if err == nil {
+		generated = d.tok.Count(text)
+		body, err = continuation(t.spec, text, generated)
+	}
+	if err != nil {
+		d.migrations.WithLabelValues(migrationNotResumable).Inc()
+		d.log.Warn("engine stream broke; not resumable", "endpoint", t.ep.ID, "err", err, "cause", cause)
+		return false
+	}
+	failed := t.ep
+	if !t.sendAgain(body, cause) {
+		d.migrations.WithLabelValues(migrationFailed).Inc()
+		return false
+	}
+	t.priorCompletion = generated
+	t.br.Reset(t.resp.Body)
+	d.migrations.WithLabelValues(migrationResumed).Inc()
+	d.log.Info("engine stream broke; moved to another endpoint", "from", failed.ID, "to", t.ep.ID,
+		"generated_tokens", t.priorCompletion, "cause", cause)
+	return true
+}
+
+// generatedText is the answer text of the data lines in sent: chat
+// deltas' content, or completions' text. An answer that was calling tools,
+// reasoning, or generating several choices cannot be handed on as text.
+func generatedText(sent []byte, path string) (string, error) {
+	var b strings.Builder
+	for line := range bytes.SplitSeq(sent, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Index int     `json:"index"`
+				Text  *string `json:"text"`
+				Delta struct {
+					Content          *string         `json:"content"`
+					ReasoningContent *string         `json:"reasoning_content"`
+					ToolCalls        json.RawMessage `json:"tool_calls"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(line, &c); err != nil {
+			return "", fmt.Errorf("%w: an unreadable chunk: %w", errNotResumable, err)
+		}
+		for _, ch := range c.Choices {
+			switch {
+			case ch.Index != 0:
+				return "", fmt.Errorf("%w: several choices", errNotResumable)
+			case len(ch.Delta.ToolCalls) > 0 && !bytes.Equal(ch.Delta.ToolCalls, []byte("null")):
+				return "", fmt.Errorf("%w: a tool call was streaming", errNotResumable)
+			case ch.Delta.ReasoningContent != nil && *ch.Delta.ReasoningContent != "":
+				return "", fmt.Errorf("%w: reasoning was streaming", errNotResumable)
+			}
+			if path == chatPath && ch.Delta.Content != nil {
+				b.WriteString(*ch.Delta.Content)
+			} else if path != chatPath && ch.Text != nil {
+				b.WriteString(*ch.Text)
+			}
+		}
+	}
+	return b.String(), nil
+}
+
+const chatPath = "/v1/chat/completions"
+
+// continuation is the request that continues the answer to spec.Body
+// after text (generated tokens, by every leg so far): for a chat, the messages with text as the start of
+// the assistant's answer, continued in place (vLLM's
+// continue_final_message, with no generation prompt); for a completion,
+// the prompt followed by text. The output budget shrinks by what was
+// generated. With nothing generated it is body itself: a plain retry.
+func continuation(spec *Spec, text string, generated int) ([]byte, error) {
+	if text == "" {
+		return spec.Body, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(spec.Body, &m); err != nil {
+		return nil, fmt.Errorf("%w: %w", errNotResumable, err)
+	}
+	for _, k := range []string{"max_tokens", "max_completion_tokens"} {
+		raw, ok := m[k]
+		if !ok || bytes.Equal(raw, []byte("null")) {
+			continue
+		}
+		var n int
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", errNotResumable, k, err)
+		}
+		if n-generated < 1 {
+			return nil, fmt.Errorf("%w: the output budget is spent", errNotResumable)
+		}
+		m[k] = json.RawMessage(fmt.Sprint(n - generated))
+	}
+	textJSON, _ := json.Marshal(text)
+	if spec.Path == chatPath {
+		var msgs []json.RawMessage
+		if err := json.Unmarshal(m["messages"], &msgs); err != nil {
+			return nil, fmt.Errorf("%w: messages: %w", errNotResumable, err)
+		}
+		msgs = append(msgs, json.RawMessage(`{"role":"assistant","content":`+string(textJSON)+`}`))
+		raw, err := json.Marshal(msgs)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errNotResumable, err)
+		}
+		m["messages"] = raw
+		m["continue_final_message"] = json.RawMessage("true")
+		m["add_generation_prompt"] = json.RawMessage("false")
+	} else {
+		var p string
+		if err := json.Unmarshal(m["prompt"], &p); err != nil {
+			return nil, fmt.Errorf("%w: a prompt that is not one string", errNotResumable)
+		}
+		raw, _ := json.Marshal(p + text)
+		m["prompt"] = raw
+	}
+	return json.Marshal(m)
+}
+
+// combinedUsage is the usage of a migrated answer: the prompt as the
+// turn counted it, and every leg's completion tokens.
+func (t *Turn) combinedUsage(last Usage) Usage {
+	u := last
+	u.PromptTokens = t.route.PromptTokens
+	u.CompletionTokens = t.priorCompletion + last.CompletionTokens
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	u.PromptTokensDetails.CachedTokens = min(last.PromptTokensDetails.CachedTokens, u.PromptTokens)
+	return u
+}
+
+// rewriteUsage puts the combined usage in a migrated stream's usage line,
+// so the client is told what both legs did.
+func (t *Turn) rewriteUsage(l *Line) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(l.Data, &m) != nil {
+		return
+	}
+	u, _ := json.Marshal(t.usage)
+	m["usage"] = u
+	data, err := json.Marshal(m)
+	if err != nil {
+		return
+	}
+	raw := make([]byte, 0, len(data)+8)
+	raw = append(raw, "data: "...)
+	raw = append(raw, data...)
+	raw = append(raw, '\n')
+	l.Raw, l.Data = raw, data
+}
