@@ -392,6 +392,37 @@ func TestGracefulShutdownFinishesStream(t *testing.T) {
 	}
 }
 
+// TestShutdownDeadlineEndsStreamsWithAnError: a stream still running when
+// the shutdown deadline passes is ended with an error event that says the
+// gateway is shutting down, not cut without a word.
+func TestShutdownDeadlineEndsStreamsWithAnError(t *testing.T) {
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // an answer that outlasts the deadline
+	})
+	s, _, _ := newGateway(t, nil, b)
+	s.opts.ShutdownTimeout = time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	resp := post(t, "http://"+ln.Addr().String(), `{"model":"test-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	br := bufio.NewReader(resp.Body)
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Shutdown(context.Background()); err == nil {
+		t.Error("a shutdown past its deadline reported no error")
+	}
+	rest, _ := io.ReadAll(br)
+	if !strings.Contains(string(rest), `"code":"server_shutting_down"`) || strings.Contains(string(rest), "[DONE]") {
+		t.Fatalf("stream at the shutdown deadline ended with %q", rest)
+	}
+}
+
 func TestModelsAndHealth(t *testing.T) {
 	_, front, reg := newGateway(t, nil, newBackend(t, okChat))
 	resp, err := http.Get(front.URL + "/v1/models")

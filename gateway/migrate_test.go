@@ -2,14 +2,17 @@ package gateway
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -26,6 +29,7 @@ import (
 // while armed, the next chat completion either engine serves is cut after
 // dropAfter streamed chunks, as a replica that dies mid-answer.
 type dyingFleet struct {
+	s      *Server
 	front  *httptest.Server
 	client openai.Client
 	armed  atomic.Bool
@@ -34,11 +38,17 @@ type dyingFleet struct {
 
 func newDyingFleet(t *testing.T, dropAfter int) *dyingFleet {
 	t.Helper()
+	return newDyingFleetAt(t, dropAfter, 0)
+}
+
+// newDyingFleetAt is newDyingFleet with engines at timeScale.
+func newDyingFleetAt(t *testing.T, dropAfter int, timeScale float64) *dyingFleet {
+	t.Helper()
 	f := &dyingFleet{}
 	log := slog.New(slog.DiscardHandler)
 	var eps []pools.EndpointConfig
 	for range 2 {
-		eng, err := sim.New(sim.Config{ServedModelName: testModel, TimeScale: 0})
+		eng, err := sim.New(sim.Config{ServedModelName: testModel, TimeScale: timeScale})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,6 +80,7 @@ func newDyingFleet(t *testing.T, dropAfter int) *dyingFleet {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.s = s
 	f.front = httptest.NewServer(s.Handler())
 	t.Cleanup(func() { f.front.Close(); svc.Close(); db.Close() })
 	f.client = openai.NewClient(option.WithBaseURL(f.front.URL+"/v1"), option.WithAPIKey("test"), option.WithMaxRetries(0))
@@ -179,5 +190,39 @@ func TestResponsesSurviveADyingReplica(t *testing.T) {
 	}
 	if f.cut.Load() != 2 || final.Status != "completed" || deltas.String() != base.OutputText() || final.OutputText() != base.OutputText() {
 		t.Fatalf("streamed across the failure: status %s, deltas %q, text %q; want %q", final.Status, deltas.String(), final.OutputText(), base.OutputText())
+	}
+}
+
+// TestResponsesStreamAtTheShutdownDeadline: a Responses stream still
+// running when the shutdown deadline passes ends with response.failed
+// saying the gateway is shutting down.
+func TestResponsesStreamAtTheShutdownDeadline(t *testing.T) {
+	f := newDyingFleetAt(t, -1, 1) // real time: a long answer outlasts the deadline
+	f.s.opts.ShutdownTimeout = time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go f.s.Serve(ln)
+	client := openai.NewClient(option.WithBaseURL("http://"+ln.Addr().String()+"/v1"), option.WithAPIKey("test"), option.WithMaxRetries(0))
+	stream := client.Responses.NewStreaming(t.Context(), responses.ResponseNewParams{
+		Model:           testModel,
+		Input:           responses.ResponseNewParamsInputUnion{OfString: openai.String("tell me about caches")},
+		MaxOutputTokens: openai.Int(4000),
+	})
+	var final responses.Response
+	shut := false
+	for stream.Next() {
+		ev := stream.Current()
+		if ev.Type == "response.output_text.delta" && !shut {
+			shut = true
+			go f.s.Shutdown(context.Background())
+		}
+		if ev.Type == "response.failed" || ev.Type == "response.completed" {
+			final = ev.Response
+		}
+	}
+	if final.Status != "failed" || !strings.Contains(final.Error.Message, "shutting down") {
+		t.Fatalf("at the shutdown deadline: status %q, error %+v (stream err %v)", final.Status, final.Error, stream.Err())
 	}
 }

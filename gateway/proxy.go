@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -110,6 +111,12 @@ func withStreamUsage(body []byte, hasOptions bool) ([]byte, bool) {
 	return out, true
 }
 
+// The error events that end a relayed stream early.
+var (
+	streamCutEvent = []byte("data: {\"error\":{\"message\":\"The model server stopped in the middle of the stream.\",\"type\":\"server_error\",\"param\":null,\"code\":\"upstream_error\"}}\n\n")
+	shutdownEvent  = []byte("data: {\"error\":{\"message\":\"The gateway is shutting down; retry the request.\",\"type\":\"server_error\",\"param\":null,\"code\":\"server_shutting_down\"}}\n\n")
+)
+
 // relayStream copies an engine's SSE stream to the client line by line,
 // flushing at every event boundary; with strip, the usage chunk is not
 // passed on (the client did not ask for it). If the engine fails
@@ -129,12 +136,18 @@ func (s *Server) relayStream(c echo.Context, t *dispatch.Turn, strip bool) error
 	inEvent, skipBlank := false, false
 	for {
 		l, err := t.Next()
-		if errors.Is(err, dispatch.ErrStreamCut) {
-			s.log.Warn("engine stream broke", "request_id", w.Header().Get(echo.HeaderXRequestID), "err", err)
+		shutdown := err != nil && errors.Is(context.Cause(c.Request().Context()), ErrShuttingDown)
+		if errors.Is(err, dispatch.ErrStreamCut) || shutdown {
+			event := streamCutEvent
+			if shutdown {
+				event = shutdownEvent
+				err = ErrShuttingDown
+			}
+			s.log.Warn("stream ended early", "request_id", w.Header().Get(echo.HeaderXRequestID), "err", err)
 			if inEvent {
 				w.Write([]byte("\n"))
 			}
-			w.Write([]byte("data: {\"error\":{\"message\":\"The model server stopped in the middle of the stream.\",\"type\":\"server_error\",\"param\":null,\"code\":\"upstream_error\"}}\n\n"))
+			w.Write(event)
 			w.Flush()
 			return err
 		}

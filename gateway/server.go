@@ -77,12 +77,27 @@ type Server struct {
 	// models' creation time, the one the gateway knows.
 	started time.Time
 
+	// active counts the requests being handled, so that a shutdown past
+	// its deadline can wait for them to say why they end.
+	active sync.WaitGroup
+
 	mu struct {
 		sync.Mutex
-		// protects the field below: Serve sets it, Shutdown reads it
+		// protects the fields below: Serve sets them, Shutdown reads them
 		http *http.Server
+		// endRequests cancels every request's context, with a cause.
+		endRequests context.CancelCauseFunc
 	}
 }
+
+// ErrShuttingDown is the cause of the requests still running when a
+// shutdown's deadline passes: streams end with an error event (chat) or
+// response.failed (Responses) that says so.
+var ErrShuttingDown = errors.New("gateway: shutting down")
+
+// shutdownGrace is how long requests ended at the shutdown deadline get
+// to write their last event before connections close.
+const shutdownGrace = 2 * time.Second
 
 // New builds a Server and registers its routes.
 func New(opts Options) (*Server, error) {
@@ -113,6 +128,7 @@ func New(opts Options) (*Server, error) {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
+	e.Use(s.track)
 	e.Use(middleware.Recover())
 	e.Use(middleware.RequestID())
 	e.Use(requestIDToEngines)
@@ -149,17 +165,20 @@ func (s *Server) Handler() http.Handler { return s.echo }
 // Serve accepts connections on ln until Shutdown. It returns
 // http.ErrServerClosed after a graceful shutdown.
 func (s *Server) Serve(ln net.Listener) error {
+	base, end := context.WithCancelCause(context.Background())
 	srv := &http.Server{
 		Handler:           s.echo,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	s.mu.Lock()
 	if s.mu.http != nil {
 		s.mu.Unlock()
+		end(nil)
 		return errors.New("gateway: already serving")
 	}
-	s.mu.http = srv
+	s.mu.http, s.mu.endRequests = srv, end
 	s.mu.Unlock()
 	return srv.Serve(ln)
 }
@@ -168,14 +187,38 @@ func (s *Server) Serve(ln net.Listener) error {
 // timeout or ctx, for in-flight requests (streams included) to finish.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	srv := s.mu.http
+	srv, end := s.mu.http, s.mu.endRequests
 	s.mu.Unlock()
 	if srv == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.ShutdownTimeout)
 	defer cancel()
-	return srv.Shutdown(ctx)
+	err := srv.Shutdown(ctx)
+	if err == nil {
+		return nil
+	}
+	// The deadline passed with requests in flight: end them, so each
+	// stream tells its client why, then close what is left.
+	s.log.Warn("shutdown deadline passed; ending the requests still in flight", "err", err)
+	end(ErrShuttingDown)
+	done := make(chan struct{})
+	go func() { s.active.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(shutdownGrace):
+	}
+	srv.Close()
+	return err
+}
+
+// track counts the request in active while it is handled.
+func (s *Server) track(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		s.active.Add(1)
+		defer s.active.Done()
+		return next(c)
+	}
 }
 
 // requestIDToEngines puts the request's id (the client's, or the one the

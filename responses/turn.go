@@ -316,7 +316,12 @@ func (s *Service) Create(ctx context.Context, tenant string, req *CreateRequest,
 	r.emitResponse("response.in_progress")
 	engErr := r.consume(dt)
 	dt.End(engErr)
-	cancelled := ctx.Err() != nil
+	// The client going away cancels the response; a request ended for
+	// another cause (the gateway shutting down) fails it, saying why.
+	cancelled := ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled)
+	if ctx.Err() != nil && !cancelled {
+		engErr = context.Cause(ctx)
+	}
 	r.end(engErr, cancelled, s.cfg.Now().Unix())
 	s.endTurn(context.WithoutCancel(ctx), t, r, nil)
 	return t.rec.Response, nil
