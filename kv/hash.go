@@ -3,6 +3,7 @@ package kv
 import (
 	"encoding/binary"
 	"sync"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -55,10 +56,34 @@ func (h *Hasher) HashTokensFrom(dst []BlockHash, parent BlockHash, tokens []uint
 	return dst
 }
 
+// littleEndian: token ids in memory are already the bytes a block hashes.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
 // chain hashes each full block as xxhash64 of the parent hash (8 bytes, little
 // endian) followed by the block's token ids (4 bytes each, little endian).
 func (h *Hasher) chain(dst []BlockHash, scratch *[]byte, parent BlockHash, tokens []uint32) []BlockHash {
 	bs := h.blockSize()
+	if littleEndian {
+		// Hash the ids where they lie instead of copying every block.
+		var d xxhash.Digest
+		var p [8]byte
+		for len(tokens) >= bs {
+			d.Reset()
+			binary.LittleEndian.PutUint64(p[:], uint64(parent))
+			d.Write(p[:])
+			d.Write(unsafe.Slice((*byte)(unsafe.Pointer(&tokens[0])), 4*bs))
+			parent = BlockHash(d.Sum64())
+			dst = append(dst, parent)
+			tokens = tokens[bs:]
+		}
+		return dst
+	}
+	return chainCopying(dst, scratch, bs, parent, tokens)
+}
+
+// chainCopying is chain for any byte order: each block is copied out as
+// little-endian bytes first.
+func chainCopying(dst []BlockHash, scratch *[]byte, bs int, parent BlockHash, tokens []uint32) []BlockHash {
 	need := 8 + 4*bs
 	if cap(*scratch) < need {
 		*scratch = make([]byte, need)

@@ -142,3 +142,15 @@ func (w wordTokenizer) Count(text string) int { return len(w.Encode(nil, text)) 
 func hashPrompt(h *Hasher, tok prompt.Tokenizer, p *prompt.Prompt) []BlockHash {
 	return h.HashTokens(nil, p.Model, prompt.Encode(tok, nil, p))
 }
+
+// TestChainByteOrder: hashing ids in place gives the chain of their
+// little-endian bytes, the one every byte order computes.
+func TestChainByteOrder(t *testing.T) {
+	tokens := prompt.Approx{}.Encode(nil, strings.Repeat("abcdefghij", 300))
+	var h Hasher
+	var buf []byte
+	want := chainCopying(nil, &buf, DefaultBlockSize, ModelSeed("m"), tokens)
+	if got := h.HashTokens(nil, "m", tokens); !slices.Equal(got, want) || len(got) == 0 {
+		t.Fatalf("in place %d blocks, copied %d; chains differ", len(got), len(want))
+	}
+}
