@@ -78,7 +78,7 @@ func NewRegistry(pcs []PoolConfig, opts Options, log *slog.Logger) (*Registry, e
 			}
 			ep.breaker = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
 				Name:        u.Host,
-				MaxRequests: 1,
+				MaxRequests: breakerTrials,
 				Timeout:     opts.BreakerOpenFor,
 				ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= opts.BreakerFailures },
 				// A client that went away says nothing about the engine.
