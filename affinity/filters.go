@@ -43,17 +43,42 @@ func (Healthy) Filter(_ *Cycle, candidates []*pools.Endpoint) []*pools.Endpoint 
 	return keep(candidates, (*pools.Endpoint).Available)
 }
 
-// BreakerClosed keeps the endpoints whose breaker is closed. When none is,
-// it keeps the half-open ones, whose trial requests are how a breaker closes.
+// BreakerClosed keeps the endpoints whose breaker is closed, with one
+// exception: a half-open endpoint with room for a trial request
+// (pools.Endpoint.WantsTrial) takes the request alone, even while others
+// are closed. A trial's success is the only way a breaker closes, and the
+// scorers would seldom choose a replica that has just come back with an
+// empty cache, so without it a recovered replica would stay half-open for
+// good. Trials are few: the breaker lets one through at a time and closes
+// on its success. When no breaker is closed and none wants a trial, it
+// keeps the half-open ones.
 type BreakerClosed struct{}
 
 // Name implements Plugin.
 func (BreakerClosed) Name() string { return FilterBreakerClosed }
 
-// Filter implements Filter.
+// Filter implements Filter. When every breaker is closed, the common
+// case, it reads each breaker once.
 func (BreakerClosed) Filter(_ *Cycle, candidates []*pools.Endpoint) []*pools.Endpoint {
-	// keep writes only what passes, so when nothing is closed the
-	// candidates are intact for the second pass.
+	closed, trial := 0, false
+	for _, ep := range candidates {
+		switch ep.BreakerState() {
+		case gobreaker.StateClosed:
+			closed++
+		case gobreaker.StateHalfOpen:
+			trial = trial || ep.WantsTrial()
+		}
+	}
+	if closed == len(candidates) {
+		return candidates
+	}
+	// keep writes only what passes, so when nothing passes (a breaker
+	// moved since the count) the candidates are intact for the next pass.
+	if trial {
+		if kept := keep(candidates, (*pools.Endpoint).WantsTrial); len(kept) > 0 {
+			return kept
+		}
+	}
 	if kept := keep(candidates, breakerClosed); len(kept) > 0 {
 		return kept
 	}

@@ -20,6 +20,10 @@ type fakeGateway struct {
 	tokenGap time.Duration
 	// shedBand answers requests of this priority with 429.
 	shedBand string
+	// holdChained, when set, receives every Responses request chained to
+	// an earlier response, which then gets no answer until the client
+	// goes away: a test's way to stop a run at a known point.
+	holdChained chan fakeRequest
 
 	mu struct {
 		sync.Mutex
@@ -118,6 +122,11 @@ func (f *fakeGateway) responses(w http.ResponseWriter, r *http.Request) {
 	f.mu.tokens[id] = cached + newTokens + body.MaxOutputTokens
 	f.mu.Unlock()
 	f.record(req, cached+newTokens, cached)
+	if f.holdChained != nil && body.PreviousResponseID != "" {
+		f.holdChained <- req
+		<-r.Context().Done()
+		return
+	}
 
 	w.Header().Set("Content-Type", "text/event-stream")
 	fl := w.(http.Flusher)

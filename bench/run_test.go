@@ -300,23 +300,49 @@ func TestCompare(t *testing.T) {
 	}
 }
 
+// TestRunCancel: cancelling the run's context stops it, requests in flight
+// included, and returns what was measured. Each session's second turn is
+// sent only once its opening turn has ended, and the fake holds it
+// unanswered: when all six have arrived, the run can go no further by
+// itself, and the test cancels it there.
 func TestRunCancel(t *testing.T) {
 	f := newFakeGateway(t)
+	f.holdChained = make(chan fakeRequest, 6)
 	cfg := smallAgentic(APIResponses)
-	cfg.Agentic.ThinkTime = Duration(time.Hour)
 	cfg.Agentic.HumanTurnShare = 1
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	begin := time.Now()
-	res, err := Run(ctx, cfg, f.target())
-	if err != nil {
-		t.Fatal(err)
+	type ran struct {
+		res *Result
+		err error
 	}
-	if time.Since(begin) > 5*time.Second {
-		t.Errorf("cancelled run took %v", time.Since(begin))
+	done := make(chan ran, 1)
+	go func() {
+		res, err := Run(ctx, cfg, f.target())
+		done <- ran{res, err}
+	}()
+	for range cfg.Agentic.Sessions {
+		select {
+		case <-f.holdChained:
+		case r := <-done:
+			t.Fatalf("run ended before it was cancelled: %v", r.err)
+		}
 	}
-	if res.Total.Succeeded != 6 {
-		t.Errorf("succeeded %d, want the 6 opening turns", res.Total.Succeeded)
+	cancel()
+	var r ran
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a cancelled run did not return")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.res.Total.Succeeded != 6 {
+		t.Errorf("succeeded %d, want the 6 opening turns", r.res.Total.Succeeded)
+	}
+	if n := len(f.requests()); n != 12 {
+		t.Errorf("the fake saw %d requests, want 12: the opening turns and the held ones, nothing after the cancel", n)
 	}
 }
 

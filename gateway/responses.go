@@ -218,8 +218,10 @@ func listOptions(c echo.Context) (responses.ListOptions, error) {
 		if err != nil {
 			return o, invalid("limit", "invalid_type", "Invalid type for 'limit': expected an integer, but got '%s' instead.", v)
 		}
-		if n == 0 {
-			n = -1 // an explicit 0 is out of range, not the default
+		// Checked here rather than left to the service: an explicit 0 is
+		// out of range, but ListOptions reads a zero Limit as the default.
+		if n < 1 || n > 100 {
+			return o, invalid("limit", "invalid_value", "Invalid 'limit': expected a value between 1 and 100, but got %d instead.", n)
 		}
 		o.Limit = n
 	}

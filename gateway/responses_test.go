@@ -295,6 +295,32 @@ func TestSDKInputItemsPaging(t *testing.T) {
 	}
 }
 
+// TestInputItemsLimitOutOfRange: a limit outside 1..100 is refused with
+// the value the client sent (issue 9, D5: limit=0 was reported as -1).
+func TestInputItemsLimitOutOfRange(t *testing.T) {
+	st := newResponsesStack(t, 0)
+	r, err := st.client.Responses.New(context.Background(), responses.ResponseNewParams{Model: testModel, Input: text("hi"), MaxOutputTokens: openai.Int(4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, limit := range []string{"0", "-3", "101"} {
+		t.Run(limit, func(t *testing.T) {
+			resp, err := http.Get(st.front.URL + "/v1/responses/" + r.ID + "/input_items?limit=" + limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			eb := readAPIError(t, resp)
+			if resp.StatusCode != http.StatusBadRequest || deref(eb.Error.Param) != "limit" || deref(eb.Error.Code) != "invalid_value" {
+				t.Fatalf("limit=%s: %d param %q code %q", limit, resp.StatusCode, deref(eb.Error.Param), deref(eb.Error.Code))
+			}
+			if want := "but got " + limit + " instead"; !strings.Contains(eb.Error.Message, want) {
+				t.Errorf("message %q does not say %q", eb.Error.Message, want)
+			}
+		})
+	}
+}
+
 func TestSDKDelete(t *testing.T) {
 	st := newResponsesStack(t, 0)
 	ctx := context.Background()

@@ -28,6 +28,8 @@ import (
 type stackOptions struct {
 	engines int
 	tenants []turns.Tenant
+	// flow is the flowControl section; zero fields take the defaults.
+	flow turns.FlowControl
 }
 
 type stack struct {
@@ -94,7 +96,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var fc turns.FlowControl
+	fc := o.flow
 	fc.EnsureDefaults()
 	flow, err := turns.New(turns.Config{FlowControl: fc, Tenants: o.tenants}, turns.WithRegisterer(metrics))
 	if err != nil {
@@ -177,6 +179,72 @@ func TestShedOnTheResponsesPath(t *testing.T) {
 		t.Fatalf("over quota: %d, Retry-After %q, reason %q: %s", r.StatusCode, r.Header.Get("Retry-After"), r.Header.Get("X-Turnpike-Dropped-Reason"), body)
 	}
 	readAPIError(t, r)
+}
+
+// TestTurnWaitsForAnEndpoint: while no endpoint of the model is
+// available (every replica failed its health checks at once), a turn waits
+// in its band's queue instead of being answered 503, and runs as soon as
+// an endpoint is back.
+func TestTurnWaitsForAnEndpoint(t *testing.T) {
+	st := newStack(t, stackOptions{engines: 2})
+	for _, ep := range st.reg.Endpoints {
+		ep.SetHealthy(false)
+	}
+	type answer struct {
+		status int
+		err    error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := http.Post(st.front.URL+"/v1/chat/completions", "application/json", strings.NewReader(longChat(false)))
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		done <- answer{status: resp.StatusCode}
+	}()
+	waitQueued(t, st.flow, 1)
+	select {
+	case a := <-done:
+		t.Fatalf("answered %d %v with no endpoint, want it to wait", a.status, a.err)
+	default:
+	}
+	st.reg.Endpoints[1].SetHealthy(true)
+	select {
+	case a := <-done:
+		if a.err != nil || a.status != http.StatusOK {
+			t.Fatalf("after an endpoint came back: %d %v, want 200", a.status, a.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting turn did not run once an endpoint was back")
+	}
+}
+
+// TestTurnWaitsItsTTLForAnEndpoint: when no endpoint comes back within the
+// band's TTL, the turn is answered 503 no-endpoints with a Retry-After.
+func TestTurnWaitsItsTTLForAnEndpoint(t *testing.T) {
+	st := newStack(t, stackOptions{engines: 1, flow: turns.FlowControl{Bands: turns.BandsConfig{Standard: turns.BandConfig{TTL: 100 * time.Millisecond}}}})
+	st.reg.Endpoints[0].SetHealthy(false)
+	r := post(t, st.front.URL, longChat(false))
+	if r.StatusCode != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || r.Header.Get("X-Turnpike-Dropped-Reason") != turns.ReasonNoEndpoints {
+		body, _ := io.ReadAll(r.Body)
+		t.Fatalf("no endpoint for the whole TTL: %d, Retry-After %q, reason %q: %s", r.StatusCode, r.Header.Get("Retry-After"), r.Header.Get("X-Turnpike-Dropped-Reason"), body)
+	}
+	readAPIError(t, r)
+}
+
+// waitQueued waits until flow holds n queued turns.
+func waitQueued(t *testing.T, flow *turns.Controller, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for flow.Len() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d turns queued, want %d", flow.Len(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // TestTicketsAreReleased: with one concurrent turn allowed, sequential

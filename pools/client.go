@@ -74,7 +74,20 @@ func (c *Client) Send(ctx context.Context, ep *Endpoint, path string, body []byt
 	// count forever. The body's Close cancels it.
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	var resp *http.Response
+	// A request admitted while half-open is a trial, counted until the
+	// breaker has its verdict, so that routing stops choosing the endpoint
+	// once it has as many as the breaker lets through (Endpoint.WantsTrial).
+	trial := false
+	defer func() {
+		if trial {
+			ep.trials.Add(-1)
+		}
+	}()
 	_, err := ep.breaker.Execute(func() (struct{}, error) {
+		if ep.breaker.State() == gobreaker.StateHalfOpen {
+			trial = true
+			ep.trials.Add(1)
+		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL.JoinPath(path).String(), bytes.NewReader(body))
 		if err != nil {
 			return struct{}{}, err

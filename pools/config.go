@@ -28,6 +28,7 @@ const (
 	DefaultScrapeInterval  = 500 * time.Millisecond
 	DefaultStaleAfter      = 3 * DefaultScrapeInterval
 	DefaultHealthInterval  = 2 * time.Second
+	DefaultHealthFailures  = 3
 	DefaultBreakerFailures = 5
 	DefaultBreakerOpenFor  = 10 * time.Second
 	DefaultRequestTimeout  = 10 * time.Minute
@@ -75,6 +76,12 @@ type Options struct {
 	StaleAfter time.Duration `yaml:"staleAfter" json:"staleAfter"`
 	// HealthInterval between GET /health probes. Default 2s.
 	HealthInterval time.Duration `yaml:"healthInterval" json:"healthInterval"`
+	// HealthFailures is how many consecutive failed /health probes (an
+	// answer other than 200, a timeout) turn an endpoint unhealthy, so that
+	// one probe lost to a busy moment does not take a replica out. A refused
+	// connection turns it unhealthy at once: nothing listens there. One
+	// passing probe makes it healthy again. Default 3 probes; at least 1.
+	HealthFailures int `yaml:"healthFailures" json:"healthFailures"`
 	// BreakerFailures is the number of consecutive failures that opens an
 	// endpoint's breaker. Default 5.
 	BreakerFailures uint32 `yaml:"breakerFailures" json:"breakerFailures"`
@@ -105,6 +112,9 @@ func (o *Options) EnsureDefaults() {
 	if o.HealthInterval <= 0 {
 		o.HealthInterval = DefaultHealthInterval
 	}
+	if o.HealthFailures == 0 {
+		o.HealthFailures = DefaultHealthFailures
+	}
 	if o.BreakerFailures == 0 {
 		o.BreakerFailures = DefaultBreakerFailures
 	}
@@ -129,6 +139,17 @@ func (o *Options) EnsureDefaults() {
 	if o.MaxRetries < 0 {
 		o.MaxRetries = 0
 	}
+}
+
+// Validate reports every problem of the options at once, each a
+// FieldError named as in the config file's fleet section. Call it after
+// EnsureDefaults: zero fields are then the defaults.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.HealthFailures < 1 {
+		errs = append(errs, FieldErrorf("fleet.healthFailures", "%d is not at least 1", o.HealthFailures))
+	}
+	return errors.Join(errs...)
 }
 
 // ValidatePools reports every problem in a pool list at once, each a

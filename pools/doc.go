@@ -9,8 +9,13 @@
 // A Registry holds Pools; a Pool holds Endpoints that serve the same models
 // on the same accelerator and model profile. Routing code (affinity, turns)
 // reads an Endpoint's state through its methods; only this package writes it.
-// ValidatePools reports each problem of the config as a FieldError, the
-// shape turns and affinity report theirs in too.
+// An endpoint turns unhealthy after Options.HealthFailures consecutive
+// failed /health probes, or at once when its connection is refused, and
+// healthy again after one passing probe. A breaker that has been open for
+// Options.BreakerOpenFor goes half-open and lets one trial request through;
+// WantsTrial tells routing to send it one, so a recovered replica rejoins.
+// ValidatePools and Options.Validate report each problem of the config as
+// a FieldError, the shape turns and affinity report theirs in too.
 //
 // # Concurrency model
 //

@@ -54,7 +54,14 @@ type Endpoint struct {
 	inFlightTokens atomic.Int64
 
 	breaker *gobreaker.CircuitBreaker[struct{}]
+	// trials counts the requests in flight that the breaker let through
+	// while half-open, from Send until the engine's answer decides them.
+	trials atomic.Int32
 }
+
+// breakerTrials is how many trial requests a half-open breaker lets
+// through at once; the first success closes it, a failure opens it again.
+const breakerTrials = 1
 
 // Load returns the last scraped load snapshot (zero Load if none yet).
 func (e *Endpoint) Load() Load {
@@ -94,6 +101,17 @@ func (e *Endpoint) InFlightTokens() int64 { return e.inFlightTokens.Load() }
 
 // BreakerState is the endpoint's circuit breaker state.
 func (e *Endpoint) BreakerState() gobreaker.State { return e.breaker.State() }
+
+// WantsTrial reports whether the breaker is half-open and has room for
+// another trial request. Routing sends such an endpoint a request even
+// when others are closed: a trial's success is the only way a breaker
+// closes, and scorers would seldom choose a replica that has just come
+// back with an empty cache. At most breakerTrials requests are on trial at
+// once, so a replica still broken costs a few fast failures per
+// BreakerOpenFor.
+func (e *Endpoint) WantsTrial() bool {
+	return e.trials.Load() < breakerTrials && e.breaker.State() == gobreaker.StateHalfOpen
+}
 
 // Available reports whether new requests may be sent here: healthy, not
 // draining, breaker not open.

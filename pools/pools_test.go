@@ -5,10 +5,12 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -140,6 +142,127 @@ func TestHealthRecovers(t *testing.T) {
 	waitFor(t, "unhealthy", func() bool { return !ep.Healthy() })
 	healthy.Store(true)
 	waitFor(t, "healthy again", func() bool { return ep.Healthy() && ep.Available() })
+}
+
+// TestHealthThresholds scripts an engine's answers to successive /health
+// probes (F: 503, T: no answer before the probe's timeout, O: 200) and
+// reads the endpoint's health as each next probe arrives: the verdict of
+// the probes so far (H healthy, U unhealthy).
+func TestHealthThresholds(t *testing.T) {
+	tests := []struct {
+		name, script, want string
+		threshold          int
+	}{
+		{"failures apart are not enough", "FOFFO", "HHHHH", 3},
+		{"three in a row", "FFFFO", "HHUUH", 3},
+		{"timeouts count", "TTTO", "HHUH", 3},
+		{"failures of both kinds add up", "FTFO", "HHUH", 3},
+		{"a success starts the count again", "FFOFFFO", "HHHHHUH", 3},
+		{"threshold one", "FOO", "UHH", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var probes atomic.Int64
+			var ep atomic.Pointer[Endpoint]
+			seen := make(chan bool, len(tt.script))
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/health" {
+					return // the scraper's /metrics: an empty exposition
+				}
+				k := int(probes.Add(1)) - 1
+				if k >= 1 && k <= len(tt.script) {
+					seen <- ep.Load().Healthy()
+				}
+				if k >= len(tt.script) {
+					return
+				}
+				switch tt.script[k] {
+				case 'F':
+					w.WriteHeader(http.StatusServiceUnavailable)
+				case 'T':
+					<-r.Context().Done() // until the probe gives up
+				}
+			}))
+			defer srv.Close()
+			r, err := NewRegistry([]PoolConfig{{Name: "p", ServedModels: []string{"m"}, Endpoints: []EndpointConfig{{URL: srv.URL}}}},
+				Options{HealthInterval: 5 * time.Millisecond, ScrapeInterval: time.Hour, ConnectTimeout: 50 * time.Millisecond, HealthFailures: tt.threshold},
+				slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			ep.Store(r.Endpoints[0])
+			r.Start(t.Context())
+			var got strings.Builder
+			for range tt.script {
+				select {
+				case h := <-seen:
+					if h {
+						got.WriteByte('H')
+					} else {
+						got.WriteByte('U')
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("probes stopped after %q", got.String())
+				}
+			}
+			if got.String() != tt.want {
+				t.Errorf("health after each probe %q, want %q (script %q)", got.String(), tt.want, tt.script)
+			}
+		})
+	}
+}
+
+// TestHealthCheckRefused: a refused connection makes an endpoint unhealthy
+// at once, whatever the threshold; a slow or failing engine does not.
+func TestHealthCheckRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, refused := http.Get("http://" + addr + "/health")
+	if !errors.Is(refused, syscall.ECONNREFUSED) {
+		t.Skipf("dialing a closed port gave %v, not a refused connection", refused)
+	}
+	tests := []struct {
+		name    string
+		err     error
+		healthy bool
+	}{
+		{"refused", refused, false},
+		{"timeout", context.DeadlineExceeded, true},
+		{"5xx", errors.New("pools: x/health: status 503"), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := healthCheck{threshold: 5}
+			if got := h.observe(true, tt.err); got != tt.healthy {
+				t.Errorf("healthy = %v after one %s probe, want %v", got, tt.name, tt.healthy)
+			}
+			if !h.observe(false, nil) {
+				t.Error("one passing probe did not make the endpoint healthy")
+			}
+		})
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	o := Options{HealthFailures: -1}
+	o.EnsureDefaults()
+	err := o.Validate()
+	if fe := FieldErrors(err); len(fe) != 1 || fe[0].Field != "fleet.healthFailures" {
+		t.Fatalf("Validate = %v, want one problem with fleet.healthFailures", err)
+	}
+	if _, err := NewRegistry([]PoolConfig{{Name: "p", ServedModels: []string{"m"}, Endpoints: []EndpointConfig{{URL: "http://x:1"}}}}, o, nil); err == nil {
+		t.Error("NewRegistry accepted healthFailures -1")
+	}
+	o = Options{}
+	o.EnsureDefaults()
+	if o.HealthFailures != DefaultHealthFailures || o.Validate() != nil {
+		t.Errorf("defaults: healthFailures %d, Validate %v", o.HealthFailures, o.Validate())
+	}
 }
 
 func TestSendTracksInFlight(t *testing.T) {

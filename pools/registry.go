@@ -40,14 +40,15 @@ type Registry struct {
 // mirror each engine's real cache capacity. Call before Start.
 func (r *Registry) OnLoad(fn func(*Endpoint, Load)) { r.onLoad = fn }
 
-// NewRegistry builds the fleet from validated pool configs. Endpoints start
-// healthy so that a fleet serves before its first health check; the checker
-// corrects that within one interval.
+// NewRegistry builds the fleet from validated pool configs and options.
+// Endpoints start healthy so that a fleet serves before its first health
+// check; the checker corrects that within HealthFailures intervals, or one
+// when nothing listens.
 func NewRegistry(pcs []PoolConfig, opts Options, log *slog.Logger) (*Registry, error) {
-	if err := ValidatePools(pcs); err != nil {
+	opts.EnsureDefaults()
+	if err := errors.Join(ValidatePools(pcs), opts.Validate()); err != nil {
 		return nil, err
 	}
-	opts.EnsureDefaults()
 	if log == nil {
 		log = slog.Default()
 	}
@@ -77,7 +78,7 @@ func NewRegistry(pcs []PoolConfig, opts Options, log *slog.Logger) (*Registry, e
 			}
 			ep.breaker = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
 				Name:        u.Host,
-				MaxRequests: 1,
+				MaxRequests: breakerTrials,
 				Timeout:     opts.BreakerOpenFor,
 				ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= opts.BreakerFailures },
 				// A client that went away says nothing about the engine.

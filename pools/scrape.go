@@ -2,11 +2,12 @@ package pools
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
-
+	"syscall"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -137,28 +138,69 @@ func (r *Registry) scrape(ctx context.Context, ep *Endpoint) error {
 }
 
 func (r *Registry) healthLoop(ctx context.Context, ep *Endpoint) {
+	h := healthCheck{threshold: r.opts.HealthFailures}
 	r.every(ctx, r.opts.HealthInterval, func() {
-		ok := r.probe(ctx, ep)
-		if ok != ep.Healthy() && ctx.Err() == nil {
-			r.log.Info("endpoint health changed", "endpoint", ep.ID, "healthy", ok)
-			ep.SetHealthy(ok)
+		err := r.probe(ctx, ep)
+		if ctx.Err() != nil {
+			return // the registry is closing: the probe says nothing
+		}
+		was := ep.Healthy()
+		ok := h.observe(was, err)
+		if ok == was {
+			return
+		}
+		ep.SetHealthy(ok)
+		if ok {
+			r.log.Info("endpoint health changed", "endpoint", ep.ID, "healthy", true)
+		} else {
+			r.log.Warn("endpoint health changed", "endpoint", ep.ID, "healthy", false, "failed_probes", h.failures, "err", err)
 		}
 	})
 }
 
-// probe is one active health check: GET /health answering 200 in time.
-func (r *Registry) probe(ctx context.Context, ep *Endpoint) bool {
+// healthCheck turns probe results into a health verdict: unhealthy after
+// threshold consecutive failures, or at once when the connection was
+// refused; healthy after one success. Only the endpoint's health loop uses
+// it.
+type healthCheck struct {
+	threshold int
+	failures  int
+}
+
+// observe records one probe's result (err nil: passed) and returns the
+// verdict; healthy is the verdict before it.
+func (h *healthCheck) observe(healthy bool, err error) bool {
+	switch {
+	case err == nil:
+		h.failures = 0
+		return true
+	case errors.Is(err, syscall.ECONNREFUSED):
+		// Nothing listens: the engine is down, not slow. Waiting for more
+		// probes would only send it turns that fail.
+		h.failures = max(h.failures+1, h.threshold)
+	default:
+		h.failures++
+	}
+	return healthy && h.failures < h.threshold
+}
+
+// probe is one active health check: GET /health answering 200 in time. It
+// returns why the probe failed, nil when it passed.
+func (r *Registry) probe(ctx context.Context, ep *Endpoint) error {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.ConnectTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ep.URL.JoinPath("/health").String(), nil)
 	if err != nil {
-		return false
+		return err
 	}
 	resp, err := r.client.http.Do(req)
 	if err != nil {
-		return false
+		return err
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("pools: %s/health: status %d", ep.ID, resp.StatusCode)
+	}
+	return nil
 }

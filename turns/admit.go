@@ -67,15 +67,17 @@ func shedProbability(c *ShedCurve, s float64) float64 {
 }
 
 // admitLocked decides whether w may join its pool's queue and, if so,
-// charges the tenant's quotas. In order: an empty pool sheds everything;
-// the tenant's quotas (all bands); the shed curve for Background and for
-// Standard from a tenant over its fair share (never Interactive); the
-// band's queue caps.
+// charges the tenant's quotas. In order: the tenant's quotas (all bands);
+// the shed curve for Background and for Standard from a tenant over its
+// fair share (never Interactive), unless the pool has no available
+// endpoint; the band's queue caps.
+//
+// A pool with no available endpoint sheds nothing: its turns wait, up to
+// their band's TTL, for an endpoint to come back. Replicas that fail their
+// health checks together for a moment (a busy host) or restart one after
+// another must not cost the turns that arrive meanwhile.
 func (c *Controller) admitLocked(w *waiter, m *Measurement, now time.Time, cfg *FlowControl) *ShedError {
 	ts := w.tenant
-	if m.Endpoints == 0 {
-		return shed(ReasonNoEndpoints, cfg.RetryAfter)
-	}
 	q := &ts.cfg.Quota
 	if q.Concurrent > 0 && ts.held >= q.Concurrent {
 		return shed(ReasonQuotaConcurrency, cfg.RetryAfter)
@@ -96,14 +98,18 @@ func (c *Controller) admitLocked(w *waiter, m *Measurement, now time.Time, cfg *
 			return shed(ReasonQuotaTPM, ts.tpm.wait(need, per))
 		}
 	}
-	switch w.band {
-	case Background:
-		if c.shedsLocked(&cfg.Shed, m.Saturation) {
-			return shed(ReasonSaturated, cfg.RetryAfter)
-		}
-	case Standard:
-		if c.overShareLocked(ts, w.cost) && c.shedsLocked(&cfg.Shed, m.Saturation) {
-			return shed(ReasonOverShare, cfg.RetryAfter)
+	// With no endpoint the saturation is a placeholder, not load: the
+	// curve would shed turns that an endpoint back in a moment can serve.
+	if m.Endpoints > 0 {
+		switch w.band {
+		case Background:
+			if c.shedsLocked(&cfg.Shed, m.Saturation) {
+				return shed(ReasonSaturated, cfg.RetryAfter)
+			}
+		case Standard:
+			if c.overShareLocked(ts, w.cost) && c.shedsLocked(&cfg.Shed, m.Saturation) {
+				return shed(ReasonOverShare, cfg.RetryAfter)
+			}
 		}
 	}
 	bq := &w.pool.bands[w.band.index()]

@@ -123,7 +123,8 @@ func (bc *BandsConfig) band(b Band) *BandConfig {
 // BandConfig configures one band's queue in each pool.
 type BandConfig struct {
 	// TTL is the longest a turn waits in the queue before it is shed with
-	// 408 ttl-expired. Default per band (see BandsConfig).
+	// 408 ttl-expired, or 503 no-endpoints when the pool then has no
+	// available endpoint. Default per band (see BandsConfig).
 	TTL time.Duration `yaml:"ttl" json:"ttl"`
 	// MaxQueued caps the turns waiting in this band, per pool; past it a
 	// turn is shed with 503 queue-full. Default per band, in turns.

@@ -225,7 +225,7 @@ func (c *Controller) Acquire(ctx context.Context, t *Turn, pool Capacity) (Ticke
 	w.pool = c.poolLocked(pool)
 	c.mu.seq++
 	w.seq = c.mu.seq
-	c.expireLocked(w.pool, now, cfg)
+	c.expireLocked(w.pool, &m, now, cfg)
 	if err := c.admitLocked(w, &m, now, cfg); err != nil {
 		c.metrics.shedOne(w.band, err.Reason)
 		c.mu.Unlock()
@@ -310,7 +310,7 @@ func (t Ticket) Release(actualTokens int) {
 	}
 	w.gen++
 	w.state = stateFree
-	c.expireLocked(pq, now, cfg)
+	c.expireLocked(pq, &m, now, cfg)
 	c.dispatchLocked(pq, &m, now, cfg)
 	c.mu.Unlock()
 	c.putWaiter(w)
@@ -362,13 +362,19 @@ func (c *Controller) dispatchLocked(pq *poolQueue, m *Measurement, now time.Time
 	}
 }
 
-// expireLocked sheds every turn of the pool that has waited its band's TTL.
-func (c *Controller) expireLocked(pq *poolQueue, now time.Time, cfg *FlowControl) {
+// expireLocked sheds every turn of the pool that has waited its band's TTL:
+// 408 ttl-expired, or 503 no-endpoints when the pool, measured as m, still
+// has no available endpoint, which is then why the turn never ran.
+func (c *Controller) expireLocked(pq *poolQueue, m *Measurement, now time.Time, cfg *FlowControl) {
+	reason := ReasonTTLExpired
+	if m.Endpoints == 0 {
+		reason = ReasonNoEndpoints
+	}
 	for i := range pq.bands {
 		bq := &pq.bands[i]
 		ttl := cfg.Bands.band(bq.band).TTL
 		for bq.head != nil && now.Sub(bq.head.queuedAt) >= ttl {
-			c.dropLocked(bq.head, shed(ReasonTTLExpired, cfg.RetryAfter), cfg)
+			c.dropLocked(bq.head, shed(reason, cfg.RetryAfter), cfg)
 		}
 	}
 }
@@ -393,7 +399,7 @@ func (c *Controller) tick() {
 	defer c.mu.Unlock()
 	for _, pq := range c.mu.pools {
 		m := pq.cap.Measure(now, cfg)
-		c.expireLocked(pq, now, cfg)
+		c.expireLocked(pq, &m, now, cfg)
 		c.dispatchLocked(pq, &m, now, cfg)
 	}
 }

@@ -7,8 +7,9 @@
 // service_tier, background); Controller.Acquire classifies them once
 // (Classify) into a Band (Interactive, Standard, Background) against the
 // tenant's default and maximum bands. Acquire then admits it or sheds it with a *ShedError (quota,
-// shed curve, queue caps, no endpoints), queues it, and dispatches it when
-// the pool has a free slot and is not saturated. Each endpoint gives the
+// shed curve, queue caps), queues it, and dispatches it when the pool has a
+// free slot and is not saturated. A pool with no available endpoint queues
+// its turns too, until an endpoint is back or their band's TTL passes. Each endpoint gives the
 // pool MaxInFlightPerEndpoint slots, InteractiveReservedPerEndpoint of them
 // reserved: Standard and Background turns take only the shared slots, and
 // only below HoldAt, so an agent backlog waits in turnpike's queues, not in

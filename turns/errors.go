@@ -23,7 +23,8 @@ const (
 	ReasonQueueFull = "queue-full"
 	// ReasonTTLExpired: the turn waited its band's TTL.
 	ReasonTTLExpired = "ttl-expired"
-	// ReasonNoEndpoints: the pool has no available endpoint.
+	// ReasonNoEndpoints: the turn waited its band's TTL and the pool still
+	// has no available endpoint.
 	ReasonNoEndpoints = "no-endpoints"
 	// ReasonShuttingDown: the Controller is closed.
 	ReasonShuttingDown = "shutting-down"
@@ -37,7 +38,8 @@ var ErrShed = errors.New("turns: shed")
 // x-turnpike-dropped-reason header of Reason.
 type ShedError struct {
 	// Status is the HTTP status: 429 for the tenant's own limits, 503 for
-	// overload, 408 for a turn that waited its band's TTL.
+	// overload or for a turn that waited its band's TTL for an endpoint,
+	// 408 for a turn that waited its band's TTL for a slot.
 	Status int
 	// Reason is one of the Reason constants.
 	Reason string

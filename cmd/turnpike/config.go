@@ -111,6 +111,9 @@ func (c *Config) Validate() error {
 	if err := pools.ValidatePools(c.Pools); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Fleet.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.Routing.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("routing: %w", err))
 	}

@@ -38,6 +38,8 @@ pools:
     endpoints: []
 routing:
   policy: psychic
+fleet:
+  healthFailures: -2
 `))
 	if err == nil {
 		t.Fatal("invalid config accepted")
@@ -45,6 +47,7 @@ routing:
 	for _, want := range []string{
 		`pools[0].engine`, `pools[0].accelerator`, `pools[0].servedModels`, `pools[0].endpoints[0].url`,
 		`pools[1].name: duplicate`, `pools[1].role`, `pools[1].endpoints`, `routing: affinity: unknown policy "psychic"`,
+		`fleet.healthFailures`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %s:\n%v", want, err)
