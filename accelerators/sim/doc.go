@@ -21,7 +21,8 @@
 // KV events report them. Answers are words drawn from the prompt's hash,
 // exactly 4 bytes a token, so a follow-up turn that carries the answer
 // hits the blocks the answer filled. Tool-call answers are deterministic
-// too. Faults are injected by rate (Config) or per request with the
+// too, their arguments JSON that satisfies the function's parameter
+// schema (see schemaGen for the keywords read). Faults are injected by rate (Config) or per request with the
 // x-sim-fault header (FaultHeader: error=CODE, latency=DUR, hang,
 // drop-after=N). StartFleet runs several engines on their own listeners.
 //

@@ -1,9 +1,9 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -171,47 +171,18 @@ func planToolCall(seed uint64, tool *toolSpec, maxTokens int) output {
 	return o
 }
 
-// toolArguments fills every property of a JSON schema object with a value
-// of its type, as compact JSON with sorted keys.
+// toolArguments are a call's arguments: compact JSON that satisfies the
+// function's parameter schema (see schemaGen), properties in declared
+// order. A schema that cannot be read, or names no properties, gets {}.
 func toolArguments(r *rng, schema json.RawMessage) string {
-	var s struct {
-		Properties map[string]struct {
-			Type any   `json:"type"`
-			Enum []any `json:"enum"`
-		} `json:"properties"`
+	if len(bytes.TrimSpace(schema)) == 0 {
+		return "{}"
 	}
-	_ = json.Unmarshal(schema, &s) // a schema we cannot read gets {}
-	names := make([]string, 0, len(s.Properties))
-	for n := range s.Properties {
-		names = append(names, n)
+	root, err := decodeSchema(schema)
+	if err != nil {
+		return "{}"
 	}
-	slices.Sort(names)
-	args := make(map[string]any, len(names))
-	for _, n := range names {
-		p := s.Properties[n]
-		if len(p.Enum) > 0 {
-			args[n] = p.Enum[r.next()%uint64(len(p.Enum))]
-			continue
-		}
-		typ, _ := p.Type.(string)
-		if l, ok := p.Type.([]any); ok && len(l) > 0 {
-			typ, _ = l[0].(string)
-		}
-		switch typ {
-		case "integer":
-			args[n] = r.next() % 100
-		case "number":
-			args[n] = float64(r.next()%1000) / 10
-		case "boolean":
-			args[n] = r.next()&1 == 0
-		case "array":
-			args[n] = []string{r.word()}
-		case "object":
-			args[n] = map[string]any{}
-		default:
-			args[n] = r.word() + " " + r.word()
-		}
-	}
-	b, _ := json.Marshal(args)
-	return string(b)
+	g := schemaGen{r: r, root: root}
+	g.arguments(root)
+	return string(g.b)
 }
