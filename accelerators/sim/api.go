@@ -103,6 +103,13 @@ type ChatCompletionRequest struct {
 	// place; add_generation_prompt false leaves the generation prompt out.
 	ContinueFinalMessage bool  `json:"continue_final_message,omitempty"`
 	AddGenerationPrompt  *bool `json:"add_generation_prompt,omitempty"`
+	// ResponseFormat is {"type":"text"}, {"type":"json_object"} or
+	// {"type":"json_schema","json_schema":{"name","schema","strict"}}.
+	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
+
+	// format is ResponseFormat as DecodeChatRequest parsed it: nil for
+	// text answers.
+	format *responseFormat
 }
 
 // CompletionRequest is the body of POST /v1/completions. Prompt is a
@@ -164,6 +171,11 @@ func DecodeChatRequest(body []byte) (*ChatCompletionRequest, error) {
 	if _, err := parseToolChoice(req.ToolChoice); err != nil {
 		return nil, err
 	}
+	format, err := parseResponseFormat(req.ResponseFormat)
+	if err != nil {
+		return nil, err
+	}
+	req.format = format
 	return &req, nil
 }
 
@@ -223,6 +235,59 @@ func parseToolChoice(raw json.RawMessage) (toolChoice, error) {
 		return toolChoice{}, &paramError{param: "tool_choice", msg: "tool_choice must be a string or {\"type\":\"function\",\"function\":{\"name\":...}}"}
 	}
 	return toolChoice{mode: "function", name: named.Function.Name}, nil
+}
+
+// responseFormat is a response_format that asks for JSON. schema is the
+// JSON schema the answer satisfies, as decodeSchema decodes it (a
+// jsonObject or a bool), or nil for json_object: any JSON object.
+type responseFormat struct {
+	schema any
+}
+
+// parseResponseFormat reads response_format as vLLM accepts it; nil for
+// text.
+func parseResponseFormat(raw json.RawMessage) (*responseFormat, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	bad := func(msg string) error { return &paramError{param: "response_format", msg: msg} }
+	var f struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Name   *string         `json:"name"`
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return nil, bad("response_format must be an object with a type: " + err.Error())
+	}
+	switch f.Type {
+	case "text":
+		return nil, nil
+	case "json_object":
+		return &responseFormat{}, nil
+	case "json_schema":
+	default:
+		return nil, bad(fmt.Sprintf("response_format type %q is not text, json_object or json_schema", f.Type))
+	}
+	if f.JSONSchema == nil || f.JSONSchema.Name == nil {
+		return nil, bad("response_format of type json_schema needs json_schema with a name")
+	}
+	s := bytes.TrimSpace(f.JSONSchema.Schema)
+	if len(s) == 0 || string(s) == "null" {
+		return &responseFormat{}, nil
+	}
+	schema, err := decodeSchema(s)
+	if err != nil {
+		return nil, bad("response_format json_schema.schema: " + err.Error())
+	}
+	switch schema.(type) {
+	case jsonObject, bool:
+	default:
+		return nil, bad("response_format json_schema.schema must be a JSON schema object")
+	}
+	return &responseFormat{schema: schema}, nil
 }
 
 // Response shapes, as vLLM writes them.

@@ -22,7 +22,9 @@
 // exactly 4 bytes a token, so a follow-up turn that carries the answer
 // hits the blocks the answer filled. Tool-call answers are deterministic
 // too, their arguments JSON that satisfies the function's parameter
-// schema (see schemaGen for the keywords read). Faults are injected by rate (Config) or per request with the
+// schema (see schemaGen for the keywords read); so is the answer to a
+// response_format (json_object, or json_schema), streamed and cut at
+// max_tokens like text. Faults are injected by rate (Config) or per request with the
 // x-sim-fault header (FaultHeader: error=CODE, latency=DUR, hang,
 // drop-after=N). StartFleet runs several engines on their own listeners.
 //

@@ -76,16 +76,44 @@ func planText(seed uint64, maxTokens int, ignoreEOS bool) output {
 		lo := min(minOutputTokens, maxTokens)
 		n = lo + int(r.next()%uint64(maxTokens-lo+1))
 	}
+	o := output{text: wordText(&r, n*TokenBytes), tokens: n, finish: finishStop}
+	if n == maxTokens {
+		o.finish = finishLength
+	}
+	return o
+}
+
+// wordText is words drawn from r, cut to exactly size bytes.
+func wordText(r *rng, size int) string {
 	var b strings.Builder
-	b.Grow(n*TokenBytes + 16)
-	for b.Len() < n*TokenBytes {
+	b.Grow(size + 16)
+	for b.Len() < size {
 		if b.Len() > 0 {
 			b.WriteByte(' ')
 		}
 		b.WriteString(r.word())
 	}
-	o := output{text: b.String()[:n*TokenBytes], tokens: n, finish: finishStop}
-	if n == maxTokens {
+	return b.String()[:size]
+}
+
+// planJSON decides a structured answer: JSON that satisfies the request's
+// schema (any object for json_object), compact, properties in declared
+// order, as engines with guided decoding write it. It ends when the JSON
+// does, ignore_eos or not; JSON longer than maxTokens is cut there, with
+// finish reason "length", as a real engine's is.
+func planJSON(seed uint64, f *responseFormat, maxTokens int) output {
+	r := rng(seed)
+	g := schemaGen{r: &r, root: f.schema}
+	if f.schema == nil {
+		g.anyObject()
+	} else {
+		g.value(f.schema, 0)
+	}
+	text := string(g.b)
+	o := output{text: text, tokens: CountTokens(text), finish: finishStop}
+	if o.tokens > maxTokens {
+		o.tokens = maxTokens
+		o.text = text[:maxTokens*TokenBytes]
 		o.finish = finishLength
 	}
 	return o
