@@ -297,6 +297,12 @@ type usage struct {
 	CompletionTokens    int                  `json:"completion_tokens"`
 	TotalTokens         int                  `json:"total_tokens"`
 	PromptTokensDetails *promptTokensDetails `json:"prompt_tokens_details"`
+	// CompletionTokensDetails is set by reasoning models only.
+	CompletionTokensDetails *completionTokensDetails `json:"completion_tokens_details,omitempty"`
+}
+
+type completionTokensDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
 }
 
 type promptTokensDetails struct {
@@ -321,11 +327,13 @@ type chatChoice struct {
 }
 
 // chatMessage is an answer message or delta; Content is a pointer so a
-// tool-call answer says null and a delta can omit it.
+// tool-call answer says null and a delta can omit it. ReasoningContent is
+// a reasoning model's thoughts, vLLM's field.
 type chatMessage struct {
-	Role      string     `json:"role,omitempty"`
-	Content   *string    `json:"content,omitempty"`
-	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Role             string     `json:"role,omitempty"`
+	Content          *string    `json:"content,omitempty"`
+	ReasoningContent *string    `json:"reasoning_content,omitempty"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
 }
 
 type textCompletion struct {

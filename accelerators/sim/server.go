@@ -357,8 +357,8 @@ func (e *Engine) seed(prompt string) uint64 {
 }
 
 // plan decides the whole output of a request from its prompt: a tool
-// call, JSON for a response_format, or text; or the rest of a continued
-// answer.
+// call, JSON for a response_format, or text; the rest of a continued
+// answer; a reasoning model's thinking first.
 func (e *Engine) plan(g *genRequest, maxTokens int) output {
 	answer := func(seed uint64, maxTokens int) output {
 		switch {
@@ -369,10 +369,15 @@ func (e *Engine) plan(g *genRequest, maxTokens int) output {
 		}
 		return planText(seed, maxTokens, g.ignoreEOS)
 	}
-	if g.planPrompt != "" && g.tool == nil {
+	seed := e.seed(g.prompt)
+	switch {
+	case g.planPrompt != "" && g.tool == nil:
 		return e.planContinued(g, maxTokens, answer)
+	case e.cfg.Reasoning && g.chat && g.planPrompt == "":
+		// A continued answer is past its thinking.
+		return withThoughts(seed, maxTokens, func(n int) output { return answer(seed, n) })
 	}
-	return answer(e.seed(g.prompt), maxTokens)
+	return answer(seed, maxTokens)
 }
 
 // planContinued plans the rest of an answer whose start (g.continued) was

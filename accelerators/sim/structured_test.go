@@ -22,7 +22,10 @@ type chatAnswer struct {
 		Message      answerMessage `json:"message"`
 		FinishReason string        `json:"finish_reason"`
 	} `json:"choices"`
-	Usage usage `json:"usage"`
+	Usage struct {
+		usage
+		CompletionTokensDetails *completionTokensDetails `json:"completion_tokens_details"`
+	} `json:"usage"`
 }
 
 // streamedAnswer is a streamed chat answer put back together.

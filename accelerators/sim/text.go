@@ -33,6 +33,27 @@ type output struct {
 	// of its arguments in text.
 	call   *ToolCall
 	argsAt int
+	// A reasoning model's answer starts with its thinking: text[:contentAt]
+	// is the thinking as generated (thinkOpen, thoughts, thinkClose), and
+	// reasoning the thoughts in it, from reasoningAt, as vLLM's reasoning
+	// parsers return them in reasoning_content; reasoningTokens is the
+	// thinking's length in tokens. All zero for other models.
+	contentAt       int
+	reasoning       string
+	reasoningAt     int
+	reasoningTokens int
+}
+
+// thinks reports whether the answer is a reasoning model's.
+func (o *output) thinks() bool { return o.reasoningTokens > 0 }
+
+// thoughts is the part of the reasoning in text[lo:hi].
+func (o *output) thoughts(lo, hi int) string {
+	lo, hi = max(lo, o.reasoningAt), min(hi, o.reasoningAt+len(o.reasoning), len(o.text))
+	if !o.thinks() || lo >= hi {
+		return ""
+	}
+	return o.text[lo:hi]
 }
 
 // piece is the text of completion token k.
@@ -116,6 +137,50 @@ func planJSON(seed uint64, f *responseFormat, maxTokens int) output {
 		o.text = text[:maxTokens*TokenBytes]
 		o.finish = finishLength
 	}
+	return o
+}
+
+// A reasoning model thinks before it answers, between markers that vLLM's
+// reasoning parsers (deepseek_r1, qwen3) split off as reasoning_content.
+const (
+	thinkOpen  = "<think>\n"
+	thinkClose = "\n</think>\n\n"
+	// minThoughtTokens and maxThoughtTokens bound the thoughts' length.
+	minThoughtTokens = 8
+	maxThoughtTokens = 32
+	// thoughtSalt gives the thoughts a random stream of their own, apart
+	// from the answer's.
+	thoughtSalt = 0x7468696e6b696e67
+)
+
+// withThoughts puts a reasoning model's thinking before the answer that
+// plan makes within the tokens left of maxTokens. The thinking is a whole
+// number of tokens (its thoughts are cut to fit), so the answer's tokens
+// are the same as on their own. Thinking that reaches maxTokens is cut
+// there: no answer, finish reason "length".
+func withThoughts(seed uint64, maxTokens int, plan func(maxTokens int) output) output {
+	r := rng(seed ^ thoughtSalt)
+	n := minThoughtTokens + int(r.next()%(maxThoughtTokens-minThoughtTokens+1))
+	markers := len(thinkOpen) + len(thinkClose)
+	thoughts := wordText(&r, n*TokenBytes+(TokenBytes-markers%TokenBytes)%TokenBytes)
+	think := thinkOpen + thoughts + thinkClose
+	thinkTokens := len(think) / TokenBytes
+	var o output
+	if maxTokens <= thinkTokens {
+		o = output{text: think[:maxTokens*TokenBytes], tokens: maxTokens, finish: finishLength}
+		thinkTokens = maxTokens
+	} else {
+		o = plan(maxTokens - thinkTokens)
+		o.text = think + o.text
+		o.tokens += thinkTokens
+		if o.call != nil {
+			o.argsAt += len(think)
+		}
+	}
+	o.contentAt = len(think)
+	o.reasoningAt = len(thinkOpen)
+	o.reasoning = o.text[min(len(thinkOpen), len(o.text)):min(len(thinkOpen)+len(thoughts), len(o.text))]
+	o.reasoningTokens = thinkTokens
 	return o
 }
 
