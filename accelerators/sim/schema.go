@@ -30,12 +30,29 @@ type jsonMember struct {
 
 // get is the value of the first member named key.
 func (o jsonObject) get(key string) (any, bool) {
-	for _, m := range o {
-		if m.key == key {
-			return m.val, true
-		}
+	if i := o.index(key); i >= 0 {
+		return o[i].val, true
 	}
 	return nil, false
+}
+
+func (o jsonObject) has(key string) bool { return o.index(key) >= 0 }
+
+// index is the position of the first member named key, or -1.
+func (o jsonObject) index(key string) int {
+	for i, m := range o {
+		if m.key == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// isTrue is keyword key's value when it is a boolean, else false.
+func (o jsonObject) isTrue(key string) bool {
+	v, _ := o.get(key)
+	b, _ := v.(bool)
+	return b
 }
 
 // without is o less its members named key, in a new slice.
@@ -229,7 +246,7 @@ func (g *schemaGen) resolve(s any) (o jsonObject, ok bool) {
 	}
 	for g.steps < schemaMaxSteps {
 		switch {
-		case has(o, "$ref"):
+		case o.has("$ref"):
 			g.steps++
 			ref, _ := o.get("$ref")
 			rest := o.without("$ref")
@@ -243,7 +260,7 @@ func (g *schemaGen) resolve(s any) (o jsonObject, ok bool) {
 				return nil, false
 			}
 			o = mergeSchemas(rest, t)
-		case has(o, "allOf"):
+		case o.has("allOf"):
 			g.steps++
 			all, _ := o.get("allOf")
 			o = o.without("allOf")
@@ -254,10 +271,10 @@ func (g *schemaGen) resolve(s any) (o jsonObject, ok bool) {
 				}
 				o = mergeSchemas(o, t)
 			}
-		case has(o, "anyOf") || has(o, "oneOf"):
+		case o.has("anyOf") || o.has("oneOf"):
 			g.steps++
 			key := "anyOf"
-			if !has(o, key) {
+			if !o.has(key) {
 				key = "oneOf"
 			}
 			branches, _ := o.get(key)
@@ -300,7 +317,7 @@ func mergeSchemas(a, b jsonObject) jsonObject {
 	out := make(jsonObject, len(a), len(a)+len(b))
 	copy(out, a)
 	for _, m := range b {
-		i := index(out, m.key)
+		i := out.index(m.key)
 		switch {
 		case i < 0:
 			out = append(out, m)
@@ -310,7 +327,7 @@ func mergeSchemas(a, b jsonObject) jsonObject {
 			if aok && bok {
 				joined := append(jsonObject{}, ap...)
 				for _, p := range bp {
-					if !has(joined, p.key) {
+					if !joined.has(p.key) {
 						joined = append(joined, p)
 					}
 				}
@@ -408,7 +425,7 @@ func (g *schemaGen) schemaType(o jsonObject) string {
 		{"minimum", "number"}, {"maximum", "number"}, {"exclusiveMinimum", "number"},
 		{"exclusiveMaximum", "number"}, {"multipleOf", "number"},
 	} {
-		if has(o, k.key) {
+		if o.has(k.key) {
 			return k.typ
 		}
 	}
@@ -789,24 +806,6 @@ func (g *schemaGen) anyObject() {
 		}
 	}
 	g.b = append(g.b, '}')
-}
-
-func has(o jsonObject, key string) bool { return index(o, key) >= 0 }
-
-func index(o jsonObject, key string) int {
-	for i, m := range o {
-		if m.key == key {
-			return i
-		}
-	}
-	return -1
-}
-
-// isTrue is keyword key's value when it is a boolean, else false.
-func (o jsonObject) isTrue(key string) bool {
-	v, _ := o.get(key)
-	b, _ := v.(bool)
-	return b
 }
 
 func asArray(v any) []any {
