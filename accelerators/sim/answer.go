@@ -41,12 +41,16 @@ func (a *answer) wait(ctx context.Context, each func(from, to int)) bool {
 
 func (a *answer) usage() *usage {
 	q := a.q
-	return &usage{
+	u := &usage{
 		PromptTokens:        q.promptTokens,
 		CompletionTokens:    q.generated,
 		TotalTokens:         q.promptTokens + q.generated,
 		PromptTokensDetails: &promptTokensDetails{CachedTokens: q.cachedTokens},
 	}
+	if q.out.thinks() {
+		u.CompletionTokensDetails = &completionTokensDetails{ReasoningTokens: min(q.out.reasoningTokens, q.generated)}
+	}
+	return u
 }
 
 // whole is the non-streamed response; call it after done.
@@ -61,11 +65,17 @@ func (a *answer) whole() any {
 		}
 	}
 	msg := &chatMessage{Role: "assistant"}
-	if out.call != nil {
-		msg.ToolCalls = []ToolCall{*out.call}
-	} else {
-		msg.Content = &out.text
+	if out.thinks() {
+		msg.ReasoningContent = &out.reasoning
 	}
+	switch {
+	case out.call != nil:
+		msg.ToolCalls = []ToolCall{*out.call}
+	case out.contentAt < len(out.text) || !out.thinks():
+		content := out.text[out.contentAt:]
+		msg.Content = &content
+	}
+	// else the answer was cut while thinking: content null, as vLLM's.
 	return chatCompletion{
 		ID: a.id, Object: "chat.completion", Created: a.created, Model: a.e.cfg.ServedModelName,
 		Choices: []chatChoice{{Message: msg, FinishReason: &finish}},
@@ -121,32 +131,42 @@ func (a *answer) stream(w http.ResponseWriter, ctx context.Context, dropAfter in
 }
 
 // tokenChunk is the chunk carrying completion token k, or nil when the
-// token adds nothing visible (the template text before a tool call's
-// arguments).
+// token adds nothing visible (the thinking's markers, the template text
+// before a tool call's arguments).
 func (a *answer) tokenChunk(k int) any {
 	out := &a.q.out
 	if !a.g.chat {
 		return a.textChunk(out.piece(k), nil)
 	}
-	if out.call == nil {
-		p := out.piece(k)
-		return a.chunk(&chatMessage{Content: &p}, nil)
-	}
 	lo, hi := k*TokenBytes, min((k+1)*TokenBytes, len(out.text))
-	var frag string
-	if hi > out.argsAt {
-		frag = out.text[max(lo, out.argsAt):hi]
+	var delta chatMessage
+	if th := out.thoughts(lo, hi); th != "" {
+		delta.ReasoningContent = &th
 	}
-	idx := 0
-	tc := ToolCall{Index: &idx, Function: FunctionCall{Arguments: frag}}
-	if k == 0 {
-		// The first token opens the call, as OpenAI streams it: index,
-		// id, type and name, then argument fragments.
-		tc.ID, tc.Type, tc.Function.Name = out.call.ID, out.call.Type, out.call.Function.Name
-	} else if frag == "" {
+	switch {
+	case out.call == nil:
+		if hi > out.contentAt {
+			p := out.text[max(lo, out.contentAt):hi]
+			delta.Content = &p
+		}
+	case hi > out.argsAt || k == out.contentAt/TokenBytes:
+		var frag string
+		if hi > out.argsAt {
+			frag = out.text[max(lo, out.argsAt):hi]
+		}
+		idx := 0
+		tc := ToolCall{Index: &idx, Function: FunctionCall{Arguments: frag}}
+		if k == out.contentAt/TokenBytes {
+			// The call's first token opens it, as OpenAI streams it:
+			// index, id, type and name, then argument fragments.
+			tc.ID, tc.Type, tc.Function.Name = out.call.ID, out.call.Type, out.call.Function.Name
+		}
+		delta.ToolCalls = []ToolCall{tc}
+	}
+	if delta.Content == nil && delta.ReasoningContent == nil && delta.ToolCalls == nil {
 		return nil
 	}
-	return a.chunk(&chatMessage{ToolCalls: []ToolCall{tc}}, nil)
+	return a.chunk(&delta, nil)
 }
 
 func (a *answer) chunk(delta *chatMessage, finish *string) chatCompletion {

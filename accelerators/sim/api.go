@@ -103,6 +103,13 @@ type ChatCompletionRequest struct {
 	// place; add_generation_prompt false leaves the generation prompt out.
 	ContinueFinalMessage bool  `json:"continue_final_message,omitempty"`
 	AddGenerationPrompt  *bool `json:"add_generation_prompt,omitempty"`
+	// ResponseFormat is {"type":"text"}, {"type":"json_object"} or
+	// {"type":"json_schema","json_schema":{"name","schema","strict"}}.
+	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
+
+	// format is ResponseFormat as DecodeChatRequest parsed it: nil for
+	// text answers.
+	format *responseFormat
 }
 
 // CompletionRequest is the body of POST /v1/completions. Prompt is a
@@ -164,6 +171,11 @@ func DecodeChatRequest(body []byte) (*ChatCompletionRequest, error) {
 	if _, err := parseToolChoice(req.ToolChoice); err != nil {
 		return nil, err
 	}
+	format, err := parseResponseFormat(req.ResponseFormat)
+	if err != nil {
+		return nil, err
+	}
+	req.format = format
 	return &req, nil
 }
 
@@ -225,6 +237,59 @@ func parseToolChoice(raw json.RawMessage) (toolChoice, error) {
 	return toolChoice{mode: "function", name: named.Function.Name}, nil
 }
 
+// responseFormat is a response_format that asks for JSON. schema is the
+// JSON schema the answer satisfies, as decodeSchema decodes it (a
+// jsonObject or a bool), or nil for json_object: any JSON object.
+type responseFormat struct {
+	schema any
+}
+
+// parseResponseFormat reads response_format as vLLM accepts it; nil for
+// text.
+func parseResponseFormat(raw json.RawMessage) (*responseFormat, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	bad := func(msg string) error { return &paramError{param: "response_format", msg: msg} }
+	var f struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Name   *string         `json:"name"`
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return nil, bad("response_format must be an object with a type: " + err.Error())
+	}
+	switch f.Type {
+	case "text":
+		return nil, nil
+	case "json_object":
+		return &responseFormat{}, nil
+	case "json_schema":
+	default:
+		return nil, bad(fmt.Sprintf("response_format type %q is not text, json_object or json_schema", f.Type))
+	}
+	if f.JSONSchema == nil || f.JSONSchema.Name == nil {
+		return nil, bad("response_format of type json_schema needs json_schema with a name")
+	}
+	s := bytes.TrimSpace(f.JSONSchema.Schema)
+	if len(s) == 0 || string(s) == "null" {
+		return &responseFormat{}, nil
+	}
+	schema, err := decodeSchema(s)
+	if err != nil {
+		return nil, bad("response_format json_schema.schema: " + err.Error())
+	}
+	switch schema.(type) {
+	case jsonObject, bool:
+	default:
+		return nil, bad("response_format json_schema.schema must be a JSON schema object")
+	}
+	return &responseFormat{schema: schema}, nil
+}
+
 // Response shapes, as vLLM writes them.
 
 type usage struct {
@@ -232,6 +297,12 @@ type usage struct {
 	CompletionTokens    int                  `json:"completion_tokens"`
 	TotalTokens         int                  `json:"total_tokens"`
 	PromptTokensDetails *promptTokensDetails `json:"prompt_tokens_details"`
+	// CompletionTokensDetails is set by reasoning models only.
+	CompletionTokensDetails *completionTokensDetails `json:"completion_tokens_details,omitempty"`
+}
+
+type completionTokensDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
 }
 
 type promptTokensDetails struct {
@@ -256,11 +327,13 @@ type chatChoice struct {
 }
 
 // chatMessage is an answer message or delta; Content is a pointer so a
-// tool-call answer says null and a delta can omit it.
+// tool-call answer says null and a delta can omit it. ReasoningContent is
+// a reasoning model's thoughts, vLLM's field.
 type chatMessage struct {
-	Role      string     `json:"role,omitempty"`
-	Content   *string    `json:"content,omitempty"`
-	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Role             string     `json:"role,omitempty"`
+	Content          *string    `json:"content,omitempty"`
+	ReasoningContent *string    `json:"reasoning_content,omitempty"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
 }
 
 type textCompletion struct {

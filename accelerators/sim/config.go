@@ -72,6 +72,15 @@ type Config struct {
 	// DefaultMaxTokens is the output cap when a request sets none. Default
 	// 256.
 	DefaultMaxTokens int
+	// Reasoning makes the model a reasoning one: each chat answer starts
+	// with a short thinking text, within the answer's max_tokens, streamed
+	// as reasoning_content deltas before the content and counted in
+	// usage's completion_tokens_details.reasoning_tokens, as vLLM serves a
+	// model with a reasoning parser. The thinking fills KV blocks after the
+	// prompt, so a follow-up turn that carries only the content hits the
+	// cache up to the prompt, as with models whose chat templates drop
+	// past thinking. Completions are unchanged. Default false.
+	Reasoning bool
 
 	// Fault injection, drawn per request from the engine's seeded random
 	// source; the x-sim-fault header forces one per request. All rates are

@@ -21,9 +21,15 @@
 // KV events report them. Answers are words drawn from the prompt's hash,
 // exactly 4 bytes a token, so a follow-up turn that carries the answer
 // hits the blocks the answer filled. Tool-call answers are deterministic
-// too. Faults are injected by rate (Config) or per request with the
-// x-sim-fault header (FaultHeader: error=CODE, latency=DUR, hang,
-// drop-after=N). StartFleet runs several engines on their own listeners.
+// too, their arguments JSON that satisfies the function's parameter
+// schema (see schemaGen for the keywords read); so is the answer to a
+// response_format (json_object, or json_schema), streamed and cut at
+// max_tokens like text. With Config.Reasoning the model thinks first: a
+// short text streamed as vLLM's reasoning_content and counted in
+// completion_tokens_details.reasoning_tokens, within max_tokens. Faults
+// are injected by rate (Config) or per request with the x-sim-fault
+// header (FaultHeader: error=CODE, latency=DUR, hang, drop-after=N).
+// StartFleet runs several engines on their own listeners.
 //
 // # Concurrency model
 //

@@ -20,6 +20,7 @@ const maxBodyBytes = 32 << 20
 // Handler is the engine's HTTP API, vLLM's where a router can see it:
 //
 //	POST /v1/chat/completions   OpenAI chat, streamed or not, with tools
+//	                            and response_format
 //	POST /v1/completions        OpenAI completions, streamed or not
 //	GET  /v1/models             the served model, with max_model_len
 //	GET  /health                200, or 503 after SetHealthy(false)
@@ -57,6 +58,8 @@ type genRequest struct {
 	stream       bool
 	includeUsage bool
 	tool         *toolSpec
+	// format asks for JSON; nil for text.
+	format *responseFormat
 	// planPrompt, when set, is the prompt the answer is planned from, and
 	// continued the part of that answer already given: a continued final
 	// message carries on the answer its conversation would have had.
@@ -91,6 +94,7 @@ func (e *Engine) handleChat(w http.ResponseWriter, r *http.Request) {
 		stream:       req.Stream,
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
 		tool:         tool,
+		format:       req.format,
 	}
 	switch {
 	case req.ContinueFinalMessage:
@@ -166,16 +170,7 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request, g genRequest) 
 		writeRequestError(w, err)
 		return
 	}
-	seed := xxhash.Sum64String(g.prompt) ^ (e.cfg.Seed * 0x9e3779b97f4a7c15)
-	var out output
-	switch {
-	case g.planPrompt != "" && g.tool == nil:
-		out = e.planContinued(g, maxTokens)
-	case g.tool != nil:
-		out = planToolCall(seed, g.tool, maxTokens)
-	default:
-		out = planText(seed, maxTokens, g.ignoreEOS)
-	}
+	out := e.plan(&g, maxTokens)
 	if need := ceilDiv(promptTokens+out.tokens, e.cfg.BlockSize); need > e.numBlocks {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf(
 			"request needs %d KV cache blocks (%d prompt + %d output tokens) but the engine has %d blocks of %d tokens",
@@ -356,18 +351,46 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(append(b, '\n'))
 }
 
+// seed is the random stream of the answer to prompt.
+func (e *Engine) seed(prompt string) uint64 {
+	return xxhash.Sum64String(prompt) ^ (e.cfg.Seed * 0x9e3779b97f4a7c15)
+}
+
+// plan decides the whole output of a request from its prompt: a tool
+// call, JSON for a response_format, or text; the rest of a continued
+// answer; a reasoning model's thinking first.
+func (e *Engine) plan(g *genRequest, maxTokens int) output {
+	answer := func(seed uint64, maxTokens int) output {
+		switch {
+		case g.tool != nil:
+			return planToolCall(seed, g.tool, maxTokens)
+		case g.format != nil:
+			return planJSON(seed, g.format, maxTokens)
+		}
+		return planText(seed, maxTokens, g.ignoreEOS)
+	}
+	seed := e.seed(g.prompt)
+	switch {
+	case g.planPrompt != "" && g.tool == nil:
+		return e.planContinued(g, maxTokens, answer)
+	case e.cfg.Reasoning && g.chat && g.planPrompt == "":
+		// A continued answer is past its thinking.
+		return withThoughts(seed, maxTokens, func(n int) output { return answer(seed, n) })
+	}
+	return answer(seed, maxTokens)
+}
+
 // planContinued plans the rest of an answer whose start (g.continued) was
 // given as the final message: the answer the conversation before it gets,
 // less the part already given, within maxTokens more. A start that is not
 // that answer's is continued with a fresh one.
-func (e *Engine) planContinued(g genRequest, maxTokens int) output {
+func (e *Engine) planContinued(g *genRequest, maxTokens int, plan func(seed uint64, maxTokens int) output) output {
 	given := CountTokens(g.continued)
-	seed := xxhash.Sum64String(g.planPrompt) ^ (e.cfg.Seed * 0x9e3779b97f4a7c15)
-	whole := planText(seed, maxTokens+given, g.ignoreEOS)
+	whole := plan(e.seed(g.planPrompt), maxTokens+given)
 	if given > 0 && len(g.continued) == given*TokenBytes && strings.HasPrefix(whole.text, g.continued) {
 		whole.text = whole.text[len(g.continued):]
 		whole.tokens -= given
 		return whole
 	}
-	return planText(xxhash.Sum64String(g.prompt)^(e.cfg.Seed*0x9e3779b97f4a7c15), maxTokens, g.ignoreEOS)
+	return plan(e.seed(g.prompt), maxTokens)
 }

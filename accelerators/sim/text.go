@@ -1,9 +1,9 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -33,6 +33,27 @@ type output struct {
 	// of its arguments in text.
 	call   *ToolCall
 	argsAt int
+	// A reasoning model's answer starts with its thinking: text[:contentAt]
+	// is the thinking as generated (thinkOpen, thoughts, thinkClose), and
+	// reasoning the thoughts in it, from reasoningAt, as vLLM's reasoning
+	// parsers return them in reasoning_content; reasoningTokens is the
+	// thinking's length in tokens. All zero for other models.
+	contentAt       int
+	reasoning       string
+	reasoningAt     int
+	reasoningTokens int
+}
+
+// thinks reports whether the answer is a reasoning model's.
+func (o *output) thinks() bool { return o.reasoningTokens > 0 }
+
+// thoughts is the part of the reasoning in text[lo:hi].
+func (o *output) thoughts(lo, hi int) string {
+	lo, hi = max(lo, o.reasoningAt), min(hi, o.reasoningAt+len(o.reasoning), len(o.text))
+	if !o.thinks() || lo >= hi {
+		return ""
+	}
+	return o.text[lo:hi]
 }
 
 // piece is the text of completion token k.
@@ -76,18 +97,90 @@ func planText(seed uint64, maxTokens int, ignoreEOS bool) output {
 		lo := min(minOutputTokens, maxTokens)
 		n = lo + int(r.next()%uint64(maxTokens-lo+1))
 	}
+	o := output{text: wordText(&r, n*TokenBytes), tokens: n, finish: finishStop}
+	if n == maxTokens {
+		o.finish = finishLength
+	}
+	return o
+}
+
+// wordText is words drawn from r, cut to exactly size bytes.
+func wordText(r *rng, size int) string {
 	var b strings.Builder
-	b.Grow(n*TokenBytes + 16)
-	for b.Len() < n*TokenBytes {
+	b.Grow(size + 16)
+	for b.Len() < size {
 		if b.Len() > 0 {
 			b.WriteByte(' ')
 		}
 		b.WriteString(r.word())
 	}
-	o := output{text: b.String()[:n*TokenBytes], tokens: n, finish: finishStop}
-	if n == maxTokens {
+	return b.String()[:size]
+}
+
+// planJSON decides a structured answer: JSON that satisfies the request's
+// schema (any object for json_object), compact, properties in declared
+// order, as engines with guided decoding write it. It ends when the JSON
+// does, ignore_eos or not; JSON longer than maxTokens is cut there, with
+// finish reason "length", as a real engine's is.
+func planJSON(seed uint64, f *responseFormat, maxTokens int) output {
+	r := rng(seed)
+	g := schemaGen{r: &r, root: f.schema}
+	if f.schema == nil {
+		g.anyObject()
+	} else {
+		g.value(f.schema, 0)
+	}
+	text := string(g.b)
+	o := output{text: text, tokens: CountTokens(text), finish: finishStop}
+	if o.tokens > maxTokens {
+		o.tokens = maxTokens
+		o.text = text[:maxTokens*TokenBytes]
 		o.finish = finishLength
 	}
+	return o
+}
+
+// A reasoning model thinks before it answers, between markers that vLLM's
+// reasoning parsers (deepseek_r1, qwen3) split off as reasoning_content.
+const (
+	thinkOpen  = "<think>\n"
+	thinkClose = "\n</think>\n\n"
+	// minThoughtTokens and maxThoughtTokens bound the thoughts' length.
+	minThoughtTokens = 8
+	maxThoughtTokens = 32
+	// thoughtSalt gives the thoughts a random stream of their own, apart
+	// from the answer's.
+	thoughtSalt = 0x7468696e6b696e67
+)
+
+// withThoughts puts a reasoning model's thinking before the answer that
+// plan makes within the tokens left of maxTokens. The thinking is a whole
+// number of tokens (its thoughts are cut to fit), so the answer's tokens
+// are the same as on their own. Thinking that reaches maxTokens is cut
+// there: no answer, finish reason "length".
+func withThoughts(seed uint64, maxTokens int, plan func(maxTokens int) output) output {
+	r := rng(seed ^ thoughtSalt)
+	n := minThoughtTokens + int(r.next()%(maxThoughtTokens-minThoughtTokens+1))
+	markers := len(thinkOpen) + len(thinkClose)
+	thoughts := wordText(&r, n*TokenBytes+(TokenBytes-markers%TokenBytes)%TokenBytes)
+	think := thinkOpen + thoughts + thinkClose
+	thinkTokens := len(think) / TokenBytes
+	var o output
+	if maxTokens <= thinkTokens {
+		o = output{text: think[:maxTokens*TokenBytes], tokens: maxTokens, finish: finishLength}
+		thinkTokens = maxTokens
+	} else {
+		o = plan(maxTokens - thinkTokens)
+		o.text = think + o.text
+		o.tokens += thinkTokens
+		if o.call != nil {
+			o.argsAt += len(think)
+		}
+	}
+	o.contentAt = len(think)
+	o.reasoningAt = len(thinkOpen)
+	o.reasoning = o.text[min(len(thinkOpen), len(o.text)):min(len(thinkOpen)+len(thoughts), len(o.text))]
+	o.reasoningTokens = thinkTokens
 	return o
 }
 
@@ -171,47 +264,18 @@ func planToolCall(seed uint64, tool *toolSpec, maxTokens int) output {
 	return o
 }
 
-// toolArguments fills every property of a JSON schema object with a value
-// of its type, as compact JSON with sorted keys.
+// toolArguments are a call's arguments: compact JSON that satisfies the
+// function's parameter schema (see schemaGen), properties in declared
+// order. A schema that cannot be read, or names no properties, gets {}.
 func toolArguments(r *rng, schema json.RawMessage) string {
-	var s struct {
-		Properties map[string]struct {
-			Type any   `json:"type"`
-			Enum []any `json:"enum"`
-		} `json:"properties"`
+	if len(bytes.TrimSpace(schema)) == 0 {
+		return "{}"
 	}
-	_ = json.Unmarshal(schema, &s) // a schema we cannot read gets {}
-	names := make([]string, 0, len(s.Properties))
-	for n := range s.Properties {
-		names = append(names, n)
+	root, err := decodeSchema(schema)
+	if err != nil {
+		return "{}"
 	}
-	slices.Sort(names)
-	args := make(map[string]any, len(names))
-	for _, n := range names {
-		p := s.Properties[n]
-		if len(p.Enum) > 0 {
-			args[n] = p.Enum[r.next()%uint64(len(p.Enum))]
-			continue
-		}
-		typ, _ := p.Type.(string)
-		if l, ok := p.Type.([]any); ok && len(l) > 0 {
-			typ, _ = l[0].(string)
-		}
-		switch typ {
-		case "integer":
-			args[n] = r.next() % 100
-		case "number":
-			args[n] = float64(r.next()%1000) / 10
-		case "boolean":
-			args[n] = r.next()&1 == 0
-		case "array":
-			args[n] = []string{r.word()}
-		case "object":
-			args[n] = map[string]any{}
-		default:
-			args[n] = r.word() + " " + r.word()
-		}
-	}
-	b, _ := json.Marshal(args)
-	return string(b)
+	g := schemaGen{r: r, root: root}
+	g.arguments(root)
+	return string(g.b)
 }

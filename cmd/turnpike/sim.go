@@ -17,6 +17,7 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	basePort := fs.Int("base-port", 8001, "port of the first engine; the others follow (0: ephemeral ports)")
 	kvEventsBase := fs.Int("kv-events-base-port", 0, "if set, engine i publishes KV events on tcp://host:(port+i)")
 	errorRate := fs.Float64("error-rate", 0, "fraction of requests answered with an injected error")
+	reasoning := fs.Bool("reasoning", false, "serve a reasoning model: chat answers stream reasoning_content before the content")
 	var sf simFlags
 	sf.register(fs, "", "n")
 	if err := fs.Parse(args); err != nil {
@@ -24,6 +25,7 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	cfg := sf.config()
 	cfg.ErrorRate = *errorRate
+	cfg.Reasoning = *reasoning
 	cfg.KVEventsAddr = ""
 	if *kvEventsBase != 0 {
 		cfg.KVEventsAddr = fmt.Sprintf("tcp://%s:%d", *host, *kvEventsBase)
