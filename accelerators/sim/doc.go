@@ -23,7 +23,9 @@
 // hits the blocks the answer filled. Tool-call answers are deterministic
 // too. Faults are injected by rate (Config) or per request with the
 // x-sim-fault header (FaultHeader: error=CODE, latency=DUR, hang,
-// drop-after=N). StartFleet runs several engines on their own listeners.
+// drop-after=N). StartFleet runs several engines on their own listeners;
+// Fleet.Kill crashes one (its connections cut, new ones refused) and
+// Fleet.Restart brings a fresh engine up on the same address.
 //
 // # Concurrency model
 //
