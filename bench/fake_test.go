@@ -185,9 +185,13 @@ func (f *fakeGateway) chat(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "data: %s\n\n", b)
 		fl.Flush()
 	}
-	for range body.MaxTokens {
+	for i := range body.MaxTokens {
 		time.Sleep(f.tokenGap)
-		chunk(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": "tok "}}}})
+		c := map[string]any{"index": 0, "delta": map[string]any{"content": "tok "}}
+		if i == body.MaxTokens-1 {
+			c["finish_reason"] = "length"
+		}
+		chunk(map[string]any{"choices": []any{c}})
 	}
 	if body.StreamOptions.IncludeUsage {
 		chunk(map[string]any{"choices": []any{}, "usage": map[string]any{
