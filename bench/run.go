@@ -78,6 +78,8 @@ type Result struct {
 	Timeline Timeline    `json:"timeline"`
 	// Isolation holds the scenario's figures when Workload is "isolation".
 	Isolation *IsolationReport `json:"isolation,omitempty"`
+	// Chaos holds the chaos workload's failures, migrations and restarts.
+	Chaos *ChaosReport `json:"chaos,omitempty"`
 	// Samples are every request's records when Config.KeepSamples is set.
 	Samples []Sample `json:"samples,omitempty"`
 }
@@ -116,6 +118,8 @@ func run(ctx context.Context, cfg Config, target Target, label string) (*Result,
 		return res, nil
 	case WorkloadIsolation:
 		return runIsolation(ctx, cfg, target, label)
+	case WorkloadChaos:
+		return runChaos(ctx, cfg, target, label)
 	default:
 		sessions := PlanAgentic(cfg)
 		res, samples := measure(ctx, cfg, target, label, len(sessions)*cfg.Agentic.TurnsPerSession, func(ctx context.Context, r *runner) {
@@ -208,7 +212,7 @@ func newRunner(cfg Config, target Target, label string, total int) *runner {
 	r := &runner{
 		cfg:    cfg,
 		target: target,
-		snd:    newSender(cfg, target, cfg.API == APIChat),
+		snd:    newSender(cfg, target, cfg.API == APIChat || cfg.Workload == WorkloadChaos),
 		prog:   newProgress(cfg.Progress, label, total),
 	}
 	keys := []string{target.APIKey, cfg.Isolation.KeyA, cfg.Isolation.KeyB}
