@@ -54,8 +54,13 @@ type outcome struct {
 	outputTokens int
 	cachedTokens int
 	status       int
-	errClass     string
-	dropped      string
+	// streamed is set once the first stream event arrived: from then on
+	// the client has seen the turn answering.
+	streamed bool
+	errClass string
+	// errCode is the error body's code of an HTTP error ("no-endpoints").
+	errCode string
+	dropped string
 	// retryAfter is a shed answer's Retry-After; zero if none.
 	retryAfter time.Duration
 	responseID string
@@ -202,6 +207,7 @@ func (s *sender) streamResponses(ctx context.Context, cl openai.Client, c call, 
 	defer stream.Close()
 	completed := false
 	for stream.Next() {
+		o.streamed = true
 		ev := stream.Current()
 		switch ev.Type {
 		case "response.created", "response.in_progress":
@@ -247,13 +253,16 @@ func (s *sender) streamChat(ctx context.Context, cl openai.Client, c call, opts 
 	}
 	stream := cl.Chat.Completions.NewStreaming(ctx, params, opts...)
 	defer stream.Close()
+	finished := false
 	for stream.Next() {
+		o.streamed = true
 		chunk := stream.Current()
 		if o.responseID == "" {
 			o.responseID = chunk.ID
 		}
 		for _, ch := range chunk.Choices {
 			m.delta(o.start, ch.Delta.Content)
+			finished = finished || ch.FinishReason != ""
 		}
 		if chunk.Usage.PromptTokens > 0 || chunk.Usage.CompletionTokens > 0 {
 			o.inputTokens = int(chunk.Usage.PromptTokens)
@@ -261,7 +270,15 @@ func (s *sender) streamChat(ctx context.Context, cl openai.Client, c call, opts 
 			o.cachedTokens = int(chunk.Usage.PromptTokensDetails.CachedTokens)
 		}
 	}
-	return stream.Err()
+	if err := stream.Err(); err != nil {
+		return err
+	}
+	if !finished {
+		// The body ended without a finish reason: cut, with or without
+		// [DONE] (the SDK reads a bare EOF as the end).
+		return errStreamFailed
+	}
+	return nil
 }
 
 // classify turns err into an error class, status and shed reason.
@@ -272,6 +289,7 @@ func classify(ctx context.Context, err error, o *outcome) {
 	case errors.As(err, &apiErr):
 		o.status = apiErr.StatusCode
 		o.errClass = httpClass(apiErr.StatusCode)
+		o.errCode = apiErr.Code
 		if apiErr.Response != nil {
 			o.dropped = apiErr.Response.Header.Get(HeaderDroppedReason)
 			if secs, err := strconv.Atoi(apiErr.Response.Header.Get("Retry-After")); err == nil && secs > 0 {

@@ -14,6 +14,7 @@ const (
 	WorkloadAgentic   = "agentic"
 	WorkloadTrace     = "trace"
 	WorkloadIsolation = "isolation"
+	WorkloadChaos     = "chaos"
 )
 
 // API names accepted in Config.API.
@@ -73,6 +74,16 @@ const (
 	DefaultIsolationFleetSlot = 16
 	DefaultBurstMultiple      = 5.0
 	DefaultBurstStart         = 0.2
+
+	// The chaos schedule's defaults fit a 60s run: five rounds, each
+	// replica of four killed at least once, every restart given a breaker
+	// timeout (the gateway's default breakerOpenFor) to take traffic again
+	// before the run ends.
+	DefaultChaosFirstKill    = 5 * time.Second
+	DefaultChaosKillInterval = 10 * time.Second
+	DefaultChaosDowntime     = 3 * time.Second
+	DefaultChaosAtOnce       = 1
+	DefaultChaosRejoinGoal   = 10 * time.Second
 )
 
 // BaselinePolicy is the policy Compare measures every other policy against.
@@ -114,7 +125,7 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // Config describes one benchmark run. The zero value is usable after
 // EnsureDefaults; every field's comment gives its default and unit.
 type Config struct {
-	// Workload is "agentic" (default), "trace" or "isolation".
+	// Workload is "agentic" (default), "trace", "isolation" or "chaos".
 	Workload string `json:"workload" yaml:"workload"`
 	// API is "responses" (default: Responses API chained with
 	// previous_response_id, only new input sent each turn) or "chat" (chat
@@ -153,6 +164,7 @@ type Config struct {
 	Agentic   AgenticConfig   `json:"agentic" yaml:"agentic"`
 	Trace     TraceConfig     `json:"trace" yaml:"trace"`
 	Isolation IsolationConfig `json:"isolation" yaml:"isolation"`
+	Chaos     ChaosConfig     `json:"chaos" yaml:"chaos"`
 }
 
 // AgenticConfig shapes the agentic workload: tenants with a shared system
@@ -249,6 +261,34 @@ type IsolationConfig struct {
 	BPriority string `json:"b_priority,omitempty" yaml:"b_priority"`
 }
 
+// ChaosConfig is the chaos workload's schedule: the agentic sessions run,
+// half on chat completions and half on the Responses API, while replicas
+// are killed and restarted (Target.Replicas). Round k kills AtOnce
+// replicas, taken in turn, at FirstKill + k × KillInterval and restarts
+// them Downtime later. Times are wall time, not the simulated fleet's:
+// the gateway's breaker and health timers run on the wall clock.
+type ChaosConfig struct {
+	// FirstKill is when the first round kills, from the run's start.
+	// Default 5s.
+	FirstKill Duration `json:"first_kill" yaml:"first_kill"`
+	// KillInterval is the time between rounds. Default 10s.
+	KillInterval Duration `json:"kill_interval" yaml:"kill_interval"`
+	// Downtime is how long a killed replica stays down; less than
+	// KillInterval. Default 3s.
+	Downtime Duration `json:"downtime" yaml:"downtime"`
+	// AtOnce is how many replicas one round kills; fewer than the fleet
+	// has. Default 1.
+	AtOnce int `json:"at_once" yaml:"at_once"`
+	// Rounds caps the number of rounds. 0 (default): as many as fit, with
+	// MaxDuration, a round fitting when its replicas are back RejoinGoal
+	// before the end; without MaxDuration, rounds go on until the
+	// workload ends.
+	Rounds int `json:"rounds,omitempty" yaml:"rounds"`
+	// RejoinGoal is how soon a restarted replica should take traffic again:
+	// one breaker timeout of the gateway (its breakerOpenFor). Default 10s.
+	RejoinGoal Duration `json:"rejoin_goal" yaml:"rejoin_goal"`
+}
+
 // EnsureDefaults fills zero fields with their defaults.
 func (c *Config) EnsureDefaults() {
 	setDefault(&c.Workload, DefaultWorkload)
@@ -284,6 +324,13 @@ func (c *Config) EnsureDefaults() {
 	setDefault(&i.FleetSlots, DefaultIsolationFleetSlot)
 	setDefault(&i.BurstMultiple, DefaultBurstMultiple)
 	setDefault(&i.BurstStart, DefaultBurstStart)
+
+	ch := &c.Chaos
+	setDefault(&ch.FirstKill, Duration(DefaultChaosFirstKill))
+	setDefault(&ch.KillInterval, Duration(DefaultChaosKillInterval))
+	setDefault(&ch.Downtime, Duration(DefaultChaosDowntime))
+	setDefault(&ch.AtOnce, DefaultChaosAtOnce)
+	setDefault(&ch.RejoinGoal, Duration(DefaultChaosRejoinGoal))
 }
 
 func setDefault[T comparable](p *T, v T) {
@@ -300,9 +347,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("bench: "+format, args...))
 	}
 	switch c.Workload {
-	case WorkloadAgentic, WorkloadTrace, WorkloadIsolation:
+	case WorkloadAgentic, WorkloadTrace, WorkloadIsolation, WorkloadChaos:
 	default:
-		bad("workload %q: want agentic, trace or isolation", c.Workload)
+		bad("workload %q: want agentic, trace, isolation or chaos", c.Workload)
 	}
 	switch c.API {
 	case APIResponses, APIChat:
@@ -396,6 +443,23 @@ func (c *Config) Validate() error {
 	if !validPriority(i.BPriority) {
 		bad("isolation.b_priority %q: want interactive, standard, background or empty", i.BPriority)
 	}
+
+	ch := c.Chaos
+	if ch.FirstKill < 0 {
+		bad("chaos.first_kill %v: want >= 0", ch.FirstKill)
+	}
+	if ch.Downtime <= 0 || ch.KillInterval <= ch.Downtime {
+		bad("chaos.downtime %v and kill_interval %v: want 0 < downtime < kill_interval", ch.Downtime, ch.KillInterval)
+	}
+	if ch.AtOnce < 1 {
+		bad("chaos.at_once %d: want >= 1", ch.AtOnce)
+	}
+	if ch.Rounds < 0 {
+		bad("chaos.rounds %d: want >= 0", ch.Rounds)
+	}
+	if ch.RejoinGoal <= 0 {
+		bad("chaos.rejoin_goal %v: want > 0", ch.RejoinGoal)
+	}
 	return errors.Join(errs...)
 }
 
@@ -419,6 +483,14 @@ type Target struct {
 	// run to compute the engines' own prefix-cache hit rate. Empty: no engine
 	// figures.
 	EngineMetricsURLs []string
+	// GatewayMetricsURL is the gateway's /metrics, read before and after a
+	// chaos run for its retry and migration counters. Empty: BaseURL's
+	// root (without /v1) plus /metrics.
+	GatewayMetricsURL string
+	// Replicas kills and restarts the fleet's replicas in the chaos
+	// workload, replica i being the engine of EngineMetricsURLs[i]. nil:
+	// no chaos run.
+	Replicas Replicas
 	// KVCapacityTokens is the fleet's total prefix-cache capacity, in
 	// tokens: the size of the global LRU the trace's ideal reuse is
 	// computed for. 0: unknown, the ideal is that of an unbounded cache.

@@ -2,7 +2,7 @@
 //
 // # Overview
 //
-// bench drives an OpenAI-compatible gateway with one of three workloads and
+// bench drives an OpenAI-compatible gateway with one of four workloads and
 // reports what clients saw and what the engines counted:
 //
 //   - agentic: concurrent agent sessions. Each tenant has a shared system
@@ -22,6 +22,12 @@
 //   - isolation: tenant A's interactive turns at a steady rate, run once alone
 //     and once while tenant B keeps BurstMultiple × FleetSlots agent loops in
 //     flight; the report compares A's p99 TTFT and lists sheds by band/reason.
+//   - chaos: the agentic sessions, alternately on chat completions and the
+//     Responses API, while Target.Replicas kills replicas and restarts them
+//     on a schedule (ChaosConfig, PlanChaos). ChaosReport sorts failures by
+//     whether the client had seen the stream start, reads the gateway's
+//     stream migrations and retries from its /metrics before and after, and
+//     watches each restarted replica's /metrics for its first traffic.
 //
 // Apart from these, RunOverhead measures what a proxy costs: closed-loop
 // clients post large agent requests (AgentChatBody) to each target in

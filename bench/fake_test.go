@@ -24,6 +24,9 @@ type fakeGateway struct {
 	// an earlier response, which then gets no answer until the client
 	// goes away: a test's way to stop a run at a known point.
 	holdChained chan fakeRequest
+	// abortEvery > 0 breaks the connection of every abortEvery-th stream
+	// after two deltas, as a gateway whose stream could not go on would.
+	abortEvery int
 
 	mu struct {
 		sync.Mutex
@@ -35,6 +38,7 @@ type fakeGateway struct {
 		requests []fakeRequest
 		queries  int
 		hits     int
+		streams  int
 	}
 }
 
@@ -137,7 +141,11 @@ func (f *fakeGateway) responses(w http.ResponseWriter, r *http.Request) {
 		fl.Flush()
 	}
 	event("response.created", map[string]any{"sequence_number": 0, "response": map[string]any{"id": id, "object": "response", "status": "in_progress"}})
+	abort := f.aborts()
 	for i := range body.MaxOutputTokens {
+		if abort && i == 2 {
+			panic(http.ErrAbortHandler)
+		}
 		time.Sleep(f.tokenGap)
 		event("response.output_text.delta", map[string]any{"sequence_number": i + 1, "item_id": "msg_" + id, "output_index": 0, "content_index": 0, "delta": "tok "})
 	}
@@ -194,9 +202,17 @@ func (f *fakeGateway) chat(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "data: %s\n\n", b)
 		fl.Flush()
 	}
-	for range body.MaxTokens {
+	abort := f.aborts()
+	for i := range body.MaxTokens {
+		if abort && i == 2 {
+			panic(http.ErrAbortHandler)
+		}
 		time.Sleep(f.tokenGap)
-		chunk(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": "tok "}}}})
+		c := map[string]any{"index": 0, "delta": map[string]any{"content": "tok "}}
+		if i == body.MaxTokens-1 {
+			c["finish_reason"] = "length"
+		}
+		chunk(map[string]any{"choices": []any{c}})
 	}
 	if body.StreamOptions.IncludeUsage {
 		chunk(map[string]any{"choices": []any{}, "usage": map[string]any{
@@ -206,6 +222,15 @@ func (f *fakeGateway) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	fl.Flush()
+}
+
+// aborts reports whether the stream about to start is one abortEvery
+// breaks.
+func (f *fakeGateway) aborts() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mu.streams++
+	return f.abortEvery > 0 && f.mu.streams%f.abortEvery == 0
 }
 
 func (f *fakeGateway) record(req fakeRequest, queries, hits int) {
@@ -218,13 +243,18 @@ func (f *fakeGateway) record(req fakeRequest, queries, hits int) {
 
 func (f *fakeGateway) metrics(w http.ResponseWriter, _ *http.Request) {
 	f.mu.Lock()
-	q, h := f.mu.queries, f.mu.hits
+	q, h, n := f.mu.queries, f.mu.hits, len(f.mu.requests)
 	f.mu.Unlock()
 	var b strings.Builder
 	b.WriteString("# HELP vllm:prefix_cache_queries Prefix cache queries, in tokens.\n# TYPE vllm:prefix_cache_queries counter\n")
 	fmt.Fprintf(&b, "vllm:prefix_cache_queries_total{engine=\"0\",model_name=\"m\"} %d\n", q)
 	b.WriteString("# HELP vllm:prefix_cache_hits Prefix cache hits, in tokens.\n# TYPE vllm:prefix_cache_hits counter\n")
 	fmt.Fprintf(&b, "vllm:prefix_cache_hits_total{engine=\"0\",model_name=\"m\"} %d\n", h)
+	// The gateway's counters, as if it had resumed one stream and retried
+	// twice for every request.
+	b.WriteString("# TYPE turnpike_stream_migrations_total counter\n")
+	fmt.Fprintf(&b, "turnpike_stream_migrations_total{result=\"resumed\"} %d\nturnpike_stream_migrations_total{result=\"failed\"} 0\n", n)
+	fmt.Fprintf(&b, "# TYPE turnpike_upstream_retries_total counter\nturnpike_upstream_retries_total %d\n", 2*n)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	fmt.Fprint(w, b.String())
 }

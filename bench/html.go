@@ -48,6 +48,16 @@ func writeHTML(w io.Writer, title string, results []*Result, cmp *Comparison) er
 		htmlTable(&b, ratioTable(cmp))
 	}
 
+	for _, r := range results {
+		if r.Chaos == nil {
+			continue
+		}
+		for _, t := range chaosTables(r.Chaos) {
+			fmt.Fprintf(&b, "<h2>%s</h2>\n", esc(t.title))
+			htmlTable(&b, t.table)
+		}
+	}
+
 	plotted := results
 	for _, r := range results {
 		if r.Isolation != nil && r.Isolation.Baseline != nil {

@@ -43,10 +43,9 @@ const maxMetricsBody = 32 << 20
 // every counter, gauge and untyped sample by family name (a trailing _total
 // dropped). Histograms and summaries are skipped.
 func ParseEngineMetrics(r io.Reader) (EngineMetrics, error) {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(io.LimitReader(r, maxMetricsBody))
+	fams, err := parseFamilies(r)
 	if err != nil {
-		return nil, fmt.Errorf("bench: parsing metrics: %w", err)
+		return nil, err
 	}
 	out := EngineMetrics{}
 	for name, f := range fams {
@@ -64,6 +63,17 @@ func ParseEngineMetrics(r io.Reader) (EngineMetrics, error) {
 		}
 	}
 	return out, nil
+}
+
+// parseFamilies parses the Prometheus text exposition format into its
+// families, keyed by name.
+func parseFamilies(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(io.LimitReader(r, maxMetricsBody))
+	if err != nil {
+		return nil, fmt.Errorf("bench: parsing metrics: %w", err)
+	}
+	return fams, nil
 }
 
 func sampleValue(t dto.MetricType, m *dto.Metric) (float64, bool) {

@@ -208,6 +208,17 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 				fmt.Fprintf(w, "sheds in the burst: %s\n", f)
 			}
 		}
+		if r.Chaos != nil {
+			for _, t := range chaosTables(r.Chaos) {
+				heading(t.title)
+				if err := write(t.table); err != nil {
+					return err
+				}
+			}
+			if errs := r.Chaos.GatewayErrors; len(errs) > 0 {
+				fmt.Fprintf(w, "\ngateway scrape errors: %s\n", strings.Join(errs, "; "))
+			}
+		}
 	}
 	return nil
 }

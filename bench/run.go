@@ -19,6 +19,8 @@ type Sample struct {
 	Session string   `json:"session,omitempty"`
 	Turn    int      `json:"turn"`
 	Kind    TurnKind `json:"kind"`
+	// API is the API the request used: "responses" or "chat".
+	API string `json:"api"`
 	// Start is when the request was sent, from the run's start.
 	Start time.Duration `json:"start_ns"`
 	// TTFT is sent → first content delta (0: none arrived); E2E is sent →
@@ -32,8 +34,13 @@ type Sample struct {
 	CachedTokens int `json:"cached_tokens"`
 	// Status is the HTTP status (0: none arrived).
 	Status int `json:"status"`
-	// Error is the failure class, "" on success.
-	Error string `json:"error,omitempty"`
+	// Streamed is true once the first stream event arrived: a failure
+	// after it was seen mid-answer, one before it before any answer.
+	Streamed bool `json:"streamed,omitempty"`
+	// Error is the failure class, "" on success; ErrorCode the code of an
+	// HTTP error's body ("no-endpoints"), if it had one.
+	Error     string `json:"error,omitempty"`
+	ErrorCode string `json:"error_code,omitempty"`
 	// Shed is true when the gateway refused the request (429, or 503 with a
 	// dropped reason); DroppedReason is its x-turnpike-dropped-reason.
 	Shed          bool   `json:"shed,omitempty"`
@@ -71,6 +78,8 @@ type Result struct {
 	Timeline Timeline    `json:"timeline"`
 	// Isolation holds the scenario's figures when Workload is "isolation".
 	Isolation *IsolationReport `json:"isolation,omitempty"`
+	// Chaos holds the chaos workload's failures, migrations and restarts.
+	Chaos *ChaosReport `json:"chaos,omitempty"`
 	// Samples are every request's records when Config.KeepSamples is set.
 	Samples []Sample `json:"samples,omitempty"`
 }
@@ -109,6 +118,8 @@ func run(ctx context.Context, cfg Config, target Target, label string) (*Result,
 		return res, nil
 	case WorkloadIsolation:
 		return runIsolation(ctx, cfg, target, label)
+	case WorkloadChaos:
+		return runChaos(ctx, cfg, target, label)
 	default:
 		sessions := PlanAgentic(cfg)
 		res, samples := measure(ctx, cfg, target, label, len(sessions)*cfg.Agentic.TurnsPerSession, func(ctx context.Context, r *runner) {
@@ -201,7 +212,7 @@ func newRunner(cfg Config, target Target, label string, total int) *runner {
 	r := &runner{
 		cfg:    cfg,
 		target: target,
-		snd:    newSender(cfg, target, cfg.API == APIChat),
+		snd:    newSender(cfg, target, cfg.API == APIChat || cfg.Workload == WorkloadChaos),
 		prog:   newProgress(cfg.Progress, label, total),
 	}
 	keys := []string{target.APIKey, cfg.Isolation.KeyA, cfg.Isolation.KeyB}
@@ -266,10 +277,10 @@ func (r *runner) do(ctx context.Context, c call, l labels) (*Sample, outcome) {
 		band = BandUnset
 	}
 	s := &Sample{
-		Tenant: l.tenant, Band: band, Session: l.session, Turn: l.turn, Kind: l.kind,
+		Tenant: l.tenant, Band: band, Session: l.session, Turn: l.turn, Kind: l.kind, API: c.api,
 		Start: o.start.Sub(r.start), TTFT: o.ttft, E2E: o.e2e,
 		InputTokens: o.inputTokens, OutputTokens: o.outputTokens, CachedTokens: o.cachedTokens,
-		Status: o.status, Error: o.errClass, DroppedReason: o.dropped,
+		Status: o.status, Streamed: o.streamed, Error: o.errClass, ErrorCode: o.errCode, DroppedReason: o.dropped,
 		Shed:       o.errClass != "" && (o.status == 429 || (o.status == 503 && o.dropped != "")),
 		ResponseID: o.responseID, PreviousResponseID: c.previousID,
 		itl: o.itl,
@@ -295,6 +306,10 @@ func (r *runner) session(ctx context.Context, s Session, tenant, key, priority s
 	if !sleepUntil(ctx, r.start.Add(s.Start)) {
 		return
 	}
+	api := s.API
+	if api == "" {
+		api = r.cfg.API
+	}
 	var prevID string
 	var history, pending []Item
 	for i, t := range s.Turns {
@@ -302,8 +317,8 @@ func (r *runner) session(ctx context.Context, s Session, tenant, key, priority s
 			return
 		}
 		pending = append(pending, t.Input...)
-		c := call{api: r.cfg.API, key: key, priority: priority, maxTokens: t.MaxOutputTokens}
-		if r.cfg.API == APIChat {
+		c := call{api: api, key: key, priority: priority, maxTokens: t.MaxOutputTokens}
+		if api == APIChat {
 			c.session = s.ID
 			c.input = slices.Concat(history, pending)
 		} else {
@@ -322,7 +337,7 @@ func (r *runner) session(ctx context.Context, s Session, tenant, key, priority s
 			}
 			continue
 		}
-		if r.cfg.API == APIChat {
+		if api == APIChat {
 			history = append(slices.Concat(history, pending), Item{Kind: ItemMessage, Role: "assistant", Text: o.reply})
 		} else {
 			prevID = o.responseID

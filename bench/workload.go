@@ -66,7 +66,9 @@ type Session struct {
 	// Start is when the session's first turn becomes due, from the run
 	// start; 0 in closed loop, where a session starts when a slot frees.
 	Start time.Duration `json:"start"`
-	Turns []Turn        `json:"turns"`
+	// API is the API the session's turns use; "" is Config.API.
+	API   string `json:"api,omitempty"`
+	Turns []Turn `json:"turns"`
 }
 
 // SystemPrompt returns tenant's shared system prompt and tool schema:

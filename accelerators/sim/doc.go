@@ -29,7 +29,9 @@
 // completion_tokens_details.reasoning_tokens, within max_tokens. Faults
 // are injected by rate (Config) or per request with the x-sim-fault
 // header (FaultHeader: error=CODE, latency=DUR, hang, drop-after=N).
-// StartFleet runs several engines on their own listeners.
+// StartFleet runs several engines on their own listeners; Fleet.Kill
+// crashes one (its connections cut, new ones refused) and Fleet.Restart
+// brings a fresh engine up on the same address.
 //
 // # Concurrency model
 //

@@ -8,19 +8,33 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
 
 // Fleet is a set of engines, each serving HTTP on its own loopback (or
-// host) listener: the embedded demo pool and the benchmark backend.
+// host) listener: the embedded demo pool and the benchmark backend. Kill
+// and Restart crash and restart one replica on its address, for chaos
+// runs; the other methods may be called while they do.
 type Fleet struct {
 	// Engines and URLs are parallel: URLs[i] is the base URL of Engines[i]
-	// ("http://host:port", no trailing slash).
+	// ("http://host:port", no trailing slash). Restart replaces
+	// Engines[i]: read it through Engine while replicas may restart.
 	Engines []*Engine
 	URLs    []string
 
-	servers   []*http.Server
+	// configs[i] is what engine i was started with, its KV event address
+	// the one it bound, so that a restart binds the same.
+	configs []Config
+	ctx     context.Context
+
+	mu struct {
+		sync.Mutex
+		// protects the fields below and Engines once serving
+		servers []*http.Server // nil while the replica is down
+		closed  bool
+	}
 	closeOnce sync.Once
 	stop      context.CancelFunc
 }
@@ -39,7 +53,7 @@ func StartFleet(ctx context.Context, n int, cfg Config, host string, basePort in
 		return nil, err
 	}
 	ctx, stop := context.WithCancel(ctx)
-	f := &Fleet{stop: stop}
+	f := &Fleet{ctx: ctx, stop: stop}
 	for i := range n {
 		c := cfg
 		c.Name = fmt.Sprintf("%s-%d", cfg.Name, i)
@@ -69,14 +83,28 @@ func (f *Fleet) start(ctx context.Context, c Config, host string, basePort, i in
 	if basePort != 0 {
 		port = basePort + i
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	e, srv, addr, err := serve(ctx, c, net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
-		return fmt.Errorf("sim: engine %s: %w", c.Name, err)
+		return err
+	}
+	c.KVEventsAddr = e.KVEventsAddr()
+	f.Engines = append(f.Engines, e)
+	f.URLs = append(f.URLs, "http://"+addr)
+	f.configs = append(f.configs, c)
+	f.mu.servers = append(f.mu.servers, srv)
+	return nil
+}
+
+// serve starts an engine configured by c and serves it on addr.
+func serve(ctx context.Context, c Config, addr string) (*Engine, *http.Server, string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("sim: engine %s: %w", c.Name, err)
 	}
 	e, err := New(c)
 	if err != nil {
 		ln.Close()
-		return err
+		return nil, nil, "", err
 	}
 	srv := &http.Server{
 		Handler:           e.Handler(),
@@ -84,18 +112,80 @@ func (f *Fleet) start(ctx context.Context, c Config, host string, basePort, i in
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
 	go srv.Serve(ln)
-	f.Engines = append(f.Engines, e)
-	f.URLs = append(f.URLs, "http://"+ln.Addr().String())
-	f.servers = append(f.servers, srv)
+	return e, srv, ln.Addr().String(), nil
+}
+
+// Engine returns engine i: the one serving now, or the last one to serve
+// while the replica is down.
+func (f *Fleet) Engine(i int) *Engine {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.Engines[i]
+}
+
+// Kill crashes replica i as a killed process would go: its listener and
+// every connection close at once, streams in flight are cut mid-answer,
+// and connections are refused until Restart. Its engine is closed and its
+// KV cache lost.
+func (f *Fleet) Kill(i int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.checkLocked(i); err != nil {
+		return err
+	}
+	srv := f.mu.servers[i]
+	if srv == nil {
+		return fmt.Errorf("sim: engine %s is already down", f.configs[i].Name)
+	}
+	f.mu.servers[i] = nil
+	// Close, not Shutdown: a crash waits for nothing.
+	return errors.Join(srv.Close(), f.Engines[i].Close())
+}
+
+// Restart starts a fresh engine for replica i, killed before, on the same
+// address and KV event address: a restarted process, with an empty KV
+// cache and counters from zero.
+func (f *Fleet) Restart(i int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.checkLocked(i); err != nil {
+		return err
+	}
+	if f.mu.servers[i] != nil {
+		return fmt.Errorf("sim: engine %s is running", f.configs[i].Name)
+	}
+	e, srv, _, err := serve(f.ctx, f.configs[i], strings.TrimPrefix(f.URLs[i], "http://"))
+	if err != nil {
+		return err
+	}
+	f.Engines[i], f.mu.servers[i] = e, srv
 	return nil
 }
 
-// ResetPrefixCaches empties every engine's prefix cache (blocks in use by
-// running requests stay), so that a benchmark can compare routing
-// policies from cold caches on the same fleet.
+func (f *Fleet) checkLocked(i int) error {
+	if f.mu.closed {
+		return errors.New("sim: fleet closed")
+	}
+	if i < 0 || i >= len(f.URLs) {
+		return fmt.Errorf("sim: no engine %d in a fleet of %d", i, len(f.URLs))
+	}
+	return nil
+}
+
+// ResetPrefixCaches empties every running engine's prefix cache (blocks
+// in use by running requests stay), so that a benchmark can compare
+// routing policies from cold caches on the same fleet.
 func (f *Fleet) ResetPrefixCaches(ctx context.Context) error {
+	f.mu.Lock()
+	var running []*Engine
+	for i, srv := range f.mu.servers {
+		if srv != nil {
+			running = append(running, f.Engines[i])
+		}
+	}
+	f.mu.Unlock()
 	var errs []error
-	for _, e := range f.Engines {
+	for _, e := range running {
 		errs = append(errs, e.ResetPrefixCache(ctx))
 	}
 	return errors.Join(errs...)
@@ -106,8 +196,13 @@ func (f *Fleet) Close() error {
 	var errs []error
 	f.closeOnce.Do(func() {
 		f.stop()
-		for _, s := range f.servers {
-			errs = append(errs, s.Close())
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.mu.closed = true
+		for _, s := range f.mu.servers {
+			if s != nil {
+				errs = append(errs, s.Close())
+			}
 		}
 		for _, e := range f.Engines {
 			errs = append(errs, e.Close())

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bufio"
 	"context"
 	"net/http"
 	"strings"
@@ -82,5 +83,82 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := new(Config).EnsureDefaults().Validate(); err != nil {
 		t.Errorf("defaults invalid: %v", err)
+	}
+}
+
+// TestFleetKillRestart: a killed replica cuts its streams and refuses
+// connections; restarted, it serves on the same URL and KV event address
+// from an empty cache, and the other replicas never notice.
+func TestFleetKillRestart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := Config{Name: "demo", NumBlocks: 200, TimeScale: 1, KVEventsAddr: "tcp://127.0.0.1:0"}
+	f, err := StartFleet(ctx, 2, cfg, "127.0.0.1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	url, events := f.URLs[0], f.Engine(0).KVEventsAddr()
+	body := `{"prompt":"` + prompt(1, 400) + `","max_tokens":4}`
+	complete := func(url string) (cached int, err error) {
+		resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			return 0, err
+		}
+		return decode[textCompletion](t, resp).Usage.PromptTokensDetails.CachedTokens, nil
+	}
+	for range 2 {
+		if _, err := complete(url); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A long stream, in flight when the replica dies.
+	stream := `{"prompt":"` + prompt(2, 400) + `","max_tokens":2000,"ignore_eos":true,"stream":true}`
+	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || !strings.HasPrefix(first, "data: ") {
+		t.Fatalf("first line %q, %v", first, err)
+	}
+	if err := f.Kill(0); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readSSE(resp); err == nil {
+		t.Errorf("stream ended cleanly after the kill (%d more events)", len(got))
+	}
+	if _, err := complete(url); err == nil {
+		t.Error("a killed replica answered")
+	}
+	if err := f.Kill(0); err == nil {
+		t.Error("killed twice")
+	}
+	if _, err := complete(f.URLs[1]); err != nil {
+		t.Errorf("the other replica: %v", err)
+	}
+
+	if err := f.Restart(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Restart(0); err == nil {
+		t.Error("restarted a running replica")
+	}
+	if got := f.Engine(0).KVEventsAddr(); got != events {
+		t.Errorf("KV events on %s after the restart, want %s", got, events)
+	}
+	cached, err := complete(url)
+	if err != nil {
+		t.Fatalf("restarted replica: %v", err)
+	}
+	if cached != 0 {
+		t.Errorf("restarted replica hit %d cached tokens, want a cold cache", cached)
+	}
+	if err := f.ResetPrefixCaches(ctx); err != nil {
+		t.Error(err)
+	}
+	if err := f.Kill(2); err == nil {
+		t.Error("killed a replica the fleet does not have")
 	}
 }

@@ -33,7 +33,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	compare := fs.String("compare", "", "embedded: comma-separated policies to run in turn, e.g. round-robin,session-hash,cache-aware")
 	out := fs.String("out", "bench-results", "directory for results.json, report.html and report.md")
 	logLevel := fs.String("log-level", "warn", "embedded gateway log level")
-	fs.StringVar(&cfg.Workload, "workload", bench.DefaultWorkload, "agentic, trace or isolation")
+	fs.StringVar(&cfg.Workload, "workload", bench.DefaultWorkload, "agentic, trace, isolation or chaos (agentic sessions on chat and responses while embedded replicas are killed and restarted)")
 	fs.StringVar(&cfg.API, "api", bench.DefaultAPI, "agentic: responses (previous_response_id chains) or chat (full history)")
 	fs.StringVar(&cfg.Model, "model", "", "model name to request (embedded: the fleet's served model)")
 	fs.Int64Var(&cfg.Seed, "seed", bench.DefaultSeed, "workload seed")
@@ -57,11 +57,17 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Isolation.KeyA, "key-a", "", "isolation with --url: tenant A's API key")
 	fs.StringVar(&cfg.Isolation.KeyB, "key-b", "", "isolation with --url: tenant B's API key")
 	fs.DurationVar((*time.Duration)(&cfg.Isolation.Duration), "isolation-duration", bench.DefaultIsolationDuration, "isolation: length of each run")
+	fs.DurationVar((*time.Duration)(&cfg.Chaos.FirstKill), "chaos-first-kill", bench.DefaultChaosFirstKill, "chaos: first kill, from the run's start")
+	fs.DurationVar((*time.Duration)(&cfg.Chaos.KillInterval), "chaos-interval", bench.DefaultChaosKillInterval, "chaos: time between kills")
+	fs.DurationVar((*time.Duration)(&cfg.Chaos.Downtime), "chaos-downtime", bench.DefaultChaosDowntime, "chaos: how long a killed replica stays down")
+	fs.IntVar(&cfg.Chaos.AtOnce, "chaos-at-once", bench.DefaultChaosAtOnce, "chaos: replicas killed at once")
+	fs.IntVar(&cfg.Chaos.Rounds, "chaos-rounds", 0, "chaos: kill rounds (0: as many as fit in --max-duration)")
+	fs.DurationVar((*time.Duration)(&cfg.Chaos.RejoinGoal), "chaos-rejoin-goal", 0, "chaos: how soon a restarted replica should take traffic (0: the gateway's breaker timeout)")
 	var sf simFlags
 	sf.register(fs, "sim-", "sim-replicas")
 	for _, d := range benchFleet {
 		if f := fs.Lookup(d.flag); f != nil {
-			f.Usage += fmt.Sprintf(" (agentic and trace: default %s; isolation: %s)", d.value, f.DefValue)
+			f.Usage += fmt.Sprintf(" (agentic, trace and chaos: default %s; isolation: %s)", d.value, f.DefValue)
 		}
 	}
 	if err := fs.Parse(args); err != nil {
@@ -85,6 +91,17 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *url != "" && (*compare != "" || fs.Lookup("policy").Value.String() != "cache-aware") {
 		return fmt.Errorf("bench: --compare and --policy need the embedded fleet; drop --url")
+	}
+	if cfg.Workload == bench.WorkloadChaos {
+		if *url != "" || *compare != "" {
+			return fmt.Errorf("bench: --workload chaos kills the embedded fleet's replicas; drop --url and --compare")
+		}
+		if cfg.Chaos.RejoinGoal == 0 {
+			// One breaker timeout of the embedded gateway.
+			var gw Config
+			gw.EnsureDefaults()
+			cfg.Chaos.RejoinGoal = bench.Duration(gw.Fleet.BreakerOpenFor)
+		}
 	}
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -156,7 +173,7 @@ func startBenchStack(ctx context.Context, policy string, sf *simFlags, bc *bench
 		os.RemoveAll(dataDir)
 		return bench.Target{}, nil, err
 	}
-	t := bench.Target{BaseURL: "http://" + st.addr}
+	t := bench.Target{BaseURL: "http://" + st.addr, Replicas: st.fleet}
 	for i, u := range st.fleet.URLs {
 		t.EngineMetricsURLs = append(t.EngineMetricsURLs, u+"/metrics")
 		e := st.fleet.Engines[i]

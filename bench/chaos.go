@@ -1,0 +1,481 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Replicas is the fleet the chaos workload crashes. Kill stops replica i
+// as a crash would: streams in flight cut, connections refused. Restart
+// brings it back on the same address, as a restarted process. The
+// simulated fleet (sim.Fleet) is one.
+type Replicas interface {
+	Kill(i int) error
+	Restart(i int) error
+}
+
+// ChaosRound is one round of a chaos schedule: when it kills which
+// replicas, and when it restarts them, from the run's start.
+type ChaosRound struct {
+	Kill     time.Duration `json:"kill"`
+	Restart  time.Duration `json:"restart"`
+	Replicas []int         `json:"replicas"`
+}
+
+// PlanChaos yields c's rounds over a fleet of n replicas. Round k kills
+// c.AtOnce replicas from k × c.AtOnce on, modulo n, so every replica
+// dies in turn. With horizon > 0 (the run's length) a round is yielded
+// only when its replicas are back c.RejoinGoal before the horizon, so
+// that each restart has a whole breaker timeout to take traffic;
+// c.Rounds > 0 caps the count. With neither, rounds never end.
+func PlanChaos(c ChaosConfig, n int, horizon time.Duration) iter.Seq[ChaosRound] {
+	return func(yield func(ChaosRound) bool) {
+		if n < 1 || c.AtOnce < 1 {
+			return
+		}
+		for k := 0; c.Rounds == 0 || k < c.Rounds; k++ {
+			kill := c.FirstKill.D() + time.Duration(k)*c.KillInterval.D()
+			rd := ChaosRound{Kill: kill, Restart: kill + c.Downtime.D()}
+			if horizon > 0 && rd.Restart+c.RejoinGoal.D() > horizon {
+				return
+			}
+			for j := range min(c.AtOnce, n) {
+				rd.Replicas = append(rd.Replicas, (k*c.AtOnce+j)%n)
+			}
+			if !yield(rd) {
+				return
+			}
+		}
+	}
+}
+
+// ChaosReport is what a chaos run did to clients and what the gateway
+// did about it.
+type ChaosReport struct {
+	// Rounds are the rounds that ran, as planned.
+	Rounds []ChaosRound `json:"rounds"`
+	// Restarts are the replicas killed, one entry per kill.
+	Restarts []ChaosRestart `json:"restarts"`
+	// Requests is every turn sent; ByAPI splits them by API.
+	Requests int                 `json:"requests"`
+	ByAPI    map[string]*Summary `json:"by_api"`
+	// FailedBeforeStream counts failures before any stream event arrived,
+	// by class and the error body's code ("http_503 no-endpoints",
+	// "transport"); FailedMidStream those after, by kind: "error_event"
+	// (an error event, response.failed, or a stream that ended without
+	// its end), "transport" (the connection broke), or the class.
+	FailedBeforeStream map[string]int `json:"failed_before_stream,omitempty"`
+	FailedMidStream    map[string]int `json:"failed_mid_stream,omitempty"`
+	// StreamsStarted got at least one stream event; StreamsCompleted of
+	// them ended complete.
+	StreamsStarted   int `json:"streams_started"`
+	StreamsCompleted int `json:"streams_completed"`
+	// Migrations are the gateway's turnpike_stream_migrations_total over
+	// the run by result (resumed, not_resumable, failed); Retries its
+	// turnpike_upstream_retries_total. GatewayErrors lists failed scrapes.
+	Migrations    map[string]float64 `json:"migrations"`
+	Retries       float64            `json:"retries"`
+	GatewayErrors []string           `json:"gateway_errors,omitempty"`
+	// CutStreams estimates the streams cut mid-answer: the migrations the
+	// gateway resumed plus the streams clients saw fail mid-answer (a
+	// stream resumed twice counts twice). CutCompleted is the resumed
+	// share of them.
+	CutStreams   int     `json:"cut_streams"`
+	CutCompleted float64 `json:"cut_completed"`
+	// Goals are the issue's goals, each against what the run got.
+	Goals []ChaosGoal `json:"goals"`
+}
+
+// ChaosRestart is one replica's kill and restart.
+type ChaosRestart struct {
+	Replica int `json:"replica"`
+	// KilledAt and RestartedAt are from the run's start, in seconds.
+	KilledAt    float64 `json:"killed_at_seconds"`
+	RestartedAt float64 `json:"restarted_at_seconds"`
+	// Serving is whether the restarted replica took traffic before the
+	// workload ended; ServingAfter is restart → first sign of it (a
+	// request running or tokens counted in its /metrics), in seconds,
+	// or how long it was watched in vain.
+	Serving      bool    `json:"serving"`
+	ServingAfter float64 `json:"serving_after_seconds"`
+	// Error is why the kill or the restart failed; "" when both worked.
+	Error string `json:"error,omitempty"`
+}
+
+// ChaosGoal is one goal: what was wanted, what the run got.
+type ChaosGoal struct {
+	Name string `json:"name"`
+	Want string `json:"want"`
+	Got  string `json:"got"`
+	// Met is false when missed, and when the run could not test it.
+	Met bool `json:"met"`
+}
+
+// Gateway counters the chaos report reads.
+const (
+	gatewayMigrations = "turnpike_stream_migrations"
+	gatewayRetries    = "turnpike_upstream_retries"
+	migrationResumed  = "resumed"
+)
+
+// chaosPollInterval spaces the scrapes that watch a restarted replica for
+// traffic: the resolution of ChaosRestart.ServingAfter.
+const chaosPollInterval = 100 * time.Millisecond
+
+// runChaos runs the agentic sessions, alternately on chat completions and
+// the Responses API, while a second goroutine kills and restarts replicas
+// on c's schedule; the gateway's counters are read around it.
+func runChaos(ctx context.Context, cfg Config, target Target, label string) (*Result, error) {
+	n := len(target.EngineMetricsURLs)
+	if target.Replicas == nil || n == 0 {
+		return nil, errors.New("bench: chaos needs Target.Replicas and the replicas' EngineMetricsURLs")
+	}
+	if cfg.Chaos.AtOnce >= n {
+		return nil, fmt.Errorf("bench: chaos.at_once %d: want fewer than the fleet's %d replicas", cfg.Chaos.AtOnce, n)
+	}
+	gwURL := target.gatewayMetricsURL()
+	var gwErrs []string
+	before, err := scrapeGateway(ctx, gwURL)
+	if err != nil {
+		gwErrs = append(gwErrs, err.Error())
+	}
+	sessions := chaosSessions(cfg)
+	var restarts []*ChaosRestart
+	var rounds []ChaosRound
+	res, samples := measure(ctx, cfg, target, label, len(sessions)*cfg.Agentic.TurnsPerSession, func(ctx context.Context, r *runner) {
+		cctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			rounds, restarts = r.chaos(cctx, target.Replicas, target.EngineMetricsURLs)
+		}()
+		r.sessions(ctx, sessions)
+		stop()
+		<-done
+	})
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	after, err := scrapeGateway(sctx, gwURL)
+	cancel()
+	if err != nil {
+		gwErrs = append(gwErrs, err.Error())
+	}
+	res.API = APIChat + "+" + APIResponses
+	res.Chaos = chaosReport(cfg.Chaos, samples, before, after, rounds, restarts, time.Duration(res.DurationSeconds*float64(time.Second)))
+	res.Chaos.GatewayErrors = gwErrs
+	return res, nil
+}
+
+// chaosSessions plans the agentic sessions, even ones on chat
+// completions, odd ones on the Responses API.
+func chaosSessions(cfg Config) []Session {
+	sessions := PlanAgentic(cfg)
+	for i := range sessions {
+		sessions[i].API = APIResponses
+		if i%2 == 0 {
+			sessions[i].API = APIChat
+		}
+	}
+	return sessions
+}
+
+// chaos runs the schedule until it ends or ctx is done, then returns the
+// rounds it ran and every kill. A replica down when ctx ends is restarted
+// at once, so the fleet is whole for the closing scrapes. Each restart is
+// watched for traffic until ctx is done.
+func (r *runner) chaos(ctx context.Context, reps Replicas, urls []string) ([]ChaosRound, []*ChaosRestart) {
+	var rounds []ChaosRound
+	var restarts []*ChaosRestart
+	var watchers sync.WaitGroup
+	defer watchers.Wait()
+	at := func() float64 { return time.Since(r.start).Seconds() }
+	for rd := range PlanChaos(r.cfg.Chaos, len(urls), r.cfg.MaxDuration.D()) {
+		if !sleepUntil(ctx, r.start.Add(rd.Kill)) {
+			break
+		}
+		rounds = append(rounds, rd)
+		var down []*ChaosRestart
+		pre := make(map[int]float64)
+		for _, i := range rd.Replicas {
+			pre[i] = replicaTraffic(ctx, urls[i])
+			rs := &ChaosRestart{Replica: i, KilledAt: at()}
+			restarts = append(restarts, rs)
+			if err := reps.Kill(i); err != nil {
+				rs.Error = err.Error()
+				continue
+			}
+			down = append(down, rs)
+		}
+		sleepUntil(ctx, r.start.Add(rd.Restart))
+		for _, rs := range down {
+			rs.RestartedAt = at()
+			if err := reps.Restart(rs.Replica); err != nil {
+				rs.Error = err.Error()
+				continue
+			}
+			watchers.Go(func() {
+				rs.Serving, rs.ServingAfter = watchRejoin(ctx, urls[rs.Replica], pre[rs.Replica], time.Now())
+			})
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return rounds, restarts
+}
+
+// replicaTraffic is what a replica's /metrics have counted: prompt plus
+// generation tokens; 0 when the scrape fails.
+func replicaTraffic(ctx context.Context, url string) float64 {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	m, err := scrape(ctx, http.DefaultClient, url)
+	if err != nil {
+		return 0
+	}
+	return m[vllmPrompt] + m[vllmGeneration] + m[sglangPrompt] + m[sglangGeneration]
+}
+
+// watchRejoin polls a restarted replica's /metrics until it takes traffic
+// or ctx is done, and reports whether it did and how long after since.
+func watchRejoin(ctx context.Context, url string, pre float64, since time.Time) (bool, float64) {
+	t := time.NewTicker(chaosPollInterval)
+	defer t.Stop()
+	cl := &http.Client{Timeout: time.Second}
+	for {
+		if m, err := scrape(ctx, cl, url); err == nil && serving(m, pre) {
+			return true, time.Since(since).Seconds()
+		}
+		select {
+		case <-ctx.Done():
+			return false, time.Since(since).Seconds()
+		case <-t.C:
+		}
+	}
+}
+
+// serving reports whether a restarted replica's scrape shows traffic,
+// given its token count pre just before the kill. A restarted process
+// counts from zero (any tokens are new); an engine that kept its counters
+// shows more than pre. Both are "above zero and not pre".
+func serving(m EngineMetrics, pre float64) bool {
+	tokens := m[vllmPrompt] + m[vllmGeneration] + m[sglangPrompt] + m[sglangGeneration]
+	return firstOf(m, gaugesRunning) > 0 || (tokens > 0 && tokens != pre)
+}
+
+// gatewayCounters are the gateway's retry and migration counters.
+type gatewayCounters struct {
+	migrations map[string]float64 // by result label
+	retries    float64
+}
+
+func scrapeGateway(ctx context.Context, url string) (gatewayCounters, error) {
+	var g gatewayCounters
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return g, fmt.Errorf("bench: scrape %s: %w", url, err)
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return g, fmt.Errorf("bench: scrape %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return g, fmt.Errorf("bench: scrape %s: status %d", url, resp.StatusCode)
+	}
+	return parseGatewayCounters(resp.Body)
+}
+
+// parseGatewayCounters reads the migration counter by its result label
+// and the retry counter from a Prometheus text exposition.
+func parseGatewayCounters(r io.Reader) (gatewayCounters, error) {
+	g := gatewayCounters{migrations: map[string]float64{}}
+	fams, err := parseFamilies(r)
+	if err != nil {
+		return g, err
+	}
+	for _, name := range []string{gatewayMigrations, gatewayMigrations + "_total"} {
+		for _, m := range fams[name].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" {
+					g.migrations[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	for _, name := range []string{gatewayRetries, gatewayRetries + "_total"} {
+		for _, m := range fams[name].GetMetric() {
+			g.retries += m.GetCounter().GetValue()
+		}
+	}
+	return g, nil
+}
+
+// gatewayMetricsURL is GatewayMetricsURL, or the base URL's root plus
+// /metrics.
+func (t Target) gatewayMetricsURL() string {
+	if t.GatewayMetricsURL != "" {
+		return t.GatewayMetricsURL
+	}
+	return strings.TrimSuffix(strings.TrimRight(t.BaseURL, "/"), "/v1") + "/metrics"
+}
+
+// failureKind sorts a failed sample: before the stream, by class and code;
+// mid-stream, as error_event, transport, or its class.
+func failureKind(s *Sample) (mid bool, kind string) {
+	if !s.Streamed {
+		if s.ErrorCode != "" {
+			return false, s.Error + " " + s.ErrorCode
+		}
+		return false, s.Error
+	}
+	if s.Error == ErrClassStream {
+		return true, "error_event"
+	}
+	return true, s.Error
+}
+
+// chaosReport counts a chaos run's samples and the gateway's counter
+// deltas, and checks them against the goals.
+func chaosReport(c ChaosConfig, samples []*Sample, before, after gatewayCounters, rounds []ChaosRound, restarts []*ChaosRestart, wall time.Duration) *ChaosReport {
+	rep := &ChaosReport{
+		Rounds:             rounds,
+		Requests:           len(samples),
+		ByAPI:              map[string]*Summary{},
+		FailedBeforeStream: map[string]int{},
+		FailedMidStream:    map[string]int{},
+		Migrations:         map[string]float64{},
+		Retries:            max(after.retries-before.retries, 0),
+	}
+	for _, rs := range restarts {
+		rep.Restarts = append(rep.Restarts, *rs)
+	}
+	for k, v := range after.migrations {
+		rep.Migrations[k] = max(v-before.migrations[k], 0)
+	}
+	for api, group := range groupBy(samples, func(s *Sample) string { return s.API }) {
+		sum := aggregate(group, wall)
+		rep.ByAPI[api] = &sum
+	}
+	var beforeStream, midStream int
+	for _, s := range samples {
+		if s.Streamed {
+			rep.StreamsStarted++
+			if s.Error == "" {
+				rep.StreamsCompleted++
+			}
+		}
+		if s.Error == "" {
+			continue
+		}
+		if mid, kind := failureKind(s); mid {
+			rep.FailedMidStream[kind]++
+			midStream++
+		} else {
+			rep.FailedBeforeStream[kind]++
+			beforeStream++
+		}
+	}
+	resumed := int(rep.Migrations[migrationResumed])
+	rep.CutStreams = resumed + midStream
+	if rep.CutStreams > 0 {
+		rep.CutCompleted = float64(resumed) / float64(rep.CutStreams)
+	}
+
+	rep.Goals = append(rep.Goals, ChaosGoal{
+		Name: "failures before streaming", Want: "0",
+		Got: fmt.Sprint(beforeStream), Met: beforeStream == 0,
+	})
+	cut := ChaosGoal{Name: "cut streams completed by migration", Want: ">= 99%", Got: "no stream was cut"}
+	if rep.CutStreams > 0 {
+		cut.Got = fmt.Sprintf("%s (%d of %d)", pct(rep.CutCompleted), resumed, rep.CutStreams)
+		cut.Met = rep.CutCompleted >= 0.99
+	}
+	rep.Goals = append(rep.Goals, cut)
+	goal := c.RejoinGoal.D().Seconds()
+	rejoined := 0
+	for _, rs := range rep.Restarts {
+		if rs.Error == "" && rs.Serving && rs.ServingAfter <= goal {
+			rejoined++
+		}
+	}
+	rejoin := ChaosGoal{Name: "restarted replicas serving again", Want: fmt.Sprintf("all within %gs", goal), Got: "no replica was killed"}
+	if n := len(rep.Restarts); n > 0 {
+		rejoin.Got = fmt.Sprintf("%d of %d", rejoined, n)
+		rejoin.Met = rejoined == n
+	}
+	rep.Goals = append(rep.Goals, rejoin)
+	return rep
+}
+
+// titledTable is a table under its heading.
+type titledTable struct {
+	title string
+	*table
+}
+
+// chaosTables are the report's tables: the run's failures and counters,
+// the restarts, the goals.
+func chaosTables(rep *ChaosReport) []titledTable {
+	counts := &table{header: []string{"figure", "value"}}
+	counts.add("turns sent", fmt.Sprint(rep.Requests))
+	for _, api := range slices.Sorted(maps.Keys(rep.ByAPI)) {
+		s := rep.ByAPI[api]
+		counts.add("turns on "+api+" (failed)", fmt.Sprintf("%d (%d)", s.Requests, s.Errors))
+	}
+	counts.add("failed before streaming", countsText(rep.FailedBeforeStream))
+	counts.add("failed mid-stream", countsText(rep.FailedMidStream))
+	counts.add("streams started / completed", fmt.Sprintf("%d / %d", rep.StreamsStarted, rep.StreamsCompleted))
+	var mig []string
+	for _, k := range slices.Sorted(maps.Keys(rep.Migrations)) {
+		mig = append(mig, fmt.Sprintf("%s=%g", k, rep.Migrations[k]))
+	}
+	counts.add("gateway migrations", strings.Join(mig, " "))
+	counts.add("gateway retries", fmt.Sprintf("%g", rep.Retries))
+
+	restarts := &table{header: []string{"replica", "killed at (s)", "restarted at (s)", "serving after (s)"}}
+	for _, rs := range rep.Restarts {
+		after := fmt.Sprintf("%.2f", rs.ServingAfter)
+		switch {
+		case rs.Error != "":
+			after = "error: " + rs.Error
+		case !rs.Serving:
+			after = fmt.Sprintf("not within %.2f", rs.ServingAfter)
+		}
+		restarts.add(fmt.Sprint(rs.Replica), fmt.Sprintf("%.1f", rs.KilledAt), fmt.Sprintf("%.1f", rs.RestartedAt), after)
+	}
+
+	goals := &table{header: []string{"goal", "want", "got", "met"}}
+	for _, g := range rep.Goals {
+		met := "no"
+		if g.Met {
+			met = "yes"
+		}
+		goals.add(g.Name, g.Want, g.Got, met)
+	}
+	return []titledTable{
+		{fmt.Sprintf("chaos: %d rounds; failures and the gateway's counters", len(rep.Rounds)), counts},
+		{"chaos: restarts (serving: the replica's /metrics show traffic)", restarts},
+		{"chaos: goals", goals},
+	}
+}
+
+// countsText prints counts by key, "0" when there are none.
+func countsText(m map[string]int) string {
+	if len(m) == 0 {
+		return "0"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,358 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestPlanChaos(t *testing.T) {
+	var defaults Config
+	defaults.EnsureDefaults()
+	s := time.Second
+	tests := []struct {
+		name     string
+		edit     func(*ChaosConfig)
+		replicas int
+		horizon  time.Duration
+		take     int // stop after this many rounds; 0: all
+		want     []ChaosRound
+	}{
+		{
+			name: "defaults over 60s", replicas: 4, horizon: 60 * s,
+			want: []ChaosRound{
+				{5 * s, 8 * s, []int{0}}, {15 * s, 18 * s, []int{1}}, {25 * s, 28 * s, []int{2}},
+				{35 * s, 38 * s, []int{3}}, {45 * s, 48 * s, []int{0}},
+			},
+		},
+		{
+			name: "two at once take replicas in turn", replicas: 3, horizon: 40 * s,
+			edit: func(c *ChaosConfig) { c.AtOnce = 2 },
+			want: []ChaosRound{{5 * s, 8 * s, []int{0, 1}}, {15 * s, 18 * s, []int{2, 0}}, {25 * s, 28 * s, []int{1, 2}}},
+		},
+		{
+			name: "rounds cap", replicas: 4, horizon: 60 * s,
+			edit: func(c *ChaosConfig) { c.Rounds = 2 },
+			want: []ChaosRound{{5 * s, 8 * s, []int{0}}, {15 * s, 18 * s, []int{1}}},
+		},
+		{
+			name: "a restart without a breaker timeout left is not planned", replicas: 2, horizon: 20 * s,
+			want: []ChaosRound{{5 * s, 8 * s, []int{0}}},
+		},
+		{
+			name: "no horizon goes on", replicas: 2, take: 3,
+			edit: func(c *ChaosConfig) { c.FirstKill, c.KillInterval, c.Downtime = 0, Duration(2*s), Duration(s) },
+			want: []ChaosRound{{0, s, []int{0}}, {2 * s, 3 * s, []int{1}}, {4 * s, 5 * s, []int{0}}},
+		},
+		{name: "no replicas", replicas: 0, horizon: 60 * s},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := defaults.Chaos
+			if tt.edit != nil {
+				tt.edit(&c)
+			}
+			var got []ChaosRound
+			for rd := range PlanChaos(c, tt.replicas, tt.horizon) {
+				got = append(got, rd)
+				if len(got) == tt.take {
+					break
+				}
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("rounds\n got %v\nwant %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestServing(t *testing.T) {
+	tests := []struct {
+		name string
+		m    EngineMetrics
+		pre  float64
+		want bool
+	}{
+		{"fresh, idle", EngineMetrics{vllmPrompt: 0}, 500, false},
+		{"fresh, counted", EngineMetrics{vllmPrompt: 40, vllmGeneration: 2}, 500, true},
+		{"fresh, running", EngineMetrics{"vllm:num_requests_running": 1}, 500, true},
+		{"kept its counters, idle", EngineMetrics{vllmPrompt: 500}, 500, false},
+		{"kept its counters, counted", EngineMetrics{vllmPrompt: 510}, 500, true},
+		{"never served before", EngineMetrics{}, 0, false},
+		{"sglang", EngineMetrics{sglangGeneration: 3}, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := serving(tt.m, tt.pre); got != tt.want {
+				t.Errorf("serving(%v, %v) = %v", tt.m, tt.pre, got)
+			}
+		})
+	}
+}
+
+func TestParseGatewayCounters(t *testing.T) {
+	text := `# HELP turnpike_stream_migrations_total Streams whose engine died.
+# TYPE turnpike_stream_migrations_total counter
+turnpike_stream_migrations_total{result="failed"} 1
+turnpike_stream_migrations_total{result="not_resumable"} 2
+turnpike_stream_migrations_total{result="resumed"} 7
+# TYPE turnpike_upstream_retries_total counter
+turnpike_upstream_retries_total 4
+# TYPE turnpike_requests_total counter
+turnpike_requests_total{code="200"} 99
+`
+	g, err := parseGatewayCounters(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"failed": 1, "not_resumable": 2, "resumed": 7}
+	if !reflect.DeepEqual(g.migrations, want) || g.retries != 4 {
+		t.Errorf("migrations %v, retries %v; want %v and 4", g.migrations, g.retries, want)
+	}
+	if _, err := parseGatewayCounters(strings.NewReader("not metrics {")); err == nil {
+		t.Error("garbage parsed")
+	}
+}
+
+func TestGatewayMetricsURL(t *testing.T) {
+	for _, tt := range []struct{ base, set, want string }{
+		{"http://127.0.0.1:8080", "", "http://127.0.0.1:8080/metrics"},
+		{"http://127.0.0.1:8080/v1/", "", "http://127.0.0.1:8080/metrics"},
+		{"http://gw/v1", "http://gw:9090/metrics", "http://gw:9090/metrics"},
+	} {
+		if got := (Target{BaseURL: tt.base, GatewayMetricsURL: tt.set}).gatewayMetricsURL(); got != tt.want {
+			t.Errorf("%q, %q: %q, want %q", tt.base, tt.set, got, tt.want)
+		}
+	}
+}
+
+func TestChaosReport(t *testing.T) {
+	var cfg Config
+	cfg.EnsureDefaults()
+	ok := func(api string) *Sample { return &Sample{API: api, Streamed: true, Status: 200} }
+	samples := []*Sample{
+		ok(APIChat), ok(APIResponses), ok(APIResponses),
+		{API: APIChat, Status: 503, Error: "http_503", ErrorCode: "no-endpoints"},
+		{API: APIResponses, Error: ErrClassTransport},
+		{API: APIChat, Streamed: true, Status: 200, Error: ErrClassStream},
+		{API: APIResponses, Streamed: true, Status: 200, Error: ErrClassTransport},
+	}
+	before := gatewayCounters{migrations: map[string]float64{"resumed": 1, "failed": 0}, retries: 2}
+	after := gatewayCounters{migrations: map[string]float64{"resumed": 4, "failed": 1, "not_resumable": 0}, retries: 5}
+	restarts := []*ChaosRestart{
+		{Replica: 0, KilledAt: 5, RestartedAt: 8, Serving: true, ServingAfter: 2},
+		{Replica: 1, KilledAt: 15, RestartedAt: 18, Serving: true, ServingAfter: 12},
+		{Replica: 2, KilledAt: 25, Error: "sim: port taken"},
+	}
+	rep := chaosReport(cfg.Chaos, samples, before, after, nil, restarts, 10*time.Second)
+
+	if rep.Requests != 7 || rep.ByAPI[APIChat].Requests != 3 || rep.ByAPI[APIResponses].Errors != 2 {
+		t.Errorf("requests %d, by API %+v", rep.Requests, rep.ByAPI)
+	}
+	if want := map[string]int{"http_503 no-endpoints": 1, "transport": 1}; !reflect.DeepEqual(rep.FailedBeforeStream, want) {
+		t.Errorf("before stream %v, want %v", rep.FailedBeforeStream, want)
+	}
+	if want := map[string]int{"error_event": 1, "transport": 1}; !reflect.DeepEqual(rep.FailedMidStream, want) {
+		t.Errorf("mid-stream %v, want %v", rep.FailedMidStream, want)
+	}
+	if rep.StreamsStarted != 5 || rep.StreamsCompleted != 3 {
+		t.Errorf("streams started/completed %d/%d, want 5/3", rep.StreamsStarted, rep.StreamsCompleted)
+	}
+	if want := map[string]float64{"resumed": 3, "failed": 1, "not_resumable": 0}; !reflect.DeepEqual(rep.Migrations, want) || rep.Retries != 3 {
+		t.Errorf("migrations %v retries %v", rep.Migrations, rep.Retries)
+	}
+	// Cut: three resumed, two seen failing mid-stream.
+	if rep.CutStreams != 5 || rep.CutCompleted != 0.6 {
+		t.Errorf("cut %d, completed %v; want 5, 0.6", rep.CutStreams, rep.CutCompleted)
+	}
+	wantGoals := []ChaosGoal{
+		{Name: "failures before streaming", Want: "0", Got: "2"},
+		{Name: "cut streams completed by migration", Want: ">= 99%", Got: "60.0% (3 of 5)"},
+		{Name: "restarted replicas serving again", Want: "all within 10s", Got: "1 of 3"},
+	}
+	if !reflect.DeepEqual(rep.Goals, wantGoals) {
+		t.Errorf("goals\n got %+v\nwant %+v", rep.Goals, wantGoals)
+	}
+
+	t.Run("all met", func(t *testing.T) {
+		rep := chaosReport(cfg.Chaos, samples[:3], before, gatewayCounters{migrations: map[string]float64{"resumed": 2}}, nil, restarts[:1], time.Second)
+		for _, g := range rep.Goals {
+			if !g.Met {
+				t.Errorf("goal %+v not met", g)
+			}
+		}
+	})
+	t.Run("nothing to test", func(t *testing.T) {
+		rep := chaosReport(cfg.Chaos, samples[:3], before, before, nil, nil, time.Second)
+		if got := rep.Goals[1:]; got[0].Met || got[0].Got != "no stream was cut" || got[1].Met || got[1].Got != "no replica was killed" {
+			t.Errorf("goals %+v: untested goals must not pass", got)
+		}
+	})
+}
+
+// fakeReplicas stand for a fleet's engines: each serves a /metrics whose
+// token counter is zero after a restart and counts as soon as it is
+// scraped, except for the stuck replica, which never takes traffic again.
+type fakeReplicas struct {
+	srvs  []*httptest.Server
+	stuck int
+	mu    struct {
+		sync.Mutex
+		down   []bool
+		tokens []int
+		calls  []string
+	}
+}
+
+func newFakeReplicas(t *testing.T, n, stuck int) *fakeReplicas {
+	f := &fakeReplicas{stuck: stuck}
+	f.mu.down = make([]bool, n)
+	f.mu.tokens = make([]int, n)
+	for i := range n {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.mu.down[i] {
+				http.Error(w, "down", http.StatusServiceUnavailable)
+				return
+			}
+			if i != f.stuck {
+				f.mu.tokens[i] += 10
+			}
+			fmt.Fprintf(w, "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total %d\n", f.mu.tokens[i])
+		}))
+		t.Cleanup(srv.Close)
+		f.srvs = append(f.srvs, srv)
+	}
+	return f
+}
+
+func (f *fakeReplicas) urls() []string {
+	var u []string
+	for _, s := range f.srvs {
+		u = append(u, s.URL+"/metrics")
+	}
+	return u
+}
+
+func (f *fakeReplicas) Kill(i int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mu.calls = append(f.mu.calls, fmt.Sprint("kill ", i))
+	f.mu.down[i] = true
+	return nil
+}
+
+func (f *fakeReplicas) Restart(i int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mu.calls = append(f.mu.calls, fmt.Sprint("restart ", i))
+	f.mu.down[i], f.mu.tokens[i] = false, 0
+	return nil
+}
+
+func (f *fakeReplicas) calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.mu.calls)
+}
+
+// TestRunChaos runs the chaos workload against the fake gateway, which
+// breaks every fifth stream after two deltas, and fake replicas, one of
+// which never serves again after its restart.
+func TestRunChaos(t *testing.T) {
+	gw := newFakeGateway(t)
+	gw.abortEvery = 5
+	reps := newFakeReplicas(t, 3, 1)
+	cfg := smallAgentic(APIResponses)
+	cfg.Workload = WorkloadChaos
+	cfg.Agentic.Sessions, cfg.Agentic.TurnsPerSession = 4, 10000
+	cfg.MaxDuration = Duration(600 * time.Millisecond)
+	ms := func(n int) Duration { return Duration(time.Duration(n) * time.Millisecond) }
+	cfg.Chaos = ChaosConfig{FirstKill: ms(50), KillInterval: ms(200), Downtime: ms(50), AtOnce: 1, RejoinGoal: ms(150)}
+	target := Target{BaseURL: gw.srv.URL, APIKey: "k", EngineMetricsURLs: reps.urls(), Replicas: reps}
+	res, err := Run(context.Background(), cfg, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := res.Chaos
+	if ch == nil {
+		t.Fatal("no chaos report")
+	}
+	// Rounds at 50ms and 250ms fit in 600ms with 150ms to rejoin; a third
+	// at 450ms would not.
+	if got, want := reps.calls(), []string{"kill 0", "restart 0", "kill 1", "restart 1"}; !slices.Equal(got, want) {
+		t.Errorf("calls %v, want %v", got, want)
+	}
+	if len(ch.Rounds) != 2 || len(ch.Restarts) != 2 {
+		t.Fatalf("rounds %v, restarts %+v", ch.Rounds, ch.Restarts)
+	}
+	if r0, r1 := ch.Restarts[0], ch.Restarts[1]; !r0.Serving || r1.Serving || r0.Replica != 0 || r1.Replica != 1 {
+		t.Errorf("restarts %+v: want replica 0 serving again, stuck replica 1 not", ch.Restarts)
+	}
+	if !(ch.Restarts[0].RestartedAt > ch.Restarts[0].KilledAt) {
+		t.Errorf("restart %+v before its kill", ch.Restarts[0])
+	}
+	if ch.Requests != res.Total.Requests || ch.ByAPI[APIChat] == nil || ch.ByAPI[APIResponses] == nil {
+		t.Errorf("requests %d of %d, by API %v", ch.Requests, res.Total.Requests, keys(ch.ByAPI))
+	}
+	var broken int
+	for _, s := range res.Samples {
+		if s.Streamed && s.Error == ErrClassTransport {
+			broken++
+		}
+	}
+	if broken == 0 || ch.FailedMidStream["transport"] != broken || len(ch.FailedBeforeStream) != 0 {
+		t.Errorf("mid-stream %v before %v; want %d broken streams, none before", ch.FailedMidStream, ch.FailedBeforeStream, broken)
+	}
+	if ch.StreamsStarted != ch.Requests || ch.StreamsCompleted != ch.Requests-broken {
+		t.Errorf("streams started %d completed %d of %d requests", ch.StreamsStarted, ch.StreamsCompleted, ch.Requests)
+	}
+	// The fake counts one resumed migration and two retries per request.
+	if int(ch.Migrations["resumed"]) != ch.Requests || int(ch.Retries) != 2*ch.Requests {
+		t.Errorf("migrations %v retries %v for %d requests", ch.Migrations, ch.Retries, ch.Requests)
+	}
+	if ch.Goals[2].Met || ch.Goals[2].Got != "1 of 2" {
+		t.Errorf("rejoin goal %+v: the stuck replica must fail it", ch.Goals[2])
+	}
+
+	var text, md, page bytes.Buffer
+	if err := WriteText(&text, res); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteMarkdown(&md, res); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteHTML(&page, res); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"text": text.String(), "markdown": md.String(), "html": page.String()} {
+		for _, want := range []string{"chaos: goals", "failed mid-stream", "restarted replicas serving again", "gateway migrations"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s report lacks %q", name, want)
+			}
+		}
+	}
+}
+
+func TestRunChaosNeedsReplicas(t *testing.T) {
+	gw := newFakeGateway(t)
+	cfg := Config{Workload: WorkloadChaos, Progress: io.Discard}
+	if _, err := Run(context.Background(), cfg, gw.target()); err == nil || !strings.Contains(err.Error(), "Replicas") {
+		t.Errorf("chaos without replicas: %v", err)
+	}
+	target := gw.target()
+	target.Replicas = newFakeReplicas(t, 1, -1)
+	if _, err := Run(context.Background(), cfg, target); err == nil || !strings.Contains(err.Error(), "at_once") {
+		t.Errorf("chaos killing the whole fleet: %v", err)
+	}
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/turnpike-gateway/turnpike/bench"
+)
+
+// TestBenchChaos runs a short chaos workload on the embedded stack: two
+// rounds kill and restart a replica of two while agent sessions stream,
+// and the results carry the chaos report. Goals are figures here, not
+// assertions: they depend on the machine's load.
+func TestBenchChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded fleet and gateway")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	err := benchCmd(ctx, []string{
+		"--workload", "chaos", "--out", out,
+		"--sim-replicas", "2", "--sim-time-scale", "0.05",
+		"--sessions", "4", "--concurrency", "4", "--turns", "100",
+		"--system-tokens", "100", "--tool-schema-tokens", "50", "--tool-result-tokens", "50", "--output-tokens", "48",
+		"--max-duration", "4s",
+		"--chaos-first-kill", "500ms", "--chaos-interval", "2s", "--chaos-downtime", "300ms", "--chaos-rejoin-goal", "1s",
+	}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res bench.Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	ch := res.Chaos
+	if ch == nil {
+		t.Fatalf("no chaos report in %s", b)
+	}
+	// Rounds at 0.5s and 2.5s leave a rejoin goal before 4s; one at 4.5s
+	// would not.
+	if len(ch.Rounds) != 2 || len(ch.Restarts) != 2 {
+		t.Fatalf("rounds %+v restarts %+v", ch.Rounds, ch.Restarts)
+	}
+	for _, rs := range ch.Restarts {
+		if rs.Error != "" {
+			t.Errorf("replica %d: %s", rs.Replica, rs.Error)
+		}
+	}
+	if ch.Requests == 0 || ch.ByAPI[bench.APIChat] == nil || ch.ByAPI[bench.APIResponses] == nil {
+		t.Errorf("requests %d by API %v", ch.Requests, ch.ByAPI)
+	}
+	if _, ok := ch.Migrations["resumed"]; !ok {
+		t.Errorf("no migration counter read from the gateway: %v (%v)", ch.Migrations, ch.GatewayErrors)
+	}
+	if !strings.Contains(stdout.String(), "chaos: goals") {
+		t.Errorf("console report lacks the goals:\n%s", stdout.String())
+	}
+	t.Logf("%s", stdout.String())
+}
+
+func TestBenchChaosNeedsTheEmbeddedFleet(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := benchCmd(context.Background(), []string{"--workload", "chaos", "--url", "http://127.0.0.1:1", "--out", t.TempDir()}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "embedded") {
+		t.Errorf("chaos against --url: %v", err)
+	}
+}
