@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/dispatch"
 )
 
 func TestChainContext(t *testing.T) {
@@ -353,5 +355,61 @@ func TestEngineFailureMidStream(t *testing.T) {
 	stored, err := svc.Get(ctx, "a", resp.ID)
 	if err != nil || stored.Status != StatusFailed || stored.Error == nil {
 		t.Errorf("stored: %+v %v", stored, err)
+	}
+}
+
+// TestChainSession: a chain's responses share the session its first
+// response was counted in, whatever named it; a new chain is named after
+// its first response only when the request names no session itself.
+func TestChainSession(t *testing.T) {
+	eng := &fakeEngine{contextLength: 100000}
+	svc, st := newTestService(t, eng)
+	var specs []dispatch.Spec
+	eng.seen = func(s *dispatch.Spec) { specs = append(specs, *s) }
+	ctx := t.Context()
+	create := func(body string) *Response {
+		t.Helper()
+		resp, err := svc.Create(ctx, "a", mustDecode(t, body), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	session := func(id string) string {
+		t.Helper()
+		rec, err := st.GetResponse(ctx, "a", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.Session
+	}
+
+	r1 := create(`{"model":"m","input":"hi","prompt_cache_key":"thread-1"}`)
+	if s := specs[0]; s.PromptCacheKey != "thread-1" || s.NewChain != r1.ID || s.ChainRoot != "" {
+		t.Errorf("first turn: prompt cache key %q, new chain %q, chain %q", s.PromptCacheKey, s.NewChain, s.ChainRoot)
+	}
+	if got := session(r1.ID); got != "thread-1" {
+		t.Errorf("first response counted in session %q, want the prompt cache key", got)
+	}
+	r2 := create(`{"model":"m","input":"again","previous_response_id":"` + r1.ID + `"}`)
+	if s := specs[1]; s.ChainRoot != "thread-1" || s.NewChain != "" {
+		t.Errorf("second turn: chain %q, new chain %q; want the first turn's session", s.ChainRoot, s.NewChain)
+	}
+	if got := session(r2.ID); got != "thread-1" {
+		t.Errorf("second response counted in session %q", got)
+	}
+
+	r3 := create(`{"model":"m","input":"alone"}`)
+	if got := session(r3.ID); got != r3.ID {
+		t.Errorf("a chain named by nothing: session %q, want its first response's id", got)
+	}
+	create(`{"model":"m","input":"on","previous_response_id":"` + r3.ID + `"}`)
+	if s := specs[3]; s.ChainRoot != r3.ID {
+		t.Errorf("its next turn: chain %q", s.ChainRoot)
+	}
+
+	create(`{"model":"m","input":"x","safety_identifier":"user-9","store":false}`)
+	if s := specs[4]; s.SafetyIdentifier != "user-9" {
+		t.Errorf("safety identifier %q not handed to the turn path", s.SafetyIdentifier)
 	}
 }

@@ -26,15 +26,18 @@ type turn struct {
 	// promptTokens is the prompt's token count, computed once, when the
 	// context window was checked; 0 leaves the count to dispatch.
 	promptTokens int
-	// conversation or chainRoot names the session for routing.
-	conversation, chainRoot string
+	// conversation or chainRoot names the session for routing: the
+	// conversation, or the session of the chain the response continues;
+	// newChain is the response's own id when it starts a chain, the
+	// session's name when nothing in the request names one.
+	conversation, chainRoot, newChain string
 }
 
 // prepare checks the request against the store and builds the turn:
 // the response object, the whole context and the engine request.
 func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest, id string, created int64) (*turn, error) {
 	resp := newResponse(req, id, created)
-	t := &turn{req: req, rec: &Record{Tenant: tenant, Response: resp}, chainRoot: id}
+	t := &turn{req: req, rec: &Record{Tenant: tenant, Response: resp}, newChain: id}
 	var history []Item
 	var err error
 	switch {
@@ -51,7 +54,13 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 				"Previous response with id '%s' has not ended yet (status %s).", req.PreviousResponseID, prev.Response.Status)
 		}
 		t.base = prev.Context
-		if len(t.base) > 0 {
+		t.newChain = ""
+		switch {
+		case prev.Session != "":
+			t.chainRoot = prev.Session
+		case len(t.base) > 0:
+			// Stored before records kept their session: the chain's
+			// first response named it after itself.
 			t.chainRoot = t.base[0].Chain
 		}
 		if history, err = s.store.LoadContext(ctx, t.base); err != nil {
@@ -65,7 +74,7 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 		if err != nil {
 			return nil, err
 		}
-		t.rec.Conversation, t.conversation, t.chainRoot = req.Conversation, req.Conversation, ""
+		t.rec.Conversation, t.conversation, t.newChain = req.Conversation, req.Conversation, ""
 		if history, err = s.store.LoadContext(ctx, []Segment{seg}); err != nil {
 			return nil, err
 		}
@@ -260,17 +269,27 @@ func (s *Service) begin(ctx context.Context, t *turn, hdr http.Header) (*dispatc
 	spec := &dispatch.Spec{
 		Tenant: t.rec.Tenant, Model: t.req.Model,
 		Path: "/v1/chat/completions", Body: t.body, ClientHeader: hdr,
-		Conversation: t.conversation, ChainRoot: t.chainRoot,
+		Conversation: t.conversation, ChainRoot: t.chainRoot, NewChain: t.newChain,
 		ServiceTier: t.req.ServiceTier, Background: t.req.Background,
 		Prompt: t.prompt, PromptTokens: t.promptTokens,
 	}
 	if t.req.MaxOutputTokens != nil {
 		spec.MaxOutputTokens = *t.req.MaxOutputTokens
 	}
+	if t.req.PromptCacheKey != nil {
+		spec.PromptCacheKey = *t.req.PromptCacheKey
+	}
+	if t.req.SafetyIdentifier != nil {
+		spec.SafetyIdentifier = *t.req.SafetyIdentifier
+	}
 	dt, err := s.engine.Begin(ctx, spec)
 	var ee *dispatch.EngineError
 	if errors.As(err, &ee) {
 		return nil, engineError(ee)
+	}
+	if err == nil {
+		// The chain's next responses continue in this session.
+		t.rec.Session = dt.SessionKey()
 	}
 	return dt, err
 }
