@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 
 	"github.com/turnpike-gateway/turnpike/apierror"
@@ -36,6 +37,9 @@ type turn struct {
 // prepare checks the request against the store and builds the turn:
 // the response object, the whole context and the engine request.
 func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest, id string, created int64) (*turn, error) {
+	if err := s.hostedTools(req); err != nil {
+		return nil, err
+	}
 	resp := newResponse(req, id, created)
 	t := &turn{req: req, rec: &Record{Tenant: tenant, Response: resp}, newChain: id}
 	var history []Item
@@ -88,15 +92,40 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 	return t, nil
 }
 
+// hostedTools applies Config.HostedTools to the request's hosted tools,
+// which the engine request never carries: refuses the request for the
+// first, or counts and notes them.
+func (s *Service) hostedTools(req *CreateRequest) error {
+	if len(req.HostedTools) == 0 {
+		return nil
+	}
+	if s.cfg.HostedTools == HostedToolsReject {
+		return hostedToolError(req.HostedTools[0])
+	}
+	for _, h := range req.HostedTools {
+		s.hostedDropped.WithLabelValues(h.Type).Inc()
+	}
+	if s.log.Enabled(context.Background(), slog.LevelDebug) {
+		types := make([]string, len(req.HostedTools))
+		for i, h := range req.HostedTools {
+			types[i] = h.Type
+		}
+		s.log.Debug("hosted tools dropped from a request", "types", types, "model", req.Model)
+	}
+	return nil
+}
+
 func newResponse(req *CreateRequest, id string, created int64) *Response {
 	resp := &Response{
 		ID: id, Object: "response", CreatedAt: created, Status: StatusInProgress,
 		Background: req.Background, Instructions: req.Instructions, MaxOutputTokens: req.MaxOutputTokens,
 		Model: req.Model, Output: []Item{}, ParallelToolCalls: true, Store: req.Store,
 		Temperature: 1, TopP: 1, Text: req.Text, ToolChoice: json.RawMessage(`"auto"`),
-		Tools: make([]json.RawMessage, 0, len(req.Tools)), Truncation: req.Truncation,
+		Tools: make([]json.RawMessage, 0, len(req.ToolsRaw)), Truncation: req.Truncation,
 		User: req.User, PromptCacheKey: req.PromptCacheKey, SafetyIdentifier: req.SafetyIdentifier,
 		Metadata: req.Metadata, Reasoning: req.Reasoning, ServiceTier: "auto",
+		MaxToolCalls: req.MaxToolCalls, TopLogprobs: req.TopLogprobs,
+		Prompt: req.Prompt, PromptCacheRetention: req.PromptCacheRetention,
 	}
 	if req.ParallelToolCalls != nil {
 		resp.ParallelToolCalls = *req.ParallelToolCalls
@@ -110,9 +139,7 @@ func newResponse(req *CreateRequest, id string, created int64) *Response {
 	if len(req.ToolChoice) > 0 {
 		resp.ToolChoice = req.ToolChoice
 	}
-	for _, t := range req.Tools {
-		resp.Tools = append(resp.Tools, t.Raw)
-	}
+	resp.Tools = append(resp.Tools, req.ToolsRaw...)
 	if resp.Metadata == nil {
 		resp.Metadata = map[string]string{}
 	}
@@ -330,7 +357,7 @@ func (s *Service) Create(ctx context.Context, tenant string, req *CreateRequest,
 	}
 	// From here the turn owns the response; it ends exactly once, in
 	// endTurn, whatever happens to the client or the engine.
-	r := newRun(t.rec.Response, sink, 0)
+	r := newRun(t.rec.Response, t.req.Tools, sink, 0)
 	r.emitResponse("response.created")
 	r.emitResponse("response.in_progress")
 	engErr := r.consume(dt)
