@@ -113,20 +113,37 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 		`{"model":"m","input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":"required","text":{"format":{"type":"json_object"}}}`,
 		`{"model":"m","input":"x","conversation":{"id":"conv_1"},"reasoning":{"effort":"high","summary":"auto"}}`,
 		`{"model":1e400}`, `null`, ``, `{"input":[null]}`,
+		codexRequest,
+		`{"model":"m","input":"x","tools":[{"type":"namespace","name":"n_","tools":[{"type":"function","name":"a"}]},{"type":"function","name":"n__a"}]}`,
+		`{"model":"m","input":"x","tools":[{"type":"function","name":"f"},{"type":"web_search"}],"tool_choice":{"type":"allowed_tools","mode":"auto","tools":[{"type":"function","name":"f"}]}}`,
+		`{"model":"m","input":"x","context_management":[{"type":"compaction","compact_threshold":5}],"prompt_cache_options":{"ttl":"30m"},"moderation":{"model":"x"},"prompt":{"id":"p","variables":{"a":"b"}}}`,
+		`{"model":"m","input":"x","max_tool_calls":1,"top_logprobs":20,"prompt_cache_retention":"in_memory","access_programs":{},"image":{},"client_metadata":{}}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := DecodeCreateRequest(body)
 		if err != nil {
-			var e *apierror.Error
-			if !errors.As(err, &e) || e.Message == "" {
-				t.Fatalf("error without a class or message: %v", err)
-			}
+			checkAPIError(t, err)
 			return
 		}
 		if req.Model == "" {
 			t.Fatal("accepted a request without a model")
+		}
+		checkItems(t, req.Input)
+		// Every engine name of a namespaced function names it alone, so
+		// its calls map back.
+		for name, tool := range toolNames(req.Tools) {
+			for i := range req.Tools {
+				if o := &req.Tools[i]; o != tool && o.EngineName() == name {
+					t.Fatalf("engine name %q names %+v and %+v", name, *tool, *o)
+				}
+			}
+		}
+		for _, h := range req.HostedTools {
+			if h.Index < 0 || h.Index >= len(req.ToolsRaw) {
+				t.Fatalf("hosted tool %+v of %d tools", h, len(req.ToolsRaw))
+			}
 		}
 		// Whatever decodes must render for an engine, and the prompt the
 		// KV index hashes must be what the engine's template makes of it.
