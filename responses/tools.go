@@ -235,9 +235,6 @@ type toolChoice struct {
 	allowed []string
 }
 
-// requiresTool reports whether the choice makes the model call a tool.
-func (c *toolChoice) requiresTool() bool { return c.mode == "required" || c.mode == "function" }
-
 // decodeToolChoice reads tool_choice: a mode, a function, an allowed_tools
 // list, or a hosted tool type. Names are resolved against the tools in
 // resolveToolChoice, once both are read.
