@@ -162,9 +162,14 @@ type Spec struct {
 	// and priority hints and passed on to the engine as routing hints
 	// (never credentials); may be nil.
 	ClientHeader http.Header
-	// Conversation, ChainRoot and PromptCacheKey name the session when no
-	// session header does (sessions.Derive); "" each when unknown.
-	Conversation, ChainRoot, PromptCacheKey string
+	// Conversation, ChainRoot, PromptCacheKey, SafetyIdentifier and
+	// NewChain name the session when no session header does, in that
+	// order (sessions.Derive); "" each when unknown. ChainRoot is the
+	// session of the previous_response_id chain a turn continues;
+	// SafetyIdentifier counts with a fingerprint of Prompt's opening
+	// (prefixFingerprint); NewChain is the id of a response that starts a
+	// chain, named only when nothing else names the session.
+	Conversation, ChainRoot, PromptCacheKey, SafetyIdentifier, NewChain string
 	// ServiceTier and Background are the body's priority hints; the
 	// x-turnpike-priority header is read from ClientHeader.
 	ServiceTier string
@@ -202,7 +207,7 @@ const maxPooledTokens = 1 << 20
 // error everything taken has been given back.
 func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error) {
 	t := &Turn{ctx: ctx, d: d, spec: spec, start: time.Now()}
-	t.sessionKey, _ = sessions.Derive(spec.ClientHeader, spec.Conversation, spec.ChainRoot, spec.PromptCacheKey)
+	t.sessionKey, _ = sessions.Derive(sessionInputs(spec))
 	t.route = affinity.Request{
 		Model:                spec.Model,
 		Tenant:               spec.Tenant,

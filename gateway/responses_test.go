@@ -64,6 +64,12 @@ type responsesStack struct {
 
 func newResponsesStack(t testing.TB, timeScale float64) *responsesStack {
 	t.Helper()
+	return newResponsesStackWith(t, timeScale, tpresponses.Config{})
+}
+
+// newResponsesStackWith is newResponsesStack with the service's config.
+func newResponsesStackWith(t testing.TB, timeScale float64, cfg tpresponses.Config) *responsesStack {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	eng, err := sim.New(sim.Config{ServedModelName: testModel, TimeScale: timeScale})
 	if err != nil {
@@ -86,7 +92,8 @@ func newResponsesStack(t testing.TB, timeScale float64) *responsesStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := tpresponses.New(tpresponses.NewStore(db.Namespace("rs/"), tpresponses.StoreOptions{}), d, tpresponses.Config{CollectInterval: -1, Logger: log})
+	cfg.CollectInterval, cfg.Logger = -1, log
+	svc := tpresponses.New(tpresponses.NewStore(db.Namespace("rs/"), tpresponses.StoreOptions{}), d, cfg)
 	if err := svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -37,6 +37,7 @@ type stack struct {
 	flow    *turns.Controller
 	index   *kv.Index
 	reg     *pools.Registry
+	sess    *sessions.Store
 	engines []string
 }
 
@@ -123,7 +124,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	front := httptest.NewServer(s.Handler())
 	t.Cleanup(front.Close)
-	return &stack{front: front, flow: flow, index: index, reg: reg, engines: engines}
+	return &stack{front: front, flow: flow, index: index, reg: reg, sess: sess, engines: engines}
 }
 
 func longChat(stream bool) string {

@@ -2,6 +2,7 @@ package responses
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/turnpike-gateway/turnpike/prompt"
 )
@@ -77,16 +78,20 @@ func renderChat(req *CreateRequest, items []Item) ([]byte, *prompt.Prompt, error
 		ParallelToolCalls: req.ParallelToolCalls,
 		ResponseFormat:    responseFormat(req.Text.Format),
 	}
-	for _, t := range req.Tools {
+	choice := &req.toolChoice
+	for i := range req.Tools {
+		t := &req.Tools[i]
+		name := t.EngineName()
+		if choice.allowed != nil && !slices.Contains(choice.allowed, name) {
+			continue
+		}
 		c.Tools = append(c.Tools, chatTool{Type: "function", Function: chatToolFunction{
-			Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}})
+			Name: name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}})
 	}
 	if len(c.Tools) == 0 {
 		c.ParallelToolCalls = nil
 	}
-	if len(req.ToolChoice) > 0 {
-		c.ToolChoice = chatToolChoice(req.ToolChoice)
-	}
+	c.ToolChoice = chatToolChoice(choice, len(c.Tools) > 0)
 	if req.Reasoning != nil && req.Reasoning.Effort != nil {
 		c.ReasoningEffort = *req.Reasoning.Effort
 	}
@@ -161,7 +166,7 @@ func renderMessages(instructions *string, items []Item) []chatMessage {
 			msgs = append(msgs, chatMessage{Role: role, Content: &text})
 			assistantOpen = role == "assistant"
 		case ItemFunctionCall:
-			call := chatToolCall{ID: it.CallID, Type: "function", Function: chatFunction{Name: it.Name, Arguments: it.Arguments}}
+			call := chatToolCall{ID: it.CallID, Type: "function", Function: chatFunction{Name: engineName(it.Namespace, it.Name), Arguments: it.Arguments}}
 			if assistantOpen {
 				last := &msgs[len(msgs)-1]
 				last.ToolCalls = append(last.ToolCalls, call)
@@ -208,16 +213,22 @@ func responseFormat(format json.RawMessage) json.RawMessage {
 	return nil
 }
 
-// chatToolChoice maps a Responses tool_choice to chat's shape.
-func chatToolChoice(tc json.RawMessage) json.RawMessage {
-	if tc[0] == '"' {
-		return tc
+// chatToolChoice is c in chat's shape, nil to leave the choice to the
+// engine. A choice that needs a tool when none is offered (every allowed
+// tool was hosted) is left out rather than refused by the engine.
+func chatToolChoice(c *toolChoice, tools bool) json.RawMessage {
+	switch {
+	case c.mode == "":
+		return nil
+	case c.mode == "none":
+		return json.RawMessage(`"none"`)
+	case !tools:
+		return nil
+	case c.mode == "function":
+		b, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": c.name}})
+		return b
 	}
-	var f struct {
-		Name string `json:"name"`
-	}
-	json.Unmarshal(tc, &f)
-	b, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": f.Name}})
+	b, _ := json.Marshal(c.mode)
 	return b
 }
 
@@ -227,7 +238,7 @@ const messageOverhead = 4
 // itemTokens counts one item's share of the prompt with tok, with the
 // chat template's per-message overhead.
 func itemTokens(tok prompt.Tokenizer, it *Item) int {
-	n := tok.Count(it.Arguments) + tok.Count(it.Output) + tok.Count(it.Name) + tok.Count(it.CallID)
+	n := tok.Count(it.Arguments) + tok.Count(it.Output) + tok.Count(engineName(it.Namespace, it.Name)) + tok.Count(it.CallID)
 	for _, p := range it.Content {
 		n += tok.Count(p.Text)
 	}

@@ -9,8 +9,13 @@ import (
 // a turn's context is hundreds of them and decoding them is most of a
 // context load. The form is a version byte, then uvarint-length-prefixed
 // strings: type, id, status, role, call_id, name, arguments, output, then
-// a uvarint count of content parts, each its type and text.
-const itemCodecV1 = 1
+// a uvarint count of content parts, each its type and text. Version 2
+// adds one more string at the end, the namespace; an item without one is
+// written in version 1, which every reader knows.
+const (
+	itemCodecV1 = 1
+	itemCodecV2 = 2
+)
 
 var errItemCodec = errors.New("responses: malformed stored item")
 
@@ -21,13 +26,20 @@ func appendString(b []byte, s string) []byte {
 
 // encodeItem appends the stored form of it to b.
 func encodeItem(b []byte, it *Item) []byte {
-	b = append(b, itemCodecV1)
+	version := byte(itemCodecV1)
+	if it.Namespace != "" {
+		version = itemCodecV2
+	}
+	b = append(b, version)
 	for _, s := range [...]string{it.Type, it.ID, it.Status, it.Role, it.CallID, it.Name, it.Arguments, it.Output} {
 		b = appendString(b, s)
 	}
 	b = binary.AppendUvarint(b, uint64(len(it.Content)))
 	for _, p := range it.Content {
 		b = appendString(appendString(b, p.Type), p.Text)
+	}
+	if version == itemCodecV2 {
+		b = appendString(b, it.Namespace)
 	}
 	return b
 }
@@ -54,7 +66,7 @@ func (d *itemDecoder) str() string {
 
 // decodeItem reads an item written by encodeItem.
 func decodeStoredItem(b []byte) (Item, error) {
-	if len(b) == 0 || b[0] != itemCodecV1 {
+	if len(b) == 0 || (b[0] != itemCodecV1 && b[0] != itemCodecV2) {
 		return Item{}, errItemCodec
 	}
 	d := itemDecoder{buf: b[1:], s: string(b[1:])}
@@ -69,6 +81,9 @@ func decodeStoredItem(b []byte) (Item, error) {
 		for i := range it.Content {
 			it.Content[i] = ContentPart{Type: d.str(), Text: d.str()}
 		}
+	}
+	if b[0] == itemCodecV2 {
+		it.Namespace = d.str()
 	}
 	return it, d.err
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/turnpike-gateway/turnpike/apierror"
 )
@@ -21,39 +20,49 @@ type CreateRequest struct {
 	PreviousResponseID string
 	Conversation       string
 	// Store defaults to true.
-	Store             bool
-	Stream            bool
-	Background        bool
-	Tools             []Tool
+	Store      bool
+	Stream     bool
+	Background bool
+	// Tools are the functions the engine is offered, namespace tools'
+	// functions flattened into the list; HostedTools the tools of types
+	// turnpike cannot run (Config.HostedTools drops or refuses them);
+	// ToolsRaw every tool as the client sent it, echoed on the response.
+	Tools       []Tool
+	HostedTools []HostedTool
+	ToolsRaw    []json.RawMessage
+	// ToolChoice is the tool_choice as sent, echoed; toolChoice is what
+	// the engine is told.
 	ToolChoice        json.RawMessage
+	toolChoice        toolChoice
 	ParallelToolCalls *bool
 	MaxOutputTokens   *int
-	Temperature       *float64
-	TopP              *float64
-	Metadata          map[string]string
+	// MaxToolCalls bounds calls to hosted tools, which turnpike never
+	// makes; echoed.
+	MaxToolCalls *int
+	Temperature  *float64
+	TopP         *float64
+	// TopLogprobs is echoed; turnpike returns no logprobs.
+	TopLogprobs *int
+	Metadata    map[string]string
 	// Truncation is "auto" or "disabled" (the default).
-	Truncation       string
-	Text             TextConfig
+	Truncation string
+	Text       TextConfig
+	// ServiceTier is as sent, but "fast", which OpenAI serves as
+	// "priority", reads "priority".
 	ServiceTier      string
 	PromptCacheKey   *string
 	SafetyIdentifier *string
 	User             *string
 	Include          []string
 	Reasoning        *Reasoning
+	// PromptCacheRetention and Prompt (a stored prompt template's
+	// reference, which turnpike cannot expand) are echoed.
+	PromptCacheRetention *string
+	Prompt               json.RawMessage
 
 	// raw is the body as received, kept with a background job so that it
 	// can be re-run after a restart.
 	raw []byte
-}
-
-// Tool is a function tool the model may call.
-type Tool struct {
-	Name        string
-	Description *string
-	Parameters  json.RawMessage
-	Strict      *bool
-	// Raw is the tool as the client sent it, echoed on the response.
-	Raw json.RawMessage
 }
 
 // Limits on what a request may carry.
@@ -61,6 +70,7 @@ const (
 	maxMetadataKeys     = 16
 	maxMetadataKeyLen   = 64
 	maxMetadataValueLen = 512
+	maxTopLogprobs      = 20
 )
 
 // DecodeCreateRequest decodes a POST /v1/responses body strictly: an
@@ -73,12 +83,7 @@ func DecodeCreateRequest(body []byte) (*CreateRequest, error) {
 	}
 	r := &CreateRequest{Store: true, Truncation: "disabled", raw: body}
 	// Decode in a fixed order so the same bad body always names the same param.
-	keys := make([]string, 0, len(fields))
-	for k := range fields {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(fields) {
 		raw := fields[k]
 		if isNull(raw) {
 			continue
@@ -100,9 +105,10 @@ func DecodeCreateRequest(body []byte) (*CreateRequest, error) {
 		return nil, invalidf("previous_response_id", "mutually_exclusive_parameters",
 			"Parameters 'previous_response_id' and 'conversation' cannot be used together.")
 	}
-	if len(r.ToolChoice) > 0 && len(r.Tools) == 0 && !bytes.Equal(r.ToolChoice, []byte(`"none"`)) && !bytes.Equal(r.ToolChoice, []byte(`"auto"`)) {
+	if len(r.ToolChoice) > 0 && len(r.ToolsRaw) == 0 && !bytes.Equal(r.ToolChoice, []byte(`"none"`)) && !bytes.Equal(r.ToolChoice, []byte(`"auto"`)) {
 		return nil, invalidf("tool_choice", "invalid_value", "Invalid 'tool_choice': tools must be given when tool_choice requires a tool.")
 	}
+	r.resolveToolChoice()
 	if r.Text.Format == nil {
 		r.Text.Format = json.RawMessage(`{"type":"text"}`)
 	}
@@ -129,17 +135,22 @@ func (r *CreateRequest) decodeField(k string, raw json.RawMessage) error {
 	case "background":
 		r.Background, err = decodeBool(raw, k)
 	case "tools":
-		r.Tools, err = decodeTools(raw)
+		err = r.decodeTools(raw)
 	case "tool_choice":
-		r.ToolChoice, err = decodeToolChoice(raw)
+		r.ToolChoice = raw
+		r.toolChoice, err = decodeToolChoice(raw)
 	case "parallel_tool_calls":
 		r.ParallelToolCalls, err = ptr(decodeBool(raw, k))
 	case "max_output_tokens":
 		r.MaxOutputTokens, err = ptr(decodeInt(raw, k, 1))
+	case "max_tool_calls":
+		r.MaxToolCalls, err = ptr(decodeInt(raw, k, 0))
 	case "temperature":
 		r.Temperature, err = ptr(decodeNumber(raw, k, 0, 2))
 	case "top_p":
 		r.TopP, err = ptr(decodeNumber(raw, k, 0, 1))
+	case "top_logprobs":
+		r.TopLogprobs, err = ptr(decodeIntRange(raw, k, 0, maxTopLogprobs))
 	case "metadata":
 		r.Metadata, err = DecodeMetadata(raw)
 	case "truncation":
@@ -147,7 +158,10 @@ func (r *CreateRequest) decodeField(k string, raw json.RawMessage) error {
 	case "text":
 		r.Text, err = decodeText(raw)
 	case "service_tier":
-		r.ServiceTier, err = decodeEnum(raw, k, "auto", "default", "flex", "priority", "scale")
+		r.ServiceTier, err = decodeEnum(raw, k, "auto", "default", "flex", "scale", "priority", "fast", "ultrafast")
+		if r.ServiceTier == "fast" {
+			r.ServiceTier = "priority"
+		}
 	case "prompt_cache_key":
 		r.PromptCacheKey, err = ptr(decodeString(raw, k))
 	case "safety_identifier":
@@ -155,18 +169,21 @@ func (r *CreateRequest) decodeField(k string, raw json.RawMessage) error {
 	case "user":
 		r.User, err = ptr(decodeString(raw, k))
 	case "include":
-		r.Include, err = decodeStrings(raw, k)
+		r.Include, err = decodeList(raw, k, "an array of strings", func(e json.RawMessage, p string) (string, error) {
+			return decodeEnum(e, p, includables...)
+		})
 	case "reasoning":
 		r.Reasoning, err = decodeReasoning(raw)
-	case "stream_options":
-		var f map[string]json.RawMessage
-		if f, err = decodeObject(raw, k); err == nil {
-			err = allowKeys(f, k, "include_obfuscation")
-			if err == nil && f["include_obfuscation"] != nil && !isNull(f["include_obfuscation"]) {
-				_, err = decodeBool(f["include_obfuscation"], k+".include_obfuscation")
-			}
+	case "prompt_cache_retention":
+		r.PromptCacheRetention, err = ptr(decodeEnum(raw, k, "in_memory", "24h"))
+	case "prompt":
+		if err = decodePrompt(raw); err == nil {
+			r.Prompt = raw
 		}
 	default:
+		if check, ok := acceptedOptions[k]; ok {
+			return check(raw, k)
+		}
 		return unknownParam(k)
 	}
 	return err
@@ -247,7 +264,12 @@ func decodeItem(raw json.RawMessage, param string) (Item, error) {
 	}
 	switch typ {
 	case ItemMessage:
-		if err := allowKeys(f, param, "type", "id", "status", "role", "content"); err != nil {
+		if err := allowKeys(f, param, "type", "id", "status", "role", "content", "phase"); err != nil {
+			return it, err
+		}
+		// phase tells an assistant's commentary from its final answer;
+		// the engine's template has no place for it.
+		if err := optionalEnum(f, param+".", "phase", "commentary", "final_answer"); err != nil {
 			return it, err
 		}
 		if it.Role, err = decodeEnum(f["role"], param+".role", "user", "assistant", "system", "developer"); err != nil {
@@ -259,7 +281,10 @@ func decodeItem(raw json.RawMessage, param string) (Item, error) {
 		}
 		it.Content, err = decodeContent(c, param+".content", it.Role)
 	case ItemFunctionCall:
-		if err := allowKeys(f, param, "type", "id", "status", "call_id", "name", "arguments"); err != nil {
+		if err := allowKeys(f, param, "type", "id", "status", "call_id", "name", "arguments", "namespace", "async", "caller"); err != nil {
+			return it, err
+		}
+		if err := checkCallExtras(f, param); err != nil {
 			return it, err
 		}
 		if it.CallID, err = str("call_id", true); err != nil {
@@ -268,10 +293,23 @@ func decodeItem(raw json.RawMessage, param string) (Item, error) {
 		if it.Name, err = str("name", true); err != nil {
 			return it, err
 		}
+		if it.Namespace, err = str("namespace", false); err != nil {
+			return it, err
+		}
 		it.Arguments, err = str("arguments", true)
 	case ItemFunctionCallOutput:
-		if err := allowKeys(f, param, "type", "id", "status", "call_id", "output"); err != nil {
+		if err := allowKeys(f, param, "type", "id", "status", "call_id", "output", "name", "namespace", "caller"); err != nil {
 			return it, err
+		}
+		if err := checkCallExtras(f, param); err != nil {
+			return it, err
+		}
+		// The output answers its call by call_id; the name and namespace
+		// it may repeat are the call's.
+		for _, k := range []string{"name", "namespace"} {
+			if _, err := str(k, false); err != nil {
+				return it, err
+			}
 		}
 		if it.CallID, err = str("call_id", true); err != nil {
 			return it, err
@@ -297,6 +335,20 @@ func decodeItem(raw json.RawMessage, param string) (Item, error) {
 		err = invalidf(param+".status", "invalid_value", "Invalid value: '%s'. Supported values are: 'in_progress', 'completed' and 'incomplete'.", it.Status)
 	}
 	return it, err
+}
+
+// checkCallExtras checks a call item's fields for OpenAI's own tool
+// execution (async, caller), which turnpike accepts and does not act on.
+func checkCallExtras(f map[string]json.RawMessage, param string) error {
+	if v, ok := f["async"]; ok && !isNull(v) {
+		if _, err := decodeBool(v, param+".async"); err != nil {
+			return err
+		}
+	}
+	if v, ok := f["caller"]; ok && !isNull(v) && kindOf(v) != "an object" {
+		return typeError(param+".caller", "an object", v)
+	}
+	return nil
 }
 
 // decodeContent reads a message's content: a string or text parts.
@@ -326,8 +378,13 @@ func decodeContent(raw json.RawMessage, param, role string) ([]ContentPart, erro
 		}
 		switch typ {
 		case "input_text", "output_text", "text":
-			if err := allowKeys(f, p, "type", "text", "annotations", "logprobs"); err != nil {
+			if err := allowKeys(f, p, "type", "text", "annotations", "logprobs", "prompt_cache_breakpoint"); err != nil {
 				return nil, err
+			}
+			// A cache breakpoint marks where OpenAI may cache a prefix;
+			// engines cache every prefix by themselves.
+			if v, ok := f["prompt_cache_breakpoint"]; ok && !isNull(v) && kindOf(v) != "an object" {
+				return nil, typeError(p+".prompt_cache_breakpoint", "an object", v)
 			}
 		case "input_image", "input_file", "input_audio", "refusal":
 			return nil, invalidf(p+".type", "unsupported_value", "Content parts of type '%s' are not supported by this gateway.", typ)
@@ -344,81 +401,6 @@ func decodeContent(raw json.RawMessage, param, role string) ([]ContentPart, erro
 		parts = append(parts, ContentPart{Type: typ, Text: text})
 	}
 	return parts, nil
-}
-
-func decodeTools(raw json.RawMessage) ([]Tool, error) {
-	var elems []json.RawMessage
-	if kindOf(raw) != "an array" || json.Unmarshal(raw, &elems) != nil {
-		return nil, typeError("tools", "an array", raw)
-	}
-	tools := make([]Tool, 0, len(elems))
-	for i, e := range elems {
-		p := fmt.Sprintf("tools[%d]", i)
-		f, err := decodeObject(e, p)
-		if err != nil {
-			return nil, err
-		}
-		typ, err := decodeString(f["type"], p+".type")
-		if err != nil {
-			return nil, err
-		}
-		if typ != "function" {
-			return nil, invalidf(p+".type", "unsupported_value", "Tools of type '%s' are not supported by this gateway; only 'function' tools are.", typ)
-		}
-		if err := allowKeys(f, p, "type", "name", "description", "parameters", "strict"); err != nil {
-			return nil, err
-		}
-		t := Tool{Raw: e}
-		if t.Name, err = decodeString(f["name"], p+".name"); err != nil {
-			return nil, err
-		}
-		if t.Name == "" {
-			return nil, invalidf(p+".name", "empty_string", "Invalid '%s.name': empty string.", p)
-		}
-		if d, ok := f["description"]; ok && !isNull(d) {
-			s, err := decodeString(d, p+".description")
-			if err != nil {
-				return nil, err
-			}
-			t.Description = &s
-		}
-		if ps, ok := f["parameters"]; ok && !isNull(ps) {
-			if kindOf(ps) != "an object" {
-				return nil, typeError(p+".parameters", "an object", ps)
-			}
-			t.Parameters = ps
-		}
-		if s, ok := f["strict"]; ok && !isNull(s) {
-			b, err := decodeBool(s, p+".strict")
-			if err != nil {
-				return nil, err
-			}
-			t.Strict = &b
-		}
-		tools = append(tools, t)
-	}
-	return tools, nil
-}
-
-func decodeToolChoice(raw json.RawMessage) (json.RawMessage, error) {
-	if raw[0] == '"' {
-		_, err := decodeEnum(raw, "tool_choice", "none", "auto", "required")
-		return raw, err
-	}
-	f, err := decodeObject(raw, "tool_choice")
-	if err != nil {
-		return nil, typeError("tool_choice", "a string or an object", raw)
-	}
-	if _, err := decodeEnum(f["type"], "tool_choice.type", "function"); err != nil {
-		return nil, err
-	}
-	if err := allowKeys(f, "tool_choice", "type", "name"); err != nil {
-		return nil, err
-	}
-	if _, err := decodeString(f["name"], "tool_choice.name"); err != nil {
-		return nil, err
-	}
-	return raw, nil
 }
 
 func decodeText(raw json.RawMessage) (TextConfig, error) {
@@ -484,12 +466,20 @@ func decodeReasoning(raw json.RawMessage) (*Reasoning, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := allowKeys(f, "reasoning", "effort", "summary", "generate_summary"); err != nil {
+	if err := allowKeys(f, "reasoning", "effort", "summary", "generate_summary", "context", "mode"); err != nil {
+		return nil, err
+	}
+	// context and mode choose how OpenAI's reasoning models carry their
+	// reasoning; checked, and nothing for an engine.
+	if err := optionalEnum(f, "reasoning.", "context", "auto", "current_turn", "all_turns"); err != nil {
+		return nil, err
+	}
+	if err := optionalEnum(f, "reasoning.", "mode", "standard", "pro"); err != nil {
 		return nil, err
 	}
 	r := &Reasoning{}
 	if v, ok := f["effort"]; ok && !isNull(v) {
-		s, err := decodeEnum(v, "reasoning.effort", "none", "minimal", "low", "medium", "high", "xhigh")
+		s, err := decodeEnum(v, "reasoning.effort", "none", "minimal", "low", "medium", "high", "xhigh", "max")
 		if err != nil {
 			return nil, err
 		}
@@ -636,10 +626,6 @@ func decodeString(raw json.RawMessage, param string) (string, error) {
 // set even when err is not nil (the caller stops at the error).
 func ptr[T any](v T, err error) (*T, error) { return &v, err }
 
-func decodeStrings(raw json.RawMessage, param string) ([]string, error) {
-	return decodeList(raw, param, "an array of strings", decodeString)
-}
-
 func decodeBool(raw json.RawMessage, param string) (bool, error) {
 	switch string(bytes.TrimSpace(raw)) {
 	case "true":
@@ -668,6 +654,15 @@ func decodeNumber(raw json.RawMessage, param string, lo, hi float64) (float64, e
 	return f, nil
 }
 
+// decodeIntRange is decodeInt bounded above by hi too.
+func decodeIntRange(raw json.RawMessage, param string, lo, hi int) (int, error) {
+	n, err := decodeInt(raw, param, lo)
+	if err == nil && n > hi {
+		return 0, invalidf(param, "integer_above_max_value", "Invalid '%s': integer above maximum value. Expected a value <= %d, but got %d instead.", param, hi, n)
+	}
+	return n, err
+}
+
 func decodeInt(raw json.RawMessage, param string, lo int) (int, error) {
 	if kindOf(raw) != "an integer" {
 		return 0, typeError(param, "an integer", raw)
@@ -688,11 +683,7 @@ func decodeEnum(raw json.RawMessage, param string, values ...string) (string, er
 		return "", err
 	}
 	if !slices.Contains(values, s) {
-		quoted := make([]string, len(values))
-		for i, v := range values {
-			quoted[i] = "'" + v + "'"
-		}
-		return "", invalidf(param, "invalid_value", "Invalid value: '%s'. Supported values are: %s.", s, strings.Join(quoted, ", "))
+		return "", invalidf(param, "invalid_value", "Invalid value: '%s'. Supported values are: %s.", s, quoteList(values))
 	}
 	return s, nil
 }

@@ -7,7 +7,17 @@
 //
 // The gateway decodes a request with DecodeCreateRequest (strict: an
 // unknown parameter or a wrong type is an *apierror.Error naming it) and hands it
-// to Service.Create. The service rebuilds the turn's context from the
+// to Service.Create. Every field of OpenAI's request is accepted, with
+// client_metadata, which the Codex CLI sends; those an engine has no use
+// for (context_management, prompt_cache_options, moderation, prompt, …)
+// are checked and left out of the engine request (options.go), some
+// echoed on the response. Tools (tools.go): function tools go to the
+// engine; a namespace tool's functions are flattened into the engine's
+// one list as <namespace>__<name> and the engine's calls to them mapped
+// back to the name and namespace OpenAI returns; hosted tools (web_search,
+// file_search, …), which only OpenAI runs, never reach the engine, and
+// Config.HostedTools drops them (counted, logged at debug) or refuses the
+// request; mcp and custom tools are refused as not supported yet. The service rebuilds the turn's context from the
 // Store (the previous_response_id chain or the conversation), fits it to
 // the model's window (counting tokens with the turn path's tokenizer; the
 // rendered prompt's count is the turn's, used again by admission and

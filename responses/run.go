@@ -68,10 +68,15 @@ type run struct {
 	openCall int
 	text     strings.Builder
 	finish   string
+	// names maps the engine's names of namespaced functions back to
+	// them; nil when the request has none.
+	names map[string]*Tool
 }
 
-func newRun(resp *Response, sink Sink, seq int) *run {
-	return &run{resp: resp, sink: sink, seq: seq, open: -1, openCall: -1}
+// newRun starts the translation of the answer to a request offering
+// tools.
+func newRun(resp *Response, tools []Tool, sink Sink, seq int) *run {
+	return &run{resp: resp, sink: sink, seq: seq, open: -1, openCall: -1, names: toolNames(tools)}
 }
 
 // event numbers ev and encodes it; nil data when nothing listens.
@@ -196,18 +201,30 @@ func (r *run) callDelta(index int, callID, name, args string) {
 			callID = newID("call_")
 		}
 		r.open, r.openCall = len(r.resp.Output), index
-		r.resp.Output = append(r.resp.Output, Item{Type: ItemFunctionCall, ID: newID("fc_"), Status: StatusInProgress, CallID: callID, Name: name})
+		r.resp.Output = append(r.resp.Output, Item{Type: ItemFunctionCall, ID: newID("fc_"), Status: StatusInProgress, CallID: callID})
+		r.name(&r.resp.Output[r.open], name)
 		it := r.resp.Output[r.open]
 		r.emit(&Event{Type: "response.output_item.added", OutputIndex: &r.open, Item: &it})
 	}
 	it := &r.resp.Output[r.open]
 	if it.Name == "" {
-		it.Name = name
+		r.name(it, name)
 	}
 	if args != "" {
 		it.Arguments += args
 		r.emit(&Event{Type: "response.function_call_arguments.delta", OutputIndex: &r.open, ItemID: it.ID, Delta: &args})
 	}
+}
+
+// name names a call to the function the engine knows as engineName:
+// a namespaced function is called by its own name in its namespace, as
+// OpenAI returns it.
+func (r *run) name(it *Item, engineName string) {
+	if t := r.names[engineName]; t != nil {
+		it.Namespace, it.Name = t.Namespace, t.Name
+		return
+	}
+	it.Name = engineName
 }
 
 // closeOpen ends the item being streamed with status.

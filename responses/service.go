@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults for Config.
@@ -19,6 +21,7 @@ const (
 	DefaultMaxQueuedPerTenant = 1000
 	DefaultRetryRefusedFor    = 10 * time.Minute
 	DefaultCollectInterval    = time.Hour
+	DefaultHostedTools        = HostedToolsDrop
 )
 
 // Waits between tries of a background response the engine refused.
@@ -55,6 +58,16 @@ type Config struct {
 	// CollectInterval is the time between retention sweeps. Default 1h;
 	// negative disables the collector.
 	CollectInterval time.Duration
+	// HostedTools is what becomes of tools of the types OpenAI runs itself
+	// (web_search, file_search, code_interpreter, image_generation,
+	// computer_use_preview, local_shell, …), which turnpike cannot run:
+	// HostedToolsDrop answers without them (counted in
+	// turnpike_responses_hosted_tools_dropped_total{type}, logged at
+	// debug), HostedToolsReject refuses the request with a 400 naming the
+	// tool. Default drop.
+	HostedTools HostedToolPolicy
+	// Metrics, when not nil, registers the service's metrics.
+	Metrics prometheus.Registerer
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -81,12 +94,29 @@ func (c *Config) EnsureDefaults() {
 	if c.CollectInterval == 0 {
 		c.CollectInterval = DefaultCollectInterval
 	}
+	if c.HostedTools == "" {
+		c.HostedTools = DefaultHostedTools
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+}
+
+// Validate reports the problems of a config with its defaults filled
+// (EnsureDefaults makes every other field valid).
+func (c *Config) Validate() error {
+	return c.HostedTools.Validate()
+}
+
+// Validate reports whether p is a policy.
+func (p HostedToolPolicy) Validate() error {
+	if p != HostedToolsDrop && p != HostedToolsReject {
+		return fmt.Errorf("responses: hostedTools is %q; want %q or %q", p, HostedToolsDrop, HostedToolsReject)
+	}
+	return nil
 }
 
 // Service answers the Responses and Conversations API on a Store, sending
@@ -97,6 +127,8 @@ type Service struct {
 	cfg    Config
 	log    *slog.Logger
 	engine Engine
+	// hostedDropped counts the hosted tools dropped from requests, by type.
+	hostedDropped *prometheus.CounterVec
 	// sem holds one token per running background response.
 	sem chan struct{}
 	// ctx is the parent of background responses; Close cancels it.
@@ -117,10 +149,28 @@ type Service struct {
 }
 
 // New builds a Service on store that runs its turns on engine. It starts
-// nothing: no background response runs until Start.
+// nothing: no background response runs until Start. A config that does
+// not Validate is a programming error (cmd validates the file's): New
+// panics on it, as on metrics it cannot register.
 func New(store Store, engine Engine, cfg Config) *Service {
 	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
 	s := &Service{store: store, engine: engine, cfg: cfg, log: cfg.Logger, sem: make(chan struct{}, cfg.Workers)}
+	s.hostedDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "turnpike_responses_hosted_tools_dropped_total",
+		Help: "Hosted tools (web_search, file_search, …) removed from Responses requests before they reached an engine, by tool type.",
+	}, []string{"type"})
+	if cfg.Metrics != nil {
+		if err := cfg.Metrics.Register(s.hostedDropped); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				panic(fmt.Sprintf("responses: registering metrics: %v", err))
+			}
+			s.hostedDropped = are.ExistingCollector.(*prometheus.CounterVec)
+		}
+	}
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	s.mu.jobs = make(map[string]*job)
 	s.mu.heldByTenant = make(map[string]int)

@@ -2,11 +2,17 @@ package responses
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/turnpike-gateway/turnpike/apierror"
+	"github.com/turnpike-gateway/turnpike/dispatch"
 )
 
 func TestChainContext(t *testing.T) {
@@ -353,5 +359,166 @@ func TestEngineFailureMidStream(t *testing.T) {
 	stored, err := svc.Get(ctx, "a", resp.ID)
 	if err != nil || stored.Status != StatusFailed || stored.Error == nil {
 		t.Errorf("stored: %+v %v", stored, err)
+	}
+}
+
+// TestChainSession: a chain's responses share the session its first
+// response was counted in, whatever named it; a new chain is named after
+// its first response only when the request names no session itself.
+func TestChainSession(t *testing.T) {
+	eng := &fakeEngine{contextLength: 100000}
+	svc, st := newTestService(t, eng)
+	var specs []dispatch.Spec
+	eng.seen = func(s *dispatch.Spec) { specs = append(specs, *s) }
+	ctx := t.Context()
+	create := func(body string) *Response {
+		t.Helper()
+		resp, err := svc.Create(ctx, "a", mustDecode(t, body), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	session := func(id string) string {
+		t.Helper()
+		rec, err := st.GetResponse(ctx, "a", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.Session
+	}
+
+	r1 := create(`{"model":"m","input":"hi","prompt_cache_key":"thread-1"}`)
+	if s := specs[0]; s.PromptCacheKey != "thread-1" || s.NewChain != r1.ID || s.ChainRoot != "" {
+		t.Errorf("first turn: prompt cache key %q, new chain %q, chain %q", s.PromptCacheKey, s.NewChain, s.ChainRoot)
+	}
+	if got := session(r1.ID); got != "thread-1" {
+		t.Errorf("first response counted in session %q, want the prompt cache key", got)
+	}
+	r2 := create(`{"model":"m","input":"again","previous_response_id":"` + r1.ID + `"}`)
+	if s := specs[1]; s.ChainRoot != "thread-1" || s.NewChain != "" {
+		t.Errorf("second turn: chain %q, new chain %q; want the first turn's session", s.ChainRoot, s.NewChain)
+	}
+	if got := session(r2.ID); got != "thread-1" {
+		t.Errorf("second response counted in session %q", got)
+	}
+
+	r3 := create(`{"model":"m","input":"alone"}`)
+	if got := session(r3.ID); got != r3.ID {
+		t.Errorf("a chain named by nothing: session %q, want its first response's id", got)
+	}
+	create(`{"model":"m","input":"on","previous_response_id":"` + r3.ID + `"}`)
+	if s := specs[3]; s.ChainRoot != r3.ID {
+		t.Errorf("its next turn: chain %q", s.ChainRoot)
+	}
+
+	create(`{"model":"m","input":"x","safety_identifier":"user-9","store":false}`)
+	if s := specs[4]; s.SafetyIdentifier != "user-9" {
+		t.Errorf("safety identifier %q not handed to the turn path", s.SafetyIdentifier)
+	}
+}
+
+// TestHostedToolPolicy: hosted tools never reach the engine; dropped by
+// default, counted by type, or refused naming the tool.
+func TestHostedToolPolicy(t *testing.T) {
+	const body = `{"model":"m","input":"find it","tools":[{"type":"function","name":"f"},{"type":"web_search","external_web_access":false},{"type":"file_search","vector_store_ids":["vs"]},{"type":"web_search"}]}`
+	t.Run("drop", func(t *testing.T) {
+		eng := &fakeEngine{contextLength: 100000}
+		st := openStore(t, t.TempDir())
+		reg := prometheus.NewRegistry()
+		svc := New(st, eng, Config{CollectInterval: -1, Metrics: reg})
+		resp, err := svc.Create(t.Context(), "a", mustDecode(t, body), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := eng.requests()[0]
+		if len(sent.Tools) != 1 || sent.Tools[0].Function.Name != "f" {
+			t.Errorf("engine tools %+v, want f alone", sent.Tools)
+		}
+		if len(resp.Tools) != 4 {
+			t.Errorf("the response echoes %d tools, want the 4 sent", len(resp.Tools))
+		}
+		want := `
+# HELP turnpike_responses_hosted_tools_dropped_total Hosted tools (web_search, file_search, …) removed from Responses requests before they reached an engine, by tool type.
+# TYPE turnpike_responses_hosted_tools_dropped_total counter
+turnpike_responses_hosted_tools_dropped_total{type="file_search"} 1
+turnpike_responses_hosted_tools_dropped_total{type="web_search"} 2
+`
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "turnpike_responses_hosted_tools_dropped_total"); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Run("reject", func(t *testing.T) {
+		eng := &fakeEngine{contextLength: 100000}
+		st := openStore(t, t.TempDir())
+		svc := New(st, eng, Config{CollectInterval: -1, HostedTools: HostedToolsReject})
+		_, err := svc.Create(t.Context(), "a", mustDecode(t, body), nil, nil)
+		var e *apierror.Error
+		if !errors.As(err, &e) || e.Status != 400 || e.Param != "tools[1].type" || !strings.Contains(e.Message, "web_search") {
+			t.Fatalf("got %v, want a 400 naming tools[1]", err)
+		}
+		if n := len(eng.requests()); n != 0 {
+			t.Errorf("%d engine requests", n)
+		}
+		// A background request is refused before it is stored.
+		_, err = svc.Create(t.Context(), "a", mustDecode(t, strings.Replace(body, `"input"`, `"background":true,"input"`, 1)), nil, nil)
+		if !errors.As(err, &e) || e.Param != "tools[1].type" {
+			t.Errorf("background: %v", err)
+		}
+	})
+	t.Run("invalid policy", func(t *testing.T) {
+		c := Config{HostedTools: "ignore"}
+		c.EnsureDefaults()
+		if c.Validate() == nil {
+			t.Error("accepted an unknown policy")
+		}
+	})
+}
+
+// TestNamespacedCallMappedBack: a call the engine makes to a flattened
+// namespaced function comes back as OpenAI returns it, the function's own
+// name and its namespace, in the stream and the stored response; the next
+// turn renders it flat again.
+func TestNamespacedCallMappedBack(t *testing.T) {
+	eng := &fakeEngine{contextLength: 100000}
+	svc, _ := newTestService(t, eng)
+	var events []string
+	sink := func(typ string, data []byte) error {
+		events = append(events, string(data))
+		return nil
+	}
+	body := `{"model":"m","input":"go","tools":[{"type":"namespace","name":"multi_agent_v1","description":"agents","tools":[{"type":"function","name":"spawn_agent","parameters":{"type":"object"}}]},{"type":"function","name":"exec_command"}]}`
+	resp, err := svc.Create(t.Context(), "a", mustDecode(t, body), nil, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Output) != 1 {
+		t.Fatalf("output %+v", resp.Output)
+	}
+	call := resp.Output[0]
+	if call.Type != ItemFunctionCall || call.Name != "spawn_agent" || call.Namespace != "multi_agent_v1" {
+		t.Fatalf("call %+v, want spawn_agent in multi_agent_v1", call)
+	}
+	b, _ := json.Marshal(call)
+	if !strings.Contains(string(b), `"name":"spawn_agent","namespace":"multi_agent_v1"`) {
+		t.Errorf("call encoded as %s", b)
+	}
+	for _, ev := range events {
+		if strings.Contains(ev, "multi_agent_v1__") {
+			t.Errorf("an event shows the engine's flat name: %s", ev)
+		}
+	}
+	got, err := svc.Get(t.Context(), "a", resp.ID)
+	if err != nil || got.Output[0].Namespace != "multi_agent_v1" {
+		t.Fatalf("stored call %+v, %v", got.Output, err)
+	}
+	next := `{"model":"m","previous_response_id":"` + resp.ID + `","input":[{"type":"function_call_output","call_id":"` + call.CallID + `","output":"ok"}]}`
+	if _, err := svc.Create(t.Context(), "a", mustDecode(t, next), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	reqs := eng.requests()
+	m := reqs[len(reqs)-1].Messages
+	if len(m) < 2 || len(m[1].ToolCalls) != 1 || m[1].ToolCalls[0].Function.Name != "multi_agent_v1__spawn_agent" {
+		t.Errorf("the next turn renders the call as %+v", m)
 	}
 }

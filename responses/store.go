@@ -78,6 +78,10 @@ type Record struct {
 	Response  *Response `json:"response"`
 	// Conversation is the conversation the response belongs to, if any.
 	Conversation string `json:"conversation,omitempty"`
+	// Session is the session the response's turn was counted in (see
+	// sessions.Derive); a response continuing it with
+	// previous_response_id continues the session.
+	Session string `json:"session,omitempty"`
 	// Input is the response's own input items until it ends; then they
 	// live in the chain at the head of Own.
 	Input []Item `json:"input,omitempty"`

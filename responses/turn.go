@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 
 	"github.com/turnpike-gateway/turnpike/apierror"
@@ -26,15 +27,21 @@ type turn struct {
 	// promptTokens is the prompt's token count, computed once, when the
 	// context window was checked; 0 leaves the count to dispatch.
 	promptTokens int
-	// conversation or chainRoot names the session for routing.
-	conversation, chainRoot string
+	// conversation or chainRoot names the session for routing: the
+	// conversation, or the session of the chain the response continues;
+	// newChain is the response's own id when it starts a chain, the
+	// session's name when nothing in the request names one.
+	conversation, chainRoot, newChain string
 }
 
 // prepare checks the request against the store and builds the turn:
 // the response object, the whole context and the engine request.
 func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest, id string, created int64) (*turn, error) {
+	if err := s.hostedTools(req); err != nil {
+		return nil, err
+	}
 	resp := newResponse(req, id, created)
-	t := &turn{req: req, rec: &Record{Tenant: tenant, Response: resp}, chainRoot: id}
+	t := &turn{req: req, rec: &Record{Tenant: tenant, Response: resp}, newChain: id}
 	var history []Item
 	var err error
 	switch {
@@ -51,7 +58,13 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 				"Previous response with id '%s' has not ended yet (status %s).", req.PreviousResponseID, prev.Response.Status)
 		}
 		t.base = prev.Context
-		if len(t.base) > 0 {
+		t.newChain = ""
+		switch {
+		case prev.Session != "":
+			t.chainRoot = prev.Session
+		case len(t.base) > 0:
+			// Stored before records kept their session: the chain's
+			// first response named it after itself.
 			t.chainRoot = t.base[0].Chain
 		}
 		if history, err = s.store.LoadContext(ctx, t.base); err != nil {
@@ -65,7 +78,7 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 		if err != nil {
 			return nil, err
 		}
-		t.rec.Conversation, t.conversation, t.chainRoot = req.Conversation, req.Conversation, ""
+		t.rec.Conversation, t.conversation, t.newChain = req.Conversation, req.Conversation, ""
 		if history, err = s.store.LoadContext(ctx, []Segment{seg}); err != nil {
 			return nil, err
 		}
@@ -79,15 +92,40 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 	return t, nil
 }
 
+// hostedTools applies Config.HostedTools to the request's hosted tools,
+// which the engine request never carries: refuses the request for the
+// first, or counts and notes them.
+func (s *Service) hostedTools(req *CreateRequest) error {
+	if len(req.HostedTools) == 0 {
+		return nil
+	}
+	if s.cfg.HostedTools == HostedToolsReject {
+		return hostedToolError(req.HostedTools[0])
+	}
+	for _, h := range req.HostedTools {
+		s.hostedDropped.WithLabelValues(h.Type).Inc()
+	}
+	if s.log.Enabled(context.Background(), slog.LevelDebug) {
+		types := make([]string, len(req.HostedTools))
+		for i, h := range req.HostedTools {
+			types[i] = h.Type
+		}
+		s.log.Debug("hosted tools dropped from a request", "types", types, "model", req.Model)
+	}
+	return nil
+}
+
 func newResponse(req *CreateRequest, id string, created int64) *Response {
 	resp := &Response{
 		ID: id, Object: "response", CreatedAt: created, Status: StatusInProgress,
 		Background: req.Background, Instructions: req.Instructions, MaxOutputTokens: req.MaxOutputTokens,
 		Model: req.Model, Output: []Item{}, ParallelToolCalls: true, Store: req.Store,
 		Temperature: 1, TopP: 1, Text: req.Text, ToolChoice: json.RawMessage(`"auto"`),
-		Tools: make([]json.RawMessage, 0, len(req.Tools)), Truncation: req.Truncation,
+		Tools: make([]json.RawMessage, 0, len(req.ToolsRaw)), Truncation: req.Truncation,
 		User: req.User, PromptCacheKey: req.PromptCacheKey, SafetyIdentifier: req.SafetyIdentifier,
 		Metadata: req.Metadata, Reasoning: req.Reasoning, ServiceTier: "auto",
+		MaxToolCalls: req.MaxToolCalls, TopLogprobs: req.TopLogprobs,
+		Prompt: req.Prompt, PromptCacheRetention: req.PromptCacheRetention,
 	}
 	if req.ParallelToolCalls != nil {
 		resp.ParallelToolCalls = *req.ParallelToolCalls
@@ -101,9 +139,7 @@ func newResponse(req *CreateRequest, id string, created int64) *Response {
 	if len(req.ToolChoice) > 0 {
 		resp.ToolChoice = req.ToolChoice
 	}
-	for _, t := range req.Tools {
-		resp.Tools = append(resp.Tools, t.Raw)
-	}
+	resp.Tools = append(resp.Tools, req.ToolsRaw...)
 	if resp.Metadata == nil {
 		resp.Metadata = map[string]string{}
 	}
@@ -260,17 +296,27 @@ func (s *Service) begin(ctx context.Context, t *turn, hdr http.Header) (*dispatc
 	spec := &dispatch.Spec{
 		Tenant: t.rec.Tenant, Model: t.req.Model,
 		Path: "/v1/chat/completions", Body: t.body, ClientHeader: hdr,
-		Conversation: t.conversation, ChainRoot: t.chainRoot,
+		Conversation: t.conversation, ChainRoot: t.chainRoot, NewChain: t.newChain,
 		ServiceTier: t.req.ServiceTier, Background: t.req.Background,
 		Prompt: t.prompt, PromptTokens: t.promptTokens,
 	}
 	if t.req.MaxOutputTokens != nil {
 		spec.MaxOutputTokens = *t.req.MaxOutputTokens
 	}
+	if t.req.PromptCacheKey != nil {
+		spec.PromptCacheKey = *t.req.PromptCacheKey
+	}
+	if t.req.SafetyIdentifier != nil {
+		spec.SafetyIdentifier = *t.req.SafetyIdentifier
+	}
 	dt, err := s.engine.Begin(ctx, spec)
 	var ee *dispatch.EngineError
 	if errors.As(err, &ee) {
 		return nil, engineError(ee)
+	}
+	if err == nil {
+		// The chain's next responses continue in this session.
+		t.rec.Session = dt.SessionKey()
 	}
 	return dt, err
 }
@@ -311,7 +357,7 @@ func (s *Service) Create(ctx context.Context, tenant string, req *CreateRequest,
 	}
 	// From here the turn owns the response; it ends exactly once, in
 	// endTurn, whatever happens to the client or the engine.
-	r := newRun(t.rec.Response, sink, 0)
+	r := newRun(t.rec.Response, t.req.Tools, sink, 0)
 	r.emitResponse("response.created")
 	r.emitResponse("response.in_progress")
 	engErr := r.consume(dt)

@@ -54,6 +54,12 @@ type Response struct {
 	PromptCacheKey     *string            `json:"prompt_cache_key"`
 	SafetyIdentifier   *string            `json:"safety_identifier"`
 	Metadata           map[string]string  `json:"metadata"`
+	// MaxToolCalls, TopLogprobs, Prompt and PromptCacheRetention are
+	// echoed from the request; absent when it had none.
+	MaxToolCalls         *int            `json:"max_tool_calls,omitempty"`
+	TopLogprobs          *int            `json:"top_logprobs,omitempty"`
+	Prompt               json.RawMessage `json:"prompt,omitempty"`
+	PromptCacheRetention *string         `json:"prompt_cache_retention,omitempty"`
 }
 
 // Ended reports whether the response is in a terminal status.
@@ -121,6 +127,9 @@ type Item struct {
 	// Output for function call outputs.
 	CallID, Name, Arguments string
 	Output                  string
+	// Namespace is the namespace tool a function call's function belongs
+	// to; "" for a top-level function.
+	Namespace string
 }
 
 // ContentPart is one text part of a message: input_text or output_text.
@@ -183,6 +192,7 @@ type itemJSON struct {
 	Name      string        `json:"name,omitempty"`
 	Arguments string        `json:"arguments,omitempty"`
 	Output    string        `json:"output,omitempty"`
+	Namespace string        `json:"namespace,omitempty"`
 }
 
 // MarshalJSON writes exactly the fields OpenAI writes for the item's type.
@@ -206,9 +216,10 @@ func (it Item) MarshalJSON() ([]byte, error) {
 			ID        string `json:"id"`
 			CallID    string `json:"call_id"`
 			Name      string `json:"name"`
+			Namespace string `json:"namespace,omitempty"`
 			Arguments string `json:"arguments"`
 			Status    string `json:"status"`
-		}{it.Type, it.ID, it.CallID, it.Name, it.Arguments, it.Status})
+		}{it.Type, it.ID, it.CallID, it.Name, it.Namespace, it.Arguments, it.Status})
 	case ItemFunctionCallOutput:
 		return json.Marshal(struct {
 			Type   string `json:"type"`

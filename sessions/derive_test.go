@@ -8,40 +8,71 @@ import (
 
 func TestDerive(t *testing.T) {
 	long := strings.Repeat("k", MaxKeyLen+1)
+	// body is every body source at once: each row keeps the ones it
+	// tests and those below them, so a row also shows what it outranks.
+	body := Inputs{Conversation: "conv_1", Chain: "chain", PromptCacheKey: "pck", SafetyIdentifier: "user-1", PrefixFingerprint: 0xabc, NewChain: "resp_new"}
+	from := func(level int) Inputs {
+		in := body
+		fields := []*string{&in.Conversation, &in.Chain, &in.PromptCacheKey, &in.SafetyIdentifier, &in.NewChain}
+		for _, f := range fields[:level] {
+			*f = ""
+		}
+		if level > 3 {
+			in.PrefixFingerprint = 0
+		}
+		return in
+	}
 	for _, tc := range []struct {
-		name                    string
-		header                  map[string]string
-		conversation, root, pck string
-		wantKey                 string
-		wantSource              Source
+		name       string
+		header     map[string]string
+		in         Inputs
+		wantKey    string
+		wantSource Source
 	}{
 		{name: "sessionless", wantSource: SourceNone},
 		{name: "x-session-id", header: map[string]string{"x-session-id": "h1"}, wantKey: "h1", wantSource: SourceHeader},
+		{name: "session-id (Codex)", header: map[string]string{"session-id": "codex"}, wantKey: "codex", wantSource: SourceHeader},
+		{name: "session_id", header: map[string]string{"session_id": "sid"}, wantKey: "sid", wantSource: SourceHeader},
+		{name: "thread-id (Codex)", header: map[string]string{"thread-id": "thr"}, wantKey: "thr", wantSource: SourceHeader},
 		{name: "claude code", header: map[string]string{"x-claude-code-session-id": "cc"}, wantKey: "cc", wantSource: SourceHeader},
 		{name: "x-session-affinity", header: map[string]string{"x-session-affinity": "aff"}, wantKey: "aff", wantSource: SourceHeader},
-		{name: "session_id", header: map[string]string{"session_id": "sid"}, wantKey: "sid", wantSource: SourceHeader},
 		{
 			name:    "x-session-id wins over the others",
-			header:  map[string]string{"session_id": "sid", "x-session-affinity": "aff", "x-session-id": "h1"},
+			header:  map[string]string{"session_id": "sid", "x-session-affinity": "aff", "x-session-id": "h1", "session-id": "s", "thread-id": "t"},
 			wantKey: "h1", wantSource: SourceHeader,
 		},
 		{
-			name:         "header wins over the body",
-			header:       map[string]string{"x-claude-code-session-id": "cc"},
-			conversation: "conv_1", root: "resp_1", pck: "pck",
-			wantKey: "cc", wantSource: SourceHeader,
+			name:    "session-id wins over thread-id",
+			header:  map[string]string{"thread-id": "t", "session-id": "s", "x-claude-code-session-id": "cc"},
+			wantKey: "s", wantSource: SourceHeader,
 		},
-		{name: "conversation", conversation: "conv_1", root: "resp_1", pck: "pck", wantKey: "conv_1", wantSource: SourceConversation},
-		{name: "chain root", root: "resp_1", pck: "pck", wantKey: "resp_1", wantSource: SourceChain},
-		{name: "prompt cache key", pck: "pck", wantKey: "pck", wantSource: SourcePromptCacheKey},
-		{name: "long key is digested", pck: long, wantKey: bounded(long), wantSource: SourcePromptCacheKey},
+		{
+			name:   "header wins over the body",
+			header: map[string]string{"x-claude-code-session-id": "cc"},
+			in:     from(0), wantKey: "cc", wantSource: SourceHeader,
+		},
+		{name: "conversation", in: from(0), wantKey: "conv_1", wantSource: SourceConversation},
+		{name: "chain", in: from(1), wantKey: "chain", wantSource: SourceChain},
+		{name: "prompt cache key", in: from(2), wantKey: "pck", wantSource: SourcePromptCacheKey},
+		{name: "safety identifier and fingerprint", in: from(3), wantKey: "sid:user-1:abc", wantSource: SourceSafetyIdentifier},
+		{name: "new chain", in: from(4), wantKey: "resp_new", wantSource: SourceNewChain},
+		{
+			name: "safety identifier without a fingerprint names no session",
+			in:   Inputs{SafetyIdentifier: "user-1", NewChain: "resp_new"}, wantKey: "resp_new", wantSource: SourceNewChain,
+		},
+		{name: "fingerprint without a safety identifier names no session", in: Inputs{PrefixFingerprint: 1}, wantSource: SourceNone},
+		{name: "long key is digested", in: Inputs{PromptCacheKey: long}, wantKey: bounded(long), wantSource: SourcePromptCacheKey},
+		{name: "long safety identifier is digested", in: Inputs{SafetyIdentifier: long, PrefixFingerprint: 1}, wantKey: safetyKey(long, 1), wantSource: SourceSafetyIdentifier},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := http.Header{}
-			for k, v := range tc.header {
-				h.Set(k, v)
+			in := tc.in
+			if tc.header != nil {
+				in.Header = http.Header{}
+				for k, v := range tc.header {
+					in.Header.Set(k, v)
+				}
 			}
-			key, src := Derive(h, tc.conversation, tc.root, tc.pck)
+			key, src := Derive(&in)
 			if key != tc.wantKey || src != tc.wantSource {
 				t.Errorf("Derive = %q, %v; want %q, %v", key, src, tc.wantKey, tc.wantSource)
 			}
@@ -52,5 +83,8 @@ func TestDerive(t *testing.T) {
 	}
 	if bounded(long) == bounded(long+"x") {
 		t.Error("two long keys digest alike")
+	}
+	if safetyKey("u", 1) == safetyKey("u", 2) || safetyKey("u", 1) == safetyKey("v", 1) {
+		t.Error("two users' or two prefixes' sessions share a key")
 	}
 }

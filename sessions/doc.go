@@ -3,10 +3,13 @@
 // # Overview
 //
 // A session is the run of turns of one conversation. Derive names it from
-// what the request carries, strongest first: a session header
+// what the request carries (Inputs), strongest first: a session header
 // (x-session-id and the ones agents already send), the Responses
-// conversation, the root of the previous_response_id chain, the
-// prompt_cache_key. A chat completion that carries none is sessionless.
+// conversation, the session of the previous_response_id chain, the
+// prompt_cache_key, the safety_identifier with a fingerprint of the
+// prompt's opening, and last the id of a Responses response that starts a
+// chain. Chat completions and Responses share the one derivation; a chat
+// completion that carries none is sessionless.
 //
 // A Store keeps, per tenant and session key, the turns taken, when the
 // session was first and last seen, the mean gap between turns, and the pin:

@@ -58,6 +58,12 @@ type ResponsesConfig struct {
 	Retention time.Duration `yaml:"retention"`
 	// Workers bounds background responses running at once. Default 64.
 	Workers int `yaml:"workers"`
+	// HostedTools is what becomes of tools OpenAI runs itself (web_search,
+	// file_search, code_interpreter, …), which turnpike cannot: "drop"
+	// answers without them (counted in
+	// turnpike_responses_hosted_tools_dropped_total), "reject" refuses
+	// the request with a 400 naming the tool. Default drop.
+	HostedTools responses.HostedToolPolicy `yaml:"hostedTools"`
 }
 
 // loadConfig reads and validates a config file. Unknown keys are errors:
@@ -103,6 +109,9 @@ func (c *Config) EnsureDefaults() {
 	if c.Responses.Workers == 0 {
 		c.Responses.Workers = responses.DefaultWorkers
 	}
+	if c.Responses.HostedTools == "" {
+		c.Responses.HostedTools = responses.DefaultHostedTools
+	}
 }
 
 // Validate reports every problem at once.
@@ -125,6 +134,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Responses.Retention < 0 || c.Responses.Workers < 0 {
 		errs = append(errs, errors.New("responses: retention and workers must not be negative"))
+	}
+	if err := c.Responses.HostedTools.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.BodyLimit < 0 {
 		errs = append(errs, errors.New("bodyLimit: must not be negative"))

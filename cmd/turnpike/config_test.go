@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/turnpike-gateway/turnpike/responses"
 )
 
 func TestExampleConfigLoads(t *testing.T) {
@@ -18,6 +20,9 @@ func TestExampleConfigLoads(t *testing.T) {
 	}
 	if cfg.Fleet.StaleAfter.String() != "1.5s" {
 		t.Errorf("durations not read: staleAfter %v", cfg.Fleet.StaleAfter)
+	}
+	if cfg.Responses.HostedTools != responses.HostedToolsDrop {
+		t.Errorf("responses.hostedTools not read: %q", cfg.Responses.HostedTools)
 	}
 }
 
@@ -40,6 +45,8 @@ routing:
   policy: psychic
 fleet:
   healthFailures: -2
+responses:
+  hostedTools: ignore
 `))
 	if err == nil {
 		t.Fatal("invalid config accepted")
@@ -48,6 +55,7 @@ fleet:
 		`pools[0].engine`, `pools[0].accelerator`, `pools[0].servedModels`, `pools[0].endpoints[0].url`,
 		`pools[1].name: duplicate`, `pools[1].role`, `pools[1].endpoints`, `routing: affinity: unknown policy "psychic"`,
 		`fleet.healthFailures`,
+		`hostedTools is "ignore"`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %s:\n%v", want, err)

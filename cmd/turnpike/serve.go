@@ -297,7 +297,9 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 	}
 	// Background jobs stop before flow control closes: they stay pending
 	// for the next start instead of failing on a closing controller.
-	svc := responses.New(store, d, responses.Config{Workers: cfg.Responses.Workers, Logger: log})
+	svc := responses.New(store, d, responses.Config{
+		Workers: cfg.Responses.Workers, HostedTools: cfg.Responses.HostedTools, Metrics: metrics, Logger: log,
+	})
 	if err := st.life.start(ctx, "responses", svc.Start, func(context.Context) error { return svc.Close() }); err != nil {
 		return st, err
 	}

@@ -1,0 +1,102 @@
+package responses
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/turnpike-gateway/turnpike/apierror"
+)
+
+// checkAPIError fails t unless err is an invalid-request *apierror.Error
+// with a message.
+func checkAPIError(t *testing.T, err error) {
+	t.Helper()
+	var e *apierror.Error
+	if !errors.As(err, &e) || e.Message == "" || e.Status != 400 || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("not a 400 with a message: %#v", err)
+	}
+}
+
+// checkItems fails t unless every decoded item survives the store: its
+// stored form decodes to it, and its JSON encodes (references aside,
+// which are resolved before anything is stored).
+func checkItems(t *testing.T, items []Item) {
+	t.Helper()
+	for i := range items {
+		it := &items[i]
+		if it.Type == ItemReference {
+			if it.ID == "" {
+				t.Fatal("a reference without an id")
+			}
+			continue
+		}
+		got, err := decodeStoredItem(encodeItem(nil, it))
+		if err != nil {
+			t.Fatalf("stored form of %+v: %v", it, err)
+		}
+		if got.Type != it.Type || got.ID != it.ID || got.Namespace != it.Namespace || got.Arguments != it.Arguments ||
+			got.Output != it.Output || got.Text() != it.Text() || len(got.Content) != len(it.Content) {
+			t.Fatalf("stored form of %+v reads back as %+v", it, got)
+		}
+		if _, err := json.Marshal(it); err != nil {
+			t.Fatalf("encoding %+v: %v", it, err)
+		}
+	}
+}
+
+// FuzzConversationBody: the bodies of POST /v1/conversations (items and
+// metadata), POST /v1/conversations/{id} (metadata) and POST
+// /v1/conversations/{id}/items (items) decode to items the store keeps,
+// or to an OpenAI-shaped 400.
+func FuzzConversationBody(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"metadata":{"a":"b"}}`, `{"metadata":null}`, `{"items":null}`,
+		`{"items":[{"type":"message","role":"user","content":"hi"}],"metadata":{"topic":"x"}}`,
+		`{"items":[{"role":"assistant","phase":"final_answer","content":[{"type":"output_text","text":"a","annotations":[]}]}]}`,
+		`{"items":[{"type":"function_call","call_id":"c","name":"f","namespace":"ns","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"o"}]}]}`,
+		`{"items":[{"type":"item_reference","id":"msg_1"}]}`,
+		`{"items":[{"role":"user","content":[{"type":"input_image"}]}]}`,
+		`{"items":{}}`, `{"metadata":{"k":1}}`, `{"extra":1}`, `[]`, ``, `{"items":[null]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, allowed := range [][]string{{"items", "metadata"}, {"metadata"}, {"items"}} {
+			items, metadata, _, err := decodeConversationBody(body, allowed...)
+			if err != nil {
+				checkAPIError(t, err)
+				continue
+			}
+			if len(items) > maxConversationItems || len(metadata) > maxMetadataKeys {
+				t.Fatalf("%d items, %d metadata keys accepted", len(items), len(metadata))
+			}
+			if len(allowed) == 1 && allowed[0] == "metadata" && len(items) > 0 {
+				t.Fatal("an update took items")
+			}
+			checkItems(t, items)
+		}
+	})
+}
+
+// FuzzStoredItem: whatever bytes the store holds, reading them as an item
+// fails cleanly or gives an item whose stored form reads back the same.
+func FuzzStoredItem(f *testing.F) {
+	for _, it := range []Item{
+		{Type: ItemMessage, ID: "msg_1", Status: "completed", Role: "user", Content: []ContentPart{{Type: "input_text", Text: "hi"}}},
+		{Type: ItemFunctionCall, ID: "fc_1", CallID: "c", Name: "f", Namespace: "ns", Arguments: "{}"},
+	} {
+		f.Add(encodeItem(nil, &it))
+	}
+	f.Add([]byte{itemCodecV2, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		it, err := decodeStoredItem(b)
+		if err != nil {
+			return
+		}
+		again, err := decodeStoredItem(encodeItem(nil, &it))
+		if err != nil || again.Type != it.Type || again.Namespace != it.Namespace || again.Text() != it.Text() || len(again.Content) != len(it.Content) {
+			t.Fatalf("%+v re-read as %+v, %v", it, again, err)
+		}
+	})
+}

@@ -1,0 +1,364 @@
+package responses
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/turnpike-gateway/turnpike/apierror"
+)
+
+// Tool is a function the model may call: a top-level function tool, or
+// one of a namespace tool's functions, flattened for the engine (which
+// knows only a flat list of functions) and mapped back to its namespace
+// in the output.
+type Tool struct {
+	// Namespace is the namespace tool the function was declared in; ""
+	// for a top-level function.
+	Namespace string
+	// Name is the function's name within its namespace.
+	Name        string
+	Description *string
+	Parameters  json.RawMessage
+	Strict      *bool
+}
+
+// EngineName is the name the engine knows the tool by.
+func (t *Tool) EngineName() string { return engineName(t.Namespace, t.Name) }
+
+// engineName flattens a namespaced function's name for the engine:
+// the namespace, trailing underscores trimmed, "__", the name
+// (multi_agent_v1 and spawn_agent make multi_agent_v1__spawn_agent;
+// mcp__fs__ and read make mcp__fs__read). It is a pure function of the
+// two, so history items render the same whatever tools a later turn has.
+func engineName(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return strings.TrimRight(namespace, "_") + "__" + name
+}
+
+// HostedTool is a tool of a type OpenAI runs on its side (web search,
+// file search, code interpreter, …), which turnpike cannot run. It never
+// reaches the engine; Config.HostedTools says whether a request carrying
+// one is answered without it or refused.
+type HostedTool struct {
+	// Index is the tool's place in the request's tools.
+	Index int
+	// Type is its type as the client sent it.
+	Type string
+}
+
+// HostedToolPolicy is what becomes of a request's hosted tools.
+type HostedToolPolicy string
+
+const (
+	// HostedToolsDrop answers without them: they are removed from the
+	// engine request, counted in turnpike_responses_hosted_tools_dropped_total
+	// and logged at debug.
+	HostedToolsDrop HostedToolPolicy = "drop"
+	// HostedToolsReject refuses the request with a 400 naming the tool.
+	HostedToolsReject HostedToolPolicy = "reject"
+)
+
+// hostedToolTypes are the tool types OpenAI runs (or that make the model
+// emit items only OpenAI's own models produce); turnpike can run none.
+var hostedToolTypes = []string{
+	"web_search", "web_search_2025_08_26", "web_search_preview", "web_search_preview_2025_03_11",
+	"file_search", "code_interpreter", "image_generation",
+	"computer", "computer_use", "computer_use_preview",
+	"local_shell", "shell", "apply_patch", "tool_search", "programmatic_tool_calling",
+}
+
+// functionKeys are the fields of a function tool, top-level or in a
+// namespace.
+var functionKeys = []string{"type", "name", "description", "parameters", "strict", "defer_loading", "allowed_callers", "output_schema", "async"}
+
+// decodeTools reads the tools array into the functions the engine is
+// offered (namespaces flattened) and the hosted tools, in order.
+func (r *CreateRequest) decodeTools(raw json.RawMessage) error {
+	elems, err := decodeList(raw, "tools", "an array", func(e json.RawMessage, _ string) (json.RawMessage, error) { return e, nil })
+	if err != nil {
+		return err
+	}
+	r.Tools, r.HostedTools, r.ToolsRaw = nil, nil, elems
+	for i, e := range elems {
+		p := fmt.Sprintf("tools[%d]", i)
+		f, err := decodeObject(e, p)
+		if err != nil {
+			return err
+		}
+		typ, err := decodeString(f["type"], p+".type")
+		if err != nil {
+			return err
+		}
+		switch {
+		case typ == "function":
+			t, err := decodeFunction(f, p, "")
+			if err != nil {
+				return err
+			}
+			r.Tools = append(r.Tools, t)
+		case typ == "namespace":
+			if err := r.decodeNamespace(f, p); err != nil {
+				return err
+			}
+		case slices.Contains(hostedToolTypes, typ):
+			r.HostedTools = append(r.HostedTools, HostedTool{Index: i, Type: typ})
+		case typ == "mcp":
+			return invalidf(p+".type", "unsupported_value", "MCP tools are not supported yet: this gateway cannot take tools of type 'mcp'.")
+		case typ == "custom":
+			return invalidf(p+".type", "unsupported_value", "Tools of type 'custom' are not supported by this gateway yet; declare the tool as a 'function' tool.")
+		default:
+			return invalidf(p+".type", "invalid_value", "Invalid value: '%s'. Supported values are: 'function', 'namespace', %s.", typ, quoteList(hostedToolTypes))
+		}
+	}
+	// The engine sees one flat list: a namespaced function's name in it
+	// must name that function alone, or its calls could not be mapped back.
+	seen := make(map[string]*Tool, len(r.Tools))
+	for i := range r.Tools {
+		t := &r.Tools[i]
+		n := t.EngineName()
+		if other := seen[n]; other != nil && (other.Namespace != "" || t.Namespace != "") {
+			return invalidf("tools", "duplicate_tool_name", "Invalid 'tools': the engine would know two tools as '%s' (a namespace's functions are named <namespace>__<name>); rename one.", n)
+		}
+		seen[n] = t
+	}
+	return nil
+}
+
+// decodeNamespace reads a namespace tool: a named group of function tools.
+func (r *CreateRequest) decodeNamespace(f map[string]json.RawMessage, p string) error {
+	if err := allowKeys(f, p, "type", "name", "description", "tools"); err != nil {
+		return err
+	}
+	ns, err := decodeString(f["name"], p+".name")
+	if err != nil {
+		return err
+	}
+	if ns == "" {
+		return invalidf(p+".name", "empty_string", "Invalid '%s.name': empty string.", p)
+	}
+	if d, ok := f["description"]; ok && !isNull(d) {
+		if _, err := decodeString(d, p+".description"); err != nil {
+			return err
+		}
+	}
+	members, err := decodeList(f["tools"], p+".tools", "an array", decodeObject)
+	if err != nil {
+		if isNull(f["tools"]) {
+			return invalidf(p+".tools", "missing_required_parameter", "Missing required parameter: '%s.tools'.", p)
+		}
+		return err
+	}
+	for j, m := range members {
+		mp := fmt.Sprintf("%s.tools[%d]", p, j)
+		typ, err := decodeString(m["type"], mp+".type")
+		if err != nil {
+			return err
+		}
+		if typ != "function" {
+			if typ == "custom" {
+				return invalidf(mp+".type", "unsupported_value", "Tools of type 'custom' are not supported by this gateway yet; declare the tool as a 'function' tool.")
+			}
+			return invalidf(mp+".type", "invalid_value", "Invalid value: '%s'. Supported values are: 'function' and 'custom'.", typ)
+		}
+		t, err := decodeFunction(m, mp, ns)
+		if err != nil {
+			return err
+		}
+		r.Tools = append(r.Tools, t)
+	}
+	return nil
+}
+
+// decodeFunction reads a function tool's fields; namespace is the
+// namespace tool it is in, "" for none.
+func decodeFunction(f map[string]json.RawMessage, p, namespace string) (Tool, error) {
+	t := Tool{Namespace: namespace}
+	if err := allowKeys(f, p, functionKeys...); err != nil {
+		return t, err
+	}
+	var err error
+	if t.Name, err = decodeString(f["name"], p+".name"); err != nil {
+		return t, err
+	}
+	if t.Name == "" {
+		return t, invalidf(p+".name", "empty_string", "Invalid '%s.name': empty string.", p)
+	}
+	if d, ok := f["description"]; ok && !isNull(d) {
+		if t.Description, err = ptr(decodeString(d, p+".description")); err != nil {
+			return t, err
+		}
+	}
+	if ps, ok := f["parameters"]; ok && !isNull(ps) {
+		if kindOf(ps) != "an object" {
+			return t, typeError(p+".parameters", "an object", ps)
+		}
+		t.Parameters = ps
+	}
+	if s, ok := f["strict"]; ok && !isNull(s) {
+		if t.Strict, err = ptr(decodeBool(s, p+".strict")); err != nil {
+			return t, err
+		}
+	}
+	// Accepted and checked, not acted on: turnpike defers no tool
+	// loading, runs no tool itself and checks no output.
+	for _, k := range []string{"defer_loading", "async"} {
+		if v, ok := f[k]; ok && !isNull(v) {
+			if _, err := decodeBool(v, p+"."+k); err != nil {
+				return t, err
+			}
+		}
+	}
+	if v, ok := f["allowed_callers"]; ok && !isNull(v) {
+		if _, err := decodeList(v, p+".allowed_callers", "an array of strings", func(e json.RawMessage, ep string) (string, error) {
+			return decodeEnum(e, ep, "direct", "programmatic")
+		}); err != nil {
+			return t, err
+		}
+	}
+	if v, ok := f["output_schema"]; ok && !isNull(v) && kindOf(v) != "an object" {
+		return t, typeError(p+".output_schema", "an object", v)
+	}
+	return t, nil
+}
+
+// toolChoice is a request's tool_choice as the engine is to be told it.
+type toolChoice struct {
+	// mode is "none", "auto" or "required"; "function" forces name;
+	// "" leaves the choice to the engine (a forced hosted tool, dropped).
+	mode, name string
+	// allowed, when not nil, limits the tools the engine is offered to
+	// these engine names (an allowed_tools choice).
+	allowed []string
+}
+
+// decodeToolChoice reads tool_choice: a mode, a function, an allowed_tools
+// list, or a hosted tool type. Names are resolved against the tools in
+// resolveToolChoice, once both are read.
+func decodeToolChoice(raw json.RawMessage) (toolChoice, error) {
+	if raw[0] == '"' {
+		mode, err := decodeEnum(raw, "tool_choice", "none", "auto", "required")
+		return toolChoice{mode: mode}, err
+	}
+	f, err := decodeObject(raw, "tool_choice")
+	if err != nil {
+		return toolChoice{}, typeError("tool_choice", "a string or an object", raw)
+	}
+	typ, err := decodeString(f["type"], "tool_choice.type")
+	if err != nil {
+		return toolChoice{}, err
+	}
+	switch {
+	case typ == "function":
+		if err := allowKeys(f, "tool_choice", "type", "name"); err != nil {
+			return toolChoice{}, err
+		}
+		name, err := decodeString(f["name"], "tool_choice.name")
+		return toolChoice{mode: "function", name: name}, err
+	case typ == "allowed_tools":
+		if err := allowKeys(f, "tool_choice", "type", "mode", "tools"); err != nil {
+			return toolChoice{}, err
+		}
+		mode, err := decodeEnum(f["mode"], "tool_choice.mode", "auto", "required")
+		if err != nil {
+			return toolChoice{}, err
+		}
+		tools, err := decodeList(f["tools"], "tool_choice.tools", "an array", decodeObject)
+		if err != nil {
+			return toolChoice{}, err
+		}
+		c := toolChoice{mode: mode, allowed: []string{}}
+		for i, t := range tools {
+			p := fmt.Sprintf("tool_choice.tools[%d]", i)
+			typ, err := decodeString(t["type"], p+".type")
+			if err != nil {
+				return toolChoice{}, err
+			}
+			if typ != "function" {
+				continue // a hosted tool: never offered to the engine anyway
+			}
+			name, err := decodeString(t["name"], p+".name")
+			if err != nil {
+				return toolChoice{}, err
+			}
+			c.allowed = append(c.allowed, name)
+		}
+		return c, nil
+	case typ == "mcp":
+		return toolChoice{}, invalidf("tool_choice.type", "unsupported_value", "Invalid 'tool_choice': MCP tools are not supported yet.")
+	case typ == "custom":
+		return toolChoice{}, invalidf("tool_choice.type", "unsupported_value", "Invalid 'tool_choice': tools of type 'custom' are not supported by this gateway yet.")
+	case slices.Contains(hostedToolTypes, typ):
+		// The hosted tool is never offered to the engine: the engine
+		// chooses among the rest.
+		return toolChoice{}, nil
+	}
+	return toolChoice{}, invalidf("tool_choice.type", "invalid_value", "Invalid value: '%s'. Supported values are: 'function', 'allowed_tools', %s.", typ, quoteList(hostedToolTypes))
+}
+
+// resolveToolChoice maps the names in the request's tool_choice to engine
+// names: a function named as declared at the top level, or by its name
+// within its namespace when that name is unique.
+func (r *CreateRequest) resolveToolChoice() {
+	c := &r.toolChoice
+	if c.mode == "function" {
+		c.name = r.engineToolName(c.name)
+	}
+	for i, n := range c.allowed {
+		c.allowed[i] = r.engineToolName(n)
+	}
+}
+
+func (r *CreateRequest) engineToolName(name string) string {
+	var found *Tool
+	for i := range r.Tools {
+		t := &r.Tools[i]
+		switch {
+		case t.Namespace == "" && t.Name == name, t.EngineName() == name:
+			return t.EngineName()
+		case t.Name == name:
+			if found != nil {
+				return name // ambiguous: left as given
+			}
+			found = t
+		}
+	}
+	if found != nil {
+		return found.EngineName()
+	}
+	return name
+}
+
+// toolNames maps engine names back to the namespaced tools they flatten;
+// nil when no tool is namespaced (the names are the same).
+func toolNames(tools []Tool) map[string]*Tool {
+	var m map[string]*Tool
+	for i := range tools {
+		if tools[i].Namespace == "" {
+			continue
+		}
+		if m == nil {
+			m = make(map[string]*Tool)
+		}
+		m[tools[i].EngineName()] = &tools[i]
+	}
+	return m
+}
+
+// hostedToolError refuses a request for its first hosted tool.
+func hostedToolError(h HostedTool) *apierror.Error {
+	return invalidf(fmt.Sprintf("tools[%d].type", h.Index), "unsupported_value",
+		"Tools of type '%s' are not supported by this gateway: it runs no hosted tools (responses.hostedTools is 'reject').", h.Type)
+}
+
+// quoteList writes values as OpenAI's errors list them.
+func quoteList(values []string) string {
+	quoted := make([]string, len(values))
+	for i, v := range values {
+		quoted[i] = "'" + v + "'"
+	}
+	return strings.Join(quoted, ", ")
+}
