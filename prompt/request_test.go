@@ -200,3 +200,27 @@ func checkParse(t *testing.T, cases []parseCase, parse func([]byte) (*Request, e
 
 func TestParseChat(t *testing.T)       { checkParse(t, chatCases, ParseChat) }
 func TestParseCompletion(t *testing.T) { checkParse(t, completionCases, ParseCompletion) }
+
+// benchBodies are the bodies BenchmarkParseChat reads: a one-message chat
+// and a 168 KB agent request.
+var benchBodies = []struct {
+	name string
+	body []byte
+}{
+	{"small", []byte(`{"model":"test-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`)},
+	{"168KB", agentBody(168 << 10)},
+}
+
+func BenchmarkParseChat(b *testing.B) {
+	for _, bb := range benchBodies {
+		b.Run(bb.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bb.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := ParseChat(bb.body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
