@@ -201,6 +201,17 @@ func checkParse(t *testing.T, cases []parseCase, parse func([]byte) (*Request, e
 func TestParseChat(t *testing.T)       { checkParse(t, chatCases, ParseChat) }
 func TestParseCompletion(t *testing.T) { checkParse(t, completionCases, ParseCompletion) }
 
+// TestParseRef holds the reference to the same cases, so that the fuzz
+// targets compare against a parser the tables vouch for.
+func TestParseRef(t *testing.T) {
+	t.Run("chat", func(t *testing.T) {
+		checkParse(t, chatCases, func(b []byte) (*Request, error) { return parseRequestRef(b, true) })
+	})
+	t.Run("completion", func(t *testing.T) {
+		checkParse(t, completionCases, func(b []byte) (*Request, error) { return parseRequestRef(b, false) })
+	})
+}
+
 // benchBodies are the bodies BenchmarkParseChat reads: a one-message chat
 // and a 168 KB agent request.
 var benchBodies = []struct {
@@ -211,16 +222,26 @@ var benchBodies = []struct {
 	{"168KB", agentBody(168 << 10)},
 }
 
+// BenchmarkParseChat compares ParseChat with the reference on the same
+// bodies.
 func BenchmarkParseChat(b *testing.B) {
-	for _, bb := range benchBodies {
-		b.Run(bb.name, func(b *testing.B) {
-			b.SetBytes(int64(len(bb.body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := ParseChat(bb.body); err != nil {
-					b.Fatal(err)
+	for _, parser := range []struct {
+		name  string
+		parse func([]byte) (*Request, error)
+	}{
+		{"fast", ParseChat},
+		{"ref", func(body []byte) (*Request, error) { return parseRequestRef(body, true) }},
+	} {
+		for _, bb := range benchBodies {
+			b.Run(parser.name+"/"+bb.name, func(b *testing.B) {
+				b.SetBytes(int64(len(bb.body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := parser.parse(bb.body); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
