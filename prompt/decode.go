@@ -96,6 +96,12 @@ func (d *decoder) enter(closing byte) (bool, error) {
 // key reads a member's key and the colon after it, leaving off at the
 // value. The key is unquoted when it has to be.
 func (d *decoder) key() ([]byte, error) {
+	if j := d.shortString(false); j >= 0 && j+1 < len(d.data) && d.data[j+1] == ':' {
+		k := d.data[d.off+1 : j]
+		d.off = j + 2
+		d.ws()
+		return k, nil
+	}
 	if d.peek() != '"' {
 		return nil, d.syntaxError()
 	}
@@ -182,12 +188,16 @@ func (d *decoder) next(closing byte) (bool, error) {
 func (d *decoder) skip() error {
 	switch c := d.peek(); c {
 	case '"':
+		if j := d.shortString(false); j >= 0 {
+			d.off = j + 1
+			return nil
+		}
 		_, _, _, err := d.skipString()
 		return err
 	case '{':
 		more, err := d.enterObject()
 		for more && err == nil {
-			if _, err = d.rawKey(); err != nil {
+			if err = d.rawKey(); err != nil {
 				return err
 			}
 			if err = d.skip(); err != nil {
@@ -218,20 +228,25 @@ func (d *decoder) skip() error {
 
 // rawKey is key for a value that is skipped: the key is checked, not
 // unquoted.
-func (d *decoder) rawKey() (int, error) {
+func (d *decoder) rawKey() error {
+	if j := d.shortString(false); j >= 0 && j+1 < len(d.data) && d.data[j+1] == ':' {
+		d.off = j + 2
+		d.ws()
+		return nil
+	}
 	if d.peek() != '"' {
-		return 0, d.syntaxError()
+		return d.syntaxError()
 	}
 	if _, _, _, err := d.skipString(); err != nil {
-		return 0, err
+		return err
 	}
 	d.ws()
 	if d.peek() != ':' {
-		return 0, d.syntaxError()
+		return d.syntaxError()
 	}
 	d.off++
 	d.ws()
-	return d.off, nil
+	return nil
 }
 
 func (d *decoder) literal(word string) error {
@@ -445,12 +460,51 @@ func hex4(s []byte) rune {
 	return r
 }
 
+// shortString is the index of the closing quote of the string at off when
+// it is at most 15 bytes long and plain: no escape, no control character
+// and, with text, only ASCII. Otherwise it is -1. Most keys and many values
+// are such strings, and two word tests find their end.
+func (d *decoder) shortString(text bool) int {
+	data := d.data
+	i := d.off + 1
+	if i+16 > len(data) || data[d.off] != '"' {
+		return -1
+	}
+	le := binary.LittleEndian
+	x := le.Uint64(data[i:])
+	m := syntaxStops(x)
+	if text {
+		m |= x & msb
+	}
+	if m == 0 {
+		i += 8
+		x = le.Uint64(data[i:])
+		if m = syntaxStops(x); text {
+			m |= x & msb
+		}
+		if m == 0 {
+			return -1
+		}
+	}
+	if j := i + bits.TrailingZeros64(m)>>3; data[j] == '"' {
+		return j
+	}
+	return -1
+}
+
 // str reads the string at off, as encoding/json decodes it. A string that
 // needs no decoding is returned aliasing data; the first escape or stray
 // byte hands the rest to decodeString.
 func (d *decoder) str() (string, error) {
 	data := d.data
 	start := d.off + 1
+	if j := d.shortString(true); j >= 0 {
+		d.off = j + 1
+		if j == start {
+			return "", nil
+		}
+		return unsafe.String(&data[start], j-start), nil
+	}
 	for i := start; ; {
 		i = textRun(data, i)
 		if i >= len(data) {
@@ -733,8 +787,18 @@ func (d *decoder) decodeBlocks(buf []byte, w, i int) ([]byte, int, int, bool, er
 				next = p + 1
 			}
 		}
-		if next < end {
-			o += copy(out[o:], in[next:end])
+		if n := end - next; n > 0 {
+			// The run to the block's end, a whole block's worth copied
+			// unless a UTF-8 sequence makes it longer.
+			if n <= 64 && o <= 3*64-64 {
+				src, dst := in[next:], out[o:]
+				for k := 0; k < 64; k += 8 {
+					binary.LittleEndian.PutUint64(dst[k:], binary.LittleEndian.Uint64(src[k:]))
+				}
+			} else {
+				copy(out[o:], in[next:end])
+			}
+			o += n
 			next = end
 		}
 		w += o
@@ -783,15 +847,14 @@ func decodeEscapes(out *[4 * 64]byte, in *[window]byte, m uint64, next, o int) (
 
 // room returns a buffer of at least n bytes at the end of text that starts
 // with partial, a string being decoded into the buffer room gave before.
-// Strings already decoded stay where they are when a new buffer is made;
-// buffers double, bounded by what the rest of the body could need, so a
-// body costs a handful of them.
+// A new buffer is sized for the rest of the body, which decodes to no
+// more bytes than it has unless it has stray bytes or joined parts, so a
+// body costs one, and the strings already decoded stay where they are.
 func (d *decoder) room(partial []byte, n int) []byte {
 	if free := d.text[len(d.text):cap(d.text)]; len(free) >= n {
 		return free
 	}
-	size := min(max(2*cap(d.text), 4096), n+len(d.data)-d.off)
-	d.text = make([]byte, 0, max(size, n))
+	d.text = make([]byte, 0, n+len(d.data)-d.off)
 	buf := d.text[:cap(d.text)]
 	copy(buf, partial)
 	return buf

@@ -367,8 +367,10 @@ func (p *parser) messages() error {
 	}
 	p.hasMessages = true
 	if p.msgs == nil {
-		// A guess from the body's size; append grows it when short.
-		p.msgs = make([]Message, 0, 4+(len(p.data)-p.off)/1024)
+		// A guess from the rest of the body, generous for agents' many
+		// short turns (the waste is bounded by a fifth of the body);
+		// append grows it when short.
+		p.msgs = make([]Message, 0, 4+(len(p.data)-p.off)/256)
 	}
 	return p.elements(func(i int) error {
 		p.msgs = append(p.msgs, Message{})
@@ -493,6 +495,10 @@ func (p *parser) toolCalls(base int) (int, error) {
 	err := p.elements(func(j int) error {
 		n = j + 1
 		if base+j == len(p.calls) {
+			if p.calls == nil {
+				// As for messages, a guess from the rest of the body.
+				p.calls = make([]ToolCall, 0, 4+(len(p.data)-p.off)/1024)
+			}
 			p.calls = append(p.calls, ToolCall{})
 		}
 		switch p.peek() {

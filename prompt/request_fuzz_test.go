@@ -155,3 +155,22 @@ func TestParseBlockEdges(t *testing.T) {
 		}
 	}
 }
+
+// TestParseShortStrings does the same for the short strings, most keys and
+// many values, that two word tests read: every length around the two
+// words, with each kind of stop at every offset, near the body's end and
+// far from it.
+func TestParseShortStrings(t *testing.T) {
+	for n := 0; n <= 20; n++ {
+		for pos := 0; pos <= n; pos++ {
+			for _, stop := range []string{"", `\n`, "é", "\xff", "\x01", `\u00e9`} {
+				s := strings.Repeat("k", pos) + stop + strings.Repeat("v", n-pos)
+				for _, pad := range []string{"", strings.Repeat(" ", 20)} {
+					body := `{"model":"m","messages":[{"role":"` + s + `","content":"` + s + `","` + s + `":1}],"` + s + `":"` + s + `"}` + pad
+					checkAgainstRef(t, []byte(body), true)
+					checkAgainstRef(t, []byte(`{"model":"m","prompt":["`+s+`"],"`+s+`":"`+s+`"}`+pad), false)
+				}
+			}
+		}
+	}
+}
