@@ -809,7 +809,7 @@ func (d *decoder) decodeBlocks(buf []byte, w, i int) ([]byte, int, int, bool, er
 
 // decodeEscapes is skipEscapes for decoding: it copies the runs before the
 // one-byte escapes it passes over from in[next:] to out[o:] and decodes
-// the escapes. A run is copied 32 bytes at once, whatever its length,
+// the escapes. A run is copied 16 bytes at once, whatever its length,
 // since most are shorter. It does not copy the run before the stop p it
 // returns at.
 func decodeEscapes(out *[4 * 64]byte, in *[window]byte, m uint64, next, o int) (uint64, int, int, int) {
@@ -831,10 +831,8 @@ func decodeEscapes(out *[4 * 64]byte, in *[window]byte, m uint64, next, o int) (
 		n, src, dst := p-next, in[next&63:], out[o:]
 		le.PutUint64(dst[0:], le.Uint64(src[0:]))
 		le.PutUint64(dst[8:], le.Uint64(src[8:]))
-		le.PutUint64(dst[16:], le.Uint64(src[16:]))
-		le.PutUint64(dst[24:], le.Uint64(src[24:]))
-		if n > 32 {
-			copy(dst[32:n], src[32:n])
+		if n > 16 {
+			copy(dst[16:n], src[16:n])
 		}
 		o += n
 		out[o&255] = e

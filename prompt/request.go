@@ -497,7 +497,7 @@ func (p *parser) toolCalls(base int) (int, error) {
 		if base+j == len(p.calls) {
 			if p.calls == nil {
 				// As for messages, a guess from the rest of the body.
-				p.calls = make([]ToolCall, 0, 4+(len(p.data)-p.off)/1024)
+				p.calls = make([]ToolCall, 0, 4+(len(p.data)-p.off)/512)
 			}
 			p.calls = append(p.calls, ToolCall{})
 		}

@@ -245,3 +245,23 @@ func BenchmarkParseChat(b *testing.B) {
 		}
 	}
 }
+
+// TestParseChatAllocs: a body costs its Request and its messages and, when
+// it has them, one buffer of decoded strings, one of tool calls and one
+// for its token budgets, whatever its length.
+func TestParseChatAllocs(t *testing.T) {
+	for _, bb := range benchBodies {
+		allocs := testing.AllocsPerRun(20, func() {
+			if _, err := ParseChat(bb.body); err != nil {
+				t.Fatal(err)
+			}
+		})
+		want := 2.0
+		if bb.name == "168KB" {
+			want = 5
+		}
+		if allocs > want {
+			t.Errorf("%s: %v allocations, want at most %v", bb.name, allocs, want)
+		}
+	}
+}
