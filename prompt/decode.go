@@ -539,9 +539,9 @@ func (d *decoder) str() (string, error) {
 // between are copied a word at a time, the word stored whole before the
 // stop in it is looked at: the buffer keeps room for that.
 func (d *decoder) decodeString(start, i int) (string, error) {
-	const room = 16 // a word, or a rune, with margin
+	const slack = 16 // a word, or a rune, with margin
 	data := d.data
-	buf := d.room(nil, i-start+room)
+	buf := d.room(nil, i-start+slack)
 	w := copy(buf, data[start:i])
 	buf, w, i, done, err := d.decodeBlocks(buf, w, i)
 	if err != nil {
@@ -552,8 +552,8 @@ func (d *decoder) decodeString(start, i int) (string, error) {
 		return unsafe.String(&buf[0], w), nil
 	}
 	for {
-		if len(buf)-w < room {
-			buf = d.room(buf[:w], len(buf)+room)
+		if len(buf)-w < slack {
+			buf = d.room(buf[:w], len(buf)+slack)
 		}
 		if i+8 <= len(data) {
 			x := binary.LittleEndian.Uint64(data[i:])
@@ -631,8 +631,13 @@ func (d *decoder) decodeString(start, i int) (string, error) {
 
 // A block is read through an array of window bytes from its start, so
 // that indexes need no bounds checks: a stop's escape may run past the
-// block, and runs are copied whole words at a time.
-const window = 128
+// block, and runs are copied whole words at a time. It is decoded into an
+// array of blockOut bytes: room for a block of stray bytes, each a
+// three-byte U+FFFD, and a word.
+const (
+	window   = 128
+	blockOut = 4 * 64
+)
 
 // gather packs the top bit of each byte of m into the byte's bit of the
 // result's low byte.
@@ -730,14 +735,13 @@ func lowBits(n int) uint64 {
 // length and where decodeString goes on, or, done, the buffer holding the
 // whole string, with off past its closing quote.
 func (d *decoder) decodeBlocks(buf []byte, w, i int) ([]byte, int, int, bool, error) {
-	const room = 4 * 64 // a block of stray bytes, each a U+FFFD, and a word
 	data := d.data
 	for i+window <= len(data) {
-		if len(buf)-w < room {
-			buf = d.room(buf[:w], len(buf)+room)
+		if len(buf)-w < blockOut {
+			buf = d.room(buf[:w], len(buf)+blockOut)
 		}
 		in := (*[window]byte)(data[i:])
-		out := (*[room]byte)(buf[w:])
+		out := (*[blockOut]byte)(buf[w:])
 		m := textMask((*[64]byte)(in[:64]))
 		// next is the first byte of the block not yet decoded, o the
 		// length of what it decoded to, end where the block ends, past 64
@@ -812,7 +816,7 @@ func (d *decoder) decodeBlocks(buf []byte, w, i int) ([]byte, int, int, bool, er
 // the escapes. A run is copied 16 bytes at once, whatever its length,
 // since most are shorter. It does not copy the run before the stop p it
 // returns at.
-func decodeEscapes(out *[4 * 64]byte, in *[window]byte, m uint64, next, o int) (uint64, int, int, int) {
+func decodeEscapes(out *[blockOut]byte, in *[window]byte, m uint64, next, o int) (uint64, int, int, int) {
 	le := binary.LittleEndian
 	for m != 0 {
 		p := bits.TrailingZeros64(m) & 63
@@ -835,7 +839,7 @@ func decodeEscapes(out *[4 * 64]byte, in *[window]byte, m uint64, next, o int) (
 			copy(dst[16:n], src[16:n])
 		}
 		o += n
-		out[o&255] = e
+		out[o&(blockOut-1)] = e
 		o++
 		m &^= 2 << p
 		next = p + 2
