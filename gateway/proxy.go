@@ -29,6 +29,8 @@ func (s *Server) proxyCompletion(c echo.Context, path string, parse func([]byte)
 	if err != nil {
 		return err
 	}
+	// req aliases body, so body is never written to: it is forwarded as
+	// it is, or copied by withStreamUsage.
 	req, err := parse(body)
 	if err != nil {
 		return err

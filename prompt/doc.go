@@ -15,6 +15,20 @@
 // use the count. Approx is the default tokenizer: exact against the
 // simulator, an estimate against real engines.
 //
+// ParseChat and ParseCompletion read a client's body in one pass with a
+// decoder of their own (decode.go) that accepts, refuses and decodes what
+// encoding/json would, with the same Param and Code, except that keys
+// match exactly; a reference parser built on encoding/json lives in the
+// tests, and the fuzz targets hold the two to each other.
+//
+// # Request lifecycle and ownership
+//
+// A Request aliases the body it was parsed from: strings that needed no
+// decoding point into it, the rest into a few buffers of its own. The
+// caller keeps the body alive and unmodified while the Request and its
+// Prompt are in use; the gateway reads the body once, parses it and
+// forwards the same bytes, or a copy with stream_options spliced in.
+//
 // # Concurrency model
 //
 // Prompts are values owned by the turn that built them and are not

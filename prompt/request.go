@@ -1,16 +1,19 @@
 package prompt
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
+	"strconv"
+	"unsafe"
 )
 
 // Request is what the turn path reads of a client's chat or text
 // completion body: enough to admit, count, route and forward it. The body
 // itself is forwarded as the client wrote it.
+//
+// A Request aliases the body it was parsed from: its strings and Tools
+// share the body's bytes wherever the JSON needed no decoding. The body
+// must stay unmodified for as long as the Request is used; the gateway
+// forwards that same body and never writes to it.
 type Request struct {
 	// Model is the model asked for.
 	Model string
@@ -60,198 +63,585 @@ func fieldError(param, code, format string, args ...any) *FieldError {
 
 // ParseChat reads a /v1/chat/completions body in one pass. It refuses a
 // body that is not a JSON object, lacks model or messages, or gives a
-// field of the wrong type, with a *FieldError.
-func ParseChat(body []byte) (*Request, error) { return parseRequest(body, true) }
+// field of the wrong type, with a *FieldError. The Request aliases body.
+//
+// It accepts and refuses what encoding/json does, with the same Param and
+// Code, and reads the same values (the last of duplicate keys, U+FFFD for
+// what is not UTF-8), with one difference: keys match exactly, as engines
+// read them, where encoding/json would also take "Model" for "model".
+func ParseChat(body []byte) (*Request, error) { return parse(body, true) }
 
 // ParseCompletion reads a /v1/completions body in one pass, like ParseChat.
-func ParseCompletion(body []byte) (*Request, error) { return parseRequest(body, false) }
+func ParseCompletion(body []byte) (*Request, error) { return parse(body, false) }
 
-// wireRequest is the body as encoding/json reads it.
-type wireRequest struct {
-	Model               *string         `json:"model"`
-	Stream              *bool           `json:"stream"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Messages            json.RawMessage `json:"messages"`
-	Prompt              json.RawMessage `json:"prompt"`
-	PromptCacheKey      *string         `json:"prompt_cache_key"`
-	ServiceTier         *string         `json:"service_tier"`
-	Tools               json.RawMessage `json:"tools"`
-	StreamOptions       *struct {
-		IncludeUsage *bool `json:"include_usage"`
-	} `json:"stream_options"`
+// parser walks a body once, filling r. Type errors do not stop it: the
+// body must still be checked to its end, since a syntax error anywhere
+// is the one reported; the first type error at each level is kept and
+// reported, in order, by check.
+type parser struct {
+	decoder
+	chat bool
+	r    *Request
+	ints *[2]int // where MaxTokens and MaxCompletionTokens point
+
+	// typeErr is the first top-level field of the wrong type.
+	typeErr *FieldError
+
+	// The last messages member, as far as it was read.
+	hasMessages bool
+	msgs        []Message
+	calls       []ToolCall // the tool calls of msgs, each message's together
+	msgErr      *FieldError
+	contentErr  int // the first message whose content is of the wrong type, or -1
+
+	// The last prompt member.
+	hasPrompt, promptBad bool
 }
 
-type wireMessage struct {
-	Role      string          `json:"role"`
-	Content   json.RawMessage `json:"content"`
-	ToolCalls []struct {
-		Function struct {
-			Name      string `json:"name"`
-			Arguments string `json:"arguments"`
-		} `json:"function"`
-	} `json:"tool_calls"`
+func parse(body []byte, chat bool) (*Request, error) {
+	p := parser{decoder: decoder{data: body}, chat: chat, r: new(Request), contentErr: -1}
+	if err := p.body(); err != nil {
+		return nil, err
+	}
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	return p.r, nil
 }
 
-func parseRequest(body []byte, chat bool) (*Request, error) {
-	var w wireRequest
-	if err := json.Unmarshal(body, &w); err != nil {
-		return nil, decodeError(err, "")
+func (p *parser) body() error {
+	p.ws()
+	switch p.peek() {
+	case '{':
+		if err := p.object(); err != nil {
+			return err
+		}
+	case 'n':
+		// encoding/json reads null into a struct as nothing at all: the
+		// request then lacks its model.
+		if err := p.literal("null"); err != nil {
+			return err
+		}
+	default:
+		p.mismatch(&p.typeErr, "", "an object")
+		if err := p.skip(); err != nil {
+			return err
+		}
 	}
-	r := &Request{MaxTokens: w.MaxTokens, MaxCompletionTokens: w.MaxCompletionTokens}
-	if w.Model == nil || *w.Model == "" {
-		return nil, fieldError("model", "missing_required_parameter", "Missing required parameter: 'model'.")
+	return p.end()
+}
+
+// object reads the body's members. Of duplicates the last wins, and null
+// stands for absent, as when encoding/json reads into pointers.
+func (p *parser) object() error {
+	r := p.r
+	return p.members(func(k []byte) error {
+		switch string(k) {
+		case "model":
+			return p.optString(&r.Model, "model")
+		case "stream":
+			return p.optBool(&r.Stream, "stream")
+		case "max_tokens":
+			return p.optInt(&r.MaxTokens, 0, "max_tokens")
+		case "max_completion_tokens":
+			return p.optInt(&r.MaxCompletionTokens, 1, "max_completion_tokens")
+		case "prompt_cache_key":
+			return p.optString(&r.PromptCacheKey, "prompt_cache_key")
+		case "service_tier":
+			return p.optString(&r.ServiceTier, "service_tier")
+		case "stream_options":
+			return p.streamOptions()
+		case "tools":
+			return p.tools()
+		case "messages":
+			if p.chat {
+				return p.messages()
+			}
+		case "prompt":
+			if !p.chat {
+				return p.prompt()
+			}
+		}
+		return p.skip()
+	})
+}
+
+// check reports what is wrong with a body that is valid JSON, in the
+// order encoding/json and the checks after it would find it.
+func (p *parser) check() error {
+	r := p.r
+	if p.typeErr != nil {
+		return p.typeErr
 	}
-	r.Model, r.Prompt.Model = *w.Model, *w.Model
-	r.Stream = w.Stream != nil && *w.Stream
-	if w.StreamOptions != nil {
-		r.HasStreamOptions = true
-		r.IncludeUsage = w.StreamOptions.IncludeUsage != nil && *w.StreamOptions.IncludeUsage
+	if r.Model == "" {
+		return fieldError("model", "missing_required_parameter", "Missing required parameter: 'model'.")
 	}
-	if w.PromptCacheKey != nil {
-		r.PromptCacheKey = *w.PromptCacheKey
-	}
-	if w.ServiceTier != nil {
-		r.ServiceTier = *w.ServiceTier
-	}
-	for _, p := range []struct {
+	r.Prompt.Model = r.Model
+	for _, f := range []struct {
 		name string
 		v    *int
 	}{{"max_tokens", r.MaxTokens}, {"max_completion_tokens", r.MaxCompletionTokens}} {
-		if p.v != nil && *p.v < 1 {
-			return nil, fieldError(p.name, "integer_below_min_value", "Invalid '%s': integer below minimum value. Expected a value >= 1, but got %d instead.", p.name, *p.v)
+		if f.v != nil && *f.v < 1 {
+			return fieldError(f.name, "integer_below_min_value", "Invalid '%s': integer below minimum value. Expected a value >= 1, but got %d instead.", f.name, *f.v)
 		}
 	}
-	if !isNull(w.Tools) {
-		r.Prompt.Tools = w.Tools
+	if !p.chat {
+		switch {
+		case !p.hasPrompt:
+			return fieldError("prompt", "missing_required_parameter", "Missing required parameter: 'prompt'.")
+		case p.promptBad:
+			return fieldError("prompt", "invalid_type", "Invalid type for 'prompt': expected a string, an array of strings or an array of token ids.")
+		}
+		return nil
 	}
-	if chat {
-		return r, parseMessages(r, w.Messages)
-	}
-	return r, parsePrompt(r, w.Prompt)
-}
-
-func isNull(raw json.RawMessage) bool { return len(raw) == 0 || bytes.Equal(raw, []byte("null")) }
-
-func parseMessages(r *Request, raw json.RawMessage) error {
-	if isNull(raw) {
+	switch {
+	case !p.hasMessages:
 		return fieldError("messages", "missing_required_parameter", "Missing required parameter: 'messages'.")
-	}
-	var msgs []wireMessage
-	if err := json.Unmarshal(raw, &msgs); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return decodeError(err, "messages.")
-		}
-		return fieldError("messages", "invalid_type", "Invalid type for 'messages': expected an array of message objects.")
-	}
-	if len(msgs) == 0 {
+	case p.msgErr != nil:
+		return p.msgErr
+	case len(p.msgs) == 0:
 		return fieldError("messages", "empty_array", "Invalid 'messages': empty array. Expected an array with minimum length 1.")
+	case p.contentErr >= 0:
+		i := p.contentErr
+		return fieldError(fmt.Sprintf("messages[%d].content", i), "invalid_type", "Invalid type for 'messages[%d].content': expected a string or an array of content parts.", i)
 	}
-	r.Prompt.Messages = make([]Message, len(msgs))
-	for i := range msgs {
-		m := &msgs[i]
-		text, err := contentText(m.Content)
-		if err != nil {
-			return fieldError(fmt.Sprintf("messages[%d].content", i), "invalid_type", "Invalid type for 'messages[%d].content': expected a string or an array of content parts.", i)
-		}
-		pm := Message{Role: m.Role, Content: text}
-		for _, tc := range m.ToolCalls {
-			pm.ToolCalls = append(pm.ToolCalls, ToolCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments})
-		}
-		r.Prompt.Messages[i] = pm
-	}
+	r.Prompt.Messages = p.msgs
 	return nil
 }
 
-// contentText is a message's text: the string, or its text parts joined.
-func contentText(raw json.RawMessage) (string, error) {
-	if isNull(raw) {
-		return "", nil
+// mismatch records, in *first unless it holds one already, that the value
+// at off is not of the type want names; the caller skips the value.
+func (p *parser) mismatch(first **FieldError, param, want string) {
+	if *first == nil {
+		*first = typeError(param, want, kindAt(p.peek()))
 	}
-	if raw[0] == '"' {
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return s, err
-	}
-	var parts []struct {
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	for _, part := range parts {
-		b.WriteString(part.Text)
-	}
-	return b.String(), nil
 }
 
-// parsePrompt reads a text completion's prompt: a string, strings, or
-// token ids.
-func parsePrompt(r *Request, raw json.RawMessage) error {
-	if isNull(raw) {
-		return fieldError("prompt", "missing_required_parameter", "Missing required parameter: 'prompt'.")
+func typeError(param, want, got string) *FieldError {
+	return fieldError(param, "invalid_type", "Invalid type for '%s': expected %s, but got %s instead.", param, want, got)
+}
+
+// kindAt names the JSON type of a value that starts with c.
+func kindAt(c byte) string {
+	switch c {
+	case '"':
+		return "string"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "bool"
+	case 'n':
+		return "null"
 	}
-	var text string
-	if json.Unmarshal(raw, &text) == nil {
-		r.Prompt.Text = text
+	return "number"
+}
+
+// optString reads a top-level string, which encoding/json reads into a
+// pointer: null clears it.
+func (p *parser) optString(dst *string, param string) error {
+	return p.stringField(dst, true, &p.typeErr, param)
+}
+
+// plainString reads a string within messages, which encoding/json reads
+// into a plain string: null leaves it as it was.
+func (p *parser) plainString(dst *string, param string) error {
+	return p.stringField(dst, false, &p.msgErr, param)
+}
+
+// stringField reads a string into dst, recording a value of another type
+// in *first.
+func (p *parser) stringField(dst *string, nullClears bool, first **FieldError, param string) error {
+	switch p.peek() {
+	case '"':
+		s, err := p.str()
+		*dst = s
+		return err
+	case 'n':
+		if nullClears {
+			*dst = ""
+		}
+		return p.literal("null")
+	}
+	p.mismatch(first, param, "a string")
+	return p.skip()
+}
+
+// optBool reads a boolean that null clears.
+func (p *parser) optBool(dst *bool, param string) error {
+	switch p.peek() {
+	case 't':
+		*dst = true
+		return p.literal("true")
+	case 'f':
+		*dst = false
+		return p.literal("false")
+	case 'n':
+		*dst = false
+		return p.literal("null")
+	}
+	p.mismatch(&p.typeErr, param, "a boolean")
+	return p.skip()
+}
+
+// optInt reads an int that null clears into p.ints[slot]. encoding/json
+// refuses a fraction, an exponent or an overflow, as a type error.
+func (p *parser) optInt(dst **int, slot int, param string) error {
+	switch c := p.peek(); {
+	case c == 'n':
+		*dst = nil
+		return p.literal("null")
+	case c != '-' && !isDigit(c):
+		p.mismatch(&p.typeErr, param, "a number")
+		return p.skip()
+	}
+	num, integer, err := p.number()
+	if err != nil {
+		return err
+	}
+	n, perr := strconv.ParseInt(unsafe.String(unsafe.SliceData(num), len(num)), 10, strconv.IntSize)
+	if !integer || perr != nil {
+		if p.typeErr == nil {
+			p.typeErr = typeError(param, "a number", "number "+string(num))
+		}
 		return nil
 	}
-	var texts []string
-	if json.Unmarshal(raw, &texts) == nil {
-		r.Prompt.Text = strings.Join(texts, "")
-		return nil
+	if p.ints == nil {
+		p.ints = new([2]int)
 	}
-	var ids []uint32
-	if json.Unmarshal(raw, &ids) == nil {
+	p.ints[slot] = int(n)
+	*dst = &p.ints[slot]
+	return nil
+}
+
+// streamOptions reads stream_options. A second object updates the first
+// rather than replacing it, as encoding/json does through a pointer it
+// has already set.
+func (p *parser) streamOptions() error {
+	r := p.r
+	switch p.peek() {
+	case 'n':
+		r.HasStreamOptions, r.IncludeUsage = false, false
+		return p.literal("null")
+	case '{':
+	default:
+		p.mismatch(&p.typeErr, "stream_options", "an object")
+		return p.skip()
+	}
+	r.HasStreamOptions = true
+	return p.members(func(k []byte) error {
+		if string(k) == "include_usage" {
+			return p.optBool(&r.IncludeUsage, "stream_options.include_usage")
+		}
+		return p.skip()
+	})
+}
+
+// tools keeps the tools value as it is in the body.
+func (p *parser) tools() error {
+	if p.peek() == 'n' {
+		p.r.Prompt.Tools = nil
+		return p.literal("null")
+	}
+	start := p.off
+	if err := p.skip(); err != nil {
+		return err
+	}
+	p.r.Prompt.Tools = p.data[start:p.off:p.off]
+	return nil
+}
+
+// messages reads the messages array, replacing what an earlier messages
+// member said.
+func (p *parser) messages() error {
+	p.hasMessages, p.msgs, p.calls, p.msgErr, p.contentErr = false, p.msgs[:0], p.calls[:0], nil, -1
+	switch p.peek() {
+	case 'n':
+		return p.literal("null")
+	case '[':
+	default:
+		p.hasMessages = true
+		p.messagesMismatch()
+		return p.skip()
+	}
+	p.hasMessages = true
+	if p.msgs == nil {
+		// A guess from the rest of the body, generous for agents' many
+		// short turns (the waste is bounded by a fifth of the body);
+		// append grows it when short.
+		p.msgs = make([]Message, 0, 4+(len(p.data)-p.off)/256)
+	}
+	return p.elements(func(i int) error {
+		p.msgs = append(p.msgs, Message{})
+		switch p.peek() {
+		case '{':
+			return p.message(&p.msgs[i], i)
+		case 'n':
+			return p.literal("null")
+		}
+		p.messagesMismatch()
+		return p.skip()
+	})
+}
+
+func (p *parser) messagesMismatch() {
+	if p.msgErr == nil {
+		p.msgErr = fieldError("messages", "invalid_type", "Invalid type for 'messages': expected an array of message objects.")
+	}
+}
+
+// message reads messages[i] into m. Within a message encoding/json reads
+// into plain strings, where null changes nothing, and into a content value
+// that the last duplicate replaces.
+func (p *parser) message(m *Message, i int) error {
+	base := len(p.calls) // this message's tool calls start here
+	calls, contentBad := 0, false
+	err := p.members(func(k []byte) error {
+		var err error
+		switch string(k) {
+		case "role":
+			err = p.plainString(&m.Role, "messages.role")
+		case "content":
+			contentBad, err = p.content(&m.Content)
+		case "tool_calls":
+			calls, err = p.toolCalls(base)
+		default:
+			err = p.skip()
+		}
+		return err
+	})
+	if contentBad && p.contentErr < 0 {
+		p.contentErr = i
+	}
+	if calls > 0 {
+		m.ToolCalls = p.calls[base : base+calls : base+calls]
+	}
+	return err
+}
+
+// content reads a message's content, a string or an array of parts whose
+// texts it joins; bad reports a value of another type.
+func (p *parser) content(dst *string) (bad bool, err error) {
+	switch p.peek() {
+	case '"':
+		*dst, err = p.str()
+		return false, err
+	case 'n':
+		*dst = ""
+		return false, p.literal("null")
+	case '[':
+	default:
+		return true, p.skip()
+	}
+	var texts [8]string
+	parts := texts[:0]
+	err = p.elements(func(int) error {
+		switch p.peek() {
+		case '{':
+			text, ok, err := p.part()
+			bad = bad || !ok
+			if text != "" {
+				parts = append(parts, text)
+			}
+			return err
+		case 'n':
+			return p.literal("null")
+		}
+		bad = true
+		return p.skip()
+	})
+	*dst = p.join(parts)
+	return bad, err
+}
+
+// part reads a content part's text; ok is false when the text is not a
+// string.
+func (p *parser) part() (text string, ok bool, err error) {
+	ok = true
+	err = p.members(func(k []byte) error {
+		switch c := p.peek(); {
+		case string(k) != "text":
+		case c == '"':
+			var err error
+			text, err = p.str()
+			return err
+		case c == 'n':
+			return p.literal("null")
+		default:
+			ok = false
+		}
+		return p.skip()
+	})
+	return text, ok, err
+}
+
+// toolCalls reads a message's tool_calls into p.calls[base:] and returns
+// how many there are. A duplicate tool_calls member decodes into the calls
+// an earlier one left, as encoding/json does when it reuses a slice: the
+// calls up to the longest list read since it last emptied are kept and
+// updated, not zeroed.
+func (p *parser) toolCalls(base int) (int, error) {
+	switch p.peek() {
+	case 'n':
+		p.calls = p.calls[:base]
+		return 0, p.literal("null")
+	case '[':
+	default:
+		p.mismatch(&p.msgErr, "messages.tool_calls", "an array")
+		return 0, p.skip()
+	}
+	n := 0
+	err := p.elements(func(j int) error {
+		n = j + 1
+		if base+j == len(p.calls) {
+			if p.calls == nil {
+				// As for messages, a guess from the rest of the body.
+				p.calls = make([]ToolCall, 0, 4+(len(p.data)-p.off)/512)
+			}
+			p.calls = append(p.calls, ToolCall{})
+		}
+		switch p.peek() {
+		case '{':
+			return p.toolCall(&p.calls[base+j])
+		case 'n':
+			return p.literal("null")
+		}
+		p.mismatch(&p.msgErr, "messages.tool_calls", "an object")
+		return p.skip()
+	})
+	if n == 0 {
+		p.calls = p.calls[:base]
+	}
+	return n, err
+}
+
+// toolCall reads a tool call into tc; a second function member updates
+// the first.
+func (p *parser) toolCall(tc *ToolCall) error {
+	return p.members(func(k []byte) error {
+		switch c := p.peek(); {
+		case string(k) != "function":
+		case c == '{':
+			return p.members(func(k []byte) error {
+				switch string(k) {
+				case "name":
+					return p.plainString(&tc.Name, "messages.tool_calls.function.name")
+				case "arguments":
+					return p.plainString(&tc.Arguments, "messages.tool_calls.function.arguments")
+				}
+				return p.skip()
+			})
+		case c == 'n':
+			return p.literal("null")
+		default:
+			p.mismatch(&p.msgErr, "messages.tool_calls.function", "an object")
+		}
+		return p.skip()
+	})
+}
+
+// prompt reads a text completion's prompt: a string, strings (null ones
+// empty), token ids, or arrays of token ids (null ids 0), tried in that
+// order as encoding/json would be; a prompt that is none of them is bad.
+func (p *parser) prompt() error {
+	r := p.r
+	p.hasPrompt, p.promptBad, r.Prompt.Text, r.TokenIDs = false, false, "", nil
+	switch p.peek() {
+	case 'n':
+		return p.literal("null")
+	case '"':
+		p.hasPrompt = true
+		var err error
+		r.Prompt.Text, err = p.str()
+		return err
+	case '[':
+	default:
+		p.hasPrompt, p.promptBad = true, true
+		return p.skip()
+	}
+	p.hasPrompt = true
+	var texts [8]string
+	strs, ids, batches := texts[:0], []uint32(nil), []uint32(nil)
+	isStrs, isIDs, isBatches := true, true, true
+	err := p.elements(func(int) error {
+		switch c := p.peek(); {
+		case c == '"':
+			isIDs, isBatches = false, false
+			s, err := p.str()
+			if isStrs && s != "" {
+				strs = append(strs, s)
+			}
+			return err
+		case c == 'n':
+			if isIDs {
+				ids = append(ids, 0)
+			}
+			return p.literal("null")
+		case c == '[':
+			isStrs, isIDs = false, false
+			var err error
+			batches, isBatches, err = p.tokenIDs(batches, isBatches)
+			return err
+		case c == '-' || isDigit(c):
+			isStrs, isBatches = false, false
+			id, ok, err := p.tokenID()
+			if !ok {
+				isIDs = false
+			} else if isIDs {
+				ids = append(ids, id)
+			}
+			return err
+		}
+		isStrs, isIDs, isBatches = false, false, false
+		return p.skip()
+	})
+	switch {
+	case isStrs:
+		r.Prompt.Text = p.join(strs)
+	case isIDs:
 		r.TokenIDs = ids
+	case isBatches:
+		r.TokenIDs = batches
 		if r.TokenIDs == nil {
 			r.TokenIDs = []uint32{}
 		}
-		return nil
+	default:
+		p.promptBad = true
 	}
-	var batches [][]uint32
-	if json.Unmarshal(raw, &batches) == nil {
-		r.TokenIDs = []uint32{}
-		for _, b := range batches {
-			r.TokenIDs = append(r.TokenIDs, b...)
-		}
-		return nil
-	}
-	return fieldError("prompt", "invalid_type", "Invalid type for 'prompt': expected a string, an array of strings or an array of token ids.")
+	return err
 }
 
-// decodeError turns a json error into a FieldError that says what was
-// wrong where; prefix goes before the field's path.
-func decodeError(err error, prefix string) *FieldError {
-	var te *json.UnmarshalTypeError
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &te):
-		field := te.Field
-		if field != "" {
-			field = prefix + field
+// tokenIDs reads an array of token ids, appending them to ids while ok.
+func (p *parser) tokenIDs(ids []uint32, ok bool) ([]uint32, bool, error) {
+	err := p.elements(func(int) error {
+		switch c := p.peek(); {
+		case c == 'n':
+			if ok {
+				ids = append(ids, 0)
+			}
+			return p.literal("null")
+		case c == '-' || isDigit(c):
+			id, idOK, err := p.tokenID()
+			if !idOK {
+				ok = false
+			} else if ok {
+				ids = append(ids, id)
+			}
+			return err
 		}
-		return fieldError(field, "invalid_type", "Invalid type for '%s': expected %s, but got %s instead.", field, jsonKind(te.Type.Kind().String()), te.Value)
-	case errors.As(err, &se):
-		return fieldError("", "invalid_json", "We could not parse the JSON body of your request: %s at offset %d.", se.Error(), se.Offset)
-	}
-	return fieldError("", "invalid_json", "We could not parse the JSON body of your request: %s.", err.Error())
+		ok = false
+		return p.skip()
+	})
+	return ids, ok, err
 }
 
-func jsonKind(goKind string) string {
-	switch goKind {
-	case "string", "ptr":
-		return "a string"
-	case "int", "int64", "int32", "uint32", "float64", "float32":
-		return "a number"
-	case "bool":
-		return "a boolean"
-	case "slice":
-		return "an array"
-	case "struct", "map":
-		return "an object"
+// tokenID reads a number and reports whether it is a uint32.
+func (p *parser) tokenID() (uint32, bool, error) {
+	num, integer, err := p.number()
+	if err != nil || !integer || num[0] == '-' {
+		return 0, false, err
 	}
-	return goKind
+	n, perr := strconv.ParseUint(unsafe.String(unsafe.SliceData(num), len(num)), 10, 32)
+	return uint32(n), perr == nil, nil
 }
