@@ -10,6 +10,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/kv"
+	"github.com/turnpike-gateway/turnpike/sessions"
 )
 
 // This file must build at older revisions too: scripts/benchcmp.sh copies
@@ -36,19 +41,45 @@ func BenchmarkProxyChat(b *testing.B) {
 			{"168KB", agentChat(stream, 168<<10)},
 		} {
 			b.Run(mode+"/"+size.name, func(b *testing.B) {
-				s, _, _ := newGateway(b, nil, newBackend(b, instantChat))
-				h := s.Handler()
-				b.ReportAllocs()
-				b.SetBytes(int64(len(size.body)))
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						serveOK(b, h, "/v1/chat/completions", size.body, stream)
-					}
-				})
+				benchChat(b, nil, size.body, stream)
+			})
+			// The default policy: prompts are encoded, hashed and matched
+			// against the KV index on every request.
+			b.Run("cache-aware/"+mode+"/"+size.name, func(b *testing.B) {
+				benchChat(b, cacheAware(b), size.body, stream)
 			})
 		}
 	}
+}
+
+func benchChat(b *testing.B, policy affinity.Policy, body string, stream bool) {
+	s, _, _ := newGateway(b, policy, newBackend(b, instantChat))
+	h := s.Handler()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			serveOK(b, h, "/v1/chat/completions", body, stream)
+		}
+	})
+}
+
+// cacheAware is the default routing policy with its KV index and sessions.
+func cacheAware(tb testing.TB) affinity.Policy {
+	tb.Helper()
+	metrics := prometheus.NewRegistry()
+	sess, err := sessions.NewStore(sessions.Options{Metrics: metrics})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var routing affinity.Config
+	routing.EnsureDefaults()
+	p, err := affinity.NewPolicy(routing, affinity.Deps{Index: kv.NewIndex(kv.IndexOptions{}), Hasher: &kv.Hasher{}, Sessions: sess, Metrics: metrics})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
 }
 
 // BenchmarkResponsesTurn measures one Responses API turn through the

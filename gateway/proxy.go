@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -25,10 +27,13 @@ func (s *Server) handleCompletions(c echo.Context) error {
 // is decoded once, by parse, and forwarded as the client wrote it.
 func (s *Server) proxyCompletion(c echo.Context, path string, parse func([]byte) (*prompt.Request, error)) error {
 	start := time.Now()
-	body, err := readAll(c)
+	buf, err := readPooledBody(c)
 	if err != nil {
 		return err
 	}
+	// The body is reused for another request once this one has ended.
+	defer putBody(buf)
+	body := buf.Bytes()
 	// req aliases body, so body is never written to: it is forwarded as
 	// it is, or copied by withStreamUsage.
 	req, err := parse(body)
@@ -36,12 +41,14 @@ func (s *Server) proxyCompletion(c echo.Context, path string, parse func([]byte)
 		return err
 	}
 	spec := &dispatch.Spec{
-		Tenant:          tenantOf(c),
-		Model:           req.Model,
+		Tenant: tenantOf(c),
+		// The strings that outlive the request (session keys, the model
+		// in routing state) are copied out of the body, which is reused.
+		Model:           strings.Clone(req.Model),
 		Path:            path,
 		Body:            body,
 		ClientHeader:    c.Request().Header,
-		PromptCacheKey:  req.PromptCacheKey,
+		PromptCacheKey:  strings.Clone(req.PromptCacheKey),
 		ServiceTier:     req.ServiceTier,
 		Prompt:          &req.Prompt,
 		Tokens:          req.TokenIDs,
@@ -79,15 +86,35 @@ func (s *Server) proxyCompletion(c echo.Context, path string, parse func([]byte)
 	return err
 }
 
-// readAll reads the request body into one buffer sized from its length.
-func readAll(c echo.Context) ([]byte, error) {
+// bodyBufs recycles request bodies: agents' bodies are large, and the
+// garbage of one per request is most of a turn's allocated bytes.
+var bodyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBody keeps one huge body from pinning its buffer forever.
+const maxPooledBody = 4 << 20
+
+// readPooledBody reads the request body into a pooled buffer sized from its
+// length. The caller gives it back with putBody once nothing refers to
+// the body any more.
+func readPooledBody(c echo.Context) (*bytes.Buffer, error) {
 	r := c.Request()
-	var buf bytes.Buffer
+	buf := bodyBufs.Get().(*bytes.Buffer)
+	buf.Reset()
 	if n := r.ContentLength; n > 0 && n <= 64<<20 {
 		buf.Grow(int(n) + 1)
 	}
 	_, err := buf.ReadFrom(r.Body)
-	return buf.Bytes(), err
+	if err != nil {
+		putBody(buf)
+		return nil, err
+	}
+	return buf, nil
+}
+
+func putBody(buf *bytes.Buffer) {
+	if buf.Cap() <= maxPooledBody {
+		bodyBufs.Put(buf)
+	}
 }
 
 // withStreamUsage returns body with stream_options.include_usage set,
