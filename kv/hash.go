@@ -2,8 +2,8 @@ package kv
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"sync"
-	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -56,23 +56,13 @@ func (h *Hasher) HashTokensFrom(dst []BlockHash, parent BlockHash, tokens []uint
 	return dst
 }
 
-// littleEndian: token ids in memory are already the bytes a block hashes.
-var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
-
 // chain hashes each full block as xxhash64 of the parent hash (8 bytes, little
 // endian) followed by the block's token ids (4 bytes each, little endian).
 func (h *Hasher) chain(dst []BlockHash, scratch *[]byte, parent BlockHash, tokens []uint32) []BlockHash {
 	bs := h.blockSize()
-	if littleEndian {
-		// Hash the ids where they lie instead of copying every block.
-		var d xxhash.Digest
-		var p [8]byte
+	if bs == DefaultBlockSize {
 		for len(tokens) >= bs {
-			d.Reset()
-			binary.LittleEndian.PutUint64(p[:], uint64(parent))
-			d.Write(p[:])
-			d.Write(unsafe.Slice((*byte)(unsafe.Pointer(&tokens[0])), 4*bs))
-			parent = BlockHash(d.Sum64())
+			parent = BlockHash(hashBlock16(uint64(parent), tokens[:16:16]))
 			dst = append(dst, parent)
 			tokens = tokens[bs:]
 		}
@@ -81,8 +71,8 @@ func (h *Hasher) chain(dst []BlockHash, scratch *[]byte, parent BlockHash, token
 	return chainCopying(dst, scratch, bs, parent, tokens)
 }
 
-// chainCopying is chain for any byte order: each block is copied out as
-// little-endian bytes first.
+// chainCopying is chain for any block size: each block is laid out as
+// its bytes and hashed.
 func chainCopying(dst []BlockHash, scratch *[]byte, bs int, parent BlockHash, tokens []uint32) []BlockHash {
 	need := 8 + 4*bs
 	if cap(*scratch) < need {
@@ -99,4 +89,54 @@ func chainCopying(dst []BlockHash, scratch *[]byte, bs int, parent BlockHash, to
 		tokens = tokens[bs:]
 	}
 	return dst
+}
+
+// xxhash64 primes.
+const (
+	prime1 uint64 = 11400714785074694791
+	prime2 uint64 = 14029467366897019727
+	prime3 uint64 = 1609587929392839161
+	prime4 uint64 = 9650029242287828579
+)
+
+// hashBlock16 is xxhash64 (seed 0) of the 72 bytes a 16-token block
+// hashes — parent, then the ids, all little endian — computed on the
+// values, without laying the bytes out: the gateway hashes every block of
+// every prompt, and a long agent prompt has thousands.
+func hashBlock16(parent uint64, t []uint32) uint64 {
+	_ = t[15]
+	lane := func(i int) uint64 { return uint64(t[i]) | uint64(t[i+1])<<32 }
+	// The seed-0 accumulators, wrapping as the algorithm wants.
+	p1, p2 := prime1, prime2
+	v1, v2, v3, v4 := p1+p2, p2, uint64(0), -p1
+	// Stripe 1: parent and ids 0–5; stripe 2: ids 6–13.
+	v1, v2, v3, v4 = round(v1, parent), round(v2, lane(0)), round(v3, lane(2)), round(v4, lane(4))
+	v1, v2, v3, v4 = round(v1, lane(6)), round(v2, lane(8)), round(v3, lane(10)), round(v4, lane(12))
+	h := bits.RotateLeft64(v1, 1) + bits.RotateLeft64(v2, 7) + bits.RotateLeft64(v3, 12) + bits.RotateLeft64(v4, 18)
+	h = mergeRound(h, v1)
+	h = mergeRound(h, v2)
+	h = mergeRound(h, v3)
+	h = mergeRound(h, v4)
+	h += 72
+	// The last 8 bytes: ids 14 and 15.
+	h ^= round(0, lane(14))
+	h = bits.RotateLeft64(h, 27)*prime1 + prime4
+	h ^= h >> 33
+	h *= prime2
+	h ^= h >> 29
+	h *= prime3
+	h ^= h >> 32
+	return h
+}
+
+func round(acc, input uint64) uint64 {
+	acc += input * prime2
+	acc = bits.RotateLeft64(acc, 31)
+	return acc * prime1
+}
+
+func mergeRound(acc, val uint64) uint64 {
+	val = round(0, val)
+	acc ^= val
+	return acc*prime1 + prime4
 }

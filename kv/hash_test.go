@@ -1,6 +1,8 @@
 package kv
 
 import (
+	"encoding/binary"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -143,8 +145,8 @@ func hashPrompt(h *Hasher, tok prompt.Tokenizer, p *prompt.Prompt) []BlockHash {
 	return h.HashTokens(nil, p.Model, prompt.Encode(tok, nil, p))
 }
 
-// TestChainByteOrder: hashing ids in place gives the chain of their
-// little-endian bytes, the one every byte order computes.
+// TestChainByteOrder: hashing 16-token blocks on their values gives the
+// chain of their little-endian bytes, the one every block size computes.
 func TestChainByteOrder(t *testing.T) {
 	tokens := prompt.Approx{}.Encode(nil, strings.Repeat("abcdefghij", 300))
 	var h Hasher
@@ -152,5 +154,23 @@ func TestChainByteOrder(t *testing.T) {
 	want := chainCopying(nil, &buf, DefaultBlockSize, ModelSeed("m"), tokens)
 	if got := h.HashTokens(nil, "m", tokens); !slices.Equal(got, want) || len(got) == 0 {
 		t.Fatalf("in place %d blocks, copied %d; chains differ", len(got), len(want))
+	}
+}
+
+// TestHashBlock16 holds the unrolled block hash to xxhash64 of the bytes.
+func TestHashBlock16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var b [72]byte
+	tok := make([]uint32, 16)
+	for range 2000 {
+		parent := rng.Uint64()
+		binary.LittleEndian.PutUint64(b[:], parent)
+		for i := range tok {
+			tok[i] = rng.Uint32()
+			binary.LittleEndian.PutUint32(b[8+4*i:], tok[i])
+		}
+		if got, want := hashBlock16(parent, tok), xxhash.Sum64(b[:]); got != want {
+			t.Fatalf("hashBlock16 = %x, want %x", got, want)
+		}
 	}
 }

@@ -128,3 +128,17 @@ func BenchmarkRecord(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkHashTokens chains the blocks of an agent prompt of about 43k
+// tokens, the size of a long agent turn.
+func BenchmarkHashTokens(b *testing.B) {
+	var h Hasher
+	tokens := prompt.Encode(nil, nil, agentPrompt(43000))
+	dst := make([]BlockHash, 0, 4096)
+	b.SetBytes(int64(4 * len(tokens)))
+	b.ReportAllocs()
+	for b.Loop() {
+		dst = h.HashTokens(dst[:0], "m", tokens)
+	}
+	b.ReportMetric(float64(len(dst)), "blocks")
+}
