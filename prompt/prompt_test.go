@@ -111,3 +111,18 @@ func TestXXHash4(t *testing.T) {
 		}
 	}
 }
+
+// TestApproxEncodeLengths: the four-at-a-time loop cuts every length as
+// the rule does, one group of four bytes at a time.
+func TestApproxEncodeLengths(t *testing.T) {
+	text := strings.Repeat("héllo wörld, ", 8)
+	for n := 0; n <= len(text); n++ {
+		var want []uint32
+		for s := text[:n]; len(s) > 0; s = s[min(4, len(s)):] {
+			want = append(want, uint32(xxhash.Sum64String(s[:min(4, len(s))])%ApproxVocabSize))
+		}
+		if got := (Approx{}).Encode([]uint32{7}, text[:n]); !slices.Equal(got[1:], want) || got[0] != 7 {
+			t.Fatalf("Encode of %d bytes differs from the rule", n)
+		}
+	}
+}

@@ -48,10 +48,24 @@ type Approx struct{}
 // Encode implements Tokenizer.
 func (Approx) Encode(dst []uint32, text string) []uint32 {
 	dst = slices.Grow(dst, ApproxTokens(len(text)))
-	for len(text) >= 4 {
-		dst = append(dst, uint32(xxhash4(text)%ApproxVocabSize))
-		text = text[4:]
+	// Four tokens a turn into slots already there: their hashes do not
+	// depend on each other, so the processor overlaps them.
+	n := len(dst)
+	full := len(text) / 4
+	dst = dst[:n+full]
+	out := dst[n:]
+	i := 0
+	for ; i+4 <= full; i += 4 {
+		s := text[4*i : 4*i+16]
+		out[i] = uint32(xxhash4(s[0:4]) % ApproxVocabSize)
+		out[i+1] = uint32(xxhash4(s[4:8]) % ApproxVocabSize)
+		out[i+2] = uint32(xxhash4(s[8:12]) % ApproxVocabSize)
+		out[i+3] = uint32(xxhash4(s[12:16]) % ApproxVocabSize)
 	}
+	for ; i < full; i++ {
+		out[i] = uint32(xxhash4(text[4*i:4*i+4]) % ApproxVocabSize)
+	}
+	text = text[4*full:]
 	if len(text) > 0 {
 		dst = append(dst, uint32(xxhash.Sum64String(text)%ApproxVocabSize))
 	}
