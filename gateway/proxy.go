@@ -44,15 +44,18 @@ func (s *Server) proxyCompletion(c echo.Context, path string, parse func([]byte)
 		Tenant: tenantOf(c),
 		// The strings that outlive the request (session keys, the model
 		// in routing state) are copied out of the body, which is reused.
-		Model:           strings.Clone(req.Model),
-		Path:            path,
-		Body:            body,
-		ClientHeader:    c.Request().Header,
-		PromptCacheKey:  strings.Clone(req.PromptCacheKey),
-		ServiceTier:     req.ServiceTier,
-		Prompt:          &req.Prompt,
-		Tokens:          req.TokenIDs,
-		MaxOutputTokens: req.MaxOutputTokens(),
+		Model:          strings.Clone(req.Model),
+		Path:           path,
+		Body:           body,
+		ClientHeader:   c.Request().Header,
+		PromptCacheKey: strings.Clone(req.PromptCacheKey),
+		// A stateless client's turns with one safety_identifier and the
+		// same opening are one session.
+		SafetyIdentifier: strings.Clone(req.SafetyIdentifier),
+		ServiceTier:      req.ServiceTier,
+		Prompt:           &req.Prompt,
+		Tokens:           req.TokenIDs,
+		MaxOutputTokens:  req.MaxOutputTokens(),
 	}
 	// Routing learns from every answer's usage (cached tokens, prefill
 	// rate), so a stream is asked for it even when the client did not ask;

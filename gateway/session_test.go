@@ -90,3 +90,22 @@ func TestStoredChainKeepsItsSession(t *testing.T) {
 		t.Errorf("session %+v, %v, %d sessions; want one of 3 turns", s, ok, st.sess.Len())
 	}
 }
+
+// TestChatSafetyIdentifierIsASession: chat completions of one
+// safety_identifier whose conversations open alike are one session, as on
+// the Responses API.
+func TestChatSafetyIdentifierIsASession(t *testing.T) {
+	st := newStack(t, stackOptions{engines: 2})
+	history := `{"role":"system","content":"You are a coding agent."},{"role":"user","content":"step 0: run the tests"}`
+	for i := range 3 {
+		body := fmt.Sprintf(`{"model":%q,"max_tokens":8,"safety_identifier":"user-9","messages":[%s]}`, testModel, history)
+		r := post(t, st.front.URL, body)
+		if r.StatusCode != 200 {
+			t.Fatalf("turn %d: %d", i, r.StatusCode)
+		}
+		history += fmt.Sprintf(`,{"role":"assistant","content":"ok"},{"role":"user","content":"step %d"}`, i+1)
+	}
+	if n := st.sess.Len(); n != 1 {
+		t.Fatalf("3 turns made %d sessions, want 1", n)
+	}
+}

@@ -25,8 +25,9 @@ type Request struct {
 	// HasStreamOptions: the body has a stream_options object (not null);
 	// IncludeUsage is its include_usage.
 	HasStreamOptions, IncludeUsage bool
-	// PromptCacheKey and ServiceTier are the body's, "" when absent.
-	PromptCacheKey, ServiceTier string
+	// PromptCacheKey, ServiceTier and SafetyIdentifier are the body's, ""
+	// when absent.
+	PromptCacheKey, ServiceTier, SafetyIdentifier string
 	// Prompt is the request as the engine's chat template sees it: Model,
 	// Tools and Messages for a chat, Text for a text completion (a prompt
 	// given as several strings is their concatenation).
@@ -149,6 +150,8 @@ func (p *parser) object() error {
 			return p.optString(&r.PromptCacheKey, "prompt_cache_key")
 		case "service_tier":
 			return p.optString(&r.ServiceTier, "service_tier")
+		case "safety_identifier":
+			return p.optString(&r.SafetyIdentifier, "safety_identifier")
 		case "stream_options":
 			return p.streamOptions()
 		case "tools":

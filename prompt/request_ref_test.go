@@ -25,6 +25,7 @@ type wireRequestRef struct {
 	Prompt              json.RawMessage `json:"prompt"`
 	PromptCacheKey      *string         `json:"prompt_cache_key"`
 	ServiceTier         *string         `json:"service_tier"`
+	SafetyIdentifier    *string         `json:"safety_identifier"`
 	Tools               json.RawMessage `json:"tools"`
 	StreamOptions       *struct {
 		IncludeUsage *bool `json:"include_usage"`
@@ -62,6 +63,9 @@ func parseRequestRef(body []byte, chat bool) (*Request, error) {
 	}
 	if w.ServiceTier != nil {
 		r.ServiceTier = *w.ServiceTier
+	}
+	if w.SafetyIdentifier != nil {
+		r.SafetyIdentifier = *w.SafetyIdentifier
 	}
 	for _, p := range []struct {
 		name string

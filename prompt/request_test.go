@@ -91,7 +91,7 @@ var chatCases = []parseCase{
 	{
 		name: "every field",
 		body: ` {"model":"m-1","stream":true,"max_tokens":16,"max_completion_tokens":32,
-			"stream_options":{"include_usage":true},"prompt_cache_key":"k","service_tier":"flex",
+			"stream_options":{"include_usage":true},"prompt_cache_key":"k","service_tier":"flex","safety_identifier":"u-1",
 			"tools":[ {"type":"function"} ],"temperature":0.2,"metadata":{"a":[1,{"b":null}]},
 			"messages":[
 				{"role":"system","content":"be brief"},
@@ -101,7 +101,7 @@ var chatCases = []parseCase{
 			]} `,
 		want: &Request{
 			Model: "m-1", Stream: true, MaxTokens: intp(16), MaxCompletionTokens: intp(32),
-			HasStreamOptions: true, IncludeUsage: true, PromptCacheKey: "k", ServiceTier: "flex",
+			HasStreamOptions: true, IncludeUsage: true, PromptCacheKey: "k", ServiceTier: "flex", SafetyIdentifier: "u-1",
 			Prompt: Prompt{Model: "m-1", Tools: []byte(`[ {"type":"function"} ]`), Messages: []Message{
 				{Role: "system", Content: "be brief"},
 				{Role: "user", Content: "ab"},
