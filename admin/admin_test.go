@@ -49,7 +49,7 @@ func (k *keyring) snapshot() (bool, map[auth.KeyHash]string) {
 }
 
 // memKV is the admin namespace of an in-memory state store.
-func memKV(t *testing.T) state.Namespace {
+func memKV(t testing.TB) state.Namespace {
 	db := state.NewMemory()
 	t.Cleanup(func() { db.Close() })
 	return db.Namespace("m/admin/")
@@ -67,7 +67,7 @@ type fixture struct {
 	e        *echo.Echo
 }
 
-func newFixture(t *testing.T, kv state.Namespace, cfg admin.Config) *fixture {
+func newFixture(t testing.TB, kv state.Namespace, cfg admin.Config) *fixture {
 	t.Helper()
 	if kv == nil {
 		kv = memKV(t)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -68,4 +69,24 @@ func TestConfigUnknownKeyRejected(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "adrr") {
 		t.Fatalf("misspelt key not reported: %v", err)
 	}
+}
+
+// FuzzParseConfig reads arbitrary config files: never a crash, and a
+// config it accepts validates as served.
+func FuzzParseConfig(f *testing.F) {
+	if b, err := os.ReadFile("../../turnpike.example.yaml"); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte("addr: 127.0.0.1:0\npools: []\n"))
+	f.Add([]byte("fleet:\n  healthFailures: -2\nresponses:\n  hostedTools: ignore\n"))
+	f.Add([]byte("routing:\n  policy: [1, 2]\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := parseConfig(b)
+		if err != nil {
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("an accepted config does not validate: %v", err)
+		}
+	})
 }
