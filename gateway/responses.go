@@ -25,6 +25,7 @@ func (s *Server) mountResponses(v1 *echo.Group) {
 	h := &responsesAPI{s: s, svc: svc}
 	g := v1.Group("", h.observe)
 	g.POST("/responses", h.create)
+	g.GET("/responses", h.websocket)
 	g.GET("/responses/:id", h.get)
 	g.DELETE("/responses/:id", h.delete)
 	g.POST("/responses/:id/cancel", h.cancel)

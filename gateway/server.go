@@ -43,6 +43,9 @@ type Options struct {
 	// ShutdownTimeout bounds how long Shutdown waits for in-flight
 	// requests, streams included. Default 30s.
 	ShutdownTimeout time.Duration
+	// WebSocketLimit bounds a Responses WebSocket connection's life.
+	// Default 60m.
+	WebSocketLimit time.Duration
 	// OpenAPI is the spec served at /openapi.yaml; nil serves 404.
 	OpenAPI []byte
 	// Responses serves the Responses and Conversations API; its owner
@@ -109,6 +112,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = prometheus.NewRegistry()
+	}
+	if opts.WebSocketLimit <= 0 {
+		opts.WebSocketLimit = DefaultWebSocketLimit
 	}
 	if opts.BodyLimit <= 0 {
 		opts.BodyLimit = DefaultBodyLimit

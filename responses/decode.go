@@ -59,10 +59,26 @@ type CreateRequest struct {
 	// reference, which turnpike cannot expand) are echoed.
 	PromptCacheRetention *string
 	Prompt               json.RawMessage
+	// Prior is the context of a previous response that the caller kept
+	// itself (a WebSocket connection keeps its last response), used when
+	// PreviousResponseID names it and the store does not hold it, as
+	// with store:false. It is never decoded from a body.
+	Prior *PriorContext
 
 	// raw is the body as received, kept with a background job so that it
 	// can be re-run after a restart.
 	raw []byte
+}
+
+// PriorContext is a response's whole context kept by the caller: the
+// items of every turn of its chain, inputs and outputs, in order.
+type PriorContext struct {
+	// ID is the response's id.
+	ID string
+	// Session names the chain's session for routing (its first
+	// response's id); empty leaves the turn to start one.
+	Session string
+	Items   []Item
 }
 
 // Limits on what a request may carry.

@@ -47,6 +47,13 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 	switch {
 	case req.PreviousResponseID != "":
 		prev, err := s.store.GetResponse(ctx, tenant, req.PreviousResponseID)
+		if errors.Is(err, ErrNotFound) && req.Prior != nil && req.Prior.ID == req.PreviousResponseID {
+			history = req.Prior.Items
+			if req.Prior.Session != "" {
+				t.chainRoot, t.newChain = req.Prior.Session, ""
+			}
+			break
+		}
 		if errors.Is(err, ErrNotFound) {
 			return nil, notFoundf("previous_response_id", "previous_response_not_found", "Previous response with id '%s' not found.", req.PreviousResponseID)
 		}
