@@ -60,6 +60,7 @@ type responsesStack struct {
 	front  *httptest.Server
 	engine *recorder
 	client openai.Client
+	server *Server
 }
 
 func newResponsesStack(t testing.TB, timeScale float64) *responsesStack {
@@ -110,7 +111,7 @@ func newResponsesStackWith(t testing.TB, timeScale float64, cfg tpresponses.Conf
 		eng.Close()
 	})
 	client := openai.NewClient(option.WithBaseURL(front.URL+"/v1"), option.WithAPIKey("test"), option.WithMaxRetries(0))
-	return &responsesStack{front: front, engine: rec, client: client}
+	return &responsesStack{front: front, engine: rec, client: client, server: s}
 }
 
 func text(s string) responses.ResponseNewParamsInputUnion {

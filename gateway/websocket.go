@@ -67,10 +67,13 @@ func (h *responsesAPI) websocket(c echo.Context) error {
 	// The reader runs apart from the turns so that a client going away
 	// cancels the turn in flight.
 	msgs := make(chan []byte)
+	readCtx := context.WithoutCancel(r.Context())
 	go func() {
 		defer close(msgs)
 		for {
-			typ, data, err := conn.Read(ctx)
+			// Not ctx: a read whose context ends closes the connection,
+			// and the connection limit still has its error to send.
+			typ, data, err := conn.Read(readCtx)
 			if err != nil {
 				cancel(context.Canceled)
 				return

@@ -181,3 +181,20 @@ func TestWebSocketDisconnectCancels(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func TestWebSocketConnectionLimit(t *testing.T) {
+	st := newResponsesStack(t, 0)
+	st.server.opts.WebSocketLimit = 300 * time.Millisecond
+	conn := dialResponses(t, st)
+	wsSend(t, conn, `{"type":"response.create","model":"`+testModel+`","input":"Hi.","max_output_tokens":4}`)
+	wsTurn(t, conn)
+	ev := wsRead(t, conn)
+	if ev.Type != "error" || ev.Error == nil || ev.Error.Code == nil || *ev.Error.Code != "websocket_connection_limit_reached" {
+		t.Fatalf("at the limit: %+v", ev)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if _, _, err := conn.Read(ctx); websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+		t.Errorf("after the limit: %v", err)
+	}
+}
