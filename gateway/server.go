@@ -201,12 +201,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.ShutdownTimeout)
 	defer cancel()
 	err := srv.Shutdown(ctx)
-	if err == nil {
-		return nil
+	if err != nil {
+		s.log.Warn("shutdown deadline passed; ending the requests still in flight", "err", err)
 	}
-	// The deadline passed with requests in flight: end them, so each
-	// stream tells its client why, then close what is left.
-	s.log.Warn("shutdown deadline passed; ending the requests still in flight", "err", err)
+	// What still runs — requests past the deadline, and WebSocket
+	// connections, which Shutdown does not wait for — is ended with a
+	// reason, so each stream tells its client why; then what is left is
+	// closed.
 	end(ErrShuttingDown)
 	done := make(chan struct{})
 	go func() { s.active.Wait(); close(done) }()

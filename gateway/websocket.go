@@ -61,6 +61,13 @@ func (h *responsesAPI) websocket(c echo.Context) error {
 	limit := h.s.opts.WebSocketLimit
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
 	defer cancel(nil)
+	// A gateway shutting down ends the connection's turn with its reason.
+	stopWatch := context.AfterFunc(r.Context(), func() {
+		if cause := context.Cause(r.Context()); errors.Is(cause, ErrShuttingDown) {
+			cancel(cause)
+		}
+	})
+	defer stopWatch()
 	timer := time.AfterFunc(limit, func() { cancel(errConnectionLimit) })
 	defer timer.Stop()
 
