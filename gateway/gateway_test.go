@@ -477,3 +477,35 @@ func TestMetricsExposed(t *testing.T) {
 		}
 	}
 }
+
+// TestWithStreamUsage: the engine is asked for usage whether the client
+// sent no stream_options (spliced in) or its own without include_usage
+// (merged), and the rest of the body is kept.
+func TestWithStreamUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		options    bool
+	}{
+		{"absent", `{"model":"m","stream":true,"messages":[]}`, false},
+		{"own, false", `{"model":"m","stream":true,"stream_options":{"include_usage":false,"continuous_usage_stats":true},"messages":[]}`, true},
+		{"own, without it", `{"model":"m","stream":true,"stream_options":{},"messages":[]}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, ok := withStreamUsage([]byte(tc.body), tc.options)
+			var got struct {
+				Model         string                     `json:"model"`
+				Messages      []any                      `json:"messages"`
+				StreamOptions map[string]json.RawMessage `json:"stream_options"`
+			}
+			if !ok || json.Unmarshal(out, &got) != nil {
+				t.Fatalf("not usable: %q, %v", out, ok)
+			}
+			if string(got.StreamOptions["include_usage"]) != "true" || got.Model != "m" || got.Messages == nil {
+				t.Fatalf("body %s", out)
+			}
+			if tc.name == "own, false" && string(got.StreamOptions["continuous_usage_stats"]) != "true" {
+				t.Errorf("the client's other stream options were lost: %s", out)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -120,20 +121,19 @@ func putBody(buf *bytes.Buffer) {
 	}
 }
 
-// withStreamUsage returns body with stream_options.include_usage set,
-// without re-encoding it: the member is spliced in after the opening
-// brace. A body that has a stream_options object of its own is left
-// alone (ok false) unless that object can take the member the same way.
+// withStreamUsage returns body with stream_options.include_usage set. A
+// body without stream_options gets the member spliced in after its
+// opening brace, without re-encoding; one with its own stream_options
+// (include_usage false or absent, rarer) is re-encoded with the member
+// merged in, since a duplicate key would not be read alike by every
+// engine.
 func withStreamUsage(body []byte, hasOptions bool) ([]byte, bool) {
 	open := bytes.IndexByte(body, '{')
 	if open < 0 {
 		return nil, false
 	}
 	if hasOptions {
-		// The body's own stream_options says include_usage is not true; a
-		// later duplicate key would not be read the same by every engine,
-		// so this case is left as the client wrote it.
-		return nil, false
+		return mergeStreamUsage(body)
 	}
 	const member = `"stream_options":{"include_usage":true},`
 	out := make([]byte, 0, len(body)+len(member))
@@ -141,6 +141,26 @@ func withStreamUsage(body []byte, hasOptions bool) ([]byte, bool) {
 	out = append(out, member...)
 	out = append(out, body[open+1:]...)
 	return out, true
+}
+
+// mergeStreamUsage sets include_usage in the body's own stream_options.
+func mergeStreamUsage(body []byte) ([]byte, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return nil, false
+	}
+	opts := map[string]json.RawMessage{}
+	if json.Unmarshal(m["stream_options"], &opts) != nil {
+		return nil, false
+	}
+	opts["include_usage"] = json.RawMessage("true")
+	raw, err := json.Marshal(opts)
+	if err != nil {
+		return nil, false
+	}
+	m["stream_options"] = raw
+	out, err := json.Marshal(m)
+	return out, err == nil
 }
 
 // The error events that end a relayed stream early.
