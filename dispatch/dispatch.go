@@ -233,10 +233,7 @@ func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error)
 	if tracked {
 		state, _ = d.sessions.Get(spec.Tenant, t.sessionKey, t.start)
 	}
-	hints := turns.Hints{ServiceTier: spec.ServiceTier, Background: spec.Background}
-	if spec.ClientHeader != nil {
-		hints.Priority = spec.ClientHeader.Get(PriorityHeader)
-	}
+	hints := turns.Hints{Priority: spec.ClientHeader.Get(PriorityHeader), ServiceTier: spec.ServiceTier, Background: spec.Background}
 	if d.flow != nil {
 		ticket, err := d.flow.Acquire(ctx, &turns.Turn{
 			Tenant:               spec.Tenant,

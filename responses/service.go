@@ -177,9 +177,6 @@ func New(store Store, engine Engine, cfg Config) *Service {
 	return s
 }
 
-// Store is the service's state store.
-func (s *Service) Store() Store { return s.store }
-
 // Start re-queues (or fails) the background responses a previous process
 // left unfinished and starts the retention collector. It is called once;
 // ctx bounds the start itself, Close stops what it started.
