@@ -71,7 +71,10 @@ type Dispatcher struct {
 	flow     *turns.Controller
 	hasher   *kv.Hasher
 	tok      prompt.Tokenizer
-	log      *slog.Logger
+	// approx: tok is prompt.Approx, whose prompts can be resumed
+	// (resumePrompt).
+	approx bool
+	log    *slog.Logger
 	// needsHashes: prompts are hashed only for policies that score by
 	// prefix.
 	needsHashes bool
@@ -82,6 +85,7 @@ type Dispatcher struct {
 	maxMigrations int
 	retries       prometheus.Counter
 	migrations    *prometheus.CounterVec
+	resumedTokens prometheus.Counter
 }
 
 // New builds a Dispatcher. It starts nothing.
@@ -108,6 +112,10 @@ func New(opts Options) (*Dispatcher, error) {
 			Name: "turnpike_stream_migrations_total",
 			Help: "Streams whose engine died mid-answer, by what followed: resumed on another endpoint, not_resumable (a tool call, reasoning, several choices, a spent budget) or failed (no endpoint took it over).",
 		}, []string{"result"}),
+		resumedTokens: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "turnpike_prompt_tokens_resumed_total",
+			Help: "Prompt tokens neither encoded nor hashed again because the conversation's previous turn had them (prompt.Memo).",
+		}),
 	}
 	for _, r := range []string{migrationResumed, migrationNotResumable, migrationFailed} {
 		d.migrations.WithLabelValues(r)
@@ -118,6 +126,7 @@ func New(opts Options) (*Dispatcher, error) {
 	if d.tok == nil {
 		d.tok = prompt.Approx{}
 	}
+	_, d.approx = d.tok.(prompt.Approx)
 	if d.log == nil {
 		d.log = slog.Default()
 	}
@@ -125,7 +134,7 @@ func New(opts Options) (*Dispatcher, error) {
 		d.capacity[m] = turns.NewModelCapacity(opts.Registry, m)
 	}
 	if opts.Metrics != nil {
-		for _, c := range []prometheus.Collector{d.retries, d.migrations} {
+		for _, c := range []prometheus.Collector{d.retries, d.migrations, d.resumedTokens} {
 			if err := opts.Metrics.Register(c); err != nil {
 				return nil, fmt.Errorf("dispatch: %w", err)
 			}
@@ -188,12 +197,18 @@ type Spec struct {
 	PromptTokens int
 	// MaxOutputTokens is the output budget; 0 if unbounded.
 	MaxOutputTokens int
+	// Prior, when not nil, is what prompt.Memo knew of Prompt: Begin
+	// encodes and hashes only what it does not share with the earlier
+	// turn, and leaves its own chain for the next.
+	Prior *prompt.Prior
 }
 
-// buffers recycles the token ids and block hashes of routed prompts.
+// buffers recycles the token ids, block hashes and renders of routed
+// prompts.
 type buffers struct {
 	tokens []uint32
 	hashes []kv.BlockHash
+	render []byte
 }
 
 var bufferPool = sync.Pool{New: func() any { return new(buffers) }}
@@ -258,7 +273,7 @@ func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error)
 		d.sessions.Touch(spec.Tenant, t.sessionKey, time.Now())
 		t.touched = true
 	}
-	if t.bufs != nil && d.needsHashes {
+	if t.bufs != nil && d.needsHashes && t.route.Hashes == nil {
 		t.bufs.hashes = d.hasher.HashTokens(t.bufs.hashes[:0], spec.Model, t.tokens)
 		t.route.Hashes = t.bufs.hashes
 	}
@@ -282,6 +297,8 @@ func (t *Turn) countPrompt() {
 	switch {
 	case spec.Tokens != nil:
 		t.tokens = spec.Tokens
+	case spec.Prompt != nil && d.needsHashes && t.resumePrompt():
+		return
 	case spec.Prompt != nil && d.needsHashes:
 		t.bufs = bufferPool.Get().(*buffers)
 		t.bufs.tokens = prompt.Encode(d.tok, t.bufs.tokens[:0], spec.Prompt)

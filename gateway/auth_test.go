@@ -49,7 +49,7 @@ func tenancyServer(t *testing.T, adminToken string, kv state.Namespace) (*echo.E
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{log: log, metrics: newMetrics(prometheus.NewRegistry(), reg)}
+	s := &Server{log: log, metrics: newMetrics(prometheus.NewRegistry(), reg, nil)}
 	e := echo.New()
 	e.HTTPErrorHandler = s.errorHandler
 	v1 := e.Group("/v1", requireTenant(authn))

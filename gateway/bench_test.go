@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,7 +50,50 @@ func BenchmarkProxyChat(b *testing.B) {
 				benchChat(b, cacheAware(b), size.body, stream)
 			})
 		}
+		// An agent's session: each request is the next turn, the
+		// session's history and one new message. "cold": every request
+		// opens a session of its own, so nothing of it was seen before.
+		for _, turns := range []struct {
+			name string
+			cold bool
+		}{{"168KB-next-turn", false}, {"168KB-cold", true}} {
+			b.Run("cache-aware/"+mode+"/"+turns.name, func(b *testing.B) {
+				benchTurns(b, cacheAware(b), agentChat(stream, 168<<10), stream, turns.cold)
+			})
+		}
 	}
+}
+
+// benchTurns is benchChat with each request a new turn of a session made
+// from body: its system prompt names the session (one a goroutine,
+// or one a request when cold) and a last message, new each time, is added.
+func benchTurns(b *testing.B, policy affinity.Policy, body string, stream, cold bool) {
+	s, _, _ := newGateway(b, policy, newBackend(b, instantChat))
+	h := s.Handler()
+	const opening = `"content":"`
+	open := strings.Index(body, opening+"You are a coding agent.") + len(opening)
+	end := strings.LastIndex(body, `],"model":`)
+	if open < len(opening) || end < 0 {
+		b.Fatal("the agent body has no system prompt or messages end")
+	}
+	var sessions atomic.Int64
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var buf []byte
+		session := sessions.Add(1)
+		for turn := 0; pb.Next(); turn++ {
+			if cold {
+				session = sessions.Add(1)
+			}
+			buf = fmt.Appendf(append(buf[:0], body[:open]...), "session %d. ", session)
+			buf = append(buf, body[open:end]...)
+			buf = fmt.Appendf(buf, `,{"role":"user","content":"turn %d: go on."}`, turn)
+			buf = append(buf, body[end:]...)
+			serveBytesOK(b, h, "/v1/chat/completions", buf, stream)
+		}
+	})
 }
 
 func benchChat(b *testing.B, policy affinity.Policy, body string, stream bool) {
@@ -118,7 +162,14 @@ func BenchmarkResponsesTurn(b *testing.B) {
 // serveOK sends one POST to h and fails the benchmark unless it is
 // answered 200 (a streamed answer: 200 and an event stream).
 func serveOK(b *testing.B, h http.Handler, path, body string, stream bool) {
-	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	serve(b, h, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)), stream)
+}
+
+func serveBytesOK(b *testing.B, h http.Handler, path string, body []byte, stream bool) {
+	serve(b, h, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)), stream)
+}
+
+func serve(b *testing.B, h http.Handler, req *http.Request, stream bool) {
 	req.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, req)

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sony/gobreaker/v2"
 	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/prompt"
 )
 
 // metrics are the gateway's own collectors.
@@ -21,7 +22,7 @@ type metrics struct {
 // the end of a long generation.
 var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
 
-func newMetrics(reg *prometheus.Registry, fleet *pools.Registry) *metrics {
+func newMetrics(reg *prometheus.Registry, fleet *pools.Registry, memo *prompt.Memo) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnpike_requests_total",
@@ -43,7 +44,33 @@ func newMetrics(reg *prometheus.Registry, fleet *pools.Registry) *metrics {
 		}, []string{"route"}),
 	}
 	reg.MustRegister(m.requests, m.errors, m.ttft, m.duration, &endpointCollector{fleet: fleet})
+	if memo != nil {
+		reg.MustRegister(memoCollector{memo})
+	}
 	return m
+}
+
+var (
+	memoBytesDesc   = prometheus.NewDesc("turnpike_prompt_memo_bytes", "Memory held by the prompt memo: decoded messages and block hashes of recent chat bodies.", nil, nil)
+	memoEntriesDesc = prometheus.NewDesc("turnpike_prompt_memo_entries", "Chat bodies the prompt memo holds.", nil, nil)
+	memoLookupsDesc = prometheus.NewDesc("turnpike_prompt_memo_lookups_total", "Chat bodies looked up in the prompt memo, by result: hit (an earlier turn shared its opening) or miss.", []string{"result"}, nil)
+)
+
+// memoCollector reads the prompt memo's counters at scrape time.
+type memoCollector struct{ memo *prompt.Memo }
+
+func (c memoCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- memoBytesDesc
+	ch <- memoEntriesDesc
+	ch <- memoLookupsDesc
+}
+
+func (c memoCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.memo.Stats()
+	ch <- prometheus.MustNewConstMetric(memoBytesDesc, prometheus.GaugeValue, float64(st.Bytes))
+	ch <- prometheus.MustNewConstMetric(memoEntriesDesc, prometheus.GaugeValue, float64(st.Entries))
+	ch <- prometheus.MustNewConstMetric(memoLookupsDesc, prometheus.CounterValue, float64(st.Hits), "hit")
+	ch <- prometheus.MustNewConstMetric(memoLookupsDesc, prometheus.CounterValue, float64(st.Misses), "miss")
 }
 
 func (m *metrics) observeRequest(route string, status int, start time.Time, ttft time.Duration) {

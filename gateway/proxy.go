@@ -16,7 +16,7 @@ import (
 )
 
 func (s *Server) handleChatCompletions(c echo.Context) error {
-	return s.proxyCompletion(c, "/v1/chat/completions", prompt.ParseChat)
+	return s.proxyCompletion(c, "/v1/chat/completions", s.memo.ParseChat)
 }
 
 func (s *Server) handleCompletions(c echo.Context) error {
@@ -57,6 +57,7 @@ func (s *Server) proxyCompletion(c echo.Context, path string, parse func([]byte)
 		Prompt:           &req.Prompt,
 		Tokens:           req.TokenIDs,
 		MaxOutputTokens:  req.MaxOutputTokens(),
+		Prior:            req.Prior,
 	}
 	// Routing learns from every answer's usage (cached tokens, prefill
 	// rate), so a stream is asked for it even when the client did not ask;

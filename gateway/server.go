@@ -17,6 +17,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/auth"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/prompt"
 	"github.com/turnpike-gateway/turnpike/responses"
 )
 
@@ -56,7 +57,16 @@ type Options struct {
 	Auth *auth.Authenticator
 	// Admin serves /admin/v1 behind Auth's admin token; nil mounts none.
 	Admin AdminAPI
+	// PromptMemoBytes bounds the memory of the chat bodies remembered so
+	// that a conversation's next turn is read, encoded and hashed only
+	// past what it shares with the last (prompt.Memo). Default 64 MiB;
+	// negative remembers none.
+	PromptMemoBytes int64
 }
+
+// DefaultPromptMemoBytes is the default of Options.PromptMemoBytes: about
+// 300 agent sessions of 40k tokens.
+const DefaultPromptMemoBytes = 64 << 20
 
 // AdminAPI is what the gateway needs of the admin REST API
 // (*admin.Service): to mount its routes on the group at /admin/v1, whose
@@ -75,6 +85,8 @@ type Server struct {
 	reg      *pools.Registry
 	dispatch *dispatch.Dispatcher
 	metrics  *metrics
+	// memo remembers recent chat bodies; nil when disabled.
+	memo *prompt.Memo
 
 	// started is when the server was built; /v1/models reports it as the
 	// models' creation time, the one the gateway knows.
@@ -129,7 +141,13 @@ func New(opts Options) (*Server, error) {
 		dispatch: opts.Dispatch,
 		started:  time.Now(),
 	}
-	s.metrics = newMetrics(opts.Metrics, opts.Registry)
+	if opts.PromptMemoBytes == 0 {
+		opts.PromptMemoBytes = DefaultPromptMemoBytes
+	}
+	if opts.PromptMemoBytes > 0 {
+		s.memo = prompt.NewMemo(opts.PromptMemoBytes)
+	}
+	s.metrics = newMetrics(opts.Metrics, opts.Registry, s.memo)
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

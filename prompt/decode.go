@@ -28,6 +28,9 @@ type decoder struct {
 	off   int
 	depth int
 	text  []byte
+	// skims: much of data may be skipped unread (Memo), so text is not
+	// sized for all of it.
+	skims bool
 }
 
 // syntaxError is the error for the byte at off, or for the end of data.
@@ -856,7 +859,13 @@ func (d *decoder) room(partial []byte, n int) []byte {
 	if free := d.text[len(d.text):cap(d.text)]; len(free) >= n {
 		return free
 	}
-	d.text = make([]byte, 0, n+len(d.data)-d.off)
+	// Room for the rest of the body, where it will likely all be read;
+	// when a Memo may skip most of it, room for as much again as so far.
+	size := n + len(d.data) - d.off
+	if d.skims {
+		size = n + max(cap(d.text), 4<<10)
+	}
+	d.text = make([]byte, 0, size)
 	buf := d.text[:cap(d.text)]
 	copy(buf, partial)
 	return buf

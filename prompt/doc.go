@@ -21,6 +21,14 @@
 // match exactly; a reference parser built on encoding/json lives in the
 // tests, and the fuzz targets hold the two to each other.
 //
+// A Memo remembers recent chat bodies: an agent resends its whole history
+// each turn, so Memo.ParseChat matches a body to its conversation's last
+// turn (by the opening of the messages array, then a running hash message
+// by message) and decodes only the messages past those they share. The
+// Request's Prior carries the earlier turn's Chain (render offsets and
+// block hashes), which the dispatcher uses to encode and hash only what is
+// new, and where it leaves this turn's chain for the next.
+//
 // # Request lifecycle and ownership
 //
 // A Request aliases the body it was parsed from: strings that needed no

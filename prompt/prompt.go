@@ -49,6 +49,19 @@ type Prompt struct {
 // not valid JSON render no tools section. When Messages is nil the result is
 // Text alone.
 func AppendRender(dst []byte, p *Prompt) []byte {
+	return appendRender(dst, p, nil)
+}
+
+// AppendRenderEnds is AppendRender that also appends to ends, for each
+// message, the length of dst just past its rendering.
+func AppendRenderEnds(dst []byte, p *Prompt, ends []int) ([]byte, []int) {
+	dst = appendRender(dst, p, &ends)
+	return dst, ends
+}
+
+// appendRender is AppendRender, appending message ends to *ends unless
+// ends is nil.
+func appendRender(dst []byte, p *Prompt, ends *[]int) []byte {
 	if p.Messages == nil {
 		return append(dst, p.Text...)
 	}
@@ -65,6 +78,9 @@ func AppendRender(dst []byte, p *Prompt) []byte {
 		dst = append(dst, m.Content...)
 		dst = append(dst, '\n')
 		if m.Role != "assistant" {
+			if ends != nil {
+				*ends = append(*ends, len(dst))
+			}
 			continue
 		}
 		for _, tc := range m.ToolCalls {
@@ -73,6 +89,9 @@ func AppendRender(dst []byte, p *Prompt) []byte {
 			dst = append(dst, ' ')
 			dst = append(dst, tc.Arguments...)
 			dst = append(dst, '\n')
+		}
+		if ends != nil {
+			*ends = append(*ends, len(dst))
 		}
 	}
 	return append(dst, "<|assistant|>\n"...)

@@ -35,6 +35,9 @@ type Request struct {
 	// TokenIDs is a text completion's prompt given as token ids; nil
 	// otherwise.
 	TokenIDs []uint32
+	// Prior is set by Memo.ParseChat when it remembers the body: how much
+	// of it an earlier turn had, and where this turn's chain goes.
+	Prior *Prior
 }
 
 // MaxOutputTokens is the request's output budget: max_completion_tokens,
@@ -97,6 +100,12 @@ type parser struct {
 
 	// The last prompt member.
 	hasPrompt, promptBad bool
+
+	// memo, when not nil, is the Memo reading this body; track follows
+	// the last messages member for it, and messagesSeen counts them.
+	memo         *Memo
+	track        *memoTrack
+	messagesSeen int
 }
 
 func parse(body []byte, chat bool) (*Request, error) {
@@ -375,17 +384,34 @@ func (p *parser) messages() error {
 		// append grows it when short.
 		p.msgs = make([]Message, 0, 4+(len(p.data)-p.off)/256)
 	}
-	return p.elements(func(i int) error {
+	if p.memo != nil {
+		p.messagesSeen++
+		n := cap(p.msgs)
+		p.track = &memoTrack{ok: true, base: p.off, hashed: p.off, ends: make([]int, 0, n), sums: make([]uint64, 0, n)}
+	}
+	more, err := p.enterArray()
+	for i := 0; more && err == nil; {
 		p.msgs = append(p.msgs, Message{})
 		switch p.peek() {
 		case '{':
-			return p.message(&p.msgs[i], i)
+			err = p.message(&p.msgs[i], i)
 		case 'n':
-			return p.literal("null")
+			err = p.literal("null")
+		default:
+			p.messagesMismatch()
+			err = p.skip()
 		}
-		p.messagesMismatch()
-		return p.skip()
-	})
+		if err != nil {
+			break
+		}
+		if p.track != nil {
+			i = p.memoStep(i)
+		} else {
+			i++
+		}
+		more, err = p.nextElement()
+	}
+	return err
 }
 
 func (p *parser) messagesMismatch() {

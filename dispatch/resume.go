@@ -1,0 +1,71 @@
+package dispatch
+
+import (
+	"unsafe"
+
+	"github.com/turnpike-gateway/turnpike/kv"
+	"github.com/turnpike-gateway/turnpike/prompt"
+)
+
+// resumePrompt encodes and hashes a prompt that continues an earlier turn
+// of its conversation (spec.Prior, from prompt.Memo) only past what the
+// two share: the blocks of the earlier turn's render that lie wholly
+// within the messages both have are its hashes again. It needs a
+// tokenizer whose tokens do not depend on the text after them, block by
+// block: prompt.Approx, whose every token is ApproxBytesPerToken bytes of
+// the render. It reports false, having done nothing, when the turn cannot
+// be resumed so.
+func (t *Turn) resumePrompt() bool {
+	spec, d := t.spec, t.d
+	pr := spec.Prior
+	if pr == nil || !d.approx {
+		return false
+	}
+	p := spec.Prompt
+	blockTokens := d.hasher.BlockSize
+	if blockTokens <= 0 {
+		blockTokens = kv.DefaultBlockSize
+	}
+	blockBytes := blockTokens * prompt.ApproxBytesPerToken
+
+	t.bufs = bufferPool.Get().(*buffers)
+	render, ends := prompt.AppendRenderEnds(t.bufs.render[:0], p, make([]int, 0, len(p.Messages)))
+	t.bufs.render = render
+	reuse := 0 // blocks of the earlier chain that this prompt has too
+	var shared []uint64
+	model, tools := prompt.ChainKey(spec.Model), prompt.ChainKey(unsafe.String(unsafe.SliceData(p.Tools), len(p.Tools)))
+	if c := pr.Chain(); c != nil && c.Model == model && c.Tools == tools && c.BlockBytes == blockBytes {
+		if k := pr.Messages; k > 0 && k <= len(c.Ends) && k <= len(ends) && c.Ends[k-1] == ends[k-1] {
+			reuse = min(len(c.Blocks), c.Ends[k-1]/blockBytes)
+			shared = c.Blocks[:reuse]
+		}
+	}
+	t.bufs.tokens = d.tok.Encode(t.bufs.tokens[:0], bytesString(render[reuse*blockBytes:]))
+	t.tokens = t.bufs.tokens
+	t.route.PromptTokens = reuse*blockTokens + len(t.tokens)
+
+	// The hashes outlive the turn, in the memo, so they are not pooled.
+	hashes := make([]kv.BlockHash, reuse, reuse+len(t.tokens)/blockTokens+1)
+	parent := kv.ModelSeed(spec.Model)
+	if reuse > 0 {
+		copy(hashes, asBlockHashes(shared))
+		d.resumedTokens.Add(float64(reuse * blockTokens))
+		parent = hashes[reuse-1]
+	}
+	hashes = d.hasher.HashTokensFrom(hashes, parent, t.tokens)
+	t.route.Hashes = hashes
+	pr.Remember(&prompt.Chain{Model: model, Tools: tools, Ends: ends, Blocks: asUint64s(hashes), BlockBytes: blockBytes})
+	return true
+}
+
+// asBlockHashes and asUint64s view block hashes as the memo keeps them:
+// kv.BlockHash is a uint64.
+func asBlockHashes(h []uint64) []kv.BlockHash {
+	return unsafe.Slice((*kv.BlockHash)(unsafe.SliceData(h)), len(h))
+}
+
+func asUint64s(h []kv.BlockHash) []uint64 {
+	return unsafe.Slice((*uint64)(unsafe.SliceData(h)), len(h))
+}
+
+func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

@@ -1,0 +1,366 @@
+package prompt
+
+import (
+	"container/list"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// A Memo remembers the chat bodies of recent turns so that the next turn
+// of a conversation is read, rendered and hashed only past what it shares
+// with the last one. An agent resends its whole history every turn, and on
+// a long session nearly all of a body is the previous body again: parsing,
+// tokenizing and hashing it anew is most of what the gateway spends on the
+// turn.
+//
+// A turn's body is matched to an earlier one by the opening of its
+// messages array (up to the end of its second message: the system prompt
+// and the task), then message by message by a running xxhash64 of the
+// array up to each message's end. The messages up to the last that matches
+// are taken from the earlier turn, already decoded; parsing resumes after
+// them. Everything outside the messages array (the model, the budgets,
+// the tools) is parsed anew, in any order. A hash collision would only
+// make routing see another prompt than the one forwarded, which the
+// engine reads as sent.
+//
+// Only bodies of at least MinMemoBody bytes are remembered. The memo
+// holds at most its byte budget of decoded text and hashes, evicting the
+// least recently used.
+//
+// A Memo is safe for concurrent use. Its zero value is not; use NewMemo.
+type Memo struct {
+	mu sync.Mutex
+	// protects the fields below
+	max, size int64
+	min       int                     // bodies shorter than min are not remembered
+	byOpening map[uint64][]*memoEntry // most recent first
+	lru       list.List               // of *memoEntry, most recent at the front
+
+	hits, misses atomic.Uint64
+}
+
+// MinMemoBody is the smallest body a Memo remembers: below it a body is
+// read at once and the memo would only cost.
+const MinMemoBody = 16 << 10
+
+// memoCandidates is how many turns of one opening the memo keeps: agents
+// that start sessions alike share an opening, and each session must still
+// find its own last turn.
+const memoCandidates = 8
+
+// NewMemo returns a Memo holding at most maxBytes.
+func NewMemo(maxBytes int64) *Memo {
+	return &Memo{max: maxBytes, min: MinMemoBody, byOpening: make(map[uint64][]*memoEntry)}
+}
+
+// memoEntry is one remembered body. It never changes once published,
+// except for chain, which the turn's dispatcher sets once it has hashed
+// the prompt.
+type memoEntry struct {
+	opening uint64
+	// ends[i] is the offset just past messages[i], counted from the
+	// messages array's '['; sums[i] the xxhash64 of the array up to it.
+	ends []int
+	sums []uint64
+	// msgs are the messages, their strings owned by the memo.
+	msgs []Message
+	// text is the bytes of the strings msgs point to, owned by this entry
+	// or the earlier ones it shares them with; size is what the memo
+	// counts for the entry: text, its tables and its chain.
+	text, size int64
+	elem       *list.Element
+	chain      atomic.Pointer[Chain]
+}
+
+// Chain is what the routing of a remembered turn computed from its
+// prompt, kept for the next turn of its conversation: the render offsets
+// of its messages and the KV-cache block hashes of its tokens.
+type Chain struct {
+	// Model and Tools are the xxhash64s of the prompt's model and raw tools,
+	// which come before the messages in the render.
+	Model, Tools uint64
+	// Ends[i] is the render offset just past message i.
+	Ends []int
+	// Blocks are the block hashes of the prompt's full blocks of
+	// BlockBytes bytes of render each.
+	Blocks     []uint64
+	BlockBytes int
+}
+
+// Prior is what a Memo knew of a request: its first Messages messages are
+// those of an earlier turn, whose Chain (nil until that turn's routing set
+// it) says how they rendered and hashed. Remember records this request's
+// own chain for the turn after it.
+type Prior struct {
+	// Messages is how many of the request's messages the earlier turn had.
+	Messages int
+	from     *memoEntry
+	self     *memoEntry
+	memo     *Memo
+}
+
+// Chain is the earlier turn's chain, or nil.
+func (p *Prior) Chain() *Chain {
+	if p == nil || p.from == nil {
+		return nil
+	}
+	return p.from.chain.Load()
+}
+
+// Remember keeps c as this request's chain, for the next turn; only the
+// first chain remembered counts. c must not change afterwards.
+func (p *Prior) Remember(c *Chain) {
+	if p == nil || p.self == nil || !p.self.chain.CompareAndSwap(nil, c) {
+		return
+	}
+	n := int64(8*len(c.Ends) + 8*len(c.Blocks))
+	m := p.memo
+	m.mu.Lock()
+	if p.self.elem != nil {
+		p.self.size += n
+		m.size += n
+	}
+	m.mu.Unlock()
+}
+
+// ChainKey is the xxhash64 a Chain keeps of a model name or tools array.
+func ChainKey(b string) uint64 { return xxhash.Sum64String(b) }
+
+// ParseChat is ParseChat, reading past the messages a remembered body
+// shares with body and remembering body for the next turn. The Request's
+// Prior is set when the memo has body (nil when it does not: a short or
+// refused body).
+func (m *Memo) ParseChat(body []byte) (*Request, error) {
+	if m == nil || len(body) < m.min {
+		return ParseChat(body)
+	}
+	p := parser{decoder: decoder{data: body, skims: true}, chat: true, r: new(Request), contentErr: -1, memo: m}
+	if err := p.body(); err != nil {
+		return nil, err
+	}
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	if p.track != nil && p.track.ok && p.messagesSeen == 1 && len(p.msgs) >= 2 {
+		p.r.Prior = m.remember(&p)
+	}
+	return p.r, nil
+}
+
+// memoTrack follows the messages array of a body as it is parsed, for
+// Memo: the running hash of the body, each message's end and hash.
+type memoTrack struct {
+	ok      bool
+	base    int // the offset of the messages array's '['
+	digest  xxhash.Digest
+	hashed  int // body[base:hashed] is in digest
+	ends    []int
+	sums    []uint64
+	opening uint64
+	from    *memoEntry
+	resumed int // messages taken from from
+	// replaces is the remembered turn whose messages this body extends,
+	// which it replaces once remembered.
+	replaces *memoEntry
+}
+
+// memoStep is called by the messages loop after messages[i] ends at p.off:
+// it hashes the body up to there and, after the opening, looks for an
+// earlier turn to resume from. It returns the index of the next message
+// to parse (i+1, or later after a resume).
+func (p *parser) memoStep(i int) int {
+	t := p.track
+	if t == nil || !t.ok {
+		return i + 1
+	}
+	t.digest.Write(p.data[t.hashed:p.off])
+	t.hashed = p.off
+	t.ends = append(t.ends, p.off-t.base)
+	t.sums = append(t.sums, t.digest.Sum64())
+	if i != 1 {
+		return i + 1
+	}
+	t.opening = t.sums[1]
+	from, k, digest := p.memo.lookup(t.opening, p.data[t.base:], &t.digest, t.hashed-t.base)
+	if from != nil && k == len(from.ends) {
+		t.replaces = from
+	}
+	if k <= 2 {
+		return i + 1
+	}
+	// Messages 2..k-1 are from's: take them, decoded, and go on after them.
+	t.from, t.resumed, t.digest = from, k, digest
+	p.msgs = append(p.msgs, from.msgs[2:k]...)
+	t.ends = append(t.ends, from.ends[2:k]...)
+	t.sums = append(t.sums, from.sums[2:k]...)
+	p.off = t.base + from.ends[k-1]
+	t.hashed = p.off
+	return k
+}
+
+// lookup finds, among the turns with opening, the one that shares the
+// most messages with array (a body from its messages array's '['), whose
+// first two messages are array[:hashed] and in d. It returns it, how many messages it shares,
+// and the digest of array up to their end.
+func (m *Memo) lookup(opening uint64, array []byte, d *xxhash.Digest, hashed int) (*memoEntry, int, xxhash.Digest) {
+	m.mu.Lock()
+	cands := m.byOpening[opening]
+	var buf [memoCandidates]*memoEntry
+	cands = append(buf[:0], cands...)
+	m.mu.Unlock()
+
+	var best *memoEntry
+	bestK, bestDigest := 0, *d
+	for _, e := range cands {
+		if len(e.ends) < 2 || e.ends[1] != hashed || e.sums[1] != d.Sum64() {
+			continue
+		}
+		dig, at, k := *d, hashed, 2
+		for k < len(e.ends) && e.ends[k] <= len(array) {
+			next := dig
+			next.Write(array[at:e.ends[k]])
+			if next.Sum64() != e.sums[k] {
+				break
+			}
+			dig, at = next, e.ends[k]
+			k++
+		}
+		if k > bestK {
+			best, bestK, bestDigest = e, k, dig
+		}
+	}
+	if best == nil {
+		m.misses.Add(1)
+	} else {
+		m.hits.Add(1)
+	}
+	return best, bestK, bestDigest
+}
+
+// remember publishes the body p parsed. The strings of its own messages
+// are copied out of the body, which the caller reuses; those taken from an
+// earlier turn are shared with it.
+func (m *Memo) remember(p *parser) *Prior {
+	t := p.track
+	e := &memoEntry{opening: t.opening, ends: t.ends, sums: t.sums}
+	e.msgs = make([]Message, len(p.msgs))
+	copy(e.msgs, p.msgs)
+	start := 0 // the first message whose strings alias the body
+	if t.from != nil {
+		// The first two are the same text as from's, and the next ones
+		// are from's already.
+		start = t.resumed
+		copy(e.msgs[:2], t.from.msgs[:2])
+	}
+	n, ncalls := 0, 0
+	for i := start; i < len(e.msgs); i++ {
+		n += messageBytes(&e.msgs[i])
+		ncalls += len(e.msgs[i].ToolCalls)
+	}
+	arena := make([]byte, 0, n)
+	var calls []ToolCall
+	if ncalls > 0 {
+		calls = make([]ToolCall, 0, ncalls)
+	}
+	for i := start; i < len(e.msgs); i++ {
+		msg := &e.msgs[i]
+		msg.Role, arena = intern(arena, msg.Role)
+		msg.Content, arena = intern(arena, msg.Content)
+		if len(msg.ToolCalls) > 0 {
+			at := len(calls)
+			for _, tc := range msg.ToolCalls {
+				var c ToolCall
+				c.Name, arena = intern(arena, tc.Name)
+				c.Arguments, arena = intern(arena, tc.Arguments)
+				calls = append(calls, c)
+			}
+			msg.ToolCalls = calls[at:len(calls):len(calls)]
+		}
+	}
+	// The request reads the memo's copies from now on: they outlive the
+	// body.
+	copy(p.msgs, e.msgs)
+	e.text = int64(cap(arena)) + int64(cap(calls))*int64(unsafe.Sizeof(ToolCall{}))
+	if t.from != nil {
+		e.text += t.from.text
+	}
+	e.size = e.text + int64(len(e.ends))*(16+int64(unsafe.Sizeof(Message{})))
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cands := m.byOpening[e.opening]
+	// The earlier turn this one extends is now this one's prefix: it
+	// goes, as does any older entry past the candidate bound.
+	kept := make([]*memoEntry, 0, min(len(cands)+1, memoCandidates))
+	kept = append(kept, e)
+	for _, c := range cands {
+		if c == t.replaces || len(kept) == memoCandidates {
+			m.drop(c)
+			continue
+		}
+		kept = append(kept, c)
+	}
+	m.byOpening[e.opening] = kept
+	e.elem = m.lru.PushFront(e)
+	m.size += e.size
+	for m.size > m.max && m.lru.Len() > 1 {
+		old := m.lru.Back().Value.(*memoEntry)
+		m.drop(old)
+		list := m.byOpening[old.opening]
+		for i, c := range list {
+			if c == old {
+				list = append(list[:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(m.byOpening, old.opening)
+		} else {
+			m.byOpening[old.opening] = list
+		}
+	}
+	return &Prior{Messages: t.resumed, from: t.from, self: e, memo: m}
+}
+
+// drop removes e from the LRU; the caller fixes byOpening.
+func (m *Memo) drop(e *memoEntry) {
+	if e.elem != nil {
+		m.lru.Remove(e.elem)
+		e.elem = nil
+		m.size -= e.size
+	}
+}
+
+func messageBytes(m *Message) int {
+	n := len(m.Role) + len(m.Content)
+	for _, tc := range m.ToolCalls {
+		n += len(tc.Name) + len(tc.Arguments)
+	}
+	return n
+}
+
+// intern copies s into arena, which has room for it.
+func intern(arena []byte, s string) (string, []byte) {
+	if s == "" {
+		return "", arena
+	}
+	at := len(arena)
+	arena = append(arena, s...)
+	return unsafe.String(&arena[at], len(s)), arena
+}
+
+// MemoStats is what a Memo holds and how it has done.
+type MemoStats struct {
+	Bytes, Entries int64
+	Hits, Misses   uint64
+}
+
+// Stats reports the memo's size and its lookups so far.
+func (m *Memo) Stats() MemoStats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return MemoStats{Bytes: m.size, Entries: int64(m.lru.Len()), Hits: m.hits.Load(), Misses: m.misses.Load()}
+}

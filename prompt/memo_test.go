@@ -1,0 +1,191 @@
+package prompt
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// sessionBodies are the bodies of one agent session's turns: each resends
+// the whole history and adds a tool call and its result. session varies
+// the task, so two sessions share only the system prompt.
+func sessionBodies(session, turns int) [][]byte {
+	type fn struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	}
+	type call struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function fn     `json:"function"`
+	}
+	type message struct {
+		Role      string `json:"role"`
+		Content   any    `json:"content"`
+		ToolCalls []call `json:"tool_calls,omitempty"`
+	}
+	system := strings.Repeat("You are a coding agent.\n- Read before you edit; say \"done\" at the end.\n", 300)
+	msgs := []message{{Role: "system", Content: system}, {Role: "user", Content: fmt.Sprintf("Task %d: fix the build — ünd run the tests.", session)}}
+	var bodies [][]byte
+	for turn := range turns {
+		b, err := json.Marshal(map[string]any{
+			"model": "m", "stream": turn%2 == 0, "max_tokens": 100 + turn, "messages": msgs,
+			"tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "read_file"}}},
+		})
+		if err != nil {
+			panic(err)
+		}
+		bodies = append(bodies, b)
+		msgs = append(msgs,
+			message{Role: "assistant", ToolCalls: []call{{ID: fmt.Sprint("c", turn), Type: "function", Function: fn{"read_file", fmt.Sprintf(`{"path":"f%d.go"}`, turn)}}}},
+			message{Role: "tool", Content: []any{map[string]any{"type": "text", "text": fmt.Sprintf("package f%d\n\n\t\"quoted\" é\n", turn)}, map[string]any{"type": "text", "text": strings.Repeat("x", turn)}}})
+	}
+	return bodies
+}
+
+// memoParse parses body from a scratch copy through m, then overwrites the
+// copy, as the gateway reuses body buffers: what the Request keeps of the
+// body must not be the memo's business, and the memo must keep nothing
+// of it.
+func memoParse(t *testing.T, m *Memo, body []byte) *Request {
+	t.Helper()
+	scratch := bytes.Clone(body)
+	got, err := m.ParseChat(scratch)
+	if err != nil {
+		t.Fatalf("memo: %v", err)
+	}
+	want, err := ParseChat(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prior := got.Prior
+	got.Prior = nil
+	if !reflect.DeepEqual(got.Prompt.Messages, want.Prompt.Messages) || got.Model != want.Model || got.Stream != want.Stream ||
+		*got.MaxTokens != *want.MaxTokens || !bytes.Equal(got.Prompt.Tools, want.Prompt.Tools) {
+		t.Fatalf("memo read\n%+v\nwant\n%+v", got, want)
+	}
+	got.Prior = prior
+	for i := range scratch {
+		scratch[i] = 'X'
+	}
+	return got
+}
+
+func TestMemoResumesSessions(t *testing.T) {
+	m := NewMemo(64 << 20)
+	a, b := sessionBodies(1, 12), sessionBodies(2, 12)
+	var prevA, prevB *Request
+	for turn := range a {
+		ra := memoParse(t, m, a[turn])
+		rb := memoParse(t, m, b[turn])
+		if ra.Prior == nil || rb.Prior == nil {
+			t.Fatalf("turn %d: a %d-byte body has no Prior", turn, len(a[turn]))
+		}
+		// Each session resumes from its own last turn, past all of its
+		// messages (from the second turn, which has more than the opening).
+		for _, c := range []struct {
+			name    string
+			r, prev *Request
+		}{{"a", ra, prevA}, {"b", rb, prevB}} {
+			want := 0
+			if c.prev != nil && len(c.prev.Prompt.Messages) > 2 {
+				want = len(c.prev.Prompt.Messages)
+			}
+			if c.r.Prior.Messages != want {
+				t.Errorf("turn %d, session %s: resumed %d messages, want %d", turn, c.name, c.r.Prior.Messages, want)
+			}
+		}
+		prevA, prevB = ra, rb
+	}
+	// The earlier turns' Requests still read right after the later ones
+	// were parsed and every buffer was overwritten.
+	last := sessionBodies(1, 12)[11]
+	want, _ := ParseChat(last)
+	if !reflect.DeepEqual(prevA.Prompt.Messages, want.Prompt.Messages) {
+		t.Fatal("a remembered turn changed after later turns")
+	}
+	if st := m.Stats(); st.Hits == 0 || st.Entries != 2 {
+		t.Errorf("stats %+v: want hits and one entry a session", st)
+	}
+}
+
+// An edited history (a client that rewrote an earlier message) resumes
+// only up to the edit, and reads the edit.
+func TestMemoEditedHistory(t *testing.T) {
+	m := NewMemo(64 << 20)
+	bodies := sessionBodies(1, 8)
+	memoParse(t, m, bodies[6])
+	edited := bytes.Replace(bodies[7], []byte(`f3.go`), []byte(`g3.go`), 1)
+	r := memoParse(t, m, edited)
+	// f3.go is in the arguments of message 2+2*3.
+	if r.Prior.Messages != 8 {
+		t.Errorf("resumed %d messages, want the 8 before the edit", r.Prior.Messages)
+	}
+	// A body that changes the opening starts afresh.
+	other := bytes.Replace(bodies[7], []byte(`Task 1`), []byte(`Task 9`), 1)
+	if r := memoParse(t, m, other); r.Prior.Messages != 0 {
+		t.Errorf("a new opening resumed %d messages", r.Prior.Messages)
+	}
+}
+
+func TestMemoBounded(t *testing.T) {
+	m := NewMemo(200 << 10)
+	for s := range 20 {
+		for _, b := range sessionBodies(s, 3) {
+			memoParse(t, m, b)
+		}
+	}
+	if st := m.Stats(); st.Bytes > 200<<10 || st.Entries == 0 {
+		t.Errorf("stats %+v: want at most 200 KiB held", st)
+	}
+}
+
+func TestMemoChain(t *testing.T) {
+	m := NewMemo(64 << 20)
+	bodies := sessionBodies(1, 3)
+	r := memoParse(t, m, bodies[1])
+	if r.Prior.Chain() != nil {
+		t.Fatal("a first turn has no chain to resume")
+	}
+	c := &Chain{Ends: []int{1, 2, 3, 4}, Blocks: []uint64{7}, BlockBytes: 64}
+	r.Prior.Remember(c)
+	if next := memoParse(t, m, bodies[2]); next.Prior.Chain() != c {
+		t.Fatal("the next turn does not see the chain its predecessor remembered")
+	}
+}
+
+// FuzzMemoParseChat: reading b after a through a memo reads what ParseChat
+// reads, whatever a was.
+func FuzzMemoParseChat(f *testing.F) {
+	bodies := sessionBodies(1, 4)
+	f.Add(bodies[1], bodies[2])
+	f.Add(bodies[2], bodies[3])
+	f.Add(bodies[3], bodies[2])
+	f.Add([]byte(`{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"u"},{"role":"user","content":"v"}]}`),
+		[]byte(`{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"u"},{"role":"user","content":"v"},{"role":"user","content":"w"}],"messages":null}`))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		m := NewMemo(1 << 20)
+		m.min = 0
+		if _, err := m.ParseChat(bytes.Clone(a)); err != nil {
+			return
+		}
+		got, gotErr := m.ParseChat(bytes.Clone(b))
+		want, wantErr := ParseChat(b)
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("memo %v, plain %v", gotErr, wantErr)
+		}
+		if gotErr != nil {
+			if gotErr.Error() != wantErr.Error() {
+				t.Fatalf("memo %v, plain %v", gotErr, wantErr)
+			}
+			return
+		}
+		got.Prior = nil
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("memo read\n%+v\nwant\n%+v", got, want)
+		}
+	})
+}
