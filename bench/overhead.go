@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -62,6 +63,12 @@ type OverheadConfig struct {
 	// Sessions sends an x-session-id header, one session per client, as
 	// an agent on chat completions does. Default false.
 	Sessions bool `json:"sessions"`
+	// Turns is what each client's successive requests are: "next" (the
+	// default), each the next turn of the client's session, its history
+	// and one new message, as an agent sends them; "repeat", the same
+	// body every time; "cold", every request a session of its own, whose
+	// opening no earlier request had.
+	Turns string `json:"turns"`
 	// Timeout bounds one request. Default 30s.
 	Timeout Duration `json:"timeout"`
 	// Wait bounds how long each target may take, before the first round,
@@ -76,6 +83,7 @@ type OverheadConfig struct {
 // EnsureDefaults fills unset fields.
 func (c *OverheadConfig) EnsureDefaults() {
 	setDefault(&c.BodyBytes, DefaultOverheadBodyBytes)
+	setDefault(&c.Turns, TurnsNext)
 	setDefault(&c.Concurrency, DefaultOverheadConcurrency)
 	setDefault(&c.Duration, Duration(DefaultOverheadDuration))
 	setDefault(&c.Warmup, Duration(DefaultOverheadWarmup))
@@ -172,6 +180,11 @@ func RunOverhead(ctx context.Context, cfg OverheadConfig, targets []OverheadTarg
 	}
 	if cfg.Concurrency < 1 || cfg.Rounds < 1 || cfg.Duration <= 0 || cfg.BodyBytes < 1 {
 		return nil, errors.New("bench: concurrency, rounds, duration and body size must be positive")
+	}
+	switch cfg.Turns {
+	case TurnsNext, TurnsRepeat, TurnsCold:
+	default:
+		return nil, fmt.Errorf("bench: turns %q: want %s, %s or %s", cfg.Turns, TurnsNext, TurnsRepeat, TurnsCold)
 	}
 	bodies := make([][]byte, cfg.Concurrency)
 	total := 0
@@ -273,9 +286,11 @@ func load(ctx context.Context, cl *http.Client, t OverheadTarget, bodies [][]byt
 			lat := make([]float64, 0, 4096)
 			var errs int
 			var first error
-			for ctx.Err() == nil {
+			var body []byte
+			for n := 0; ctx.Err() == nil; n++ {
+				body = turnBody(body[:0], bodies[c], cfg.Turns, c, n)
 				start := time.Now()
-				status, err := post(ctx, cl, t.URL, bodies[c], session, cfg, buf)
+				status, err := post(ctx, cl, t.URL, body, session, cfg, buf)
 				if ctx.Err() != nil {
 					// Cut off by the end of the run: neither a figure nor an error.
 					break
@@ -492,4 +507,41 @@ func (r *OverheadResult) WriteMarkdown(w io.Writer) error {
 		return err
 	}
 	return overheadTable(r).writeMarkdown(w)
+}
+
+// The kinds of OverheadConfig.Turns.
+const (
+	TurnsNext   = "next"
+	TurnsRepeat = "repeat"
+	TurnsCold   = "cold"
+)
+
+// turnCounter makes every cold session's opening one of its own, across
+// targets and rounds.
+var turnCounter atomic.Int64
+
+// turnBody appends to dst the n-th request of client's session, made from
+// its AgentChatBody as turns says.
+func turnBody(dst, body []byte, turns string, client, n int) []byte {
+	switch turns {
+	case TurnsRepeat:
+		return append(dst, body...)
+	case TurnsCold:
+		// The session's name opens its first user message.
+		at := bytes.Index(body, []byte(`"content":"Session `))
+		if at < 0 {
+			return append(dst, body...)
+		}
+		at += len(`"content":"`)
+		dst = append(dst, body[:at]...)
+		dst = fmt.Appendf(dst, "Cold %d. ", turnCounter.Add(1))
+		return append(dst, body[at:]...)
+	}
+	end := bytes.LastIndex(body, []byte(`],"tools":`))
+	if end < 0 {
+		return append(dst, body...)
+	}
+	dst = append(dst, body[:end]...)
+	dst = fmt.Appendf(dst, `,{"role":"user","content":"Turn %d of client %d: go on."}`, n, client)
+	return append(dst, body[end:]...)
 }

@@ -251,3 +251,28 @@ func TestRunOverhead(t *testing.T) {
 		}
 	})
 }
+
+// Each kind of turns makes valid chat bodies: next adds a message to the
+// same history, cold changes the opening every time, repeat changes nothing.
+func TestTurnBody(t *testing.T) {
+	body := AgentChatBody("m", false, 8<<10, 1, 3)
+	read := func(b []byte) []map[string]any {
+		var req struct{ Messages []map[string]any }
+		if err := json.Unmarshal(b, &req); err != nil {
+			t.Fatalf("%v: %.200s", err, b)
+		}
+		return req.Messages
+	}
+	base := read(body)
+	if got := turnBody(nil, body, TurnsRepeat, 3, 7); !bytes.Equal(got, body) {
+		t.Error("repeat changed the body")
+	}
+	next := read(turnBody(nil, body, TurnsNext, 3, 7))
+	if len(next) != len(base)+1 || next[len(next)-1]["content"] != "Turn 7 of client 3: go on." {
+		t.Errorf("next: %d messages, last %v", len(next), next[len(next)-1])
+	}
+	a, b := read(turnBody(nil, body, TurnsCold, 3, 0)), read(turnBody(nil, body, TurnsCold, 3, 0))
+	if len(a) != len(base) || a[1]["content"] == b[1]["content"] || a[1]["content"] == base[1]["content"] {
+		t.Errorf("cold: openings %q and %q", a[1]["content"], b[1]["content"])
+	}
+}

@@ -9,6 +9,7 @@
 #
 #   scripts/overhead.sh [--body-bytes N] [--concurrency N] [--duration D]
 #                       [--warmup D] [--rounds N] [--stream] [--sessions]
+#                       [--turns next|repeat|cold]
 #                       [--no-haproxy] [--no-round-robin] [--port-base P]
 #                       [--out DIR]
 set -euo pipefail
@@ -20,12 +21,13 @@ warmup=1s
 rounds=3
 stream=false
 sessions=false
+turns=next
 haproxy=true
 round_robin=true
 port_base=18700
 out=bench-results/overhead
 
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [[ $# -gt 0 ]]; do
 	case "$1" in
@@ -36,6 +38,7 @@ while [[ $# -gt 0 ]]; do
 	--rounds) rounds=$2; shift 2 ;;
 	--stream) stream=true; shift ;;
 	--sessions) sessions=true; shift ;;
+	--turns) turns=$2; shift 2 ;;
 	--no-haproxy) haproxy=false; shift ;;
 	--no-round-robin) round_robin=false; shift ;;
 	--port-base) port_base=$2; shift 2 ;;
@@ -149,6 +152,7 @@ flags=(--body-bytes "$body_bytes" --concurrency "$concurrency" --duration "$dura
 	--warmup "$warmup" --rounds "$rounds" --backend-pid "$engine_pid" --out "$out")
 [[ $stream == true ]] && flags+=(--stream)
 [[ $sessions == true ]] && flags+=(--sessions)
+flags+=(--turns "$turns")
 
 echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 if ! "$bin" bench overhead "${targets[@]}" "${flags[@]}"; then

@@ -48,6 +48,7 @@ func overheadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&cfg.Model, "model", bench.DefaultInstantModel, "model to request")
 	fs.Int64Var(&cfg.Seed, "seed", bench.DefaultSeed, "seed of the bodies' text")
 	fs.BoolVar(&cfg.Sessions, "sessions", false, "send x-session-id, one session per client")
+	fs.StringVar(&cfg.Turns, "turns", bench.TurnsNext, "each client's requests: next (the next turn of its session, history plus one message), repeat (the same body) or cold (a new session each)")
 	fs.DurationVar((*time.Duration)(&cfg.Timeout), "timeout", bench.DefaultOverheadTimeout, "bound on one request")
 	fs.DurationVar((*time.Duration)(&cfg.Wait), "wait", bench.DefaultOverheadWait, "time each target gets to answer 200 before the first round")
 	fs.IntVar(&cfg.BackendPID, "backend-pid", 0, "the engine's process, to report its CPU per request beside each target's (0: none)")
