@@ -212,13 +212,25 @@ func (m *Memo) lookup(opening uint64, array []byte, d *xxhash.Digest, hashed int
 	cands = append(buf[:0], cands...)
 	m.mu.Unlock()
 
+	// The array is hashed once, whatever the candidates: a candidate can
+	// share more than the best so far only if it has the best's messages
+	// up to where the body left the best, and then its check goes on from
+	// there.
 	var best *memoEntry
 	bestK, bestDigest := 0, *d
 	for _, e := range cands {
 		if len(e.ends) < 2 || e.ends[1] != hashed || e.sums[1] != d.Sum64() {
 			continue
 		}
-		dig, at, k := *d, hashed, 2
+		k, dig := 2, *d
+		if best != nil {
+			last := bestK - 1
+			if len(e.ends) <= bestK || e.ends[last] != best.ends[last] || e.sums[last] != best.sums[last] {
+				continue
+			}
+			k, dig = bestK, bestDigest
+		}
+		at := e.ends[k-1]
 		for k < len(e.ends) && e.ends[k] <= len(array) {
 			next := dig
 			next.Write(array[at:e.ends[k]])
