@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/conversations"
@@ -13,13 +16,18 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
+	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/state"
 	"github.com/turnpike-gateway/turnpike/state/redistest"
 )
 
+// testAdminToken guards the pair's admin API.
+const testAdminToken = "admin-secret"
+
 // startPair starts two gateways wired as `turnpike serve` wires them, on
-// one Redis and one simulated fleet, and returns an SDK client of each.
-func startPair(t *testing.T) [2]openai.Client {
+// one Redis and one simulated fleet, and returns an SDK client of each
+// and their addresses.
+func startPair(t *testing.T) ([2]openai.Client, [2]string) {
 	t.Helper()
 	srv := redistest.Start(t)
 	sf := simFlags{replicas: 2, accelerator: defaultSimAccelerator, model: defaultSimModel, served: defaultSimServedModel, flavor: sim.FlavorVLLM, timeScale: 0.02}
@@ -30,12 +38,14 @@ func startPair(t *testing.T) [2]openai.Client {
 	}
 	t.Cleanup(func() { fleet.Close() })
 	var clients [2]openai.Client
+	var addrs [2]string
 	for i := range clients {
 		cfg := &Config{}
 		cfg.EnsureDefaults()
 		cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
 		cfg.State = state.Config{Backend: state.BackendRedis, URL: srv.URL()}
 		cfg.Pools = append(cfg.Pools, simPool(&simCfg, fleet))
+		cfg.Admin.AdminToken = testAdminToken
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)
 		}
@@ -45,8 +55,9 @@ func startPair(t *testing.T) [2]openai.Client {
 		}
 		t.Cleanup(func() { st.Close(context.Background()) })
 		clients[i] = openai.NewClient(option.WithBaseURL("http://"+st.addr+"/v1"), option.WithAPIKey("any"), option.WithMaxRetries(0))
+		addrs[i] = st.addr
 	}
-	return clients
+	return clients, addrs
 }
 
 func input(s string) responses.ResponseNewParamsInputUnion {
@@ -62,7 +73,7 @@ func TestActiveActiveChain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server, an engine fleet and two gateways")
 	}
-	gw := startPair(t)
+	gw, _ := startPair(t)
 	ctx := t.Context()
 	const turns = 50
 	var prev *responses.Response
@@ -115,7 +126,7 @@ func TestActiveActiveConversation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server, an engine fleet and two gateways")
 	}
-	gw := startPair(t)
+	gw, _ := startPair(t)
 	ctx := t.Context()
 	conv, err := gw[0].Conversations.New(ctx, conversations.ConversationNewParams{
 		Items: []responses.ResponseInputItemUnionParam{responses.ResponseInputItemParamOfMessage("You are terse.", responses.EasyInputMessageRoleSystem)},
@@ -160,5 +171,84 @@ func TestActiveActiveConversation(t *testing.T) {
 		if err != nil || one.ID != added.Data[0].ID {
 			t.Errorf("gateway %d gets the item added on 1: %v", g, err)
 		}
+	}
+}
+
+// TestActiveActiveAdmin: a tenant and key created through one gateway's
+// admin API authenticate on the other once it has looked for changes
+// (every admin.DefaultRefreshInterval), and a key revoked on the other
+// stops working on the first.
+func TestActiveActiveAdmin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server, an engine fleet and two gateways")
+	}
+	_, addrs := startPair(t)
+	ctx := t.Context()
+	adminCall := func(gw int, method, path, body string) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, method, "http://"+addrs[gw]+"/admin/v1"+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+testAdminToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		if resp.StatusCode >= 300 {
+			t.Fatalf("%s %s on gateway %d: %d %v", method, path, gw, resp.StatusCode, out)
+		}
+		return out
+	}
+	adminCall(0, "POST", "/tenants", `{"name":"acme"}`)
+	key := adminCall(0, "POST", "/tenants/acme/keys", `{"name":"ci"}`)
+	secret, _ := key["secret"].(string)
+	id, _ := key["id"].(string)
+	if secret == "" || id == "" {
+		t.Fatalf("key answer %v", key)
+	}
+	client := openai.NewClient(option.WithBaseURL("http://"+addrs[1]+"/v1"), option.WithAPIKey(secret), option.WithMaxRetries(0))
+	status := func() int {
+		_, err := client.Models.List(ctx)
+		var apiErr *openai.Error
+		if errors.As(err, &apiErr) {
+			return apiErr.StatusCode
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return http.StatusOK
+	}
+	// The gateways were open (no tenants); once gateway 1 has the new
+	// tenancy a wrong key is refused and acme's accepted.
+	wrong := openai.NewClient(option.WithBaseURL("http://"+addrs[1]+"/v1"), option.WithAPIKey("tp-wrong"), option.WithMaxRetries(0))
+	waitFor(t, "gateway 1 to refuse an unknown key", func() bool {
+		_, err := wrong.Models.List(ctx)
+		var apiErr *openai.Error
+		return errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized
+	})
+	if got := status(); got != http.StatusOK {
+		t.Fatalf("acme's key on gateway 1: %d", got)
+	}
+	adminCall(1, "DELETE", "/tenants/acme/keys/"+id, "")
+	client0 := openai.NewClient(option.WithBaseURL("http://"+addrs[0]+"/v1"), option.WithAPIKey(secret), option.WithMaxRetries(0))
+	waitFor(t, "gateway 0 to refuse the key revoked on gateway 1", func() bool {
+		_, err := client0.Models.List(ctx)
+		var apiErr *openai.Error
+		return errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized
+	})
+}
+
+// waitFor polls cond until it holds, failing after a generous bound that
+// only a broken propagation reaches.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * admin.DefaultRefreshInterval)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", 20*admin.DefaultRefreshInterval, what)
+		}
+		time.Sleep(admin.DefaultRefreshInterval / 10)
 	}
 }

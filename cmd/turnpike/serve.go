@@ -142,9 +142,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return st.Close(context.Background())
 }
 
-// everyMinute runs fn once a minute until ctx ends.
-func everyMinute(ctx context.Context, fn func()) {
-	t := time.NewTicker(time.Minute)
+// every runs fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -274,7 +274,7 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 		} else if n > 0 {
 			log.Info("session pins restored", "pins", n)
 		}
-		go everyMinute(run, func() { sess.Sweep(time.Now()) })
+		go every(run, time.Minute, func() { sess.Sweep(time.Now()) })
 		return nil
 	}, noErr(pins.Close)); err != nil {
 		return st, err
@@ -317,6 +317,22 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 	})
 	if err != nil {
 		return st, err
+	}
+	if cfg.State.Backend == state.BackendRedis {
+		// Other gateways on the same Redis change tenants, keys and flow
+		// control too: look for their changes until the store closes.
+		watch, stopWatch := context.WithCancel(run)
+		watched := make(chan struct{})
+		st.life.start(ctx, "admin changes of other gateways", startNoErr(func() {
+			go func() {
+				defer close(watched)
+				every(watch, admin.DefaultRefreshInterval, func() {
+					if _, err := adm.Refresh(watch); err != nil && watch.Err() == nil {
+						log.Warn("admin: reading other gateways' changes failed", "err", err)
+					}
+				})
+			}()
+		}), noErr(func() { stopWatch(); <-watched }))
 	}
 	if st.gw, err = gateway.New(gateway.Options{
 		Registry:  st.reg,
