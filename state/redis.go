@@ -7,8 +7,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -184,6 +186,8 @@ func RedactURL(rawURL string) string {
 type redisEngine struct {
 	client redis.UniversalClient
 	opts   RedisOptions
+	// errs count failed operations (not ErrNotFound, not fn's errors).
+	errs struct{ get, scan, apply atomic.Uint64 }
 }
 
 // names are the Redis keys of one namespace.
@@ -203,6 +207,7 @@ func (e *redisEngine) get(ctx context.Context, prefix, key []byte) ([]byte, erro
 		return nil, ErrNotFound
 	}
 	if err != nil {
+		e.errs.get.Add(1)
 		return nil, fmt.Errorf("state: redis: reading %q: %w", key, err)
 	}
 	return v, nil
@@ -244,6 +249,7 @@ func (e *redisEngine) scan(ctx context.Context, prefix, lo, hi []byte, reverse b
 		}
 		res, err := scanPage.Run(ctx, e.client, []string{n.index}, n.values, min, max, rev, page).Slice()
 		if err != nil {
+			e.errs.scan.Add(1)
 			return fmt.Errorf("state: redis: scan: %w", err)
 		}
 		if len(res) < 2 {
@@ -304,13 +310,16 @@ return #ARGV
 `)
 
 func (e *redisEngine) apply(ctx context.Context, prefix []byte, b *Batch) error {
+	var err error
 	if b.Sync && e.opts.Replicas > 0 {
-		return e.applyWait(ctx, prefix, b)
+		err = e.applyWait(ctx, prefix, b)
+	} else if err = e.applyOn(ctx, e.client, prefix, b); err != nil {
+		err = fmt.Errorf("state: redis: batch: %w", err)
 	}
-	if err := e.applyOn(ctx, e.client, prefix, b); err != nil {
-		return fmt.Errorf("state: redis: batch: %w", err)
+	if err != nil {
+		e.errs.apply.Add(1)
 	}
-	return nil
+	return err
 }
 
 // applyWait applies a synced batch and waits for the replicas on the same
@@ -397,4 +406,48 @@ func (e *redisEngine) applyScript(ctx context.Context, w redisWriter, n redisNam
 
 func (e *redisEngine) close() error { return e.client.Close() }
 
+func (e *redisEngine) collector() prometheus.Collector { return newRedisMetrics(e) }
+
 var _ engine = (*redisEngine)(nil)
+
+// redisMetrics exports the client's connection pool and the errors the
+// engine met, read at each scrape.
+type redisMetrics struct {
+	e                        *redisEngine
+	hits, misses, timeouts   *prometheus.Desc
+	conns, errs, staleClosed *prometheus.Desc
+}
+
+func newRedisMetrics(e *redisEngine) *redisMetrics {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("turnpike_state_redis_"+name, help, labels, nil)
+	}
+	return &redisMetrics{
+		e:           e,
+		hits:        d("pool_hits_total", "Connections taken from the Redis client's pool without dialling."),
+		misses:      d("pool_misses_total", "Connections the Redis client's pool had to dial."),
+		timeouts:    d("pool_timeouts_total", "Waits for a free pooled Redis connection that timed out."),
+		staleClosed: d("pool_stale_closed_total", "Pooled Redis connections closed as stale."),
+		conns:       d("pool_connections", "Redis connections in the pool, by state.", "state"),
+		errs:        d("errors_total", "State store operations on Redis that failed, by operation.", "op"),
+	}
+}
+
+func (m *redisMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{m.hits, m.misses, m.timeouts, m.staleClosed, m.conns, m.errs} {
+		ch <- d
+	}
+}
+
+func (m *redisMetrics) Collect(ch chan<- prometheus.Metric) {
+	ps := m.e.client.PoolStats()
+	ch <- prometheus.MustNewConstMetric(m.hits, prometheus.CounterValue, float64(ps.Hits))
+	ch <- prometheus.MustNewConstMetric(m.misses, prometheus.CounterValue, float64(ps.Misses))
+	ch <- prometheus.MustNewConstMetric(m.timeouts, prometheus.CounterValue, float64(ps.Timeouts))
+	ch <- prometheus.MustNewConstMetric(m.staleClosed, prometheus.CounterValue, float64(ps.StaleConns))
+	ch <- prometheus.MustNewConstMetric(m.conns, prometheus.GaugeValue, float64(ps.IdleConns), "idle")
+	ch <- prometheus.MustNewConstMetric(m.conns, prometheus.GaugeValue, float64(ps.TotalConns-ps.IdleConns), "in_use")
+	for op, n := range map[string]uint64{"get": m.e.errs.get.Load(), "scan": m.e.errs.scan.Load(), "apply": m.e.errs.apply.Load()} {
+		ch <- prometheus.MustNewConstMetric(m.errs, prometheus.CounterValue, float64(n), op)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/turnpike-gateway/turnpike/state"
@@ -261,4 +262,48 @@ func rawClient(t testing.TB, url string) *redis.Client {
 	c := redis.NewClient(o)
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// TestRedisMetrics: a Redis store exports its pool and its failed
+// operations; Pebble and memory export nothing.
+func TestRedisMetrics(t *testing.T) {
+	ctx := context.Background()
+	if c := state.NewMemory().Collector(); c != nil {
+		t.Errorf("memory exports %T", c)
+	}
+	srv := redistest.Start(t)
+	db := openRedis(t, srv.URL(), state.RedisOptions{})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(db.Collector())
+	ns := db.Namespace("t/")
+	put(t, ns, "a", "1")
+	srv.Kill()
+	if _, err := ns.Get(ctx, []byte("a")); err == nil {
+		t.Fatal("Get with the server killed succeeded")
+	}
+	got := map[string]float64{}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			name := f.GetName()
+			for _, l := range m.GetLabel() {
+				name += "{" + l.GetValue() + "}"
+			}
+			got[name] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	if got["turnpike_state_redis_errors_total{get}"] != 1 || got["turnpike_state_redis_errors_total{apply}"] != 0 {
+		t.Errorf("errors: %v", got)
+	}
+	if got["turnpike_state_redis_pool_misses_total"] < 1 {
+		t.Errorf("no connection dialled: %v", got)
+	}
+	for _, name := range []string{"turnpike_state_redis_pool_hits_total", "turnpike_state_redis_pool_connections{idle}", "turnpike_state_redis_pool_timeouts_total"} {
+		if _, ok := got[name]; !ok {
+			t.Errorf("no %s in %v", name, got)
+		}
+	}
 }

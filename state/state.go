@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 var (
@@ -201,6 +203,15 @@ func (db *DB) Namespace(prefix string) Namespace {
 		db.prefixes.taken = append(db.prefixes.taken, prefix)
 	}
 	return &namespace{db: db, prefix: []byte(prefix)}
+}
+
+// Collector is the store's metrics for a Prometheus registry, nil when it
+// exports none (Pebble and memory export none today).
+func (db *DB) Collector() prometheus.Collector {
+	if c, ok := db.eng.(interface{ collector() prometheus.Collector }); ok {
+		return c.collector()
+	}
+	return nil
 }
 
 // Close waits for the operations in flight and closes the store: unsynced

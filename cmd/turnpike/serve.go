@@ -256,6 +256,9 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 		return st, fmt.Errorf("open state store (%s): %w", stateWhere(cfg), err)
 	}
 	st.life.start(ctx, "state store", nil, func(context.Context) error { return db.Close() })
+	if c := db.Collector(); c != nil {
+		metrics.MustRegister(c)
+	}
 	store := responses.NewStore(db.Namespace("rs/"), responses.StoreOptions{TTL: cfg.Responses.Retention})
 
 	sessOpts := cfg.Sessions
