@@ -225,11 +225,14 @@ else
   keys = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[2], ARGV[3], 'LIMIT', 0, ARGV[5])
 end
 local out = {#keys, keys[#keys] or ''}
-for _, k in ipairs(keys) do
-  local v = redis.call('GET', ARGV[1] .. k)
-  if v then
+if #keys == 0 then return out end
+local full = {}
+for i, k in ipairs(keys) do full[i] = ARGV[1] .. k end
+local vals = redis.call('MGET', unpack(full))
+for i, k in ipairs(keys) do
+  if vals[i] then
     out[#out + 1] = k
-    out[#out + 1] = v
+    out[#out + 1] = vals[i]
   end
 end
 return out
