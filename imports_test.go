@@ -27,6 +27,7 @@ var floors = map[string][]string{
 	"apierror":         {},
 	"auth":             {},
 	"state":            {},
+	"state/redistest":  {},
 	"pools":            {"accelerators"},
 	"accelerators":     {},
 	"accelerators/sim": {"accelerators"},

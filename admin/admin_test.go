@@ -685,3 +685,75 @@ func TestErrorClasses(t *testing.T) {
 
 // second is the error of a call that also returns a value.
 func second[T any](_ T, err error) error { return err }
+
+// TestRefreshSharedStore: two services on one store, as two gateways on
+// one Redis: what one changes, the other applies at its next Refresh
+// (tenants, keys, revocation, flowControl saved and reset), and a Refresh
+// with nothing changed does nothing.
+func TestRefreshSharedStore(t *testing.T) {
+	ctx := context.Background()
+	kv := memKV(t)
+	a, b := newFixture(t, kv, admin.Config{}), newFixture(t, kv, admin.Config{})
+	refresh := func(want bool) {
+		t.Helper()
+		got, err := b.svc.Refresh(ctx)
+		if err != nil || got != want {
+			t.Fatalf("Refresh = %v, %v; want %v", got, err, want)
+		}
+	}
+	refresh(false)
+	if _, err := a.svc.CreateTenant(ctx, turns.Tenant{Name: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	key, secret, err := a.svc.CreateKey(ctx, "acme", "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.keys.tenant(secret); got != "" {
+		t.Fatalf("b knew the key before Refresh: %q", got)
+	}
+	refresh(true)
+	if got := b.keys.tenant(secret); got != "acme" {
+		t.Errorf("after Refresh the key authenticates as %q, want acme", got)
+	}
+	if _, err := b.svc.Tenant("acme"); err != nil {
+		t.Errorf("b's tenants after Refresh: %v", err)
+	}
+	refresh(false)
+
+	if err := a.svc.SetFlowControl(ctx, turns.FlowControl{MaxInFlightPerEndpoint: 9}); err != nil {
+		t.Fatal(err)
+	}
+	refresh(true)
+	if got := b.flow.Config().MaxInFlightPerEndpoint; got != 9 {
+		t.Errorf("b's flow control after Refresh: maxInFlightPerEndpoint %d, want 9", got)
+	}
+	if _, over, _ := b.svc.FlowControl(); !over {
+		t.Error("b does not mark the flowControl as saved through the API")
+	}
+	if err := a.svc.ResetFlowControl(ctx); err != nil {
+		t.Fatal(err)
+	}
+	refresh(true)
+	if got, over, _ := b.svc.FlowControl(); over || got.MaxInFlightPerEndpoint == 9 {
+		t.Errorf("b after the reset: override %v, maxInFlightPerEndpoint %d", over, got.MaxInFlightPerEndpoint)
+	}
+
+	if err := a.svc.RevokeKey(ctx, "acme", key.ID); err != nil {
+		t.Fatal(err)
+	}
+	refresh(true)
+	if got := b.keys.tenant(secret); got != "" {
+		t.Errorf("a revoked key still authenticates on b as %q", got)
+	}
+	// And the other way: b's change reaches a.
+	if err := b.svc.DeleteTenant(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := a.svc.Refresh(ctx); !ok || err != nil {
+		t.Fatalf("a's Refresh: %v %v", ok, err)
+	}
+	if _, err := a.svc.Tenant("acme"); err == nil {
+		t.Error("a still has the tenant b deleted")
+	}
+}

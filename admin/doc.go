@@ -15,6 +15,11 @@
 // published, so it takes effect at once and survives a restart. Tenants and keys named in the config file are
 // read-only through the API; the file is their source of truth.
 //
+// Every change also writes a new version key; Refresh (cmd calls it every
+// DefaultRefreshInterval) reads the tenancy again when the version
+// differs from the one this Service last wrote or read, so that several
+// gateways sharing one store (Redis) apply each other's changes.
+//
 // A flowControl saved through the API overrides the file's until it is
 // deleted. Drain state is not persisted: a restarted gateway serves from
 // every endpoint.

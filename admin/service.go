@@ -65,7 +65,14 @@ const (
 	kvTenantPrefix = "tenants/" // + name → Tenant as JSON
 	kvKeyPrefix    = "keys/"    // + key id → storedKey as JSON
 	kvFlowControl  = "flowcontrol"
+	// kvVersion changes with every change made through the API, so that
+	// other gateways sharing the store know to read it again (Refresh).
+	kvVersion = "version"
 )
+
+// DefaultRefreshInterval is how often a gateway sharing its store with
+// others should Refresh.
+const DefaultRefreshInterval = 500 * time.Millisecond
 
 // Deps are what New needs.
 type Deps struct {
@@ -145,6 +152,7 @@ type Service struct {
 		tenants      map[string]Tenant
 		keys         map[string]APIKey // by ID
 		flowOverride bool              // a flowControl saved through the API is in force
+		version      string            // kvVersion as last read or written here
 	}
 }
 
@@ -161,11 +169,14 @@ func New(ctx context.Context, deps Deps) (*Service, error) {
 	if s.deps.Getenv == nil {
 		s.deps.Getenv = os.Getenv
 	}
-	if err := s.load(ctx); err != nil {
-		return nil, err
+	if s.deps.Flow != nil {
+		s.fileFlow = s.deps.Flow.Config()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.loadLocked(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.publishLocked(); err != nil {
 		return nil, err
 	}
@@ -177,10 +188,16 @@ func New(ctx context.Context, deps Deps) (*Service, error) {
 	return s, nil
 }
 
-// load reads the store, then lays the config file's tenants and keys over
-// it. Keys of a tenant that no longer exists are deleted, so that a tenant
-// created later under the same name cannot inherit them.
-func (s *Service) load(ctx context.Context) error {
+// loadLocked reads the store, then lays the config file's tenants and keys
+// over it. Keys of a tenant that no longer exists are deleted, so that a
+// tenant created later under the same name cannot inherit them.
+func (s *Service) loadLocked(ctx context.Context) error {
+	// The version first: a change committed during the reads below is
+	// seen now or at the next Refresh, never missed.
+	version, err := s.readVersion(ctx)
+	if err != nil {
+		return err
+	}
 	cfg := s.deps.Config
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -188,7 +205,7 @@ func (s *Service) load(ctx context.Context) error {
 	}
 	tenants := make(map[string]Tenant)
 	keys := make(map[string]APIKey)
-	err := s.deps.Store.Scan(ctx, state.Prefix([]byte(kvTenantPrefix)), func(k, v []byte) error {
+	err = s.deps.Store.Scan(ctx, state.Prefix([]byte(kvTenantPrefix)), func(k, v []byte) error {
 		var t Tenant
 		if err := json.Unmarshal(v, &t); err != nil {
 			return fmt.Errorf("admin: stored tenant %q: %w", k, err)
@@ -253,20 +270,71 @@ func (s *Service) load(ctx context.Context) error {
 			return err
 		}
 	}
-	s.mu.tenants, s.mu.keys = tenants, keys
-	return s.loadFlowControl(ctx)
+	s.mu.tenants, s.mu.keys, s.mu.version = tenants, keys, version
+	return s.loadFlowControlLocked(ctx)
 }
 
-// loadFlowControl applies a flowControl saved through the API. One that
-// no longer validates is left in the store and not applied: the gateway
-// starts with the file's, and says so.
-func (s *Service) loadFlowControl(ctx context.Context) error {
+// readVersion is kvVersion, "" when none was written.
+func (s *Service) readVersion(ctx context.Context) (string, error) {
+	v, err := s.deps.Store.Get(ctx, []byte(kvVersion))
+	if errors.Is(err, state.ErrNotFound) {
+		return "", nil
+	}
+	return string(v), err
+}
+
+// changedLocked records that a change was written: a new kvVersion for
+// the other gateways, which this one has already applied. A change is
+// written before its version, so a gateway that sees the version reads
+// the change.
+func (s *Service) changedLocked(ctx context.Context) error {
+	var v [12]byte
+	rand.Read(v[:])
+	version := hex.EncodeToString(v[:])
+	if err := s.deps.Store.Put(ctx, []byte(kvVersion), []byte(version)); err != nil {
+		return err
+	}
+	s.mu.version = version
+	return nil
+}
+
+// Refresh reads the tenancy and the saved flowControl again and publishes
+// them when another gateway sharing the store has changed them since this
+// one last looked; it reports whether it did.
+func (s *Service) Refresh(ctx context.Context) (bool, error) {
+	version, err := s.readVersion(ctx)
+	if err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if version == s.mu.version {
+		return false, nil
+	}
+	if err := s.loadLocked(ctx); err != nil {
+		return false, err
+	}
+	if err := s.publishLocked(); err != nil {
+		return false, err
+	}
+	s.log.Info("admin: tenancy changed by another gateway, applied", "tenants", len(s.mu.tenants), "keys", len(s.mu.keys))
+	return true, nil
+}
+
+// loadFlowControlLocked applies a flowControl saved through the API, or
+// the file's when none is saved (any more). One that no longer validates
+// is left in the store and not applied: the gateway keeps the file's, and
+// says so.
+func (s *Service) loadFlowControlLocked(ctx context.Context) error {
 	if s.deps.Flow == nil {
 		return nil
 	}
-	s.fileFlow = s.deps.Flow.Config()
 	b, err := s.deps.Store.Get(ctx, []byte(kvFlowControl))
 	if errors.Is(err, state.ErrNotFound) {
+		if s.mu.flowOverride {
+			s.mu.flowOverride = false
+			return s.deps.Flow.SetConfig(s.fileFlow)
+		}
 		return nil
 	}
 	if err != nil {
@@ -402,6 +470,9 @@ func (s *Service) putTenantLocked(ctx context.Context, t Tenant) error {
 		return err
 	}
 	s.mu.tenants[t.Name] = t
+	if err := s.changedLocked(ctx); err != nil {
+		return err
+	}
 	return s.publishLocked()
 }
 
@@ -432,6 +503,9 @@ func (s *Service) DeleteTenant(ctx context.Context, name string) error {
 	}
 	delete(s.mu.tenants, name)
 	s.log.Info("admin: tenant deleted", "tenant", name)
+	if err := s.changedLocked(ctx); err != nil {
+		return err
+	}
 	return s.publishLocked()
 }
 
@@ -485,6 +559,9 @@ func (s *Service) CreateKey(ctx context.Context, tenant, name string) (APIKey, s
 		return APIKey{}, "", err
 	}
 	s.mu.keys[k.ID] = k
+	if err := s.changedLocked(ctx); err != nil {
+		return APIKey{}, "", err
+	}
 	if err := s.publishLocked(); err != nil {
 		return APIKey{}, "", err
 	}
@@ -511,6 +588,9 @@ func (s *Service) RevokeKey(ctx context.Context, tenant, id string) error {
 	}
 	delete(s.mu.keys, id)
 	s.log.Info("admin: key revoked", "tenant", tenant, "key", id)
+	if err := s.changedLocked(ctx); err != nil {
+		return err
+	}
 	return s.publishLocked()
 }
 
@@ -544,6 +624,9 @@ func (s *Service) SetFlowControl(ctx context.Context, fc turns.FlowControl) erro
 	if err := s.deps.Store.Put(ctx, []byte(kvFlowControl), b); err != nil {
 		return err
 	}
+	if err := s.changedLocked(ctx); err != nil {
+		return err
+	}
 	s.mu.flowOverride = true
 	s.log.Info("admin: flowControl replaced")
 	return s.deps.Flow.SetConfig(fc)
@@ -558,6 +641,9 @@ func (s *Service) ResetFlowControl(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.deps.Store.Delete(ctx, []byte(kvFlowControl)); err != nil {
+		return err
+	}
+	if err := s.changedLocked(ctx); err != nil {
 		return err
 	}
 	s.mu.flowOverride = false

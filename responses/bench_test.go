@@ -5,7 +5,30 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/turnpike-gateway/turnpike/state"
+	"github.com/turnpike-gateway/turnpike/state/redistest"
 )
+
+// benchBackends are the state stores the store benchmarks run on, side by
+// side: the embedded Pebble, and a redis-server of its own on loopback
+// (appendfsync always, so that a synced batch is on disk when it returns,
+// as with Pebble). The Redis ones are skipped without redis-server.
+var benchBackends = []struct {
+	name string
+	open func(b *testing.B) *testStore
+}{
+	{"pebble", func(b *testing.B) *testStore { return openStore(b, b.TempDir()) }},
+	{"redis", func(b *testing.B) *testStore {
+		srv := redistest.Start(b)
+		db, err := state.OpenRedis(context.Background(), srv.URL(), state.RedisOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { db.Close() })
+		return &testStore{StateStore: NewStore(db.Namespace("rs/"), StoreOptions{}), db: db}
+	}},
+}
 
 // benchItems are a turn's items: a user message and an answer.
 func benchItems(i int) []Item {
@@ -23,42 +46,53 @@ func benchRecord(tenant string) *Record {
 // BenchmarkStorePut ends responses, each a synced batch of its record
 // and two items: one writer at a time ("serial"), and many goroutines at
 // once ("parallel"), where Pebble's commit pipeline shares each WAL sync
-// among the batches waiting for it.
+// among the batches waiting for it, and Redis one AOF fsync among the
+// writes of one event-loop turn. On each backend.
 func BenchmarkStorePut(b *testing.B) {
 	for _, bc := range []struct {
 		name        string
 		parallelism int
 	}{{"serial", 0}, {"parallel", 16}} {
 		b.Run(bc.name, func(b *testing.B) {
-			st := openStore(b, b.TempDir())
-			defer st.Close()
-			ctx := context.Background()
-			b.ReportAllocs()
-			if bc.parallelism == 0 {
-				for i := 0; b.Loop(); i++ {
-					if err := st.EndResponse(ctx, benchRecord("bench"), nil, benchItems(i), nil); err != nil {
-						b.Fatal(err)
-					}
-				}
-				return
+			for _, be := range benchBackends {
+				b.Run(be.name, func(b *testing.B) { benchStorePut(b, be.open(b), bc.parallelism) })
 			}
-			b.SetParallelism(bc.parallelism)
-			b.RunParallel(func(pb *testing.PB) {
-				for i := 0; pb.Next(); i++ {
-					if err := st.EndResponse(ctx, benchRecord("bench"), nil, benchItems(i), nil); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
 		})
 	}
 }
 
+func benchStorePut(b *testing.B, st *testStore, parallelism int) {
+	defer st.Close()
+	ctx := context.Background()
+	b.ReportAllocs()
+	if parallelism == 0 {
+		for i := 0; b.Loop(); i++ {
+			if err := st.EndResponse(ctx, benchRecord("bench"), nil, benchItems(i), nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return
+	}
+	b.SetParallelism(parallelism)
+	b.RunParallel(func(pb *testing.PB) {
+		for i := 0; pb.Next(); i++ {
+			if err := st.EndResponse(ctx, benchRecord("bench"), nil, benchItems(i), nil); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
 // BenchmarkChainLoad rebuilds the context of the 200th turn of a
-// conversation chained by previous_response_id.
+// conversation chained by previous_response_id, on each backend.
 func BenchmarkChainLoad(b *testing.B) {
-	st := openStore(b, b.TempDir())
+	for _, be := range benchBackends {
+		b.Run(be.name, func(b *testing.B) { benchChainLoad(b, be.open(b)) })
+	}
+}
+
+func benchChainLoad(b *testing.B, st *testStore) {
 	defer st.Close()
 	ctx := context.Background()
 	var base []Segment

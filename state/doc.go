@@ -1,8 +1,9 @@
 // Package state is turnpike's durable store. It opens, syncs and closes
-// the database (an embedded Pebble under the data dir, or memory for tests
-// and a gateway that keeps nothing across restarts) and hands each owner a
-// Namespace: a key prefix of its own with get, put, delete, ordered range
-// scans and atomic batches.
+// the database (an embedded Pebble under the data dir; a Redis or Valkey
+// that several gateways share; or memory for tests and a gateway that
+// keeps nothing across restarts) and hands each owner a Namespace: a key
+// prefix of its own with get, put, delete, ordered range scans and atomic
+// batches. Open picks the backend from a Config.
 //
 // # Overview
 //
@@ -23,13 +24,27 @@
 //
 // A DB and its namespaces are safe for concurrent use, and writers take no
 // lock of ours: each Apply commits its own batch, and Pebble's commit
-// pipeline shares one WAL sync among the synced batches waiting at once.
+// pipeline shares one WAL sync among the synced batches waiting at once
+// (Redis under appendfsync always shares one AOF fsync among the writes
+// of an event-loop turn).
 // A read-modify-write that must not interleave with another is the
 // owner's to serialise. Every operation holds the DB's read lock and Close
 // takes it for writing: Close waits for the operations in flight, and
 // later ones answer ErrClosed. So a Scan callback must not call into the
 // DB: with Close waiting, the nested call would wait for ever. Collect
 // what the callback finds and act on it after Scan returns.
+//
+// # Redis
+//
+// A namespace is one hash tag, <KeyPrefix>{<prefix>}: its values are
+// strings under it and a sorted set, all scores 0, holds its keys for
+// byte-ordered scans (ZRANGEBYLEX). Batches are one MULTI/EXEC, or one
+// Lua script when they hold a DeletePrefix; a scan reads pages of
+// RedisOptions.ScanPage keys with their values in one script each, so a
+// page is a consistent view and a longer scan may see a write that
+// committed between pages. Durability is the server's (appendfsync);
+// with RedisOptions.Replicas a synced batch also waits for replicas (WAIT).
+// docs/state.md has the table of what each setting survives.
 //
 // Slices handed to Put and a Batch belong to the store until the call
 // (Apply, for a batch) returns; slices handed to a Scan callback are valid

@@ -34,7 +34,7 @@ func OpenPebble(dir string, opts PebbleOptions) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state: opening the store in %s: %w", dir, err)
 	}
-	return newDB(&pebbleEngine{db: db}), nil
+	return newDB(flat{&pebbleEngine{db: db}}), nil
 }
 
 // pebbleEngine is the embedded engine. It takes no lock: each apply is a
@@ -136,6 +136,6 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 }
 
 var (
-	_ engine        = (*pebbleEngine)(nil)
+	_ flatEngine    = (*pebbleEngine)(nil)
 	_ pebble.Logger = pebbleLogger{}
 )

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 var (
@@ -115,10 +117,25 @@ func (b *Batch) add(o op) {
 // Len is the number of writes in the batch.
 func (b *Batch) Len() int { return len(b.ops) }
 
-// engine is a store without namespaces: its keys are whole. The DB holds
+// engine is the store under the namespaces. Every call names the
+// namespace's prefix and keys relative to it: an embedded engine puts the
+// prefix before the key, Redis makes a hash-tagged key of it. The DB holds
 // its read lock around every call, so an engine never sees a call after
 // close.
 type engine interface {
+	// get returns a copy of the value under prefix+key, or ErrNotFound.
+	get(ctx context.Context, prefix, key []byte) ([]byte, error)
+	// scan calls fn for the keys of the namespace in [lo, hi), lo < hi,
+	// hi nil for the namespace's end, with the keys relative to prefix.
+	scan(ctx context.Context, prefix, lo, hi []byte, reverse bool, fn func(key, value []byte) error) error
+	// apply commits b under prefix.
+	apply(ctx context.Context, prefix []byte, b *Batch) error
+	close() error
+}
+
+// flatEngine is an engine whose keys are whole, prefix and key together
+// (Pebble, memory); flat adapts it to the engine's calls.
+type flatEngine interface {
 	// get returns a copy of the value under key, or ErrNotFound.
 	get(key []byte) ([]byte, error)
 	// scan calls fn for the keys in [lo, hi), hi never nil.
@@ -128,8 +145,27 @@ type engine interface {
 	close() error
 }
 
-// DB is an open store; Namespace hands out its parts. OpenPebble and
-// NewMemory make one.
+type flat struct{ e flatEngine }
+
+func (f flat) get(_ context.Context, prefix, key []byte) ([]byte, error) {
+	return f.e.get(append(prefix[:len(prefix):len(prefix)], key...))
+}
+
+func (f flat) scan(_ context.Context, prefix, lo, hi []byte, reverse bool, fn func(key, value []byte) error) error {
+	flo, fhi := append(prefix[:len(prefix):len(prefix)], lo...), prefixEnd(prefix)
+	if hi != nil {
+		fhi = append(prefix[:len(prefix):len(prefix)], hi...)
+	}
+	strip := len(prefix)
+	return f.e.scan(flo, fhi, reverse, func(k, v []byte) error { return fn(k[strip:], v) })
+}
+
+func (f flat) apply(_ context.Context, prefix []byte, b *Batch) error { return f.e.apply(prefix, b) }
+
+func (f flat) close() error { return f.e.close() }
+
+// DB is an open store; Namespace hands out its parts. OpenPebble,
+// OpenRedis and NewMemory make one.
 type DB struct {
 	eng engine
 	mu  struct {
@@ -169,6 +205,15 @@ func (db *DB) Namespace(prefix string) Namespace {
 	return &namespace{db: db, prefix: []byte(prefix)}
 }
 
+// Collector is the store's metrics for a Prometheus registry, nil when it
+// exports none (Pebble and memory export none today).
+func (db *DB) Collector() prometheus.Collector {
+	if c, ok := db.eng.(interface{ collector() prometheus.Collector }); ok {
+		return c.collector()
+	}
+	return nil
+}
+
 // Close waits for the operations in flight and closes the store: unsynced
 // batches are made durable. Operations after Close answer ErrClosed; a
 // second Close does nothing.
@@ -206,17 +251,12 @@ type namespace struct {
 	prefix []byte
 }
 
-// key is k under the namespace's prefix, in a slice of its own.
-func (n *namespace) key(k []byte) []byte {
-	return append(n.prefix[:len(n.prefix):len(n.prefix)], k...)
-}
-
 func (n *namespace) Get(ctx context.Context, key []byte) ([]byte, error) {
 	if err := n.db.enter(ctx); err != nil {
 		return nil, err
 	}
 	defer n.db.leave()
-	return n.db.eng.get(n.key(key))
+	return n.db.eng.get(ctx, n.prefix, key)
 }
 
 func (n *namespace) Put(ctx context.Context, key, value []byte) error {
@@ -234,15 +274,10 @@ func (n *namespace) Scan(ctx context.Context, r Range, fn func(key, value []byte
 		return err
 	}
 	defer n.db.leave()
-	lo, hi := n.key(r.Start), prefixEnd(n.prefix)
-	if r.End != nil {
-		hi = n.key(r.End)
-	}
-	if bytes.Compare(lo, hi) >= 0 {
+	if r.End != nil && bytes.Compare(r.Start, r.End) >= 0 {
 		return nil
 	}
-	strip := len(n.prefix)
-	return n.db.eng.scan(lo, hi, r.Reverse, func(k, v []byte) error { return fn(k[strip:], v) })
+	return n.db.eng.scan(ctx, n.prefix, r.Start, r.End, r.Reverse, fn)
 }
 
 func (n *namespace) Apply(ctx context.Context, b *Batch) error {
@@ -253,7 +288,7 @@ func (n *namespace) Apply(ctx context.Context, b *Batch) error {
 	if len(b.ops) == 0 {
 		return nil
 	}
-	return n.db.eng.apply(n.prefix, b)
+	return n.db.eng.apply(ctx, n.prefix, b)
 }
 
 // prefixEnd is the first key after every key that begins with p, nil if

@@ -12,19 +12,56 @@ import (
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/state"
+	"github.com/turnpike-gateway/turnpike/state/redistest"
 )
 
-// implementations are the DBs every conformance case runs on.
+// implementations are the DBs every conformance case runs on. setup runs
+// once per implementation (it starts a redis-server for Redis) and
+// returns how to open a fresh, empty DB for each case.
 var implementations = []struct {
-	name string
-	open func(t testing.TB) *state.DB
+	name  string
+	setup func(t testing.TB) func(t testing.TB) *state.DB
 }{
-	{name: "memory", open: func(t testing.TB) *state.DB {
-		db := state.NewMemory()
-		t.Cleanup(func() { db.Close() })
-		return db
+	{name: "memory", setup: func(testing.TB) func(testing.TB) *state.DB {
+		return func(t testing.TB) *state.DB {
+			db := state.NewMemory()
+			t.Cleanup(func() { db.Close() })
+			return db
+		}
 	}},
-	{name: "pebble", open: func(t testing.TB) *state.DB { return openPebble(t, t.TempDir()) }},
+	{name: "pebble", setup: func(testing.TB) func(testing.TB) *state.DB {
+		return func(t testing.TB) *state.DB { return openPebble(t, t.TempDir()) }
+	}},
+	{name: "redis", setup: func(t testing.TB) func(testing.TB) *state.DB {
+		srv := redistest.Start(t)
+		n := 0
+		return func(t testing.TB) *state.DB {
+			// A key prefix of its own keeps each case's keys apart on
+			// the one server.
+			n++
+			return openRedis(t, srv.URL(), state.RedisOptions{KeyPrefix: fmt.Sprintf("case%d:", n)})
+		}
+	}},
+	// A one-node cluster: a batch touching two hash slots would fail
+	// with CROSSSLOT, so this proves each namespace keeps to one.
+	{name: "redis-cluster", setup: func(t testing.TB) func(testing.TB) *state.DB {
+		srv := redistest.StartCluster(t)
+		n := 0
+		return func(t testing.TB) *state.DB {
+			n++
+			return openRedis(t, srv.URL()+"?mode=cluster", state.RedisOptions{KeyPrefix: fmt.Sprintf("case%d:", n)})
+		}
+	}},
+}
+
+func openRedis(t testing.TB, url string, opts state.RedisOptions) *state.DB {
+	t.Helper()
+	db, err := state.OpenRedis(context.Background(), url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 func openPebble(t testing.TB, dir string) *state.DB {
@@ -38,12 +75,13 @@ func openPebble(t testing.TB, dir string) *state.DB {
 }
 
 // TestConformance runs every case on every implementation: they answer
-// alike, so a test over memory speaks for Pebble (and, later, Redis).
+// alike, so a test over memory speaks for Pebble and Redis.
 func TestConformance(t *testing.T) {
 	for _, impl := range implementations {
 		t.Run(impl.name, func(t *testing.T) {
+			open := impl.setup(t)
 			for _, tc := range conformance {
-				t.Run(tc.name, func(t *testing.T) { tc.run(t, impl.open(t)) })
+				t.Run(tc.name, func(t *testing.T) { tc.run(t, open(t)) })
 			}
 		})
 	}

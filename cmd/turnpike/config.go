@@ -14,6 +14,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/responses"
 	"github.com/turnpike-gateway/turnpike/sessions"
+	"github.com/turnpike-gateway/turnpike/state"
 	"github.com/turnpike-gateway/turnpike/turns"
 )
 
@@ -28,8 +29,12 @@ const (
 type Config struct {
 	// Addr is the listen address. Default 127.0.0.1:8080.
 	Addr string `yaml:"addr"`
-	// DataDir holds the state store. Default ./turnpike-data.
+	// DataDir holds the state store when it is Pebble. Default
+	// ./turnpike-data.
 	DataDir string `yaml:"dataDir"`
+	// State chooses the state store: pebble (default) under DataDir, or
+	// redis, which several gateways share (see state.Config).
+	State state.Config `yaml:"state"`
 	// Pools are the engine pools. At least one.
 	Pools []pools.PoolConfig `yaml:"pools"`
 	// Fleet holds scrape, health, breaker and retry knobs (see pools.Options).
@@ -98,6 +103,7 @@ func (c *Config) EnsureDefaults() {
 	if c.DataDir == "" {
 		c.DataDir = DefaultDataDir
 	}
+	c.State.EnsureDefaults()
 	c.Routing.EnsureDefaults()
 	c.Sessions.EnsureDefaults()
 	c.FlowControl.EnsureDefaults()
@@ -121,6 +127,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Fleet.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.State.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.Routing.Validate(); err != nil {

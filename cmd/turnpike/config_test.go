@@ -90,3 +90,57 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestStateConfig: the state section picks the store, pebble by default,
+// and a wrong one is named field by field.
+func TestStateConfig(t *testing.T) {
+	const pool = "pools:\n  - name: p\n    servedModels: [m]\n    endpoints:\n      - url: http://127.0.0.1:8001\n"
+	for _, c := range []struct {
+		name, yaml string
+		backend    string   // the backend read, when valid
+		errs       []string // substrings of the error, when not
+	}{
+		{name: "default", yaml: "", backend: "pebble"},
+		{name: "pebble", yaml: "state:\n  backend: pebble\n", backend: "pebble"},
+		{name: "redis", yaml: "state:\n  backend: redis\n  url: redis://127.0.0.1:6379/0\n  replicas: 1\n  replicaTimeout: 250ms\n", backend: "redis"},
+		{name: "redis cluster", yaml: "state:\n  backend: redis\n  url: redis://h1:7000?addr=h2:7000\n", backend: "redis"},
+		{name: "unknown backend", yaml: "state:\n  backend: etcd\n", errs: []string{`state.backend: "etcd", want pebble or redis`}},
+		{name: "redis without url", yaml: "state:\n  backend: redis\n", errs: []string{"state.url: required for backend redis"}},
+		{name: "bad url", yaml: "state:\n  backend: redis\n  url: http://u:secret@h:1\n  replicas: -1\n", errs: []string{`state.url:`, `scheme "http"`, "replicas must not be negative"}},
+		{name: "redis fields on pebble", yaml: "state:\n  url: redis://h:1\n  replicas: 2\n", errs: []string{"state.url: only for backend redis", "state.replicas: only for backend redis"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := parseConfig([]byte(pool + c.yaml))
+			if c.errs == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cfg.State.Backend != c.backend {
+					t.Errorf("backend %q, want %q", cfg.State.Backend, c.backend)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, want := range c.errs {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error does not say %q:\n%v", want, err)
+				}
+			}
+			if strings.Contains(err.Error(), "secret") {
+				t.Errorf("error shows the password: %v", err)
+			}
+		})
+	}
+}
+
+// TestServeStateURLFlag: --state-url selects Redis, and a bad one stops
+// serve before anything starts.
+func TestServeStateURLFlag(t *testing.T) {
+	var out, errOut strings.Builder
+	err := serveCmd(t.Context(), []string{"--addr", "127.0.0.1:0", "--state-url", "redis://h:1?mode=ring"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), `mode "ring"`) {
+		t.Fatalf("serve --state-url with a bad mode: %v", err)
+	}
+}

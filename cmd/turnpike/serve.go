@@ -79,6 +79,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	configPath := fs.String("config", "", "config file (YAML); none: run with an embedded simulated fleet")
 	addr := fs.String("addr", "", "listen address (default "+DefaultAddr+", or the config's addr)")
 	dataDir := fs.String("data-dir", "", "state directory (default "+DefaultDataDir+", or the config's dataDir)")
+	stateURL := fs.String("state-url", "", "keep state in the Redis at this URL (redis:// or rediss://) instead of Pebble under the data dir")
 	policy := fs.String("policy", "", "routing policy: round-robin, least-loaded, session-hash or cache-aware (default cache-aware, or the config's routing.policy)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	var sf simFlags
@@ -106,8 +107,13 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *dataDir != "" {
 		cfg.DataDir = *dataDir
 	}
+	if *stateURL != "" {
+		cfg.State.Backend, cfg.State.URL = state.BackendRedis, *stateURL
+	}
 	if *policy != "" {
 		cfg.Routing.Policy = *policy
+	}
+	if *policy != "" || *stateURL != "" {
 		if err := cfg.Validate(); err != nil {
 			return err
 		}
@@ -122,9 +128,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if embedded != nil {
-		printDemo(stdout, st, &sf, cfg.DataDir)
+		printDemo(stdout, st, &sf, stateWhere(cfg))
 	} else {
-		log.Info("turnpike serving", "addr", "http://"+st.addr, "pools", len(cfg.Pools), "policy", cfg.Routing.Policy)
+		log.Info("turnpike serving", "addr", "http://"+st.addr, "pools", len(cfg.Pools), "policy", cfg.Routing.Policy, "state", stateWhere(cfg))
 	}
 	select {
 	case <-ctx.Done():
@@ -136,9 +142,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return st.Close(context.Background())
 }
 
-// everyMinute runs fn once a minute until ctx ends.
-func everyMinute(ctx context.Context, fn func()) {
-	t := time.NewTicker(time.Minute)
+// every runs fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -190,17 +196,7 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 			return st, fmt.Errorf("start simulated fleet: %w", err)
 		}
 		st.life.start(ctx, "simulated fleet", nil, func(context.Context) error { return st.fleet.Close() })
-		pc := pools.PoolConfig{
-			Name:         "sim",
-			Engine:       simCfg.Flavor,
-			Accelerator:  simCfg.Accelerator,
-			Model:        simCfg.Model,
-			ServedModels: []string{simCfg.ServedModelName},
-		}
-		for i, u := range st.fleet.URLs {
-			pc.Endpoints = append(pc.Endpoints, pools.EndpointConfig{URL: u, KVEvents: st.fleet.Engines[i].KVEventsAddr()})
-		}
-		cfg.Pools = []pools.PoolConfig{pc}
+		cfg.Pools = []pools.PoolConfig{simPool(simCfg, st.fleet)}
 		if err := cfg.Validate(); err != nil {
 			return st, err
 		}
@@ -252,13 +248,17 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 		return nil
 	}, noErr(st.reg.Close))
 
-	// One state store under the data dir, a namespace for each owner. The
-	// prefixes are those the data dir has always been written with.
-	db, err := state.OpenPebble(cfg.DataDir, state.PebbleOptions{Logger: log})
+	// One state store, Pebble under the data dir or a shared Redis, and a
+	// namespace in it for each owner. The prefixes are those the data dir
+	// has always been written with.
+	db, err := state.Open(ctx, cfg.State, cfg.DataDir, log)
 	if err != nil {
-		return st, fmt.Errorf("open state store in %s: %w", cfg.DataDir, err)
+		return st, fmt.Errorf("open state store (%s): %w", stateWhere(cfg), err)
 	}
 	st.life.start(ctx, "state store", nil, func(context.Context) error { return db.Close() })
+	if c := db.Collector(); c != nil {
+		metrics.MustRegister(c)
+	}
 	store := responses.NewStore(db.Namespace("rs/"), responses.StoreOptions{TTL: cfg.Responses.Retention})
 
 	sessOpts := cfg.Sessions
@@ -277,7 +277,7 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 		} else if n > 0 {
 			log.Info("session pins restored", "pins", n)
 		}
-		go everyMinute(run, func() { sess.Sweep(time.Now()) })
+		go every(run, time.Minute, func() { sess.Sweep(time.Now()) })
 		return nil
 	}, noErr(pins.Close)); err != nil {
 		return st, err
@@ -321,6 +321,22 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 	if err != nil {
 		return st, err
 	}
+	if cfg.State.Backend == state.BackendRedis {
+		// Other gateways on the same Redis change tenants, keys and flow
+		// control too: look for their changes until the store closes.
+		watch, stopWatch := context.WithCancel(run)
+		watched := make(chan struct{})
+		st.life.start(ctx, "admin changes of other gateways", startNoErr(func() {
+			go func() {
+				defer close(watched)
+				every(watch, admin.DefaultRefreshInterval, func() {
+					if _, err := adm.Refresh(watch); err != nil && watch.Err() == nil {
+						log.Warn("admin: reading other gateways' changes failed", "err", err)
+					}
+				})
+			}()
+		}), noErr(func() { stopWatch(); <-watched }))
+	}
 	if st.gw, err = gateway.New(gateway.Options{
 		Registry:  st.reg,
 		Dispatch:  d,
@@ -354,6 +370,29 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 	return st, nil
 }
 
+// stateWhere says where the state store is, for logs and errors.
+func stateWhere(cfg *Config) string {
+	if cfg.State.Backend == state.BackendRedis {
+		return "redis at " + state.RedactURL(cfg.State.URL)
+	}
+	return "pebble in " + cfg.DataDir
+}
+
+// simPool is the pool config that serves a simulated fleet.
+func simPool(simCfg *sim.Config, fleet *sim.Fleet) pools.PoolConfig {
+	pc := pools.PoolConfig{
+		Name:         "sim",
+		Engine:       simCfg.Flavor,
+		Accelerator:  simCfg.Accelerator,
+		Model:        simCfg.Model,
+		ServedModels: []string{simCfg.ServedModelName},
+	}
+	for i, u := range fleet.URLs {
+		pc.Endpoints = append(pc.Endpoints, pools.EndpointConfig{URL: u, KVEvents: fleet.Engines[i].KVEventsAddr()})
+	}
+	return pc
+}
+
 // startNoErr adapts a start that cannot fail.
 func startNoErr(f func()) func(context.Context) error {
 	return func(context.Context) error { f(); return nil }
@@ -363,11 +402,11 @@ func startNoErr(f func()) func(context.Context) error {
 // the reverse of the order it started.
 func (st *stack) Close(ctx context.Context) error { return st.life.close(ctx) }
 
-func printDemo(w io.Writer, st *stack, sf *simFlags, dataDir string) {
+func printDemo(w io.Writer, st *stack, sf *simFlags, stateAt string) {
 	base := "http://" + st.addr
 	fmt.Fprintf(w, `turnpike is serving on %[1]s
   embedded fleet: %[2]d simulated %[3]s replicas of %[4]s on %[5]s (time scale %[6]g)
-  state in %[8]s; metrics at %[1]s/metrics
+  state: %[8]s; metrics at %[1]s/metrics
 
 Try it:
   curl %[1]s/v1/chat/completions -H 'Content-Type: application/json' \
@@ -381,5 +420,5 @@ Try it:
 
 OpenAI SDKs: base URL %[1]s/v1, any API key.
 Stop with Ctrl-C.
-`, base, sf.replicas, sf.flavor, sf.model, sf.accelerator, sf.timeScale, sf.served, dataDir)
+`, base, sf.replicas, sf.flavor, sf.model, sf.accelerator, sf.timeScale, sf.served, stateAt)
 }
