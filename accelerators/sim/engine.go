@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -46,8 +47,12 @@ type Engine struct {
 		inbox  []*sequence
 		closed bool
 	}
-	wake      chan struct{} // capacity 1: the inbox has sequences
-	resets    chan chan struct{}
+	wake   chan struct{} // capacity 1: the inbox has sequences
+	resets chan chan struct{}
+	pulls  chan pullRequest
+	// engineID names this engine instance to decoders (remote_engine_id):
+	// a restarted engine holds none of its predecessor's leases.
+	engineID  string
 	quit      chan struct{}
 	stopped   chan struct{}
 	closeOnce sync.Once
@@ -100,11 +105,13 @@ func New(cfg Config) (*Engine, error) {
 		created:     time.Now().Unix(),
 		wake:        make(chan struct{}, 1),
 		resets:      make(chan chan struct{}),
+		pulls:       make(chan pullRequest),
 		quit:        make(chan struct{}),
 		stopped:     make(chan struct{}),
 	}
 	e.healthy.Store(true)
 	e.faults.rand = rand.New(rand.NewPCG(cfg.Seed, 0x7475726e70696b65))
+	e.engineID = fmt.Sprintf("%s-%016x", cfg.Name, rand.Uint64())
 	if cfg.KVEventsAddr != "" {
 		pub, err := newKVPublisher(cfg.KVEventsAddr, cfg.KVEventsTopic)
 		if err != nil {
@@ -232,17 +239,32 @@ func (e *Engine) run() {
 			e.sched.enqueue(q)
 		}
 		clear(inbox)
+		nextExpiry := e.sched.expireLeases()
 		dur := e.sched.schedule()
-		if len(e.sched.batch) == 0 {
+		if len(e.sched.batch) == 0 && dur == 0 {
 			e.publishStats(false)
 			idleFrom := time.Now()
+			var expiry <-chan time.Time
+			if !nextExpiry.IsZero() {
+				timer.Reset(time.Until(nextExpiry))
+				expiry = timer.C
+			}
 			select {
 			case <-e.quit:
 				return
 			case <-e.wake:
+			case <-expiry:
+			case p := <-e.pulls:
+				p.reply <- e.sched.claim(p)
 			case done := <-e.resets:
 				e.resetPrefixCache()
 				close(done)
+			}
+			if expiry != nil && !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
 			}
 			if scale > 0 {
 				e.sched.clock += time.Duration(float64(time.Since(idleFrom)) / scale)
@@ -269,6 +291,20 @@ func (e *Engine) run() {
 			e.resetPrefixCache()
 			close(done)
 		default:
+		}
+		e.claimPulls()
+	}
+}
+
+// claimPulls answers every pull waiting, so that decoders wait at most
+// one step for their leases.
+func (e *Engine) claimPulls() {
+	for {
+		select {
+		case p := <-e.pulls:
+			p.reply <- e.sched.claim(p)
+		default:
+			return
 		}
 	}
 }
