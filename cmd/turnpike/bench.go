@@ -167,16 +167,21 @@ func startBenchStack(ctx context.Context, policy string, sf *simFlags, bc *bench
 	if err := benchTenants(cfg, bc); err != nil {
 		return bench.Target{}, nil, err
 	}
-	simCfg := sf.config()
-	st, err := startStack(ctx, cfg, &simCfg, sf.replicas, log)
+	fl, err := sf.fleet()
+	if err != nil {
+		os.RemoveAll(dataDir)
+		return bench.Target{}, nil, err
+	}
+	st, err := startStack(ctx, cfg, fl, log)
 	if err != nil {
 		os.RemoveAll(dataDir)
 		return bench.Target{}, nil, err
 	}
 	t := bench.Target{BaseURL: "http://" + st.addr, Replicas: st.fleet}
-	for i, u := range st.fleet.URLs {
+	engines := st.fleet.Engines()
+	for i, u := range st.fleet.URLs() {
 		t.EngineMetricsURLs = append(t.EngineMetricsURLs, u+"/metrics")
-		e := st.fleet.Engines[i]
+		e := engines[i]
 		t.KVCapacityTokens += e.NumBlocks() * e.Config().BlockSize
 	}
 	stop := func() error {
