@@ -136,9 +136,9 @@ func breakdownTable(r *Result) *table {
 }
 
 func ratioTable(c *Comparison) *table {
-	t := &table{header: []string{"policy", "TTFT p50 reduction", "TTFT p99 reduction", "throughput", "engine hit rate", "cached share"}}
+	t := &table{header: []string{"policy", "TTFT p50 reduction", "TTFT p99 reduction", "ITL p99 lower", "throughput", "engine hit rate", "cached share"}}
 	for _, q := range c.Ratios {
-		t.add(q.Policy, signedPct(q.TTFTP50ReductionPct), signedPct(q.TTFTP99ReductionPct),
+		t.add(q.Policy, signedPct(q.TTFTP50ReductionPct), signedPct(q.TTFTP99ReductionPct), times(q.ITLP99LowerX),
 			times(q.ThroughputX), times(q.HitRateX), times(q.CachedShareX))
 	}
 	return t

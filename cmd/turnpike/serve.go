@@ -50,6 +50,9 @@ type simFlags struct {
 	// replicas (0: half).
 	topology string
 	prefill  int
+	// policy is bench's --policy, for --compare entries naming a
+	// topology.
+	policy string
 }
 
 // register adds the flags, named prefix+name; the replica count is
