@@ -47,9 +47,8 @@ type Engine struct {
 		inbox  []*sequence
 		closed bool
 	}
-	wake   chan struct{} // capacity 1: the inbox has sequences
+	wake   chan struct{} // capacity 1: the inbox has sequences, or a lease was claimed
 	resets chan chan struct{}
-	pulls  chan pullRequest
 	// engineID names this engine instance to decoders (remote_engine_id):
 	// a restarted engine holds none of its predecessor's leases.
 	engineID  string
@@ -105,7 +104,6 @@ func New(cfg Config) (*Engine, error) {
 		created:     time.Now().Unix(),
 		wake:        make(chan struct{}, 1),
 		resets:      make(chan chan struct{}),
-		pulls:       make(chan pullRequest),
 		quit:        make(chan struct{}),
 		stopped:     make(chan struct{}),
 	}
@@ -239,6 +237,7 @@ func (e *Engine) run() {
 			e.sched.enqueue(q)
 		}
 		clear(inbox)
+		e.sched.releaseClaimed()
 		nextExpiry := e.sched.expireLeases()
 		dur := e.sched.schedule()
 		if len(e.sched.batch) == 0 && dur == 0 {
@@ -254,8 +253,6 @@ func (e *Engine) run() {
 				return
 			case <-e.wake:
 			case <-expiry:
-			case p := <-e.pulls:
-				p.reply <- e.sched.claim(p)
 			case done := <-e.resets:
 				e.resetPrefixCache()
 				close(done)
@@ -291,20 +288,6 @@ func (e *Engine) run() {
 			e.resetPrefixCache()
 			close(done)
 		default:
-		}
-		e.claimPulls()
-	}
-}
-
-// claimPulls answers every pull waiting, so that decoders wait at most
-// one step for their leases.
-func (e *Engine) claimPulls() {
-	for {
-		select {
-		case p := <-e.pulls:
-			p.reply <- e.sched.claim(p)
-		default:
-			return
 		}
 	}
 }

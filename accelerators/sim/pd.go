@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -56,8 +57,7 @@ var (
 	errLeaseMismatch = errors.New("the KV blocks were computed for another prompt")
 )
 
-// lease is a prefilled request's blocks held for a decoder. Owned by the
-// engine loop.
+// lease is a prefilled request's blocks held for a decoder.
 type lease struct {
 	blocks  []int32
 	tokens  int
@@ -65,11 +65,17 @@ type lease struct {
 	expires time.Time
 }
 
-// pullRequest asks the engine loop to release a lease to a decoder.
-type pullRequest struct {
-	id     string
-	prompt uint64
-	reply  chan error
+// leaseTable holds the leases. Decoders claim them from handler
+// goroutines without waiting for the engine loop, as NIXL's one-sided
+// reads do not involve the prefiller's scheduler; the loop frees the
+// claimed blocks at its next iteration, and alone adds and expires
+// leases.
+type leaseTable struct {
+	mu sync.Mutex
+	// protects the fields below
+	m map[string]*lease
+	// released are claimed leases' blocks, for the loop to free.
+	released [][]int32
 }
 
 // pullBody is the side channel's request.
@@ -80,58 +86,77 @@ type pullBody struct {
 }
 
 // hold keeps a finished prefill's blocks under its lease instead of
-// freeing them; the loop frees them when pulled or expired.
+// freeing them; they are freed when claimed or expired.
 func (s *scheduler) hold(q *sequence) {
 	q.leaseBlocks = append([]int32(nil), q.blocks...)
-	s.leases[q.leaseID] = &lease{
-		blocks:  q.blocks,
-		tokens:  q.promptTokens,
-		prompt:  q.promptHash,
-		expires: s.now().Add(s.leaseFor),
-	}
+	l := &lease{blocks: q.blocks, tokens: q.promptTokens, prompt: q.promptHash, expires: s.now().Add(s.leaseFor)}
+	s.leases.mu.Lock()
+	s.leases.m[q.leaseID] = l
+	s.leases.mu.Unlock()
 	q.blocks = nil
 	q.stored = 0
 }
 
-// release frees a lease's blocks; they stay in the prefix cache.
-func (s *scheduler) releaseLease(l *lease) {
-	for i := len(l.blocks) - 1; i >= 0; i-- {
-		s.kv.release(l.blocks[i])
+// releaseBlocks frees a lease's blocks; they stay in the prefix cache.
+func (s *scheduler) releaseBlocks(blocks []int32) {
+	for i := len(blocks) - 1; i >= 0; i-- {
+		s.kv.release(blocks[i])
 	}
-	l.blocks = nil
 }
 
-// claim hands a lease to a decoder, or says why not.
-func (s *scheduler) claim(p pullRequest) error {
-	l := s.leases[p.id]
-	if l == nil {
-		return errLeaseUnknown
+// releaseClaimed frees the blocks of the leases claimed since the last
+// call. Loop only.
+func (s *scheduler) releaseClaimed() {
+	s.leases.mu.Lock()
+	released := s.leases.released
+	s.leases.released = nil
+	s.leases.mu.Unlock()
+	for _, b := range released {
+		s.releaseBlocks(b)
 	}
-	delete(s.leases, p.id)
-	s.releaseLease(l)
+}
+
+// claim hands lease id to a decoder, or says why not; a lease named by a
+// decoder is given up either way. Any goroutine.
+func (t *leaseTable) claim(id string, prompt uint64, now time.Time) error {
+	t.mu.Lock()
+	l := t.m[id]
+	if l != nil {
+		delete(t.m, id)
+		t.released = append(t.released, l.blocks)
+	}
+	t.mu.Unlock()
 	switch {
-	case !s.now().Before(l.expires):
+	case l == nil:
+		return errLeaseUnknown
+	case !now.Before(l.expires):
 		return errLeaseExpired
-	case l.prompt != p.prompt:
+	case l.prompt != prompt:
 		return errLeaseMismatch
 	}
 	return nil
 }
 
 // expireLeases frees the leases run out by now and returns the earliest
-// expiry still pending (zero when none).
+// expiry still pending (zero when none). Loop only.
 func (s *scheduler) expireLeases() time.Time {
 	now := s.now()
 	var next time.Time
-	for id, l := range s.leases {
+	var expired [][]int32
+	s.leases.mu.Lock()
+	for id, l := range s.leases.m {
 		if !now.Before(l.expires) {
-			delete(s.leases, id)
-			s.releaseLease(l)
+			delete(s.leases.m, id)
+			expired = append(expired, l.blocks)
 			continue
 		}
 		if next.IsZero() || l.expires.Before(next) {
 			next = l.expires
 		}
+	}
+	s.leases.mu.Unlock()
+	for _, b := range expired {
+		s.releaseBlocks(b)
 	}
 	return next
 }
@@ -266,16 +291,13 @@ func (e *Engine) handlePull(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("remote_engine_id %q is not this engine (%s): it restarted or never prefilled the request", pb.EngineID, e.engineID), "")
 		return
 	}
-	p := pullRequest{id: pb.RequestID, prompt: pb.PromptHash, reply: make(chan error, 1)}
+	err := e.sched.leases.claim(pb.RequestID, pb.PromptHash, time.Now())
+	// The loop frees what was claimed, or given up, at its next step.
 	select {
-	case e.pulls <- p:
-	case <-e.stopped:
-		writeError(w, http.StatusServiceUnavailable, ErrClosed.Error(), "")
-		return
-	case <-r.Context().Done():
-		return
+	case e.wake <- struct{}{}:
+	default:
 	}
-	if err := <-p.reply; err != nil {
+	if err != nil {
 		writeError(w, http.StatusNotFound, err.Error(), "")
 		return
 	}

@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -244,3 +246,44 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// FuzzPullBody: whatever a decoder sends the side channel, the prefiller
+// answers 200 only for a lease it holds, else 400 or 404, never a panic.
+func FuzzPullBody(f *testing.F) {
+	f.Add([]byte(`{"engine_id":"x","request_id":"y","prompt_hash":1}`))
+	f.Add([]byte(`{"engine_id":`))
+	f.Add([]byte(`[]`))
+	e, err := New(Config{Role: RolePrefill})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { e.Close() })
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rec := httptest.NewRecorder()
+		e.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, PullPath, bytes.NewReader(body)))
+		if rec.Code != http.StatusBadRequest && rec.Code != http.StatusNotFound {
+			t.Fatalf("status %d for %q", rec.Code, body)
+		}
+	})
+}
+
+// FuzzKVTransferParams: a chat body carrying any kv_transfer_params is
+// answered or refused with a 4xx, never a 5xx or a panic.
+func FuzzKVTransferParams(f *testing.F) {
+	f.Add([]byte(`{"do_remote_decode":true}`))
+	f.Add([]byte(`{"do_remote_prefill":true,"remote_engine_id":"a","remote_request_id":"b","remote_host":"127.0.0.1","remote_port":1}`))
+	f.Add([]byte(`{"do_remote_prefill":true,"remote_port":"x"}`))
+	e, err := New(Config{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { e.Close() })
+	f.Fuzz(func(t *testing.T, params []byte) {
+		body := `{"model":"llama-3.1-8b","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"kv_transfer_params":` + string(params) + `}`
+		rec := httptest.NewRecorder()
+		e.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body)))
+		if rec.Code >= 500 {
+			t.Fatalf("status %d for %s: %s", rec.Code, params, rec.Body)
+		}
+	})
+}

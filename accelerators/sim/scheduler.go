@@ -35,7 +35,7 @@ type scheduler struct {
 	// leases hold prefilled requests' blocks for remote decoders, for
 	// leaseFor of wall time (now); linkBandwidth prices pulls (0: the
 	// accelerator's host link).
-	leases        map[string]*lease
+	leases        *leaseTable
 	leaseFor      time.Duration
 	now           func() time.Time
 	linkBandwidth float64
@@ -56,7 +56,7 @@ func newScheduler(cfg *Config, acc accelerators.Accelerator, model accelerators.
 		maxBatched:    cfg.MaxBatchedTokens,
 		kv:            kv,
 		metrics:       m,
-		leases:        map[string]*lease{},
+		leases:        &leaseTable{m: map[string]*lease{}},
 		leaseFor:      cfg.leaseDuration(),
 		now:           time.Now,
 		linkBandwidth: cfg.KVLinkBandwidth,

@@ -50,7 +50,7 @@ func checkInvariants(t testing.TB, s *scheduler) {
 			refs[id]++
 		}
 	}
-	for _, l := range s.leases {
+	for _, l := range s.leases.m {
 		for _, id := range l.blocks {
 			refs[id]++
 		}
