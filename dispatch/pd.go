@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -225,8 +226,7 @@ func (t *Turn) prefill(ctx context.Context, prefillers []*pools.Endpoint) ([]byt
 				CompletionTokens: usage.CompletionTokens, TTFT: took,
 			})
 			d.pdm.prefillLeg.Observe(took.Seconds())
-			fields["kv_transfer_params"] = params
-			decode, err := json.Marshal(fields)
+			decode, err := decodeBody(spec.Body, fields, params)
 			if err != nil {
 				return nil, false
 			}
@@ -299,6 +299,31 @@ func prefillBody(fields map[string]json.RawMessage) ([]byte, error) {
 	}
 	delete(leg, "stream_options")
 	return json.Marshal(leg)
+}
+
+// decodeBody is the decode leg: the client's body with params added, by
+// splicing them in before its closing brace (the client's bytes as they
+// came) unless the client sent kv_transfer_params of its own, which are
+// replaced.
+func decodeBody(body []byte, fields map[string]json.RawMessage, params json.RawMessage) ([]byte, error) {
+	if _, own := fields["kv_transfer_params"]; own {
+		fields["kv_transfer_params"] = params
+		defer delete(fields, "kv_transfer_params")
+		return json.Marshal(fields)
+	}
+	head := bytes.TrimRight(body, " \t\r\n")
+	if len(head) == 0 || head[len(head)-1] != '}' {
+		return nil, errors.New("dispatch: request body is not a JSON object")
+	}
+	head = bytes.TrimRight(head[:len(head)-1], " \t\r\n")
+	out := make([]byte, 0, len(head)+len(params)+24)
+	out = append(out, head...)
+	if len(fields) > 0 {
+		out = append(out, ',')
+	}
+	out = append(out, `"kv_transfer_params":`...)
+	out = append(out, params...)
+	return append(out, '}'), nil
 }
 
 // pdUsage is the usage the client sees of a disaggregated turn: the

@@ -16,7 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/kv"
 	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/prompt"
 )
 
 // leg is one request an engine received.
@@ -78,6 +80,11 @@ type pdFixture struct {
 
 func newPDFixture(t *testing.T, prefillers, decoders int, pcfg sim.Config) *pdFixture {
 	t.Helper()
+	return newPDFixtureWith(t, prefillers, decoders, pcfg, func(*pools.Registry) affinity.Policy { return &affinity.RoundRobin{} })
+}
+
+func newPDFixtureWith(t *testing.T, prefillers, decoders int, pcfg sim.Config, policy func(*pools.Registry) affinity.Policy) *pdFixture {
+	t.Helper()
 	f := &pdFixture{metrics: prometheus.NewRegistry()}
 	pool := func(name, role string, n int, cfg sim.Config) ([]*simEngine, pools.PoolConfig) {
 		pc := pools.PoolConfig{Name: name, Role: role, ServedModels: []string{testModel}}
@@ -106,7 +113,7 @@ func newPDFixture(t *testing.T, prefillers, decoders int, pcfg sim.Config) *pdFi
 		}
 	}
 	pd := affinity.PDConfig{UncachedTokens: 256, PrefillTimeout: 5 * time.Second}
-	f.d, err = New(Options{Registry: reg, Policy: &affinity.RoundRobin{}, Logger: slog.New(slog.DiscardHandler), Metrics: f.metrics, PD: &pd})
+	f.d, err = New(Options{Registry: reg, Policy: policy(reg), Logger: slog.New(slog.DiscardHandler), Metrics: f.metrics, PD: &pd})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,6 +257,46 @@ func TestPDShortPromptStaysOnDecoder(t *testing.T) {
 	}
 }
 
+// TestPDWarmDecoderPrefillsItself: with the cache-aware policy, the next
+// turn of a conversation goes to the decoder holding its prefix, and only
+// the new tokens are uncached there: below the threshold, no prefill leg.
+func TestPDWarmDecoderPrefillsItself(t *testing.T) {
+	f := newPDFixtureWith(t, 1, 2, sim.Config{}, func(reg *pools.Registry) affinity.Policy {
+		p, err := affinity.NewPolicy(affinity.Config{}, affinity.Deps{Index: kv.NewIndex(kv.IndexOptions{})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	})
+	history := longPrompt(5, 2000)
+	turn := func(msgs []prompt.Message) *pools.Endpoint {
+		spec := pdSpec(history, false, "")
+		body, _ := json.Marshal(map[string]any{"model": testModel, "max_tokens": 12, "ignore_eos": true, "messages": msgs})
+		spec.Body, spec.PromptTokens = body, 0
+		spec.Prompt = &prompt.Prompt{Model: testModel, Messages: msgs}
+		tr, err := f.d.Begin(t.Context(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ep := tr.Endpoint()
+		readTurn(t, tr, false)
+		tr.End(nil)
+		return ep
+	}
+	first := []prompt.Message{{Role: "user", Content: history}}
+	ep1 := turn(first)
+	ep2 := turn(append(first, prompt.Message{Role: "assistant", Content: "ok"}, prompt.Message{Role: "user", Content: "and the tests?"}))
+	if ep1 != ep2 {
+		t.Errorf("second turn on %s, first on %s: want the decoder holding the prefix", ep2.ID, ep1.ID)
+	}
+	if n := len(f.prefill[0].received()); n != 1 {
+		t.Errorf("%d prefill legs, want 1 (the cold first turn)", n)
+	}
+	if d, l := testutil.ToFloat64(f.d.pdm.decisions.WithLabelValues(affinity.PDDisaggregated)), testutil.ToFloat64(f.d.pdm.decisions.WithLabelValues(affinity.PDCachedAtDecoder)); d != 1 || l != 1 {
+		t.Errorf("decisions: %v disaggregated, %v below threshold; want 1 and 1", d, l)
+	}
+}
+
 // TestPDPrefillerDown: a prefiller that is gone costs the turn nothing
 // but its prefill on the decoder.
 func TestPDPrefillerDown(t *testing.T) {
@@ -338,6 +385,25 @@ func TestPrefillBody(t *testing.T) {
 	if _, ok := fields["kv_transfer_params"]; ok {
 		t.Error("prefillBody changed the client's fields")
 	}
+	params := json.RawMessage(`{"do_remote_prefill":true}`)
+	for _, c := range []struct{ body, want string }{
+		{`{"model":"m","messages":[]}` + "\n", `{"model":"m","messages":[],"kv_transfer_params":{"do_remote_prefill":true}}`},
+		{`{ }`, `{"kv_transfer_params":{"do_remote_prefill":true}}`},
+		{`{"kv_transfer_params":{"x":1},"model":"m"}`, `{"kv_transfer_params":{"do_remote_prefill":true},"model":"m"}`},
+	} {
+		f, err := bodyFields([]byte(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeBody([]byte(c.body), f, params)
+		if err != nil || string(got) != c.want {
+			t.Errorf("decodeBody(%s) = %s, %v; want %s", c.body, got, err, c.want)
+		}
+		var v map[string]json.RawMessage
+		if err := json.Unmarshal(got, &v); err != nil || string(v["kv_transfer_params"]) != string(params) {
+			t.Errorf("decodeBody(%s) does not decode to the params: %s", c.body, got)
+		}
+	}
 	for _, bad := range []string{`[]`, `null`, `{"a":`} {
 		if _, err := bodyFields([]byte(bad)); err == nil {
 			t.Errorf("bodyFields(%s): no error", bad)
@@ -368,4 +434,25 @@ func FuzzPrefillAnswer(f *testing.F) {
 			t.Fatal("no error and no params")
 		}
 	})
+}
+
+// BenchmarkPrefillLegBody: building a P/D turn's two bodies from an
+// 8k-token chat request, once per disaggregated turn.
+func BenchmarkPrefillLegBody(b *testing.B) {
+	body := pdSpec(longPrompt(1, 8192), true, `,"stream_options":{"include_usage":true}`).Body
+	params := json.RawMessage(`{"do_remote_prefill":true,"do_remote_decode":false,"remote_block_ids":[1,2,3],"remote_engine_id":"e","remote_request_id":"r","remote_host":"h","remote_port":1,"tp_size":1}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		fields, err := bodyFields(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := prefillBody(fields); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := decodeBody(body, fields, params); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
