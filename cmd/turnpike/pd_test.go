@@ -75,6 +75,17 @@ func TestSDKOverPD(t *testing.T) {
 	if chat.Choices[0].Message.Content == "" || chat.Usage.PromptTokens < 2000 {
 		t.Errorf("chat: %q, usage %+v", chat.Choices[0].Message.Content, chat.Usage)
 	}
+	// The same prompt again: the decoder holds it now (the pulled KV entered
+	// its prefix cache), so it serves the turn alone, from cache.
+	again, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model: defaultSimServedModel, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(long(1))}, MaxTokens: openai.Int(10),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := again.Usage.PromptTokensDetails.CachedTokens; c < again.Usage.PromptTokens-16 {
+		t.Errorf("repeated prompt: %d of %d cached, want the decoder's hit", c, again.Usage.PromptTokens)
+	}
 
 	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
 		Model: defaultSimServedModel, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(long(2))}, MaxTokens: openai.Int(10),
@@ -120,6 +131,9 @@ func TestSDKOverPD(t *testing.T) {
 
 	if n := metric(t, "http://"+st.addr+"/metrics", `turnpike_pd_decisions_total{reason="disaggregated"}`); n != 4 {
 		t.Errorf("%v disaggregated turns, want 4", n)
+	}
+	if n := metric(t, "http://"+st.addr+"/metrics", `turnpike_pd_decisions_total{reason="below_threshold"}`); n != 1 {
+		t.Errorf("%v turns left on the warm decoder, want 1", n)
 	}
 	urls := st.fleet.URLs() // prefill first, then decode
 	if n := metric(t, urls[1]+"/metrics", `vllm:nixl_xfer_time_seconds_count{model_name="`+defaultSimServedModel+`"}`); n != 4 {
