@@ -456,3 +456,34 @@ func BenchmarkPrefillLegBody(b *testing.B) {
 		}
 	}
 }
+
+// TestPDUsageReportsPrefillerCache: a cold decoder pulls the whole prompt
+// (it computes none, caches none); the client is told what the turn's
+// prefill found cached, at the prefiller.
+func TestPDUsageReportsPrefillerCache(t *testing.T) {
+	// Three decoders: round-robin's counter also turns for the prefill
+	// pick, so the second turn lands on another decoder.
+	f := newPDFixture(t, 1, 3, sim.Config{})
+	content := longPrompt(6, 2000)
+	var eps []*pools.Endpoint
+	var usages []Usage
+	for range 2 {
+		tr, err := f.d.Begin(t.Context(), pdSpec(content, true, `,"stream_options":{"include_usage":true}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, u := readTurn(t, tr, true)
+		eps = append(eps, tr.Endpoint())
+		usages = append(usages, u)
+		tr.End(nil)
+	}
+	if eps[0] == eps[1] {
+		t.Fatalf("both turns on %s: the test needs the second on a cold decoder", eps[0].ID)
+	}
+	if c := usages[0].PromptTokensDetails.CachedTokens; c != 0 {
+		t.Errorf("first turn: %d cached, want 0 (cold prefiller)", c)
+	}
+	if u := usages[1]; u.PromptTokensDetails.CachedTokens < u.PromptTokens-32 {
+		t.Errorf("second turn: %d of %d cached, want the prefiller's hit though its decoder held nothing", u.PromptTokensDetails.CachedTokens, u.PromptTokens)
+	}
+}
