@@ -102,7 +102,7 @@ func (ServesModel) Filter(c *Cycle, candidates []*pools.Endpoint) []*pools.Endpo
 	model := c.Request.Model
 	n := 0
 	for _, ep := range candidates {
-		if servesWhole(ep, model) {
+		if servesRole(ep, model, c.Request.Prefill) {
 			candidates[n] = ep
 			n++
 		}
@@ -110,12 +110,14 @@ func (ServesModel) Filter(c *Cycle, candidates []*pools.Endpoint) []*pools.Endpo
 	return candidates[:n]
 }
 
-func servesWhole(ep *pools.Endpoint, model string) bool {
+// servesRole: ep serves model and the leg (a prefill leg on prefill
+// pools; a whole request or a decode leg on both and decode pools).
+func servesRole(ep *pools.Endpoint, model string, prefill bool) bool {
 	p := ep.Pool
 	if p == nil {
 		return true // an endpoint outside any pool: nothing to check against
 	}
-	if r := p.Config.Role; r != "" && r != pools.RoleBoth {
+	if r := p.Config.Role; prefill != (r == pools.RolePrefill) {
 		return false
 	}
 	return model == "" || p.Serves(model)

@@ -33,6 +33,8 @@ type Request struct {
 	// for them (see NeedsHashes); nil otherwise. The gateway owns the
 	// slice and must keep it unchanged until the last Done.
 	Hashes []kv.BlockHash
+	// Prefill: the pick is a prefill leg's, among prefill endpoints.
+	Prefill bool
 
 	// Routing is what the last Pick decided, kept here for Done. The
 	// policy writes it; the gateway leaves it alone.

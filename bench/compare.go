@@ -24,6 +24,12 @@ type Ratio struct {
 	// policy's TTFT is, in percent of the baseline's (negative: higher).
 	TTFTP50ReductionPct float64 `json:"ttft_p50_reduction_pct"`
 	TTFTP99ReductionPct float64 `json:"ttft_p99_reduction_pct"`
+	// ITLP99LowerX is the baseline's ITL p99 over the policy's: how many
+	// times lower the policy's tail inter-token latency is.
+	ITLP99LowerX float64 `json:"itl_p99_lower_x"`
+	// EngineITLP99LowerX is the same of the engines' own ITL p99 (their
+	// histograms), 0 when either run has none.
+	EngineITLP99LowerX float64 `json:"engine_itl_p99_lower_x,omitempty"`
 	// ThroughputX is output tokens/s over the baseline's.
 	ThroughputX float64 `json:"throughput_x"`
 	// HitRateX is the engines' prefix-cache hit rate over the baseline's.
@@ -100,11 +106,21 @@ func (c *Comparison) computeRatios() {
 			Policy:              r.Policy,
 			TTFTP50ReductionPct: reduction(base.Total.TTFT.P50Ms, r.Total.TTFT.P50Ms),
 			TTFTP99ReductionPct: reduction(base.Total.TTFT.P99Ms, r.Total.TTFT.P99Ms),
+			ITLP99LowerX:        ratio(base.Total.ITL.P99Ms, r.Total.ITL.P99Ms),
+			EngineITLP99LowerX:  ratio(engineITLP99(base), engineITLP99(r)),
 			ThroughputX:         ratio(r.Total.OutputTokensPerSec, base.Total.OutputTokensPerSec),
 			HitRateX:            ratio(hitRate(r), hitRate(base)),
 			CachedShareX:        ratio(r.Total.CachedTokenShare, base.Total.CachedTokenShare),
 		})
 	}
+}
+
+// engineITLP99 is the engines' own ITL p99 of r, 0 when unknown.
+func engineITLP99(r *Result) float64 {
+	if r.Engines == nil {
+		return 0
+	}
+	return r.Engines.ITLP99Ms
 }
 
 // hitRate is the engines' hit rate of r, 0 when unknown.

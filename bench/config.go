@@ -165,6 +165,8 @@ type Config struct {
 	Trace     TraceConfig     `json:"trace" yaml:"trace"`
 	Isolation IsolationConfig `json:"isolation" yaml:"isolation"`
 	Chaos     ChaosConfig     `json:"chaos" yaml:"chaos"`
+	// LongPrompt is the long-prompt workload (WorkloadLongPrompt).
+	LongPrompt LongPromptConfig `json:"long_prompt" yaml:"long_prompt"`
 }
 
 // AgenticConfig shapes the agentic workload: tenants with a shared system
@@ -296,6 +298,7 @@ func (c *Config) EnsureDefaults() {
 	setDefault(&c.Model, DefaultModel)
 	setDefault(&c.Seed, DefaultSeed)
 	setDefault(&c.RequestTimeout, Duration(DefaultRequestTimeout))
+	c.LongPrompt.ensureDefaults()
 
 	a := &c.Agentic
 	setDefault(&a.Sessions, DefaultSessions)
@@ -347,10 +350,11 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("bench: "+format, args...))
 	}
 	switch c.Workload {
-	case WorkloadAgentic, WorkloadTrace, WorkloadIsolation, WorkloadChaos:
+	case WorkloadAgentic, WorkloadTrace, WorkloadIsolation, WorkloadChaos, WorkloadLongPrompt:
 	default:
-		bad("workload %q: want agentic, trace, isolation or chaos", c.Workload)
+		bad("workload %q: want agentic, trace, isolation, chaos or long-prompt", c.Workload)
 	}
+	c.LongPrompt.validate(bad)
 	switch c.API {
 	case APIResponses, APIChat:
 	default:

@@ -50,6 +50,12 @@ func ParseEngineMetrics(r io.Reader) (EngineMetrics, error) {
 	out := EngineMetrics{}
 	for name, f := range fams {
 		key := strings.TrimSuffix(name, "_total")
+		if f.GetType() == dto.MetricType_HISTOGRAM && (name == vllmITL || name == sglangITL) {
+			for _, m := range f.GetMetric() {
+				addBuckets(out, name, m)
+			}
+			continue
+		}
 		for _, m := range f.GetMetric() {
 			v, ok := sampleValue(f.GetType(), m)
 			if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
@@ -113,6 +119,11 @@ type EngineCache struct {
 	// the mean of all engines': 1 is perfectly even, the engine count is
 	// everything on one engine. 0 when nothing was counted.
 	LoadSpread float64 `json:"load_spread,omitempty"`
+	// ITLP50Ms and ITLP99Ms are the engines' own inter-token latency over
+	// the run, from their histograms (in the engines' clock: simulated
+	// time for the simulator); 0 when none exported one.
+	ITLP50Ms float64 `json:"itl_p50_ms,omitempty"`
+	ITLP99Ms float64 `json:"itl_p99_ms,omitempty"`
 	// Errors lists scrapes that failed; the figures cover the rest.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -219,8 +230,9 @@ func engineDelta(before, after []EngineMetrics, errs []string) *EngineCache {
 	case rateN > 0:
 		ec.HitRate = rateSum / float64(rateN)
 	}
+	engineITL(ec, before, after)
 	// Engines can export anything; keep the result marshalable.
-	for _, p := range []*float64{&ec.HitRate, &ec.QueriedTokens, &ec.HitTokens, &ec.PromptTokens, &ec.GenerationTokens, &ec.LoadSpread} {
+	for _, p := range []*float64{&ec.ITLP50Ms, &ec.ITLP99Ms, &ec.HitRate, &ec.QueriedTokens, &ec.HitTokens, &ec.PromptTokens, &ec.GenerationTokens, &ec.LoadSpread} {
 		if math.IsNaN(*p) || math.IsInf(*p, 0) {
 			*p = 0
 		}

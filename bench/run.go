@@ -120,6 +120,8 @@ func run(ctx context.Context, cfg Config, target Target, label string) (*Result,
 		return runIsolation(ctx, cfg, target, label)
 	case WorkloadChaos:
 		return runChaos(ctx, cfg, target, label)
+	case WorkloadLongPrompt:
+		return runLongPrompt(ctx, cfg, target, label)
 	default:
 		sessions := PlanAgentic(cfg)
 		res, samples := measure(ctx, cfg, target, label, len(sessions)*cfg.Agentic.TurnsPerSession, func(ctx context.Context, r *runner) {

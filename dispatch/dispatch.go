@@ -61,6 +61,9 @@ type Options struct {
 	// Metrics is where the dispatcher registers its collectors; nil
 	// registers none.
 	Metrics prometheus.Registerer
+	// PD tunes prefill/decode disaggregation of the models that prefill
+	// and decode pools serve (see sendPD); nil means the defaults.
+	PD *affinity.PDConfig
 }
 
 // Dispatcher runs turns on the fleet. Build it with New.
@@ -86,6 +89,11 @@ type Dispatcher struct {
 	retries       prometheus.Counter
 	migrations    *prometheus.CounterVec
 	resumedTokens prometheus.Counter
+	// pd decides disaggregation for pdModels, the models with prefill and
+	// decode pools; pdm are its metrics.
+	pd       affinity.PDConfig
+	pdModels map[string]bool
+	pdm      *pdMetrics
 }
 
 // New builds a Dispatcher. It starts nothing.
@@ -130,11 +138,21 @@ func New(opts Options) (*Dispatcher, error) {
 	if d.log == nil {
 		d.log = slog.Default()
 	}
+	if opts.PD != nil {
+		d.pd = *opts.PD
+	}
+	d.pd.EnsureDefaults()
+	if err := d.pd.Validate(); err != nil {
+		return nil, err
+	}
+	d.pdModels = map[string]bool{}
+	d.pdm = newPDMetrics()
 	for _, m := range opts.Registry.Models() {
 		d.capacity[m] = turns.NewModelCapacity(opts.Registry, m)
+		d.pdModels[m] = opts.Registry.Disaggregated(m)
 	}
 	if opts.Metrics != nil {
-		for _, c := range []prometheus.Collector{d.retries, d.migrations, d.resumedTokens} {
+		for _, c := range append([]prometheus.Collector{d.retries, d.migrations, d.resumedTokens}, d.pdm.collectors()...) {
 			if err := opts.Metrics.Register(c); err != nil {
 				return nil, fmt.Errorf("dispatch: %w", err)
 			}
@@ -277,7 +295,11 @@ func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error)
 		t.bufs.hashes = d.hasher.HashTokens(t.bufs.hashes[:0], spec.Model, t.tokens)
 		t.route.Hashes = t.bufs.hashes
 	}
-	if err := t.send(ctx, spec.Body, nil); err != nil {
+	send := t.send
+	if d.pdModels[spec.Model] {
+		send = func(ctx context.Context, _ []byte, _ *pools.Endpoint) error { return t.sendPD(ctx) }
+	}
+	if err := send(ctx, spec.Body, nil); err != nil {
 		return nil, err
 	}
 	if t.resp.StatusCode >= 300 {
@@ -330,11 +352,19 @@ func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) e
 	if len(candidates) == 0 {
 		return d.modelNotFound(spec.Model)
 	}
-	header := engineHeader(spec)
+	header := t.header
+	if header == nil {
+		header = engineHeader(spec)
+	}
 	tokens := int64(t.route.PromptTokens + t.route.ExpectedOutputTokens)
 	var lastErr error
 	for attempt := 0; attempt <= d.reg.Options().MaxRetries && len(candidates) > 0; attempt++ {
-		ep, err := d.policy.Pick(ctx, &t.route, candidates)
+		// A decoder picked before the P/D decision takes the first attempt.
+		ep, err := t.picked, error(nil)
+		t.picked = nil
+		if ep == nil {
+			ep, err = d.policy.Pick(ctx, &t.route, candidates)
+		}
 		if err != nil {
 			if lastErr != nil {
 				return lastErr

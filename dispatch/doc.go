@@ -14,6 +14,14 @@
 // endpoint while no byte of the answer has arrived. An engine that refuses
 // the request (a 4xx) ends the turn there with an *EngineError.
 //
+// For a model that prefill and decode pools serve (pools' roles), Begin
+// disaggregates (pd.go): it picks the decoder, asks affinity's P/D
+// decider whether the prompt's tokens not cached there are worth a
+// prefill leg, sends that leg to a prefiller shaped as vLLM's proxy does,
+// then the decode leg with the kv_transfer_params the prefiller answered.
+// A failed prefill falls back to a local prefill on the decoder; the Turn
+// is the decode leg's, and reports the prefiller's cached tokens.
+//
 // # Request lifecycle and ownership
 //
 // Begin returns a *Turn that owns the engine's response. Its caller reads

@@ -57,6 +57,13 @@ type Turn struct {
 
 	resp *http.Response
 	ep   *pools.Endpoint
+	// header, when set, is sent to every leg's engine (P/D: the same
+	// X-Request-Id on both); pd is a disaggregated turn's prefill leg.
+	header http.Header
+	pd     *pdLeg
+	// picked, when set, is the endpoint send tries first instead of
+	// picking (the decoder the P/D decision was made for).
+	picked *pools.Endpoint
 
 	start, firstData time.Time
 	usage            Usage
@@ -208,7 +215,7 @@ func (t *Turn) scan(raw []byte) Line {
 	l.Done = bytes.Equal(l.Data, []byte("[DONE]"))
 	if len(l.Data) > 0 && l.Data[0] == '{' && bytes.Contains(l.Data, []byte(`"usage"`)) {
 		l.Usage = t.readUsage(l.Data)
-		if l.Usage && t.priorCompletion > 0 {
+		if l.Usage && (t.priorCompletion > 0 || t.pd != nil) {
 			t.rewriteUsage(&l)
 		}
 	}
@@ -228,6 +235,9 @@ func (t *Turn) readUsage(data []byte) bool {
 		// A continued answer: the last leg counted only its own part.
 		t.usage = t.combinedUsage(t.usage)
 	}
+	if t.pd != nil {
+		t.pdUsage()
+	}
 	return true
 }
 
@@ -242,7 +252,9 @@ func (t *Turn) ReadAll() ([]byte, error) {
 			return nil, fmt.Errorf("%w: %s: answer larger than %d bytes", pools.ErrUpstream, t.ep.ID, MaxAnswerBytes)
 		}
 		if err == nil {
-			t.readUsage(b)
+			if t.readUsage(b) && t.pd != nil {
+				b = t.pdRewrite(b)
+			}
 			return b, nil
 		}
 		if cerr := t.ctx.Err(); cerr != nil {
@@ -317,6 +329,11 @@ func (t *Turn) End(err error) {
 		o.PromptTokens = t.usage.PromptTokens
 		o.CompletionTokens = t.usage.CompletionTokens
 		o.CachedTokens = t.usage.PromptTokensDetails.CachedTokens
+	}
+	if t.pd != nil {
+		t.pdEnd()
+		// The decoder computed none of the prompt: it pulled it.
+		o.CachedTokens = o.PromptTokens
 	}
 	t.release(o, true)
 }

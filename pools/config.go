@@ -51,8 +51,12 @@ type PoolConfig struct {
 	Model string `yaml:"model" json:"model"`
 	// ServedModels are the model names clients ask for. Required.
 	ServedModels []string `yaml:"servedModels" json:"servedModels"`
-	// Role is "both" (default). "prefill" and "decode" are reserved for
-	// prefill/decode disaggregation and rejected until it is built.
+	// Role is "both" (default: whole requests), "decode" or "prefill".
+	// For a model served by prefill and decode pools, the gateway sends a
+	// long turn's prefill to a prefill endpoint and its decode, with the
+	// KV transfer params the prefill answered, to a decode endpoint
+	// (routing.pd). Decode endpoints also take whole requests; prefill
+	// endpoints only prefill legs, so a model needs a both or decode pool.
 	Role string `yaml:"role" json:"role"`
 	// Endpoints are the replicas. At least one.
 	Endpoints []EndpointConfig `yaml:"endpoints" json:"endpoints"`
@@ -152,6 +156,31 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
+// prefillOnly reports the models only prefill pools serve: nothing
+// could decode them.
+func prefillOnly(pcs []PoolConfig) []error {
+	var errs []error
+	whole := map[string]bool{}
+	for _, pc := range pcs {
+		if pc.Role != RolePrefill {
+			for _, m := range pc.ServedModels {
+				whole[m] = true
+			}
+		}
+	}
+	for i, pc := range pcs {
+		if pc.Role != RolePrefill {
+			continue
+		}
+		for _, m := range pc.ServedModels {
+			if !whole[m] {
+				errs = append(errs, FieldErrorf(fmt.Sprintf("pools[%d].role", i), "prefill pool %q serves %q, which no decode or both pool serves", pc.Name, m))
+			}
+		}
+	}
+	return errs
+}
+
 // ValidatePools reports every problem in a pool list at once, each a
 // FieldError.
 func ValidatePools(pcs []PoolConfig) error {
@@ -178,11 +207,7 @@ func ValidatePools(pcs []PoolConfig) error {
 			bad(where+".engine", "%q is not vllm or sglang", pc.Engine)
 		}
 		switch pc.Role {
-		case "", RoleBoth:
-		case RolePrefill, RoleDecode:
-			// Accepting these and then serving nothing from the pool would
-			// list its models and answer 404 for them.
-			bad(where+".role", "%q is not supported: pools serve whole requests (role both); prefill/decode disaggregation is not built", pc.Role)
+		case "", RoleBoth, RolePrefill, RoleDecode:
 		default:
 			bad(where+".role", "%q is not both, prefill or decode", pc.Role)
 		}
@@ -218,5 +243,6 @@ func ValidatePools(pcs []PoolConfig) error {
 			}
 		}
 	}
+	errs = append(errs, prefillOnly(pcs)...)
 	return errors.Join(errs...)
 }

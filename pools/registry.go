@@ -115,14 +115,38 @@ func (r *Registry) PoolsFor(model string) []*Pool {
 }
 
 // EndpointsFor appends to dst every endpoint of every pool serving model
-// with a role that can take a whole request (both), and returns it.
+// with a role that can take a whole request or a decode leg (both,
+// decode), and returns it.
 func (r *Registry) EndpointsFor(dst []*Endpoint, model string) []*Endpoint {
 	for _, p := range r.Pools {
-		if p.Config.Role == RoleBoth && p.Serves(model) {
+		if p.Config.Role != RolePrefill && p.Serves(model) {
 			dst = append(dst, p.Endpoints...)
 		}
 	}
 	return dst
+}
+
+// PrefillEndpointsFor appends to dst every endpoint of the prefill pools
+// serving model, and returns it.
+func (r *Registry) PrefillEndpointsFor(dst []*Endpoint, model string) []*Endpoint {
+	for _, p := range r.Pools {
+		if p.Config.Role == RolePrefill && p.Serves(model) {
+			dst = append(dst, p.Endpoints...)
+		}
+	}
+	return dst
+}
+
+// Disaggregated reports whether model has prefill pools and decode pools.
+func (r *Registry) Disaggregated(model string) bool {
+	var prefill, decode bool
+	for _, p := range r.Pools {
+		if p.Serves(model) {
+			prefill = prefill || p.Config.Role == RolePrefill
+			decode = decode || p.Config.Role == RoleDecode
+		}
+	}
+	return prefill && decode
 }
 
 // Models lists the union of the pools' served model names, sorted.

@@ -53,8 +53,9 @@ func (a *answer) usage() *usage {
 	return u
 }
 
-// whole is the non-streamed response; call it after done.
-func (a *answer) whole() any {
+// whole is the non-streamed response; call it after done. params, when
+// not nil, answer a prefill for a remote decoder.
+func (a *answer) whole(params *KVTransferParams) any {
 	out := &a.q.out
 	finish := out.finish
 	if !a.g.chat {
@@ -62,6 +63,8 @@ func (a *answer) whole() any {
 			ID: a.id, Object: "text_completion", Created: a.created, Model: a.e.cfg.ServedModelName,
 			Choices: []textChoice{{Text: out.text, FinishReason: &finish}},
 			Usage:   a.usage(),
+
+			KVTransferParams: params,
 		}
 	}
 	msg := &chatMessage{Role: "assistant"}
@@ -80,6 +83,8 @@ func (a *answer) whole() any {
 		ID: a.id, Object: "chat.completion", Created: a.created, Model: a.e.cfg.ServedModelName,
 		Choices: []chatChoice{{Message: msg, FinishReason: &finish}},
 		Usage:   a.usage(),
+
+		KVTransferParams: params,
 	}
 }
 

@@ -97,6 +97,9 @@ type ChatCompletionRequest struct {
 	// IgnoreEOS is vLLM's extension: generate exactly the maximum tokens.
 	IgnoreEOS bool `json:"ignore_eos,omitempty"`
 	N         *int `json:"n,omitempty"`
+	// KVTransferParams disaggregates prefill and decode (see
+	// KVTransferParams).
+	KVTransferParams *KVTransferParams `json:"kv_transfer_params,omitempty"`
 	// ContinueFinalMessage and AddGenerationPrompt are vLLM's chat
 	// template switches: continue_final_message renders the final
 	// (assistant) message open, so the answer continues its text in
@@ -122,6 +125,9 @@ type CompletionRequest struct {
 	MaxTokens     *int            `json:"max_tokens,omitempty"`
 	IgnoreEOS     bool            `json:"ignore_eos,omitempty"`
 	N             *int            `json:"n,omitempty"`
+	// KVTransferParams disaggregates prefill and decode (see
+	// KVTransferParams).
+	KVTransferParams *KVTransferParams `json:"kv_transfer_params,omitempty"`
 }
 
 // TokenizeRequest is the body of vLLM's POST /tokenize: either Prompt or
@@ -316,6 +322,8 @@ type chatCompletion struct {
 	Model   string       `json:"model"`
 	Choices []chatChoice `json:"choices"`
 	Usage   *usage       `json:"usage,omitempty"`
+	// KVTransferParams answers a prefill for a remote decoder.
+	KVTransferParams *KVTransferParams `json:"kv_transfer_params,omitempty"`
 }
 
 type chatChoice struct {
@@ -343,6 +351,8 @@ type textCompletion struct {
 	Model   string       `json:"model"`
 	Choices []textChoice `json:"choices"`
 	Usage   *usage       `json:"usage,omitempty"`
+	// KVTransferParams answers a prefill for a remote decoder.
+	KVTransferParams *KVTransferParams `json:"kv_transfer_params,omitempty"`
 }
 
 type textChoice struct {

@@ -14,6 +14,17 @@ const (
 	FlavorSGLang = "sglang"
 )
 
+// Roles of an engine in prefill/decode disaggregation, as vLLM's
+// kv_role: a prefill engine (kv_producer) holds the KV of a request sent
+// with kv_transfer_params do_remote_decode for a decoder to pull; a decode
+// engine (kv_consumer) pulls it instead of recomputing; both does either,
+// and every role still serves whole requests.
+const (
+	RoleBoth    = "both"
+	RolePrefill = "prefill"
+	RoleDecode  = "decode"
+)
+
 // Defaults applied by EnsureDefaults.
 const (
 	DefaultName                 = "sim"
@@ -27,6 +38,10 @@ const (
 	DefaultMaxTokens            = 256
 	DefaultDropAfter            = 4
 	DefaultKVEventsTopic        = "kv-events"
+	DefaultRole                 = RoleBoth
+	// DefaultKVLease is how long a prefill engine holds a request's KV
+	// blocks for a decoder to pull, in simulated time.
+	DefaultKVLease = 30 * time.Second
 )
 
 // DefaultErrorStatuses is the status drawn by ErrorRate when
@@ -81,6 +96,21 @@ type Config struct {
 	// cache up to the prompt, as with models whose chat templates drop
 	// past thinking. Completions are unchanged. Default false.
 	Reasoning bool
+
+	// Role is "both" (default), "prefill" or "decode": which side of a
+	// prefill/decode split the engine takes (see RoleBoth).
+	Role string
+	// KVLease is how long, in simulated time, a prefill engine holds the
+	// blocks of a do_remote_decode request for a decoder to pull; they
+	// are freed when pulled or when the lease runs out. Default 30s.
+	KVLease time.Duration
+	// KVLinkBandwidth is the bytes per second a decode engine pulls
+	// remote KV at. 0 means the accelerator's host link: GPUDirect RDMA
+	// (NIXL's path) goes through the NIC on that link.
+	KVLinkBandwidth float64
+	// AdvertiseHost, when set, is the host a prefill engine names as
+	// remote_host; otherwise the host the request was sent to.
+	AdvertiseHost string
 
 	// Fault injection, drawn per request from the engine's seeded random
 	// source; the x-sim-fault header forces one per request. All rates are
@@ -155,6 +185,12 @@ func (cfg *Config) EnsureDefaults() *Config {
 	if cfg.KVEventsTopic == "" {
 		cfg.KVEventsTopic = DefaultKVEventsTopic
 	}
+	if cfg.Role == "" {
+		cfg.Role = DefaultRole
+	}
+	if cfg.KVLease == 0 {
+		cfg.KVLease = DefaultKVLease
+	}
 	return cfg
 }
 
@@ -167,6 +203,17 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.Flavor != FlavorVLLM && cfg.Flavor != FlavorSGLang {
 		bad("flavor %q is not %q or %q", cfg.Flavor, FlavorVLLM, FlavorSGLang)
+	}
+	switch cfg.Role {
+	case RoleBoth, RolePrefill, RoleDecode:
+	default:
+		bad("role %q is not %q, %q or %q", cfg.Role, RoleBoth, RolePrefill, RoleDecode)
+	}
+	if cfg.KVLease < 0 {
+		bad("kv lease %v is negative", cfg.KVLease)
+	}
+	if cfg.KVLinkBandwidth < 0 {
+		bad("kv link bandwidth %v is negative", cfg.KVLinkBandwidth)
 	}
 	acc, accOK := accelerators.LookupAccelerator(cfg.Accelerator)
 	if !accOK {

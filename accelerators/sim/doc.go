@@ -33,6 +33,16 @@
 // crashes one (its connections cut, new ones refused) and Fleet.Restart
 // brings a fresh engine up on the same address.
 //
+// Config.Role splits prefill from decode as vLLM's NIXL connector does
+// (pd.go, KVTransferParams): a prefill engine answers a request carrying
+// kv_transfer_params do_remote_decode with the params a decoder needs and
+// holds its blocks under a lease (Config.KVLease); a decode engine given
+// those params claims the lease over the prefiller's side channel
+// (PullPath) and spends the transfer — the prompt's KV bytes at the link
+// bandwidth — beside its batch instead of recomputing. A both engine does
+// either, and mixes prefill chunks with decodes in its steps, so a long
+// prefill lengthens every running stream's inter-token gap.
+//
 // # Concurrency model
 //
 // Each engine runs one loop goroutine that owns the scheduler, the KV
@@ -57,5 +67,10 @@
 // preempted and recomputed later, mostly from the cache. The loop ends the
 // sequence exactly once, with finish: success, the client gone (the handler
 // marked it cancelled), or the engine closed. Its blocks return to the
-// cache, unreferenced, and leave only by LRU eviction.
+// cache, unreferenced, and leave only by LRU eviction — unless the
+// sequence holds a lease for a remote decoder: then the loop keeps the
+// references until the lease is claimed (a pull, answered by the
+// handler from the lease table at once; the loop frees the blocks at its
+// next iteration) or expires (swept each iteration, with a timer when
+// idle).
 package sim

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -46,8 +47,11 @@ type Engine struct {
 		inbox  []*sequence
 		closed bool
 	}
-	wake      chan struct{} // capacity 1: the inbox has sequences
-	resets    chan chan struct{}
+	wake   chan struct{} // capacity 1: the inbox has sequences, or a lease was claimed
+	resets chan chan struct{}
+	// engineID names this engine instance to decoders (remote_engine_id):
+	// a restarted engine holds none of its predecessor's leases.
+	engineID  string
 	quit      chan struct{}
 	stopped   chan struct{}
 	closeOnce sync.Once
@@ -105,6 +109,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.healthy.Store(true)
 	e.faults.rand = rand.New(rand.NewPCG(cfg.Seed, 0x7475726e70696b65))
+	e.engineID = fmt.Sprintf("%s-%016x", cfg.Name, rand.Uint64())
 	if cfg.KVEventsAddr != "" {
 		pub, err := newKVPublisher(cfg.KVEventsAddr, cfg.KVEventsTopic)
 		if err != nil {
@@ -232,17 +237,31 @@ func (e *Engine) run() {
 			e.sched.enqueue(q)
 		}
 		clear(inbox)
+		e.sched.releaseClaimed()
+		nextExpiry := e.sched.expireLeases()
 		dur := e.sched.schedule()
-		if len(e.sched.batch) == 0 {
+		if len(e.sched.batch) == 0 && dur == 0 {
 			e.publishStats(false)
 			idleFrom := time.Now()
+			var expiry <-chan time.Time
+			if !nextExpiry.IsZero() {
+				timer.Reset(time.Until(nextExpiry))
+				expiry = timer.C
+			}
 			select {
 			case <-e.quit:
 				return
 			case <-e.wake:
+			case <-expiry:
 			case done := <-e.resets:
 				e.resetPrefixCache()
 				close(done)
+			}
+			if expiry != nil && !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
 			}
 			if scale > 0 {
 				e.sched.clock += time.Duration(float64(time.Since(idleFrom)) / scale)

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"time"
+
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,6 +70,8 @@ type metrics struct {
 	promptTokens            prometheus.Counter
 	generationTokens        prometheus.Counter
 	ttft, itl, e2e          prometheus.Observer
+	// xferTime and xferBytes are remote KV pulls (vLLM's NIXL series).
+	xferTime, xferBytes prometheus.Observer
 
 	// Totals behind the sglang hit rate, owned by the engine loop.
 	queried, hit float64
@@ -119,7 +123,15 @@ func newMetrics(flavor, model string, blockSize, numBlocks int) *metrics {
 	m.ttft = hist(n.ttft, "Histogram of time to first token in seconds.", ttftBuckets)
 	m.itl = hist(n.itl, "Histogram of inter-token latency in seconds.", itlBuckets)
 	m.e2e = hist(n.e2e, "Histogram of end to end request latency in seconds.", e2eBuckets)
+	m.xferTime = hist("vllm:nixl_xfer_time_seconds", "Histogram of transfer duration for KV cache pulls from a prefill engine, in seconds.", ttftBuckets)
+	m.xferBytes = hist("vllm:nixl_bytes_transferred", "Histogram of bytes transferred per KV cache pull.", prometheus.ExponentialBuckets(1<<20, 4, 10))
 	return m
+}
+
+// kvTransfer counts one remote KV pull.
+func (m *metrics) kvTransfer(d time.Duration, bytes float64) {
+	m.xferTime.Observe(d.Seconds())
+	m.xferBytes.Observe(bytes)
 }
 
 // admitted counts a request's prompt against the prefix cache.

@@ -31,6 +31,14 @@ type scheduler struct {
 	hits []int32
 	// clock is simulated time: the sum of step durations plus idle time.
 	clock time.Duration
+
+	// leases hold prefilled requests' blocks for remote decoders, for
+	// leaseFor of wall time (now); linkBandwidth prices pulls (0: the
+	// accelerator's host link).
+	leases        *leaseTable
+	leaseFor      time.Duration
+	now           func() time.Time
+	linkBandwidth float64
 }
 
 // scheduled is one sequence's share of a step: n tokens to compute.
@@ -41,13 +49,17 @@ type scheduled struct {
 
 func newScheduler(cfg *Config, acc accelerators.Accelerator, model accelerators.Model, kv *kvCache, m *metrics) *scheduler {
 	return &scheduler{
-		acc:        acc,
-		model:      model,
-		blockSize:  cfg.BlockSize,
-		maxSeqs:    cfg.MaxNumSeqs,
-		maxBatched: cfg.MaxBatchedTokens,
-		kv:         kv,
-		metrics:    m,
+		acc:           acc,
+		model:         model,
+		blockSize:     cfg.BlockSize,
+		maxSeqs:       cfg.MaxNumSeqs,
+		maxBatched:    cfg.MaxBatchedTokens,
+		kv:            kv,
+		metrics:       m,
+		leases:        &leaseTable{m: map[string]*lease{}},
+		leaseFor:      cfg.leaseDuration(),
+		now:           time.Now,
+		linkBandwidth: cfg.KVLinkBandwidth,
 	}
 }
 
@@ -66,6 +78,13 @@ func (s *scheduler) schedule() time.Duration {
 	preempted := false
 	for i := 0; i < len(s.running) && budget > 0; i++ {
 		q := s.running[i]
+		if q.loading {
+			if s.clock < q.loadUntil {
+				continue // its KV is still on the wire
+			}
+			q.loading = false
+			s.store(q)
+		}
 		n := min(q.numTokens()-q.computed, budget)
 		for !s.growBlocks(q, q.computed+n) {
 			// Out of blocks: preempt the newest running sequence (it may be
@@ -95,6 +114,10 @@ func (s *scheduler) schedule() time.Duration {
 		s.waiting[n] = nil
 		s.waiting = s.waiting[:n]
 	}
+	if len(s.batch) == 0 {
+		// Nothing to compute, but a pull may be under way: wait for it.
+		return s.loadWait()
+	}
 	return s.stepTime()
 }
 
@@ -119,6 +142,9 @@ func (s *scheduler) admit(q *sequence, budget *int) bool {
 	}
 	hits := len(s.hits)
 	computed := hits * bs
+	if q.remote > computed && !q.admitted {
+		return s.admitRemote(q, hits, idle)
+	}
 	n := min(q.numTokens()-computed, *budget)
 	need := ceilDiv(computed+n, bs) - hits
 	if need > s.kv.available()-idle {
@@ -139,6 +165,35 @@ func (s *scheduler) admit(q *sequence, budget *int) bool {
 	s.running = append(s.running, q)
 	s.batch = append(s.batch, scheduled{q, n})
 	*budget -= n
+	return true
+}
+
+// admitRemote starts q, whose prompt a prefill engine computed: it takes
+// blocks for the whole prompt and pulls the KV its prefix cache lacks at
+// the link bandwidth, outside the step's token budget (the transfer runs
+// beside the batch, as NIXL's reads do). Once the KV is in, q computes
+// its last prompt token and decodes.
+func (s *scheduler) admitRemote(q *sequence, hits, idle int) bool {
+	need := ceilDiv(q.numTokens(), s.blockSize) - hits
+	if need > s.kv.available()-idle {
+		return false
+	}
+	for _, id := range s.hits {
+		s.kv.touch(id)
+		q.blocks = append(q.blocks, id)
+	}
+	computed := hits * s.blockSize
+	q.stored = hits
+	s.growBlocks(q, q.numTokens())
+	q.admitted = true
+	q.cachedTokens = computed
+	s.metrics.admitted(q.promptTokens, computed)
+	d, bytes := s.transferTime(q.remote - computed)
+	s.metrics.kvTransfer(d, bytes)
+	q.computed = q.remote
+	q.loading = true
+	q.loadUntil = s.clock + d
+	s.running = append(s.running, q)
 	return true
 }
 
@@ -202,7 +257,11 @@ func (s *scheduler) apply(dur time.Duration) {
 		q.produced.Store(int32(q.generated))
 		if q.generated >= q.out.tokens {
 			s.store(q)
-			s.freeBlocks(q)
+			if q.leaseID != "" {
+				s.hold(q)
+			} else {
+				s.freeBlocks(q)
+			}
 			s.metrics.e2e.Observe((now - q.arrival).Seconds())
 			q.finish(nil)
 			finished = true
@@ -250,6 +309,7 @@ func (s *scheduler) freeBlocks(q *sequence) {
 func (s *scheduler) preempt(q *sequence) {
 	s.freeBlocks(q)
 	q.computed = 0
+	q.loading, q.remote = false, 0
 	s.waiting = append(s.waiting, nil)
 	copy(s.waiting[1:], s.waiting)
 	s.waiting[0] = q

@@ -50,6 +50,11 @@ func checkInvariants(t testing.TB, s *scheduler) {
 			refs[id]++
 		}
 	}
+	for _, l := range s.leases.m {
+		for _, id := range l.blocks {
+			refs[id]++
+		}
+	}
 	used := 0
 	for id := range kv.blocks {
 		b := &kv.blocks[id]

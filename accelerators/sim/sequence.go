@@ -18,6 +18,13 @@ type sequence struct {
 	// tokens is Tokenize(prompt + out.text): the ids of every token that
 	// will ever be complete. Token i is final once 4(i+1) bytes exist.
 	tokens []uint32
+	// leaseID, when set, holds the blocks for a remote decoder when the
+	// sequence finishes (do_remote_decode); promptHash names the prompt
+	// to the decoder. remote is the prompt tokens pulled from a prefill
+	// engine instead of computed (do_remote_prefill).
+	leaseID    string
+	promptHash uint64
+	remote     int
 
 	// Owned by the engine loop.
 	computed     int      // tokens whose KV is computed
@@ -30,6 +37,11 @@ type sequence struct {
 	arrival      time.Duration
 	firstToken   time.Duration
 	lastToken    time.Duration
+	loading      bool          // pulling remote KV until loadUntil
+	loadUntil    time.Duration // simulated time the pull ends
+	// leaseBlocks are the block ids held under leaseID; set before
+	// finish, read by the handler after done.
+	leaseBlocks []int32
 
 	// Shared with the handler.
 	produced  atomic.Int32  // completion tokens the client may send

@@ -27,6 +27,8 @@ const maxBodyBytes = 32 << 20
 //	POST /tokenize              vLLM's {"model","prompt"|"messages"}
 //	GET  /metrics               Prometheus text, this engine's registry
 //	POST /reset_prefix_cache    ResetPrefixCache
+//	POST /kv_transfer/pull      a decode engine claims a prefilled
+//	                            request's KV blocks (see KVTransferParams)
 func (e *Engine) Handler() http.Handler { return e.handler }
 
 func (e *Engine) routes() http.Handler {
@@ -36,6 +38,7 @@ func (e *Engine) routes() http.Handler {
 	mux.HandleFunc("GET /v1/models", e.handleModels)
 	mux.HandleFunc("GET /health", e.handleHealth)
 	mux.HandleFunc("POST /tokenize", e.handleTokenize)
+	mux.HandleFunc("POST "+PullPath, e.handlePull)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(e.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("POST /reset_prefix_cache", func(w http.ResponseWriter, r *http.Request) {
 		if err := e.ResetPrefixCache(r.Context()); err != nil {
@@ -64,6 +67,8 @@ type genRequest struct {
 	// continued the part of that answer already given: a continued final
 	// message carries on the answer its conversation would have had.
 	planPrompt, continued string
+	// kv disaggregates prefill and decode; nil for a whole request.
+	kv *KVTransferParams
 }
 
 func (e *Engine) handleChat(w http.ResponseWriter, r *http.Request) {
@@ -95,6 +100,7 @@ func (e *Engine) handleChat(w http.ResponseWriter, r *http.Request) {
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
 		tool:         tool,
 		format:       req.format,
+		kv:           req.KVTransferParams,
 	}
 	switch {
 	case req.ContinueFinalMessage:
@@ -130,6 +136,7 @@ func (e *Engine) handleCompletion(w http.ResponseWriter, r *http.Request) {
 		ignoreEOS:    req.IgnoreEOS,
 		stream:       req.Stream,
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
+		kv:           req.KVTransferParams,
 	})
 }
 
@@ -177,7 +184,25 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request, g genRequest) 
 			need, promptTokens, out.tokens, e.numBlocks, e.cfg.BlockSize), "messages")
 		return
 	}
+	if err := e.kvRole(g.kv, g.stream); err != nil {
+		writeRequestError(w, err)
+		return
+	}
 	q := newSequence(e.nextID.Add(1), g.prompt, out)
+	a := answer{e: e, g: &g, q: q, created: time.Now().Unix()}
+	a.id = e.responseID(g.chat, q.id)
+	if kv := g.kv; kv != nil && (kv.DoRemoteDecode || kv.DoRemotePrefill) {
+		q.promptHash = promptHash(g.prompt)
+		if kv.DoRemoteDecode {
+			q.leaseID = a.id
+		} else {
+			if err := e.pull(ctx, kv, q.promptHash); err != nil {
+				writeRequestError(w, errKVTransfer(*kv.RemoteRequestID, err))
+				return
+			}
+			q.remote = promptTokens - 1
+		}
+	}
 	if err := e.submit(q); err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error(), "")
 		return
@@ -187,8 +212,6 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request, g genRequest) 
 			q.cancelled.Store(true)
 		}
 	}()
-	a := answer{e: e, g: &g, q: q, created: time.Now().Unix()}
-	a.id = e.responseID(g.chat, q.id)
 	if g.stream {
 		a.stream(w, ctx, f.dropAfter)
 		return
@@ -203,7 +226,11 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request, g genRequest) 
 	if f.dropAfter >= 0 {
 		panic(http.ErrAbortHandler)
 	}
-	writeJSON(w, http.StatusOK, a.whole())
+	var params *KVTransferParams
+	if q.leaseID != "" {
+		params = e.answerParams(r, q)
+	}
+	writeJSON(w, http.StatusOK, a.whole(params))
 }
 
 // maxTokens resolves the output cap and checks it against max_model_len,

@@ -44,12 +44,12 @@ func startPair(t *testing.T) ([2]openai.Client, [2]string) {
 		cfg.EnsureDefaults()
 		cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
 		cfg.State = state.Config{Backend: state.BackendRedis, URL: srv.URL()}
-		cfg.Pools = append(cfg.Pools, simPool(&simCfg, fleet))
+		cfg.Pools = append(cfg.Pools, simPool(&simCfg, fleet, "sim", ""))
 		cfg.Admin.AdminToken = testAdminToken
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		st, err := startStack(t.Context(), cfg, nil, 0, slog.New(slog.DiscardHandler))
+		st, err := startStack(t.Context(), cfg, nil, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}

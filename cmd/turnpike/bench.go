@@ -30,7 +30,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	apiKey := fs.String("api-key", "", "API key sent as a bearer token")
 	engineMetrics := fs.String("engine-metrics", "", "with --url: comma-separated engine /metrics URLs, for the engines' own prefix-cache hit rate")
 	policy := fs.String("policy", "cache-aware", "embedded: the routing policy")
-	compare := fs.String("compare", "", "embedded: comma-separated policies to run in turn, e.g. round-robin,session-hash,cache-aware")
+	var sf simFlags
+	compare := fs.String("compare", "", "embedded: comma-separated policies to run in turn, e.g. round-robin,session-hash,cache-aware; an entry may name a topology instead (aggregated, pd: --policy on it) or both (cache-aware@pd)")
 	out := fs.String("out", "bench-results", "directory for results.json, report.html and report.md")
 	logLevel := fs.String("log-level", "warn", "embedded gateway log level")
 	fs.StringVar(&cfg.Workload, "workload", bench.DefaultWorkload, "agentic, trace, isolation or chaos (agentic sessions on chat and responses while embedded replicas are killed and restarted)")
@@ -61,9 +62,14 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar((*time.Duration)(&cfg.Chaos.KillInterval), "chaos-interval", bench.DefaultChaosKillInterval, "chaos: time between kills")
 	fs.DurationVar((*time.Duration)(&cfg.Chaos.Downtime), "chaos-downtime", bench.DefaultChaosDowntime, "chaos: how long a killed replica stays down")
 	fs.IntVar(&cfg.Chaos.AtOnce, "chaos-at-once", bench.DefaultChaosAtOnce, "chaos: replicas killed at once")
+	fs.IntVar(&cfg.LongPrompt.Requests, "long-requests", bench.DefaultLongPromptRequests, "long-prompt: requests in all")
+	fs.IntVar(&cfg.LongPrompt.PromptTokens, "long-prompt-tokens", bench.DefaultLongPromptTokens, "long-prompt: prompt tokens per request, none shared")
+	fs.IntVar(&cfg.LongPrompt.OutputTokens, "long-output-tokens", bench.DefaultLongPromptOutput, "long-prompt: output tokens per request")
+	fs.Float64Var(&cfg.LongPrompt.Rate, "long-rate", bench.DefaultLongPromptRate, "long-prompt: arrivals per simulated second (Poisson)")
+	fs.DurationVar((*time.Duration)(&cfg.LongPrompt.KillAt), "long-kill-at", 0, "long-prompt: kill replica --long-kill-replica this long after the start (wall time; 0: none); in the pd topology replica 0 is a prefiller")
+	fs.IntVar(&cfg.LongPrompt.KillReplica, "long-kill-replica", 0, "long-prompt: the replica --long-kill-at kills")
 	fs.IntVar(&cfg.Chaos.Rounds, "chaos-rounds", 0, "chaos: kill rounds (0: as many as fit in --max-duration)")
 	fs.DurationVar((*time.Duration)(&cfg.Chaos.RejoinGoal), "chaos-rejoin-goal", 0, "chaos: how soon a restarted replica should take traffic (0: the gateway's breaker timeout)")
-	var sf simFlags
 	sf.register(fs, "sim-", "sim-replicas")
 	for _, d := range benchFleet {
 		if f := fs.Lookup(d.flag); f != nil {
@@ -76,12 +82,17 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := benchFleetDefaults(fs, cfg.Workload); err != nil {
 		return err
 	}
+	sf.policy = *policy
 	if cfg.Model == "" {
 		cfg.Model = sf.served
 	}
 	if cfg.Agentic.TimeScale == 0 && *url == "" && sf.timeScale > 0 {
 		// Gaps run on the simulated clock, like the engines' steps.
 		cfg.Agentic.TimeScale = sf.timeScale
+	}
+	if *url == "" && sf.timeScale > 0 {
+		// Arrivals on the simulated clock.
+		cfg.LongPrompt.TimeScale = sf.timeScale
 	}
 	if cfg.Trace.TimeScale == 0 && *url == "" && sf.timeScale > 0 {
 		// The trace's arrivals on the simulated clock, at half the rate
@@ -131,8 +142,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *compare != "" {
 		policies = strings.Split(*compare, ",")
 	}
-	start := func(ctx context.Context, policy string) (bench.Target, func() error, error) {
-		return startBenchStack(ctx, policy, &sf, &cfg, log)
+	start := func(ctx context.Context, entry string) (bench.Target, func() error, error) {
+		return startBenchStack(ctx, entry, &sf, &cfg, log)
 	}
 	if len(policies) == 1 {
 		t, stop, err := start(ctx, policies[0])
@@ -156,7 +167,11 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // startBenchStack starts a fresh simulated fleet and gateway with the given
 // policy on ephemeral ports: fresh engine caches for every policy.
-func startBenchStack(ctx context.Context, policy string, sf *simFlags, bc *bench.Config, log *slog.Logger) (bench.Target, func() error, error) {
+func startBenchStack(ctx context.Context, entry string, sf *simFlags, bc *bench.Config, log *slog.Logger) (bench.Target, func() error, error) {
+	policy, topology := benchEntry(entry, sf)
+	fsf := *sf
+	fsf.topology = topology
+	sf = &fsf
 	dataDir, err := os.MkdirTemp("", "turnpike-bench-")
 	if err != nil {
 		return bench.Target{}, nil, err
@@ -167,16 +182,21 @@ func startBenchStack(ctx context.Context, policy string, sf *simFlags, bc *bench
 	if err := benchTenants(cfg, bc); err != nil {
 		return bench.Target{}, nil, err
 	}
-	simCfg := sf.config()
-	st, err := startStack(ctx, cfg, &simCfg, sf.replicas, log)
+	fl, err := sf.fleet()
+	if err != nil {
+		os.RemoveAll(dataDir)
+		return bench.Target{}, nil, err
+	}
+	st, err := startStack(ctx, cfg, fl, log)
 	if err != nil {
 		os.RemoveAll(dataDir)
 		return bench.Target{}, nil, err
 	}
 	t := bench.Target{BaseURL: "http://" + st.addr, Replicas: st.fleet}
-	for i, u := range st.fleet.URLs {
+	engines := st.fleet.Engines()
+	for i, u := range st.fleet.URLs() {
 		t.EngineMetricsURLs = append(t.EngineMetricsURLs, u+"/metrics")
-		e := st.fleet.Engines[i]
+		e := engines[i]
 		t.KVCapacityTokens += e.NumBlocks() * e.Config().BlockSize
 	}
 	stop := func() error {
@@ -259,10 +279,25 @@ var benchFleet = []struct{ flag, value string }{
 	{"sim-time-scale", "0.1"},
 }
 
+// benchEntry reads a --compare entry: a policy (on the --sim-topology
+// fleet), a topology (with the --policy policy), or policy@topology.
+func benchEntry(entry string, sf *simFlags) (policy, topology string) {
+	policy, topology = entry, sf.topology
+	if p, t, ok := strings.Cut(entry, "@"); ok {
+		return p, t
+	}
+	switch entry {
+	case topologyAggregated, topologyPD:
+		return sf.policy, entry
+	}
+	return policy, topology
+}
+
 // benchFleetDefaults sets benchFleet's flags that the command line left
-// unset, for every workload but isolation.
+// unset, for every workload but isolation and long-prompt (which keep
+// serve's fleet: an 8B model on H100s, real time).
 func benchFleetDefaults(fs *flag.FlagSet, workload string) error {
-	if workload == bench.WorkloadIsolation {
+	if workload == bench.WorkloadIsolation || workload == bench.WorkloadLongPrompt {
 		return nil
 	}
 	set := map[string]bool{}

@@ -39,9 +39,9 @@ type Config struct {
 	Pools []pools.PoolConfig `yaml:"pools"`
 	// Fleet holds scrape, health, breaker and retry knobs (see pools.Options).
 	Fleet pools.Options `yaml:"fleet"`
-	// Routing chooses and tunes the routing policy (see affinity.Config).
-	// Default policy cache-aware.
-	Routing affinity.Config `yaml:"routing"`
+	// Routing chooses and tunes the routing policy (see affinity.Config)
+	// and prefill/decode disaggregation (pd). Default policy cache-aware.
+	Routing RoutingConfig `yaml:"routing"`
 	// Sessions bounds session state (see sessions.Options).
 	Sessions sessions.Options `yaml:"sessions"`
 	// FlowControl is bands, saturation, shedding and queueing (see
@@ -54,6 +54,25 @@ type Config struct {
 	Admin admin.Config `yaml:",inline"`
 	// BodyLimit bounds request bodies, in bytes. Default 32 MiB.
 	BodyLimit int64 `yaml:"bodyLimit"`
+}
+
+// RoutingConfig is the routing section: the policy's keys and pd.
+type RoutingConfig struct {
+	affinity.Config `yaml:",inline"`
+	// PD is when a model with prefill and decode pools disaggregates a
+	// turn (see affinity.PDConfig). Default uncachedTokens 512.
+	PD affinity.PDConfig `yaml:"pd"`
+}
+
+// EnsureDefaults fills unset fields.
+func (r *RoutingConfig) EnsureDefaults() {
+	r.Config.EnsureDefaults()
+	r.PD.EnsureDefaults()
+}
+
+// Validate reports every problem at once.
+func (r *RoutingConfig) Validate() error {
+	return errors.Join(r.Config.Validate(), r.PD.Validate())
 }
 
 // ResponsesConfig is the responses section.

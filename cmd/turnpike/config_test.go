@@ -13,8 +13,11 @@ func TestExampleConfigLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Pools) != 2 || len(cfg.Pools[0].Endpoints) != 2 {
+	if len(cfg.Pools) != 4 || len(cfg.Pools[0].Endpoints) != 2 || cfg.Pools[2].Role != "prefill" || cfg.Pools[3].Role != "decode" {
 		t.Fatalf("pools not read: %+v", cfg.Pools)
+	}
+	if cfg.Routing.PD.UncachedTokens != 512 {
+		t.Errorf("routing.pd not read: %+v", cfg.Routing.PD)
 	}
 	if cfg.Pools[0].Endpoints[0].KVEvents != "tcp://127.0.0.1:5557" {
 		t.Errorf("kvEvents not read")

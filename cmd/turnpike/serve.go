@@ -46,6 +46,13 @@ type simFlags struct {
 	flavor      string
 	timeScale   float64
 	numBlocks   int
+	// topology is aggregated or pd; prefill the P/D topology's prefill
+	// replicas (0: half).
+	topology string
+	prefill  int
+	// policy is bench's --policy, for --compare entries naming a
+	// topology.
+	policy string
 }
 
 // register adds the flags, named prefix+name; the replica count is
@@ -58,6 +65,29 @@ func (f *simFlags) register(fs *flag.FlagSet, prefix, replicasFlag string) {
 	fs.StringVar(&f.flavor, prefix+"flavor", sim.FlavorVLLM, "engine flavour: vllm or sglang")
 	fs.Float64Var(&f.timeScale, prefix+"time-scale", 1, "simulated time per real second: 0.1 runs ten times faster")
 	fs.IntVar(&f.numBlocks, prefix+"num-blocks", 0, "KV blocks per replica (0: from accelerator and model)")
+	if prefix != "" {
+		fs.StringVar(&f.topology, prefix+"topology", topologyAggregated, "aggregated (every replica prefills and decodes) or pd (a prefill pool and a decode pool, disaggregated by the gateway)")
+		fs.IntVar(&f.prefill, prefix+"prefill", 0, "pd topology: how many of the replicas prefill (0: half)")
+	}
+}
+
+// fleet describes the embedded fleet the flags ask for.
+func (f *simFlags) fleet() (*simFleet, error) {
+	sf := &simFleet{cfg: f.config(), replicas: f.replicas}
+	switch f.topology {
+	case "", topologyAggregated:
+	case topologyPD:
+		sf.prefill = f.prefill
+		if sf.prefill == 0 {
+			sf.prefill = f.replicas / 2
+		}
+		if sf.prefill < 1 || sf.prefill >= f.replicas {
+			return nil, fmt.Errorf("sim topology pd: %d prefill replicas of %d: want at least one prefill and one decode replica", sf.prefill, f.replicas)
+		}
+	default:
+		return nil, fmt.Errorf("sim topology %q is not %s or %s", f.topology, topologyAggregated, topologyPD)
+	}
+	return sf, nil
 }
 
 func (f *simFlags) config() sim.Config {
@@ -118,12 +148,13 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	var embedded *sim.Config
+	var embedded *simFleet
 	if *configPath == "" {
-		c := sf.config()
-		embedded = &c
+		if embedded, err = sf.fleet(); err != nil {
+			return err
+		}
 	}
-	st, err := startStack(ctx, cfg, embedded, sf.replicas, log)
+	st, err := startStack(ctx, cfg, embedded, log)
 	if err != nil {
 		return err
 	}
@@ -168,7 +199,7 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 // demo and benchmarks, its simulated engines.
 type stack struct {
 	addr   string
-	fleet  *sim.Fleet
+	fleet  *fleet
 	reg    *pools.Registry
 	gw     *gateway.Server
 	served chan error
@@ -176,12 +207,12 @@ type stack struct {
 	life lifecycle
 }
 
-// startStack starts everything a config describes; with simCfg set it
-// first starts `replicas` simulated engines and serves them as one pool.
+// startStack starts everything a config describes; with sf set it first
+// starts the simulated engines and serves them as its pools.
 // Components run until Close, not until ctx ends: a signal starts a
 // graceful Close, in which the gateway finishes its streams before the
 // engines and stores under it stop.
-func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas int, log *slog.Logger) (_ *stack, err error) {
+func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger) (_ *stack, err error) {
 	st := &stack{served: make(chan error, 1), life: lifecycle{log: log}}
 	defer func() {
 		if err != nil {
@@ -191,12 +222,12 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 	// run is the context of background loops; the last stop cancels it.
 	run, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	st.life.start(ctx, "background loops", nil, noErr(cancel))
-	if simCfg != nil {
-		if st.fleet, err = sim.StartFleet(run, replicas, *simCfg, "127.0.0.1", 0); err != nil {
+	if sf != nil {
+		if st.fleet, err = startFleet(run, *sf); err != nil {
 			return st, fmt.Errorf("start simulated fleet: %w", err)
 		}
 		st.life.start(ctx, "simulated fleet", nil, func(context.Context) error { return st.fleet.Close() })
-		cfg.Pools = []pools.PoolConfig{simPool(simCfg, st.fleet)}
+		cfg.Pools = st.fleet.pools
 		if err := cfg.Validate(); err != nil {
 			return st, err
 		}
@@ -282,7 +313,7 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 	}, noErr(pins.Close)); err != nil {
 		return st, err
 	}
-	policy, err := affinity.NewPolicy(cfg.Routing, affinity.Deps{Index: index, Hasher: hasher, Sessions: sess, Metrics: metrics})
+	policy, err := affinity.NewPolicy(cfg.Routing.Config, affinity.Deps{Index: index, Hasher: hasher, Sessions: sess, Metrics: metrics})
 	if err != nil {
 		return st, err
 	}
@@ -291,7 +322,7 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 		return st, err
 	}
 	st.life.start(ctx, "flow control", startNoErr(flow.Start), func(context.Context) error { return flow.Close() })
-	d, err := dispatch.New(dispatch.Options{Registry: st.reg, Policy: policy, Sessions: sess, Flow: flow, Hasher: hasher, Logger: log, Metrics: metrics})
+	d, err := dispatch.New(dispatch.Options{Registry: st.reg, Policy: policy, Sessions: sess, Flow: flow, Hasher: hasher, Logger: log, Metrics: metrics, PD: &cfg.Routing.PD})
 	if err != nil {
 		return st, err
 	}
@@ -378,14 +409,16 @@ func stateWhere(cfg *Config) string {
 	return "pebble in " + cfg.DataDir
 }
 
-// simPool is the pool config that serves a simulated fleet.
-func simPool(simCfg *sim.Config, fleet *sim.Fleet) pools.PoolConfig {
+// simPool is the pool config, named name with role role ("" for both),
+// that serves a simulated fleet.
+func simPool(simCfg *sim.Config, fleet *sim.Fleet, name, role string) pools.PoolConfig {
 	pc := pools.PoolConfig{
-		Name:         "sim",
+		Name:         name,
 		Engine:       simCfg.Flavor,
 		Accelerator:  simCfg.Accelerator,
 		Model:        simCfg.Model,
 		ServedModels: []string{simCfg.ServedModelName},
+		Role:         role,
 	}
 	for i, u := range fleet.URLs {
 		pc.Endpoints = append(pc.Endpoints, pools.EndpointConfig{URL: u, KVEvents: fleet.Engines[i].KVEventsAddr()})
@@ -421,4 +454,8 @@ Try it:
 OpenAI SDKs: base URL %[1]s/v1, any API key.
 Stop with Ctrl-C.
 `, base, sf.replicas, sf.flavor, sf.model, sf.accelerator, sf.timeScale, sf.served, stateAt)
+	if st.fleet != nil && len(st.fleet.pools) > 1 {
+		fmt.Fprintf(w, "\nP/D topology: pools %s (%d) and %s (%d); long prompts are prefilled on the first and decoded on the second (see turnpike_pd_decisions_total).\n",
+			st.fleet.pools[0].Name, len(st.fleet.pools[0].Endpoints), st.fleet.pools[1].Name, len(st.fleet.pools[1].Endpoints))
+	}
 }

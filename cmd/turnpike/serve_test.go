@@ -24,7 +24,7 @@ func TestEmbeddedShutdownDrainsStreams(t *testing.T) {
 	simCfg := sf.config()
 	ctx, signal := context.WithCancel(t.Context())
 	defer signal()
-	st, err := startStack(ctx, cfg, &simCfg, sf.replicas, slog.New(slog.DiscardHandler))
+	st, err := startStack(ctx, cfg, &simFleet{cfg: simCfg, replicas: sf.replicas}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

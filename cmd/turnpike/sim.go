@@ -18,6 +18,8 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	kvEventsBase := fs.Int("kv-events-base-port", 0, "if set, engine i publishes KV events on tcp://host:(port+i)")
 	errorRate := fs.Float64("error-rate", 0, "fraction of requests answered with an injected error")
 	reasoning := fs.Bool("reasoning", false, "serve a reasoning model: chat answers stream reasoning_content before the content")
+	role := fs.String("role", sim.RoleBoth, "prefill/decode role: prefill (holds KV for remote decoders), decode (pulls it) or both")
+	kvLease := fs.Duration("kv-lease", sim.DefaultKVLease, "prefill role: how long prefilled KV is held for a decoder, in simulated time")
 	var sf simFlags
 	sf.register(fs, "", "n")
 	if err := fs.Parse(args); err != nil {
@@ -26,6 +28,8 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfg := sf.config()
 	cfg.ErrorRate = *errorRate
 	cfg.Reasoning = *reasoning
+	cfg.Role = *role
+	cfg.KVLease = *kvLease
 	cfg.KVEventsAddr = ""
 	if *kvEventsBase != 0 {
 		cfg.KVEventsAddr = fmt.Sprintf("tcp://%s:%d", *host, *kvEventsBase)
@@ -36,7 +40,7 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer f.Close()
 	for i, u := range f.URLs {
-		line := fmt.Sprintf("engine %s  %s  (%s %s on %s, %d KV blocks)", f.Engines[i].Config().Name, u, sf.flavor, sf.model, sf.accelerator, f.Engines[i].NumBlocks())
+		line := fmt.Sprintf("engine %s  %s  (%s %s on %s, role %s, %d KV blocks)", f.Engines[i].Config().Name, u, sf.flavor, sf.model, sf.accelerator, cfg.Role, f.Engines[i].NumBlocks())
 		if a := f.Engines[i].KVEventsAddr(); a != "" {
 			line += "  kv events " + a
 		}

@@ -1,0 +1,108 @@
+package affinity
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/turnpike-gateway/turnpike/pools"
+)
+
+// Defaults of PDConfig.
+const (
+	// DefaultPDUncachedTokens is llm-d's default for its prefix-based P/D
+	// decider: a prompt with fewer uncached tokens at the decoder than
+	// this is prefilled by the decoder itself, where the transfer and the
+	// extra leg cost more than the prefill they save.
+	DefaultPDUncachedTokens = 512
+	// DefaultPDPrefillTimeout bounds the prefill leg; past it the decoder
+	// prefills the turn itself.
+	DefaultPDPrefillTimeout = 30 * time.Second
+)
+
+// PDConfig is routing.pd: when a model served by decode pools (role
+// decode) and prefill pools (role prefill) disaggregates a turn.
+type PDConfig struct {
+	// UncachedTokens: a turn is disaggregated when its prompt tokens not
+	// already cached at the chosen decoder are at least this many
+	// (llm-d's nonCachedTokens); 1 disaggregates every turn the decoder
+	// does not hold whole, a negative value none. Zero means 512.
+	UncachedTokens int `yaml:"uncachedTokens" json:"uncachedTokens"`
+	// PrefillTimeout bounds the prefill leg, after which the decoder
+	// prefills locally. Default 30s.
+	PrefillTimeout time.Duration `yaml:"prefillTimeout" json:"prefillTimeout"`
+}
+
+// EnsureDefaults fills unset fields.
+func (c *PDConfig) EnsureDefaults() {
+	if c.UncachedTokens == 0 {
+		c.UncachedTokens = DefaultPDUncachedTokens
+	}
+	if c.PrefillTimeout == 0 {
+		c.PrefillTimeout = DefaultPDPrefillTimeout
+	}
+}
+
+// Validate reports every problem at once.
+func (c *PDConfig) Validate() error {
+	var errs []error
+	if c.PrefillTimeout < 0 {
+		errs = append(errs, fmt.Errorf("affinity: pd.prefillTimeout %v is negative", c.PrefillTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// P/D decision reasons, the label of turnpike_pd_decisions_total.
+const (
+	// PDDisaggregated: prefill on a prefill endpoint, decode on the decoder.
+	PDDisaggregated = "disaggregated"
+	// PDCachedAtDecoder: the uncached part of the prompt is below the
+	// threshold; the decoder prefills it.
+	PDCachedAtDecoder = "below_threshold"
+	// PDNoPrefiller: no prefill endpoint is available.
+	PDNoPrefiller = "no_prefiller"
+	// PDDisabled: the threshold is negative.
+	PDDisabled = "disabled"
+)
+
+// PDReasons lists every decision reason.
+var PDReasons = []string{PDDisaggregated, PDCachedAtDecoder, PDNoPrefiller, PDDisabled}
+
+// PDDecision is the decider's verdict on one turn.
+type PDDecision struct {
+	// Disaggregate: send a prefill leg first.
+	Disaggregate bool
+	// Reason is one of PDReasons.
+	Reason string
+	// Uncached is the prompt tokens the decoder does not hold.
+	Uncached int
+}
+
+// Decide is the prefix-based P/D decider, run after the decoder was
+// picked: promptTokens long, cachedTokens of it held at the decoder,
+// prefillers the prefill endpoints available.
+func (c *PDConfig) Decide(promptTokens, cachedTokens, prefillers int) PDDecision {
+	d := PDDecision{Uncached: max(promptTokens-cachedTokens, 0)}
+	switch {
+	case c.UncachedTokens < 0:
+		d.Reason = PDDisabled
+	case d.Uncached < c.UncachedTokens:
+		d.Reason = PDCachedAtDecoder
+	case prefillers == 0:
+		d.Reason = PDNoPrefiller
+	default:
+		d.Disaggregate, d.Reason = true, PDDisaggregated
+	}
+	return d
+}
+
+// Available counts the endpoints of eps that could take a request now.
+func Available(eps []*pools.Endpoint) int {
+	n := 0
+	for _, ep := range eps {
+		if ep.Available() {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,363 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/kv"
+	"github.com/turnpike-gateway/turnpike/pools"
+)
+
+// Prefill/decode disaggregation, vLLM's proxy protocol without a
+// sidecar. For a model served by prefill and decode pools, each turn:
+//
+//  1. picks the decoder (prefix and load, the policy as for any turn);
+//  2. asks the decider (routing.pd) whether the prompt's tokens not
+//     cached at that decoder are worth a prefill elsewhere;
+//  3. if so, picks a prefiller (prefix and prefill queue) and sends the
+//     prefill leg: the client's body with kv_transfer_params
+//     {do_remote_decode: true, do_remote_prefill: false, remote_*: null},
+//     stream false, max_tokens 1 and no stream_options;
+//  4. sends the decode leg to the decoder: the client's body with the
+//     kv_transfer_params the prefiller answered, verbatim. Its answer is
+//     the turn's, streamed or not, as the client asked.
+//
+// Both legs carry the same X-Request-Id. A prefill leg that fails or
+// times out is retried on another prefiller only for 502, 503, 504 or a
+// connection failure (as llm-d does), then given up: the decoder
+// prefills the turn itself. A decode leg that fails before its first
+// byte goes to another decoder with the same params; one that refuses
+// them (the lease expired, the prefiller restarted) is sent again
+// without them. The usage the client sees reports the prefiller's
+// cached tokens: what the turn's prefill found in cache.
+
+// P/D fallbacks, the label of turnpike_pd_fallbacks_total.
+const (
+	pdFallbackPrefillFailed = "prefill_failed"
+	pdFallbackKVRefused     = "kv_refused"
+)
+
+// pdMetrics are the P/D series.
+type pdMetrics struct {
+	decisions  *prometheus.CounterVec
+	fallbacks  *prometheus.CounterVec
+	prefillLeg prometheus.Histogram
+	decodeLeg  prometheus.Histogram
+	transfer   prometheus.Histogram
+}
+
+var pdBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+func newPDMetrics() *pdMetrics {
+	m := &pdMetrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnpike_pd_decisions_total",
+			Help: "Turns of disaggregated models by the P/D decider's verdict: disaggregated, below_threshold (the decoder prefilled), no_prefiller, disabled.",
+		}, []string{"reason"}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnpike_pd_fallbacks_total",
+			Help: "Disaggregated turns the decoder prefilled after all: prefill_failed (the prefill leg failed or timed out), kv_refused (the decoder could not pull the prefilled KV).",
+		}, []string{"reason"}),
+		prefillLeg: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "turnpike_pd_prefill_leg_seconds",
+			Help:    "Duration of successful prefill legs, from send to the prefiller's whole answer.",
+			Buckets: pdBuckets,
+		}),
+		decodeLeg: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "turnpike_pd_decode_leg_seconds",
+			Help:    "Duration of decode legs after a prefill leg, from send to the end of the answer.",
+			Buckets: pdBuckets,
+		}),
+		transfer: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "turnpike_pd_kv_transfer_seconds",
+			Help:    "Time from the prefill leg's answer to the decode leg's first streamed token: the decoder's KV pull and its first step.",
+			Buckets: pdBuckets,
+		}),
+	}
+	for _, r := range affinity.PDReasons {
+		m.decisions.WithLabelValues(r)
+	}
+	for _, r := range []string{pdFallbackPrefillFailed, pdFallbackKVRefused} {
+		m.fallbacks.WithLabelValues(r)
+	}
+	return m
+}
+
+func (m *pdMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.decisions, m.fallbacks, m.prefillLeg, m.decodeLeg, m.transfer}
+}
+
+// pdLeg is what a disaggregated turn keeps of its prefill leg.
+type pdLeg struct {
+	prefiller *pools.Endpoint
+	// cached is the prefiller's cached prompt tokens, reported to the
+	// client.
+	cached int
+	// prefilled is when the prefill answered; decodeSent when the decode
+	// leg went out.
+	prefilled, decodeSent time.Time
+}
+
+// prefillParams are the kv_transfer_params of a prefill leg.
+var prefillParams = json.RawMessage(`{"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,"remote_block_ids":null,"remote_host":null,"remote_port":null}`)
+
+// retryablePrefill: llm-d retries a prefill leg on these statuses only.
+func retryablePrefill(err error) bool {
+	if ue, ok := errors.AsType[*pools.UpstreamError](err); ok {
+		switch ue.StatusCode {
+		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, pools.ErrUpstream) || errors.Is(err, pools.ErrBreakerOpen)
+}
+
+// sendPD runs the turn's engine request on a disaggregated model: the
+// decoder first, the decider, the prefill leg when it says so, then the
+// decode leg. It leaves t as send does: holding the answer or failed.
+func (t *Turn) sendPD(ctx context.Context) error {
+	d, spec := t.d, t.spec
+	t.header = engineHeader(spec)
+	if t.header.Get("X-Request-Id") == "" {
+		if t.header == nil {
+			t.header = http.Header{}
+		}
+		t.header.Set("X-Request-Id", newRequestID())
+	}
+	var buf [16]*pools.Endpoint
+	decoders := d.reg.EndpointsFor(buf[:0], spec.Model)
+	if len(decoders) == 0 {
+		return d.modelNotFound(spec.Model)
+	}
+	decoder, err := d.policy.Pick(ctx, &t.route, decoders)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNoEndpoint, err)
+	}
+	var pbuf [16]*pools.Endpoint
+	prefillers := d.reg.PrefillEndpointsFor(pbuf[:0], spec.Model)
+	cached := 0
+	if t.route.Routing.Endpoint == decoder {
+		bs := d.hasher.BlockSize
+		if bs <= 0 {
+			bs = kv.DefaultBlockSize
+		}
+		cached = t.route.Routing.CachedBlocks * bs
+	}
+	verdict := d.pd.Decide(t.route.PromptTokens, cached, affinity.Available(prefillers))
+	d.pdm.decisions.WithLabelValues(verdict.Reason).Inc()
+	body := spec.Body
+	if verdict.Disaggregate {
+		if b, ok := t.prefill(ctx, prefillers); ok {
+			body = b
+		} else {
+			d.pdm.fallbacks.WithLabelValues(pdFallbackPrefillFailed).Inc()
+		}
+	}
+	if t.pd != nil {
+		t.pd.decodeSent = time.Now()
+	}
+	t.picked = decoder
+	if err := t.send(ctx, body, nil); err != nil {
+		return err
+	}
+	if t.pd != nil && t.resp.StatusCode == http.StatusBadRequest {
+		// The decoder could not pull the KV: prefill there after all.
+		ee := readEngineError(t.resp)
+		t.resp.Body.Close()
+		d.policy.Done(&t.route, t.ep, affinity.Outcome{Err: ee})
+		t.resp, t.ep = nil, nil
+		if ee.Param != "kv_transfer_params" {
+			return ee
+		}
+		d.log.Info("decoder refused the prefilled KV; it prefills the turn", "cause", ee.Message)
+		d.pdm.fallbacks.WithLabelValues(pdFallbackKVRefused).Inc()
+		t.pd = nil
+		return t.send(ctx, spec.Body, nil)
+	}
+	return nil
+}
+
+// prefill runs the prefill leg and returns the decode leg's body, or
+// false when the decoder must prefill.
+func (t *Turn) prefill(ctx context.Context, prefillers []*pools.Endpoint) ([]byte, bool) {
+	d, spec := t.d, t.spec
+	fields, err := bodyFields(spec.Body)
+	if err != nil {
+		return nil, false
+	}
+	leg, err := prefillBody(fields)
+	if err != nil {
+		return nil, false
+	}
+	req := affinity.Request{
+		Model:                spec.Model,
+		Tenant:               spec.Tenant,
+		PromptTokens:         t.route.PromptTokens,
+		ExpectedOutputTokens: 1,
+		Interactive:          t.route.Interactive,
+		Hashes:               t.route.Hashes,
+		Prefill:              true,
+	}
+	pctx, cancel := context.WithTimeout(ctx, d.pd.PrefillTimeout)
+	defer cancel()
+	tokens := int64(t.route.PromptTokens + 1)
+	for attempt := 0; attempt <= d.reg.Options().MaxRetries && len(prefillers) > 0; attempt++ {
+		ep, err := d.policy.Pick(pctx, &req, prefillers)
+		if err != nil {
+			return nil, false
+		}
+		start := time.Now()
+		params, usage, err := t.prefillOn(pctx, ep, leg, tokens)
+		if err == nil {
+			took := time.Since(start)
+			d.policy.Done(&req, ep, affinity.Outcome{
+				PromptTokens: usage.PromptTokens, CachedTokens: usage.PromptTokensDetails.CachedTokens,
+				CompletionTokens: usage.CompletionTokens, TTFT: took,
+			})
+			d.pdm.prefillLeg.Observe(took.Seconds())
+			decode, err := decodeBody(spec.Body, fields, params)
+			if err != nil {
+				return nil, false
+			}
+			t.pd = &pdLeg{prefiller: ep, cached: usage.PromptTokensDetails.CachedTokens, prefilled: time.Now()}
+			return decode, true
+		}
+		d.policy.Done(&req, ep, affinity.Outcome{Err: err})
+		if ctx.Err() != nil || !retryablePrefill(err) {
+			d.log.Info("prefill leg failed; the decoder prefills", "prefiller", ep.ID, "err", err)
+			return nil, false
+		}
+		prefillers = without(prefillers, ep)
+	}
+	return nil, false
+}
+
+// prefillOn sends the prefill leg to ep and reads the params and usage
+// it answers.
+func (t *Turn) prefillOn(ctx context.Context, ep *pools.Endpoint, leg []byte, tokens int64) (json.RawMessage, Usage, error) {
+	resp, err := t.d.reg.Client().Send(ctx, ep, t.spec.Path, leg, t.header, tokens)
+	if err != nil {
+		return nil, Usage{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, Usage{}, readEngineError(resp)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes))
+	if err != nil {
+		return nil, Usage{}, fmt.Errorf("%w: reading %s: %w", pools.ErrUpstream, ep.ID, err)
+	}
+	var answer struct {
+		KVTransferParams json.RawMessage `json:"kv_transfer_params"`
+		Usage            Usage           `json:"usage"`
+	}
+	if err := json.Unmarshal(b, &answer); err != nil {
+		return nil, Usage{}, fmt.Errorf("%w: %s: prefill answer: %w", pools.ErrUpstream, ep.ID, err)
+	}
+	if len(answer.KVTransferParams) == 0 || string(answer.KVTransferParams) == "null" {
+		return nil, Usage{}, fmt.Errorf("%w: %s answered the prefill leg without kv_transfer_params (is it a prefill engine?)", pools.ErrUpstream, ep.ID)
+	}
+	return answer.KVTransferParams, answer.Usage, nil
+}
+
+// bodyFields splits a JSON request body into its top-level fields.
+func bodyFields(body []byte) (map[string]json.RawMessage, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return nil, err
+	}
+	if fields == nil {
+		return nil, errors.New("dispatch: request body is not a JSON object")
+	}
+	return fields, nil
+}
+
+// prefillBody is the prefill leg of a request with fields: as vLLM's
+// proxy sends it. fields is not changed.
+func prefillBody(fields map[string]json.RawMessage) ([]byte, error) {
+	leg := make(map[string]json.RawMessage, len(fields)+2)
+	for k, v := range fields {
+		leg[k] = v
+	}
+	one := json.RawMessage("1")
+	leg["kv_transfer_params"] = prefillParams
+	leg["stream"] = json.RawMessage("false")
+	leg["max_tokens"] = one
+	if _, ok := leg["max_completion_tokens"]; ok {
+		leg["max_completion_tokens"] = one
+	}
+	delete(leg, "stream_options")
+	return json.Marshal(leg)
+}
+
+// decodeBody is the decode leg: the client's body with params added, by
+// splicing them in before its closing brace (the client's bytes as they
+// came) unless the client sent kv_transfer_params of its own, which are
+// replaced.
+func decodeBody(body []byte, fields map[string]json.RawMessage, params json.RawMessage) ([]byte, error) {
+	if _, own := fields["kv_transfer_params"]; own {
+		fields["kv_transfer_params"] = params
+		defer delete(fields, "kv_transfer_params")
+		return json.Marshal(fields)
+	}
+	head := bytes.TrimRight(body, " \t\r\n")
+	if len(head) == 0 || head[len(head)-1] != '}' {
+		return nil, errors.New("dispatch: request body is not a JSON object")
+	}
+	head = bytes.TrimRight(head[:len(head)-1], " \t\r\n")
+	out := make([]byte, 0, len(head)+len(params)+24)
+	out = append(out, head...)
+	if len(fields) > 0 {
+		out = append(out, ',')
+	}
+	out = append(out, `"kv_transfer_params":`...)
+	out = append(out, params...)
+	return append(out, '}'), nil
+}
+
+// pdUsage is the usage the client sees of a disaggregated turn: the
+// decoder's, with the prefiller's cached tokens.
+func (t *Turn) pdUsage() {
+	t.usage.PromptTokensDetails.CachedTokens = min(t.pd.cached, t.usage.PromptTokens)
+}
+
+// pdRewrite puts the turn's usage in a non-streamed answer.
+func (t *Turn) pdRewrite(b []byte) []byte {
+	fields, err := bodyFields(b)
+	if err != nil || !t.hasUsage {
+		return b
+	}
+	u, _ := json.Marshal(t.usage)
+	fields["usage"] = u
+	out, err := json.Marshal(fields)
+	if err != nil {
+		return b
+	}
+	return out
+}
+
+// pdEnd observes a disaggregated turn's decode leg.
+func (t *Turn) pdEnd() {
+	m := t.d.pdm
+	m.decodeLeg.Observe(time.Since(t.pd.decodeSent).Seconds())
+	if !t.firstData.IsZero() {
+		m.transfer.Observe(t.firstData.Sub(t.pd.prefilled).Seconds())
+	}
+}
+
+func newRequestID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
