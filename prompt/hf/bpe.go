@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -208,9 +209,10 @@ func heapPop(h []candidate) (candidate, []candidate) {
 	return top, h
 }
 
-// wordCache remembers the tokens of recent words. It is direct-mapped:
-// a word's hash picks its slot and a newer word evicts an older one, so
-// its size is fixed and lookups take no lock. Entries are immutable.
+// wordCache remembers the tokens of recent words. It is two-way set
+// associative: a word's hash picks a pair of slots and a newer word
+// evicts an older one, so its size is fixed and lookups take no lock.
+// Entries are immutable.
 type wordCache struct {
 	slots []atomic.Pointer[cacheEntry]
 	mask  uint64
@@ -234,12 +236,22 @@ func newWordCache(slots int) *wordCache {
 
 func (c *wordCache) get(word string) ([]uint32, uint64) {
 	h := xxhash.Sum64String(word)
-	if e := c.slots[h&c.mask].Load(); e != nil && e.word == word {
+	i := h & c.mask
+	if e := c.slots[i].Load(); e != nil && e.word == word {
+		return e.ids, h
+	}
+	if e := c.slots[i^1].Load(); e != nil && e.word == word {
 		return e.ids, h
 	}
 	return nil, h
 }
 
+// put stores a word in the empty one of its two slots, else in the one
+// its hash picks, so three words, not two, must meet to evict each other.
 func (c *wordCache) put(h uint64, word string, ids []uint32) {
-	c.slots[h&c.mask].Store(&cacheEntry{word: strings.Clone(word), ids: append([]uint32(nil), ids...)})
+	i := h & c.mask
+	if c.slots[i].Load() != nil && c.slots[i^1].Load() == nil || h>>63 == 1 {
+		i ^= 1
+	}
+	c.slots[i].Store(&cacheEntry{word: strings.Clone(word), ids: slices.Clone(ids)})
 }

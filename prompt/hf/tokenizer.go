@@ -134,10 +134,14 @@ func (sc *scratch) normalize(s string) string {
 	if i == len(s) {
 		return s
 	}
-	if norm.NFC.IsNormalString(s) {
+	// QuickSpan, unlike IsNormal, allocates nothing; past its span the
+	// text may or may not be NFC, and normalizing tells.
+	i += norm.NFC.QuickSpanString(s[i:])
+	if i == len(s) {
 		return s
 	}
-	sc.norm = norm.NFC.AppendString(sc.norm[:0], s)
+	sc.norm = append(sc.norm[:0], s[:i]...)
+	sc.norm = norm.NFC.AppendString(sc.norm, s[i:])
 	return unsafeString(sc.norm)
 }
 
