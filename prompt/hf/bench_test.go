@@ -2,8 +2,10 @@ package hf
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // benchText is at least n tokens of the fixture corpus, strings joined
@@ -65,4 +67,50 @@ func BenchmarkCount(b *testing.B) {
 	for b.Loop() {
 		tok.Count(text)
 	}
+}
+
+// BenchmarkIncrementalTurn is one agent turn: a 32k-token session grows by
+// about 1k tokens. Each iteration restores the session as the last turn
+// left it (ids and their capacity) with the timer stopped, so every turn
+// extends the same 32k tokens. p50-ns is the median turn.
+func BenchmarkIncrementalTurn(b *testing.B) {
+	tok := qwen(b).Tokenizer
+	base := benchText(b, 32<<10)
+	prev := tok.Decode(tok.Encode(nil, base)[:31<<10])
+	cases := corpus(b)
+	var more strings.Builder
+	for i := len(cases) - 1; more.Len() < 16<<10; i-- {
+		more.WriteString(cases[i].Text)
+	}
+	full := base + "\n" + tok.Decode(tok.Encode(nil, more.String())[:1<<10])
+	inc := NewIncremental(tok, 1<<30)
+	inc.Encode(nil, "s", prev)
+	inc.Encode(nil, "s", base) // the ids now have the capacity a real turn leaves
+	saved := inc.take("s")
+	savedIDs := slices.Clone(saved.ids[:len(saved.ids):cap(saved.ids)])
+	savedIDs = savedIDs[:len(saved.ids)]
+	inc.remember(saved, base)
+	dst := make([]uint32, 0, 64<<10)
+	var times []time.Duration
+	hits := inc.Hits()
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		s := inc.take("s")
+		if s == nil {
+			s = &session{key: "s"}
+		}
+		s.ids = append(s.ids[:0], savedIDs...)
+		inc.remember(s, base)
+		b.StartTimer()
+		start := time.Now()
+		dst = inc.Encode(dst[:0], "s", full)
+		times = append(times, time.Since(start))
+	}
+	if inc.Hits()-hits != uint64(len(times)) {
+		b.Fatalf("%d of %d turns reused the session", inc.Hits()-hits, len(times))
+	}
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(len(dst)-len(savedIDs)), "new-tokens")
 }

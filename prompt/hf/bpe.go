@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"golang.org/x/text/unicode/norm"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -57,6 +58,7 @@ type scratch struct {
 	syms  []symbol
 	heap  []candidate
 	norm  []byte
+	iter  norm.Iter
 }
 
 // encodeWord appends the BPE tokens of word to dst: starting from its

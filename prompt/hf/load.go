@@ -177,9 +177,12 @@ func ParseTokenizer(data []byte) (*Tokenizer, error) {
 	return t, nil
 }
 
+// isNFC reports whether s is in NFC, allocating nothing in steady state.
 func isNFC(s string) bool {
-	var sc scratch
-	return sc.normalize(s) == s
+	sc := scratchPool.Get().(*scratch)
+	ok := sc.normalize(s) == s
+	putScratch(sc)
+	return ok
 }
 
 func (t *Tokenizer) setNormalizer(c *component) error {
@@ -306,6 +309,8 @@ func (t *Tokenizer) setMerges(raw json.RawMessage) error {
 	}
 	return nil
 }
+
+func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 func unsafeString(b []byte) string {
 	if len(b) == 0 {

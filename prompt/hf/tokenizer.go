@@ -140,8 +140,17 @@ func (sc *scratch) normalize(s string) string {
 	if i == len(s) {
 		return s
 	}
+	// An Iter kept in the scratch allocates nothing; AppendString would.
+	// The span QuickSpan vouches for may still combine with what follows,
+	// so iteration starts at the last boundary inside it.
+	if j := norm.NFC.LastBoundary(unsafeBytes(s[:i])); j >= 0 {
+		i = j
+	}
 	sc.norm = append(sc.norm[:0], s[:i]...)
-	sc.norm = norm.NFC.AppendString(sc.norm, s[i:])
+	sc.iter.InitString(norm.NFC, s[i:])
+	for !sc.iter.Done() {
+		sc.norm = append(sc.norm, sc.iter.Next()...)
+	}
 	return unsafeString(sc.norm)
 }
 
