@@ -118,8 +118,17 @@ func templateConfig() *config.Config {
 	return c
 }
 
+// recoverTemplate turns a panic of the template engine, which some
+// templates and inputs provoke (a division by zero), into an error.
+func recoverTemplate(err *error) {
+	if p := recover(); p != nil {
+		*err = fmt.Errorf("%w: %v", ErrTemplate, p)
+	}
+}
+
 // NewTemplate compiles the chat template of c.
-func NewTemplate(c Config) (*Template, error) {
+func NewTemplate(c Config) (_ *Template, err error) {
+	defer recoverTemplate(&err)
 	if c.ChatTemplate == "" {
 		return nil, fmt.Errorf("%w: empty", ErrTemplate)
 	}
@@ -141,9 +150,10 @@ func NewTemplate(c Config) (*Template, error) {
 // tool call's arguments, a JSON object as a string, reach the template
 // decoded, as OpenAI-compatible engines hand them over; arguments that are
 // not JSON stay a string.
-func (t *Template) Render(msgs []prompt.Message, tools []byte, addGenerationPrompt bool) (string, error) {
+func (t *Template) Render(msgs []prompt.Message, tools []byte, addGenerationPrompt bool) (out string, err error) {
 	r := renderState{}
 	defer r.release()
+	defer recoverTemplate(&err)
 	vars := map[string]any{
 		"messages":              r.messages(msgs),
 		"add_generation_prompt": addGenerationPrompt,
@@ -159,7 +169,7 @@ func (t *Template) Render(msgs []prompt.Message, tools []byte, addGenerationProm
 			vars["tools"] = v
 		}
 	}
-	out, err := t.tpl.ExecuteToString(exec.NewContext(vars))
+	out, err = t.tpl.ExecuteToString(exec.NewContext(vars))
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrTemplate, err)
 	}
