@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/prompt"
 )
 
 // benchText is at least n tokens of the fixture corpus, strings joined
@@ -113,4 +115,69 @@ func BenchmarkIncrementalTurn(b *testing.B) {
 	slices.Sort(times)
 	b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "p50-ns")
 	b.ReportMetric(float64(len(dst)-len(savedIDs)), "new-tokens")
+}
+
+// benchChat is a conversation with tools of about n tokens, messages of
+// the fixture chats one after another.
+func benchChat(tb testing.TB, n int) ([]prompt.Message, []byte) {
+	tb.Helper()
+	m := qwen(tb)
+	cases := chats(tb)
+	var msgs []prompt.Message
+	for count := 0; count < n; {
+		for _, c := range cases {
+			for _, msg := range c.prompt() {
+				if msg.Role == "system" && len(msgs) > 0 {
+					continue
+				}
+				msgs = append(msgs, msg)
+				count += m.Tokenizer.Count(msg.Content) + 8
+			}
+			if count >= n {
+				break
+			}
+		}
+	}
+	return msgs, cases[0].Tools
+}
+
+func BenchmarkRender(b *testing.B) {
+	m := qwen(b)
+	for _, r := range renderers {
+		for _, n := range []int{2 << 10, 32 << 10} {
+			msgs, tools := benchChat(b, n)
+			b.Run(fmt.Sprintf("%s/%dk", r.name, n>>10), func(b *testing.B) {
+				benchRender(b, m, r.render, msgs, tools)
+			})
+		}
+	}
+}
+
+func benchRender(b *testing.B, m *Model, render func(*Template, []prompt.Message, []byte, bool) (string, error), msgs []prompt.Message, tools []byte) {
+	b.ReportAllocs()
+	var out string
+	for b.Loop() {
+		var err error
+		if out, err = render(m.Template, msgs, tools, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(msgs)), "messages")
+	b.ReportMetric(float64(m.Tokenizer.Count(out)), "tokens")
+}
+
+// BenchmarkRenderEncode is a turn's prompt rendered by the template and
+// encoded whole: 32k tokens of chat with tools.
+func BenchmarkRenderEncode(b *testing.B) {
+	m := qwen(b)
+	msgs, tools := benchChat(b, 32<<10)
+	dst := make([]uint32, 0, 64<<10)
+	b.ReportAllocs()
+	for b.Loop() {
+		out, err := m.Template.Render(msgs, tools, true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		dst = m.Tokenizer.Encode(dst[:0], out)
+	}
 }

@@ -2,6 +2,8 @@ package hf
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,8 +36,9 @@ var ErrTemplate = errors.New("hf: chat template")
 // writes Python's json.dumps format with object keys in the order the
 // request gave them. It is safe for concurrent use.
 type Template struct {
-	tpl *exec.Template
-	cfg Config
+	tpl    *exec.Template
+	cfg    Config
+	native native // nil: every call runs the Jinja engine
 }
 
 // env is the environment every template runs in: gonja's builtins with
@@ -141,7 +144,11 @@ func NewTemplate(c Config) (_ *Template, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrTemplate, err)
 	}
-	return &Template{tpl: tpl, cfg: c}, nil
+	t := &Template{tpl: tpl, cfg: c}
+	if sum := sha256.Sum256([]byte(c.ChatTemplate)); hex.EncodeToString(sum[:]) == qwen3Template {
+		t.native = renderQwen3
+	}
+	return t, nil
 }
 
 // Render renders msgs for the engine. tools is the raw JSON of the
@@ -150,7 +157,21 @@ func NewTemplate(c Config) (_ *Template, err error) {
 // tool call's arguments, a JSON object as a string, reach the template
 // decoded, as OpenAI-compatible engines hand them over; arguments that are
 // not JSON stay a string.
-func (t *Template) Render(msgs []prompt.Message, tools []byte, addGenerationPrompt bool) (out string, err error) {
+func (t *Template) Render(msgs []prompt.Message, tools []byte, addGenerationPrompt bool) (string, error) {
+	if t.native != nil {
+		out, ok, err := t.native(msgs, tools, addGenerationPrompt)
+		if err != nil {
+			return "", fmt.Errorf("%w: tools: %v", ErrTemplate, err)
+		}
+		if ok {
+			return out, nil
+		}
+	}
+	return t.renderJinja(msgs, tools, addGenerationPrompt)
+}
+
+// renderJinja is Render by the Jinja engine.
+func (t *Template) renderJinja(msgs []prompt.Message, tools []byte, addGenerationPrompt bool) (out string, err error) {
 	r := renderState{}
 	defer r.release()
 	defer recoverTemplate(&err)
@@ -190,9 +211,13 @@ func (t *Template) RenderPrompt(p *prompt.Prompt) (string, error) {
 // no order, and Python's dicts keep the order of the request.
 var keyOrder sync.Map // unsafe.Pointer → []string
 
-// renderState owns the objects one Render decoded.
+// renderState owns the objects one Render decoded. With local set, their
+// key order stays in order, for a jsonWriter given it, rather than in
+// keyOrder, which only a Jinja filter needs.
 type renderState struct {
-	maps []unsafe.Pointer
+	maps  []unsafe.Pointer
+	local bool
+	order map[unsafe.Pointer][]string
 }
 
 func (r *renderState) release() {
@@ -227,6 +252,13 @@ func (r *renderState) messages(msgs []prompt.Message) list {
 
 func (r *renderState) object(m map[string]any, keys []string) map[string]any {
 	p := reflect.ValueOf(m).UnsafePointer()
+	if r.local {
+		if r.order == nil {
+			r.order = make(map[unsafe.Pointer][]string)
+		}
+		r.order[p] = keys
+		return m
+	}
 	keyOrder.Store(p, keys)
 	r.maps = append(r.maps, p)
 	return m
@@ -338,7 +370,7 @@ func filterToJSON(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 		b, _ := separators.GetItem(1)
 		w.item, w.key = a.String(), b.String()
 	}
-	if err := w.write(reflect.ValueOf(in.Interface()), 0); err != nil {
+	if err := w.writeAny(in.Interface()); err != nil {
 		return exec.AsValue(exec.ErrInvalidCall(err))
 	}
 	return exec.AsSafeValue(w.b.String())
@@ -350,7 +382,10 @@ type jsonWriter struct {
 	item, key string
 	indent    string
 	sortKeys  bool
+	order     map[unsafe.Pointer][]string // key orders besides keyOrder's
 }
+
+func (w *jsonWriter) writeAny(v any) error { return w.write(reflect.ValueOf(v), 0) }
 
 func (w *jsonWriter) newline(depth int) {
 	if w.indent == "" {
@@ -433,7 +468,9 @@ func (w *jsonWriter) write(v reflect.Value, depth int) error {
 // when known, else sorted.
 func (w *jsonWriter) keys(v reflect.Value) []string {
 	var keys []string
-	if o, ok := keyOrder.Load(v.UnsafePointer()); ok {
+	if o, ok := w.order[v.UnsafePointer()]; ok {
+		keys = o
+	} else if o, ok := keyOrder.Load(v.UnsafePointer()); ok {
 		keys = o.([]string)
 	} else {
 		for _, k := range v.MapKeys() {

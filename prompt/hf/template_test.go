@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/turnpike-gateway/turnpike/prompt"
 )
@@ -41,8 +42,26 @@ func chats(tb testing.TB) []chatCase {
 	return readJSONL[chatCase](tb, "testdata/chats.jsonl.gz")
 }
 
+// renderers are the two ways a Template renders Qwen3's template.
+var renderers = []struct {
+	name   string
+	render func(*Template, []prompt.Message, []byte, bool) (string, error)
+}{
+	{"native", (*Template).Render},
+	{"jinja", (*Template).renderJinja},
+}
+
 func TestChatFidelity(t *testing.T) {
 	m := qwen(t)
+	if m.Template.native == nil {
+		t.Fatal("Qwen3's template is not rendered natively")
+	}
+	for _, r := range renderers {
+		t.Run(r.name, func(t *testing.T) { checkChats(t, m, r.render) })
+	}
+}
+
+func checkChats(t *testing.T, m *Model, render func(*Template, []prompt.Message, []byte, bool) (string, error)) {
 	cases := chats(t)
 	if len(cases) < 200 {
 		t.Fatalf("%d chats, want at least 200", len(cases))
@@ -52,7 +71,7 @@ func TestChatFidelity(t *testing.T) {
 		if len(c.Tools) > 0 && string(c.Tools) != "null" {
 			withTools++
 		}
-		got, err := m.Template.Render(c.prompt(), c.Tools, c.AddGenerationPrompt)
+		got, err := render(m.Template, c.prompt(), c.Tools, c.AddGenerationPrompt)
 		if err != nil {
 			t.Fatalf("chat %d: %v", i, err)
 		}
@@ -89,4 +108,40 @@ func TestRenderErrors(t *testing.T) {
 	if _, err := NewTemplate(Config{ChatTemplate: `{% if %}`}); err == nil {
 		t.Error("bad template: no error")
 	}
+}
+
+// FuzzQwen3Native holds the native rendering of Qwen3's template to the
+// Jinja engine's for any message contents, roles and tool call arguments.
+func FuzzQwen3Native(f *testing.F) {
+	f.Add("hi", "<think>\nr\n</think>\n\nok", `{"a": 1}`, "tool", "<tool_response>x</tool_response>", uint8(3))
+	f.Add("", "\n</think>", `"s"`, "system", "", uint8(0))
+	f.Add("q", "a</think>b</think>\n", `nope`, "user", "x", uint8(255))
+	tpl := qwen(f).Template
+	f.Fuzz(func(t *testing.T, user, assistant, args, role, extra string, flags uint8) {
+		for _, s := range []string{user, assistant, args, role, extra} {
+			if !utf8.ValidString(s) {
+				return // JSON gives valid UTF-8; gonja would write U+FFFD
+			}
+		}
+		msgs := []prompt.Message{{Role: "system", Content: extra}, {Role: "user", Content: user}, {Role: "assistant", Content: assistant}}
+		if flags&1 != 0 {
+			msgs[2].ToolCalls = []prompt.ToolCall{{Name: "f", Arguments: args}, {Name: extra, Arguments: "{}"}}
+		}
+		msgs = append(msgs, prompt.Message{Role: role, Content: extra}, prompt.Message{Role: "assistant", Content: assistant})
+		if flags&2 != 0 {
+			msgs = msgs[1:]
+		}
+		var tools []byte
+		if flags&4 != 0 {
+			tools = []byte(`[{"type": "function", "function": {"name": "f", "parameters": ` + args + `}}]`)
+		}
+		want, errJ := tpl.renderJinja(msgs, tools, flags&8 != 0)
+		got, errN := tpl.Render(msgs, tools, flags&8 != 0)
+		if (errJ != nil) != (errN != nil) {
+			t.Fatalf("jinja error %v, native error %v", errJ, errN)
+		}
+		if got != want {
+			t.Fatalf("native rendering differs:\ngot  %q\nwant %q", got, want)
+		}
+	})
 }
