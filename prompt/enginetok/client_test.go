@@ -38,13 +38,7 @@ func (e *engine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusNotFound, "Not Found")
 		return
 	}
-	var req struct {
-		Model               string          `json:"model"`
-		Prompt              *string         `json:"prompt"`
-		Messages            []chatMessage   `json:"messages"`
-		Tools               json.RawMessage `json:"tools"`
-		AddGenerationPrompt *bool           `json:"add_generation_prompt"`
-	}
+	var req tokenizeRequest
 	var raw map[string]any
 	body := json.NewDecoder(r.Body)
 	var buf json.RawMessage

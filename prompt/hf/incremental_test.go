@@ -1,12 +1,15 @@
 package hf
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -121,5 +124,31 @@ func TestIncrementalBound(t *testing.T) {
 	inc.Encode(nil, "huge", strings.Repeat(text, 10))
 	if b := inc.Bytes(); b > 16<<10 {
 		t.Errorf("cache holds %d bytes after a prompt over its bound", b)
+	}
+}
+
+func TestIncrementalMetrics(t *testing.T) {
+	tok := qwen(t).Tokenizer
+	inc := NewIncremental(tok, 1<<20)
+	text := strings.Repeat("some words, ", 20)
+	inc.Encode(nil, "s", text)
+	inc.Encode(nil, "s", text+"more words")
+	want := fmt.Sprintf(`
+# HELP turnpike_token_cache_bytes Memory the incremental token cache holds: token ids, keys and bookkeeping.
+# TYPE turnpike_token_cache_bytes gauge
+turnpike_token_cache_bytes{pool="qwen"} %d
+# HELP turnpike_token_cache_sessions Sessions whose token ids the incremental token cache holds.
+# TYPE turnpike_token_cache_sessions gauge
+turnpike_token_cache_sessions{pool="qwen"} 1
+# HELP turnpike_token_cache_turns_total Prompts encoded through the incremental token cache, by whether they reused a session's ids.
+# TYPE turnpike_token_cache_turns_total counter
+turnpike_token_cache_turns_total{pool="qwen",result="encoded"} 1
+turnpike_token_cache_turns_total{pool="qwen",result="reused"} 1
+`, inc.Bytes())
+	if inc.Bytes() <= 0 {
+		t.Fatalf("Bytes = %d", inc.Bytes())
+	}
+	if err := testutil.CollectAndCompare(inc.Collector(prometheus.Labels{"pool": "qwen"}), strings.NewReader(want)); err != nil {
+		t.Error(err)
 	}
 }
