@@ -3,9 +3,13 @@ package hf
 import (
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/turnpike-gateway/turnpike/prompt"
 )
 
 // tinyTokenizer is a tokenizer.json with the 256 bytes, the given merges
@@ -166,4 +170,37 @@ func FuzzParseTokenizer(f *testing.F) {
 		}
 		tok.Encode(nil, "abc 123 <|end|> é")
 	})
+}
+
+// TestLoadPlain loads a directory with an uncompressed tokenizer.json and
+// a chat template, and renders a prompt through it.
+func TestLoadPlain(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), tinyTokenizer(t, patternQwen, []string{"h i"}, nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `{"chat_template": "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}", "eos_token": "<|end|>"}`
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &prompt.Prompt{Messages: []prompt.Message{{Role: "user", Content: "hi"}}}
+	out, err := m.Template.RenderPrompt(p)
+	if err != nil || out != "<user>hi<assistant>" {
+		t.Fatalf("RenderPrompt = %q, %v", out, err)
+	}
+	if got := m.Tokenizer.Encode(nil, "hi<|end|>"); !slices.Equal(got, []uint32{256, 1000}) {
+		t.Errorf("Encode = %v", got)
+	}
+	if out, err := m.Template.RenderPrompt(&prompt.Prompt{Text: "raw"}); err != nil || out != "raw" {
+		t.Errorf("RenderPrompt of a completion = %q, %v", out, err)
+	}
+	// Without tokenizer_config.json there is no template.
+	os.Remove(filepath.Join(dir, "tokenizer_config.json"))
+	if m, err := Load(dir); err != nil || m.Template != nil {
+		t.Errorf("Load without a config = %+v, %v", m, err)
+	}
 }
