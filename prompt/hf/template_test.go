@@ -2,6 +2,7 @@ package hf
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -144,4 +145,35 @@ func FuzzQwen3Native(f *testing.F) {
 			t.Fatalf("native rendering differs:\ngot  %q\nwant %q", got, want)
 		}
 	})
+}
+
+func TestModelEncodePrompt(t *testing.T) {
+	m := qwen(t)
+	c := chats(t)[0]
+	p := &prompt.Prompt{Messages: c.prompt(), Tools: c.Tools}
+	want, err := m.Template.Render(p.Messages, p.Tools, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inc := NewIncremental(m.Tokenizer, 1<<20)
+	for _, tc := range []struct {
+		name string
+		inc  *Incremental
+	}{{"whole", nil}, {"incremental", inc}, {"incremental again", inc}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ids, err := m.EncodePrompt(nil, p, tc.inc, "session")
+			if err != nil || !slices.Equal(ids, m.Tokenizer.Encode(nil, want)) {
+				t.Errorf("EncodePrompt = %d ids, %v", len(ids), err)
+			}
+		})
+	}
+	if inc.Hits() != 1 {
+		t.Errorf("Hits = %d, want the second turn reused", inc.Hits())
+	}
+	if _, err := (&Model{Tokenizer: m.Tokenizer}).EncodePrompt(nil, p, nil, ""); !errors.Is(err, ErrNoTemplate) {
+		t.Errorf("no template: err = %v", err)
+	}
+	if ids, err := (&Model{Tokenizer: m.Tokenizer}).EncodePrompt(nil, &prompt.Prompt{Text: "hi"}, nil, ""); err != nil || len(ids) != 1 {
+		t.Errorf("completion: %v, %v", ids, err)
+	}
 }
