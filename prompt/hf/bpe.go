@@ -2,8 +2,6 @@ package hf
 
 import (
 	"golang.org/x/text/unicode/norm"
-	"slices"
-	"strings"
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
@@ -220,13 +218,20 @@ type wordCache struct {
 	mask  uint64
 }
 
+// cacheEntry holds its word and ids inline, in one allocation, so a
+// lookup touches one or two cache lines rather than chasing pointers.
 type cacheEntry struct {
-	word string
-	ids  []uint32
+	wordLen, idsLen uint8
+	ids             [maxCachedIDs]uint32
+	word            [maxCachedWord]byte
 }
 
-// maxCachedWord is the longest word, in bytes, the cache keeps.
-const maxCachedWord = 64
+// maxCachedWord is the longest word, in bytes, the cache keeps, and
+// maxCachedIDs the most tokens.
+const (
+	maxCachedWord = 48
+	maxCachedIDs  = 12
+)
 
 func newWordCache(slots int) *wordCache {
 	n := 1
@@ -239,11 +244,11 @@ func newWordCache(slots int) *wordCache {
 func (c *wordCache) get(word string) ([]uint32, uint64) {
 	h := xxhash.Sum64String(word)
 	i := h & c.mask
-	if e := c.slots[i].Load(); e != nil && e.word == word {
-		return e.ids, h
+	if e := c.slots[i].Load(); e != nil && string(e.word[:e.wordLen]) == word {
+		return e.ids[:e.idsLen], h
 	}
-	if e := c.slots[i^1].Load(); e != nil && e.word == word {
-		return e.ids, h
+	if e := c.slots[i^1].Load(); e != nil && string(e.word[:e.wordLen]) == word {
+		return e.ids[:e.idsLen], h
 	}
 	return nil, h
 }
@@ -255,5 +260,11 @@ func (c *wordCache) put(h uint64, word string, ids []uint32) {
 	if c.slots[i].Load() != nil && c.slots[i^1].Load() == nil || h>>63 == 1 {
 		i ^= 1
 	}
-	c.slots[i].Store(&cacheEntry{word: strings.Clone(word), ids: slices.Clone(ids)})
+	if len(word) > maxCachedWord || len(ids) > maxCachedIDs {
+		return
+	}
+	e := &cacheEntry{wordLen: uint8(len(word)), idsLen: uint8(len(ids))}
+	copy(e.word[:], word)
+	copy(e.ids[:], ids)
+	c.slots[i].Store(e)
 }

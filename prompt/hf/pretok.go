@@ -15,23 +15,36 @@ const (
 )
 
 var asciiClass = func() (t [128]uint8) {
-	for c := range 128 {
-		r := rune(c)
-		switch {
-		case r == '\r' || r == '\n':
-			t[c] = clsNewline
-		case unicode.IsLetter(r):
-			t[c] = clsLetter
-		case unicode.IsNumber(r):
-			t[c] = clsNumber
-		case unicode.IsSpace(r):
-			t[c] = clsSpace
-		default:
-			t[c] = clsOther
-		}
+	for c := range rune(128) {
+		t[c] = classOf(c)
 	}
 	return t
 }()
+
+// bmpClass is the class of every rune of the Basic Multilingual Plane,
+// 64 KiB, so that classifying text in any script is one load rather than
+// a search of Unicode's tables.
+var bmpClass = func() *[1 << 16]uint8 {
+	var t [1 << 16]uint8
+	for r := range rune(1 << 16) {
+		t[r] = classOf(r)
+	}
+	return &t
+}()
+
+func classOf(r rune) uint8 {
+	switch {
+	case r == '\r' || r == '\n':
+		return clsNewline
+	case unicode.IsLetter(r):
+		return clsLetter
+	case unicode.IsNumber(r):
+		return clsNumber
+	case unicode.IsSpace(r):
+		return clsSpace
+	}
+	return clsOther
+}
 
 // classAt classifies the rune at s[i] and returns its size. Invalid UTF-8
 // is one byte of class other. unicode.IsSpace is exactly the \s of the
@@ -43,15 +56,10 @@ func classAt(s string, i int) (uint8, int) {
 		return asciiClass[c], 1
 	}
 	r, n := utf8.DecodeRuneInString(s[i:])
-	switch {
-	case unicode.IsLetter(r):
-		return clsLetter, n
-	case unicode.IsNumber(r):
-		return clsNumber, n
-	case unicode.IsSpace(r):
-		return clsSpace, n
+	if r < 1<<16 {
+		return bmpClass[r], n // U+FFFD for invalid UTF-8 is of class other
 	}
-	return clsOther, n
+	return classOf(r), n
 }
 
 // splitter is the Split pre-tokenizer of the Qwen2/Qwen3 and Llama 3

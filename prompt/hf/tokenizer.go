@@ -2,6 +2,7 @@ package hf
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -184,22 +185,39 @@ func (t *Tokenizer) TokenID(text string) (uint32, bool) {
 // first and the longest of those starting at one place, as the Hugging
 // Face library splits them out before normalizing.
 type addedTokens struct {
-	ids     map[string]uint32
-	first   [256]bool // bytes an added token starts with
-	lengths []int     // distinct token lengths, longest first
+	ids   map[string]uint32
+	first [256]bool // bytes an added token starts with
+	// byPrefix lists the tokens of two bytes or more by their first two,
+	// longest first; single holds the tokens of one byte.
+	byPrefix map[uint16][]addedToken
+	single   [256]int64 // id+1, or 0
+	lengths  []int      // distinct token lengths
+}
+
+type addedToken struct {
+	text string
+	id   uint32
 }
 
 func (a *addedTokens) add(content string, id uint32) {
 	if a.ids == nil {
 		a.ids = make(map[string]uint32)
+		a.byPrefix = make(map[uint16][]addedToken)
 	}
 	a.ids[content] = id
 	a.first[content[0]] = true
 	if !slices.Contains(a.lengths, len(content)) {
 		a.lengths = append(a.lengths, len(content))
-		slices.Sort(a.lengths)
-		slices.Reverse(a.lengths)
 	}
+	if len(content) == 1 {
+		a.single[content[0]] = int64(id) + 1
+		return
+	}
+	k := uint16(content[0])<<8 | uint16(content[1])
+	l := slices.DeleteFunc(a.byPrefix[k], func(t addedToken) bool { return t.text == content })
+	l = append(l, addedToken{content, id})
+	slices.SortStableFunc(l, func(x, y addedToken) int { return len(y.text) - len(x.text) })
+	a.byPrefix[k] = l
 }
 
 // find returns the offset, length and id of the first added token in s,
@@ -212,12 +230,15 @@ func (a *addedTokens) find(s string) (int, int, uint32) {
 		if !a.first[s[i]] {
 			continue
 		}
-		for _, n := range a.lengths {
-			if i+n <= len(s) {
-				if id, ok := a.ids[s[i:i+n]]; ok {
-					return i, n, id
+		if i+1 < len(s) {
+			for _, t := range a.byPrefix[uint16(s[i])<<8|uint16(s[i+1])] {
+				if strings.HasPrefix(s[i:], t.text) {
+					return i, len(t.text), t.id
 				}
 			}
+		}
+		if id := a.single[s[i]]; id != 0 {
+			return i, 1, uint32(id - 1)
 		}
 	}
 	return -1, 0, 0
