@@ -1,0 +1,218 @@
+package hf
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/turnpike-gateway/turnpike/prompt"
+)
+
+// qwen3Template is the sha256 of the chat template of the Qwen3 models
+// (tools, reasoning kept only after the last user query), which
+// renderQwen3 renders natively: the same output as the template run by
+// the Jinja engine, byte for byte, in a fraction of the time.
+const qwen3Template = "87a2728cb8dc9fe424d624542f6060ec05a1d285ebbec578bb078900e33396b5"
+
+// native renders a template in Go; ok false sends the call to the Jinja
+// engine (inputs the native code does not cover).
+type native func(msgs []prompt.Message, tools []byte, addGenerationPrompt bool) (out string, ok bool, err error)
+
+const qwen3ToolsHead = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+const qwen3ToolsTail = "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+
+// qwen3Tools renders the tools array of Qwen3's system prompt: each
+// tool's JSON on a line. ok false means tools is not an array.
+func qwen3Tools(tools string) (string, bool, error) {
+	r := renderState{local: true}
+	v, err := r.decode([]byte(tools))
+	if err != nil {
+		return "", true, err
+	}
+	switch v := v.(type) {
+	case nil:
+		return "", true, nil
+	case list:
+		w := jsonWriter{item: ", ", key: ": ", order: r.order}
+		for _, t := range v {
+			w.b.WriteByte('\n')
+			if err := w.writeAny(t); err != nil {
+				return "", false, nil
+			}
+		}
+		return w.b.String(), true, nil
+	}
+	return "", false, nil
+}
+
+// jsonCache remembers renderings of JSON: the tools array and the tool
+// call arguments of a session come back on every turn.
+var jsonCache struct {
+	sync.RWMutex
+	// protects the fields below
+	m map[uint64]renderedJSON
+}
+
+type renderedJSON struct {
+	raw, out string
+	ok       bool
+}
+
+// maxJSONCache bounds the renderings remembered; the cache is emptied
+// when it fills, which only costs renders.
+const maxJSONCache = 4096
+
+// cachedRender is render(raw), remembered under raw and kind, a byte
+// that tells renderings of the same text apart.
+func cachedRender(kind byte, raw string, render func(string) (string, bool, error)) (string, bool, error) {
+	d := xxhash.New()
+	d.Write([]byte{kind})
+	d.WriteString(raw)
+	h := d.Sum64()
+	jsonCache.RLock()
+	e, hit := jsonCache.m[h]
+	jsonCache.RUnlock()
+	if hit && e.raw == raw {
+		return e.out, e.ok, nil
+	}
+	out, ok, err := render(raw)
+	if err != nil {
+		return "", ok, err
+	}
+	jsonCache.Lock()
+	if jsonCache.m == nil || len(jsonCache.m) >= maxJSONCache {
+		jsonCache.m = make(map[uint64]renderedJSON, maxJSONCache)
+	}
+	jsonCache.m[h] = renderedJSON{raw: strings.Clone(raw), out: out, ok: ok}
+	jsonCache.Unlock()
+	return out, ok, nil
+}
+
+// qwen3Arguments renders a tool call's arguments as the template does:
+// a JSON string decoded, other JSON values by tojson, and text that is
+// not JSON (or is null) as it is.
+func qwen3Arguments(raw string) (string, bool, error) {
+	r := renderState{local: true}
+	switch a, _ := r.decode([]byte(raw)); a := a.(type) {
+	case string:
+		return a, true, nil
+	case nil:
+		return raw, true, nil
+	default:
+		w := jsonWriter{item: ", ", key: ": ", order: r.order}
+		if err := w.writeAny(a); err != nil {
+			return "", false, nil
+		}
+		return w.b.String(), true, nil
+	}
+}
+
+func renderQwen3(msgs []prompt.Message, tools []byte, addGenerationPrompt bool) (string, bool, error) {
+	var toolText string
+	if len(bytes.TrimSpace(tools)) > 0 {
+		var ok bool
+		var err error
+		if toolText, ok, err = cachedRender('t', unsafeString(tools), qwen3Tools); !ok || err != nil {
+			return "", ok, err
+		}
+	}
+	var b strings.Builder
+	b.Grow(renderSize(msgs) + len(toolText) + len(qwen3ToolsHead) + len(qwen3ToolsTail))
+	if toolText != "" {
+		b.WriteString("<|im_start|>system\n")
+		if len(msgs) > 0 && msgs[0].Role == "system" {
+			b.WriteString(msgs[0].Content)
+			b.WriteString("\n\n")
+		}
+		b.WriteString(qwen3ToolsHead)
+		b.WriteString(toolText)
+		b.WriteString(qwen3ToolsTail)
+	} else if len(msgs) > 0 && msgs[0].Role == "system" {
+		b.WriteString("<|im_start|>system\n")
+		b.WriteString(msgs[0].Content)
+		b.WriteString("<|im_end|>\n")
+	}
+	// The last user message that is not a tool response wrapped as one.
+	lastQuery := len(msgs) - 1
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := &msgs[i]
+		if m.Role == "user" && !(strings.HasPrefix(m.Content, "<tool_response>") && strings.HasSuffix(m.Content, "</tool_response>")) {
+			lastQuery = i
+			break
+		}
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		last := i == len(msgs)-1
+		switch {
+		case m.Role == "user" || (m.Role == "system" && i > 0):
+			b.WriteString("<|im_start|>")
+			b.WriteString(m.Role)
+			b.WriteByte('\n')
+			b.WriteString(m.Content)
+			b.WriteString("<|im_end|>\n")
+		case m.Role == "assistant":
+			content, reasoning := m.Content, ""
+			if strings.Contains(content, "</think>") {
+				content = strings.TrimLeft(content[strings.LastIndex(content, "</think>")+len("</think>"):], "\n")
+				before := strings.TrimRight(m.Content[:strings.Index(m.Content, "</think>")], "\n")
+				if k := strings.LastIndex(before, "<think>"); k >= 0 {
+					before = before[k+len("<think>"):]
+				}
+				reasoning = strings.TrimLeft(before, "\n")
+			}
+			b.WriteString("<|im_start|>assistant\n")
+			if i > lastQuery && (last || reasoning != "") {
+				b.WriteString("<think>\n")
+				b.WriteString(strings.Trim(reasoning, "\n"))
+				b.WriteString("\n</think>\n\n")
+				b.WriteString(strings.TrimLeft(content, "\n"))
+			} else {
+				b.WriteString(content)
+			}
+			for k, tc := range m.ToolCalls {
+				if k > 0 || content != "" {
+					b.WriteByte('\n')
+				}
+				b.WriteString("<tool_call>\n{\"name\": \"")
+				b.WriteString(tc.Name)
+				b.WriteString("\", \"arguments\": ")
+				args, ok, _ := cachedRender('a', tc.Arguments, qwen3Arguments)
+				if !ok {
+					return "", false, nil
+				}
+				b.WriteString(args)
+				b.WriteString("}\n</tool_call>")
+			}
+			b.WriteString("<|im_end|>\n")
+		case m.Role == "tool":
+			if i == 0 || msgs[i-1].Role != "tool" {
+				b.WriteString("<|im_start|>user")
+			}
+			b.WriteString("\n<tool_response>\n")
+			b.WriteString(m.Content)
+			b.WriteString("\n</tool_response>")
+			if last || msgs[i+1].Role != "tool" {
+				b.WriteString("<|im_end|>\n")
+			}
+		}
+	}
+	if addGenerationPrompt {
+		b.WriteString("<|im_start|>assistant\n")
+	}
+	return b.String(), true, nil
+}
+
+// renderSize is about the bytes a rendering of msgs takes.
+func renderSize(msgs []prompt.Message) int {
+	n := 64
+	for i := range msgs {
+		n += len(msgs[i].Content) + 64
+		for _, tc := range msgs[i].ToolCalls {
+			n += len(tc.Name) + len(tc.Arguments) + 64
+		}
+	}
+	return n
+}
