@@ -316,8 +316,16 @@ func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) e
 	header := engineHeader(spec)
 	tokens := int64(t.route.PromptTokens + t.route.ExpectedOutputTokens)
 	var lastErr error
+	pref := affinityFrom(ctx)
 	for attempt := 0; attempt <= d.reg.Options().MaxRetries && len(candidates) > 0; attempt++ {
-		ep, err := d.policy.Pick(ctx, &t.route, candidates)
+		var ep *pools.Endpoint
+		var err error
+		if only := pref.preferred(candidates); only != nil {
+			ep, err = d.policy.Pick(ctx, &t.route, []*pools.Endpoint{only})
+		}
+		if ep == nil {
+			ep, err = d.policy.Pick(ctx, &t.route, candidates)
+		}
 		if err != nil {
 			if lastErr != nil {
 				return lastErr
@@ -327,6 +335,9 @@ func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) e
 		resp, err := d.reg.Client().Send(ctx, ep, spec.Path, body, header, tokens)
 		if err == nil {
 			t.resp, t.ep = resp, ep
+			if pref != nil {
+				pref.set(ep.ID)
+			}
 			return nil
 		}
 		d.policy.Done(&t.route, ep, affinity.Outcome{Err: err})
