@@ -2,7 +2,7 @@
 // for the provider, over HTTP and over WebSocket, `codex exec resume`, and
 // one thread of 20 turns that must stay one session with its context cached.
 import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
@@ -73,6 +73,7 @@ function codex(codexHome, cwd, args, { timeoutMs = 120_000, log = '' } = {}) {
     child.on('error', reject);
     child.on('close', (code, signal) => {
       clearTimeout(timer);
+      appendFileSync(path.join(tmp, 'codex.log'), `== codex ${args.join(' ')} (exit ${code ?? signal})\n${err}\n`);
       const events = [];
       for (const line of out.split('\n')) {
         if (!line.trim()) continue;

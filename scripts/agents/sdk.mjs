@@ -1,5 +1,6 @@
 // The Agents SDK and the AI SDK against turnpike, each feature a check.
 import OpenAI from 'openai';
+import { ResponsesWS } from 'openai/resources/responses/ws';
 import { z } from 'zod';
 import {
   Agent, MemorySession, OpenAIConversationsSession, OpenAIResponsesCompactionSession,
@@ -211,8 +212,40 @@ async function aiSDKChecks() {
   });
 }
 
+// openaiWSChecks drives the openai package's own ResponsesWS client: two
+// chained store:false responses and a warmup on one connection.
+async function openaiWSChecks() {
+  await check('openai: ResponsesWS', async () => {
+    const before = responsesByCode(await metrics());
+    const ws = new ResponsesWS(client);
+    const ended = [];
+    try {
+      const create = (extra) => ws.send({ type: 'response.create', model: MODEL, store: false, max_output_tokens: 16, ...extra });
+      create({ input: 'The secret word is pelican.', generate: false });
+      for await (const ev of ws.stream()) {
+        if (ev.type === 'close') throw new Error(`closed: ${ev.code} ${ev.reason}`);
+        if (ev.type !== 'message') continue;
+        const m = ev.message;
+        if (m.type === 'error') throw new Error(`error event: ${JSON.stringify(m.error)}`);
+        if (m.type !== 'response.completed' && m.type !== 'response.incomplete') continue;
+        ended.push(m.response);
+        if (ended.length === 3) break;
+        create({ input: ended.length === 1 ? 'What is the secret word?' : 'Again?', previous_response_id: m.response.id });
+      }
+    } finally {
+      ws.close();
+    }
+    assert(ended[0].output.length === 0, `the warmup had output ${JSON.stringify(ended[0].output)}`);
+    assert(ended[2].usage.input_tokens > ended[1].usage.input_tokens, `chained input ${ended[1].usage.input_tokens} → ${ended[2].usage.input_tokens}`);
+    const codes = diffCodes(before, responsesByCode(await metrics()));
+    assert(codes['101'] === 1 && !codes['200'], `gateway answers by code: ${JSON.stringify(codes)}`);
+    return ended.map((r) => `${r.id} (${r.usage.input_tokens} in)`).join(' → ');
+  });
+}
+
 export async function sdkChecks() {
   await agentsChecks();
   await aiSDKChecks();
+  await openaiWSChecks();
 }
 
