@@ -54,6 +54,7 @@ type wsConn struct {
 	// warm is the last warmup (generate:false), nil when none is
 	// pending.
 	warm *wsWarmup
+	m    *wsMetrics
 }
 
 // wsWarmup is a response.create with generate:false: no output, only its
@@ -119,11 +120,14 @@ func (h *responsesAPI) websocket(c echo.Context) error {
 	}()
 	// The connection's turns keep to the replica its first turn went to.
 	ctx = dispatch.WithAffinity(ctx, &dispatch.Affinity{})
-	ws := &wsConn{h: h, conn: conn, tenant: tenantOf(c), hdr: r.Header.Clone(), writeCtx: readCtx}
+	ws := &wsConn{h: h, conn: conn, tenant: tenantOf(c), hdr: r.Header.Clone(), writeCtx: readCtx, m: &h.s.metrics.ws}
+	ws.m.open.Inc()
+	defer ws.m.open.Dec()
 	for {
 		select {
 		case data, ok := <-msgs:
 			if !ok {
+				ws.m.closed.WithLabelValues("client").Inc()
 				conn.CloseNow()
 				return nil
 			}
@@ -133,9 +137,15 @@ func (h *responsesAPI) websocket(c echo.Context) error {
 			}
 		case <-ctx.Done():
 		}
-		if errors.Is(context.Cause(ctx), errConnectionLimit) {
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, errConnectionLimit):
+			ws.m.closed.WithLabelValues("limit").Inc()
 			ws.limitReached(limit)
 			return nil
+		case errors.Is(cause, ErrShuttingDown):
+			ws.m.closed.WithLabelValues("shutdown").Inc()
+		default:
+			ws.m.closed.WithLabelValues("client").Inc()
 		}
 		conn.CloseNow()
 		return nil
@@ -187,6 +197,7 @@ func equalFold(a, b string) bool {
 func (ws *wsConn) serve(ctx context.Context, data []byte) {
 	req, generate, err := ws.decode(data)
 	if err != nil {
+		ws.m.messages.WithLabelValues("error").Inc()
 		ws.sendError(err)
 		return
 	}
@@ -200,14 +211,17 @@ func (ws *wsConn) serve(ctx context.Context, data []byte) {
 		req.Prior = ws.last
 	}
 	if !generate {
+		ws.m.messages.WithLabelValues("warmup").Inc()
 		ws.warmup(req)
 		return
 	}
 	resp, err := ws.h.svc.Create(ctx, ws.tenant, req, ws.hdr, ws.write)
 	if err != nil {
+		ws.m.messages.WithLabelValues("error").Inc()
 		ws.sendError(err)
 		return
 	}
+	ws.m.messages.WithLabelValues("response").Inc()
 	ws.remember(req, resp)
 }
 

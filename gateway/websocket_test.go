@@ -13,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	tpresponses "github.com/turnpike-gateway/turnpike/responses"
 )
 
@@ -298,6 +299,10 @@ func TestWebSocketWarmup(t *testing.T) {
 	if st.engine.count() != 2 {
 		t.Errorf("engine requests %d, want 2", st.engine.count())
 	}
+	m := st.server.metrics.ws.messages
+	if w, r := testutil.ToFloat64(m.WithLabelValues("warmup")), testutil.ToFloat64(m.WithLabelValues("response")); w != 1 || r != 2 {
+		t.Errorf("messages counted: %v warmups, %v responses", w, r)
+	}
 	// generate must be a boolean; stream_id multiplexing is refused.
 	for _, msg := range []string{
 		`{"type":"response.create","model":"` + testModel + `","input":"x","generate":"no"}`,
@@ -377,6 +382,9 @@ func TestWebSocketLimitMidTurn(t *testing.T) {
 		t.Error("the connection stayed open after the limit")
 	}
 	waitIdle(t, st.engine)
+	if n := testutil.ToFloat64(st.server.metrics.ws.closed.WithLabelValues("limit")); n != 1 {
+		t.Errorf("connections closed at the limit: %v", n)
+	}
 }
 
 // waitIdle waits until the engine answers no request.
