@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -396,5 +397,50 @@ func waitIdle(t *testing.T, e *recorder) {
 			t.Fatalf("the engine still answers %d requests", e.active.Load())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// BenchmarkWebSocketTurn: one Responses turn on an open WebSocket
+// connection, store:false and chained to the connection's last response
+// (the context the connection keeps grows by one short exchange a turn),
+// against a simulated engine that answers at once.
+func BenchmarkWebSocketTurn(b *testing.B) {
+	st := newResponsesStack(b, 0)
+	ctx := b.Context()
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(st.front.URL, "http")+"/v1/responses", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.CloseNow()
+	conn.SetReadLimit(-1)
+	prev := ""
+	b.ReportAllocs()
+	for b.Loop() {
+		msg := `{"type":"response.create","model":"` + testModel + `","store":false,"input":"Next step?","max_output_tokens":16`
+		if prev != "" {
+			msg += `,"previous_response_id":"` + prev + `"`
+		}
+		if err := conn.Write(ctx, websocket.MessageText, []byte(msg+"}")); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			_, data, err := conn.Read(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !bytes.Contains(data[:min(len(data), 48)], []byte(`"type":"response.completed"`)) &&
+				!bytes.Contains(data[:min(len(data), 48)], []byte(`"type":"response.incomplete"`)) {
+				if bytes.HasPrefix(data, []byte(`{"type":"error"`)) || bytes.HasPrefix(data, []byte(`{"type":"response.failed"`)) {
+					b.Fatalf("%s", data)
+				}
+				continue
+			}
+			var ev wsEventMsg
+			if err := json.Unmarshal(data, &ev); err != nil {
+				b.Fatal(err)
+			}
+			prev = ev.Response.ID
+			break
+		}
 	}
 }
