@@ -6,7 +6,7 @@ import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-  BASE, MODEL, assert, check, diffCodes, metrics, pinsMoved, pinsNew, recorder, responsesByCode, session,
+  BASE, MODEL, assert, check, diffCodes, metric, metrics, pinsMoved, pinsNew, recorder, responsesByCode, session,
 } from './lib.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -33,8 +33,11 @@ request_max_retries = 0
 stream_max_retries = 0
 supports_websockets = ${websockets}
 
+# The curated plugin sync and the apps connectors reach the internet.
 [features]
-responses_websockets = ${websockets}
+plugins = false
+remote_plugin = false
+apps = false
 
 [analytics]
 enabled = false
@@ -140,7 +143,8 @@ export async function codexChecks() {
   });
 
   await check('codex exec over WebSocket', async () => {
-    const before = responsesByCode(await metrics());
+    const m0 = await metrics();
+    const before = responsesByCode(m0);
     const run = await codex(wsHome, workdir('work-ws'), ['exec', '--skip-git-repo-check', '--json', 'List the files in this directory.'], {
       log: 'codex_api::endpoint::responses_websocket=info,codex_core=warn',
     });
@@ -148,6 +152,10 @@ export async function codexChecks() {
     const codes = diffCodes(before, responsesByCode(await metrics()));
     // Upgrades answered, and no turn fell back to HTTP.
     assert(codes['101'] >= 1 && !codes['200'], `gateway answers by code: ${JSON.stringify(codes)}`);
+    const m1 = await metrics();
+    const wsErrors = metric(m1, 'turnpike_websocket_messages_total{kind="error"}') - metric(m0, 'turnpike_websocket_messages_total{kind="error"}');
+    const warmups = metric(m1, 'turnpike_websocket_messages_total{kind="warmup"}') - metric(m0, 'turnpike_websocket_messages_total{kind="warmup"}');
+    assert(wsErrors === 0, `${wsErrors} WebSocket messages answered with an error event`);
     const problems = run.stderr.split('\n').filter((l) =>
       /prewarm setup failed|fall(ing)?[ _-]?back to (http|sse)|http fallback|websocket[^\n]*(error|failed)/i.test(l));
     assert(problems.length === 0, `codex reports WebSocket problems:\n${problems.join('\n')}`);
@@ -156,7 +164,7 @@ export async function codexChecks() {
     assert(t2.thread === t.thread, `resumed thread ${t2.thread}, want ${t.thread}`);
     const codes2 = diffCodes(before, responsesByCode(await metrics()));
     assert(!codes2['200'], `resume fell back to HTTP: ${JSON.stringify(codes2)}`);
-    return `thread ${t.thread}, ${codes2['101']} connections, usage ${JSON.stringify(t.usage)} then ${JSON.stringify(t2.usage)}`;
+    return `thread ${t.thread}, ${codes2['101']} connections, ${warmups} warmups, usage ${JSON.stringify(t.usage)} then ${JSON.stringify(t2.usage)}`;
   });
 
   await check('codex thread of 20 turns: one session, one pin, previous context cached', async () => {
