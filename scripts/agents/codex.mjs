@@ -162,8 +162,15 @@ export async function codexChecks() {
     const r = await codex(wsHome, workdir('work-ws'), ['exec', '--skip-git-repo-check', '--json', 'resume', t.thread, 'And then?']);
     const t2 = turnOf(r);
     assert(t2.thread === t.thread, `resumed thread ${t2.thread}, want ${t.thread}`);
-    const codes2 = diffCodes(before, responsesByCode(await metrics()));
+    const m2 = await metrics();
+    const codes2 = diffCodes(before, responsesByCode(m2));
     assert(!codes2['200'], `resume fell back to HTTP: ${JSON.stringify(codes2)}`);
+    // The thread is one session on one replica over both connections.
+    const s = await session(t.thread);
+    assert(s && s.turns >= 2 && s.endpoint, `session ${t.thread}: ${JSON.stringify(s)}`);
+    const pins = pinsNew(m2) - pinsNew(m0);
+    const moved = pinsMoved(m2) - pinsMoved(m0);
+    assert(pins === 1 && moved === 0, `pins set ${pins}, moved ${moved}`);
     return `thread ${t.thread}, ${codes2['101']} connections, ${warmups} warmups, usage ${JSON.stringify(t.usage)} then ${JSON.stringify(t2.usage)}`;
   });
 
