@@ -119,7 +119,7 @@ func (h *responsesAPI) websocket(c echo.Context) error {
 		}
 	}()
 	// The connection's turns keep to the replica its first turn went to.
-	ctx = dispatch.WithAffinity(ctx, &dispatch.Affinity{})
+	turnCtx := dispatch.WithAffinity(ctx, &dispatch.Affinity{})
 	ws := &wsConn{h: h, conn: conn, tenant: tenantOf(c), hdr: r.Header.Clone(), writeCtx: readCtx, m: &h.s.metrics.ws}
 	ws.m.open.Inc()
 	defer ws.m.open.Dec()
@@ -131,7 +131,7 @@ func (h *responsesAPI) websocket(c echo.Context) error {
 				conn.CloseNow()
 				return nil
 			}
-			ws.serve(ctx, data)
+			ws.serve(turnCtx, data)
 			if !errors.Is(context.Cause(ctx), errConnectionLimit) {
 				continue
 			}
