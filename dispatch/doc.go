@@ -14,6 +14,11 @@
 // endpoint while no byte of the answer has arrived. An engine that refuses
 // the request (a 4xx) ends the turn there with an *EngineError.
 //
+// A caller that wants its turns kept on one endpoint (a Responses
+// WebSocket connection) puts a *Affinity in the turns' context
+// (WithAffinity): each is offered to that endpoint alone first, through
+// the policy, and the endpoint that serves it is the one preferred next.
+//
 // # Request lifecycle and ownership
 //
 // Begin returns a *Turn that owns the engine's response. Its caller reads
