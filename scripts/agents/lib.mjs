@@ -150,6 +150,11 @@ export async function recorder() {
       up.end(body);
     });
   });
+  // Codex keeps its connection across a turn's requests, with a command's
+  // run (up to its yield time) in between: an idle connection must not be
+  // closed under it, as Node's 5-second default would.
+  server.keepAliveTimeout = 10 * 60_000;
+  server.headersTimeout = 10 * 60_000 + 1000;
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${server.address().port}`,

@@ -4,7 +4,7 @@
 # Agents SDK and the AI SDK, all from the versions pinned in package.json,
 # against `turnpike` with its embedded simulated fleet.
 #
-#   scripts/agents/run.sh [--keep-logs] [--only codex|sdk]
+#   scripts/agents/run.sh [--keep-logs] [--only codex|codex-thread|sdk]
 #
 # It builds the gateway, starts it on a free loopback port with a
 # temporary data directory, waits until it is ready, runs every check
