@@ -358,10 +358,16 @@ func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) e
 	}
 	tokens := int64(t.route.PromptTokens + t.route.ExpectedOutputTokens)
 	var lastErr error
+	pref := affinityFrom(ctx)
 	for attempt := 0; attempt <= d.reg.Options().MaxRetries && len(candidates) > 0; attempt++ {
 		// A decoder picked before the P/D decision takes the first attempt.
 		ep, err := t.picked, error(nil)
 		t.picked = nil
+		if ep == nil {
+			if only := pref.preferred(candidates); only != nil {
+				ep, err = d.policy.Pick(ctx, &t.route, []*pools.Endpoint{only})
+			}
+		}
 		if ep == nil {
 			ep, err = d.policy.Pick(ctx, &t.route, candidates)
 		}
@@ -374,6 +380,9 @@ func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) e
 		resp, err := d.reg.Client().Send(ctx, ep, spec.Path, body, header, tokens)
 		if err == nil {
 			t.resp, t.ep = resp, ep
+			if pref != nil {
+				pref.set(ep.ID)
+			}
 			return nil
 		}
 		d.policy.Done(&t.route, ep, affinity.Outcome{Err: err})

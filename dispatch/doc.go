@@ -22,6 +22,11 @@
 // A failed prefill falls back to a local prefill on the decoder; the Turn
 // is the decode leg's, and reports the prefiller's cached tokens.
 //
+// A caller that wants its turns kept on one endpoint (a Responses
+// WebSocket connection) puts a *Affinity in the turns' context
+// (WithAffinity): each is offered to that endpoint alone first, through
+// the policy, and the endpoint that serves it is the one preferred next.
+//
 // # Request lifecycle and ownership
 //
 // Begin returns a *Turn that owns the engine's response. Its caller reads

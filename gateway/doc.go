@@ -16,6 +16,16 @@
 // through the turn's one reader and writes each line as it came, flushing
 // at every event boundary.
 //
+// A Responses WebSocket connection (GET /v1/responses upgraded) has two
+// goroutines: a reader that hands each message over and cancels the turn
+// in flight when the client goes away, and the handler's, which answers
+// messages one after another in order. The connection keeps its last
+// response's context for store:false chaining and a pending generate:false
+// warmup, and carries a dispatch.Affinity in its turns' context so that
+// they keep to the replica its first turn went to. Events are written
+// under a context that outlives the turn, so a turn ended by the
+// connection limit or a shutdown still sends its final event.
+//
 // # Errors
 //
 // Handlers return errors of a few classes (dispatch's and the pools and

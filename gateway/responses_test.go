@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +33,8 @@ type recorder struct {
 	mu sync.Mutex
 	// bodies are the chat completion request bodies, in arrival order.
 	bodies []string
+	// active counts the chat completion requests being answered.
+	active atomic.Int64
 }
 
 func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -41,8 +44,16 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		r.bodies = append(r.bodies, string(b))
 		r.mu.Unlock()
+		r.active.Add(1)
+		defer r.active.Add(-1)
 	}
 	r.h.ServeHTTP(w, req)
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.bodies)
 }
 
 func (r *recorder) last() string {
@@ -54,13 +65,16 @@ func (r *recorder) last() string {
 	return r.bodies[len(r.bodies)-1]
 }
 
-// responsesStack is a gateway with the Responses API over one simulated
-// engine, and an OpenAI SDK client for it.
+// responsesStack is a gateway with the Responses API over simulated
+// engines (one unless newResponsesFleet says more), and an OpenAI SDK
+// client for it.
 type responsesStack struct {
 	front  *httptest.Server
 	engine *recorder
-	client openai.Client
-	server *Server
+	// engines are every engine, engine the first.
+	engines []*recorder
+	client  openai.Client
+	server  *Server
 }
 
 func newResponsesStack(t testing.TB, timeScale float64) *responsesStack {
@@ -71,16 +85,32 @@ func newResponsesStack(t testing.TB, timeScale float64) *responsesStack {
 // newResponsesStackWith is newResponsesStack with the service's config.
 func newResponsesStackWith(t testing.TB, timeScale float64, cfg tpresponses.Config) *responsesStack {
 	t.Helper()
+	return newResponsesFleet(t, timeScale, cfg, 1)
+}
+
+// newResponsesFleet is newResponsesStackWith over n engines, picked
+// round-robin.
+func newResponsesFleet(t testing.TB, timeScale float64, cfg tpresponses.Config, n int) *responsesStack {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	eng, err := sim.New(sim.Config{ServedModelName: testModel, TimeScale: timeScale})
-	if err != nil {
-		t.Fatal(err)
+	var recs []*recorder
+	var eps []pools.EndpointConfig
+	for range n {
+		eng, err := sim.New(sim.Config{ServedModelName: testModel, TimeScale: timeScale})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{h: eng.Handler()}
+		backend := httptest.NewServer(rec)
+		t.Cleanup(func() {
+			backend.Close()
+			eng.Close()
+		})
+		recs = append(recs, rec)
+		eps = append(eps, pools.EndpointConfig{URL: backend.URL})
 	}
-	rec := &recorder{h: eng.Handler()}
-	backend := httptest.NewServer(rec)
 	reg, err := pools.NewRegistry([]pools.PoolConfig{{
-		Name: "p", Model: "llama-3.1-8b", ServedModels: []string{testModel},
-		Endpoints: []pools.EndpointConfig{{URL: backend.URL}},
+		Name: "p", Model: "llama-3.1-8b", ServedModels: []string{testModel}, Endpoints: eps,
 	}}, pools.Options{}, log)
 	if err != nil {
 		t.Fatal(err)
@@ -107,11 +137,9 @@ func newResponsesStackWith(t testing.TB, timeScale float64, cfg tpresponses.Conf
 		front.Close()
 		svc.Close()
 		db.Close()
-		backend.Close()
-		eng.Close()
 	})
 	client := openai.NewClient(option.WithBaseURL(front.URL+"/v1"), option.WithAPIKey("test"), option.WithMaxRetries(0))
-	return &responsesStack{front: front, engine: rec, client: client, server: s}
+	return &responsesStack{front: front, engine: recs[0], engines: recs, client: client, server: s}
 }
 
 func text(s string) responses.ResponseNewParamsInputUnion {

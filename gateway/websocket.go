@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/labstack/echo/v4"
 	"github.com/turnpike-gateway/turnpike/apierror"
+	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/responses"
 )
 
@@ -18,8 +21,13 @@ import (
 // live, as OpenAI allows.
 const DefaultWebSocketLimit = 60 * time.Minute
 
-// errConnectionLimit ends a connection that reached its time limit.
-var errConnectionLimit = errors.New("websocket connection limit reached")
+// errConnectionLimit ends a connection that reached its time limit; a
+// turn in flight then fails with it.
+var errConnectionLimit = errors.New("responses websocket connection limit reached")
+
+// wsWriteTimeout bounds one event's write: a client that stops reading
+// for that long loses its connection rather than holding a turn.
+const wsWriteTimeout = 30 * time.Second
 
 // wsEvent is an error event sent on a Responses WebSocket connection.
 type wsEvent struct {
@@ -37,9 +45,24 @@ type wsConn struct {
 	conn   *websocket.Conn
 	tenant string
 	hdr    http.Header
+	// writeCtx outlives the turns: a turn ended by the connection limit
+	// or a shutdown still sends its final event.
+	writeCtx context.Context
 	// last is the last response's whole context, nil before the first
 	// one completes.
 	last *responses.PriorContext
+	// warm is the last warmup (generate:false), nil when none is
+	// pending.
+	warm *wsWarmup
+	m    *wsMetrics
+}
+
+// wsWarmup is a response.create with generate:false: no output, only its
+// input and the response it continues, which the turn that continues it
+// takes over.
+type wsWarmup struct {
+	id, prev string
+	input    []responses.Item
 }
 
 // websocket serves GET /v1/responses upgraded to a WebSocket: each
@@ -95,23 +118,34 @@ func (h *responsesAPI) websocket(c echo.Context) error {
 			}
 		}
 	}()
-	ws := &wsConn{h: h, conn: conn, tenant: tenantOf(c), hdr: r.Header.Clone()}
+	// The connection's turns keep to the replica its first turn went to.
+	turnCtx := dispatch.WithAffinity(ctx, &dispatch.Affinity{})
+	ws := &wsConn{h: h, conn: conn, tenant: tenantOf(c), hdr: r.Header.Clone(), writeCtx: readCtx, m: &h.s.metrics.ws}
+	ws.m.open.Inc()
+	defer ws.m.open.Dec()
 	for {
 		select {
 		case data, ok := <-msgs:
 			if !ok {
+				ws.m.closed.WithLabelValues("client").Inc()
 				conn.CloseNow()
 				return nil
 			}
-			ws.serve(ctx, data)
+			ws.serve(turnCtx, data)
 			if !errors.Is(context.Cause(ctx), errConnectionLimit) {
 				continue
 			}
 		case <-ctx.Done():
 		}
-		if errors.Is(context.Cause(ctx), errConnectionLimit) {
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, errConnectionLimit):
+			ws.m.closed.WithLabelValues("limit").Inc()
 			ws.limitReached(limit)
 			return nil
+		case errors.Is(cause, ErrShuttingDown):
+			ws.m.closed.WithLabelValues("shutdown").Inc()
+		default:
+			ws.m.closed.WithLabelValues("client").Inc()
 		}
 		conn.CloseNow()
 		return nil
@@ -121,11 +155,9 @@ func (h *responsesAPI) websocket(c echo.Context) error {
 // limitReached tells the client its connection reached its time limit
 // and closes it.
 func (ws *wsConn) limitReached(limit time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	e := apierror.Invalid("", "websocket_connection_limit_reached",
 		"Responses websocket connection limit reached (%s). Create a new websocket connection to continue.", limitText(limit))
-	ws.sendError(ctx, e)
+	ws.sendError(e)
 	ws.conn.Close(websocket.StatusNormalClosure, "connection limit reached")
 }
 
@@ -163,23 +195,97 @@ func equalFold(a, b string) bool {
 
 // serve answers one message.
 func (ws *wsConn) serve(ctx context.Context, data []byte) {
-	req, err := ws.decode(data)
+	req, generate, err := ws.decode(data)
 	if err != nil {
-		ws.sendError(ctx, err)
+		ws.m.messages.WithLabelValues("error").Inc()
+		ws.sendError(err)
 		return
 	}
+	if w := ws.warm; w != nil && req.PreviousResponseID == w.id {
+		// The turn a warmup prepared: its input goes first.
+		req.PreviousResponseID = w.prev
+		req.Input = append(append([]responses.Item(nil), w.input...), req.Input...)
+	}
+	ws.warm = nil
 	if ws.last != nil && req.PreviousResponseID == ws.last.ID {
 		req.Prior = ws.last
 	}
-	sink := func(_ string, data []byte) error {
-		return ws.conn.Write(ctx, websocket.MessageText, data)
-	}
-	resp, err := ws.h.svc.Create(ctx, ws.tenant, req, ws.hdr, sink)
-	if err != nil {
-		ws.sendError(ctx, err)
+	if !generate {
+		ws.m.messages.WithLabelValues("warmup").Inc()
+		ws.warmup(req)
 		return
 	}
+	resp, err := ws.h.svc.Create(ctx, ws.tenant, req, ws.hdr, ws.write)
+	if err != nil {
+		ws.m.messages.WithLabelValues("error").Inc()
+		ws.sendError(err)
+		return
+	}
+	ws.m.messages.WithLabelValues("response").Inc()
 	ws.remember(req, resp)
+}
+
+// write sends one event as a text message.
+func (ws *wsConn) write(_ string, data []byte) error {
+	ctx, cancel := context.WithTimeout(ws.writeCtx, wsWriteTimeout)
+	defer cancel()
+	return ws.conn.Write(ctx, websocket.MessageText, data)
+}
+
+// warmup answers a response.create with generate:false as OpenAI does: a
+// response with no output and no usage whose id a later turn continues
+// with previous_response_id, that turn then carrying the warmup's input.
+// The warmup reaches no engine; it is kept on the connection only.
+func (ws *wsConn) warmup(req *responses.CreateRequest) {
+	var b [16]byte
+	rand.Read(b[:])
+	now := time.Now().Unix()
+	resp := &responses.Response{
+		ID: "resp_" + hex.EncodeToString(b[:]), Object: "response", CreatedAt: now,
+		Status: responses.StatusInProgress, Model: req.Model, Output: []responses.Item{},
+		Instructions: req.Instructions, MaxOutputTokens: req.MaxOutputTokens, Store: req.Store,
+		ParallelToolCalls: req.ParallelToolCalls == nil || *req.ParallelToolCalls,
+		Temperature:       valueOr(req.Temperature, 1), TopP: valueOr(req.TopP, 1),
+		Text: req.Text, ToolChoice: req.ToolChoice, Tools: append([]json.RawMessage{}, req.ToolsRaw...),
+		Truncation: req.Truncation, Metadata: req.Metadata, Reasoning: req.Reasoning,
+		PromptCacheKey: req.PromptCacheKey, ServiceTier: req.ServiceTier,
+	}
+	if len(resp.ToolChoice) == 0 {
+		resp.ToolChoice = json.RawMessage(`"auto"`)
+	}
+	if resp.Metadata == nil {
+		resp.Metadata = map[string]string{}
+	}
+	if resp.ServiceTier == "" {
+		resp.ServiceTier = "auto"
+	}
+	if req.PreviousResponseID != "" {
+		resp.PreviousResponseID = &req.PreviousResponseID
+	}
+	if ws.sendEvent(&responses.Event{Type: "response.created", SequenceNumber: 0, Response: resp}) != nil {
+		return
+	}
+	done := *resp
+	done.Status, done.CompletedAt, done.Usage = responses.StatusCompleted, &now, &responses.Usage{}
+	if ws.sendEvent(&responses.Event{Type: "response.completed", SequenceNumber: 1, Response: &done}) != nil {
+		return
+	}
+	ws.warm = &wsWarmup{id: resp.ID, prev: req.PreviousResponseID, input: req.Input}
+}
+
+func valueOr(p *float64, v float64) float64 {
+	if p != nil {
+		return *p
+	}
+	return v
+}
+
+func (ws *wsConn) sendEvent(ev *responses.Event) error {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	return ws.write(ev.Type, b)
 }
 
 // remember keeps the response's whole context as the connection's last.
@@ -200,45 +306,56 @@ func (ws *wsConn) remember(req *responses.CreateRequest, resp *responses.Respons
 }
 
 // decode reads a response.create message: the body of POST
-// /v1/responses with a type, streamed whatever it says.
-func (ws *wsConn) decode(data []byte) (*responses.CreateRequest, error) {
+// /v1/responses with a type, streamed whatever it says, and the
+// WebSocket-only generate (default true).
+func (ws *wsConn) decode(data []byte) (req *responses.CreateRequest, generate bool, err error) {
 	if data == nil {
-		return nil, apierror.Invalid("", "invalid_message", "Expected a text message holding a JSON object.")
+		return nil, false, apierror.Invalid("", "invalid_message", "Expected a text message holding a JSON object.")
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(data, &fields); err != nil {
-		return nil, apierror.Invalid("", "invalid_json", "The message is not a JSON object: %v", err)
+		return nil, false, apierror.Invalid("", "invalid_json", "The message is not a JSON object: %v", err)
 	}
 	var typ string
 	if err := json.Unmarshal(fields["type"], &typ); err != nil || typ == "" {
-		return nil, apierror.Invalid("type", "missing_required_parameter", "Missing required parameter: 'type'.")
+		return nil, false, apierror.Invalid("type", "missing_required_parameter", "Missing required parameter: 'type'.")
 	}
 	if typ != "response.create" {
-		return nil, apierror.Invalid("type", "invalid_value", "Invalid value: '%s'. Supported values are: 'response.create'.", typ)
+		return nil, false, apierror.Invalid("type", "invalid_value", "Invalid value: '%s'. Supported values are: 'response.create'.", typ)
+	}
+	generate = true
+	if raw, ok := fields["generate"]; ok {
+		if err := json.Unmarshal(raw, &generate); err != nil {
+			return nil, false, apierror.Invalid("generate", "invalid_type", "Invalid type for 'generate': expected a boolean.")
+		}
+	}
+	if _, ok := fields["stream_id"]; ok {
+		return nil, false, apierror.Invalid("stream_id", "unsupported_parameter",
+			"Multiplexed streams (stream_id) are not supported: open one WebSocket connection per conversation.")
 	}
 	delete(fields, "type")
 	delete(fields, "stream")
+	delete(fields, "generate")
 	body, err := json.Marshal(fields)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	req, err := responses.DecodeCreateRequest(body)
-	if err != nil {
-		return nil, err
+	if req, err = responses.DecodeCreateRequest(body); err != nil {
+		return nil, false, err
 	}
 	if req.Background {
-		return nil, apierror.Invalid("background", "unsupported_value", "Background responses are not supported over a WebSocket connection.")
+		return nil, false, apierror.Invalid("background", "unsupported_value", "Background responses are not supported over a WebSocket connection.")
 	}
 	req.Stream = true
-	return req, nil
+	return req, generate, nil
 }
 
 // sendError sends err as an error event.
-func (ws *wsConn) sendError(ctx context.Context, err error) {
+func (ws *wsConn) sendError(err error) {
 	e := toAPIError(err)
 	b, merr := json.Marshal(wsEvent{Type: "error", Status: e.Status, Error: e})
 	if merr != nil {
 		return
 	}
-	_ = ws.conn.Write(ctx, websocket.MessageText, b)
+	_ = ws.write("error", b)
 }

@@ -1,14 +1,21 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	tpresponses "github.com/turnpike-gateway/turnpike/responses"
 )
 
 // wsEventMsg is the part of a WebSocket event the tests read.
@@ -169,6 +176,8 @@ func TestWebSocketDisconnectCancels(t *testing.T) {
 		}
 	}
 	conn.CloseNow()
+	// The engine request is cancelled with the turn.
+	waitIdle(t, st.engine)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		r, err := st.client.Responses.Get(context.Background(), id, responses.ResponseGetParams{})
@@ -196,5 +205,242 @@ func TestWebSocketConnectionLimit(t *testing.T) {
 	defer cancel()
 	if _, _, err := conn.Read(ctx); websocket.CloseStatus(err) != websocket.StatusNormalClosure {
 		t.Errorf("after the limit: %v", err)
+	}
+}
+
+// sdkConn opens a Responses WebSocket connection with the OpenAI Go SDK.
+func sdkConn(t *testing.T, st *responsesStack) *responses.ResponseConnection {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	conn, err := st.client.Responses.Connect(ctx, responses.ResponseConnectionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Abort)
+	return conn
+}
+
+func sdkSend(t *testing.T, conn *responses.ResponseConnection, msg string) {
+	t.Helper()
+	if err := conn.SendRaw(t.Context(), json.RawMessage(msg)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sdkTurn reads one response's events up to its end and returns them.
+func sdkTurn(t *testing.T, conn *responses.ResponseConnection) []wsEventMsg {
+	t.Helper()
+	var evs []wsEventMsg
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		raw, err := conn.RecvRaw(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("after %d events: %v", len(evs), err)
+		}
+		var ev wsEventMsg
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			t.Fatalf("%v: %s", err, raw)
+		}
+		evs = append(evs, ev)
+		switch ev.Type {
+		case "response.completed", "response.incomplete", "response.failed", "response.cancelled", "error":
+			return evs
+		}
+	}
+}
+
+// answered reports whether ev ends a response with its answer, whole or
+// cut at max_output_tokens.
+func answered(ev wsEventMsg) bool {
+	return ev.Type == "response.completed" || ev.Type == "response.incomplete"
+}
+
+// TestWebSocketWarmup: a response.create with generate:false (as the
+// Codex CLI sends to prepare a turn) answers a response with no output
+// without reaching an engine, and the turn that continues it carries its
+// input.
+func TestWebSocketWarmup(t *testing.T) {
+	st := newResponsesStack(t, 0)
+	conn := sdkConn(t, st)
+	err := conn.Create(t.Context(), responses.ResponsesClientEventResponseCreateParam{
+		Model:    testModel,
+		Generate: param.NewOpt(false),
+		Store:    param.NewOpt(false),
+		Input:    responses.ResponsesClientEventResponseCreateInputUnionParam{OfString: param.NewOpt("The secret word is pelican.")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := sdkTurn(t, conn)
+	if len(evs) != 2 || evs[0].Type != "response.created" || evs[1].Type != "response.completed" || evs[1].SequenceNumber != 1 {
+		t.Fatalf("warmup events %+v", evs)
+	}
+	warm := evs[1].Response.ID
+	if !strings.HasPrefix(warm, "resp_") || st.engine.count() != 0 {
+		t.Fatalf("warmup id %q, engine requests %d", warm, st.engine.count())
+	}
+	sdkSend(t, conn, `{"type":"response.create","model":"`+testModel+`","store":false,"previous_response_id":"`+warm+`","input":"What is the secret word?","max_output_tokens":8}`)
+	evs = sdkTurn(t, conn)
+	end := evs[len(evs)-1]
+	if !answered(end) {
+		t.Fatalf("turn after the warmup ended %+v", end)
+	}
+	body := st.engine.last()
+	if !strings.Contains(body, "pelican") || !strings.Contains(body, "What is the secret word?") {
+		t.Errorf("the turn after the warmup lacks its input: %s", body)
+	}
+	// Chained on from there, the warmup's input stays in the context.
+	sdkSend(t, conn, `{"type":"response.create","model":"`+testModel+`","store":false,"previous_response_id":"`+end.Response.ID+`","input":"Again?","max_output_tokens":8}`)
+	sdkTurn(t, conn)
+	if body := st.engine.last(); !strings.Contains(body, "pelican") || !strings.Contains(body, "Again?") {
+		t.Errorf("third turn lacks the context: %s", body)
+	}
+	if st.engine.count() != 2 {
+		t.Errorf("engine requests %d, want 2", st.engine.count())
+	}
+	m := st.server.metrics.ws.messages
+	if w, r := testutil.ToFloat64(m.WithLabelValues("warmup")), testutil.ToFloat64(m.WithLabelValues("response")); w != 1 || r != 2 {
+		t.Errorf("messages counted: %v warmups, %v responses", w, r)
+	}
+	// generate must be a boolean; stream_id multiplexing is refused.
+	for _, msg := range []string{
+		`{"type":"response.create","model":"` + testModel + `","input":"x","generate":"no"}`,
+		`{"type":"response.create","model":"` + testModel + `","input":"x","stream_id":"a"}`,
+	} {
+		sdkSend(t, conn, msg)
+		if evs := sdkTurn(t, conn); evs[0].Type != "error" || evs[0].Error == nil || evs[0].Error.Code == nil {
+			t.Errorf("%s: %+v", msg, evs)
+		}
+	}
+}
+
+// TestWebSocketStaysOnOneReplica: the turns of one connection, unrelated
+// to one another (no session, no chain), all go to the replica its first
+// turn went to, where round-robin over HTTP spreads them.
+func TestWebSocketStaysOnOneReplica(t *testing.T) {
+	st := newResponsesFleet(t, 0, tpresponses.Config{}, 3)
+	counts := func() []int {
+		var out []int
+		for _, e := range st.engines {
+			out = append(out, e.count())
+		}
+		return out
+	}
+	for i := range 3 {
+		if _, err := st.client.Responses.New(t.Context(), responses.ResponseNewParams{
+			Model: testModel, Input: text(fmt.Sprintf("HTTP question %d", i)), MaxOutputTokens: openai.Int(4), Store: openai.Bool(false),
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := counts()
+	if slices.Max(before) == 3 {
+		t.Fatalf("round-robin over HTTP sent every turn to one engine (%v); the test needs it to spread", before)
+	}
+	conn := sdkConn(t, st)
+	const n = 5
+	for i := range n {
+		sdkSend(t, conn, fmt.Sprintf(`{"type":"response.create","model":"%s","store":false,"input":"Question %d","max_output_tokens":4}`, testModel, i))
+		if evs := sdkTurn(t, conn); !answered(evs[len(evs)-1]) {
+			t.Fatalf("turn %d: %+v", i, evs[len(evs)-1])
+		}
+	}
+	after := counts()
+	var served []int
+	for i := range after {
+		if after[i] != before[i] {
+			served = append(served, i)
+		}
+	}
+	if len(served) != 1 || after[served[0]]-before[served[0]] != n {
+		t.Errorf("engine requests before %v, after %v: want all %d turns of the connection on one engine", before, after, n)
+	}
+}
+
+// TestWebSocketLimitMidTurn: a connection that reaches its limit while a
+// turn streams ends that turn with its final event (response.failed,
+// saying why), then sends the limit error and closes; the engine request
+// is cancelled.
+func TestWebSocketLimitMidTurn(t *testing.T) {
+	st := newResponsesStack(t, 1)
+	st.server.opts.WebSocketLimit = 500 * time.Millisecond
+	conn := sdkConn(t, st)
+	sdkSend(t, conn, `{"type":"response.create","model":"`+testModel+`","input":"Write at length.","max_output_tokens":20000}`)
+	evs := sdkTurn(t, conn)
+	end := evs[len(evs)-1]
+	if end.Type != "response.failed" || len(evs) < 3 {
+		t.Fatalf("turn at the limit ended with %+v after %d events", end, len(evs))
+	}
+	evs = sdkTurn(t, conn)
+	if ev := evs[0]; ev.Type != "error" || ev.Error == nil || ev.Error.Code == nil || *ev.Error.Code != "websocket_connection_limit_reached" {
+		t.Fatalf("after the turn: %+v", evs)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if _, err := conn.RecvRaw(ctx); err == nil {
+		t.Error("the connection stayed open after the limit")
+	}
+	waitIdle(t, st.engine)
+	if n := testutil.ToFloat64(st.server.metrics.ws.closed.WithLabelValues("limit")); n != 1 {
+		t.Errorf("connections closed at the limit: %v", n)
+	}
+}
+
+// waitIdle waits until the engine answers no request.
+func waitIdle(t *testing.T, e *recorder) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for e.active.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the engine still answers %d requests", e.active.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// BenchmarkWebSocketTurn: one Responses turn on an open WebSocket
+// connection, store:false and chained to the connection's last response
+// (the context the connection keeps grows by one short exchange a turn),
+// against a simulated engine that answers at once.
+func BenchmarkWebSocketTurn(b *testing.B) {
+	st := newResponsesStack(b, 0)
+	ctx := b.Context()
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(st.front.URL, "http")+"/v1/responses", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.CloseNow()
+	conn.SetReadLimit(-1)
+	prev := ""
+	b.ReportAllocs()
+	for b.Loop() {
+		msg := `{"type":"response.create","model":"` + testModel + `","store":false,"input":"Next step?","max_output_tokens":16`
+		if prev != "" {
+			msg += `,"previous_response_id":"` + prev + `"`
+		}
+		if err := conn.Write(ctx, websocket.MessageText, []byte(msg+"}")); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			_, data, err := conn.Read(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !bytes.Contains(data[:min(len(data), 48)], []byte(`"type":"response.completed"`)) &&
+				!bytes.Contains(data[:min(len(data), 48)], []byte(`"type":"response.incomplete"`)) {
+				if bytes.HasPrefix(data, []byte(`{"type":"error"`)) || bytes.HasPrefix(data, []byte(`{"type":"response.failed"`)) {
+					b.Fatalf("%s", data)
+				}
+				continue
+			}
+			var ev wsEventMsg
+			if err := json.Unmarshal(data, &ev); err != nil {
+				b.Fatal(err)
+			}
+			prev = ev.Response.ID
+			break
+		}
 	}
 }
