@@ -71,8 +71,16 @@ func newResponsesStack(t testing.TB, timeScale float64) *responsesStack {
 // newResponsesStackWith is newResponsesStack with the service's config.
 func newResponsesStackWith(t testing.TB, timeScale float64, cfg tpresponses.Config) *responsesStack {
 	t.Helper()
+	return newResponsesStackSim(t, sim.Config{TimeScale: timeScale}, cfg)
+}
+
+// newResponsesStackSim is newResponsesStack over a simulated engine of
+// simCfg (its served model name is testModel).
+func newResponsesStackSim(t testing.TB, simCfg sim.Config, cfg tpresponses.Config) *responsesStack {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	eng, err := sim.New(sim.Config{ServedModelName: testModel, TimeScale: timeScale})
+	simCfg.ServedModelName = testModel
+	eng, err := sim.New(simCfg)
 	if err != nil {
 		t.Fatal(err)
 	}

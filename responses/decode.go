@@ -343,9 +343,28 @@ func decodeItem(raw json.RawMessage, param string) (Item, error) {
 		}
 	case ItemReference:
 		err = allowKeys(f, param, "type", "id")
+	case ItemReasoning:
+		if err := allowKeys(f, param, "type", "id", "status", "summary", "content", "encrypted_content"); err != nil {
+			return it, err
+		}
+		if it.Summary, err = decodeParts(f["summary"], param+".summary", "summary_text", true); err != nil {
+			return it, err
+		}
+		if it.Content, err = decodeParts(f["content"], param+".content", "reasoning_text", false); err != nil {
+			return it, err
+		}
+		it.EncryptedContent, err = str("encrypted_content", false)
+	case ItemCompaction:
+		if err := allowKeys(f, param, "type", "id", "encrypted_content", "created_by"); err != nil {
+			return it, err
+		}
+		if _, err := str("created_by", false); err != nil {
+			return it, err
+		}
+		it.EncryptedContent, err = str("encrypted_content", true)
 	default:
 		return it, invalidf(param+".type", "invalid_value",
-			"Invalid value: '%s'. Supported values are: 'message', 'function_call', 'function_call_output' and 'item_reference'.", typ)
+			"Invalid value: '%s'. Supported values are: 'message', 'function_call', 'function_call_output', 'reasoning', 'compaction' and 'item_reference'.", typ)
 	}
 	if err == nil && it.Status != "" && it.Status != "completed" && it.Status != "incomplete" && it.Status != "in_progress" {
 		err = invalidf(param+".status", "invalid_value", "Invalid value: '%s'. Supported values are: 'in_progress', 'completed' and 'incomplete'.", it.Status)
@@ -365,6 +384,32 @@ func checkCallExtras(f map[string]json.RawMessage, param string) error {
 		return typeError(param+".caller", "an object", v)
 	}
 	return nil
+}
+
+// decodeParts reads a reasoning item's summary or content: an array of
+// parts of type typ, each with its text; required says the array must be
+// there (it may be empty).
+func decodeParts(raw json.RawMessage, param, typ string, required bool) ([]ContentPart, error) {
+	if isNull(raw) {
+		if required {
+			return nil, invalidf(param, "missing_required_parameter", "Missing required parameter: '%s'.", param)
+		}
+		return nil, nil
+	}
+	return decodeList(raw, param, "an array", func(e json.RawMessage, p string) (ContentPart, error) {
+		f, err := decodeObject(e, p)
+		if err != nil {
+			return ContentPart{}, err
+		}
+		if err := allowKeys(f, p, "type", "text"); err != nil {
+			return ContentPart{}, err
+		}
+		if _, err := decodeEnum(f["type"], p+".type", typ); err != nil {
+			return ContentPart{}, err
+		}
+		text, err := decodeString(f["text"], p+".text")
+		return ContentPart{Type: typ, Text: text}, err
+	})
 }
 
 // decodeContent reads a message's content: a string or text parts.

@@ -113,6 +113,8 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 		`{"model":"m","input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":"required","text":{"format":{"type":"json_object"}}}`,
 		`{"model":"m","input":"x","conversation":{"id":"conv_1"},"reasoning":{"effort":"high","summary":"auto"}}`,
 		`{"model":1e400}`, `null`, ``, `{"input":[null]}`,
+		`{"model":"m","input":[{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"s"}],"content":[{"type":"reasoning_text","text":"t"}],"encrypted_content":"AQ","status":"completed"},{"type":"compaction","id":"cmp_1","encrypted_content":"AQ","created_by":"x"}],"include":["reasoning.encrypted_content"]}`,
+		`{"model":"m","input":[{"type":"reasoning","summary":[{"type":"reasoning_text","text":"s"}]}]}`, `{"model":"m","input":[{"type":"compaction"}]}`,
 		codexRequest,
 		`{"model":"m","input":"x","tools":[{"type":"namespace","name":"n_","tools":[{"type":"function","name":"a"}]},{"type":"function","name":"n__a"}]}`,
 		`{"model":"m","input":"x","tools":[{"type":"function","name":"f"},{"type":"web_search"}],"tool_choice":{"type":"allowed_tools","mode":"auto","tools":[{"type":"function","name":"f"}]}}`,

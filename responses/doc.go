@@ -26,6 +26,16 @@
 // through the turn's one reader, becomes Responses events (run.go) and the
 // response object; the ended response is stored, and only then announced.
 //
+// A reasoning engine's thinking (vLLM's reasoning_content delta) becomes
+// a reasoning item: a summary with summary events when reasoning.summary
+// is set, reasoning text otherwise. With include
+// ["reasoning.encrypted_content"] the item carries the thinking sealed
+// (seal.go: AES-256-GCM, bound to the tenant and the kind of item, with a
+// key id); a stateless client (store:false, full input each turn, its own
+// item ids) sends the item back and the engine sees the thinking again as
+// the assistant turn's reasoning_content. A blob that does not open is a
+// 400 (invalid_encrypted_content) before anything reaches the engine.
+//
 // # Key layout and encoding
 //
 // StateStore keeps everything in one namespace of the state store (cmd
@@ -42,6 +52,7 @@
 //	e/<resp_id>/<seq>        a background response's stream event, for resume
 //	q/<resp_id>              a background response that has not ended (empty value)
 //	t/<at><kind><id>         retention index: kind 'r' response, 'h' chain
+//	k/<name>                 a secret: "seal", the key of encrypted content (seal.go)
 //
 // A chain is an append-only run of items named after the response that
 // started it (or the conversation). A response stores only its own items

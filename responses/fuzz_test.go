@@ -36,7 +36,8 @@ func checkItems(t *testing.T, items []Item) {
 			t.Fatalf("stored form of %+v: %v", it, err)
 		}
 		if got.Type != it.Type || got.ID != it.ID || got.Namespace != it.Namespace || got.Arguments != it.Arguments ||
-			got.Output != it.Output || got.Text() != it.Text() || len(got.Content) != len(it.Content) {
+			got.Output != it.Output || got.Text() != it.Text() || len(got.Content) != len(it.Content) ||
+			got.EncryptedContent != it.EncryptedContent || len(got.Summary) != len(it.Summary) || reasoningText(&got) != reasoningText(it) {
 			t.Fatalf("stored form of %+v reads back as %+v", it, got)
 		}
 		if _, err := json.Marshal(it); err != nil {
@@ -85,6 +86,8 @@ func FuzzStoredItem(f *testing.F) {
 	for _, it := range []Item{
 		{Type: ItemMessage, ID: "msg_1", Status: "completed", Role: "user", Content: []ContentPart{{Type: "input_text", Text: "hi"}}},
 		{Type: ItemFunctionCall, ID: "fc_1", CallID: "c", Name: "f", Namespace: "ns", Arguments: "{}"},
+		{Type: ItemReasoning, ID: "rs_1", Summary: []ContentPart{{Type: partSummary, Text: "s"}}, EncryptedContent: "AQ"},
+		{Type: ItemCompaction, ID: "cmp_1", Content: []ContentPart{{Type: partSummary, Text: "sum"}}, EncryptedContent: "AQ"},
 	} {
 		f.Add(encodeItem(nil, &it))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/turnpike-gateway/turnpike/dispatch"
@@ -24,6 +25,7 @@ type Event struct {
 	OutputIndex    *int         `json:"output_index,omitempty"`
 	ItemID         string       `json:"item_id,omitempty"`
 	ContentIndex   *int         `json:"content_index,omitempty"`
+	SummaryIndex   *int         `json:"summary_index,omitempty"`
 	Item           *Item        `json:"item,omitempty"`
 	Part           *ContentPart `json:"part,omitempty"`
 	Delta          *string      `json:"delta,omitempty"`
@@ -31,6 +33,8 @@ type Event struct {
 	Arguments      *string      `json:"arguments,omitempty"`
 	Name           string       `json:"name,omitempty"`
 	Logprobs       *[]string    `json:"logprobs,omitempty"`
+	// Status is set on a reasoning summary part cut short: "incomplete".
+	Status string `json:"status,omitempty"`
 }
 
 var zero = 0
@@ -39,8 +43,12 @@ var zero = 0
 type chatChunk struct {
 	Choices []struct {
 		Delta struct {
-			Content   *string `json:"content"`
-			ToolCalls []struct {
+			Content *string `json:"content"`
+			// ReasoningContent is a reasoning model's thinking, as vLLM
+			// streams it; newer vLLM names it reasoning.
+			ReasoningContent *string `json:"reasoning_content"`
+			Reasoning        *string `json:"reasoning"`
+			ToolCalls        []struct {
 				Index    int    `json:"index"`
 				ID       string `json:"id"`
 				Function struct {
@@ -71,12 +79,38 @@ type run struct {
 	// names maps the engine's names of namespaced functions back to
 	// them; nil when the request has none.
 	names map[string]*Tool
+	// summarize makes reasoning a summary (reasoning.summary is set),
+	// else reasoning text, as OpenAI serves open models; seal, when not
+	// nil, seals a reasoning item's text into its encrypted_content
+	// (include: reasoning.encrypted_content).
+	summarize bool
+	seal      func(text string) string
 }
 
 // newRun starts the translation of the answer to a request offering
 // tools.
 func newRun(resp *Response, tools []Tool, sink Sink, seq int) *run {
 	return &run{resp: resp, sink: sink, seq: seq, open: -1, openCall: -1, names: toolNames(tools)}
+}
+
+// newRun starts the translation of t's answer, its reasoning shown and
+// sealed as the request asks.
+func (s *Service) newRun(t *turn, sink Sink, seq int) *run {
+	r := newRun(t.rec.Response, t.req.Tools, sink, seq)
+	r.summarize = t.req.Reasoning != nil && t.req.Reasoning.Summary != nil
+	if slices.Contains(t.req.Include, includeReasoning) {
+		tenant := t.rec.Tenant
+		r.seal = func(text string) string { return s.sealer.seal(sealReasoning, tenant, []byte(text)) }
+	}
+	return r
+}
+
+// openType is the type of the item being streamed, "" if none.
+func (r *run) openType() string {
+	if r.open < 0 {
+		return ""
+	}
+	return r.resp.Output[r.open].Type
 }
 
 // event numbers ev and encodes it; nil data when nothing listens.
@@ -165,6 +199,11 @@ func (r *run) chunk(data []byte) error {
 		return fmt.Errorf("the model server failed: %s", c.Error.Message)
 	}
 	for _, ch := range c.Choices {
+		if d := ch.Delta.ReasoningContent; d != nil && *d != "" {
+			r.reasoningDelta(*d)
+		} else if d := ch.Delta.Reasoning; d != nil && *d != "" {
+			r.reasoningDelta(*d)
+		}
 		if d := ch.Delta.Content; d != nil && *d != "" {
 			r.textDelta(*d)
 		}
@@ -179,7 +218,7 @@ func (r *run) chunk(data []byte) error {
 }
 
 func (r *run) textDelta(d string) {
-	if r.open < 0 || r.openCall >= 0 {
+	if r.openType() != ItemMessage {
 		r.closeOpen(StatusCompleted)
 		r.open = len(r.resp.Output)
 		r.resp.Output = append(r.resp.Output, Item{Type: ItemMessage, ID: newID("msg_"), Status: StatusInProgress, Role: "assistant"})
@@ -192,6 +231,55 @@ func (r *run) textDelta(d string) {
 	var noLogprobs []string
 	r.emit(&Event{Type: "response.output_text.delta", OutputIndex: &r.open, ItemID: r.resp.Output[r.open].ID,
 		ContentIndex: &zero, Delta: &d, Logprobs: &noLogprobs})
+}
+
+// reasoningDelta streams the model's thinking into a reasoning item: as
+// its summary's one part, or as its one reasoning_text content part.
+func (r *run) reasoningDelta(d string) {
+	if r.openType() != ItemReasoning {
+		r.closeOpen(StatusCompleted)
+		r.open = len(r.resp.Output)
+		r.resp.Output = append(r.resp.Output, Item{Type: ItemReasoning, ID: newID("rs_"), Status: StatusInProgress})
+		it := r.resp.Output[r.open]
+		r.emit(&Event{Type: "response.output_item.added", OutputIndex: &r.open, Item: &it})
+		if r.summarize {
+			r.emit(&Event{Type: "response.reasoning_summary_part.added", OutputIndex: &r.open, ItemID: it.ID, SummaryIndex: &zero,
+				Part: &ContentPart{Type: partSummary}})
+		} else {
+			r.emit(&Event{Type: "response.content_part.added", OutputIndex: &r.open, ItemID: it.ID, ContentIndex: &zero,
+				Part: &ContentPart{Type: partReasoning}})
+		}
+	}
+	r.text.WriteString(d)
+	id := r.resp.Output[r.open].ID
+	if r.summarize {
+		r.emit(&Event{Type: "response.reasoning_summary_text.delta", OutputIndex: &r.open, ItemID: id, SummaryIndex: &zero, Delta: &d})
+	} else {
+		r.emit(&Event{Type: "response.reasoning_text.delta", OutputIndex: &r.open, ItemID: id, ContentIndex: &zero, Delta: &d})
+	}
+}
+
+// closeReasoning ends the reasoning item it: its text becomes its summary
+// or content, sealed when the request asks.
+func (r *run) closeReasoning(idx int, it *Item) {
+	text := r.text.String()
+	r.text.Reset()
+	if r.seal != nil {
+		it.EncryptedContent = r.seal(text)
+	}
+	if r.summarize {
+		it.Summary = []ContentPart{{Type: partSummary, Text: text}}
+		r.emit(&Event{Type: "response.reasoning_summary_text.done", OutputIndex: &idx, ItemID: it.ID, SummaryIndex: &zero, Text: &text})
+		ev := &Event{Type: "response.reasoning_summary_part.done", OutputIndex: &idx, ItemID: it.ID, SummaryIndex: &zero, Part: &it.Summary[0]}
+		if it.Status == StatusIncomplete {
+			ev.Status = StatusIncomplete
+		}
+		r.emit(ev)
+		return
+	}
+	it.Content = []ContentPart{{Type: partReasoning, Text: text}}
+	r.emit(&Event{Type: "response.reasoning_text.done", OutputIndex: &idx, ItemID: it.ID, ContentIndex: &zero, Text: &text})
+	r.emit(&Event{Type: "response.content_part.done", OutputIndex: &idx, ItemID: it.ID, ContentIndex: &zero, Part: &it.Content[0]})
 }
 
 func (r *run) callDelta(index int, callID, name, args string) {
@@ -235,14 +323,17 @@ func (r *run) closeOpen(status string) {
 	idx := r.open
 	it := &r.resp.Output[idx]
 	it.Status = status
-	if it.Type == ItemMessage {
+	switch it.Type {
+	case ItemReasoning:
+		r.closeReasoning(idx, it)
+	case ItemMessage:
 		text := r.text.String()
 		r.text.Reset()
 		it.Content = []ContentPart{{Type: "output_text", Text: text}}
 		var noLogprobs []string
 		r.emit(&Event{Type: "response.output_text.done", OutputIndex: &idx, ItemID: it.ID, ContentIndex: &zero, Text: &text, Logprobs: &noLogprobs})
 		r.emit(&Event{Type: "response.content_part.done", OutputIndex: &idx, ItemID: it.ID, ContentIndex: &zero, Part: &it.Content[0]})
-	} else {
+	default:
 		args := it.Arguments
 		r.emit(&Event{Type: "response.function_call_arguments.done", OutputIndex: &idx, ItemID: it.ID, Arguments: &args, Name: it.Name})
 	}

@@ -66,6 +66,13 @@ type Config struct {
 	// debug), HostedToolsReject refuses the request with a 400 naming the
 	// tool. Default drop.
 	HostedTools HostedToolPolicy
+	// SealKeys are the AES-256 keys (32 bytes each) that seal the
+	// encrypted_content of reasoning and compaction items: the first
+	// seals, every one opens (list a new key first and keep the old ones
+	// to rotate). Gateways sharing a store must share them. Empty (the
+	// default) uses a key generated on first start and kept in the store
+	// (k/seal), so blobs survive a restart.
+	SealKeys [][]byte
 	// Metrics, when not nil, registers the service's metrics.
 	Metrics prometheus.Registerer
 	// Logger; nil means slog.Default().
@@ -108,7 +115,13 @@ func (c *Config) EnsureDefaults() {
 // Validate reports the problems of a config with its defaults filled
 // (EnsureDefaults makes every other field valid).
 func (c *Config) Validate() error {
-	return c.HostedTools.Validate()
+	errs := []error{c.HostedTools.Validate()}
+	for i, k := range c.SealKeys {
+		if len(k) != sealKeyLen {
+			errs = append(errs, fmt.Errorf("responses: sealKeys[%d] is %d bytes; want %d", i, len(k), sealKeyLen))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Validate reports whether p is a policy.
@@ -129,6 +142,8 @@ type Service struct {
 	engine Engine
 	// hostedDropped counts the hosted tools dropped from requests, by type.
 	hostedDropped *prometheus.CounterVec
+	// sealer seals and opens encrypted content; set by Start.
+	sealer *sealer
 	// sem holds one token per running background response.
 	sem chan struct{}
 	// ctx is the parent of background responses; Close cancels it.
@@ -188,6 +203,14 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.mu.started = true
 	s.mu.Unlock()
+
+	keys, err := sealKeys(ctx, s.store, s.cfg.SealKeys)
+	if err != nil {
+		return err
+	}
+	if s.sealer, err = newSealer(keys); err != nil {
+		return err
+	}
 
 	recs, err := s.store.PendingJobs(ctx)
 	if err != nil {

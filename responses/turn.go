@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
@@ -93,7 +94,7 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 	if t.input, err = s.resolveInput(ctx, tenant, req.Input); err != nil {
 		return nil, err
 	}
-	if err := s.fit(t, append(history, t.input...)); err != nil {
+	if err := s.fit(t, compacted(append(history, t.input...))); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -179,6 +180,9 @@ func (s *Service) resolveInput(ctx context.Context, tenant string, in []Item) ([
 			it = ref
 			it.ID = ""
 		}
+		if err := s.expand(tenant, &it, i); err != nil {
+			return nil, err
+		}
 		if it.ID == "" {
 			it.ID = newID(itemPrefix(it.Type))
 		}
@@ -190,8 +194,35 @@ func (s *Service) resolveInput(ctx context.Context, tenant string, in []Item) ([
 	return out, nil
 }
 
+// expand opens the sealed content of a reasoning or compaction item in
+// input[i], which the engine is to see again: a reasoning item's text
+// becomes its content, a compaction item's summary its one part.
+func (s *Service) expand(tenant string, it *Item, i int) error {
+	var kind, part string
+	switch {
+	case it.Type == ItemReasoning && it.EncryptedContent != "":
+		kind, part = sealReasoning, partReasoning
+	case it.Type == ItemCompaction:
+		kind, part = sealCompaction, partSummary
+	default:
+		return nil
+	}
+	text, err := s.sealer.open(kind, tenant, it.EncryptedContent)
+	if err != nil {
+		return invalidf(fmt.Sprintf("input[%d].encrypted_content", i), "invalid_encrypted_content",
+			"The encrypted content of input[%d] (%s %s) could not be verified: %s. Send back encrypted_content exactly as this gateway returned it.",
+			i, it.Type, it.ID, strings.TrimPrefix(err.Error(), errSealed.Error()+": "))
+	}
+	it.Content = []ContentPart{{Type: part, Text: string(text)}}
+	return nil
+}
+
 func itemPrefix(typ string) string {
 	switch typ {
+	case ItemReasoning:
+		return "rs_"
+	case ItemCompaction:
+		return "cmp_"
 	case ItemFunctionCall:
 		return "fc_"
 	case ItemFunctionCallOutput:
@@ -364,7 +395,7 @@ func (s *Service) Create(ctx context.Context, tenant string, req *CreateRequest,
 	}
 	// From here the turn owns the response; it ends exactly once, in
 	// endTurn, whatever happens to the client or the engine.
-	r := newRun(t.rec.Response, t.req.Tools, sink, 0)
+	r := s.newRun(t, sink, 0)
 	r.emitResponse("response.created")
 	r.emitResponse("response.in_progress")
 	engErr := r.consume(dt)

@@ -21,6 +21,15 @@ const (
 	ItemFunctionCall       = "function_call"
 	ItemFunctionCallOutput = "function_call_output"
 	ItemReference          = "item_reference"
+	// ItemReasoning is a model's reasoning: its text as content
+	// (reasoning_text parts) or summary (summary_text parts), and, when
+	// the request includes reasoning.encrypted_content, the text sealed
+	// for a stateless client to send back (seal.go).
+	ItemReasoning = "reasoning"
+	// ItemCompaction stands for the conversation before it: a summary
+	// the model wrote, sealed in EncryptedContent and kept, expanded, in
+	// Content (one summary_text part) for the engine.
+	ItemCompaction = "compaction"
 )
 
 // Response is the OpenAI response object as clients see it.
@@ -130,9 +139,25 @@ type Item struct {
 	// Namespace is the namespace tool a function call's function belongs
 	// to; "" for a top-level function.
 	Namespace string
+	// Summary is a reasoning item's summary parts (summary_text).
+	Summary []ContentPart
+	// EncryptedContent is a reasoning or compaction item's sealed text,
+	// as turnpike issued it; "" when the client did not ask for it.
+	EncryptedContent string
 }
 
-// ContentPart is one text part of a message: input_text or output_text.
+// Part types of reasoning and compaction items.
+const (
+	partReasoning = "reasoning_text"
+	partSummary   = "summary_text"
+)
+
+// includeReasoning is the include value that asks for reasoning items'
+// encrypted_content.
+const includeReasoning = "reasoning.encrypted_content"
+
+// ContentPart is one text part: input_text or output_text of a message,
+// reasoning_text or summary_text of a reasoning item.
 type ContentPart struct {
 	Type string
 	Text string
@@ -193,6 +218,9 @@ type itemJSON struct {
 	Arguments string        `json:"arguments,omitempty"`
 	Output    string        `json:"output,omitempty"`
 	Namespace string        `json:"namespace,omitempty"`
+	Summary   []ContentPart `json:"summary,omitempty"`
+	// EncryptedContent is omitted when empty.
+	EncryptedContent string `json:"encrypted_content,omitempty"`
 }
 
 // MarshalJSON writes exactly the fields OpenAI writes for the item's type.
@@ -228,6 +256,29 @@ func (it Item) MarshalJSON() ([]byte, error) {
 			Output string `json:"output"`
 			Status string `json:"status"`
 		}{it.Type, it.ID, it.CallID, it.Output, it.Status})
+	case ItemReasoning:
+		summary := it.Summary
+		if summary == nil {
+			summary = []ContentPart{}
+		}
+		var enc *string
+		if it.EncryptedContent != "" {
+			enc = &it.EncryptedContent
+		}
+		return json.Marshal(struct {
+			Type             string        `json:"type"`
+			ID               string        `json:"id"`
+			Summary          []ContentPart `json:"summary"`
+			Content          []ContentPart `json:"content,omitempty"`
+			EncryptedContent *string       `json:"encrypted_content"`
+			Status           string        `json:"status,omitempty"`
+		}{it.Type, it.ID, summary, it.Content, enc, it.Status})
+	case ItemCompaction:
+		return json.Marshal(struct {
+			Type             string `json:"type"`
+			ID               string `json:"id"`
+			EncryptedContent string `json:"encrypted_content"`
+		}{it.Type, it.ID, it.EncryptedContent})
 	}
 	return nil, fmt.Errorf("responses: cannot encode item of type %q", it.Type)
 }
