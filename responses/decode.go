@@ -59,6 +59,10 @@ type CreateRequest struct {
 	// reference, which turnpike cannot expand) are echoed.
 	PromptCacheRetention *string
 	Prompt               json.RawMessage
+	// CompactThreshold, when above 0, compacts the context first when its
+	// prompt passes this many tokens (context_management); the response's
+	// output then starts with the compaction item.
+	CompactThreshold int
 	// Prior is the context of a previous response that the caller kept
 	// itself (a WebSocket connection keeps its last response), used when
 	// PreviousResponseID names it and the store does not hold it, as
@@ -192,6 +196,8 @@ func (r *CreateRequest) decodeField(k string, raw json.RawMessage) error {
 		r.Reasoning, err = decodeReasoning(raw)
 	case "prompt_cache_retention":
 		r.PromptCacheRetention, err = ptr(decodeEnum(raw, k, "in_memory", "24h"))
+	case "context_management":
+		r.CompactThreshold, err = decodeContextManagement(raw)
 	case "prompt":
 		if err = decodePrompt(raw); err == nil {
 			r.Prompt = raw

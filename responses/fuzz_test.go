@@ -103,3 +103,28 @@ func FuzzStoredItem(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeCompactRequest: a POST /v1/responses/compact body decodes to a
+// stateless request whose items the store keeps, or to an OpenAI-shaped
+// 400.
+func FuzzDecodeCompactRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","input":"hi"}`, `{"model":"m","previous_response_id":"resp_1"}`, `{"model":"m"}`,
+		`{"model":"m","input":[{"role":"user","content":"a"},{"type":"compaction","id":"cmp_1","encrypted_content":"AQ"}],"instructions":"x","prompt_cache_key":"k","service_tier":"flex"}`,
+		`{"model":"m","input":"x","stream":true}`, `{"model":"m","input":"x","store":true}`, `{"model":"m","input":null,"previous_response_id":null}`,
+		`[]`, ``, `{"model":1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := DecodeCompactRequest(body)
+		if err != nil {
+			checkAPIError(t, err)
+			return
+		}
+		if req.Store || req.Stream || req.Model == "" {
+			t.Fatalf("decoded %+v", req)
+		}
+		checkItems(t, req.Input)
+	})
+}

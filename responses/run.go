@@ -105,6 +105,18 @@ func (s *Service) newRun(t *turn, sink Sink, seq int) *run {
 	return r
 }
 
+// prelude puts items the gateway made before the engine's answer (a
+// compaction item) at the head of the output, each added and done.
+func (r *run) prelude(items []Item) {
+	for i := range items {
+		idx := len(r.resp.Output)
+		r.resp.Output = append(r.resp.Output, items[i])
+		it := items[i]
+		r.emit(&Event{Type: "response.output_item.added", OutputIndex: &idx, Item: &it})
+		r.emit(&Event{Type: "response.output_item.done", OutputIndex: &idx, Item: &it})
+	}
+}
+
 // openType is the type of the item being streamed, "" if none.
 func (r *run) openType() string {
 	if r.open < 0 {

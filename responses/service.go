@@ -142,6 +142,9 @@ type Service struct {
 	engine Engine
 	// hostedDropped counts the hosted tools dropped from requests, by type.
 	hostedDropped *prometheus.CounterVec
+	// compactions counts compaction summaries written, by trigger
+	// (request: POST /v1/responses/compact; threshold: context_management).
+	compactions *prometheus.CounterVec
 	// sealer seals and opens encrypted content; set by Start.
 	sealer *sealer
 	// sem holds one token per running background response.
@@ -177,19 +180,31 @@ func New(store Store, engine Engine, cfg Config) *Service {
 		Name: "turnpike_responses_hosted_tools_dropped_total",
 		Help: "Hosted tools (web_search, file_search, …) removed from Responses requests before they reached an engine, by tool type.",
 	}, []string{"type"})
+	s.compactions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "turnpike_responses_compactions_total",
+		Help: "Conversations compacted into a summary by the model, by trigger (request: POST /v1/responses/compact; threshold: context_management's compact_threshold).",
+	}, []string{"trigger"})
 	if cfg.Metrics != nil {
-		if err := cfg.Metrics.Register(s.hostedDropped); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				panic(fmt.Sprintf("responses: registering metrics: %v", err))
-			}
-			s.hostedDropped = are.ExistingCollector.(*prometheus.CounterVec)
-		}
+		s.hostedDropped = registerCounter(cfg.Metrics, s.hostedDropped)
+		s.compactions = registerCounter(cfg.Metrics, s.compactions)
 	}
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	s.mu.jobs = make(map[string]*job)
 	s.mu.heldByTenant = make(map[string]int)
 	return s
+}
+
+// registerCounter registers c, or returns the one registered before it
+// (another service on the same registry, in tests).
+func registerCounter(reg prometheus.Registerer, c *prometheus.CounterVec) *prometheus.CounterVec {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			panic(fmt.Sprintf("responses: registering metrics: %v", err))
+		}
+		return are.ExistingCollector.(*prometheus.CounterVec)
+	}
+	return c
 }
 
 // Start re-queues (or fails) the background responses a previous process

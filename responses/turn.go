@@ -28,6 +28,10 @@ type turn struct {
 	// promptTokens is the prompt's token count, computed once, when the
 	// context window was checked; 0 leaves the count to dispatch.
 	promptTokens int
+	// items is the context the engine request was rendered from (before
+	// fitting it to the window); pre the items that start the output
+	// before the engine's answer (a compaction item).
+	items, pre []Item
 	// conversation or chainRoot names the session for routing: the
 	// conversation, or the session of the chain the response continues;
 	// newChain is the response's own id when it starts a chain, the
@@ -38,8 +42,23 @@ type turn struct {
 // prepare checks the request against the store and builds the turn:
 // the response object, the whole context and the engine request.
 func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest, id string, created int64) (*turn, error) {
-	if err := s.hostedTools(req); err != nil {
+	t, items, err := s.load(ctx, tenant, req, id, created)
+	if err != nil {
 		return nil, err
+	}
+	t.items = items
+	if err := s.fit(t, items); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// load checks the request against the store and builds the turn with its
+// whole context, compacted, which the engine request is yet to be
+// rendered from.
+func (s *Service) load(ctx context.Context, tenant string, req *CreateRequest, id string, created int64) (*turn, []Item, error) {
+	if err := s.hostedTools(req); err != nil {
+		return nil, nil, err
 	}
 	resp := newResponse(req, id, created)
 	t := &turn{req: req, rec: &Record{Tenant: tenant, Response: resp}, newChain: id}
@@ -56,13 +75,13 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 			break
 		}
 		if errors.Is(err, ErrNotFound) {
-			return nil, notFoundf("previous_response_id", "previous_response_not_found", "Previous response with id '%s' not found.", req.PreviousResponseID)
+			return nil, nil, notFoundf("previous_response_id", "previous_response_not_found", "Previous response with id '%s' not found.", req.PreviousResponseID)
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if !prev.Response.Ended() {
-			return nil, conflictf("previous_response_id", "previous_response_not_ended",
+			return nil, nil, conflictf("previous_response_id", "previous_response_not_ended",
 				"Previous response with id '%s' has not ended yet (status %s).", req.PreviousResponseID, prev.Response.Status)
 		}
 		t.base = prev.Context
@@ -76,28 +95,25 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 			t.chainRoot = t.base[0].Chain
 		}
 		if history, err = s.store.LoadContext(ctx, t.base); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	case req.Conversation != "":
 		_, seg, err := s.store.GetConversation(ctx, tenant, req.Conversation)
 		if errors.Is(err, ErrNotFound) {
-			return nil, notFoundf("conversation", "conversation_not_found", "Conversation with id '%s' not found.", req.Conversation)
+			return nil, nil, notFoundf("conversation", "conversation_not_found", "Conversation with id '%s' not found.", req.Conversation)
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		t.rec.Conversation, t.conversation, t.newChain = req.Conversation, req.Conversation, ""
 		if history, err = s.store.LoadContext(ctx, []Segment{seg}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if t.input, err = s.resolveInput(ctx, tenant, req.Input); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := s.fit(t, compacted(append(history, t.input...))); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return t, compacted(append(history, t.input...)), nil
 }
 
 // hostedTools applies Config.HostedTools to the request's hosted tools,
@@ -389,6 +405,9 @@ func (s *Service) Create(ctx context.Context, tenant string, req *CreateRequest,
 	if err != nil {
 		return nil, err
 	}
+	if err := s.autoCompact(ctx, t, hdr); err != nil {
+		return nil, err
+	}
 	dt, err := s.begin(ctx, t, hdr)
 	if err != nil {
 		return nil, err
@@ -398,6 +417,7 @@ func (s *Service) Create(ctx context.Context, tenant string, req *CreateRequest,
 	r := s.newRun(t, sink, 0)
 	r.emitResponse("response.created")
 	r.emitResponse("response.in_progress")
+	r.prelude(t.pre)
 	engErr := r.consume(dt)
 	dt.End(engErr)
 	// The client going away cancels the response; a request ended for
