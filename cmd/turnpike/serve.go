@@ -297,8 +297,12 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 	}
 	// Background jobs stop before flow control closes: they stay pending
 	// for the next start instead of failing on a closing controller.
+	sealKeys, err := cfg.Responses.sealKeys()
+	if err != nil {
+		return st, err
+	}
 	svc := responses.New(store, d, responses.Config{
-		Workers: cfg.Responses.Workers, HostedTools: cfg.Responses.HostedTools, Metrics: metrics, Logger: log,
+		Workers: cfg.Responses.Workers, HostedTools: cfg.Responses.HostedTools, SealKeys: sealKeys, Metrics: metrics, Logger: log,
 	})
 	if err := st.life.start(ctx, "responses", svc.Start, func(context.Context) error { return svc.Close() }); err != nil {
 		return st, err
