@@ -200,6 +200,32 @@ func renderMessages(instructions *string, items []Item) []chatMessage {
 			}
 			// The turn it belongs to starts after it.
 			assistantOpen = false
+		case ItemMCPCall:
+			call := chatToolCall{ID: it.ID, Type: "function", Function: chatFunction{Name: engineName(it.ServerLabel, it.Name), Arguments: it.Arguments}}
+			if assistantOpen {
+				last := &msgs[len(msgs)-1]
+				last.ToolCalls = append(last.ToolCalls, call)
+			} else {
+				assistant(chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}})
+			}
+			out := it.Output
+			if it.Error != "" {
+				out = "Error: " + it.Error
+			}
+			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: it.ID, Content: &out})
+			assistantOpen, thinking = false, nil
+		case ItemMCPApprovalResponse:
+			// A refused call: the model hears of it as the call's result.
+			// (An approved one is the mcp_call made for it.)
+			req := approvalRequest(items[:i], it.ApprovalRequestID)
+			if req == nil || it.Approve == nil || *it.Approve {
+				continue
+			}
+			call := chatToolCall{ID: req.ID, Type: "function", Function: chatFunction{Name: engineName(req.ServerLabel, req.Name), Arguments: req.Arguments}}
+			assistant(chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}})
+			out := "The user did not approve this call."
+			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: req.ID, Content: &out})
+			assistantOpen = false
 		case ItemCompaction:
 			text := compactionPrefix + it.Text()
 			msgs = append(msgs, chatMessage{Role: "user", Content: &text})
@@ -207,6 +233,16 @@ func renderMessages(instructions *string, items []Item) []chatMessage {
 		}
 	}
 	return msgs
+}
+
+// approvalRequest is the mcp_approval_request of items with id, or nil.
+func approvalRequest(items []Item, id string) *Item {
+	for i := len(items) - 1; i >= 0; i-- {
+		if items[i].Type == ItemMCPApprovalRequest && items[i].ID == id {
+			return &items[i]
+		}
+	}
+	return nil
 }
 
 // compactionPrefix introduces a compaction item's summary to the model.

@@ -18,7 +18,12 @@ const (
 	itemCodecV1 = 1
 	itemCodecV2 = 2
 	itemCodecV3 = 3
+	// itemCodecV4 (MCP items) adds server label, error, approval
+	// request id and approve ("", "1" or "0").
+	itemCodecV4 = 4
 )
+
+var approved, denied = true, false
 
 var errItemCodec = errors.New("responses: malformed stored item")
 
@@ -39,6 +44,8 @@ func appendParts(b []byte, parts []ContentPart) []byte {
 func encodeItem(b []byte, it *Item) []byte {
 	version := byte(itemCodecV1)
 	switch {
+	case it.ServerLabel != "" || it.Error != "" || it.ApprovalRequestID != "" || it.Approve != nil:
+		version = itemCodecV4
 	case it.EncryptedContent != "" || len(it.Summary) > 0:
 		version = itemCodecV3
 	case it.Namespace != "":
@@ -52,9 +59,21 @@ func encodeItem(b []byte, it *Item) []byte {
 	if version >= itemCodecV2 {
 		b = appendString(b, it.Namespace)
 	}
-	if version == itemCodecV3 {
+	if version >= itemCodecV3 {
 		b = appendString(b, it.EncryptedContent)
 		b = appendParts(b, it.Summary)
+	}
+	if version == itemCodecV4 {
+		approve := ""
+		if it.Approve != nil {
+			approve = "0"
+			if *it.Approve {
+				approve = "1"
+			}
+		}
+		for _, s := range [...]string{it.ServerLabel, it.Error, it.ApprovalRequestID, approve} {
+			b = appendString(b, s)
+		}
 	}
 	return b
 }
@@ -102,7 +121,7 @@ func (d *itemDecoder) parts() []ContentPart {
 
 // decodeStoredItem reads an item written by encodeItem.
 func decodeStoredItem(b []byte) (Item, error) {
-	if len(b) == 0 || b[0] < itemCodecV1 || b[0] > itemCodecV3 {
+	if len(b) == 0 || b[0] < itemCodecV1 || b[0] > itemCodecV4 {
 		return Item{}, errItemCodec
 	}
 	d := itemDecoder{buf: b[1:], s: string(b[1:])}
@@ -111,9 +130,21 @@ func decodeStoredItem(b []byte) (Item, error) {
 	if b[0] >= itemCodecV2 {
 		it.Namespace = d.str()
 	}
-	if b[0] == itemCodecV3 {
+	if b[0] >= itemCodecV3 {
 		it.EncryptedContent = d.str()
 		it.Summary = d.parts()
+	}
+	if b[0] == itemCodecV4 {
+		it.ServerLabel, it.Error, it.ApprovalRequestID = d.str(), d.str(), d.str()
+		switch d.str() {
+		case "1":
+			it.Approve = &approved
+		case "0":
+			it.Approve = &denied
+		case "":
+		default:
+			d.err = errItemCodec
+		}
 	}
 	if d.err != nil {
 		return Item{}, d.err

@@ -30,6 +30,8 @@ type CreateRequest struct {
 	Tools       []Tool
 	HostedTools []HostedTool
 	ToolsRaw    []json.RawMessage
+	// MCP are the request's mcp tools, which the gateway runs (mcp.go).
+	MCP []MCPServer
 	// ToolChoice is the tool_choice as sent, echoed; toolChoice is what
 	// the engine is told.
 	ToolChoice        json.RawMessage
@@ -117,6 +119,9 @@ func DecodeCreateRequest(body []byte) (*CreateRequest, error) {
 	}
 	if _, ok := fields["input"]; !ok || isNull(fields["input"]) {
 		return nil, invalidf("input", "missing_required_parameter", "Missing required parameter: 'input'.")
+	}
+	if r.Background && len(r.MCP) > 0 {
+		return nil, invalidf("background", "unsupported_value", "MCP tools are run in foreground responses only; leave out 'background'.")
 	}
 	if r.Background && !r.Store {
 		return nil, invalidf("background", "invalid_value", "Background mode requires 'store' to be true.")
@@ -360,6 +365,8 @@ func decodeItem(raw json.RawMessage, param string) (Item, error) {
 			return it, err
 		}
 		it.EncryptedContent, err = str("encrypted_content", false)
+	case ItemMCPListTools, ItemMCPCall, ItemMCPApprovalRequest, ItemMCPApprovalResponse:
+		return it, decodeMCPItem(f, param, &it)
 	case ItemCompaction:
 		if err := allowKeys(f, param, "type", "id", "encrypted_content", "created_by"); err != nil {
 			return it, err
@@ -370,7 +377,7 @@ func decodeItem(raw json.RawMessage, param string) (Item, error) {
 		it.EncryptedContent, err = str("encrypted_content", true)
 	default:
 		return it, invalidf(param+".type", "invalid_value",
-			"Invalid value: '%s'. Supported values are: 'message', 'function_call', 'function_call_output', 'reasoning', 'compaction' and 'item_reference'.", typ)
+			"Invalid value: '%s'. Supported values are: 'message', 'function_call', 'function_call_output', 'reasoning', 'compaction', 'mcp_list_tools', 'mcp_call', 'mcp_approval_request', 'mcp_approval_response' and 'item_reference'.", typ)
 	}
 	if err == nil && it.Status != "" && it.Status != "completed" && it.Status != "incomplete" && it.Status != "in_progress" {
 		err = invalidf(param+".status", "invalid_value", "Invalid value: '%s'. Supported values are: 'in_progress', 'completed' and 'incomplete'.", it.Status)

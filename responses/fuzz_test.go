@@ -37,7 +37,8 @@ func checkItems(t *testing.T, items []Item) {
 		}
 		if got.Type != it.Type || got.ID != it.ID || got.Namespace != it.Namespace || got.Arguments != it.Arguments ||
 			got.Output != it.Output || got.Text() != it.Text() || len(got.Content) != len(it.Content) ||
-			got.EncryptedContent != it.EncryptedContent || len(got.Summary) != len(it.Summary) || reasoningText(&got) != reasoningText(it) {
+			got.EncryptedContent != it.EncryptedContent || len(got.Summary) != len(it.Summary) || reasoningText(&got) != reasoningText(it) ||
+			got.ServerLabel != it.ServerLabel || got.Error != it.Error || got.ApprovalRequestID != it.ApprovalRequestID || (got.Approve == nil) != (it.Approve == nil) {
 			t.Fatalf("stored form of %+v reads back as %+v", it, got)
 		}
 		if _, err := json.Marshal(it); err != nil {
@@ -88,6 +89,8 @@ func FuzzStoredItem(f *testing.F) {
 		{Type: ItemFunctionCall, ID: "fc_1", CallID: "c", Name: "f", Namespace: "ns", Arguments: "{}"},
 		{Type: ItemReasoning, ID: "rs_1", Summary: []ContentPart{{Type: partSummary, Text: "s"}}, EncryptedContent: "AQ"},
 		{Type: ItemCompaction, ID: "cmp_1", Content: []ContentPart{{Type: partSummary, Text: "sum"}}, EncryptedContent: "AQ"},
+		{Type: ItemMCPCall, ID: "mcp_1", ServerLabel: "s", Name: "add", Arguments: "{}", Error: "boom", ApprovalRequestID: "mcpr_1"},
+		{Type: ItemMCPApprovalResponse, ID: "mcpa_1", ApprovalRequestID: "mcpr_1", Approve: &approved},
 	} {
 		f.Add(encodeItem(nil, &it))
 	}

@@ -85,6 +85,9 @@ type run struct {
 	// (include: reasoning.encrypted_content).
 	summarize bool
 	seal      func(text string) string
+	// pendingMCP are the output indexes of mcp_call items the engine
+	// made whose call the gateway is yet to make.
+	pendingMCP []int
 }
 
 // newRun starts the translation of the answer to a request offering
@@ -106,15 +109,40 @@ func (s *Service) newRun(t *turn, sink Sink, seq int) *run {
 }
 
 // prelude puts items the gateway made before the engine's answer (a
-// compaction item) at the head of the output, each added and done.
+// compaction item, MCP tool lists, approved MCP calls) at the head of
+// the output, each added, its progress told, and done.
 func (r *run) prelude(items []Item) {
 	for i := range items {
 		idx := len(r.resp.Output)
 		r.resp.Output = append(r.resp.Output, items[i])
-		it := items[i]
-		r.emit(&Event{Type: "response.output_item.added", OutputIndex: &idx, Item: &it})
-		r.emit(&Event{Type: "response.output_item.done", OutputIndex: &idx, Item: &it})
+		added := items[i]
+		switch added.Type {
+		case ItemMCPListTools:
+			added.Output = "[]"
+		case ItemMCPCall:
+			added.Output, added.Error, added.Status = "", "", StatusInProgress
+		}
+		r.emit(&Event{Type: "response.output_item.added", OutputIndex: &idx, Item: &added})
+		switch added.Type {
+		case ItemMCPListTools:
+			r.mcpProgress("response.mcp_list_tools.", idx, &r.resp.Output[idx])
+		case ItemMCPCall:
+			r.mcpProgress("response.mcp_call.", idx, &r.resp.Output[idx])
+		}
+		done := items[i]
+		r.emit(&Event{Type: "response.output_item.done", OutputIndex: &idx, Item: &done})
 	}
+}
+
+// mcpProgress tells an MCP item's progress, its request made: events
+// prefix+in_progress, then prefix+completed or prefix+failed.
+func (r *run) mcpProgress(prefix string, idx int, it *Item) {
+	r.emit(&Event{Type: prefix + "in_progress", OutputIndex: &idx, ItemID: it.ID})
+	end := "completed"
+	if it.Error != "" {
+		end = "failed"
+	}
+	r.emit(&Event{Type: prefix + end, OutputIndex: &idx, ItemID: it.ID})
 }
 
 // openType is the type of the item being streamed, "" if none.
@@ -192,6 +220,14 @@ func (r *run) takeUsage(t *dispatch.Turn) {
 	}
 	usage.InputTokensDetails.CachedTokens = u.PromptTokensDetails.CachedTokens
 	usage.OutputTokensDetails.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+	if prev := r.resp.Usage; prev != nil {
+		// Another engine turn of the same response (the MCP tool loop).
+		usage.InputTokens += prev.InputTokens
+		usage.OutputTokens += prev.OutputTokens
+		usage.TotalTokens += prev.TotalTokens
+		usage.InputTokensDetails.CachedTokens += prev.InputTokensDetails.CachedTokens
+		usage.OutputTokensDetails.ReasoningTokens += prev.OutputTokensDetails.ReasoningTokens
+	}
 	r.resp.Usage = usage
 }
 
@@ -301,10 +337,17 @@ func (r *run) callDelta(index int, callID, name, args string) {
 			callID = newID("call_")
 		}
 		r.open, r.openCall = len(r.resp.Output), index
-		r.resp.Output = append(r.resp.Output, Item{Type: ItemFunctionCall, ID: newID("fc_"), Status: StatusInProgress, CallID: callID})
+		it := Item{Type: ItemFunctionCall, ID: newID("fc_"), Status: StatusInProgress, CallID: callID}
+		if t := r.names[name]; t != nil && t.MCP != nil {
+			it = Item{Type: ItemMCPCall, ID: newID("mcp_"), Status: StatusInProgress}
+			if t.MCP.needsApproval(t.Name) {
+				it = Item{Type: ItemMCPApprovalRequest, ID: newID("mcpr_")}
+			}
+		}
+		r.resp.Output = append(r.resp.Output, it)
 		r.name(&r.resp.Output[r.open], name)
-		it := r.resp.Output[r.open]
-		r.emit(&Event{Type: "response.output_item.added", OutputIndex: &r.open, Item: &it})
+		added := r.resp.Output[r.open]
+		r.emit(&Event{Type: "response.output_item.added", OutputIndex: &r.open, Item: &added})
 	}
 	it := &r.resp.Output[r.open]
 	if it.Name == "" {
@@ -312,7 +355,12 @@ func (r *run) callDelta(index int, callID, name, args string) {
 	}
 	if args != "" {
 		it.Arguments += args
-		r.emit(&Event{Type: "response.function_call_arguments.delta", OutputIndex: &r.open, ItemID: it.ID, Delta: &args})
+		switch it.Type {
+		case ItemFunctionCall:
+			r.emit(&Event{Type: "response.function_call_arguments.delta", OutputIndex: &r.open, ItemID: it.ID, Delta: &args})
+		case ItemMCPCall:
+			r.emit(&Event{Type: "response.mcp_call_arguments.delta", OutputIndex: &r.open, ItemID: it.ID, Delta: &args})
+		}
 	}
 }
 
@@ -321,6 +369,10 @@ func (r *run) callDelta(index int, callID, name, args string) {
 // OpenAI returns it.
 func (r *run) name(it *Item, engineName string) {
 	if t := r.names[engineName]; t != nil {
+		if t.MCP != nil {
+			it.ServerLabel, it.Name = t.MCP.Label, t.Name
+			return
+		}
 		it.Namespace, it.Name = t.Namespace, t.Name
 		return
 	}
@@ -345,6 +397,18 @@ func (r *run) closeOpen(status string) {
 		var noLogprobs []string
 		r.emit(&Event{Type: "response.output_text.done", OutputIndex: &idx, ItemID: it.ID, ContentIndex: &zero, Text: &text, Logprobs: &noLogprobs})
 		r.emit(&Event{Type: "response.content_part.done", OutputIndex: &idx, ItemID: it.ID, ContentIndex: &zero, Part: &it.Content[0]})
+	case ItemMCPCall:
+		args := it.Arguments
+		r.emit(&Event{Type: "response.mcp_call_arguments.done", OutputIndex: &idx, ItemID: it.ID, Arguments: &args})
+		if status == StatusCompleted {
+			// Done once the gateway has made the call (mcp.go).
+			it.Status = StatusInProgress
+			r.pendingMCP = append(r.pendingMCP, idx)
+			r.open, r.openCall = -1, -1
+			return
+		}
+	case ItemMCPApprovalRequest:
+		it.Status = ""
 	default:
 		args := it.Arguments
 		r.emit(&Event{Type: "response.function_call_arguments.done", OutputIndex: &idx, ItemID: it.ID, Arguments: &args, Name: it.Name})

@@ -73,6 +73,14 @@ type Config struct {
 	// default) uses a key generated on first start and kept in the store
 	// (k/seal), so blobs survive a restart.
 	SealKeys [][]byte
+	// MCPTimeout bounds each request to an MCP server (connect, list
+	// tools, one call). Default 60s.
+	MCPTimeout time.Duration
+	// MCPAllowedURLs, when not empty, are the URL prefixes of the MCP
+	// servers the gateway may call for mcp tools; a tool on another
+	// server lists and calls nothing (its items carry the error). Empty
+	// (the default) allows any server a client names.
+	MCPAllowedURLs []string
 	// Metrics, when not nil, registers the service's metrics.
 	Metrics prometheus.Registerer
 	// Logger; nil means slog.Default().
@@ -100,6 +108,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.CollectInterval == 0 {
 		c.CollectInterval = DefaultCollectInterval
+	}
+	if c.MCPTimeout <= 0 {
+		c.MCPTimeout = DefaultMCPTimeout
 	}
 	if c.HostedTools == "" {
 		c.HostedTools = DefaultHostedTools
@@ -145,6 +156,9 @@ type Service struct {
 	// compactions counts compaction summaries written, by trigger
 	// (request: POST /v1/responses/compact; threshold: context_management).
 	compactions *prometheus.CounterVec
+	// mcpRequests counts requests to MCP servers by op (list, call) and
+	// result (ok, error).
+	mcpRequests *prometheus.CounterVec
 	// sealer seals and opens encrypted content; set by Start.
 	sealer *sealer
 	// sem holds one token per running background response.
@@ -184,7 +198,12 @@ func New(store Store, engine Engine, cfg Config) *Service {
 		Name: "turnpike_responses_compactions_total",
 		Help: "Conversations compacted into a summary by the model, by trigger (request: POST /v1/responses/compact; threshold: context_management's compact_threshold).",
 	}, []string{"trigger"})
+	s.mcpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "turnpike_responses_mcp_requests_total",
+		Help: "Requests the gateway made to MCP servers for mcp tools, by op (list, call) and result (ok, error).",
+	}, []string{"op", "result"})
 	if cfg.Metrics != nil {
+		s.mcpRequests = registerCounter(cfg.Metrics, s.mcpRequests)
 		s.hostedDropped = registerCounter(cfg.Metrics, s.hostedDropped)
 		s.compactions = registerCounter(cfg.Metrics, s.compactions)
 	}

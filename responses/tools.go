@@ -22,6 +22,9 @@ type Tool struct {
 	Description *string
 	Parameters  json.RawMessage
 	Strict      *bool
+	// MCP is the server of a tool an MCP server listed (Namespace is its
+	// label); the gateway makes its calls. nil for a function.
+	MCP *MCPServer
 }
 
 // EngineName is the name the engine knows the tool by.
@@ -107,7 +110,15 @@ func (r *CreateRequest) decodeTools(raw json.RawMessage) error {
 		case slices.Contains(hostedToolTypes, typ):
 			r.HostedTools = append(r.HostedTools, HostedTool{Index: i, Type: typ})
 		case typ == "mcp":
-			return invalidf(p+".type", "unsupported_value", "MCP tools are not supported yet: this gateway cannot take tools of type 'mcp'.")
+			m, err := decodeMCPTool(f, p)
+			if err != nil {
+				return err
+			}
+			if slices.ContainsFunc(r.MCP, func(o MCPServer) bool { return o.Label == m.Label }) {
+				return invalidf(p+".server_label", "duplicate_server_label", "Invalid '%s.server_label': another mcp tool is labelled '%s'.", p, m.Label)
+			}
+			r.MCP = append(r.MCP, m)
+			r.ToolsRaw[i] = redactMCP(f)
 		case typ == "custom":
 			return invalidf(p+".type", "unsupported_value", "Tools of type 'custom' are not supported by this gateway yet; declare the tool as a 'function' tool.")
 		default:
@@ -288,7 +299,18 @@ func decodeToolChoice(raw json.RawMessage) (toolChoice, error) {
 		}
 		return c, nil
 	case typ == "mcp":
-		return toolChoice{}, invalidf("tool_choice.type", "unsupported_value", "Invalid 'tool_choice': MCP tools are not supported yet.")
+		if err := allowKeys(f, "tool_choice", "type", "server_label", "name"); err != nil {
+			return toolChoice{}, err
+		}
+		label, err := decodeString(f["server_label"], "tool_choice.server_label")
+		if err != nil {
+			return toolChoice{}, err
+		}
+		if n, ok := f["name"]; ok && !isNull(n) {
+			name, err := decodeString(n, "tool_choice.name")
+			return toolChoice{mode: "function", name: engineName(label, name)}, err
+		}
+		return toolChoice{mode: "required"}, nil
 	case typ == "custom":
 		return toolChoice{}, invalidf("tool_choice.type", "unsupported_value", "Invalid 'tool_choice': tools of type 'custom' are not supported by this gateway yet.")
 	case slices.Contains(hostedToolTypes, typ):

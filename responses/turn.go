@@ -239,6 +239,14 @@ func itemPrefix(typ string) string {
 		return "rs_"
 	case ItemCompaction:
 		return "cmp_"
+	case ItemMCPListTools:
+		return "mcpl_"
+	case ItemMCPCall:
+		return "mcp_"
+	case ItemMCPApprovalRequest:
+		return "mcpr_"
+	case ItemMCPApprovalResponse:
+		return "mcpa_"
 	case ItemFunctionCall:
 		return "fc_"
 	case ItemFunctionCallOutput:
@@ -408,6 +416,13 @@ func (s *Service) Create(ctx context.Context, tenant string, req *CreateRequest,
 	if err := s.autoCompact(ctx, t, hdr); err != nil {
 		return nil, err
 	}
+	ms, err := s.mcpSetup(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if ms != nil {
+		defer ms.close()
+	}
 	dt, err := s.begin(ctx, t, hdr)
 	if err != nil {
 		return nil, err
@@ -420,6 +435,7 @@ func (s *Service) Create(ctx context.Context, tenant string, req *CreateRequest,
 	r.prelude(t.pre)
 	engErr := r.consume(dt)
 	dt.End(engErr)
+	engErr = s.mcpLoop(ctx, t, r, ms, hdr, engErr)
 	// The client going away cancels the response; a request ended for
 	// another cause (the gateway shutting down) fails it, saying why.
 	cancelled := ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled)

@@ -30,6 +30,12 @@ const (
 	// the model wrote, sealed in EncryptedContent and kept, expanded, in
 	// Content (one summary_text part) for the engine.
 	ItemCompaction = "compaction"
+	// MCP items (mcp.go): the tools a server lists, a call the gateway
+	// made, a call waiting for the client's approval, and the approval.
+	ItemMCPListTools        = "mcp_list_tools"
+	ItemMCPCall             = "mcp_call"
+	ItemMCPApprovalRequest  = "mcp_approval_request"
+	ItemMCPApprovalResponse = "mcp_approval_response"
 )
 
 // Response is the OpenAI response object as clients see it.
@@ -144,6 +150,14 @@ type Item struct {
 	// EncryptedContent is a reasoning or compaction item's sealed text,
 	// as turnpike issued it; "" when the client did not ask for it.
 	EncryptedContent string
+	// ServerLabel names an MCP item's server. Name and Arguments are an
+	// mcp_call's or approval request's; Output an mcp_call's output, or
+	// an mcp_list_tools item's tools as JSON; Error what failed.
+	ServerLabel, Error string
+	// ApprovalRequestID is the approval request an mcp_call or approval
+	// response answers; Approve an approval response's answer.
+	ApprovalRequestID string
+	Approve           *bool
 }
 
 // Part types of reasoning and compaction items.
@@ -220,7 +234,11 @@ type itemJSON struct {
 	Namespace string        `json:"namespace,omitempty"`
 	Summary   []ContentPart `json:"summary,omitempty"`
 	// EncryptedContent is omitted when empty.
-	EncryptedContent string `json:"encrypted_content,omitempty"`
+	EncryptedContent  string `json:"encrypted_content,omitempty"`
+	ServerLabel       string `json:"server_label,omitempty"`
+	Error             string `json:"error,omitempty"`
+	ApprovalRequestID string `json:"approval_request_id,omitempty"`
+	Approve           *bool  `json:"approve,omitempty"`
 }
 
 // MarshalJSON writes exactly the fields OpenAI writes for the item's type.
@@ -273,6 +291,45 @@ func (it Item) MarshalJSON() ([]byte, error) {
 			EncryptedContent *string       `json:"encrypted_content"`
 			Status           string        `json:"status,omitempty"`
 		}{it.Type, it.ID, summary, it.Content, enc, it.Status})
+	case ItemMCPListTools:
+		tools := json.RawMessage(it.Output)
+		if len(tools) == 0 {
+			tools = json.RawMessage(`[]`)
+		}
+		return json.Marshal(struct {
+			Type        string          `json:"type"`
+			ID          string          `json:"id"`
+			ServerLabel string          `json:"server_label"`
+			Tools       json.RawMessage `json:"tools"`
+			Error       *string         `json:"error"`
+		}{it.Type, it.ID, it.ServerLabel, tools, optional(it.Error)})
+	case ItemMCPCall:
+		return json.Marshal(struct {
+			Type              string  `json:"type"`
+			ID                string  `json:"id"`
+			ServerLabel       string  `json:"server_label"`
+			Name              string  `json:"name"`
+			Arguments         string  `json:"arguments"`
+			Output            *string `json:"output"`
+			Error             *string `json:"error"`
+			Status            string  `json:"status,omitempty"`
+			ApprovalRequestID *string `json:"approval_request_id"`
+		}{it.Type, it.ID, it.ServerLabel, it.Name, it.Arguments, optional(it.Output), optional(it.Error), it.Status, optional(it.ApprovalRequestID)})
+	case ItemMCPApprovalRequest:
+		return json.Marshal(struct {
+			Type        string `json:"type"`
+			ID          string `json:"id"`
+			ServerLabel string `json:"server_label"`
+			Name        string `json:"name"`
+			Arguments   string `json:"arguments"`
+		}{it.Type, it.ID, it.ServerLabel, it.Name, it.Arguments})
+	case ItemMCPApprovalResponse:
+		return json.Marshal(struct {
+			Type              string `json:"type"`
+			ID                string `json:"id"`
+			ApprovalRequestID string `json:"approval_request_id"`
+			Approve           bool   `json:"approve"`
+		}{it.Type, it.ID, it.ApprovalRequestID, it.Approve != nil && *it.Approve})
 	case ItemCompaction:
 		return json.Marshal(struct {
 			Type             string `json:"type"`
@@ -286,12 +343,27 @@ func (it Item) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads an item written by MarshalJSON (stored items). Client
 // input goes through the strict decoder instead.
 func (it *Item) UnmarshalJSON(b []byte) error {
-	var ij itemJSON
+	var ij struct {
+		itemJSON
+		// Tools is an mcp_list_tools item's, kept in Output.
+		Tools json.RawMessage `json:"tools"`
+	}
 	if err := json.Unmarshal(b, &ij); err != nil {
 		return err
 	}
-	*it = Item(ij)
+	*it = Item(ij.itemJSON)
+	if it.Type == ItemMCPListTools && len(ij.Tools) > 0 {
+		it.Output = string(ij.Tools)
+	}
 	return nil
+}
+
+// optional is s as a JSON string, or null when empty.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // Conversation is the OpenAI conversation object.
