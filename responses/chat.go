@@ -210,7 +210,7 @@ func renderMessages(instructions *string, items []Item) []chatMessage {
 			}
 			out := it.Output
 			if it.Error != "" {
-				out = "Error: " + it.Error
+				out = "Error: " + errorText(it.Error)
 			}
 			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: it.ID, Content: &out})
 			assistantOpen, thinking = false, nil

@@ -330,15 +330,64 @@ func (ms *mcpSessions) call(ctx context.Context, srv *MCPServer, it *Item) {
 			}
 		}
 		if res.IsError {
-			return errors.New(out.String())
+			b, _ := json.Marshal(res.Content)
+			return toolError{content: b}
 		}
 		it.Output = out.String()
 		return nil
 	}()
 	if err != nil {
-		it.Error, it.Status = err.Error(), StatusFailed
+		it.Error, it.Status = callError(err), StatusFailed
 	}
 	ms.s.mcpRequests.WithLabelValues("call", resultOf(err)).Inc()
+}
+
+// toolError is a tool's own failure (a result with isError), its content
+// as the server sent it.
+type toolError struct{ content json.RawMessage }
+
+func (e toolError) Error() string { return string(e.content) }
+
+// JSON-RPC's internal error code, for a call that failed on the way.
+const mcpInternalError = -32603
+
+// callError is an mcp_call's error as OpenAI writes it, in JSON: the
+// tool's failure (mcp_tool_execution_error with its content), or a
+// failure to reach or speak with the server (mcp_protocol_error).
+func callError(err error) string {
+	var te toolError
+	var b []byte
+	if errors.As(err, &te) {
+		b, _ = json.Marshal(struct {
+			Type    string          `json:"type"`
+			Content json.RawMessage `json:"content"`
+		}{"mcp_tool_execution_error", te.content})
+	} else {
+		b, _ = json.Marshal(struct {
+			Type    string `json:"type"`
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		}{"mcp_protocol_error", mcpInternalError, err.Error()})
+	}
+	return string(b)
+}
+
+// errorText is an mcp_call's error as the model reads it.
+func errorText(errJSON string) string {
+	var e struct {
+		Message string `json:"message"`
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if json.Unmarshal([]byte(errJSON), &e) != nil {
+		return errJSON
+	}
+	text := e.Message
+	for _, c := range e.Content {
+		text += c.Text
+	}
+	return text
 }
 
 func resultOf(err error) string {
@@ -428,10 +477,26 @@ func decodeMCPItem(f map[string]json.RawMessage, p string, it *Item) error {
 		if err := allowKeys(f, p, "type", "id", "status", "server_label", "name", "arguments", "output", "error", "approval_request_id"); err != nil {
 			return err
 		}
+		if e, ok := f["error"]; ok && !isNull(e) {
+			switch kindOf(e) {
+			case "a string":
+				msg, _ := decodeString(e, p+".error")
+				it.Error = callError(errors.New(msg))
+			case "an object":
+				ef, _ := decodeObject(e, p+".error")
+				if _, err := decodeEnum(ef["type"], p+".error.type", "mcp_protocol_error", "mcp_tool_execution_error", "http_error"); err != nil {
+					return err
+				}
+				b, _ := json.Marshal(ef)
+				it.Error = string(b)
+			default:
+				return typeError(p+".error", "a string or an object", e)
+			}
+		}
 		for _, fd := range []struct {
 			k   string
 			dst *string
-		}{{"approval_request_id", &it.ApprovalRequestID}, {"error", &it.Error}, {"output", &it.Output}} {
+		}{{"approval_request_id", &it.ApprovalRequestID}, {"output", &it.Output}} {
 			if *fd.dst, err = str(fd.k, false); err != nil {
 				return err
 			}
@@ -560,7 +625,7 @@ func answered(items []Item, id string) bool {
 // which case the call fails saying so.
 func (ms *mcpSessions) callBounded(ctx context.Context, req *CreateRequest, srv *MCPServer, it *Item) {
 	if req.MaxToolCalls != nil && ms.calls >= *req.MaxToolCalls {
-		it.Status, it.Error = StatusFailed, fmt.Sprintf("Not called: this response has made max_tool_calls (%d) tool calls.", *req.MaxToolCalls)
+		it.Status, it.Error = StatusFailed, callError(fmt.Errorf("Not called: this response has made max_tool_calls (%d) tool calls.", *req.MaxToolCalls))
 		return
 	}
 	ms.call(ctx, srv, it)
@@ -581,7 +646,7 @@ func (s *Service) mcpStep(ctx context.Context, t *turn, r *run, ms *mcpSessions,
 		srv := t.req.server(it.ServerLabel)
 		r.emit(&Event{Type: "response.mcp_call.in_progress", OutputIndex: &idx, ItemID: it.ID})
 		if srv == nil {
-			it.Status, it.Error = StatusFailed, "no such MCP server"
+			it.Status, it.Error = StatusFailed, callError(fmt.Errorf("no MCP server labelled %q among the request's tools", it.ServerLabel))
 		} else {
 			ms.callBounded(ctx, t.req, srv, it)
 		}

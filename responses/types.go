@@ -305,16 +305,16 @@ func (it Item) MarshalJSON() ([]byte, error) {
 		}{it.Type, it.ID, it.ServerLabel, tools, optional(it.Error)})
 	case ItemMCPCall:
 		return json.Marshal(struct {
-			Type              string  `json:"type"`
-			ID                string  `json:"id"`
-			ServerLabel       string  `json:"server_label"`
-			Name              string  `json:"name"`
-			Arguments         string  `json:"arguments"`
-			Output            *string `json:"output"`
-			Error             *string `json:"error"`
-			Status            string  `json:"status,omitempty"`
-			ApprovalRequestID *string `json:"approval_request_id"`
-		}{it.Type, it.ID, it.ServerLabel, it.Name, it.Arguments, optional(it.Output), optional(it.Error), it.Status, optional(it.ApprovalRequestID)})
+			Type              string          `json:"type"`
+			ID                string          `json:"id"`
+			ServerLabel       string          `json:"server_label"`
+			Name              string          `json:"name"`
+			Arguments         string          `json:"arguments"`
+			Output            *string         `json:"output"`
+			Error             json.RawMessage `json:"error"`
+			Status            string          `json:"status,omitempty"`
+			ApprovalRequestID *string         `json:"approval_request_id"`
+		}{it.Type, it.ID, it.ServerLabel, it.Name, it.Arguments, optional(it.Output), rawOrNull(it.Error), it.Status, optional(it.ApprovalRequestID)})
 	case ItemMCPApprovalRequest:
 		return json.Marshal(struct {
 			Type        string `json:"type"`
@@ -347,6 +347,8 @@ func (it *Item) UnmarshalJSON(b []byte) error {
 		itemJSON
 		// Tools is an mcp_list_tools item's, kept in Output.
 		Tools json.RawMessage `json:"tools"`
+		// Error shadows itemJSON's: an mcp_call's is an object.
+		Error json.RawMessage `json:"error"`
 	}
 	if err := json.Unmarshal(b, &ij); err != nil {
 		return err
@@ -354,6 +356,13 @@ func (it *Item) UnmarshalJSON(b []byte) error {
 	*it = Item(ij.itemJSON)
 	if it.Type == ItemMCPListTools && len(ij.Tools) > 0 {
 		it.Output = string(ij.Tools)
+	}
+	switch {
+	case isNull(ij.Error):
+	case ij.Error[0] == '"':
+		json.Unmarshal(ij.Error, &it.Error)
+	default:
+		it.Error = string(ij.Error)
 	}
 	return nil
 }
@@ -364,6 +373,14 @@ func optional(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// rawOrNull is s, JSON, or null when empty.
+func rawOrNull(s string) json.RawMessage {
+	if s == "" || !json.Valid([]byte(s)) {
+		return json.RawMessage("null")
+	}
+	return json.RawMessage(s)
 }
 
 // Conversation is the OpenAI conversation object.
