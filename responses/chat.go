@@ -190,7 +190,16 @@ func renderMessages(instructions *string, items []Item) []chatMessage {
 			} else {
 				assistant(chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}})
 			}
-		case ItemFunctionCallOutput:
+		case ItemCustomToolCall:
+			args, _ := json.Marshal(map[string]string{customInputParam: it.Arguments})
+			call := chatToolCall{ID: it.CallID, Type: "function", Function: chatFunction{Name: engineName(it.Namespace, it.Name), Arguments: string(args)}}
+			if assistantOpen {
+				last := &msgs[len(msgs)-1]
+				last.ToolCalls = append(last.ToolCalls, call)
+			} else {
+				assistant(chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}})
+			}
+		case ItemFunctionCallOutput, ItemCustomToolCallOutput:
 			out := it.Output
 			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: it.CallID, Content: &out})
 			assistantOpen, thinking = false, nil

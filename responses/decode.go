@@ -352,6 +352,44 @@ func decodeItem(raw json.RawMessage, param string) (Item, error) {
 			parts, err = decodeContent(o, param+".output", "user")
 			it.Output = (&Item{Content: parts}).Text()
 		}
+	case ItemCustomToolCall:
+		if err := allowKeys(f, param, "type", "id", "status", "call_id", "name", "input", "namespace", "async", "caller"); err != nil {
+			return it, err
+		}
+		if err := checkCallExtras(f, param); err != nil {
+			return it, err
+		}
+		if it.CallID, err = str("call_id", true); err != nil {
+			return it, err
+		}
+		if it.Name, err = str("name", true); err != nil {
+			return it, err
+		}
+		if it.Namespace, err = str("namespace", false); err != nil {
+			return it, err
+		}
+		it.Arguments, err = str("input", true)
+	case ItemCustomToolCallOutput:
+		if err := allowKeys(f, param, "type", "id", "status", "call_id", "output", "caller"); err != nil {
+			return it, err
+		}
+		if err := checkCallExtras(f, param); err != nil {
+			return it, err
+		}
+		if it.CallID, err = str("call_id", true); err != nil {
+			return it, err
+		}
+		o, ok := f["output"]
+		if !ok || isNull(o) {
+			return it, invalidf(param+".output", "missing_required_parameter", "Missing required parameter: '%s.output'.", param)
+		}
+		if o[0] == '"' {
+			it.Output, err = decodeString(o, param+".output")
+		} else {
+			var parts []ContentPart
+			parts, err = decodeContent(o, param+".output", "user")
+			it.Output = (&Item{Content: parts}).Text()
+		}
 	case ItemReference:
 		err = allowKeys(f, param, "type", "id")
 	case ItemReasoning:
@@ -377,7 +415,7 @@ func decodeItem(raw json.RawMessage, param string) (Item, error) {
 		it.EncryptedContent, err = str("encrypted_content", true)
 	default:
 		return it, invalidf(param+".type", "invalid_value",
-			"Invalid value: '%s'. Supported values are: 'message', 'function_call', 'function_call_output', 'reasoning', 'compaction', 'mcp_list_tools', 'mcp_call', 'mcp_approval_request', 'mcp_approval_response' and 'item_reference'.", typ)
+			"Invalid value: '%s'. Supported values are: 'message', 'function_call', 'function_call_output', 'reasoning', 'compaction', 'mcp_list_tools', 'mcp_call', 'mcp_approval_request', 'mcp_approval_response', 'custom_tool_call', 'custom_tool_call_output' and 'item_reference'.", typ)
 	}
 	if err == nil && it.Status != "" && it.Status != "completed" && it.Status != "incomplete" && it.Status != "in_progress" {
 		err = invalidf(param+".status", "invalid_value", "Invalid value: '%s'. Supported values are: 'in_progress', 'completed' and 'incomplete'.", it.Status)

@@ -35,6 +35,8 @@ func TestDecodeCreateRequest(t *testing.T) {
 		// Tools of types turnpike does not know, or not yet, are refused.
 		{"hosted tool", `{"model":"m","input":"x","tools":[{"type":"web_search"}]}`, "", ""},
 		{"unknown tool type", `{"model":"m","input":"x","tools":[{"type":"teleport"}]}`, "tools[0].type", "invalid_value"},
+		{"custom grammar syntax", `{"model":"m","input":"x","tools":[{"type":"custom","name":"c","format":{"type":"grammar","syntax":"peg","definition":"x"}}]}`, "tools[0].format.syntax", "invalid_value"},
+		{"custom call input", `{"model":"m","input":[{"type":"custom_tool_call","call_id":"c","name":"n"}]}`, "input[0].input", "missing_required_parameter"},
 		{"mcp connector", `{"model":"m","input":"x","tools":[{"type":"mcp","server_label":"s","connector_id":"connector_gmail"}]}`, "tools[0].connector_id", "unsupported_value"},
 		{"mcp url", `{"model":"m","input":"x","tools":[{"type":"mcp","server_label":"s","server_url":"file:///etc"}]}`, "tools[0].server_url", "invalid_value"},
 		{"mcp approval", `{"model":"m","input":"x","tools":[{"type":"mcp","server_label":"s","server_url":"http://x","require_approval":"sometimes"}]}`, "tools[0].require_approval", "invalid_value"},
@@ -119,6 +121,7 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 		`{"model":"m","input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":"required","text":{"format":{"type":"json_object"}}}`,
 		`{"model":"m","input":"x","conversation":{"id":"conv_1"},"reasoning":{"effort":"high","summary":"auto"}}`,
 		`{"model":1e400}`, `null`, ``, `{"input":[null]}`,
+		`{"model":"m","input":[{"type":"custom_tool_call","call_id":"c","name":"n","input":"*** Begin"},{"type":"custom_tool_call_output","call_id":"c","output":"ok"}],"tools":[{"type":"custom","name":"n","format":{"type":"text"}},{"type":"namespace","name":"ns","tools":[{"type":"custom","name":"m"}]}],"tool_choice":{"type":"custom","name":"n"}}`,
 		`{"model":"m","input":[{"type":"mcp_list_tools","id":"mcpl_1","server_label":"s","tools":[{"name":"add","input_schema":{"type":"object"},"annotations":{}}]},{"type":"mcp_call","id":"mcp_1","server_label":"s","name":"add","arguments":"{}","output":"3","status":"completed"},{"type":"mcp_approval_request","id":"mcpr_1","server_label":"s","name":"add","arguments":"{}"},{"type":"mcp_approval_response","approval_request_id":"mcpr_1","approve":true}],"tools":[{"type":"mcp","server_label":"s","server_url":"https://x","headers":{"a":"b"},"allowed_tools":{"tool_names":["add"]},"require_approval":{"never":{"tool_names":["add"]}}}],"tool_choice":{"type":"mcp","server_label":"s","name":"add"}}`,
 		`{"model":"m","input":[{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"s"}],"content":[{"type":"reasoning_text","text":"t"}],"encrypted_content":"AQ","status":"completed"},{"type":"compaction","id":"cmp_1","encrypted_content":"AQ","created_by":"x"}],"include":["reasoning.encrypted_content"]}`,
 		`{"model":"m","input":[{"type":"reasoning","summary":[{"type":"reasoning_text","text":"s"}]}]}`, `{"model":"m","input":[{"type":"compaction"}]}`,

@@ -31,6 +31,7 @@ type Event struct {
 	Delta          *string      `json:"delta,omitempty"`
 	Text           *string      `json:"text,omitempty"`
 	Arguments      *string      `json:"arguments,omitempty"`
+	Input          *string      `json:"input,omitempty"`
 	Name           string       `json:"name,omitempty"`
 	Logprobs       *[]string    `json:"logprobs,omitempty"`
 	// Status is set on a reasoning summary part cut short: "incomplete".
@@ -338,7 +339,9 @@ func (r *run) callDelta(index int, callID, name, args string) {
 		}
 		r.open, r.openCall = len(r.resp.Output), index
 		it := Item{Type: ItemFunctionCall, ID: newID("fc_"), Status: StatusInProgress, CallID: callID}
-		if t := r.names[name]; t != nil && t.MCP != nil {
+		if t := r.names[name]; t != nil && t.Custom {
+			it.Type, it.ID = ItemCustomToolCall, newID("ctc_")
+		} else if t != nil && t.MCP != nil {
 			it = Item{Type: ItemMCPCall, ID: newID("mcp_"), Status: StatusInProgress}
 			if t.MCP.needsApproval(t.Name) {
 				it = Item{Type: ItemMCPApprovalRequest, ID: newID("mcpr_")}
@@ -409,6 +412,17 @@ func (r *run) closeOpen(status string) {
 		}
 	case ItemMCPApprovalRequest:
 		it.Status = ""
+	case ItemCustomToolCall:
+		// The engine wrote the function's arguments, {"input": "…"}: the
+		// call's input is that string, streamed whole.
+		var args map[string]json.RawMessage
+		var input string
+		if json.Unmarshal([]byte(it.Arguments), &args) == nil && json.Unmarshal(args[customInputParam], &input) == nil {
+			it.Arguments = input
+		}
+		in := it.Arguments
+		r.emit(&Event{Type: "response.custom_tool_call_input.delta", OutputIndex: &idx, ItemID: it.ID, Delta: &in})
+		r.emit(&Event{Type: "response.custom_tool_call_input.done", OutputIndex: &idx, ItemID: it.ID, Input: &in})
 	default:
 		args := it.Arguments
 		r.emit(&Event{Type: "response.function_call_arguments.done", OutputIndex: &idx, ItemID: it.ID, Arguments: &args, Name: it.Name})

@@ -239,6 +239,10 @@ func itemPrefix(typ string) string {
 		return "rs_"
 	case ItemCompaction:
 		return "cmp_"
+	case ItemCustomToolCall:
+		return "ctc_"
+	case ItemCustomToolCallOutput:
+		return "ctco_"
 	case ItemMCPListTools:
 		return "mcpl_"
 	case ItemMCPCall:
@@ -322,7 +326,7 @@ func fitItems(tok prompt.Tokenizer, req *CreateRequest, items []Item, budget int
 		system := it.Type == ItemMessage && (it.Role == "system" || it.Role == "developer")
 		// A tool output without its call would be refused by the chat
 		// template: it goes with the call.
-		orphan := it.Type == ItemFunctionCallOutput && len(kept) == countSystem(kept)
+		orphan := (it.Type == ItemFunctionCallOutput || it.Type == ItemCustomToolCallOutput) && len(kept) == countSystem(kept)
 		if dropping && !system && i < len(items)-1 && (total > budget || orphan) {
 			total -= itemTokens(tok, it)
 			continue

@@ -36,6 +36,9 @@ const (
 	ItemMCPCall             = "mcp_call"
 	ItemMCPApprovalRequest  = "mcp_approval_request"
 	ItemMCPApprovalResponse = "mcp_approval_response"
+	// A custom tool's call (its freeform input in Arguments) and output.
+	ItemCustomToolCall       = "custom_tool_call"
+	ItemCustomToolCallOutput = "custom_tool_call_output"
 )
 
 // Response is the OpenAI response object as clients see it.
@@ -291,6 +294,23 @@ func (it Item) MarshalJSON() ([]byte, error) {
 			EncryptedContent *string       `json:"encrypted_content"`
 			Status           string        `json:"status,omitempty"`
 		}{it.Type, it.ID, summary, it.Content, enc, it.Status})
+	case ItemCustomToolCall:
+		return json.Marshal(struct {
+			Type      string `json:"type"`
+			ID        string `json:"id"`
+			CallID    string `json:"call_id"`
+			Name      string `json:"name"`
+			Namespace string `json:"namespace,omitempty"`
+			Input     string `json:"input"`
+			Status    string `json:"status,omitempty"`
+		}{it.Type, it.ID, it.CallID, it.Name, it.Namespace, it.Arguments, it.Status})
+	case ItemCustomToolCallOutput:
+		return json.Marshal(struct {
+			Type   string `json:"type"`
+			ID     string `json:"id"`
+			CallID string `json:"call_id"`
+			Output string `json:"output"`
+		}{it.Type, it.ID, it.CallID, it.Output})
 	case ItemMCPListTools:
 		tools := json.RawMessage(it.Output)
 		if len(tools) == 0 {
@@ -349,6 +369,8 @@ func (it *Item) UnmarshalJSON(b []byte) error {
 		Tools json.RawMessage `json:"tools"`
 		// Error shadows itemJSON's: an mcp_call's is an object.
 		Error json.RawMessage `json:"error"`
+		// Input is a custom tool call's, kept in Arguments.
+		Input string `json:"input"`
 	}
 	if err := json.Unmarshal(b, &ij); err != nil {
 		return err
@@ -356,6 +378,9 @@ func (it *Item) UnmarshalJSON(b []byte) error {
 	*it = Item(ij.itemJSON)
 	if it.Type == ItemMCPListTools && len(ij.Tools) > 0 {
 		it.Output = string(ij.Tools)
+	}
+	if it.Type == ItemCustomToolCall {
+		it.Arguments = ij.Input
 	}
 	switch {
 	case isNull(ij.Error):
