@@ -307,8 +307,14 @@ func decodeItem(raw json.RawMessage, param string) (Item, error) {
 			return it, invalidf(param+".content", "missing_required_parameter", "Missing required parameter: '%s.content'.", param)
 		}
 		it.Content, err = decodeContent(c, param+".content", it.Role)
-	case ItemFunctionCall:
-		if err := allowKeys(f, param, "type", "id", "status", "call_id", "name", "arguments", "namespace", "async", "caller"); err != nil {
+	case ItemFunctionCall, ItemCustomToolCall:
+		// A custom tool's call has its input where a function's has its
+		// arguments.
+		args := "arguments"
+		if typ == ItemCustomToolCall {
+			args = "input"
+		}
+		if err := allowKeys(f, param, "type", "id", "status", "call_id", "name", args, "namespace", "async", "caller"); err != nil {
 			return it, err
 		}
 		if err := checkCallExtras(f, param); err != nil {
@@ -323,9 +329,13 @@ func decodeItem(raw json.RawMessage, param string) (Item, error) {
 		if it.Namespace, err = str("namespace", false); err != nil {
 			return it, err
 		}
-		it.Arguments, err = str("arguments", true)
-	case ItemFunctionCallOutput:
-		if err := allowKeys(f, param, "type", "id", "status", "call_id", "output", "name", "namespace", "caller"); err != nil {
+		it.Arguments, err = str(args, true)
+	case ItemFunctionCallOutput, ItemCustomToolCallOutput:
+		keys := []string{"type", "id", "status", "call_id", "output", "caller", "name", "namespace"}
+		if typ == ItemCustomToolCallOutput {
+			keys = keys[:6]
+		}
+		if err := allowKeys(f, param, keys...); err != nil {
 			return it, err
 		}
 		if err := checkCallExtras(f, param); err != nil {
@@ -337,44 +347,6 @@ func decodeItem(raw json.RawMessage, param string) (Item, error) {
 			if _, err := str(k, false); err != nil {
 				return it, err
 			}
-		}
-		if it.CallID, err = str("call_id", true); err != nil {
-			return it, err
-		}
-		o, ok := f["output"]
-		if !ok || isNull(o) {
-			return it, invalidf(param+".output", "missing_required_parameter", "Missing required parameter: '%s.output'.", param)
-		}
-		if o[0] == '"' {
-			it.Output, err = decodeString(o, param+".output")
-		} else {
-			var parts []ContentPart
-			parts, err = decodeContent(o, param+".output", "user")
-			it.Output = (&Item{Content: parts}).Text()
-		}
-	case ItemCustomToolCall:
-		if err := allowKeys(f, param, "type", "id", "status", "call_id", "name", "input", "namespace", "async", "caller"); err != nil {
-			return it, err
-		}
-		if err := checkCallExtras(f, param); err != nil {
-			return it, err
-		}
-		if it.CallID, err = str("call_id", true); err != nil {
-			return it, err
-		}
-		if it.Name, err = str("name", true); err != nil {
-			return it, err
-		}
-		if it.Namespace, err = str("namespace", false); err != nil {
-			return it, err
-		}
-		it.Arguments, err = str("input", true)
-	case ItemCustomToolCallOutput:
-		if err := allowKeys(f, param, "type", "id", "status", "call_id", "output", "caller"); err != nil {
-			return it, err
-		}
-		if err := checkCallExtras(f, param); err != nil {
-			return it, err
 		}
 		if it.CallID, err = str("call_id", true); err != nil {
 			return it, err

@@ -72,12 +72,8 @@ func decodeMCPTool(f map[string]json.RawMessage, p string) (MCPServer, error) {
 	if v, ok := f["tunnel_id"]; ok && !isNull(v) {
 		return m, invalidf(p+".tunnel_id", "unsupported_value", "MCP tunnels are OpenAI's; this gateway runs remote MCP servers given by server_url.")
 	}
-	if v, ok := f["allowed_callers"]; ok && !isNull(v) {
-		if _, err := decodeList(v, p+".allowed_callers", "an array of strings", func(e json.RawMessage, ep string) (string, error) {
-			return decodeEnum(e, ep, "direct", "programmatic")
-		}); err != nil {
-			return m, err
-		}
+	if err := checkToolExtras(f, p); err != nil {
+		return m, err
 	}
 	var err error
 	if m.Label, err = decodeString(f["server_label"], p+".server_label"); err != nil {
@@ -100,11 +96,6 @@ func decodeMCPTool(f map[string]json.RawMessage, p string) (MCPServer, error) {
 			if _, err := decodeString(v, p+"."+k); err != nil {
 				return m, err
 			}
-		}
-	}
-	if v, ok := f["defer_loading"]; ok && !isNull(v) {
-		if _, err := decodeBool(v, p+".defer_loading"); err != nil {
-			return m, err
 		}
 	}
 	if v, ok := f["headers"]; ok && !isNull(v) {

@@ -57,19 +57,8 @@ func decodeCustom(f map[string]json.RawMessage, p, namespace string) (Tool, erro
 			return t, err
 		}
 	}
-	for _, k := range []string{"defer_loading", "async"} {
-		if v, ok := f[k]; ok && !isNull(v) {
-			if _, err := decodeBool(v, p+"."+k); err != nil {
-				return t, err
-			}
-		}
-	}
-	if v, ok := f["allowed_callers"]; ok && !isNull(v) {
-		if _, err := decodeList(v, p+".allowed_callers", "an array of strings", func(e json.RawMessage, ep string) (string, error) {
-			return decodeEnum(e, ep, "direct", "programmatic")
-		}); err != nil {
-			return t, err
-		}
+	if err := checkToolExtras(f, p); err != nil {
+		return t, err
 	}
 	if v, ok := f["format"]; ok && !isNull(v) {
 		ff, err := decodeObject(v, p+".format")
@@ -292,12 +281,23 @@ func decodeFunction(f map[string]json.RawMessage, p, namespace string) (Tool, er
 			return t, err
 		}
 	}
-	// Accepted and checked, not acted on: turnpike defers no tool
-	// loading, runs no tool itself and checks no output.
+	if err := checkToolExtras(f, p); err != nil {
+		return t, err
+	}
+	if v, ok := f["output_schema"]; ok && !isNull(v) && kindOf(v) != "an object" {
+		return t, typeError(p+".output_schema", "an object", v)
+	}
+	return t, nil
+}
+
+// checkToolExtras checks a tool's defer_loading, async and
+// allowed_callers: accepted and not acted on, as turnpike defers no tool
+// loading and lets no program call tools.
+func checkToolExtras(f map[string]json.RawMessage, p string) error {
 	for _, k := range []string{"defer_loading", "async"} {
 		if v, ok := f[k]; ok && !isNull(v) {
 			if _, err := decodeBool(v, p+"."+k); err != nil {
-				return t, err
+				return err
 			}
 		}
 	}
@@ -305,13 +305,10 @@ func decodeFunction(f map[string]json.RawMessage, p, namespace string) (Tool, er
 		if _, err := decodeList(v, p+".allowed_callers", "an array of strings", func(e json.RawMessage, ep string) (string, error) {
 			return decodeEnum(e, ep, "direct", "programmatic")
 		}); err != nil {
-			return t, err
+			return err
 		}
 	}
-	if v, ok := f["output_schema"]; ok && !isNull(v) && kindOf(v) != "an object" {
-		return t, typeError(p+".output_schema", "an object", v)
-	}
-	return t, nil
+	return nil
 }
 
 // toolChoice is a request's tool_choice as the engine is to be told it.

@@ -259,17 +259,24 @@ func (it Item) MarshalJSON() ([]byte, error) {
 			Role    string        `json:"role"`
 			Content []ContentPart `json:"content"`
 		}{it.Type, it.ID, it.Status, it.Role, content})
-	case ItemFunctionCall:
+	case ItemFunctionCall, ItemCustomToolCall:
+		// A custom tool's call has its input where a function's has its
+		// arguments.
+		args, input := &it.Arguments, (*string)(nil)
+		if it.Type == ItemCustomToolCall {
+			args, input = nil, &it.Arguments
+		}
 		return json.Marshal(struct {
-			Type      string `json:"type"`
-			ID        string `json:"id"`
-			CallID    string `json:"call_id"`
-			Name      string `json:"name"`
-			Namespace string `json:"namespace,omitempty"`
-			Arguments string `json:"arguments"`
-			Status    string `json:"status"`
-		}{it.Type, it.ID, it.CallID, it.Name, it.Namespace, it.Arguments, it.Status})
-	case ItemFunctionCallOutput:
+			Type      string  `json:"type"`
+			ID        string  `json:"id"`
+			CallID    string  `json:"call_id"`
+			Name      string  `json:"name"`
+			Namespace string  `json:"namespace,omitempty"`
+			Arguments *string `json:"arguments,omitempty"`
+			Input     *string `json:"input,omitempty"`
+			Status    string  `json:"status"`
+		}{it.Type, it.ID, it.CallID, it.Name, it.Namespace, args, input, it.Status})
+	case ItemFunctionCallOutput, ItemCustomToolCallOutput:
 		return json.Marshal(struct {
 			Type   string `json:"type"`
 			ID     string `json:"id"`
@@ -294,23 +301,6 @@ func (it Item) MarshalJSON() ([]byte, error) {
 			EncryptedContent *string       `json:"encrypted_content"`
 			Status           string        `json:"status,omitempty"`
 		}{it.Type, it.ID, summary, it.Content, enc, it.Status})
-	case ItemCustomToolCall:
-		return json.Marshal(struct {
-			Type      string `json:"type"`
-			ID        string `json:"id"`
-			CallID    string `json:"call_id"`
-			Name      string `json:"name"`
-			Namespace string `json:"namespace,omitempty"`
-			Input     string `json:"input"`
-			Status    string `json:"status,omitempty"`
-		}{it.Type, it.ID, it.CallID, it.Name, it.Namespace, it.Arguments, it.Status})
-	case ItemCustomToolCallOutput:
-		return json.Marshal(struct {
-			Type   string `json:"type"`
-			ID     string `json:"id"`
-			CallID string `json:"call_id"`
-			Output string `json:"output"`
-		}{it.Type, it.ID, it.CallID, it.Output})
 	case ItemMCPListTools:
 		tools := json.RawMessage(it.Output)
 		if len(tools) == 0 {
