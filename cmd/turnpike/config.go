@@ -70,6 +70,12 @@ type ResponsesConfig struct {
 	// Default none: a key generated on first start is kept in the state
 	// store.
 	SealKeys []string `yaml:"sealKeys"`
+	// MCPTimeout bounds each request to an MCP server for mcp tools.
+	// Default 60s.
+	MCPTimeout time.Duration `yaml:"mcpTimeout"`
+	// MCPAllowedURLs are the URL prefixes of the MCP servers mcp tools may
+	// name. Default none: any server.
+	MCPAllowedURLs []string `yaml:"mcpAllowedURLs"`
 }
 
 // sealKeys decodes SealKeys.
@@ -151,8 +157,8 @@ func (c *Config) Validate() error {
 	if err := c.Admin.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.Responses.Retention < 0 || c.Responses.Workers < 0 {
-		errs = append(errs, errors.New("responses: retention and workers must not be negative"))
+	if c.Responses.Retention < 0 || c.Responses.Workers < 0 || c.Responses.MCPTimeout < 0 {
+		errs = append(errs, errors.New("responses: retention, workers and mcpTimeout must not be negative"))
 	}
 	if err := c.Responses.HostedTools.Validate(); err != nil {
 		errs = append(errs, err)

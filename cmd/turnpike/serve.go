@@ -302,7 +302,8 @@ func startStack(ctx context.Context, cfg *Config, simCfg *sim.Config, replicas i
 		return st, err
 	}
 	svc := responses.New(store, d, responses.Config{
-		Workers: cfg.Responses.Workers, HostedTools: cfg.Responses.HostedTools, SealKeys: sealKeys, Metrics: metrics, Logger: log,
+		Workers: cfg.Responses.Workers, HostedTools: cfg.Responses.HostedTools, SealKeys: sealKeys,
+		MCPTimeout: cfg.Responses.MCPTimeout, MCPAllowedURLs: cfg.Responses.MCPAllowedURLs, Metrics: metrics, Logger: log,
 	})
 	if err := st.life.start(ctx, "responses", svc.Start, func(context.Context) error { return svc.Close() }); err != nil {
 		return st, err
