@@ -25,6 +25,7 @@ func (s *Server) mountResponses(v1 *echo.Group) {
 	h := &responsesAPI{s: s, svc: svc}
 	g := v1.Group("", h.observe)
 	g.POST("/responses", h.create)
+	g.POST("/responses/compact", h.compact)
 	g.GET("/responses", h.websocket)
 	g.GET("/responses/:id", h.get)
 	g.DELETE("/responses/:id", h.delete)
@@ -144,6 +145,22 @@ func (h *responsesAPI) create(c echo.Context) error {
 		err = h.svc.Stream(ctx, tenant, resp.ID, -1, w.sink)
 	}
 	return w.finish(err)
+}
+
+func (h *responsesAPI) compact(c echo.Context) error {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return err
+	}
+	req, err := responses.DecodeCompactRequest(body)
+	if err != nil {
+		return err
+	}
+	out, err := h.svc.Compact(c.Request().Context(), tenantOf(c), req, c.Request().Header)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 func (h *responsesAPI) get(c echo.Context) error {

@@ -85,18 +85,26 @@ func newResponsesStack(t testing.TB, timeScale float64) *responsesStack {
 // newResponsesStackWith is newResponsesStack with the service's config.
 func newResponsesStackWith(t testing.TB, timeScale float64, cfg tpresponses.Config) *responsesStack {
 	t.Helper()
-	return newResponsesFleet(t, timeScale, cfg, 1)
+	return newResponsesFleet(t, sim.Config{TimeScale: timeScale}, cfg, 1)
 }
 
-// newResponsesFleet is newResponsesStackWith over n engines, picked
+// newResponsesStackSim is newResponsesStack over a simulated engine of
+// simCfg (its served model name is testModel).
+func newResponsesStackSim(t testing.TB, simCfg sim.Config, cfg tpresponses.Config) *responsesStack {
+	t.Helper()
+	return newResponsesFleet(t, simCfg, cfg, 1)
+}
+
+// newResponsesFleet is newResponsesStackSim over n engines, picked
 // round-robin.
-func newResponsesFleet(t testing.TB, timeScale float64, cfg tpresponses.Config, n int) *responsesStack {
+func newResponsesFleet(t testing.TB, simCfg sim.Config, cfg tpresponses.Config, n int) *responsesStack {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
+	simCfg.ServedModelName = testModel
 	var recs []*recorder
 	var eps []pools.EndpointConfig
 	for range n {
-		eng, err := sim.New(sim.Config{ServedModelName: testModel, TimeScale: timeScale})
+		eng, err := sim.New(simCfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	tpresponses "github.com/turnpike-gateway/turnpike/responses"
 )
 
@@ -320,7 +321,7 @@ func TestWebSocketWarmup(t *testing.T) {
 // to one another (no session, no chain), all go to the replica its first
 // turn went to, where round-robin over HTTP spreads them.
 func TestWebSocketStaysOnOneReplica(t *testing.T) {
-	st := newResponsesFleet(t, 0, tpresponses.Config{}, 3)
+	st := newResponsesFleet(t, sim.Config{}, tpresponses.Config{}, 3)
 	counts := func() []int {
 		var out []int
 		for _, e := range st.engines {

@@ -180,7 +180,7 @@ func (s *Service) start(t *turn, hdr http.Header) {
 		j.publish(typ, data)
 		return nil
 	}
-	r := newRun(t.rec.Response, t.req.Tools, sink, 0)
+	r := s.newRun(t, sink, 0)
 	r.emitResponse("response.created")
 	r.emitResponse("response.queued")
 	s.mu.Lock()

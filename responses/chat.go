@@ -3,16 +3,20 @@ package responses
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 
 	"github.com/turnpike-gateway/turnpike/prompt"
 )
 
 // chatMessage is one OpenAI chat message as engines take it.
 type chatMessage struct {
-	Role       string         `json:"role"`
-	Content    *string        `json:"content"`
-	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string         `json:"tool_call_id,omitempty"`
+	Role    string  `json:"role"`
+	Content *string `json:"content"`
+	// ReasoningContent is an assistant turn's thinking, as vLLM takes it
+	// back in a reasoning model's history.
+	ReasoningContent *string        `json:"reasoning_content,omitempty"`
+	ToolCalls        []chatToolCall `json:"tool_calls,omitempty"`
+	ToolCallID       string         `json:"tool_call_id,omitempty"`
 }
 
 type chatToolCall struct {
@@ -146,13 +150,22 @@ func chatPrompt(c *chatRequest) (*prompt.Prompt, error) {
 
 // renderMessages renders items as chat messages. Function calls join the
 // assistant message they follow (one assistant turn with text and
-// tool_calls); their outputs become tool messages.
+// tool_calls); their outputs become tool messages. A reasoning item's
+// text is the reasoning_content of the assistant turn that follows it
+// (one that nothing follows is left out); a compaction item is its
+// summary, as a user message.
 func renderMessages(instructions *string, items []Item) []chatMessage {
 	msgs := make([]chatMessage, 0, len(items)+1)
 	if instructions != nil && *instructions != "" {
 		msgs = append(msgs, chatMessage{Role: "system", Content: instructions})
 	}
 	assistantOpen := false
+	var thinking *string
+	assistant := func(m chatMessage) {
+		m.ReasoningContent, thinking = thinking, nil
+		msgs = append(msgs, m)
+		assistantOpen = true
+	}
 	for i := range items {
 		it := &items[i]
 		switch it.Type {
@@ -163,24 +176,125 @@ func renderMessages(instructions *string, items []Item) []chatMessage {
 				role = "system"
 			}
 			text := it.Text()
+			if role == "assistant" {
+				assistant(chatMessage{Role: role, Content: &text})
+				continue
+			}
 			msgs = append(msgs, chatMessage{Role: role, Content: &text})
-			assistantOpen = role == "assistant"
+			assistantOpen, thinking = false, nil
 		case ItemFunctionCall:
 			call := chatToolCall{ID: it.CallID, Type: "function", Function: chatFunction{Name: engineName(it.Namespace, it.Name), Arguments: it.Arguments}}
 			if assistantOpen {
 				last := &msgs[len(msgs)-1]
 				last.ToolCalls = append(last.ToolCalls, call)
 			} else {
-				msgs = append(msgs, chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}})
-				assistantOpen = true
+				assistant(chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}})
 			}
-		case ItemFunctionCallOutput:
+		case ItemCustomToolCall:
+			args, _ := json.Marshal(map[string]string{customInputParam: it.Arguments})
+			call := chatToolCall{ID: it.CallID, Type: "function", Function: chatFunction{Name: engineName(it.Namespace, it.Name), Arguments: string(args)}}
+			if assistantOpen {
+				last := &msgs[len(msgs)-1]
+				last.ToolCalls = append(last.ToolCalls, call)
+			} else {
+				assistant(chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}})
+			}
+		case ItemFunctionCallOutput, ItemCustomToolCallOutput:
 			out := it.Output
 			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: it.CallID, Content: &out})
+			assistantOpen, thinking = false, nil
+		case ItemReasoning:
+			if text := reasoningText(it); text != "" {
+				thinking = &text
+			}
+			// The turn it belongs to starts after it.
 			assistantOpen = false
+		case ItemMCPCall:
+			call := chatToolCall{ID: it.ID, Type: "function", Function: chatFunction{Name: engineName(it.ServerLabel, it.Name), Arguments: it.Arguments}}
+			if assistantOpen {
+				last := &msgs[len(msgs)-1]
+				last.ToolCalls = append(last.ToolCalls, call)
+			} else {
+				assistant(chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}})
+			}
+			out := it.Output
+			if it.Error != "" {
+				out = "Error: " + errorText(it.Error)
+			}
+			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: it.ID, Content: &out})
+			assistantOpen, thinking = false, nil
+		case ItemMCPApprovalResponse:
+			// A refused call: the model hears of it as the call's result.
+			// (An approved one is the mcp_call made for it.)
+			req := approvalRequest(items[:i], it.ApprovalRequestID)
+			if req == nil || it.Approve == nil || *it.Approve {
+				continue
+			}
+			call := chatToolCall{ID: req.ID, Type: "function", Function: chatFunction{Name: engineName(req.ServerLabel, req.Name), Arguments: req.Arguments}}
+			assistant(chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}})
+			out := "The user did not approve this call."
+			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: req.ID, Content: &out})
+			assistantOpen = false
+		case ItemCompaction:
+			text := compactionPrefix + it.Text()
+			msgs = append(msgs, chatMessage{Role: "user", Content: &text})
+			assistantOpen, thinking = false, nil
 		}
 	}
 	return msgs
+}
+
+// approvalRequest is the mcp_approval_request of items with id, or nil.
+func approvalRequest(items []Item, id string) *Item {
+	for i := len(items) - 1; i >= 0; i-- {
+		if items[i].Type == ItemMCPApprovalRequest && items[i].ID == id {
+			return &items[i]
+		}
+	}
+	return nil
+}
+
+// compactionPrefix introduces a compaction item's summary to the model.
+const compactionPrefix = "Summary of the conversation so far (earlier turns were compacted into it):\n\n"
+
+// reasoningText is a reasoning item's text: its content, else its summary.
+func reasoningText(it *Item) string {
+	if len(it.Content) > 0 {
+		return it.Text()
+	}
+	if len(it.Summary) == 1 {
+		return it.Summary[0].Text
+	}
+	var b strings.Builder
+	for _, p := range it.Summary {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+// compacted drops what a compaction item stands for: every item before
+// the last compaction item but the user, system and developer messages,
+// which OpenAI keeps next to a compaction too. Without a compaction item
+// items are returned as they are.
+func compacted(items []Item) []Item {
+	last := -1
+	for i := range items {
+		if items[i].Type == ItemCompaction {
+			last = i
+		}
+	}
+	if last < 0 {
+		return items
+	}
+	out := make([]Item, 0, len(items))
+	for i := range items {
+		it := &items[i]
+		if i < last && (it.Type != ItemMessage || it.Role == "assistant") {
+			continue
+		}
+		out = append(out, *it)
+	}
+	return out
 }
 
 // responseFormat maps text.format to chat's response_format; nil for text.
@@ -241,6 +355,11 @@ func itemTokens(tok prompt.Tokenizer, it *Item) int {
 	n := tok.Count(it.Arguments) + tok.Count(it.Output) + tok.Count(engineName(it.Namespace, it.Name)) + tok.Count(it.CallID)
 	for _, p := range it.Content {
 		n += tok.Count(p.Text)
+	}
+	if it.Type == ItemReasoning && len(it.Content) == 0 {
+		for _, p := range it.Summary {
+			n += tok.Count(p.Text)
+		}
 	}
 	return n + messageOverhead
 }

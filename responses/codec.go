@@ -11,11 +11,19 @@ import (
 // strings: type, id, status, role, call_id, name, arguments, output, then
 // a uvarint count of content parts, each its type and text. Version 2
 // adds one more string at the end, the namespace; an item without one is
-// written in version 1, which every reader knows.
+// written in version 1, which every reader knows. Version 3 (reasoning
+// and compaction items) adds after the namespace the encrypted content
+// and a uvarint count of summary parts, each its type and text.
 const (
 	itemCodecV1 = 1
 	itemCodecV2 = 2
+	itemCodecV3 = 3
+	// itemCodecV4 (MCP items) adds server label, error, approval
+	// request id and approve ("", "1" or "0").
+	itemCodecV4 = 4
 )
+
+var approved, denied = true, false
 
 var errItemCodec = errors.New("responses: malformed stored item")
 
@@ -24,22 +32,48 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
+func appendParts(b []byte, parts []ContentPart) []byte {
+	b = binary.AppendUvarint(b, uint64(len(parts)))
+	for _, p := range parts {
+		b = appendString(appendString(b, p.Type), p.Text)
+	}
+	return b
+}
+
 // encodeItem appends the stored form of it to b.
 func encodeItem(b []byte, it *Item) []byte {
 	version := byte(itemCodecV1)
-	if it.Namespace != "" {
+	switch {
+	case it.ServerLabel != "" || it.Error != "" || it.ApprovalRequestID != "" || it.Approve != nil:
+		version = itemCodecV4
+	case it.EncryptedContent != "" || len(it.Summary) > 0:
+		version = itemCodecV3
+	case it.Namespace != "":
 		version = itemCodecV2
 	}
 	b = append(b, version)
 	for _, s := range [...]string{it.Type, it.ID, it.Status, it.Role, it.CallID, it.Name, it.Arguments, it.Output} {
 		b = appendString(b, s)
 	}
-	b = binary.AppendUvarint(b, uint64(len(it.Content)))
-	for _, p := range it.Content {
-		b = appendString(appendString(b, p.Type), p.Text)
-	}
-	if version == itemCodecV2 {
+	b = appendParts(b, it.Content)
+	if version >= itemCodecV2 {
 		b = appendString(b, it.Namespace)
+	}
+	if version >= itemCodecV3 {
+		b = appendString(b, it.EncryptedContent)
+		b = appendParts(b, it.Summary)
+	}
+	if version == itemCodecV4 {
+		approve := ""
+		if it.Approve != nil {
+			approve = "0"
+			if *it.Approve {
+				approve = "1"
+			}
+		}
+		for _, s := range [...]string{it.ServerLabel, it.Error, it.ApprovalRequestID, approve} {
+			b = appendString(b, s)
+		}
 	}
 	return b
 }
@@ -64,26 +98,56 @@ func (d *itemDecoder) str() string {
 	return d.s[off : off+int(n)]
 }
 
-// decodeItem reads an item written by encodeItem.
+// parts reads a count of content parts and the parts; nil for none.
+func (d *itemDecoder) parts() []ContentPart {
+	if d.err != nil {
+		return nil
+	}
+	n, k := binary.Uvarint(d.buf)
+	if k <= 0 || n > uint64(len(d.buf)) {
+		d.err = errItemCodec
+		return nil
+	}
+	d.buf = d.buf[k:]
+	if n == 0 {
+		return nil
+	}
+	parts := make([]ContentPart, n)
+	for i := range parts {
+		parts[i] = ContentPart{Type: d.str(), Text: d.str()}
+	}
+	return parts
+}
+
+// decodeStoredItem reads an item written by encodeItem.
 func decodeStoredItem(b []byte) (Item, error) {
-	if len(b) == 0 || (b[0] != itemCodecV1 && b[0] != itemCodecV2) {
+	if len(b) == 0 || b[0] < itemCodecV1 || b[0] > itemCodecV4 {
 		return Item{}, errItemCodec
 	}
 	d := itemDecoder{buf: b[1:], s: string(b[1:])}
 	it := Item{Type: d.str(), ID: d.str(), Status: d.str(), Role: d.str(), CallID: d.str(), Name: d.str(), Arguments: d.str(), Output: d.str()}
-	n, k := binary.Uvarint(d.buf)
-	if k <= 0 || n > uint64(len(d.buf)) {
-		return Item{}, errItemCodec
-	}
-	d.buf = d.buf[k:]
-	if n > 0 {
-		it.Content = make([]ContentPart, n)
-		for i := range it.Content {
-			it.Content[i] = ContentPart{Type: d.str(), Text: d.str()}
-		}
-	}
-	if b[0] == itemCodecV2 {
+	it.Content = d.parts()
+	if b[0] >= itemCodecV2 {
 		it.Namespace = d.str()
 	}
-	return it, d.err
+	if b[0] >= itemCodecV3 {
+		it.EncryptedContent = d.str()
+		it.Summary = d.parts()
+	}
+	if b[0] == itemCodecV4 {
+		it.ServerLabel, it.Error, it.ApprovalRequestID = d.str(), d.str(), d.str()
+		switch d.str() {
+		case "1":
+			it.Approve = &approved
+		case "0":
+			it.Approve = &denied
+		case "":
+		default:
+			d.err = errItemCodec
+		}
+	}
+	if d.err != nil {
+		return Item{}, d.err
+	}
+	return it, nil
 }

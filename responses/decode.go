@@ -30,6 +30,8 @@ type CreateRequest struct {
 	Tools       []Tool
 	HostedTools []HostedTool
 	ToolsRaw    []json.RawMessage
+	// MCP are the request's mcp tools, which the gateway runs (mcp.go).
+	MCP []MCPServer
 	// ToolChoice is the tool_choice as sent, echoed; toolChoice is what
 	// the engine is told.
 	ToolChoice        json.RawMessage
@@ -59,6 +61,10 @@ type CreateRequest struct {
 	// reference, which turnpike cannot expand) are echoed.
 	PromptCacheRetention *string
 	Prompt               json.RawMessage
+	// CompactThreshold, when above 0, compacts the context first when its
+	// prompt passes this many tokens (context_management); the response's
+	// output then starts with the compaction item.
+	CompactThreshold int
 	// Prior is the context of a previous response that the caller kept
 	// itself (a WebSocket connection keeps its last response), used when
 	// PreviousResponseID names it and the store does not hold it, as
@@ -113,6 +119,9 @@ func DecodeCreateRequest(body []byte) (*CreateRequest, error) {
 	}
 	if _, ok := fields["input"]; !ok || isNull(fields["input"]) {
 		return nil, invalidf("input", "missing_required_parameter", "Missing required parameter: 'input'.")
+	}
+	if r.Background && len(r.MCP) > 0 {
+		return nil, invalidf("background", "unsupported_value", "MCP tools are run in foreground responses only; leave out 'background'.")
 	}
 	if r.Background && !r.Store {
 		return nil, invalidf("background", "invalid_value", "Background mode requires 'store' to be true.")
@@ -192,6 +201,8 @@ func (r *CreateRequest) decodeField(k string, raw json.RawMessage) error {
 		r.Reasoning, err = decodeReasoning(raw)
 	case "prompt_cache_retention":
 		r.PromptCacheRetention, err = ptr(decodeEnum(raw, k, "in_memory", "24h"))
+	case "context_management":
+		r.CompactThreshold, err = decodeContextManagement(raw)
 	case "prompt":
 		if err = decodePrompt(raw); err == nil {
 			r.Prompt = raw
@@ -296,8 +307,14 @@ func decodeItem(raw json.RawMessage, param string) (Item, error) {
 			return it, invalidf(param+".content", "missing_required_parameter", "Missing required parameter: '%s.content'.", param)
 		}
 		it.Content, err = decodeContent(c, param+".content", it.Role)
-	case ItemFunctionCall:
-		if err := allowKeys(f, param, "type", "id", "status", "call_id", "name", "arguments", "namespace", "async", "caller"); err != nil {
+	case ItemFunctionCall, ItemCustomToolCall:
+		// A custom tool's call has its input where a function's has its
+		// arguments.
+		args := "arguments"
+		if typ == ItemCustomToolCall {
+			args = "input"
+		}
+		if err := allowKeys(f, param, "type", "id", "status", "call_id", "name", args, "namespace", "async", "caller"); err != nil {
 			return it, err
 		}
 		if err := checkCallExtras(f, param); err != nil {
@@ -312,9 +329,13 @@ func decodeItem(raw json.RawMessage, param string) (Item, error) {
 		if it.Namespace, err = str("namespace", false); err != nil {
 			return it, err
 		}
-		it.Arguments, err = str("arguments", true)
-	case ItemFunctionCallOutput:
-		if err := allowKeys(f, param, "type", "id", "status", "call_id", "output", "name", "namespace", "caller"); err != nil {
+		it.Arguments, err = str(args, true)
+	case ItemFunctionCallOutput, ItemCustomToolCallOutput:
+		keys := []string{"type", "id", "status", "call_id", "output", "caller", "name", "namespace"}
+		if typ == ItemCustomToolCallOutput {
+			keys = keys[:6]
+		}
+		if err := allowKeys(f, param, keys...); err != nil {
 			return it, err
 		}
 		if err := checkCallExtras(f, param); err != nil {
@@ -343,9 +364,30 @@ func decodeItem(raw json.RawMessage, param string) (Item, error) {
 		}
 	case ItemReference:
 		err = allowKeys(f, param, "type", "id")
+	case ItemReasoning:
+		if err := allowKeys(f, param, "type", "id", "status", "summary", "content", "encrypted_content"); err != nil {
+			return it, err
+		}
+		if it.Summary, err = decodeParts(f["summary"], param+".summary", "summary_text", true); err != nil {
+			return it, err
+		}
+		if it.Content, err = decodeParts(f["content"], param+".content", "reasoning_text", false); err != nil {
+			return it, err
+		}
+		it.EncryptedContent, err = str("encrypted_content", false)
+	case ItemMCPListTools, ItemMCPCall, ItemMCPApprovalRequest, ItemMCPApprovalResponse:
+		return it, decodeMCPItem(f, param, &it)
+	case ItemCompaction:
+		if err := allowKeys(f, param, "type", "id", "encrypted_content", "created_by"); err != nil {
+			return it, err
+		}
+		if _, err := str("created_by", false); err != nil {
+			return it, err
+		}
+		it.EncryptedContent, err = str("encrypted_content", true)
 	default:
 		return it, invalidf(param+".type", "invalid_value",
-			"Invalid value: '%s'. Supported values are: 'message', 'function_call', 'function_call_output' and 'item_reference'.", typ)
+			"Invalid value: '%s'. Supported values are: 'message', 'function_call', 'function_call_output', 'reasoning', 'compaction', 'mcp_list_tools', 'mcp_call', 'mcp_approval_request', 'mcp_approval_response', 'custom_tool_call', 'custom_tool_call_output' and 'item_reference'.", typ)
 	}
 	if err == nil && it.Status != "" && it.Status != "completed" && it.Status != "incomplete" && it.Status != "in_progress" {
 		err = invalidf(param+".status", "invalid_value", "Invalid value: '%s'. Supported values are: 'in_progress', 'completed' and 'incomplete'.", it.Status)
@@ -365,6 +407,32 @@ func checkCallExtras(f map[string]json.RawMessage, param string) error {
 		return typeError(param+".caller", "an object", v)
 	}
 	return nil
+}
+
+// decodeParts reads a reasoning item's summary or content: an array of
+// parts of type typ, each with its text; required says the array must be
+// there (it may be empty).
+func decodeParts(raw json.RawMessage, param, typ string, required bool) ([]ContentPart, error) {
+	if isNull(raw) {
+		if required {
+			return nil, invalidf(param, "missing_required_parameter", "Missing required parameter: '%s'.", param)
+		}
+		return nil, nil
+	}
+	return decodeList(raw, param, "an array", func(e json.RawMessage, p string) (ContentPart, error) {
+		f, err := decodeObject(e, p)
+		if err != nil {
+			return ContentPart{}, err
+		}
+		if err := allowKeys(f, p, "type", "text"); err != nil {
+			return ContentPart{}, err
+		}
+		if _, err := decodeEnum(f["type"], p+".type", typ); err != nil {
+			return ContentPart{}, err
+		}
+		text, err := decodeString(f["text"], p+".text")
+		return ContentPart{Type: typ, Text: text}, err
+	})
 }
 
 // decodeContent reads a message's content: a string or text parts.

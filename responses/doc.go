@@ -17,7 +17,10 @@
 // back to the name and namespace OpenAI returns; hosted tools (web_search,
 // file_search, …), which only OpenAI runs, never reach the engine, and
 // Config.HostedTools drops them (counted, logged at debug) or refuses the
-// request; mcp and custom tools are refused as not supported yet. The service rebuilds the turn's context from the
+// request. mcp tools are run by the service itself (mcp.go): listed,
+// offered to the engine, called inside the response, the engine asked
+// again with the results; custom tools are functions of one string for
+// the engine (tools.go). The service rebuilds the turn's context from the
 // Store (the previous_response_id chain or the conversation), fits it to
 // the model's window (counting tokens with the turn path's tokenizer; the
 // rendered prompt's count is the turn's, used again by admission and
@@ -25,6 +28,16 @@
 // path (Engine, which *dispatch.Dispatcher is). The engine's stream, read
 // through the turn's one reader, becomes Responses events (run.go) and the
 // response object; the ended response is stored, and only then announced.
+//
+// A reasoning engine's thinking (vLLM's reasoning_content delta) becomes
+// a reasoning item: a summary with summary events when reasoning.summary
+// is set, reasoning text otherwise. With include
+// ["reasoning.encrypted_content"] the item carries the thinking sealed
+// (seal.go: AES-256-GCM, bound to the tenant and the kind of item, with a
+// key id); a stateless client (store:false, full input each turn, its own
+// item ids) sends the item back and the engine sees the thinking again as
+// the assistant turn's reasoning_content. A blob that does not open is a
+// 400 (invalid_encrypted_content) before anything reaches the engine.
 //
 // # Key layout and encoding
 //
@@ -42,6 +55,7 @@
 //	e/<resp_id>/<seq>        a background response's stream event, for resume
 //	q/<resp_id>              a background response that has not ended (empty value)
 //	t/<at><kind><id>         retention index: kind 'r' response, 'h' chain
+//	k/<name>                 a secret: "seal", the key of encrypted content (seal.go)
 //
 // A chain is an append-only run of items named after the response that
 // started it (or the conversation). A response stores only its own items

@@ -36,7 +36,9 @@ func checkItems(t *testing.T, items []Item) {
 			t.Fatalf("stored form of %+v: %v", it, err)
 		}
 		if got.Type != it.Type || got.ID != it.ID || got.Namespace != it.Namespace || got.Arguments != it.Arguments ||
-			got.Output != it.Output || got.Text() != it.Text() || len(got.Content) != len(it.Content) {
+			got.Output != it.Output || got.Text() != it.Text() || len(got.Content) != len(it.Content) ||
+			got.EncryptedContent != it.EncryptedContent || len(got.Summary) != len(it.Summary) || reasoningText(&got) != reasoningText(it) ||
+			got.ServerLabel != it.ServerLabel || got.Error != it.Error || got.ApprovalRequestID != it.ApprovalRequestID || (got.Approve == nil) != (it.Approve == nil) {
 			t.Fatalf("stored form of %+v reads back as %+v", it, got)
 		}
 		if _, err := json.Marshal(it); err != nil {
@@ -85,6 +87,10 @@ func FuzzStoredItem(f *testing.F) {
 	for _, it := range []Item{
 		{Type: ItemMessage, ID: "msg_1", Status: "completed", Role: "user", Content: []ContentPart{{Type: "input_text", Text: "hi"}}},
 		{Type: ItemFunctionCall, ID: "fc_1", CallID: "c", Name: "f", Namespace: "ns", Arguments: "{}"},
+		{Type: ItemReasoning, ID: "rs_1", Summary: []ContentPart{{Type: partSummary, Text: "s"}}, EncryptedContent: "AQ"},
+		{Type: ItemCompaction, ID: "cmp_1", Content: []ContentPart{{Type: partSummary, Text: "sum"}}, EncryptedContent: "AQ"},
+		{Type: ItemMCPCall, ID: "mcp_1", ServerLabel: "s", Name: "add", Arguments: "{}", Error: "boom", ApprovalRequestID: "mcpr_1"},
+		{Type: ItemMCPApprovalResponse, ID: "mcpa_1", ApprovalRequestID: "mcpr_1", Approve: &approved},
 	} {
 		f.Add(encodeItem(nil, &it))
 	}
@@ -98,5 +104,30 @@ func FuzzStoredItem(f *testing.F) {
 		if err != nil || again.Type != it.Type || again.Namespace != it.Namespace || again.Text() != it.Text() || len(again.Content) != len(it.Content) {
 			t.Fatalf("%+v re-read as %+v, %v", it, again, err)
 		}
+	})
+}
+
+// FuzzDecodeCompactRequest: a POST /v1/responses/compact body decodes to a
+// stateless request whose items the store keeps, or to an OpenAI-shaped
+// 400.
+func FuzzDecodeCompactRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","input":"hi"}`, `{"model":"m","previous_response_id":"resp_1"}`, `{"model":"m"}`,
+		`{"model":"m","input":[{"role":"user","content":"a"},{"type":"compaction","id":"cmp_1","encrypted_content":"AQ"}],"instructions":"x","prompt_cache_key":"k","service_tier":"flex"}`,
+		`{"model":"m","input":"x","stream":true}`, `{"model":"m","input":"x","store":true}`, `{"model":"m","input":null,"previous_response_id":null}`,
+		`[]`, ``, `{"model":1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := DecodeCompactRequest(body)
+		if err != nil {
+			checkAPIError(t, err)
+			return
+		}
+		if req.Store || req.Stream || req.Model == "" {
+			t.Fatalf("decoded %+v", req)
+		}
+		checkItems(t, req.Input)
 	})
 }

@@ -7,7 +7,7 @@ import (
 
 // Request options that OpenAI's Responses API takes and turnpike has
 // nothing to do with (the engine caches prefixes by itself, moderation
-// and access programs are OpenAI's, compaction is not built yet): they are
+// and access programs are OpenAI's): they are
 // accepted, so that clients that send them work, and checked as strictly
 // as the fields turnpike reads, so that a malformed one is still a 400
 // naming it.
@@ -26,15 +26,6 @@ var acceptedOptions = map[string]check{
 			}
 		}
 		return nil
-	},
-	"context_management": func(raw json.RawMessage, p string) error {
-		_, err := decodeList(raw, p, "an array", func(e json.RawMessage, ep string) (struct{}, error) {
-			return struct{}{}, checkObject(e, ep, fields{
-				"type":              {enum("compaction"), true},
-				"compact_threshold": {integer(0), false},
-			})
-		})
-		return err
 	},
 	"prompt_cache_options": func(raw json.RawMessage, p string) error {
 		return checkObject(raw, p, fields{
@@ -71,6 +62,32 @@ var includables = []string{
 	"file_search_call.results", "web_search_call.results", "web_search_call.action.sources",
 	"message.input_image.image_url", "computer_call_output.output.image_url",
 	"code_interpreter_call.outputs", "reasoning.encrypted_content", "message.output_text.logprobs",
+}
+
+// decodeContextManagement reads context_management: entries of type
+// compaction, each with an optional compact_threshold in tokens; the
+// lowest threshold given is the request's (0: none).
+func decodeContextManagement(raw json.RawMessage) (int, error) {
+	entries, err := decodeList(raw, "context_management", "an array", func(e json.RawMessage, ep string) (int, error) {
+		if err := checkObject(e, ep, fields{
+			"type":              {enum("compaction"), true},
+			"compact_threshold": {integer(0), false},
+		}); err != nil {
+			return 0, err
+		}
+		f, _ := decodeObject(e, ep)
+		if v, ok := f["compact_threshold"]; ok && !isNull(v) {
+			return decodeInt(v, ep+".compact_threshold", 0)
+		}
+		return 0, nil
+	})
+	threshold := 0
+	for _, n := range entries {
+		if n > 0 && (threshold == 0 || n < threshold) {
+			threshold = n
+		}
+	}
+	return threshold, err
 }
 
 // decodePrompt checks a reference to a stored prompt template: its id,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/turnpike-gateway/turnpike/dispatch"
@@ -24,13 +25,17 @@ type Event struct {
 	OutputIndex    *int         `json:"output_index,omitempty"`
 	ItemID         string       `json:"item_id,omitempty"`
 	ContentIndex   *int         `json:"content_index,omitempty"`
+	SummaryIndex   *int         `json:"summary_index,omitempty"`
 	Item           *Item        `json:"item,omitempty"`
 	Part           *ContentPart `json:"part,omitempty"`
 	Delta          *string      `json:"delta,omitempty"`
 	Text           *string      `json:"text,omitempty"`
 	Arguments      *string      `json:"arguments,omitempty"`
+	Input          *string      `json:"input,omitempty"`
 	Name           string       `json:"name,omitempty"`
 	Logprobs       *[]string    `json:"logprobs,omitempty"`
+	// Status is set on a reasoning summary part cut short: "incomplete".
+	Status string `json:"status,omitempty"`
 }
 
 var zero = 0
@@ -39,8 +44,12 @@ var zero = 0
 type chatChunk struct {
 	Choices []struct {
 		Delta struct {
-			Content   *string `json:"content"`
-			ToolCalls []struct {
+			Content *string `json:"content"`
+			// ReasoningContent is a reasoning model's thinking, as vLLM
+			// streams it; newer vLLM names it reasoning.
+			ReasoningContent *string `json:"reasoning_content"`
+			Reasoning        *string `json:"reasoning"`
+			ToolCalls        []struct {
 				Index    int    `json:"index"`
 				ID       string `json:"id"`
 				Function struct {
@@ -71,12 +80,78 @@ type run struct {
 	// names maps the engine's names of namespaced functions back to
 	// them; nil when the request has none.
 	names map[string]*Tool
+	// summarize makes reasoning a summary (reasoning.summary is set),
+	// else reasoning text, as OpenAI serves open models; seal, when not
+	// nil, seals a reasoning item's text into its encrypted_content
+	// (include: reasoning.encrypted_content).
+	summarize bool
+	seal      func(text string) string
+	// pendingMCP are the output indexes of mcp_call items the engine
+	// made whose call the gateway is yet to make.
+	pendingMCP []int
 }
 
 // newRun starts the translation of the answer to a request offering
 // tools.
 func newRun(resp *Response, tools []Tool, sink Sink, seq int) *run {
 	return &run{resp: resp, sink: sink, seq: seq, open: -1, openCall: -1, names: toolNames(tools)}
+}
+
+// newRun starts the translation of t's answer, its reasoning shown and
+// sealed as the request asks.
+func (s *Service) newRun(t *turn, sink Sink, seq int) *run {
+	r := newRun(t.rec.Response, t.req.Tools, sink, seq)
+	r.summarize = t.req.Reasoning != nil && t.req.Reasoning.Summary != nil
+	if slices.Contains(t.req.Include, includeReasoning) {
+		tenant := t.rec.Tenant
+		r.seal = func(text string) string { return s.sealer.seal(sealReasoning, tenant, []byte(text)) }
+	}
+	return r
+}
+
+// prelude puts items the gateway made before the engine's answer (a
+// compaction item, MCP tool lists, approved MCP calls) at the head of
+// the output, each added, its progress told, and done.
+func (r *run) prelude(items []Item) {
+	for i := range items {
+		idx := len(r.resp.Output)
+		r.resp.Output = append(r.resp.Output, items[i])
+		added := items[i]
+		switch added.Type {
+		case ItemMCPListTools:
+			added.Output = "[]"
+		case ItemMCPCall:
+			added.Output, added.Error, added.Status = "", "", StatusInProgress
+		}
+		r.emit(&Event{Type: "response.output_item.added", OutputIndex: &idx, Item: &added})
+		switch added.Type {
+		case ItemMCPListTools:
+			r.mcpProgress("response.mcp_list_tools.", idx, &r.resp.Output[idx])
+		case ItemMCPCall:
+			r.mcpProgress("response.mcp_call.", idx, &r.resp.Output[idx])
+		}
+		done := items[i]
+		r.emit(&Event{Type: "response.output_item.done", OutputIndex: &idx, Item: &done})
+	}
+}
+
+// mcpProgress tells an MCP item's progress, its request made: events
+// prefix+in_progress, then prefix+completed or prefix+failed.
+func (r *run) mcpProgress(prefix string, idx int, it *Item) {
+	r.emit(&Event{Type: prefix + "in_progress", OutputIndex: &idx, ItemID: it.ID})
+	end := "completed"
+	if it.Error != "" {
+		end = "failed"
+	}
+	r.emit(&Event{Type: prefix + end, OutputIndex: &idx, ItemID: it.ID})
+}
+
+// openType is the type of the item being streamed, "" if none.
+func (r *run) openType() string {
+	if r.open < 0 {
+		return ""
+	}
+	return r.resp.Output[r.open].Type
 }
 
 // event numbers ev and encodes it; nil data when nothing listens.
@@ -146,6 +221,14 @@ func (r *run) takeUsage(t *dispatch.Turn) {
 	}
 	usage.InputTokensDetails.CachedTokens = u.PromptTokensDetails.CachedTokens
 	usage.OutputTokensDetails.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+	if prev := r.resp.Usage; prev != nil {
+		// Another engine turn of the same response (the MCP tool loop).
+		usage.InputTokens += prev.InputTokens
+		usage.OutputTokens += prev.OutputTokens
+		usage.TotalTokens += prev.TotalTokens
+		usage.InputTokensDetails.CachedTokens += prev.InputTokensDetails.CachedTokens
+		usage.OutputTokensDetails.ReasoningTokens += prev.OutputTokensDetails.ReasoningTokens
+	}
 	r.resp.Usage = usage
 }
 
@@ -165,6 +248,11 @@ func (r *run) chunk(data []byte) error {
 		return fmt.Errorf("the model server failed: %s", c.Error.Message)
 	}
 	for _, ch := range c.Choices {
+		if d := ch.Delta.ReasoningContent; d != nil && *d != "" {
+			r.reasoningDelta(*d)
+		} else if d := ch.Delta.Reasoning; d != nil && *d != "" {
+			r.reasoningDelta(*d)
+		}
 		if d := ch.Delta.Content; d != nil && *d != "" {
 			r.textDelta(*d)
 		}
@@ -179,7 +267,7 @@ func (r *run) chunk(data []byte) error {
 }
 
 func (r *run) textDelta(d string) {
-	if r.open < 0 || r.openCall >= 0 {
+	if r.openType() != ItemMessage {
 		r.closeOpen(StatusCompleted)
 		r.open = len(r.resp.Output)
 		r.resp.Output = append(r.resp.Output, Item{Type: ItemMessage, ID: newID("msg_"), Status: StatusInProgress, Role: "assistant"})
@@ -194,6 +282,55 @@ func (r *run) textDelta(d string) {
 		ContentIndex: &zero, Delta: &d, Logprobs: &noLogprobs})
 }
 
+// reasoningDelta streams the model's thinking into a reasoning item: as
+// its summary's one part, or as its one reasoning_text content part.
+func (r *run) reasoningDelta(d string) {
+	if r.openType() != ItemReasoning {
+		r.closeOpen(StatusCompleted)
+		r.open = len(r.resp.Output)
+		r.resp.Output = append(r.resp.Output, Item{Type: ItemReasoning, ID: newID("rs_"), Status: StatusInProgress})
+		it := r.resp.Output[r.open]
+		r.emit(&Event{Type: "response.output_item.added", OutputIndex: &r.open, Item: &it})
+		if r.summarize {
+			r.emit(&Event{Type: "response.reasoning_summary_part.added", OutputIndex: &r.open, ItemID: it.ID, SummaryIndex: &zero,
+				Part: &ContentPart{Type: partSummary}})
+		} else {
+			r.emit(&Event{Type: "response.content_part.added", OutputIndex: &r.open, ItemID: it.ID, ContentIndex: &zero,
+				Part: &ContentPart{Type: partReasoning}})
+		}
+	}
+	r.text.WriteString(d)
+	id := r.resp.Output[r.open].ID
+	if r.summarize {
+		r.emit(&Event{Type: "response.reasoning_summary_text.delta", OutputIndex: &r.open, ItemID: id, SummaryIndex: &zero, Delta: &d})
+	} else {
+		r.emit(&Event{Type: "response.reasoning_text.delta", OutputIndex: &r.open, ItemID: id, ContentIndex: &zero, Delta: &d})
+	}
+}
+
+// closeReasoning ends the reasoning item it: its text becomes its summary
+// or content, sealed when the request asks.
+func (r *run) closeReasoning(idx int, it *Item) {
+	text := r.text.String()
+	r.text.Reset()
+	if r.seal != nil {
+		it.EncryptedContent = r.seal(text)
+	}
+	if r.summarize {
+		it.Summary = []ContentPart{{Type: partSummary, Text: text}}
+		r.emit(&Event{Type: "response.reasoning_summary_text.done", OutputIndex: &idx, ItemID: it.ID, SummaryIndex: &zero, Text: &text})
+		ev := &Event{Type: "response.reasoning_summary_part.done", OutputIndex: &idx, ItemID: it.ID, SummaryIndex: &zero, Part: &it.Summary[0]}
+		if it.Status == StatusIncomplete {
+			ev.Status = StatusIncomplete
+		}
+		r.emit(ev)
+		return
+	}
+	it.Content = []ContentPart{{Type: partReasoning, Text: text}}
+	r.emit(&Event{Type: "response.reasoning_text.done", OutputIndex: &idx, ItemID: it.ID, ContentIndex: &zero, Text: &text})
+	r.emit(&Event{Type: "response.content_part.done", OutputIndex: &idx, ItemID: it.ID, ContentIndex: &zero, Part: &it.Content[0]})
+}
+
 func (r *run) callDelta(index int, callID, name, args string) {
 	if r.open < 0 || r.openCall != index {
 		r.closeOpen(StatusCompleted)
@@ -201,10 +338,19 @@ func (r *run) callDelta(index int, callID, name, args string) {
 			callID = newID("call_")
 		}
 		r.open, r.openCall = len(r.resp.Output), index
-		r.resp.Output = append(r.resp.Output, Item{Type: ItemFunctionCall, ID: newID("fc_"), Status: StatusInProgress, CallID: callID})
+		it := Item{Type: ItemFunctionCall, ID: newID("fc_"), Status: StatusInProgress, CallID: callID}
+		if t := r.names[name]; t != nil && t.Custom {
+			it.Type, it.ID = ItemCustomToolCall, newID("ctc_")
+		} else if t != nil && t.MCP != nil {
+			it = Item{Type: ItemMCPCall, ID: newID("mcp_"), Status: StatusInProgress}
+			if t.MCP.needsApproval(t.Name) {
+				it = Item{Type: ItemMCPApprovalRequest, ID: newID("mcpr_")}
+			}
+		}
+		r.resp.Output = append(r.resp.Output, it)
 		r.name(&r.resp.Output[r.open], name)
-		it := r.resp.Output[r.open]
-		r.emit(&Event{Type: "response.output_item.added", OutputIndex: &r.open, Item: &it})
+		added := r.resp.Output[r.open]
+		r.emit(&Event{Type: "response.output_item.added", OutputIndex: &r.open, Item: &added})
 	}
 	it := &r.resp.Output[r.open]
 	if it.Name == "" {
@@ -212,7 +358,12 @@ func (r *run) callDelta(index int, callID, name, args string) {
 	}
 	if args != "" {
 		it.Arguments += args
-		r.emit(&Event{Type: "response.function_call_arguments.delta", OutputIndex: &r.open, ItemID: it.ID, Delta: &args})
+		switch it.Type {
+		case ItemFunctionCall:
+			r.emit(&Event{Type: "response.function_call_arguments.delta", OutputIndex: &r.open, ItemID: it.ID, Delta: &args})
+		case ItemMCPCall:
+			r.emit(&Event{Type: "response.mcp_call_arguments.delta", OutputIndex: &r.open, ItemID: it.ID, Delta: &args})
+		}
 	}
 }
 
@@ -221,6 +372,10 @@ func (r *run) callDelta(index int, callID, name, args string) {
 // OpenAI returns it.
 func (r *run) name(it *Item, engineName string) {
 	if t := r.names[engineName]; t != nil {
+		if t.MCP != nil {
+			it.ServerLabel, it.Name = t.MCP.Label, t.Name
+			return
+		}
 		it.Namespace, it.Name = t.Namespace, t.Name
 		return
 	}
@@ -235,14 +390,40 @@ func (r *run) closeOpen(status string) {
 	idx := r.open
 	it := &r.resp.Output[idx]
 	it.Status = status
-	if it.Type == ItemMessage {
+	switch it.Type {
+	case ItemReasoning:
+		r.closeReasoning(idx, it)
+	case ItemMessage:
 		text := r.text.String()
 		r.text.Reset()
 		it.Content = []ContentPart{{Type: "output_text", Text: text}}
 		var noLogprobs []string
 		r.emit(&Event{Type: "response.output_text.done", OutputIndex: &idx, ItemID: it.ID, ContentIndex: &zero, Text: &text, Logprobs: &noLogprobs})
 		r.emit(&Event{Type: "response.content_part.done", OutputIndex: &idx, ItemID: it.ID, ContentIndex: &zero, Part: &it.Content[0]})
-	} else {
+	case ItemMCPCall:
+		args := it.Arguments
+		r.emit(&Event{Type: "response.mcp_call_arguments.done", OutputIndex: &idx, ItemID: it.ID, Arguments: &args})
+		if status == StatusCompleted {
+			// Done once the gateway has made the call (mcp.go).
+			it.Status = StatusInProgress
+			r.pendingMCP = append(r.pendingMCP, idx)
+			r.open, r.openCall = -1, -1
+			return
+		}
+	case ItemMCPApprovalRequest:
+		it.Status = ""
+	case ItemCustomToolCall:
+		// The engine wrote the function's arguments, {"input": "…"}: the
+		// call's input is that string, streamed whole.
+		var args map[string]json.RawMessage
+		var input string
+		if json.Unmarshal([]byte(it.Arguments), &args) == nil && json.Unmarshal(args[customInputParam], &input) == nil {
+			it.Arguments = input
+		}
+		in := it.Arguments
+		r.emit(&Event{Type: "response.custom_tool_call_input.delta", OutputIndex: &idx, ItemID: it.ID, Delta: &in})
+		r.emit(&Event{Type: "response.custom_tool_call_input.done", OutputIndex: &idx, ItemID: it.ID, Input: &in})
+	default:
 		args := it.Arguments
 		r.emit(&Event{Type: "response.function_call_arguments.done", OutputIndex: &idx, ItemID: it.ID, Arguments: &args, Name: it.Name})
 	}

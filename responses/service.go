@@ -66,6 +66,21 @@ type Config struct {
 	// debug), HostedToolsReject refuses the request with a 400 naming the
 	// tool. Default drop.
 	HostedTools HostedToolPolicy
+	// SealKeys are the AES-256 keys (32 bytes each) that seal the
+	// encrypted_content of reasoning and compaction items: the first
+	// seals, every one opens (list a new key first and keep the old ones
+	// to rotate). Gateways sharing a store must share them. Empty (the
+	// default) uses a key generated on first start and kept in the store
+	// (k/seal), so blobs survive a restart.
+	SealKeys [][]byte
+	// MCPTimeout bounds each request to an MCP server (connect, list
+	// tools, one call). Default 60s.
+	MCPTimeout time.Duration
+	// MCPAllowedURLs, when not empty, are the URL prefixes of the MCP
+	// servers the gateway may call for mcp tools; a tool on another
+	// server lists and calls nothing (its items carry the error). Empty
+	// (the default) allows any server a client names.
+	MCPAllowedURLs []string
 	// Metrics, when not nil, registers the service's metrics.
 	Metrics prometheus.Registerer
 	// Logger; nil means slog.Default().
@@ -94,6 +109,9 @@ func (c *Config) EnsureDefaults() {
 	if c.CollectInterval == 0 {
 		c.CollectInterval = DefaultCollectInterval
 	}
+	if c.MCPTimeout <= 0 {
+		c.MCPTimeout = DefaultMCPTimeout
+	}
 	if c.HostedTools == "" {
 		c.HostedTools = DefaultHostedTools
 	}
@@ -108,7 +126,13 @@ func (c *Config) EnsureDefaults() {
 // Validate reports the problems of a config with its defaults filled
 // (EnsureDefaults makes every other field valid).
 func (c *Config) Validate() error {
-	return c.HostedTools.Validate()
+	errs := []error{c.HostedTools.Validate()}
+	for i, k := range c.SealKeys {
+		if len(k) != sealKeyLen {
+			errs = append(errs, fmt.Errorf("responses: sealKeys[%d] is %d bytes; want %d", i, len(k), sealKeyLen))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Validate reports whether p is a policy.
@@ -129,6 +153,14 @@ type Service struct {
 	engine Engine
 	// hostedDropped counts the hosted tools dropped from requests, by type.
 	hostedDropped *prometheus.CounterVec
+	// compactions counts compaction summaries written, by trigger
+	// (request: POST /v1/responses/compact; threshold: context_management).
+	compactions *prometheus.CounterVec
+	// mcpRequests counts requests to MCP servers by op (list, call) and
+	// result (ok, error).
+	mcpRequests *prometheus.CounterVec
+	// sealer seals and opens encrypted content; set by Start.
+	sealer *sealer
 	// sem holds one token per running background response.
 	sem chan struct{}
 	// ctx is the parent of background responses; Close cancels it.
@@ -162,19 +194,36 @@ func New(store Store, engine Engine, cfg Config) *Service {
 		Name: "turnpike_responses_hosted_tools_dropped_total",
 		Help: "Hosted tools (web_search, file_search, …) removed from Responses requests before they reached an engine, by tool type.",
 	}, []string{"type"})
+	s.compactions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "turnpike_responses_compactions_total",
+		Help: "Conversations compacted into a summary by the model, by trigger (request: POST /v1/responses/compact; threshold: context_management's compact_threshold).",
+	}, []string{"trigger"})
+	s.mcpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "turnpike_responses_mcp_requests_total",
+		Help: "Requests the gateway made to MCP servers for mcp tools, by op (list, call) and result (ok, error).",
+	}, []string{"op", "result"})
 	if cfg.Metrics != nil {
-		if err := cfg.Metrics.Register(s.hostedDropped); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				panic(fmt.Sprintf("responses: registering metrics: %v", err))
-			}
-			s.hostedDropped = are.ExistingCollector.(*prometheus.CounterVec)
-		}
+		s.mcpRequests = registerCounter(cfg.Metrics, s.mcpRequests)
+		s.hostedDropped = registerCounter(cfg.Metrics, s.hostedDropped)
+		s.compactions = registerCounter(cfg.Metrics, s.compactions)
 	}
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	s.mu.jobs = make(map[string]*job)
 	s.mu.heldByTenant = make(map[string]int)
 	return s
+}
+
+// registerCounter registers c, or returns the one registered before it
+// (another service on the same registry, in tests).
+func registerCounter(reg prometheus.Registerer, c *prometheus.CounterVec) *prometheus.CounterVec {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			panic(fmt.Sprintf("responses: registering metrics: %v", err))
+		}
+		return are.ExistingCollector.(*prometheus.CounterVec)
+	}
+	return c
 }
 
 // Start re-queues (or fails) the background responses a previous process
@@ -188,6 +237,14 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.mu.started = true
 	s.mu.Unlock()
+
+	keys, err := sealKeys(ctx, s.store, s.cfg.SealKeys)
+	if err != nil {
+		return err
+	}
+	if s.sealer, err = newSealer(keys); err != nil {
+		return err
+	}
 
 	recs, err := s.store.PendingJobs(ctx)
 	if err != nil {

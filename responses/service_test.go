@@ -148,12 +148,8 @@ func TestBackgroundRecovery(t *testing.T) {
 	svc.Close()
 	st.Close()
 
-	st = openStore(t, dir)
+	svc, st = reopen(t, dir)
 	defer st.Close()
-	svc = New(st, &fakeEngine{}, Config{CollectInterval: -1})
-	if err := svc.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	defer svc.Close()
 	waitFor(t, func() bool {
 		r, _ := svc.Get(ctx, "a", resp.ID)

@@ -27,6 +27,7 @@ const (
 	pfxEvent = "e/"
 	pfxJob   = "q/"
 	pfxTTL   = "t/"
+	pfxKey   = "k/"
 )
 
 // TTL index kinds.
@@ -691,6 +692,26 @@ func (s *StateStore) Collect(ctx context.Context, now time.Time) (int, error) {
 		}
 	}
 	return removed, nil
+}
+
+// Secret returns the secret kept under name (k/<name>), generating and
+// keeping one with gen when there is none. Two gateways starting at once
+// on a shared store may both generate one; each reads back what was kept
+// last, so they settle on one.
+func (s *StateStore) Secret(ctx context.Context, name string, gen func() []byte) ([]byte, error) {
+	k := []byte(pfxKey + name)
+	v, err := s.ns.Get(ctx, k)
+	if err == nil {
+		return v, nil
+	}
+	if err = classify(err); !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	if err := s.ns.Put(ctx, k, gen()); err != nil {
+		return nil, classify(err)
+	}
+	v, err = s.ns.Get(ctx, k)
+	return v, classify(err)
 }
 
 var _ Store = (*StateStore)(nil)

@@ -65,6 +65,10 @@ type Store interface {
 	// PendingJobs lists the background responses that have not ended.
 	PendingJobs(ctx context.Context) ([]*Record, error)
 
+	// Secret returns the secret kept under name, generating and keeping
+	// one with gen when there is none; it is never collected.
+	Secret(ctx context.Context, name string, gen func() []byte) ([]byte, error)
+
 	// Collect deletes what expired before now and reports how many records
 	// it removed.
 	Collect(ctx context.Context, now time.Time) (int, error)

@@ -203,6 +203,18 @@ func newTestService(t testing.TB, eng Engine) (*Service, *testStore) {
 	return svc, st
 }
 
+// reopen opens the store in dir again and starts a service on it over a
+// stand-in engine, as a gateway restarting does; the caller closes both.
+func reopen(t testing.TB, dir string) (*Service, *testStore) {
+	t.Helper()
+	st := openStore(t, dir)
+	svc := New(st, &fakeEngine{}, Config{CollectInterval: -1})
+	if err := svc.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return svc, st
+}
+
 func mustDecode(t testing.TB, body string) *CreateRequest {
 	t.Helper()
 	req, err := DecodeCreateRequest([]byte(body))

@@ -22,6 +22,70 @@ type Tool struct {
 	Description *string
 	Parameters  json.RawMessage
 	Strict      *bool
+	// MCP is the server of a tool an MCP server listed (Namespace is its
+	// label); the gateway makes its calls. nil for a function.
+	MCP *MCPServer
+	// Custom marks a custom tool: freeform text input, offered to the
+	// engine as a function of one string parameter, customInputParam.
+	Custom bool
+}
+
+// customInputParam is the one parameter of a custom tool's function.
+const customInputParam = "input"
+
+// customParameters are a custom tool's function's parameters.
+var customParameters = json.RawMessage(`{"type":"object","properties":{"input":{"type":"string","description":"The tool's input, as free text."}},"required":["input"]}`)
+
+// decodeCustom reads a custom tool; namespace is the namespace tool it
+// is in, "" for none. A grammar format is checked and described to the
+// model; engines are not asked to constrain the input to it.
+func decodeCustom(f map[string]json.RawMessage, p, namespace string) (Tool, error) {
+	t := Tool{Namespace: namespace, Custom: true, Parameters: customParameters}
+	if err := allowKeys(f, p, "type", "name", "description", "format", "defer_loading", "async", "allowed_callers"); err != nil {
+		return t, err
+	}
+	var err error
+	if t.Name, err = decodeString(f["name"], p+".name"); err != nil {
+		return t, err
+	}
+	if t.Name == "" {
+		return t, invalidf(p+".name", "empty_string", "Invalid '%s.name': empty string.", p)
+	}
+	desc := ""
+	if d, ok := f["description"]; ok && !isNull(d) {
+		if desc, err = decodeString(d, p+".description"); err != nil {
+			return t, err
+		}
+	}
+	if err := checkToolExtras(f, p); err != nil {
+		return t, err
+	}
+	if v, ok := f["format"]; ok && !isNull(v) {
+		ff, err := decodeObject(v, p+".format")
+		if err != nil {
+			return t, err
+		}
+		typ, err := decodeEnum(ff["type"], p+".format.type", "text", "grammar")
+		if err != nil {
+			return t, err
+		}
+		if typ == "grammar" {
+			if err := checkObject(v, p+".format", fields{
+				"type": {nil, true}, "syntax": {enum("lark", "regex"), true}, "definition": {str, true},
+			}); err != nil {
+				return t, err
+			}
+			syntax, _ := decodeString(ff["syntax"], "")
+			def, _ := decodeString(ff["definition"], "")
+			desc += fmt.Sprintf("\n\nThe input must match this %s grammar:\n%s", syntax, def)
+		} else if err := allowKeys(ff, p+".format", "type"); err != nil {
+			return t, err
+		}
+	}
+	if desc != "" {
+		t.Description = &desc
+	}
+	return t, nil
 }
 
 // EngineName is the name the engine knows the tool by.
@@ -107,9 +171,21 @@ func (r *CreateRequest) decodeTools(raw json.RawMessage) error {
 		case slices.Contains(hostedToolTypes, typ):
 			r.HostedTools = append(r.HostedTools, HostedTool{Index: i, Type: typ})
 		case typ == "mcp":
-			return invalidf(p+".type", "unsupported_value", "MCP tools are not supported yet: this gateway cannot take tools of type 'mcp'.")
+			m, err := decodeMCPTool(f, p)
+			if err != nil {
+				return err
+			}
+			if slices.ContainsFunc(r.MCP, func(o MCPServer) bool { return o.Label == m.Label }) {
+				return invalidf(p+".server_label", "duplicate_server_label", "Invalid '%s.server_label': another mcp tool is labelled '%s'.", p, m.Label)
+			}
+			r.MCP = append(r.MCP, m)
+			r.ToolsRaw[i] = redactMCP(f)
 		case typ == "custom":
-			return invalidf(p+".type", "unsupported_value", "Tools of type 'custom' are not supported by this gateway yet; declare the tool as a 'function' tool.")
+			t, err := decodeCustom(f, p, "")
+			if err != nil {
+				return err
+			}
+			r.Tools = append(r.Tools, t)
 		default:
 			return invalidf(p+".type", "invalid_value", "Invalid value: '%s'. Supported values are: 'function', 'namespace', %s.", typ, quoteList(hostedToolTypes))
 		}
@@ -158,13 +234,15 @@ func (r *CreateRequest) decodeNamespace(f map[string]json.RawMessage, p string) 
 		if err != nil {
 			return err
 		}
-		if typ != "function" {
-			if typ == "custom" {
-				return invalidf(mp+".type", "unsupported_value", "Tools of type 'custom' are not supported by this gateway yet; declare the tool as a 'function' tool.")
-			}
+		var t Tool
+		switch typ {
+		case "function":
+			t, err = decodeFunction(m, mp, ns)
+		case "custom":
+			t, err = decodeCustom(m, mp, ns)
+		default:
 			return invalidf(mp+".type", "invalid_value", "Invalid value: '%s'. Supported values are: 'function' and 'custom'.", typ)
 		}
-		t, err := decodeFunction(m, mp, ns)
 		if err != nil {
 			return err
 		}
@@ -203,12 +281,23 @@ func decodeFunction(f map[string]json.RawMessage, p, namespace string) (Tool, er
 			return t, err
 		}
 	}
-	// Accepted and checked, not acted on: turnpike defers no tool
-	// loading, runs no tool itself and checks no output.
+	if err := checkToolExtras(f, p); err != nil {
+		return t, err
+	}
+	if v, ok := f["output_schema"]; ok && !isNull(v) && kindOf(v) != "an object" {
+		return t, typeError(p+".output_schema", "an object", v)
+	}
+	return t, nil
+}
+
+// checkToolExtras checks a tool's defer_loading, async and
+// allowed_callers: accepted and not acted on, as turnpike defers no tool
+// loading and lets no program call tools.
+func checkToolExtras(f map[string]json.RawMessage, p string) error {
 	for _, k := range []string{"defer_loading", "async"} {
 		if v, ok := f[k]; ok && !isNull(v) {
 			if _, err := decodeBool(v, p+"."+k); err != nil {
-				return t, err
+				return err
 			}
 		}
 	}
@@ -216,13 +305,10 @@ func decodeFunction(f map[string]json.RawMessage, p, namespace string) (Tool, er
 		if _, err := decodeList(v, p+".allowed_callers", "an array of strings", func(e json.RawMessage, ep string) (string, error) {
 			return decodeEnum(e, ep, "direct", "programmatic")
 		}); err != nil {
-			return t, err
+			return err
 		}
 	}
-	if v, ok := f["output_schema"]; ok && !isNull(v) && kindOf(v) != "an object" {
-		return t, typeError(p+".output_schema", "an object", v)
-	}
-	return t, nil
+	return nil
 }
 
 // toolChoice is a request's tool_choice as the engine is to be told it.
@@ -277,7 +363,7 @@ func decodeToolChoice(raw json.RawMessage) (toolChoice, error) {
 			if err != nil {
 				return toolChoice{}, err
 			}
-			if typ != "function" {
+			if typ != "function" && typ != "custom" {
 				continue // a hosted tool: never offered to the engine anyway
 			}
 			name, err := decodeString(t["name"], p+".name")
@@ -288,9 +374,24 @@ func decodeToolChoice(raw json.RawMessage) (toolChoice, error) {
 		}
 		return c, nil
 	case typ == "mcp":
-		return toolChoice{}, invalidf("tool_choice.type", "unsupported_value", "Invalid 'tool_choice': MCP tools are not supported yet.")
+		if err := allowKeys(f, "tool_choice", "type", "server_label", "name"); err != nil {
+			return toolChoice{}, err
+		}
+		label, err := decodeString(f["server_label"], "tool_choice.server_label")
+		if err != nil {
+			return toolChoice{}, err
+		}
+		if n, ok := f["name"]; ok && !isNull(n) {
+			name, err := decodeString(n, "tool_choice.name")
+			return toolChoice{mode: "function", name: engineName(label, name)}, err
+		}
+		return toolChoice{mode: "required"}, nil
 	case typ == "custom":
-		return toolChoice{}, invalidf("tool_choice.type", "unsupported_value", "Invalid 'tool_choice': tools of type 'custom' are not supported by this gateway yet.")
+		if err := allowKeys(f, "tool_choice", "type", "name"); err != nil {
+			return toolChoice{}, err
+		}
+		name, err := decodeString(f["name"], "tool_choice.name")
+		return toolChoice{mode: "function", name: name}, err
 	case slices.Contains(hostedToolTypes, typ):
 		// The hosted tool is never offered to the engine: the engine
 		// chooses among the rest.
@@ -332,12 +433,13 @@ func (r *CreateRequest) engineToolName(name string) string {
 	return name
 }
 
-// toolNames maps engine names back to the namespaced tools they flatten;
-// nil when no tool is namespaced (the names are the same).
+// toolNames maps engine names back to the namespaced, MCP and custom
+// tools they name; nil when there are none (a function's engine name is
+// its name).
 func toolNames(tools []Tool) map[string]*Tool {
 	var m map[string]*Tool
 	for i := range tools {
-		if tools[i].Namespace == "" {
+		if tools[i].Namespace == "" && !tools[i].Custom {
 			continue
 		}
 		if m == nil {

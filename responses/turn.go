@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
@@ -27,6 +28,10 @@ type turn struct {
 	// promptTokens is the prompt's token count, computed once, when the
 	// context window was checked; 0 leaves the count to dispatch.
 	promptTokens int
+	// items is the context the engine request was rendered from (before
+	// fitting it to the window); pre the items that start the output
+	// before the engine's answer (a compaction item).
+	items, pre []Item
 	// conversation or chainRoot names the session for routing: the
 	// conversation, or the session of the chain the response continues;
 	// newChain is the response's own id when it starts a chain, the
@@ -37,8 +42,23 @@ type turn struct {
 // prepare checks the request against the store and builds the turn:
 // the response object, the whole context and the engine request.
 func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest, id string, created int64) (*turn, error) {
-	if err := s.hostedTools(req); err != nil {
+	t, items, err := s.load(ctx, tenant, req, id, created)
+	if err != nil {
 		return nil, err
+	}
+	t.items = items
+	if err := s.fit(t, items); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// load checks the request against the store and builds the turn with its
+// whole context, compacted, which the engine request is yet to be
+// rendered from.
+func (s *Service) load(ctx context.Context, tenant string, req *CreateRequest, id string, created int64) (*turn, []Item, error) {
+	if err := s.hostedTools(req); err != nil {
+		return nil, nil, err
 	}
 	resp := newResponse(req, id, created)
 	t := &turn{req: req, rec: &Record{Tenant: tenant, Response: resp}, newChain: id}
@@ -55,13 +75,13 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 			break
 		}
 		if errors.Is(err, ErrNotFound) {
-			return nil, notFoundf("previous_response_id", "previous_response_not_found", "Previous response with id '%s' not found.", req.PreviousResponseID)
+			return nil, nil, notFoundf("previous_response_id", "previous_response_not_found", "Previous response with id '%s' not found.", req.PreviousResponseID)
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if !prev.Response.Ended() {
-			return nil, conflictf("previous_response_id", "previous_response_not_ended",
+			return nil, nil, conflictf("previous_response_id", "previous_response_not_ended",
 				"Previous response with id '%s' has not ended yet (status %s).", req.PreviousResponseID, prev.Response.Status)
 		}
 		t.base = prev.Context
@@ -75,28 +95,25 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 			t.chainRoot = t.base[0].Chain
 		}
 		if history, err = s.store.LoadContext(ctx, t.base); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	case req.Conversation != "":
 		_, seg, err := s.store.GetConversation(ctx, tenant, req.Conversation)
 		if errors.Is(err, ErrNotFound) {
-			return nil, notFoundf("conversation", "conversation_not_found", "Conversation with id '%s' not found.", req.Conversation)
+			return nil, nil, notFoundf("conversation", "conversation_not_found", "Conversation with id '%s' not found.", req.Conversation)
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		t.rec.Conversation, t.conversation, t.newChain = req.Conversation, req.Conversation, ""
 		if history, err = s.store.LoadContext(ctx, []Segment{seg}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if t.input, err = s.resolveInput(ctx, tenant, req.Input); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := s.fit(t, append(history, t.input...)); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return t, compacted(append(history, t.input...)), nil
 }
 
 // hostedTools applies Config.HostedTools to the request's hosted tools,
@@ -179,6 +196,9 @@ func (s *Service) resolveInput(ctx context.Context, tenant string, in []Item) ([
 			it = ref
 			it.ID = ""
 		}
+		if err := s.expand(tenant, &it, i); err != nil {
+			return nil, err
+		}
 		if it.ID == "" {
 			it.ID = newID(itemPrefix(it.Type))
 		}
@@ -190,8 +210,47 @@ func (s *Service) resolveInput(ctx context.Context, tenant string, in []Item) ([
 	return out, nil
 }
 
+// expand opens the sealed content of a reasoning or compaction item in
+// input[i], which the engine is to see again: a reasoning item's text
+// becomes its content, a compaction item's summary its one part.
+func (s *Service) expand(tenant string, it *Item, i int) error {
+	var kind, part string
+	switch {
+	case it.Type == ItemReasoning && it.EncryptedContent != "":
+		kind, part = sealReasoning, partReasoning
+	case it.Type == ItemCompaction:
+		kind, part = sealCompaction, partSummary
+	default:
+		return nil
+	}
+	text, err := s.sealer.open(kind, tenant, it.EncryptedContent)
+	if err != nil {
+		return invalidf(fmt.Sprintf("input[%d].encrypted_content", i), "invalid_encrypted_content",
+			"The encrypted content of input[%d] (%s %s) could not be verified: %s. Send back encrypted_content exactly as this gateway returned it.",
+			i, it.Type, it.ID, strings.TrimPrefix(err.Error(), errSealed.Error()+": "))
+	}
+	it.Content = []ContentPart{{Type: part, Text: string(text)}}
+	return nil
+}
+
 func itemPrefix(typ string) string {
 	switch typ {
+	case ItemReasoning:
+		return "rs_"
+	case ItemCompaction:
+		return "cmp_"
+	case ItemCustomToolCall:
+		return "ctc_"
+	case ItemCustomToolCallOutput:
+		return "ctco_"
+	case ItemMCPListTools:
+		return "mcpl_"
+	case ItemMCPCall:
+		return "mcp_"
+	case ItemMCPApprovalRequest:
+		return "mcpr_"
+	case ItemMCPApprovalResponse:
+		return "mcpa_"
 	case ItemFunctionCall:
 		return "fc_"
 	case ItemFunctionCallOutput:
@@ -267,7 +326,7 @@ func fitItems(tok prompt.Tokenizer, req *CreateRequest, items []Item, budget int
 		system := it.Type == ItemMessage && (it.Role == "system" || it.Role == "developer")
 		// A tool output without its call would be refused by the chat
 		// template: it goes with the call.
-		orphan := it.Type == ItemFunctionCallOutput && len(kept) == countSystem(kept)
+		orphan := (it.Type == ItemFunctionCallOutput || it.Type == ItemCustomToolCallOutput) && len(kept) == countSystem(kept)
 		if dropping && !system && i < len(items)-1 && (total > budget || orphan) {
 			total -= itemTokens(tok, it)
 			continue
@@ -358,17 +417,29 @@ func (s *Service) Create(ctx context.Context, tenant string, req *CreateRequest,
 	if err != nil {
 		return nil, err
 	}
+	if err := s.autoCompact(ctx, t, hdr); err != nil {
+		return nil, err
+	}
+	ms, err := s.mcpSetup(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if ms != nil {
+		defer ms.close()
+	}
 	dt, err := s.begin(ctx, t, hdr)
 	if err != nil {
 		return nil, err
 	}
 	// From here the turn owns the response; it ends exactly once, in
 	// endTurn, whatever happens to the client or the engine.
-	r := newRun(t.rec.Response, t.req.Tools, sink, 0)
+	r := s.newRun(t, sink, 0)
 	r.emitResponse("response.created")
 	r.emitResponse("response.in_progress")
+	r.prelude(t.pre)
 	engErr := r.consume(dt)
 	dt.End(engErr)
+	engErr = s.mcpLoop(ctx, t, r, ms, hdr, engErr)
 	// The client going away cancels the response; a request ended for
 	// another cause (the gateway shutting down) fails it, saying why.
 	cancelled := ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled)

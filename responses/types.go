@@ -21,6 +21,24 @@ const (
 	ItemFunctionCall       = "function_call"
 	ItemFunctionCallOutput = "function_call_output"
 	ItemReference          = "item_reference"
+	// ItemReasoning is a model's reasoning: its text as content
+	// (reasoning_text parts) or summary (summary_text parts), and, when
+	// the request includes reasoning.encrypted_content, the text sealed
+	// for a stateless client to send back (seal.go).
+	ItemReasoning = "reasoning"
+	// ItemCompaction stands for the conversation before it: a summary
+	// the model wrote, sealed in EncryptedContent and kept, expanded, in
+	// Content (one summary_text part) for the engine.
+	ItemCompaction = "compaction"
+	// MCP items (mcp.go): the tools a server lists, a call the gateway
+	// made, a call waiting for the client's approval, and the approval.
+	ItemMCPListTools        = "mcp_list_tools"
+	ItemMCPCall             = "mcp_call"
+	ItemMCPApprovalRequest  = "mcp_approval_request"
+	ItemMCPApprovalResponse = "mcp_approval_response"
+	// A custom tool's call (its freeform input in Arguments) and output.
+	ItemCustomToolCall       = "custom_tool_call"
+	ItemCustomToolCallOutput = "custom_tool_call_output"
 )
 
 // Response is the OpenAI response object as clients see it.
@@ -130,9 +148,33 @@ type Item struct {
 	// Namespace is the namespace tool a function call's function belongs
 	// to; "" for a top-level function.
 	Namespace string
+	// Summary is a reasoning item's summary parts (summary_text).
+	Summary []ContentPart
+	// EncryptedContent is a reasoning or compaction item's sealed text,
+	// as turnpike issued it; "" when the client did not ask for it.
+	EncryptedContent string
+	// ServerLabel names an MCP item's server. Name and Arguments are an
+	// mcp_call's or approval request's; Output an mcp_call's output, or
+	// an mcp_list_tools item's tools as JSON; Error what failed.
+	ServerLabel, Error string
+	// ApprovalRequestID is the approval request an mcp_call or approval
+	// response answers; Approve an approval response's answer.
+	ApprovalRequestID string
+	Approve           *bool
 }
 
-// ContentPart is one text part of a message: input_text or output_text.
+// Part types of reasoning and compaction items.
+const (
+	partReasoning = "reasoning_text"
+	partSummary   = "summary_text"
+)
+
+// includeReasoning is the include value that asks for reasoning items'
+// encrypted_content.
+const includeReasoning = "reasoning.encrypted_content"
+
+// ContentPart is one text part: input_text or output_text of a message,
+// reasoning_text or summary_text of a reasoning item.
 type ContentPart struct {
 	Type string
 	Text string
@@ -193,6 +235,13 @@ type itemJSON struct {
 	Arguments string        `json:"arguments,omitempty"`
 	Output    string        `json:"output,omitempty"`
 	Namespace string        `json:"namespace,omitempty"`
+	Summary   []ContentPart `json:"summary,omitempty"`
+	// EncryptedContent is omitted when empty.
+	EncryptedContent  string `json:"encrypted_content,omitempty"`
+	ServerLabel       string `json:"server_label,omitempty"`
+	Error             string `json:"error,omitempty"`
+	ApprovalRequestID string `json:"approval_request_id,omitempty"`
+	Approve           *bool  `json:"approve,omitempty"`
 }
 
 // MarshalJSON writes exactly the fields OpenAI writes for the item's type.
@@ -210,17 +259,24 @@ func (it Item) MarshalJSON() ([]byte, error) {
 			Role    string        `json:"role"`
 			Content []ContentPart `json:"content"`
 		}{it.Type, it.ID, it.Status, it.Role, content})
-	case ItemFunctionCall:
+	case ItemFunctionCall, ItemCustomToolCall:
+		// A custom tool's call has its input where a function's has its
+		// arguments.
+		args, input := &it.Arguments, (*string)(nil)
+		if it.Type == ItemCustomToolCall {
+			args, input = nil, &it.Arguments
+		}
 		return json.Marshal(struct {
-			Type      string `json:"type"`
-			ID        string `json:"id"`
-			CallID    string `json:"call_id"`
-			Name      string `json:"name"`
-			Namespace string `json:"namespace,omitempty"`
-			Arguments string `json:"arguments"`
-			Status    string `json:"status"`
-		}{it.Type, it.ID, it.CallID, it.Name, it.Namespace, it.Arguments, it.Status})
-	case ItemFunctionCallOutput:
+			Type      string  `json:"type"`
+			ID        string  `json:"id"`
+			CallID    string  `json:"call_id"`
+			Name      string  `json:"name"`
+			Namespace string  `json:"namespace,omitempty"`
+			Arguments *string `json:"arguments,omitempty"`
+			Input     *string `json:"input,omitempty"`
+			Status    string  `json:"status"`
+		}{it.Type, it.ID, it.CallID, it.Name, it.Namespace, args, input, it.Status})
+	case ItemFunctionCallOutput, ItemCustomToolCallOutput:
 		return json.Marshal(struct {
 			Type   string `json:"type"`
 			ID     string `json:"id"`
@@ -228,6 +284,68 @@ func (it Item) MarshalJSON() ([]byte, error) {
 			Output string `json:"output"`
 			Status string `json:"status"`
 		}{it.Type, it.ID, it.CallID, it.Output, it.Status})
+	case ItemReasoning:
+		summary := it.Summary
+		if summary == nil {
+			summary = []ContentPart{}
+		}
+		var enc *string
+		if it.EncryptedContent != "" {
+			enc = &it.EncryptedContent
+		}
+		return json.Marshal(struct {
+			Type             string        `json:"type"`
+			ID               string        `json:"id"`
+			Summary          []ContentPart `json:"summary"`
+			Content          []ContentPart `json:"content,omitempty"`
+			EncryptedContent *string       `json:"encrypted_content"`
+			Status           string        `json:"status,omitempty"`
+		}{it.Type, it.ID, summary, it.Content, enc, it.Status})
+	case ItemMCPListTools:
+		tools := json.RawMessage(it.Output)
+		if len(tools) == 0 {
+			tools = json.RawMessage(`[]`)
+		}
+		return json.Marshal(struct {
+			Type        string          `json:"type"`
+			ID          string          `json:"id"`
+			ServerLabel string          `json:"server_label"`
+			Tools       json.RawMessage `json:"tools"`
+			Error       *string         `json:"error"`
+		}{it.Type, it.ID, it.ServerLabel, tools, optional(it.Error)})
+	case ItemMCPCall:
+		return json.Marshal(struct {
+			Type              string          `json:"type"`
+			ID                string          `json:"id"`
+			ServerLabel       string          `json:"server_label"`
+			Name              string          `json:"name"`
+			Arguments         string          `json:"arguments"`
+			Output            *string         `json:"output"`
+			Error             json.RawMessage `json:"error"`
+			Status            string          `json:"status,omitempty"`
+			ApprovalRequestID *string         `json:"approval_request_id"`
+		}{it.Type, it.ID, it.ServerLabel, it.Name, it.Arguments, optional(it.Output), rawOrNull(it.Error), it.Status, optional(it.ApprovalRequestID)})
+	case ItemMCPApprovalRequest:
+		return json.Marshal(struct {
+			Type        string `json:"type"`
+			ID          string `json:"id"`
+			ServerLabel string `json:"server_label"`
+			Name        string `json:"name"`
+			Arguments   string `json:"arguments"`
+		}{it.Type, it.ID, it.ServerLabel, it.Name, it.Arguments})
+	case ItemMCPApprovalResponse:
+		return json.Marshal(struct {
+			Type              string `json:"type"`
+			ID                string `json:"id"`
+			ApprovalRequestID string `json:"approval_request_id"`
+			Approve           bool   `json:"approve"`
+		}{it.Type, it.ID, it.ApprovalRequestID, it.Approve != nil && *it.Approve})
+	case ItemCompaction:
+		return json.Marshal(struct {
+			Type             string `json:"type"`
+			ID               string `json:"id"`
+			EncryptedContent string `json:"encrypted_content"`
+		}{it.Type, it.ID, it.EncryptedContent})
 	}
 	return nil, fmt.Errorf("responses: cannot encode item of type %q", it.Type)
 }
@@ -235,12 +353,49 @@ func (it Item) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads an item written by MarshalJSON (stored items). Client
 // input goes through the strict decoder instead.
 func (it *Item) UnmarshalJSON(b []byte) error {
-	var ij itemJSON
+	var ij struct {
+		itemJSON
+		// Tools is an mcp_list_tools item's, kept in Output.
+		Tools json.RawMessage `json:"tools"`
+		// Error shadows itemJSON's: an mcp_call's is an object.
+		Error json.RawMessage `json:"error"`
+		// Input is a custom tool call's, kept in Arguments.
+		Input string `json:"input"`
+	}
 	if err := json.Unmarshal(b, &ij); err != nil {
 		return err
 	}
-	*it = Item(ij)
+	*it = Item(ij.itemJSON)
+	if it.Type == ItemMCPListTools && len(ij.Tools) > 0 {
+		it.Output = string(ij.Tools)
+	}
+	if it.Type == ItemCustomToolCall {
+		it.Arguments = ij.Input
+	}
+	switch {
+	case isNull(ij.Error):
+	case ij.Error[0] == '"':
+		json.Unmarshal(ij.Error, &it.Error)
+	default:
+		it.Error = string(ij.Error)
+	}
 	return nil
+}
+
+// optional is s as a JSON string, or null when empty.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// rawOrNull is s, JSON, or null when empty.
+func rawOrNull(s string) json.RawMessage {
+	if s == "" || !json.Valid([]byte(s)) {
+		return json.RawMessage("null")
+	}
+	return json.RawMessage(s)
 }
 
 // Conversation is the OpenAI conversation object.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -88,6 +89,30 @@ type ResponsesConfig struct {
 	// turnpike_responses_hosted_tools_dropped_total), "reject" refuses
 	// the request with a 400 naming the tool. Default drop.
 	HostedTools responses.HostedToolPolicy `yaml:"hostedTools"`
+	// SealKeys are base64 AES-256 keys (32 bytes) that seal reasoning and
+	// compaction items' encrypted_content: the first seals, all open.
+	// Default none: a key generated on first start is kept in the state
+	// store.
+	SealKeys []string `yaml:"sealKeys"`
+	// MCPTimeout bounds each request to an MCP server for mcp tools.
+	// Default 60s.
+	MCPTimeout time.Duration `yaml:"mcpTimeout"`
+	// MCPAllowedURLs are the URL prefixes of the MCP servers mcp tools may
+	// name. Default none: any server.
+	MCPAllowedURLs []string `yaml:"mcpAllowedURLs"`
+}
+
+// sealKeys decodes SealKeys.
+func (r *ResponsesConfig) sealKeys() ([][]byte, error) {
+	keys := make([][]byte, len(r.SealKeys))
+	for i, k := range r.SealKeys {
+		b, err := base64.StdEncoding.DecodeString(k)
+		if err != nil || len(b) != 32 {
+			return nil, fmt.Errorf("responses: sealKeys[%d]: want 32 bytes in base64", i)
+		}
+		keys[i] = b
+	}
+	return keys, nil
 }
 
 // loadConfig reads and validates a config file. Unknown keys are errors:
@@ -160,10 +185,13 @@ func (c *Config) Validate() error {
 	if err := c.Admin.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.Responses.Retention < 0 || c.Responses.Workers < 0 {
-		errs = append(errs, errors.New("responses: retention and workers must not be negative"))
+	if c.Responses.Retention < 0 || c.Responses.Workers < 0 || c.Responses.MCPTimeout < 0 {
+		errs = append(errs, errors.New("responses: retention, workers and mcpTimeout must not be negative"))
 	}
 	if err := c.Responses.HostedTools.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.Responses.sealKeys(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.BodyLimit < 0 {

@@ -328,8 +328,13 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 	}
 	// Background jobs stop before flow control closes: they stay pending
 	// for the next start instead of failing on a closing controller.
+	sealKeys, err := cfg.Responses.sealKeys()
+	if err != nil {
+		return st, err
+	}
 	svc := responses.New(store, d, responses.Config{
-		Workers: cfg.Responses.Workers, HostedTools: cfg.Responses.HostedTools, Metrics: metrics, Logger: log,
+		Workers: cfg.Responses.Workers, HostedTools: cfg.Responses.HostedTools, SealKeys: sealKeys,
+		MCPTimeout: cfg.Responses.MCPTimeout, MCPAllowedURLs: cfg.Responses.MCPAllowedURLs, Metrics: metrics, Logger: log,
 	})
 	if err := st.life.start(ctx, "responses", svc.Start, func(context.Context) error { return svc.Close() }); err != nil {
 		return st, err

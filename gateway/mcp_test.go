@@ -1,0 +1,241 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+)
+
+// mcpServer is an in-process MCP server over streamable HTTP with two
+// tools: add (integers a and b; answers their sum) and fail (always
+// fails). It notes the X-Key header of each request.
+type mcpServer struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	keys []string
+}
+
+type addArgs struct {
+	A int `json:"a" jsonschema:"the first addend"`
+	B int `json:"b" jsonschema:"the second addend"`
+}
+
+func newMCPServer(t *testing.T) *mcpServer {
+	t.Helper()
+	server := mcp.NewServer(&mcp.Implementation{Name: "calc", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "add", Description: "Add two integers."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in addArgs) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strconv.Itoa(in.A + in.B)}}}, nil, nil
+		})
+	mcp.AddTool(server, &mcp.Tool{Name: "fail", Description: "Always fails."},
+		func(context.Context, *mcp.CallToolRequest, addArgs) (*mcp.CallToolResult, any, error) {
+			return nil, nil, errors.New("disk on fire")
+		})
+	m := &mcpServer{}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	m.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.mu.Lock()
+		m.keys = append(m.keys, r.Header.Get("X-Key"))
+		m.mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(m.srv.Close)
+	return m
+}
+
+// mcpTool is an mcp tool on m offering only tool, approved as approval
+// says.
+func (m *mcpServer) tool(tool, approval string) responses.ToolUnionParam {
+	return responses.ToolUnionParam{OfMcp: &responses.ToolMcpParam{
+		ServerLabel: "calc", ServerURL: openai.String(m.srv.URL), Headers: map[string]string{"X-Key": "k-1"},
+		AllowedTools:    responses.ToolMcpAllowedToolsUnionParam{OfMcpAllowedTools: []string{tool}},
+		RequireApproval: responses.ToolMcpRequireApprovalUnionParam{OfMcpToolApprovalSetting: openai.String(approval)},
+	}}
+}
+
+func outputTypes(r responses.Response) []string {
+	types := make([]string, len(r.Output))
+	for i, o := range r.Output {
+		types[i] = o.Type
+	}
+	return types
+}
+
+// addResult is what add answers for a call's arguments.
+func addResult(t *testing.T, arguments string) string {
+	t.Helper()
+	var a addArgs
+	if err := json.Unmarshal([]byte(arguments), &a); err != nil {
+		t.Fatalf("arguments %q: %v", arguments, err)
+	}
+	return strconv.Itoa(a.A + a.B)
+}
+
+// TestSDKMCPCall: an mcp tool is run by the gateway: its tools are
+// listed (mcp_list_tools), the engine's call is made inside the response
+// (mcp_call with the server's output), streamed with OpenAI's MCP events,
+// and the engine answers from the result; the tool's headers reach the
+// server and are not echoed.
+func TestSDKMCPCall(t *testing.T) {
+	st := newResponsesStack(t, 0)
+	m := newMCPServer(t)
+	before := len(st.engine.bodies)
+	evs, r := streamed(t, st, responses.ResponseNewParams{Model: testModel, Input: text("add 2 and 3"),
+		Tools: []responses.ToolUnionParam{m.tool("add", "never")}})
+	if got := outputTypes(r); !slices.Equal(got, []string{"mcp_list_tools", "mcp_call", "message"}) {
+		t.Fatalf("output %v: %s", got, r.RawJSON())
+	}
+	list := r.Output[0].AsMcpListTools()
+	if list.ServerLabel != "calc" || len(list.Tools) != 2 || list.Tools[0].Name != "add" || list.Tools[0].InputSchema == nil {
+		t.Fatalf("list %s", r.Output[0].RawJSON())
+	}
+	call := r.Output[1].AsMcpCall()
+	if call.ServerLabel != "calc" || call.Name != "add" || call.Output != addResult(t, call.Arguments) || call.Error.Type != "" || call.Status != "completed" {
+		t.Fatalf("call %s", r.Output[1].RawJSON())
+	}
+	types := eventTypes(evs)
+	for _, typ := range []string{"response.mcp_list_tools.in_progress", "response.mcp_list_tools.completed",
+		"response.mcp_call_arguments.delta", "response.mcp_call_arguments.done", "response.mcp_call.in_progress", "response.mcp_call.completed"} {
+		if !slices.Contains(types, typ) {
+			t.Errorf("no %s in %v", typ, types)
+		}
+	}
+	if slices.Index(types, "response.mcp_call.completed") > slices.Index(types, "response.output_text.delta") {
+		t.Errorf("the answer streamed before the call was made: %v", types)
+	}
+	st.engine.mu.Lock()
+	asked := len(st.engine.bodies) - before
+	st.engine.mu.Unlock()
+	msgs := engineMessages(t, st)
+	if asked != 2 || len(msgs) != 3 || msgs[2]["role"] != "tool" || msgs[2]["content"] != call.Output {
+		t.Fatalf("engine asked %d times, last with %v", asked, msgs)
+	}
+	if !strings.Contains(st.engine.last(), `"calc__add"`) {
+		t.Errorf("the engine was not offered calc__add: %s", st.engine.last())
+	}
+	m.mu.Lock()
+	keys := slices.Compact(slices.Clone(m.keys))
+	m.mu.Unlock()
+	if !slices.Equal(keys, []string{"k-1"}) {
+		t.Errorf("X-Key headers the server saw: %v", keys)
+	}
+	if strings.Contains(r.RawJSON(), "k-1") {
+		t.Errorf("the tool's headers are echoed: %s", r.RawJSON())
+	}
+	if r.Usage.InputTokens == 0 || r.Usage.OutputTokens == 0 {
+		t.Errorf("usage %+v", r.Usage)
+	}
+}
+
+// TestSDKMCPApproval: a tool that requires approval ends the response
+// with an mcp_approval_request; the client's mcp_approval_response in the
+// next turn makes the call (or refuses it, which the model hears), with
+// no second listing of the tools.
+func TestSDKMCPApproval(t *testing.T) {
+	st := newResponsesStack(t, 0)
+	m := newMCPServer(t)
+	ctx := context.Background()
+	tools := []responses.ToolUnionParam{m.tool("add", "always")}
+	r1, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text("add 4 and 5"), Tools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := outputTypes(*r1); !slices.Equal(got, []string{"mcp_list_tools", "mcp_approval_request"}) || r1.Status != responses.ResponseStatusCompleted {
+		t.Fatalf("output %v, status %s", got, r1.Status)
+	}
+	req := r1.Output[1].AsMcpApprovalRequest()
+	if req.Name != "add" || req.ServerLabel != "calc" || !strings.HasPrefix(req.ID, "mcpr_") {
+		t.Fatalf("approval request %s", r1.Output[1].RawJSON())
+	}
+
+	approve := func(ok bool) *responses.Response {
+		r, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, PreviousResponseID: openai.String(r1.ID), Tools: tools,
+			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{responses.ResponseInputItemParamOfMcpApprovalResponse(req.ID, ok)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r2 := approve(true)
+	if got := outputTypes(*r2); !slices.Equal(got, []string{"mcp_call", "message"}) {
+		t.Fatalf("approved: output %v", got)
+	}
+	call := r2.Output[0].AsMcpCall()
+	if call.ApprovalRequestID != req.ID || call.Arguments != req.Arguments || call.Output != addResult(t, req.Arguments) {
+		t.Fatalf("approved call %s", r2.Output[0].RawJSON())
+	}
+
+	r3 := approve(false)
+	if got := outputTypes(*r3); !slices.Equal(got, []string{"message"}) {
+		t.Fatalf("refused: output %v", got)
+	}
+	msgs := engineMessages(t, st)
+	if last := msgs[len(msgs)-1]; last["role"] != "tool" || !strings.Contains(last["content"].(string), "not approve") {
+		t.Fatalf("refused: engine messages %v", msgs)
+	}
+
+	t.Run("unknown request", func(t *testing.T) {
+		_, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Tools: tools,
+			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{responses.ResponseInputItemParamOfMcpApprovalResponse("mcpr_nope", true)}}})
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "input[0].approval_request_id" {
+			t.Fatalf("err %v", err)
+		}
+	})
+}
+
+// TestSDKMCPFailures: a tool that fails, a server that cannot be reached
+// and max_tool_calls are items' errors, and the response completes with
+// the model's answer.
+func TestSDKMCPFailures(t *testing.T) {
+	st := newResponsesStack(t, 0)
+	m := newMCPServer(t)
+	ctx := context.Background()
+
+	r, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text("try it"), Tools: []responses.ToolUnionParam{m.tool("fail", "never")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := outputTypes(*r); !slices.Equal(got, []string{"mcp_list_tools", "mcp_call", "message"}) || r.Status != responses.ResponseStatusCompleted {
+		t.Fatalf("failing tool: output %v, status %s", got, r.Status)
+	}
+	if call := r.Output[1].AsMcpCall(); call.Error.Type != "mcp_tool_execution_error" || !strings.Contains(call.Error.JSON.Content.Raw(), "disk on fire") || call.Output != "" || call.Status != "failed" {
+		t.Fatalf("failing tool: call %s", r.Output[1].RawJSON())
+	}
+
+	limited, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text("add 1 and 1"),
+		Tools: []responses.ToolUnionParam{m.tool("add", "never")}, MaxToolCalls: openai.Int(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := outputTypes(*limited); !slices.Equal(got, []string{"mcp_list_tools", "mcp_call", "message"}) ||
+		!strings.Contains(limited.Output[1].AsMcpCall().Error.Message, "max_tool_calls") {
+		t.Fatalf("max_tool_calls 0: %s", limited.RawJSON())
+	}
+	if !strings.Contains(st.engine.last(), `"tool_choice":"none"`) {
+		t.Errorf("past max_tool_calls the engine was still offered tools: %s", st.engine.last())
+	}
+
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	tool := m.tool("add", "never")
+	tool.OfMcp.ServerURL = openai.String(gone.URL)
+	r, err = st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text("add 1 and 2"), Tools: []responses.ToolUnionParam{tool}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := outputTypes(*r); !slices.Equal(got, []string{"mcp_list_tools", "message"}) || r.Output[0].AsMcpListTools().Error == "" {
+		t.Fatalf("unreachable server: %s", r.RawJSON())
+	}
+}

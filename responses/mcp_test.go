@@ -1,0 +1,50 @@
+package responses
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestMCPApprovalPolicy: require_approval as a setting or a filter, and
+// the tools each asks approval for.
+func TestMCPApprovalPolicy(t *testing.T) {
+	for _, tt := range []struct {
+		name, approval string
+		needs          map[string]bool
+	}{
+		{"default", ``, map[string]bool{"add": true, "rm": true}},
+		{"never", `,"require_approval":"never"`, map[string]bool{"add": false, "rm": false}},
+		{"always", `,"require_approval":"always"`, map[string]bool{"add": true}},
+		{"never filter", `,"require_approval":{"never":{"tool_names":["add"]}}`, map[string]bool{"add": false, "rm": true}},
+		{"always filter", `,"require_approval":{"always":{"tool_names":["rm"]},"never":{"tool_names":["add","ls"]}}`, map[string]bool{"add": false, "ls": false, "rm": true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := mustDecode(t, `{"model":"m","input":"x","tools":[{"type":"mcp","server_label":"fs","server_url":"https://mcp.example/mcp","headers":{"X-Key":"secret"}`+tt.approval+`}]}`)
+			if len(req.MCP) != 1 || req.MCP[0].Headers["X-Key"] != "secret" {
+				t.Fatalf("servers %+v", req.MCP)
+			}
+			for tool, want := range tt.needs {
+				if got := req.MCP[0].needsApproval(tool); got != want {
+					t.Errorf("%s needs approval: %v, want %v", tool, got, want)
+				}
+			}
+			if strings.Contains(string(req.ToolsRaw[0]), "secret") {
+				t.Errorf("the echoed tool carries its headers: %s", req.ToolsRaw[0])
+			}
+		})
+	}
+}
+
+// TestMCPAllowedURLs: with MCPAllowedURLs set, a server outside them
+// lists nothing: its list item carries the error and no request leaves.
+func TestMCPAllowedURLs(t *testing.T) {
+	s := New(openStore(t, t.TempDir()), &fakeEngine{}, Config{CollectInterval: -1, MCPAllowedURLs: []string{"https://tools.internal/"}})
+	if err := s.mcpAllowed("https://tools.internal/mcp"); err != nil {
+		t.Fatalf("allowed server refused: %v", err)
+	}
+	ms := &mcpSessions{s: s}
+	it := ms.list(t.Context(), &MCPServer{Label: "x", URL: "http://169.254.169.254/mcp"})
+	if it.Type != ItemMCPListTools || !strings.Contains(it.Error, "mcpAllowedURLs") || it.Output != "[]" || len(ms.conns) != 0 {
+		t.Fatalf("list of a server not allowed: %+v", it)
+	}
+}
