@@ -181,12 +181,6 @@ func decodeToolFilter(raw json.RawMessage, p string) ([]string, error) {
 	return out, nil
 }
 
-// mcpTool is a tool an MCP server listed, as the response offers it.
-type mcpTool struct {
-	server *MCPServer
-	name   string
-}
-
 // mcpListedTool is one tool in an mcp_list_tools item.
 type mcpListedTool struct {
 	Name        string          `json:"name"`
@@ -616,7 +610,7 @@ func answered(items []Item, id string) bool {
 // which case the call fails saying so.
 func (ms *mcpSessions) callBounded(ctx context.Context, req *CreateRequest, srv *MCPServer, it *Item) {
 	if req.MaxToolCalls != nil && ms.calls >= *req.MaxToolCalls {
-		it.Status, it.Error = StatusFailed, callError(fmt.Errorf("Not called: this response has made max_tool_calls (%d) tool calls.", *req.MaxToolCalls))
+		it.Status, it.Error = StatusFailed, callError(fmt.Errorf("not called: this response has made max_tool_calls (%d) tool calls", *req.MaxToolCalls))
 		return
 	}
 	ms.call(ctx, srv, it)
