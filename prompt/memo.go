@@ -165,6 +165,8 @@ type memoTrack struct {
 	// replaces is the remembered turn whose messages this body extends,
 	// which it replaces once remembered.
 	replaces *memoEntry
+	// seen: the memo had a body with this opening, a turn or a probe.
+	seen bool
 }
 
 // memoStep is called by the messages loop after messages[i] ends at p.off:
@@ -184,7 +186,8 @@ func (p *parser) memoStep(i int) int {
 		return i + 1
 	}
 	t.opening = t.sums[1]
-	from, k, digest := p.memo.lookup(t.opening, p.data[t.base:], &t.digest, t.hashed-t.base)
+	from, k, digest, seen := p.memo.lookup(t.opening, p.data[t.base:], &t.digest, t.hashed-t.base)
+	t.seen = seen
 	if from != nil && k == len(from.ends) {
 		t.replaces = from
 	}
@@ -204,8 +207,9 @@ func (p *parser) memoStep(i int) int {
 // lookup finds, among the turns with opening, the one that shares the
 // most messages with array (a body from its messages array's '['), whose
 // first two messages are array[:hashed] and in d. It returns it, how many messages it shares,
-// and the digest of array up to their end.
-func (m *Memo) lookup(opening uint64, array []byte, d *xxhash.Digest, hashed int) (*memoEntry, int, xxhash.Digest) {
+// and the digest of array up to their end; and whether any body with
+// this opening, probes included, was remembered.
+func (m *Memo) lookup(opening uint64, array []byte, d *xxhash.Digest, hashed int) (_ *memoEntry, _ int, _ xxhash.Digest, seen bool) {
 	m.mu.Lock()
 	cands := m.byOpening[opening]
 	var buf [memoCandidates]*memoEntry
@@ -220,6 +224,10 @@ func (m *Memo) lookup(opening uint64, array []byte, d *xxhash.Digest, hashed int
 	bestK, bestDigest := 0, *d
 	for _, e := range cands {
 		if len(e.ends) < 2 || e.ends[1] != hashed || e.sums[1] != d.Sum64() {
+			continue
+		}
+		seen = true
+		if e.probe() {
 			continue
 		}
 		k, dig := 2, *d
@@ -249,7 +257,7 @@ func (m *Memo) lookup(opening uint64, array []byte, d *xxhash.Digest, hashed int
 	} else {
 		m.hits.Add(1)
 	}
-	return best, bestK, bestDigest
+	return best, bestK, bestDigest, seen
 }
 
 // remember publishes the body p parsed. The strings of its own messages
@@ -258,6 +266,13 @@ func (m *Memo) lookup(opening uint64, array []byte, d *xxhash.Digest, hashed int
 func (m *Memo) remember(p *parser) *Prior {
 	t := p.track
 	e := &memoEntry{opening: t.opening, ends: t.ends, sums: t.sums}
+	if !t.seen {
+		// The first body with its opening may be the only one: a probe
+		// marks it, costing no copy, and the next turn is remembered whole.
+		e.size = int64(len(e.ends)) * 16
+		m.publish(e, t)
+		return nil
+	}
 	e.msgs = make([]Message, len(p.msgs))
 	copy(e.msgs, p.msgs)
 	start := 0 // the first message whose strings alias the body
@@ -301,6 +316,13 @@ func (m *Memo) remember(p *parser) *Prior {
 	}
 	e.size = e.text + int64(len(e.ends))*(16+int64(unsafe.Sizeof(Message{})))
 
+	m.publish(e, t)
+	return &Prior{Messages: t.resumed, from: t.from, self: e, memo: m}
+}
+
+// publish adds e, replacing what it supersedes: the turn it extends, and
+// the probes of its opening once it is a turn.
+func (m *Memo) publish(e *memoEntry, t *memoTrack) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cands := m.byOpening[e.opening]
@@ -309,7 +331,7 @@ func (m *Memo) remember(p *parser) *Prior {
 	kept := make([]*memoEntry, 0, min(len(cands)+1, memoCandidates))
 	kept = append(kept, e)
 	for _, c := range cands {
-		if c == t.replaces || len(kept) == memoCandidates {
+		if c == t.replaces || (c.probe() && !e.probe()) || len(kept) == memoCandidates {
 			m.drop(c)
 			continue
 		}
@@ -334,8 +356,10 @@ func (m *Memo) remember(p *parser) *Prior {
 			m.byOpening[old.opening] = list
 		}
 	}
-	return &Prior{Messages: t.resumed, from: t.from, self: e, memo: m}
 }
+
+// probe reports whether e only marks an opening, without its messages.
+func (e *memoEntry) probe() bool { return e.msgs == nil }
 
 // drop removes e from the LRU; the caller fixes byOpening.
 func (m *Memo) drop(e *memoEntry) {

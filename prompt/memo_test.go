@@ -81,8 +81,14 @@ func TestMemoResumesSessions(t *testing.T) {
 	for turn := range a {
 		ra := memoParse(t, m, a[turn])
 		rb := memoParse(t, m, b[turn])
-		if ra.Prior == nil || rb.Prior == nil {
-			t.Fatalf("turn %d: a %d-byte body has no Prior", turn, len(a[turn]))
+		// A session's first body is only probed: nothing says there will
+		// be a second.
+		if (ra.Prior == nil || rb.Prior == nil) != (turn == 0) {
+			t.Fatalf("turn %d: a %d-byte body has Prior %v", turn, len(a[turn]), ra.Prior)
+		}
+		if turn == 0 {
+			prevA, prevB = ra, rb
+			continue
 		}
 		// Each session resumes from its own last turn, past all of its
 		// messages (from the second turn, which has more than the opening).
@@ -117,6 +123,7 @@ func TestMemoResumesSessions(t *testing.T) {
 func TestMemoEditedHistory(t *testing.T) {
 	m := NewMemo(64 << 20)
 	bodies := sessionBodies(1, 8)
+	memoParse(t, m, bodies[5])
 	memoParse(t, m, bodies[6])
 	edited := bytes.Replace(bodies[7], []byte(`f3.go`), []byte(`g3.go`), 1)
 	r := memoParse(t, m, edited)
@@ -126,7 +133,7 @@ func TestMemoEditedHistory(t *testing.T) {
 	}
 	// A body that changes the opening starts afresh.
 	other := bytes.Replace(bodies[7], []byte(`Task 1`), []byte(`Task 9`), 1)
-	if r := memoParse(t, m, other); r.Prior.Messages != 0 {
+	if r := memoParse(t, m, other); r.Prior != nil {
 		t.Errorf("a new opening resumed %d messages", r.Prior.Messages)
 	}
 }
@@ -146,6 +153,7 @@ func TestMemoBounded(t *testing.T) {
 func TestMemoChain(t *testing.T) {
 	m := NewMemo(64 << 20)
 	bodies := sessionBodies(1, 3)
+	memoParse(t, m, bodies[0])
 	r := memoParse(t, m, bodies[1])
 	if r.Prior.Chain() != nil {
 		t.Fatal("a first turn has no chain to resume")
@@ -169,8 +177,11 @@ func FuzzMemoParseChat(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		m := NewMemo(1 << 20)
 		m.min = 0
-		if _, err := m.ParseChat(bytes.Clone(a)); err != nil {
-			return
+		// Twice: the first is only probed, the second remembered.
+		for range 2 {
+			if _, err := m.ParseChat(bytes.Clone(a)); err != nil {
+				return
+			}
 		}
 		got, gotErr := m.ParseChat(bytes.Clone(b))
 		want, wantErr := ParseChat(b)
@@ -188,4 +199,18 @@ func FuzzMemoParseChat(f *testing.F) {
 			t.Fatalf("memo read\n%+v\nwant\n%+v", got, want)
 		}
 	})
+}
+
+// Bodies that open no conversation the memo has seen (one-off requests,
+// first turns) are probed, not copied.
+func TestMemoProbesFirstBodies(t *testing.T) {
+	m := NewMemo(64 << 20)
+	for s := range 50 {
+		if r := memoParse(t, m, sessionBodies(s, 1)[0]); r.Prior != nil {
+			t.Fatalf("session %d: a first body has a Prior", s)
+		}
+	}
+	if st := m.Stats(); st.Entries != 50 || st.Bytes > 50*64 {
+		t.Errorf("stats %+v: want 50 probes of a few bytes each", st)
+	}
 }
