@@ -35,6 +35,9 @@ const (
 	ScorerInFlightTokens = "in-flight-tokens"
 	ScorerPredictedTTFT  = "predicted-ttft"
 	ScorerRoutedTokens   = "routed-tokens"
+	// ScorerTTFTCost is the one cost of prefix and load: predicted time to
+	// first token (TTFTModel).
+	ScorerTTFTCost       = "ttft-cost"
 	PickerMaxScore       = "max-score"
 	PickerWeightedRandom = "weighted-random"
 	producerPrefixMatch  = "prefix-match" // latency label of the index lookup
@@ -55,6 +58,7 @@ const (
 	DefaultInFlightTokensWeight = 1.0
 	DefaultPredictedTTFTWeight  = 2.0
 	DefaultRoutedTokensWeight   = 4.0
+	DefaultTTFTCostWeight       = 1.0
 
 	// DefaultRoutedWindow is the number of picks over which the
 	// routed-tokens scorer forgets, about one turn of every session of a
@@ -93,8 +97,17 @@ const (
 // DefaultFilters are the cache-aware policy's filters, in order.
 var DefaultFilters = []string{FilterServesModel, FilterHealthy, FilterBreakerClosed, FilterInteractiveLane, FilterHasRoom}
 
-// DefaultScorers are the cache-aware policy's scorers.
+// DefaultScorers are the cache-aware policy's scorers: the one cost,
+// predicted time to first token, in which a cached prefix and a queue are
+// the same currency and cannot pull against each other.
 var DefaultScorers = []ScorerConfig{
+	{Name: ScorerTTFTCost, Weight: DefaultTTFTCostWeight},
+}
+
+// WeightedScorers are the scorers of the cache-aware policy before the
+// one cost, each rating one concern, summed by weight. They remain
+// plugins to configure.
+var WeightedScorers = []ScorerConfig{
 	{Name: ScorerPrefix, Weight: DefaultPrefixWeight},
 	{Name: ScorerSession, Weight: DefaultSessionWeight},
 	{Name: ScorerQueue, Weight: DefaultQueueWeight},
@@ -117,6 +130,7 @@ var defaultWeight = map[string]float64{
 	ScorerInFlightTokens: DefaultInFlightTokensWeight,
 	ScorerPredictedTTFT:  DefaultPredictedTTFTWeight,
 	ScorerRoutedTokens:   DefaultRoutedTokensWeight,
+	ScorerTTFTCost:       DefaultTTFTCostWeight,
 }
 
 // Config selects and tunes the routing policy. The zero value is the
