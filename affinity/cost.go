@@ -229,16 +229,23 @@ func (*TTFTCost) Name() string { return ScorerTTFTCost }
 
 // Score implements Scorer.
 func (s *TTFTCost) Score(c *Cycle, candidates []*pools.Endpoint, scores []float64) {
-	fastest := -1.0
 	s.Model.mu.Lock()
 	for i, ep := range candidates {
-		t := s.Model.predictLocked(ep, uncachedTokens(c, ep, &s.TierWeights), c.Now).TTFT.Seconds()
-		scores[i] = t
+		scores[i] = s.Model.predictLocked(ep, uncachedTokens(c, ep, &s.TierWeights), c.Now).TTFT.Seconds()
+	}
+	s.Model.mu.Unlock()
+	fastestOver(scores)
+}
+
+// fastestOver maps each predicted time in scores to fastest/time, 1 for
+// the fastest (and for a zero time).
+func fastestOver(scores []float64) {
+	fastest := -1.0
+	for _, t := range scores {
 		if fastest < 0 || t < fastest {
 			fastest = t
 		}
 	}
-	s.Model.mu.Unlock()
 	for i, t := range scores {
 		if t > 0 {
 			scores[i] = fastest / t

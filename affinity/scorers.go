@@ -174,26 +174,15 @@ func (*PredictedTTFT) Name() string { return ScorerPredictedTTFT }
 
 // Score implements Scorer.
 func (p *PredictedTTFT) Score(c *Cycle, candidates []*pools.Endpoint, scores []float64) {
-	fastest := -1.0
 	for i, ep := range candidates {
 		uncached := uncachedTokens(c, ep, &p.TierWeights)
 		rate, mean := p.Stats.get(ep.Index)
 		if mean < 0 {
 			mean = uncached
 		}
-		t := (uncached + queueDepth(ep, c.Now)*mean) / rate
-		scores[i] = t
-		if fastest < 0 || t < fastest {
-			fastest = t
-		}
+		scores[i] = (uncached + queueDepth(ep, c.Now)*mean) / rate
 	}
-	for i, t := range scores {
-		if t > 0 {
-			scores[i] = fastest / t
-		} else {
-			scores[i] = 1
-		}
-	}
+	fastestOver(scores)
 }
 
 // promptTokens is the request's prompt length, in tokens: the gateway's
