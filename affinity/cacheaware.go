@@ -188,7 +188,7 @@ func (p *CacheAware) Done(req *Request, ep *pools.Endpoint, o Outcome) {
 	}
 	p.stats.Observe(ep.Index, o.PromptTokens-o.CachedTokens, o.TTFT)
 	work := r.Prediction.Queued + float64(max(o.PromptTokens-o.CachedTokens, 0))
-	p.model.Observe(ep.Index, work, r.Prediction.Sequences, o.TTFT)
+	p.model.Observe(ep.Index, work, r.Prediction.Sequences, r.Prediction.Overflow, o.TTFT)
 }
 
 var _ Policy = (*CacheAware)(nil)

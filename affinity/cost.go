@@ -12,7 +12,7 @@ import (
 // TTFTModel predicts, per endpoint, the time to first token of a prompt
 // sent there now, and learns from the time to first token observed:
 //
-//	ttft = a · work + b · sequences
+//	ttft = a · work + b · sequences + c · overflow
 //	work = queued prefill + this prompt's uncached tokens
 //
 // queued prefill is the uncached tokens routed to the endpoint that it has
@@ -21,10 +21,16 @@ import (
 // uncached tokens, which also counts other gateways' traffic. sequences is
 // the decode pressure: the requests running there, by the engine's count
 // or the gateway's in flight, whichever is more; each costs the new prompt
-// a share of every step it waits for. a (seconds per token) and b (seconds
-// per running sequence) are learned per endpoint by normalised least mean
-// squares from each outcome's observed TTFT, starting from the configured
-// prefill rate and no decode cost.
+// a share of every step it waits for. overflow is what the endpoint's KV
+// cache cannot hold: the tokens in flight there (prompts and output
+// budgets, as the gateway estimated them) plus this prompt's uncached
+// tokens, less the cache's size when the engine reports it; an engine
+// short of KV blocks admits a prompt only as requests ahead of it finish,
+// which long prompts with long answers make the largest wait of all. a
+// (seconds per token of work), b (seconds per running sequence) and c
+// (seconds per token of overflow) are learned per endpoint by normalised
+// least mean squares from each outcome's observed TTFT, starting from the
+// configured prefill rate for a and c and no decode cost.
 //
 // Prefix and load are one number here: a prompt whose prefix an endpoint
 // holds has less work there, a queue adds work, and the endpoint with the
@@ -45,7 +51,7 @@ type TTFTModel struct {
 // scaled units of the NLMS update (see scaleWork, scaleSeqs).
 type endpointModel struct {
 	init    bool
-	a, b    float64 // seconds per scaleWork tokens, per scaleSeqs sequences
+	a, b, c float64 // seconds per scaleWork tokens, per scaleSeqs sequences, per scaleWork tokens
 	backlog float64 // uncached tokens routed and not yet prefilled
 	at      time.Time
 	// routed is the uncached tokens ever routed here: a request that has
@@ -85,6 +91,8 @@ type Prediction struct {
 	Uncached float64
 	// Sequences is the decode pressure: requests running there.
 	Sequences float64
+	// Overflow is the tokens the endpoint's KV cache cannot hold.
+	Overflow float64
 	// TTFT is the predicted time to first token.
 	TTFT time.Duration
 	// Mark is the endpoint's routed-work counter after this request was
@@ -101,6 +109,7 @@ func (m *TTFTModel) entryLocked(endpoint int) *endpointModel {
 	if !e.init {
 		e.init = true
 		e.a = clampA(scaleWork / m.prior)
+		e.c = e.a
 	}
 	return e
 }
@@ -118,8 +127,11 @@ func (m *TTFTModel) predictLocked(ep *pools.Endpoint, uncached float64, now time
 	e := m.entryLocked(ep.Index)
 	e.drainLocked(now)
 	p := Prediction{Queued: e.backlog, Uncached: uncached, Sequences: float64(ep.InFlight())}
+	l := ep.Load()
+	if kv := l.KVTokens(); kv > 0 {
+		p.Overflow = max(float64(ep.InFlightTokens())+uncached-float64(kv), 0)
+	}
 	if !ep.Stale(now) {
-		l := ep.Load()
 		if l.Waiting > 0 {
 			if _, mean := m.stats.get(ep.Index); mean > 0 {
 				p.Queued = max(p.Queued, float64(l.Waiting)*mean)
@@ -127,7 +139,7 @@ func (m *TTFTModel) predictLocked(ep *pools.Endpoint, uncached float64, now time
 		}
 		p.Sequences = max(p.Sequences, float64(l.Running))
 	}
-	s := e.a*(p.Queued+p.Uncached)/scaleWork + e.b*p.Sequences/scaleSeqs
+	s := e.a*(p.Queued+p.Uncached)/scaleWork + e.b*p.Sequences/scaleSeqs + e.c*p.Overflow/scaleWork
 	p.TTFT = time.Duration(s * float64(time.Second))
 	return p
 }
@@ -182,19 +194,21 @@ func (m *TTFTModel) Answered(endpoint int, mark float64) {
 
 // Observe teaches endpoint's model that work tokens (queued when routed
 // plus the prompt's uncached tokens as the engine counted them) under
-// sequences of decode pressure took ttft to the first token.
-func (m *TTFTModel) Observe(endpoint int, work, sequences float64, ttft time.Duration) {
+// sequences of decode pressure and overflow tokens of KV shortage took ttft
+// to the first token.
+func (m *TTFTModel) Observe(endpoint int, work, sequences, overflow float64, ttft time.Duration) {
 	if endpoint < 0 || ttft <= 0 || !(work > 0) {
 		return
 	}
-	x1, x2 := work/scaleWork, sequences/scaleSeqs
+	x1, x2, x3 := work/scaleWork, sequences/scaleSeqs, overflow/scaleWork
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.entryLocked(endpoint)
-	err := ttft.Seconds() - (e.a*x1 + e.b*x2)
-	step := m.smoothing * err / (x1*x1 + x2*x2 + 1e-9)
+	err := ttft.Seconds() - (e.a*x1 + e.b*x2 + e.c*x3)
+	step := m.smoothing * err / (x1*x1 + x2*x2 + x3*x3 + 1e-9)
 	e.a = clampA(e.a + step*x1)
 	e.b = min(max(e.b+step*x2, 0), maxB)
+	e.c = min(max(e.c+step*x3, 0), maxA)
 }
 
 // Coefficients are endpoint's learned prefill rate, in tokens per second,

@@ -104,7 +104,7 @@ func sampleOccupancy(ctx context.Context, engines []string, gateway string, star
 	done := make(chan *Occupancy, 1)
 	go func() {
 		o := &Occupancy{IntervalSeconds: occupancyInterval.Seconds()}
-		cl := &http.Client{Timeout: occupancyInterval}
+		cl := &http.Client{Timeout: 5 * occupancyInterval} // a loaded host answers slowly
 		t := time.NewTicker(occupancyInterval)
 		defer t.Stop()
 		for {
