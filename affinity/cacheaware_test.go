@@ -38,7 +38,7 @@ func parseBlocks(t testing.TB, s string) []kv.BlockHash {
 
 // TestCacheAware runs the routing specification in testdata/cache_aware.
 //
-//	fleet n=N [guard=off] [scorers=a,b|weighted] [smoothing=S]  a fresh fleet, index, session store, policy
+//	fleet n=N [guard=off] [scorers=a,b|weighted] [smoothing=S] [maxEngineQueue=N]  a fresh fleet, index, session store, policy
 //	load ep=I waiting=W [kv=U]        a fresh load report
 //	health ep=I down|up               the health verdict
 //	drain ep=I                        drain the endpoint
@@ -93,6 +93,7 @@ func runPolicySpec(t *testing.T, path string) {
 					cfg.LoadGuard.Disabled = true
 				}
 				d.MaybeScanArgs(t, "smoothing", &cfg.Smoothing)
+				d.MaybeScanArgs(t, "maxEngineQueue", &cfg.MaxEngineQueue)
 				var names string
 				if d.MaybeScanArgs(t, "scorers", &names) && names == "weighted" {
 					cfg.Scorers = WeightedScorers

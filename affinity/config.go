@@ -25,6 +25,7 @@ const (
 	FilterBreakerClosed = "breaker-closed"
 	FilterServesModel   = "serves-model"
 	FilterHasRoom       = "has-room"
+	FilterEngineRoom    = "engine-room"
 	// FilterInteractiveLane reserves endpoints for the interactive band.
 	FilterInteractiveLane = "interactive-lane"
 
@@ -81,6 +82,10 @@ const (
 	// DefaultMaxQueue is the has-room filter's bound on an endpoint's
 	// queue (engine waiting + gateway in flight), in requests.
 	DefaultMaxQueue = 64
+	// DefaultMaxEngineQueue is the engine-room filter's bound on an
+	// engine's own queue, in requests: flow control's default
+	// queueDepthPerEndpoint, where it counts an endpoint saturated.
+	DefaultMaxEngineQueue = 5
 	// DefaultPrefillRate is the prefill throughput assumed of an endpoint
 	// before any outcome measured it, in tokens per second.
 	DefaultPrefillRate = 10_000.0
@@ -95,7 +100,7 @@ const (
 )
 
 // DefaultFilters are the cache-aware policy's filters, in order.
-var DefaultFilters = []string{FilterServesModel, FilterHealthy, FilterBreakerClosed, FilterInteractiveLane, FilterHasRoom}
+var DefaultFilters = []string{FilterServesModel, FilterHealthy, FilterBreakerClosed, FilterInteractiveLane, FilterHasRoom, FilterEngineRoom}
 
 // DefaultScorers are the cache-aware policy's scorers: the one cost,
 // predicted time to first token, in which a cached prefix and a queue are
@@ -165,6 +170,10 @@ type Config struct {
 	// MaxQueue is the has-room filter's bound on an endpoint's queue, in
 	// requests. Default 64.
 	MaxQueue int `yaml:"maxQueue" json:"maxQueue"`
+	// MaxEngineQueue is the engine-room filter's bound on an engine's own
+	// queue (waiting requests, with those sent since the last scrape), in
+	// requests. Default 5.
+	MaxEngineQueue int `yaml:"maxEngineQueue" json:"maxEngineQueue"`
 	// PrefillRate is the prefill throughput assumed of an endpoint until
 	// outcomes measure it, in tokens per second. Default 10000.
 	PrefillRate float64 `yaml:"prefillRate" json:"prefillRate"`
@@ -243,6 +252,9 @@ func (c *Config) EnsureDefaults() {
 	if c.MaxQueue == 0 {
 		c.MaxQueue = DefaultMaxQueue
 	}
+	if c.MaxEngineQueue == 0 {
+		c.MaxEngineQueue = DefaultMaxEngineQueue
+	}
 	if c.PrefillRate == 0 {
 		c.PrefillRate = DefaultPrefillRate
 	}
@@ -315,6 +327,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxQueue < 0 {
 		number("maxQueue", "%d is negative", c.MaxQueue)
+	}
+	if c.MaxEngineQueue < 0 {
+		number("maxEngineQueue", "%d is negative", c.MaxEngineQueue)
 	}
 	if !(c.PrefillRate >= 0) || math.IsInf(c.PrefillRate, 0) {
 		number("prefillRate", "%v is not a finite number ≥ 0", c.PrefillRate)

@@ -18,7 +18,8 @@ import (
 // queued prefill is the uncached tokens routed to the endpoint that it has
 // not yet had time to prefill (a leaky bucket, drained at 1/a tokens per
 // second), or, when more, the engine's waiting requests times their mean
-// uncached tokens, which also counts other gateways' traffic. sequences is
+// uncached tokens (this prompt's before any was measured), which also
+// counts other gateways' traffic. sequences is
 // the decode pressure: the requests running there, by the engine's count
 // or the gateway's in flight, whichever is more; each costs the new prompt
 // a share of every step it waits for. overflow is what the endpoint's KV
@@ -133,9 +134,11 @@ func (m *TTFTModel) predictLocked(ep *pools.Endpoint, uncached float64, now time
 	}
 	if !ep.Stale(now) {
 		if l.Waiting > 0 {
-			if _, mean := m.stats.get(ep.Index); mean > 0 {
-				p.Queued = max(p.Queued, float64(l.Waiting)*mean)
+			_, mean := m.stats.get(ep.Index)
+			if mean < 0 {
+				mean = uncached // nothing measured there yet: requests like this one
 			}
+			p.Queued = max(p.Queued, float64(l.Waiting)*mean)
 		}
 		p.Sequences = max(p.Sequences, float64(l.Running))
 	}

@@ -222,3 +222,19 @@ func (r *Registry) probe(ctx context.Context, ep *Endpoint) error {
 	}
 	return nil
 }
+
+// EngineQueue estimates the requests waiting in the endpoint's engine now:
+// the waiting it last reported, plus this gateway's requests in flight
+// beyond the running and waiting the engine then counted, which were sent
+// since the scrape and, while the engine queues, join its queue. With a
+// stale or missing load report it is the gateway's requests in flight.
+// Scrapes come every half second or so; routing and admission decide
+// many times in between, and must see their own decisions.
+func (e *Endpoint) EngineQueue(now time.Time) int64 {
+	inFlight := e.InFlight()
+	if e.Stale(now) {
+		return inFlight
+	}
+	l := e.load.Load()
+	return int64(l.Waiting) + max(inFlight-int64(l.Running+l.Waiting), 0)
+}

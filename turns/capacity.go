@@ -95,6 +95,7 @@ type endpointLoad interface {
 	Load() pools.Load
 	InFlight() int64
 	InFlightTokens() int64
+	EngineQueue(now time.Time) int64
 }
 
 // endpointCapacity is one endpoint's calibrated capacity and how much of
@@ -160,12 +161,13 @@ func endpointCapacityOf[E endpointLoad](e E, now time.Time, cfg *FlowControl) en
 	}
 	inFlight := max(e.InFlight(), int64(l.Running+l.Waiting))
 	inFlightTokens := e.InFlightTokens()
+	waiting := e.EngineQueue(now)
 	s := max(
-		float64(l.Waiting)/float64(sc.QueueDepthPerEndpoint),
+		float64(waiting)/float64(sc.QueueDepthPerEndpoint),
 		float64(inFlight)/float64(ec.slots),
 		float64(inFlightTokens)/float64(tokens),
 	)
-	if l.Waiting > 0 {
+	if waiting > 0 {
 		s = max(s, l.KVUsage/sc.KVUtilization)
 	}
 	ec.saturation = min(s, 1)

@@ -20,6 +20,9 @@ func (e *fakeEndpoint) Stale(time.Time) bool  { return e.stale }
 func (e *fakeEndpoint) Load() pools.Load      { return e.load }
 func (e *fakeEndpoint) InFlight() int64       { return e.inFlight }
 func (e *fakeEndpoint) InFlightTokens() int64 { return e.inFlightTokens }
+func (e *fakeEndpoint) EngineQueue(time.Time) int64 {
+	return int64(e.load.Waiting) + max(e.inFlight-int64(e.load.Running+e.load.Waiting), 0)
+}
 
 var _ endpointLoad = (*fakeEndpoint)(nil)
 
@@ -48,8 +51,11 @@ func TestMeasure(t *testing.T) {
 		{"kv usage with a queue", []*fakeEndpoint{{available: true, load: pools.Load{Running: 2, Waiting: 1, KVUsage: 0.95}}}, Measurement{Saturation: 1, Endpoints: 1, Slots: 64, Reserved: 4}},
 		// The engine runs 16 sequences at once: 16 + 5 queued slots, of
 		// which 12 are taken by the gateway's requests.
-		{"max_num_seqs calibrates slots", []*fakeEndpoint{{available: true, inFlight: 12, load: pools.Load{MaxNumSeqs: 16}}}, Measurement{Saturation: 12.0 / 21, Endpoints: 1, Slots: 21, Reserved: 4}},
+		{"max_num_seqs calibrates slots", []*fakeEndpoint{{available: true, inFlight: 12, load: pools.Load{MaxNumSeqs: 16, Running: 12}}}, Measurement{Saturation: 12.0 / 21, Endpoints: 1, Slots: 21, Reserved: 4}},
 		{"engine's own count when higher", []*fakeEndpoint{{available: true, inFlight: 1, load: pools.Load{MaxNumSeqs: 16, Running: 16, Waiting: 4}}}, Measurement{Saturation: 20.0 / 21, Endpoints: 1, Slots: 21, Reserved: 4}},
+		// Requests sent since the last scrape, beyond what the engine then
+		// counted, join its queue: 3 waiting + 4 more = 7 of 5.
+		{"sent since the scrape count as waiting", []*fakeEndpoint{{available: true, inFlight: 9, load: pools.Load{Running: 2, Waiting: 3}}}, Measurement{Saturation: 1, Endpoints: 1, Slots: 64, Reserved: 4}},
 		// 1000 blocks of 16 tokens, twice that in flight saturates: 32000.
 		{"kv size calibrates tokens", []*fakeEndpoint{{available: true, inFlightTokens: 24000, load: pools.Load{BlockSize: 16, NumGPUBlocks: 1000}}}, Measurement{Saturation: 0.75, Endpoints: 1, Slots: 64, Reserved: 4}},
 		{"tiny engine keeps one shared slot", []*fakeEndpoint{{available: true, load: pools.Load{MaxNumSeqs: 1}}}, Measurement{Saturation: 0, Endpoints: 1, Slots: 6, Reserved: 4}},
