@@ -33,6 +33,15 @@ type Measurement struct {
 	// turns up to it, so a burst granted between two measurements cannot
 	// overrun the fleet. Negative means unbounded.
 	Room int64
+	// QueueRoom is how many more requests the open endpoints' engines
+	// queue, summed, before each is saturated by its queue depth; and
+	// InFlight is the gateway's requests in flight to the available
+	// endpoints. A dispatch pass grants up to QueueRoom less the turns
+	// granted and not yet sent (tickets outstanding beyond InFlight), so
+	// that turns dispatched together do not all land in one engine's
+	// queue. Negative QueueRoom means unbounded.
+	QueueRoom int
+	InFlight  int64
 	// Slots is how many turns the pool may have dispatched at once.
 	Slots int
 	// Reserved is how many of Slots only Interactive turns may take, and
@@ -104,6 +113,7 @@ type endpointCapacity struct {
 	saturation float64 // 0..1
 	slots      int     // requests it may have dispatched at once
 	room       int64   // in-flight tokens before it saturates, ≥ 0
+	queueRoom  int     // engine queue before it saturates, ≥ 0
 }
 
 // measure is PoolCapacity.Measure over any endpoint type; generic so that
@@ -123,7 +133,9 @@ func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl) Measureme
 		if ec.saturation < 1 {
 			m.Open++
 			m.Room += ec.room
+			m.QueueRoom += max(ec.queueRoom, 1)
 		}
+		m.InFlight += e.InFlight()
 		m.Slots += ec.slots
 		m.Reserved += min(reserve, ec.slots-1)
 	}
@@ -172,5 +184,6 @@ func endpointCapacityOf[E endpointLoad](e E, now time.Time, cfg *FlowControl) en
 	}
 	ec.saturation = min(s, 1)
 	ec.room = max(tokens-inFlightTokens, 0)
+	ec.queueRoom = max(sc.QueueDepthPerEndpoint-int(waiting), 0)
 	return ec
 }

@@ -345,8 +345,12 @@ func (c *Controller) dispatchLocked(pq *poolQueue, m *Measurement, now time.Time
 	// whatever its size, so a prompt larger than any endpoint's room is
 	// not held for ever.
 	room, granted := m.Room, false
+	queueRoom := m.QueueRoom
+	if queueRoom >= 0 {
+		queueRoom -= max(pq.dispatched-int(m.InFlight), 0) // granted, not yet sent
+	}
 	for pq.queued > 0 {
-		open := m.Open > 0 && m.Saturation < cfg.HoldAt && (room < 0 || room > 0 || !granted)
+		open := m.Open > 0 && m.Saturation < cfg.HoldAt && (room < 0 || room > 0 || !granted) && queueRoom != 0 && (queueRoom > 0 || m.QueueRoom < 0)
 		shared := open && pq.dispatched < m.Slots-m.Reserved
 		interactive := pq.dispatched < m.Slots && (open || pq.interactive < m.Reserved)
 		bq := pq.pickBand(shared, interactive)
@@ -356,6 +360,9 @@ func (c *Controller) dispatchLocked(pq *poolQueue, m *Measurement, now time.Time
 		w := pq.pop(bq, cfg)
 		if room > 0 {
 			room = max(room-w.cost, 0)
+		}
+		if queueRoom > 0 {
+			queueRoom--
 		}
 		granted = true
 		w.tenant.queued[w.band.index()].Dec()

@@ -29,7 +29,7 @@ func (f *fakeCapacity) Measure(time.Time, *FlowControl) Measurement {
 // set states m; a saturation below 1 is an open pool with unbounded room,
 // a saturation of 1 a pool whose every endpoint is saturated.
 func (f *fakeCapacity) set(m Measurement) {
-	m.Room = -1
+	m.Room, m.QueueRoom = -1, -1
 	if m.Saturation < 1 {
 		m.Open = m.Endpoints
 	}
