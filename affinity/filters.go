@@ -165,7 +165,11 @@ func (h HasRoom) Filter(c *Cycle, candidates []*pools.Endpoint) []*pools.Endpoin
 // turn when some endpoint has room, and this sends it there rather than
 // into another engine's queue, so that a backlog waits in the gateway's one
 // fair queue, served by whichever engine frees first, instead of in one
-// engine's queue while another idles.
+// engine's queue while another idles. An endpoint that holds at least
+// half of the prompt's blocks passes whatever its queue: there the turn's
+// prefill is a fraction of a recompute elsewhere, and the cost scorer
+// weighs that queue against it (an agent session's next turn stays with
+// its context).
 type EngineRoom struct {
 	// MaxQueue is the engine queue bound, in requests; zero means
 	// DefaultMaxEngineQueue.
@@ -181,23 +185,19 @@ func (f EngineRoom) Filter(c *Cycle, candidates []*pools.Endpoint) []*pools.Endp
 	if limit <= 0 {
 		limit = DefaultMaxEngineQueue
 	}
+	ok := func(ep *pools.Endpoint) bool {
+		return ep.EngineQueue(c.Now) < limit || (c.PromptBlocks > 0 && 2*c.match(ep).Blocks >= c.PromptBlocks)
+	}
 	roomy := 0
 	for _, ep := range candidates {
-		if ep.EngineQueue(c.Now) < limit {
+		if ok(ep) {
 			roomy++
 		}
 	}
 	if roomy == 0 || roomy == len(candidates) {
 		return candidates
 	}
-	n := 0
-	for _, ep := range candidates {
-		if ep.EngineQueue(c.Now) < limit {
-			candidates[n] = ep
-			n++
-		}
-	}
-	return candidates[:n]
+	return keep(candidates, ok)
 }
 
 var (
