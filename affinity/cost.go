@@ -23,15 +23,18 @@ import (
 // the decode pressure: the requests running there, by the engine's count
 // or the gateway's in flight, whichever is more; each costs the new prompt
 // a share of every step it waits for. overflow is what the endpoint's KV
-// cache cannot hold: the tokens in flight there (prompts and output
-// budgets, as the gateway estimated them) plus this prompt's uncached
-// tokens, less the cache's size when the engine reports it; an engine
-// short of KV blocks admits a prompt only as requests ahead of it finish,
-// which long prompts with long answers make the largest wait of all. a
-// (seconds per token of work), b (seconds per running sequence) and c
-// (seconds per token of overflow) are learned per endpoint by normalised
-// least mean squares from each outcome's observed TTFT, starting from the
-// configured prefill rate for a and c and no decode cost.
+// cache cannot hold: its working set — the tokens in flight there (prompts
+// and output budgets, as the gateway estimated them) or, when more, the
+// prompt context routed there lately (RoutedLoad: sessions between turns
+// still fill the cache) — plus this prompt's uncached tokens, less the
+// cache's size when the engine reports it. An engine short of KV blocks
+// admits a prompt only as requests ahead of it finish, and what it evicts
+// to make room some later turn prefills again, so a token of overflow
+// costs at least a token of prefill. a (seconds per token of work), b
+// (seconds per running sequence) and c (seconds per token of overflow, at
+// least a) are learned per endpoint by normalised least mean squares from
+// each outcome's observed TTFT, starting from the configured prefill rate
+// for a and c and no decode cost.
 //
 // Prefix and load are one number here: a prompt whose prefix an endpoint
 // holds has less work there, a queue adds work, and the endpoint with the
@@ -40,6 +43,7 @@ type TTFTModel struct {
 	prior     float64 // prefill rate before any measurement, tokens/s
 	smoothing float64 // NLMS step, (0, 1]
 	stats     *EndpointStats
+	routed    *RoutedLoad // nil: the working set is the tokens in flight
 
 	mu struct {
 		sync.Mutex
@@ -79,8 +83,10 @@ const (
 // NewTTFTModel returns a model that assumes prior tokens/s of prefill and
 // no decode cost until outcomes teach it otherwise, learning with step
 // smoothing; stats supplies each endpoint's mean uncached tokens.
-func NewTTFTModel(prior, smoothing float64, stats *EndpointStats) *TTFTModel {
-	return &TTFTModel{prior: prior, smoothing: smoothing, stats: stats}
+// routed, when not nil, is the prompt context routed to each endpoint
+// lately, its KV working set (see overflow).
+func NewTTFTModel(prior, smoothing float64, stats *EndpointStats, routed *RoutedLoad) *TTFTModel {
+	return &TTFTModel{prior: prior, smoothing: smoothing, stats: stats, routed: routed}
 }
 
 // Prediction is one endpoint's predicted time to first token, with its
@@ -130,7 +136,11 @@ func (m *TTFTModel) predictLocked(ep *pools.Endpoint, uncached float64, now time
 	p := Prediction{Queued: e.backlog, Uncached: uncached, Sequences: float64(ep.InFlight())}
 	l := ep.Load()
 	if kv := l.KVTokens(); kv > 0 {
-		p.Overflow = max(float64(ep.InFlightTokens())+uncached-float64(kv), 0)
+		working := float64(ep.InFlightTokens())
+		if m.routed != nil {
+			working = max(working, m.routed.Tokens(ep.Index))
+		}
+		p.Overflow = max(working+uncached-float64(kv), 0)
 	}
 	if !ep.Stale(now) {
 		if l.Waiting > 0 {
@@ -211,7 +221,7 @@ func (m *TTFTModel) Observe(endpoint int, work, sequences, overflow float64, ttf
 	step := m.smoothing * err / (x1*x1 + x2*x2 + x3*x3 + 1e-9)
 	e.a = clampA(e.a + step*x1)
 	e.b = min(max(e.b+step*x2, 0), maxB)
-	e.c = min(max(e.c+step*x3, 0), maxA)
+	e.c = min(max(e.c+step*x3, e.a), maxA)
 }
 
 // Coefficients are endpoint's learned prefill rate, in tokens per second,

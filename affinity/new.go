@@ -79,12 +79,13 @@ func NewPolicy(cfg Config, deps Deps) (Policy, error) {
 
 func newCacheAware(cfg *Config, deps Deps, m *metrics) *CacheAware {
 	stats := NewEndpointStats(cfg.PrefillRate, cfg.Smoothing)
+	routed := NewRoutedLoad(DefaultRoutedWindow)
 	e := &env{
 		cfg:         cfg,
 		tierWeights: cfg.tierWeights(),
 		stats:       stats,
-		routed:      NewRoutedLoad(DefaultRoutedWindow),
-		model:       NewTTFTModel(cfg.PrefillRate, cfg.Smoothing, stats),
+		routed:      routed,
+		model:       NewTTFTModel(cfg.PrefillRate, cfg.Smoothing, stats, routed),
 		rand:        deps.Rand,
 		now:         deps.Now,
 	}
