@@ -29,6 +29,8 @@ type CacheAware struct {
 	blockSize int
 	stats     *EndpointStats
 	routed    *RoutedLoad
+	model     *TTFTModel
+	weights   kv.TierWeights
 	now       func() time.Time
 
 	matchObs  prometheus.Observer // nil: metrics off
@@ -68,8 +70,10 @@ func (p *CacheAware) Pick(ctx context.Context, req *Request, candidates []*pools
 	}
 	m := c.match(ep)
 	p.decisions[decide(c, ep, m)].Inc()
-	req.Routing = Routing{Endpoint: ep, CachedBlocks: m.Blocks}
+	pred := p.model.Predict(ep, uncachedTokens(c, ep, &p.weights), now)
+	req.Routing = Routing{Endpoint: ep, CachedBlocks: m.Blocks, Prediction: pred}
 	p.routed.Add(ep.Index, promptTokens(c))
+	req.Routing.Prediction.Mark = p.model.Routed(ep.Index, pred.Uncached, now)
 	if p.index != nil && len(req.Hashes) > 0 {
 		p.index.Record(ep.Index, kv.HBM, req.Hashes)
 		req.Routing.Recorded = true
@@ -105,12 +109,24 @@ func decide(c *Cycle, ep *pools.Endpoint, m kv.Match) decisionReason {
 	switch {
 	case c.spilled:
 		return reasonLoadGuardSpill
+	case m.Blocks < mostCached(c):
+		return reasonPrefixSpill
 	case c.PinnedID != "" && ep.ID == c.PinnedID:
 		return reasonSessionPin
 	case m.Blocks > 0:
 		return reasonPrefixHit
 	}
 	return reasonNoCache
+}
+
+// mostCached is the most blocks of the prompt any candidate that passed
+// the filters holds.
+func mostCached(c *Cycle) int {
+	most := 0
+	for _, ep := range c.candidates {
+		most = max(most, c.match(ep).Blocks)
+	}
+	return most
 }
 
 // pinMoveReason says why the session left the endpoint it was pinned to,
@@ -155,12 +171,14 @@ func (p *CacheAware) Done(req *Request, ep *pools.Endpoint, o Outcome) {
 		return // not the pick this request last made
 	}
 	if o.Err != nil {
+		p.model.Failed(ep.Index, r.Prediction.Uncached)
 		if r.Recorded && r.CachedBlocks < len(req.Hashes) {
 			p.index.Remove(ep.Index, kv.HBM, req.Hashes[r.CachedBlocks:])
 		}
 		r.Recorded = false
 		return
 	}
+	p.model.Answered(ep.Index, r.Prediction.Mark)
 	if o.PromptTokens <= 0 {
 		return // the engine reported no usage
 	}
@@ -169,6 +187,8 @@ func (p *CacheAware) Done(req *Request, ep *pools.Endpoint, o Outcome) {
 		p.actual.Observe(float64(o.CachedTokens))
 	}
 	p.stats.Observe(ep.Index, o.PromptTokens-o.CachedTokens, o.TTFT)
+	work := r.Prediction.Queued + float64(max(o.PromptTokens-o.CachedTokens, 0))
+	p.model.Observe(ep.Index, work, r.Prediction.Sequences, r.Prediction.Overflow, o.TTFT)
 }
 
 var _ Policy = (*CacheAware)(nil)

@@ -38,7 +38,7 @@ func parseBlocks(t testing.TB, s string) []kv.BlockHash {
 
 // TestCacheAware runs the routing specification in testdata/cache_aware.
 //
-//	fleet n=N [guard=off] [scorers=a,b]  a fresh fleet, index, session store, policy
+//	fleet n=N [guard=off] [scorers=a,b|weighted] [smoothing=S] [maxEngineQueue=N]  a fresh fleet, index, session store, policy
 //	load ep=I waiting=W [kv=U]        a fresh load report
 //	health ep=I down|up               the health verdict
 //	drain ep=I                        drain the endpoint
@@ -46,8 +46,22 @@ func parseBlocks(t testing.TB, s string) []kv.BlockHash {
 //	pick [tenant=T] [session=S] prompt=R   route a request
 //	done [err] [prompt=N cached=N ttft=D]  the outcome of the last pick
 //	counters                          decisions and pin changes so far
+//	costs prompt=R                    each endpoint's predicted TTFT of R
+//	model ep=I                        the endpoint's learned coefficients
+//	advance by=D                      move the clock
 func TestCacheAware(t *testing.T) {
-	datadriven.Walk(t, "testdata/cache_aware", func(t *testing.T, path string) {
+	datadriven.Walk(t, "testdata/cache_aware", runPolicySpec)
+}
+
+// TestTTFTCost runs the specification of the one cost, predicted time to
+// first token, in testdata/cost.
+func TestTTFTCost(t *testing.T) {
+	datadriven.Walk(t, "testdata/cost", runPolicySpec)
+}
+
+func runPolicySpec(t *testing.T, path string) {
+	{
+		clock := t0
 		var (
 			reg   *pools.Registry
 			index *kv.Index
@@ -78,8 +92,12 @@ func TestCacheAware(t *testing.T) {
 				if d.HasArg("guard") {
 					cfg.LoadGuard.Disabled = true
 				}
+				d.MaybeScanArgs(t, "smoothing", &cfg.Smoothing)
+				d.MaybeScanArgs(t, "maxEngineQueue", &cfg.MaxEngineQueue)
 				var names string
-				if d.MaybeScanArgs(t, "scorers", &names) {
+				if d.MaybeScanArgs(t, "scorers", &names) && names == "weighted" {
+					cfg.Scorers = WeightedScorers
+				} else if names != "" {
 					cfg.Scorers = []ScorerConfig{}
 					for _, n := range strings.Split(names, ",") {
 						cfg.Scorers = append(cfg.Scorers, ScorerConfig{Name: n})
@@ -87,7 +105,7 @@ func TestCacheAware(t *testing.T) {
 				}
 				p, err := NewPolicy(cfg, Deps{
 					Index: index, Sessions: store, Metrics: prom,
-					Rand: seqRand(1), Now: func() time.Time { return t0 },
+					Rand: seqRand(1), Now: func() time.Time { return clock },
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -98,12 +116,44 @@ func TestCacheAware(t *testing.T) {
 				}
 				return ""
 			case "load":
-				var w int
+				var w, r int
 				var u float64
-				d.ScanArgs(t, "waiting", &w)
+				d.MaybeScanArgs(t, "waiting", &w)
 				d.MaybeScanArgs(t, "kv", &u)
-				setLoad(epArg(d), w, u, t0)
+				d.MaybeScanArgs(t, "running", &r)
+				epArg(d).SetLoad(pools.Load{Waiting: w, Running: r, KVUsage: u, ScrapedAt: clock})
 				return ""
+			case "advance":
+				var by string
+				d.ScanArgs(t, "by", &by)
+				dur, err := time.ParseDuration(by)
+				if err != nil {
+					t.Fatal(err)
+				}
+				clock = clock.Add(dur)
+				for _, ep := range reg.Endpoints {
+					l := ep.Load()
+					l.ScrapedAt = clock
+					ep.SetLoad(l)
+				}
+				return ""
+			case "costs":
+				var r string
+				d.ScanArgs(t, "prompt", &r)
+				req := &Request{Model: "m", Tenant: "t", PromptTokens: 1, Hashes: parseBlocks(t, r)}
+				c := newCycle(req, reg.Endpoints, clock)
+				defer c.release()
+				c.BlockSize = pol.blockSize
+				pol.matchPrefix(c, reg.Endpoints, false)
+				var sb strings.Builder
+				for _, ep := range reg.Endpoints {
+					p := pol.model.Predict(ep, uncachedTokens(c, ep, &pol.weights), clock)
+					fmt.Fprintf(&sb, "ep%d: queued=%.0f uncached=%.0f sequences=%.0f ttft=%v\n", ep.Index, p.Queued, p.Uncached, p.Sequences, p.TTFT.Round(time.Microsecond))
+				}
+				return sb.String()
+			case "model":
+				rate, per := pol.model.Coefficients(epArg(d).Index)
+				return fmt.Sprintf("prefill %.0f tokens/s, decode %.2fms a sequence", rate, per*1000)
 			case "health":
 				epArg(d).SetHealthy(d.HasArg("up"))
 				return ""
@@ -136,7 +186,7 @@ func TestCacheAware(t *testing.T) {
 				last = req
 				out := fmt.Sprintf("ep%d cached=%d/%d", ep.Index, req.Routing.CachedBlocks, len(req.Hashes))
 				if req.SessionKey != "" {
-					st, _ := store.Get(req.Tenant, req.SessionKey, t0)
+					st, _ := store.Get(req.Tenant, req.SessionKey, clock)
 					out += " pin=" + st.Endpoint
 				}
 				return out
@@ -163,5 +213,5 @@ func TestCacheAware(t *testing.T) {
 			t.Fatalf("unknown command %q", d.Cmd)
 			return ""
 		})
-	})
+	}
 }

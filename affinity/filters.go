@@ -13,6 +13,7 @@ var filterFactories = map[string]func(*env) Filter{
 	FilterBreakerClosed: func(*env) Filter { return BreakerClosed{} },
 	FilterServesModel:   func(*env) Filter { return ServesModel{} },
 	FilterHasRoom:       func(e *env) Filter { return HasRoom{MaxQueue: e.cfg.MaxQueue} },
+	FilterEngineRoom:    func(e *env) Filter { return EngineRoom{MaxQueue: e.cfg.MaxEngineQueue} },
 	FilterInteractiveLane: func(e *env) Filter {
 		return InteractiveLane{Endpoints: max(e.cfg.InteractiveLane, 0), MinFleet: DefaultInteractiveLaneMinFleet,
 			Hold: e.cfg.InteractiveLaneHold, Now: e.now, lastInteractive: new(atomic.Int64)}
@@ -159,7 +160,50 @@ func (h HasRoom) Filter(c *Cycle, candidates []*pools.Endpoint) []*pools.Endpoin
 	return candidates[:n]
 }
 
+// EngineRoom drops the endpoints whose engine queues MaxQueue requests or
+// more (pools.Endpoint.EngineQueue: the waiting it reported plus what this
+// gateway sent since), as long as some candidate queues fewer; when none
+// does, it keeps them all. It binds a turn late: flow control dispatches a
+// turn when some endpoint has room, and this sends it there rather than
+// into another engine's queue, so that a backlog waits in the gateway's one
+// fair queue, served by whichever engine frees first, instead of in one
+// engine's queue while another idles. An endpoint that holds at least
+// half of the prompt's blocks passes whatever its queue: there the turn's
+// prefill is a fraction of a recompute elsewhere, and the cost scorer
+// weighs that queue against it (an agent session's next turn stays with
+// its context).
+type EngineRoom struct {
+	// MaxQueue is the engine queue bound, in requests; zero means
+	// DefaultMaxEngineQueue.
+	MaxQueue int
+}
+
+// Name implements Plugin.
+func (EngineRoom) Name() string { return FilterEngineRoom }
+
+// Filter implements Filter.
+func (f EngineRoom) Filter(c *Cycle, candidates []*pools.Endpoint) []*pools.Endpoint {
+	limit := int64(f.MaxQueue)
+	if limit <= 0 {
+		limit = DefaultMaxEngineQueue
+	}
+	ok := func(ep *pools.Endpoint) bool {
+		return ep.EngineQueue(c.Now) < limit || (c.PromptBlocks > 0 && 2*c.match(ep).Blocks >= c.PromptBlocks)
+	}
+	roomy := 0
+	for _, ep := range candidates {
+		if ok(ep) {
+			roomy++
+		}
+	}
+	if roomy == 0 || roomy == len(candidates) {
+		return candidates
+	}
+	return keep(candidates, ok)
+}
+
 var (
+	_ Filter = EngineRoom{}
 	_ Filter = Healthy{}
 	_ Filter = BreakerClosed{}
 	_ Filter = ServesModel{}

@@ -18,6 +18,10 @@ const (
 	// ReasonLoadGuardSpill: the load guard moved the pick off an
 	// overloaded endpoint.
 	ReasonLoadGuardSpill = "load-guard-spill"
+	// ReasonPrefixSpill: another candidate held more of the prompt, but
+	// the pick's cost (predicted time to first token, queue included) was
+	// lower.
+	ReasonPrefixSpill = "prefix-spill"
 	// ReasonNoCache: no endpoint held any of the prompt (or it was not
 	// hashed); load decided.
 	ReasonNoCache = "no-cache"
@@ -34,6 +38,7 @@ const (
 	reasonSessionPin decisionReason = iota
 	reasonPrefixHit
 	reasonLoadGuardSpill
+	reasonPrefixSpill
 	reasonNoCache
 	reasonSessionHash
 	reasonRoundRobin
@@ -41,7 +46,7 @@ const (
 )
 
 var reasonNames = [numReasons]string{
-	ReasonSessionPin, ReasonPrefixHit, ReasonLoadGuardSpill, ReasonNoCache,
+	ReasonSessionPin, ReasonPrefixHit, ReasonLoadGuardSpill, ReasonPrefixSpill, ReasonNoCache,
 	ReasonSessionHash, ReasonRoundRobin,
 }
 

@@ -37,6 +37,7 @@ type env struct {
 	tierWeights kv.TierWeights
 	stats       *EndpointStats
 	routed      *RoutedLoad
+	model       *TTFTModel
 	rand        func() uint64
 	now         func() time.Time
 }
@@ -77,11 +78,14 @@ func NewPolicy(cfg Config, deps Deps) (Policy, error) {
 }
 
 func newCacheAware(cfg *Config, deps Deps, m *metrics) *CacheAware {
+	stats := NewEndpointStats(cfg.PrefillRate, cfg.Smoothing)
+	routed := NewRoutedLoad(DefaultRoutedWindow)
 	e := &env{
 		cfg:         cfg,
 		tierWeights: cfg.tierWeights(),
-		stats:       NewEndpointStats(cfg.PrefillRate, cfg.Smoothing),
-		routed:      NewRoutedLoad(DefaultRoutedWindow),
+		stats:       stats,
+		routed:      routed,
+		model:       NewTTFTModel(cfg.PrefillRate, cfg.Smoothing, stats, routed),
 		rand:        deps.Rand,
 		now:         deps.Now,
 	}
@@ -107,6 +111,8 @@ func newCacheAware(cfg *Config, deps Deps, m *metrics) *CacheAware {
 		blockSize: kv.DefaultBlockSize,
 		stats:     e.stats,
 		routed:    e.routed,
+		model:     e.model,
+		weights:   e.tierWeights,
 		now:       deps.Now,
 		decisions: m.reasonCounters(PolicyCacheAware),
 		predicted: m.predicted,

@@ -53,6 +53,9 @@ type Routing struct {
 	// Recorded reports that Pick recorded Hashes in the index on Endpoint
 	// ahead of the engine, which Done undoes if the request failed.
 	Recorded bool
+	// Prediction is the time to first token predicted on Endpoint when it
+	// was picked, which Done learns from.
+	Prediction Prediction
 }
 
 // NeedsHashes reports whether p scores by prompt prefix, so that the

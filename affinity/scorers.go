@@ -16,6 +16,7 @@ var scorerFactories = map[string]func(*env) Scorer{
 		return &PredictedTTFT{TierWeights: e.tierWeights, Stats: e.stats}
 	},
 	ScorerRoutedTokens: func(e *env) Scorer { return &RoutedTokens{Load: e.routed} },
+	ScorerTTFTCost:     func(e *env) Scorer { return &TTFTCost{TierWeights: e.tierWeights, Model: e.model} },
 }
 
 // staleMatchDiscount scales what an endpoint whose index entries may be
@@ -173,30 +174,15 @@ func (*PredictedTTFT) Name() string { return ScorerPredictedTTFT }
 
 // Score implements Scorer.
 func (p *PredictedTTFT) Score(c *Cycle, candidates []*pools.Endpoint, scores []float64) {
-	prompt := float64(promptTokens(c))
-	fastest := -1.0
 	for i, ep := range candidates {
-		uncached := prompt
-		if c.Matches != nil {
-			uncached = max(prompt-cachedBlocks(c.match(ep), &p.TierWeights)*float64(c.BlockSize), 0)
-		}
+		uncached := uncachedTokens(c, ep, &p.TierWeights)
 		rate, mean := p.Stats.get(ep.Index)
 		if mean < 0 {
 			mean = uncached
 		}
-		t := (uncached + queueDepth(ep, c.Now)*mean) / rate
-		scores[i] = t
-		if fastest < 0 || t < fastest {
-			fastest = t
-		}
+		scores[i] = (uncached + queueDepth(ep, c.Now)*mean) / rate
 	}
-	for i, t := range scores {
-		if t > 0 {
-			scores[i] = fastest / t
-		} else {
-			scores[i] = 1
-		}
-	}
+	fastestOver(scores)
 }
 
 // promptTokens is the request's prompt length, in tokens: the gateway's

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,7 +42,9 @@ const maxMetricsBody = 32 << 20
 
 // ParseEngineMetrics parses the Prometheus text exposition format and sums
 // every counter, gauge and untyped sample by family name (a trailing _total
-// dropped). Histograms and summaries are skipped.
+// dropped). Histograms and summaries are skipped. The numeric labels of a
+// config info family (a name ending in _config_info, e.g.
+// vllm:cache_config_info{max_num_seqs="256"}) are kept as name.label.
 func ParseEngineMetrics(r io.Reader) (EngineMetrics, error) {
 	fams, err := parseFamilies(r)
 	if err != nil {
@@ -55,6 +58,13 @@ func ParseEngineMetrics(r io.Reader) (EngineMetrics, error) {
 				addBuckets(out, name, m)
 			}
 			continue
+		}
+		if strings.HasSuffix(name, "_config_info") && len(f.GetMetric()) > 0 {
+			for _, lp := range f.GetMetric()[0].GetLabel() {
+				if v, err := strconv.ParseFloat(lp.GetValue(), 64); err == nil && !math.IsNaN(v) && !math.IsInf(v, 0) {
+					out[name+"."+lp.GetName()] = v
+				}
+			}
 		}
 		for _, m := range f.GetMetric() {
 			v, ok := sampleValue(f.GetType(), m)

@@ -95,10 +95,15 @@ func summaryTable(results []*Result) *table {
 		"policy", "requests", "errors", "shed",
 		"TTFT p50", "TTFT p90", "TTFT p99", "ITL p50", "ITL p99", "E2E p50", "E2E p99",
 		"out tok/s", "req/s", "engine hit", "cached (usage)", "ideal hit", "captured", "load spread", "engine ITL p50", "engine ITL p99",
+		"idle-while-queued s", "max gw queue",
 	}}
 	for _, r := range results {
 		s := r.Total
 		hit, ideal, captured, spread, eITL50, eITL99 := "-", "-", "-", "-", "-", "-"
+		idle, queue := "-", "-"
+		if o := r.Occupancy; o != nil {
+			idle, queue = fmt.Sprint(o.IdleWhileQueuedSeconds), fmt.Sprintf("%.0f", o.MaxGatewayQueued)
+		}
 		if r.Engines != nil && r.Engines.ITLP99Ms > 0 {
 			eITL50, eITL99 = ms(r.Engines.ITLP50Ms), ms(r.Engines.ITLP99Ms)
 		}
@@ -118,7 +123,7 @@ func summaryTable(results []*Result) *table {
 			ms(s.TTFT.P50Ms), ms(s.TTFT.P90Ms), ms(s.TTFT.P99Ms), ms(s.ITL.P50Ms), ms(s.ITL.P99Ms),
 			ms(s.E2E.P50Ms), ms(s.E2E.P99Ms),
 			fmt.Sprintf("%.1f", s.OutputTokensPerSec), fmt.Sprintf("%.2f", s.RequestsPerSec),
-			hit, pct(s.CachedTokenShare), ideal, captured, spread, eITL50, eITL99)
+			hit, pct(s.CachedTokenShare), ideal, captured, spread, eITL50, eITL99, idle, queue)
 	}
 	return t
 }
@@ -192,7 +197,9 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 	}
 	fmt.Fprintln(w, "\nLatencies in ms; engine hit from the engines' /metrics, cached from usage;"+
 		" ideal hit is what an ideal router could reuse, captured the engine hit over it;"+
-		" load spread is the busiest engine's tokens over the mean.")
+		" load spread is the busiest engine's tokens over the mean;"+
+		" idle-while-queued counts the seconds the gateway queued turns while an engine had room"+
+		" (nothing waiting, fewer running than its max_num_seqs).")
 	for _, r := range results {
 		heading(fmt.Sprintf("%s: %s workload, %s API, %.1fs", r.name(), r.Workload, r.API, r.DurationSeconds))
 		if err := write(breakdownTable(r)); err != nil {

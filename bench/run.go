@@ -76,6 +76,9 @@ type Result struct {
 	Ideal    *IdealReuse `json:"ideal,omitempty"`
 	CDF      CDF         `json:"cdf"`
 	Timeline Timeline    `json:"timeline"`
+	// Occupancy is the fleet and the gateway's queue sampled once a
+	// second; nil without engine metrics.
+	Occupancy *Occupancy `json:"occupancy,omitempty"`
 	// Isolation holds the scenario's figures when Workload is "isolation".
 	Isolation *IsolationReport `json:"isolation,omitempty"`
 	// Chaos holds the chaos workload's failures, migrations and restarts.
@@ -172,15 +175,18 @@ func measure(ctx context.Context, cfg Config, target Target, label string, total
 		before, scrapeErrs = scrapeAll(ctx, target.EngineMetricsURLs)
 	}
 	r := newRunner(cfg, target, label, total)
+	stopOccupancy := sampleOccupancy(ctx, target.EngineMetricsURLs, target.gatewayMetricsURL(), r.start)
 	r.prog.run()
 	drive(ctx, r)
 	wall := time.Since(r.start)
 	r.prog.close()
+	occupancy := stopOccupancy()
 
 	r.mu.Lock()
 	samples := r.mu.samples
 	r.mu.Unlock()
 	res := buildResult(r.cfg, r.start, wall, samples)
+	res.Occupancy = occupancy
 	if len(target.EngineMetricsURLs) > 0 {
 		// Scrape even when ctx is done: the figures so far are still wanted.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)

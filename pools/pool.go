@@ -20,6 +20,11 @@ type Load struct {
 	// BlockSize and NumGPUBlocks describe the engine's KV cache when it
 	// reports them (vllm:cache_config_info); zero when unknown.
 	BlockSize, NumGPUBlocks int
+	// MaxNumSeqs and MaxBatchedTokens are the engine scheduler's limits:
+	// the most sequences it runs at once and the token budget of one step,
+	// when it reports them (labels of the cache config info); zero when
+	// unknown.
+	MaxNumSeqs, MaxBatchedTokens int
 	// PrefixQueries and PrefixHits are the engine's cumulative prefix-cache
 	// counters, in tokens.
 	PrefixQueries, PrefixHits float64
@@ -28,6 +33,9 @@ type Load struct {
 	// ScrapedAt is when this snapshot was taken; zero if never.
 	ScrapedAt time.Time
 }
+
+// KVTokens is the engine's KV cache in tokens, zero when unknown.
+func (l *Load) KVTokens() int64 { return int64(l.BlockSize) * int64(l.NumGPUBlocks) }
 
 // Endpoint is one engine replica. Create endpoints with NewRegistry; do not
 // copy them.

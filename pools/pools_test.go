@@ -52,6 +52,10 @@ func TestParseLoad(t *testing.T) {
 		{"vllm", EngineVLLM, vllmExposition, Load{Running: 3, Waiting: 7, KVUsage: 0.42, BlockSize: 16, NumGPUBlocks: 27000,
 			PrefixQueries: 1000, PrefixHits: 640, PromptTokens: 1200, GenerationTokens: 300}},
 		{"sglang", EngineSGLang, sglangExposition, Load{Running: 2, Waiting: 5, KVUsage: 0.25}},
+		{"vllm with scheduler limits", EngineVLLM, "vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"600\",max_num_seqs=\"16\",max_num_batched_tokens=\"2048\"} 1\n",
+			Load{BlockSize: 16, NumGPUBlocks: 600, MaxNumSeqs: 16, MaxBatchedTokens: 2048}},
+		{"sglang limits, no chunking", EngineSGLang, "sglang:cache_config_info{page_size=\"1\",max_total_num_tokens=\"90000\",max_running_requests=\"48\",chunked_prefill_size=\"-1\"} 1\n",
+			Load{BlockSize: 1, NumGPUBlocks: 90000, MaxNumSeqs: 48}},
 		{"vllm names ignored by sglang", EngineSGLang, vllmExposition, Load{}},
 		{"empty", EngineVLLM, "", Load{}},
 	}

@@ -48,7 +48,11 @@ var flavours = map[string]metricNames{
 }
 
 // ParseLoad reads a Prometheus text exposition from an engine of the given
-// flavour into a Load. Metrics it does not know are ignored; a family that
+// flavour into a Load. The cache config info's labels give the KV cache's
+// shape (block_size or page_size, num_gpu_blocks or max_total_num_tokens)
+// and, when the engine adds them, the scheduler's limits (max_num_seqs or
+// max_running_requests, max_num_batched_tokens or chunked_prefill_size),
+// which flow control calibrates an endpoint's capacity by. Metrics it does not know are ignored; a family that
 // is missing leaves its field zero. Counters and gauges with several series
 // (one per model_name) are summed.
 func ParseLoad(flavour string, r io.Reader) (Load, error) {
@@ -76,10 +80,24 @@ func ParseLoad(flavour string, r io.Reader) (Load, error) {
 				l.BlockSize, _ = strconv.Atoi(lp.GetValue())
 			case "num_gpu_blocks", "max_total_num_tokens":
 				l.NumGPUBlocks, _ = strconv.Atoi(lp.GetValue())
+			case "max_num_seqs", "max_running_requests":
+				l.MaxNumSeqs = positive(lp.GetValue())
+			case "max_num_batched_tokens", "chunked_prefill_size":
+				l.MaxBatchedTokens = positive(lp.GetValue())
 			}
 		}
 	}
 	return l, nil
+}
+
+// positive parses a label's integer, zero when it is not a positive one
+// (SGLang writes -1 for "no chunked prefill").
+func positive(v string) int {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
 func sum(f *dto.MetricFamily) float64 {
@@ -203,4 +221,20 @@ func (r *Registry) probe(ctx context.Context, ep *Endpoint) error {
 		return fmt.Errorf("pools: %s/health: status %d", ep.ID, resp.StatusCode)
 	}
 	return nil
+}
+
+// EngineQueue estimates the requests waiting in the endpoint's engine now:
+// the waiting it last reported, plus this gateway's requests in flight
+// beyond the running and waiting the engine then counted, which were sent
+// since the scrape and, while the engine queues, join its queue. With a
+// stale or missing load report it is the gateway's requests in flight.
+// Scrapes come every half second or so; routing and admission decide
+// many times in between, and must see their own decisions.
+func (e *Endpoint) EngineQueue(now time.Time) int64 {
+	inFlight := e.InFlight()
+	if e.Stale(now) {
+		return inFlight
+	}
+	l := e.load.Load()
+	return int64(l.Waiting) + max(inFlight-int64(l.Running+l.Waiting), 0)
 }

@@ -25,6 +25,23 @@ type Measurement struct {
 	Saturation float64
 	// Endpoints is the number of available endpoints.
 	Endpoints int
+	// Open is the number of available endpoints that are not saturated:
+	// while there is one, queued turns are dispatched.
+	Open int
+	// Room is how many more tokens the open endpoints take, summed, before
+	// each is saturated by its in-flight tokens; one dispatch pass grants
+	// turns up to it, so a burst granted between two measurements cannot
+	// overrun the fleet. Negative means unbounded.
+	Room int64
+	// QueueRoom is how many more requests the open endpoints' engines
+	// queue, summed, before each is saturated by its queue depth; and
+	// InFlight is the gateway's requests in flight to the available
+	// endpoints. A dispatch pass grants up to QueueRoom less the turns
+	// granted and not yet sent (tickets outstanding beyond InFlight), so
+	// that turns dispatched together do not all land in one engine's
+	// queue. Negative QueueRoom means unbounded.
+	QueueRoom int
+	InFlight  int64
 	// Slots is how many turns the pool may have dispatched at once.
 	Slots int
 	// Reserved is how many of Slots only Interactive turns may take, and
@@ -49,8 +66,10 @@ type PoolCapacity struct {
 func (pc PoolCapacity) Name() string { return pc.Pool.Name() }
 
 // Measure computes the pool's saturation from each available endpoint's
-// scraped load and the gateway's in-flight tokens (see SaturationConfig),
-// and gives each available endpoint MaxInFlightPerEndpoint slots, of which
+// scraped load and calibrated capacity and the gateway's requests and
+// tokens in flight (see SaturationConfig). Each available endpoint gets
+// MaxInFlightPerEndpoint slots, or fewer when its engine runs fewer
+// sequences (max_num_seqs plus QueueDepthPerEndpoint), of which
 // InteractiveReservedPerEndpoint are reserved for the Interactive band.
 func (pc PoolCapacity) Measure(now time.Time, cfg *FlowControl) Measurement {
 	return measure(pc.Pool.Endpoints, now, cfg)
@@ -83,7 +102,18 @@ type endpointLoad interface {
 	Available() bool
 	Stale(now time.Time) bool
 	Load() pools.Load
+	InFlight() int64
 	InFlightTokens() int64
+	EngineQueue(now time.Time) int64
+}
+
+// endpointCapacity is one endpoint's calibrated capacity and how much of
+// it is taken.
+type endpointCapacity struct {
+	saturation float64 // 0..1
+	slots      int     // requests it may have dispatched at once
+	room       int64   // in-flight tokens before it saturates, ≥ 0
+	queueRoom  int     // engine queue before it saturates, ≥ 0
 }
 
 // measure is PoolCapacity.Measure over any endpoint type; generic so that
@@ -92,37 +122,68 @@ type endpointLoad interface {
 func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl) Measurement {
 	var m Measurement
 	var sum float64
+	reserve := cfg.interactiveReserve()
 	for _, e := range eps {
 		if !e.Available() {
 			continue
 		}
 		m.Endpoints++
-		sum += endpointSaturation(e, now, &cfg.Saturation)
+		ec := endpointCapacityOf(e, now, cfg)
+		sum += ec.saturation
+		if ec.saturation < 1 {
+			m.Open++
+			m.Room += ec.room
+			m.QueueRoom += max(ec.queueRoom, 1)
+		}
+		m.InFlight += e.InFlight()
+		m.Slots += ec.slots
+		m.Reserved += min(reserve, ec.slots-1)
 	}
 	if m.Endpoints == 0 {
 		m.Saturation = 1
 		return m
 	}
 	m.Saturation = sum / float64(m.Endpoints)
-	m.Slots = m.Endpoints * cfg.MaxInFlightPerEndpoint
-	m.Reserved = m.Endpoints * cfg.interactiveReserve()
 	return m
 }
 
-// endpointSaturation is the largest of the endpoint's ratios to the
-// thresholds, capped at 1; stale metrics are saturated, because an engine
-// that stopped answering scrapes is most likely overloaded.
-func endpointSaturation[E endpointLoad](e E, now time.Time, sc *SaturationConfig) float64 {
-	if e.Stale(now) {
-		return 1
-	}
-	l := e.Load()
-	s := max(
-		float64(l.Waiting)/float64(sc.QueueDepthPerEndpoint),
-		l.KVUsage/sc.KVUtilization,
-		float64(e.InFlightTokens())/float64(sc.InFlightTokensPerEndpoint),
-	)
-	return min(s, 1)
+// endpointSaturation is the endpoint's saturation alone.
+func endpointSaturation[E endpointLoad](e E, now time.Time, cfg *FlowControl) float64 {
+	return endpointCapacityOf(e, now, cfg).saturation
 }
 
-var _ Capacity = PoolCapacity{}
+// endpointCapacityOf is the largest of the endpoint's ratios to its
+// capacity (see SaturationConfig), capped at 1; stale metrics are
+// saturated, because an engine that stopped answering scrapes is most
+// likely overloaded.
+func endpointCapacityOf[E endpointLoad](e E, now time.Time, cfg *FlowControl) endpointCapacity {
+	sc := &cfg.Saturation
+	l := e.Load()
+	ec := endpointCapacity{slots: cfg.MaxInFlightPerEndpoint}
+	if l.MaxNumSeqs > 0 {
+		ec.slots = min(ec.slots, l.MaxNumSeqs+sc.QueueDepthPerEndpoint)
+	}
+	if e.Stale(now) {
+		ec.saturation = 1
+		return ec
+	}
+	tokens := sc.InFlightTokensPerEndpoint
+	if kv := l.KVTokens(); kv > 0 && sc.InFlightTokensPerKVToken > 0 {
+		tokens = int64(float64(kv) * sc.InFlightTokensPerKVToken)
+	}
+	inFlight := max(e.InFlight(), int64(l.Running+l.Waiting))
+	inFlightTokens := e.InFlightTokens()
+	waiting := e.EngineQueue(now)
+	s := max(
+		float64(waiting)/float64(sc.QueueDepthPerEndpoint),
+		float64(inFlight)/float64(ec.slots),
+		float64(inFlightTokens)/float64(tokens),
+	)
+	if waiting > 0 {
+		s = max(s, l.KVUsage/sc.KVUtilization)
+	}
+	ec.saturation = min(s, 1)
+	ec.room = max(tokens-inFlightTokens, 0)
+	ec.queueRoom = max(sc.QueueDepthPerEndpoint-int(waiting), 0)
+	return ec
+}

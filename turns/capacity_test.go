@@ -11,13 +11,18 @@ import (
 type fakeEndpoint struct {
 	available, stale bool
 	load             pools.Load
+	inFlight         int64
 	inFlightTokens   int64
 }
 
 func (e *fakeEndpoint) Available() bool       { return e.available }
 func (e *fakeEndpoint) Stale(time.Time) bool  { return e.stale }
 func (e *fakeEndpoint) Load() pools.Load      { return e.load }
+func (e *fakeEndpoint) InFlight() int64       { return e.inFlight }
 func (e *fakeEndpoint) InFlightTokens() int64 { return e.inFlightTokens }
+func (e *fakeEndpoint) EngineQueue(time.Time) int64 {
+	return int64(e.load.Waiting) + max(e.inFlight-int64(e.load.Running+e.load.Waiting), 0)
+}
 
 var _ endpointLoad = (*fakeEndpoint)(nil)
 
@@ -40,6 +45,20 @@ func TestMeasure(t *testing.T) {
 		{"capped at 1", []*fakeEndpoint{{available: true, load: pools.Load{Waiting: 50}}}, Measurement{Saturation: 1, Endpoints: 1, Slots: 64, Reserved: 4}},
 		{"stale is saturated", []*fakeEndpoint{{available: true, stale: true}, idle()}, Measurement{Saturation: 0.5, Endpoints: 2, Slots: 128, Reserved: 8}},
 		{"unavailable endpoints are left out", []*fakeEndpoint{{available: false, stale: true}, idle()}, Measurement{Saturation: 0, Endpoints: 1, Slots: 64, Reserved: 4}},
+		// A vLLM engine with a few long prompts reports most of its KV cache
+		// in use and still admits more: usage counts only while it queues.
+		{"kv usage without a queue is room", []*fakeEndpoint{{available: true, load: pools.Load{Running: 2, KVUsage: 0.95}}}, Measurement{Saturation: 2.0 / 64, Endpoints: 1, Slots: 64, Reserved: 4}},
+		{"kv usage with a queue", []*fakeEndpoint{{available: true, load: pools.Load{Running: 2, Waiting: 1, KVUsage: 0.95}}}, Measurement{Saturation: 1, Endpoints: 1, Slots: 64, Reserved: 4}},
+		// The engine runs 16 sequences at once: 16 + 5 queued slots, of
+		// which 12 are taken by the gateway's requests.
+		{"max_num_seqs calibrates slots", []*fakeEndpoint{{available: true, inFlight: 12, load: pools.Load{MaxNumSeqs: 16, Running: 12}}}, Measurement{Saturation: 12.0 / 21, Endpoints: 1, Slots: 21, Reserved: 4}},
+		{"engine's own count when higher", []*fakeEndpoint{{available: true, inFlight: 1, load: pools.Load{MaxNumSeqs: 16, Running: 16, Waiting: 4}}}, Measurement{Saturation: 20.0 / 21, Endpoints: 1, Slots: 21, Reserved: 4}},
+		// Requests sent since the last scrape, beyond what the engine then
+		// counted, join its queue: 3 waiting + 4 more = 7 of 5.
+		{"sent since the scrape count as waiting", []*fakeEndpoint{{available: true, inFlight: 9, load: pools.Load{Running: 2, Waiting: 3}}}, Measurement{Saturation: 1, Endpoints: 1, Slots: 64, Reserved: 4}},
+		// 1000 blocks of 16 tokens, twice that in flight saturates: 32000.
+		{"kv size calibrates tokens", []*fakeEndpoint{{available: true, inFlightTokens: 24000, load: pools.Load{BlockSize: 16, NumGPUBlocks: 1000}}}, Measurement{Saturation: 0.75, Endpoints: 1, Slots: 64, Reserved: 4}},
+		{"tiny engine keeps one shared slot", []*fakeEndpoint{{available: true, load: pools.Load{MaxNumSeqs: 1}}}, Measurement{Saturation: 0, Endpoints: 1, Slots: 6, Reserved: 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := measure(tc.eps, now, &cfg)
@@ -65,11 +84,11 @@ func TestEndpointSaturationReadsPools(t *testing.T) {
 	cfg.EnsureDefaults()
 	now := time.Now()
 	e := &pools.Endpoint{ID: "e"}
-	if s := endpointSaturation(e, now, &cfg.Saturation); s != 1 {
+	if s := endpointSaturation(e, now, &cfg); s != 1 {
 		t.Fatalf("never scraped: saturation %g, want 1", s)
 	}
 	e.SetLoad(pools.Load{Waiting: 1, KVUsage: 0.4, ScrapedAt: now})
-	if s := endpointSaturation(e, now, &cfg.Saturation); math.Abs(s-0.5) > 1e-9 {
+	if s := endpointSaturation(e, now, &cfg); math.Abs(s-0.5) > 1e-9 {
 		t.Fatalf("saturation %g, want 0.5", s)
 	}
 }
@@ -100,5 +119,24 @@ func TestModelCapacitySpansPools(t *testing.T) {
 	}
 	if mc.Name() != "model:m" {
 		t.Errorf("name %q", mc.Name())
+	}
+}
+
+// TestMeasureOpenAndRoom: the endpoints that are not saturated are open,
+// and their token room is what one dispatch pass may grant.
+func TestMeasureOpenAndRoom(t *testing.T) {
+	var cfg FlowControl
+	cfg.EnsureDefaults()
+	kv := pools.Load{BlockSize: 16, NumGPUBlocks: 1000} // saturated at 32000 tokens
+	hot := &fakeEndpoint{available: true, inFlightTokens: 40000, load: kv}
+	warm := &fakeEndpoint{available: true, inFlightTokens: 30000, load: kv}
+	cold := &fakeEndpoint{available: true, load: kv}
+	got := measure([]*fakeEndpoint{hot, warm, cold}, time.Now(), &cfg)
+	if got.Open != 2 || got.Room != 2000+32000 {
+		t.Fatalf("measure = %+v, want 2 open endpoints with 34000 tokens of room", got)
+	}
+	got = measure([]*fakeEndpoint{hot}, time.Now(), &cfg)
+	if got.Open != 0 || got.Room != 0 || got.Saturation != 1 {
+		t.Fatalf("measure = %+v, want a saturated pool", got)
 	}
 }

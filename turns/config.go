@@ -3,6 +3,7 @@ package turns
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/pools"
@@ -28,6 +29,7 @@ const (
 	DefaultQueueDepthPerEndpoint     = 5
 	DefaultKVUtilization             = 0.8
 	DefaultInFlightTokensPerEndpoint = 128 << 10
+	DefaultInFlightTokensPerKVToken  = 2.0
 
 	DefaultShedStart          = 0.8
 	DefaultShedFull           = 1.0
@@ -141,19 +143,38 @@ type BandConfig struct {
 }
 
 // SaturationConfig says when an endpoint counts as saturated. An endpoint's
-// saturation is the largest of its ratios to these thresholds, capped at 1;
-// an endpoint whose metrics are stale is saturated. A pool's saturation is
-// the mean over its available endpoints, 1 when it has none.
+// saturation is the largest of its ratios to its capacity, capped at 1:
+// engine queue depth to QueueDepthPerEndpoint; requests in flight (the
+// gateway's, or the engine's running and waiting when more) to the
+// engine's max_num_seqs plus QueueDepthPerEndpoint; in-flight tokens to
+// the engine's KV cache × InFlightTokensPerKVToken; and, while the engine
+// queues, KV usage to KVUtilization. An endpoint whose metrics are stale is
+// saturated. The engine's limits come from its scraped cache config info;
+// an engine that does not report them is measured against
+// MaxInFlightPerEndpoint and InFlightTokensPerEndpoint. A pool's
+// saturation is the mean over its available endpoints, 1 when it has none;
+// turns wait in the gateway only while every available endpoint is
+// saturated.
 type SaturationConfig struct {
 	// QueueDepthPerEndpoint is the engine queue depth (waiting requests, as
 	// scraped) at which an endpoint is saturated. Default 5 requests.
 	QueueDepthPerEndpoint int `yaml:"queueDepthPerEndpoint" json:"queueDepthPerEndpoint"`
-	// KVUtilization is the KV cache usage at which an endpoint is
-	// saturated. Default 0.8 (a fraction, 0..1].
+	// KVUtilization is the KV cache usage at which an endpoint that also
+	// has requests waiting is saturated. High usage alone is not
+	// saturation: an engine running a few long prompts reports most of its
+	// cache in use and still admits more. Default 0.8 (a fraction, 0..1].
 	KVUtilization float64 `yaml:"kvUtilization" json:"kvUtilization"`
 	// InFlightTokensPerEndpoint is the estimated tokens in flight at which
-	// an endpoint is saturated. Default 131072 tokens.
+	// an endpoint whose engine does not report its KV cache size is
+	// saturated. Default 131072 tokens.
 	InFlightTokensPerEndpoint int64 `yaml:"inFlightTokensPerEndpoint" json:"inFlightTokensPerEndpoint"`
+	// InFlightTokensPerKVToken calibrates the in-flight threshold of an
+	// endpoint whose engine reports its KV cache size (block size × GPU
+	// blocks): it is saturated at this many in-flight tokens per token of
+	// KV cache. The estimate counts a shared prefix once per request and
+	// the whole output budget, so more than one is still room. Default
+	// 2.0; negative uses InFlightTokensPerEndpoint for every endpoint.
+	InFlightTokensPerKVToken float64 `yaml:"inFlightTokensPerKVToken" json:"inFlightTokensPerKVToken"`
 }
 
 // ShedCurve is the probability of shedding a sheddable turn (Background,
@@ -190,6 +211,9 @@ func (fc *FlowControl) EnsureDefaults() {
 	}
 	if s.InFlightTokensPerEndpoint == 0 {
 		s.InFlightTokensPerEndpoint = DefaultInFlightTokensPerEndpoint
+	}
+	if s.InFlightTokensPerKVToken == 0 {
+		s.InFlightTokensPerKVToken = DefaultInFlightTokensPerKVToken
 	}
 	c := &fc.Shed
 	if c.Start == 0 {
@@ -273,6 +297,9 @@ func (fc *FlowControl) Validate() error {
 	}
 	if s.KVUtilization <= 0 || s.KVUtilization > 1 {
 		bad("saturation.kvUtilization", "%g is not in (0, 1]", s.KVUtilization)
+	}
+	if math.IsNaN(s.InFlightTokensPerKVToken) || math.IsInf(s.InFlightTokensPerKVToken, 0) {
+		bad("saturation.inFlightTokensPerKVToken", "%g is not a finite number", s.InFlightTokensPerKVToken)
 	}
 	if s.InFlightTokensPerEndpoint <= 0 {
 		bad("saturation.inFlightTokensPerEndpoint", "%d is not positive", s.InFlightTokensPerEndpoint)

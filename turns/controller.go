@@ -330,15 +330,27 @@ func (c *Controller) poolLocked(pool Capacity) *poolQueue {
 	return pq
 }
 
-// dispatchLocked grants queued turns while the pool has room for them.
-// Every band shares the slots above the Interactive reserve, and only
-// below HoldAt; Interactive turns may also take the reserved slots, and
-// while the pool is held they may still run as many as the reserve, so a
-// person's turn never waits behind a held agent backlog.
+// dispatchLocked grants queued turns while the pool has room for them:
+// work-conserving, a turn waits only while every available endpoint is
+// saturated (m.Open is zero), the pool's slots are taken, or this pass
+// has granted the open endpoints' token room (m.Room). Every band shares
+// the slots above the Interactive reserve, and only below HoldAt;
+// Interactive turns may also take the reserved slots, and while the pool
+// is held they may still run as many as the reserve, so a person's turn
+// never waits behind a held agent backlog.
 func (c *Controller) dispatchLocked(pq *poolQueue, m *Measurement, now time.Time, cfg *FlowControl) {
 	pq.saturation.Set(m.Saturation)
+	// room is what this pass may still grant: the measurement does not see
+	// a grant until its request is sent. The first turn of a pass goes
+	// whatever its size, so a prompt larger than any endpoint's room is
+	// not held for ever.
+	room, granted := m.Room, false
+	queueRoom := m.QueueRoom
+	if queueRoom >= 0 {
+		queueRoom -= max(pq.dispatched-int(m.InFlight), 0) // granted, not yet sent
+	}
 	for pq.queued > 0 {
-		open := m.Saturation < cfg.HoldAt
+		open := m.Open > 0 && m.Saturation < cfg.HoldAt && (room < 0 || room > 0 || !granted) && queueRoom != 0 && (queueRoom > 0 || m.QueueRoom < 0)
 		shared := open && pq.dispatched < m.Slots-m.Reserved
 		interactive := pq.dispatched < m.Slots && (open || pq.interactive < m.Reserved)
 		bq := pq.pickBand(shared, interactive)
@@ -346,6 +358,13 @@ func (c *Controller) dispatchLocked(pq *poolQueue, m *Measurement, now time.Time
 			return
 		}
 		w := pq.pop(bq, cfg)
+		if room > 0 {
+			room = max(room-w.cost, 0)
+		}
+		if queueRoom > 0 {
+			queueRoom--
+		}
+		granted = true
 		w.tenant.queued[w.band.index()].Dec()
 		pq.dispatched++
 		if w.band == Interactive {

@@ -7,12 +7,14 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/datadriven"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/turnpike-gateway/turnpike/pools"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -23,6 +25,7 @@ type controllerHarness struct {
 	c       *Controller
 	clock   *fakeClock
 	pools   map[string]*fakeCapacity
+	fleets  map[string]*fleetCapacity
 	pending map[string]*pendingTurn
 	tickets map[string]Ticket
 	// returned are turns known to have returned, not yet reported.
@@ -42,7 +45,7 @@ type acquireResult struct {
 
 func TestControllerDataDriven(t *testing.T) {
 	datadriven.Walk(t, "testdata/controller", func(t *testing.T, path string) {
-		h := &controllerHarness{t: t, clock: newFakeClock(), pools: map[string]*fakeCapacity{}, pending: map[string]*pendingTurn{}, tickets: map[string]Ticket{}}
+		h := &controllerHarness{t: t, clock: newFakeClock(), pools: map[string]*fakeCapacity{}, fleets: map[string]*fleetCapacity{}, pending: map[string]*pendingTurn{}, tickets: map[string]Ticket{}}
 		defer h.close()
 		datadriven.RunTest(t, path, h.run)
 	})
@@ -98,6 +101,21 @@ func (h *controllerHarness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		h.pools[name].set(m)
 		return ""
+	case "fleet":
+		// A pool measured as the gateway measures one, over fake endpoints
+		// whose load the test sets with "endpoint".
+		var name string
+		n := 1
+		d.ScanArgs(t, "name", &name)
+		d.MaybeScanArgs(t, "endpoints", &n)
+		f := &fleetCapacity{name: name, now: h.clock.Now}
+		for range n {
+			f.eps = append(f.eps, &fakeEndpoint{available: true, load: pools.Load{ScrapedAt: h.clock.Now()}})
+		}
+		h.fleets[name] = f
+		return ""
+	case "endpoint":
+		return h.endpoint(t, d)
 	case "acquire":
 		return h.acquire(t, d)
 	case "release":
@@ -189,8 +207,12 @@ func (h *controllerHarness) acquire(t *testing.T, d *datadriven.TestData) string
 		}
 		turn.MeanGap = g
 	}
-	capacity := h.pools[pool]
-	if capacity == nil {
+	var capacity Capacity
+	if f := h.fleets[pool]; f != nil {
+		capacity = f
+	} else if p := h.pools[pool]; p != nil {
+		capacity = p
+	} else {
 		d.Fatalf(t, "no pool %s", pool)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -201,6 +223,62 @@ func (h *controllerHarness) acquire(t *testing.T, d *datadriven.TestData) string
 		p.done <- acquireResult{id: id, tk: tk, err: err}
 	}()
 	return h.settle(t)
+}
+
+// endpoint sets one fake endpoint's load and the gateway's in-flight
+// counts on it, then lets the Controller re-measure as its ticker would,
+// and reports what that dispatched, and the fleet's measurement.
+func (h *controllerHarness) endpoint(t *testing.T, d *datadriven.TestData) string {
+	var name string
+	var i int
+	d.ScanArgs(t, "fleet", &name)
+	d.ScanArgs(t, "i", &i)
+	f := h.fleets[name]
+	if f == nil || i >= len(f.eps) {
+		d.Fatalf(t, "no endpoint %s/%d", name, i)
+	}
+	f.mu.Lock()
+	e := f.eps[i]
+	l := &e.load
+	d.MaybeScanArgs(t, "running", &l.Running)
+	d.MaybeScanArgs(t, "waiting", &l.Waiting)
+	d.MaybeScanArgs(t, "kv", &l.KVUsage)
+	d.MaybeScanArgs(t, "seqs", &l.MaxNumSeqs)
+	if d.HasArg("blocks") {
+		d.ScanArgs(t, "blocks", &l.NumGPUBlocks)
+		l.BlockSize = 16
+	}
+	d.MaybeScanArgs(t, "inflight", &e.inFlight)
+	d.MaybeScanArgs(t, "tokens", &e.inFlightTokens)
+	if d.HasArg("down") {
+		e.available = false
+	}
+	if d.HasArg("up") {
+		e.available = true
+	}
+	l.ScrapedAt = h.clock.Now()
+	f.mu.Unlock()
+	h.c.tick()
+	out := h.settle(t)
+	var cfg FlowControl = h.c.Config()
+	m := f.Measure(h.clock.Now(), &cfg)
+	return out + fmt.Sprintf("%s: open=%d/%d saturation=%.2f room=%d\n", name, m.Open, m.Endpoints, m.Saturation, m.Room)
+}
+
+// fleetCapacity is a Capacity measured by measure over fake endpoints.
+type fleetCapacity struct {
+	name string
+	now  func() time.Time
+	mu   sync.Mutex
+	eps  []*fakeEndpoint
+}
+
+func (f *fleetCapacity) Name() string { return f.name }
+
+func (f *fleetCapacity) Measure(now time.Time, cfg *FlowControl) Measurement {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return measure(f.eps, now, cfg)
 }
 
 // settle waits until every pending Acquire has either returned or is

@@ -16,7 +16,7 @@ type idlePool struct{}
 
 func (idlePool) Name() string { return "h200" }
 func (idlePool) Measure(time.Time, *turns.FlowControl) turns.Measurement {
-	return turns.Measurement{Endpoints: 2, Slots: 128}
+	return turns.Measurement{Endpoints: 2, Open: 2, Room: -1, QueueRoom: -1, Slots: 128}
 }
 
 // The gateway's request path: classify, acquire, send, release.

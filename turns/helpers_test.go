@@ -13,7 +13,9 @@ type fakeCapacity struct {
 }
 
 func newFakeCapacity(name string, endpoints, slots int, saturation float64) *fakeCapacity {
-	return &fakeCapacity{name: name, m: Measurement{Endpoints: endpoints, Slots: slots, Saturation: saturation}}
+	f := &fakeCapacity{name: name}
+	f.set(Measurement{Endpoints: endpoints, Slots: slots, Saturation: saturation})
+	return f
 }
 
 func (f *fakeCapacity) Name() string { return f.name }
@@ -24,7 +26,13 @@ func (f *fakeCapacity) Measure(time.Time, *FlowControl) Measurement {
 	return f.m
 }
 
+// set states m; a saturation below 1 is an open pool with unbounded room,
+// a saturation of 1 a pool whose every endpoint is saturated.
 func (f *fakeCapacity) set(m Measurement) {
+	m.Room, m.QueueRoom = -1, -1
+	if m.Saturation < 1 {
+		m.Open = m.Endpoints
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.m = m

@@ -118,7 +118,7 @@ func New(cfg Config) (*Engine, error) {
 		e.pub = pub
 		e.events = &eventLog{blockSize: cfg.BlockSize}
 	}
-	e.metrics = newMetrics(cfg.Flavor, cfg.ServedModelName, cfg.BlockSize, e.numBlocks)
+	e.metrics = newMetrics(cfg.Flavor, cfg.ServedModelName, cfg.BlockSize, e.numBlocks, cfg.MaxNumSeqs, cfg.MaxBatchedTokens)
 	e.sched = newScheduler(&cfg, acc, model, newKVCache(e.numBlocks, cfg.BlockSize, e.events), e.metrics)
 	e.stats.NumBlocks = e.numBlocks
 	e.handler = e.routes()

@@ -77,7 +77,7 @@ type metrics struct {
 	queried, hit float64
 }
 
-func newMetrics(flavor, model string, blockSize, numBlocks int) *metrics {
+func newMetrics(flavor, model string, blockSize, numBlocks, maxNumSeqs, maxBatchedTokens int) *metrics {
 	n := flavorMetrics[flavor]
 	m := &metrics{reg: prometheus.NewRegistry()}
 	labels := prometheus.Labels{"model_name": model}
@@ -112,6 +112,10 @@ func newMetrics(flavor, model string, blockSize, numBlocks int) *metrics {
 		ConstLabels: prometheus.Labels{
 			"block_size":     strconv.Itoa(blockSize),
 			"num_gpu_blocks": strconv.Itoa(numBlocks),
+			// The scheduler's limits, so that a gateway can calibrate how
+			// much the engine takes at once.
+			"max_num_seqs":           strconv.Itoa(maxNumSeqs),
+			"max_num_batched_tokens": strconv.Itoa(maxBatchedTokens),
 		},
 	})
 	info.Set(1)

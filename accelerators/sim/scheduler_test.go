@@ -14,7 +14,7 @@ func newTestScheduler(t testing.TB, numBlocks, maxSeqs, maxBatched int) *schedul
 	cfg := (&Config{MaxNumSeqs: maxSeqs, MaxBatchedTokens: maxBatched}).EnsureDefaults()
 	acc, _ := accelerators.LookupAccelerator(cfg.Accelerator)
 	model, _ := accelerators.LookupModel(cfg.Model)
-	m := newMetrics(cfg.Flavor, cfg.ServedModelName, cfg.BlockSize, numBlocks)
+	m := newMetrics(cfg.Flavor, cfg.ServedModelName, cfg.BlockSize, numBlocks, cfg.MaxNumSeqs, cfg.MaxBatchedTokens)
 	return newScheduler(cfg, acc, model, newKVCache(numBlocks, cfg.BlockSize, nil), m)
 }
 

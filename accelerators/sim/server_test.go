@@ -552,7 +552,7 @@ func TestMetricsExposition(t *testing.T) {
 	}{
 		{FlavorVLLM, []string{
 			"vllm:num_requests_running{", "vllm:num_requests_waiting{", "vllm:kv_cache_usage_perc{",
-			`vllm:cache_config_info{block_size="16",num_gpu_blocks="500"} 1`,
+			`vllm:cache_config_info{block_size="16",max_num_batched_tokens="8192",max_num_seqs="256",num_gpu_blocks="500"} 1`,
 			"vllm:prefix_cache_queries_total{", "vllm:prefix_cache_hits_total{",
 			"vllm:prompt_tokens_total{", "vllm:generation_tokens_total{",
 			"vllm:time_to_first_token_seconds_bucket{", "vllm:inter_token_latency_seconds_bucket{",

@@ -54,6 +54,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	kvCapacity := fs.Int("kv-capacity-tokens", 0, "with --url: the fleet's total KV cache in tokens, for the trace's ideal reuse (0: unbounded)")
 	fs.StringVar(&cfg.Trace.Path, "trace", bench.DefaultTracePath, "trace: the Mooncake conversation trace (JSONL)")
 	fs.Float64Var(&cfg.Trace.TimeScale, "trace-time-scale", 0, "trace: multiply arrival times by this (0.1 = ten times faster; 0: twice the simulated fleet's time scale when embedded, half the recorded rate, else 1)")
+	traceSpeed := fs.Float64("trace-speed", 0, "trace: replay at this multiple of the recorded rate (1, 2, 4…), on the simulated fleet's clock when embedded; instead of --trace-time-scale")
 	fs.IntVar(&cfg.Trace.Limit, "trace-limit", 0, "trace: replay only the first N requests (0: all)")
 	fs.StringVar(&cfg.Isolation.KeyA, "key-a", "", "isolation with --url: tenant A's API key")
 	fs.StringVar(&cfg.Isolation.KeyB, "key-b", "", "isolation with --url: tenant B's API key")
@@ -93,6 +94,15 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *url == "" && sf.timeScale > 0 {
 		// Arrivals on the simulated clock.
 		cfg.LongPrompt.TimeScale = sf.timeScale
+	}
+	if *traceSpeed != 0 {
+		if !(*traceSpeed > 0) || cfg.Trace.TimeScale != 0 {
+			return fmt.Errorf("bench: --trace-speed must be positive and without --trace-time-scale")
+		}
+		cfg.Trace.TimeScale = 1 / *traceSpeed
+		if *url == "" && sf.timeScale > 0 {
+			cfg.Trace.TimeScale = sf.timeScale / *traceSpeed
+		}
 	}
 	if cfg.Trace.TimeScale == 0 && *url == "" && sf.timeScale > 0 {
 		// The trace's arrivals on the simulated clock, at half the rate
