@@ -30,6 +30,9 @@ type Ratio struct {
 	// EngineITLP99LowerX is the same of the engines' own ITL p99 (their
 	// histograms), 0 when either run has none.
 	EngineITLP99LowerX float64 `json:"engine_itl_p99_lower_x,omitempty"`
+	// EngineTTFTP50LowerX is the baseline's engine TTFT p50 over the
+	// policy's, 0 when either run has none.
+	EngineTTFTP50LowerX float64 `json:"engine_ttft_p50_lower_x,omitempty"`
 	// ThroughputX is output tokens/s over the baseline's.
 	ThroughputX float64 `json:"throughput_x"`
 	// HitRateX is the engines' prefix-cache hit rate over the baseline's.
@@ -108,11 +111,20 @@ func (c *Comparison) computeRatios() {
 			TTFTP99ReductionPct: reduction(base.Total.TTFT.P99Ms, r.Total.TTFT.P99Ms),
 			ITLP99LowerX:        ratio(base.Total.ITL.P99Ms, r.Total.ITL.P99Ms),
 			EngineITLP99LowerX:  ratio(engineITLP99(base), engineITLP99(r)),
+			EngineTTFTP50LowerX: ratio(engineTTFTP50(base), engineTTFTP50(r)),
 			ThroughputX:         ratio(r.Total.OutputTokensPerSec, base.Total.OutputTokensPerSec),
 			HitRateX:            ratio(hitRate(r), hitRate(base)),
 			CachedShareX:        ratio(r.Total.CachedTokenShare, base.Total.CachedTokenShare),
 		})
 	}
+}
+
+// engineTTFTP50 is the engines' own TTFT p50 of r, 0 when unknown.
+func engineTTFTP50(r *Result) float64 {
+	if r.Engines == nil {
+		return 0
+	}
+	return r.Engines.TTFTP50Ms
 }
 
 // engineITLP99 is the engines' own ITL p99 of r, 0 when unknown.

@@ -14,9 +14,14 @@ import (
 // simulator, unscaled), free of the load generator's and the host's
 // scheduling noise.
 const (
-	vllmITL   = "vllm:inter_token_latency_seconds"
-	sglangITL = "sglang:inter_token_latency_seconds"
+	vllmITL    = "vllm:inter_token_latency_seconds"
+	sglangITL  = "sglang:inter_token_latency_seconds"
+	vllmTTFT   = "vllm:time_to_first_token_seconds"
+	sglangTTFT = "sglang:time_to_first_token_seconds"
 )
+
+// latencyHistograms are the histograms ParseEngineMetrics keeps.
+var latencyHistograms = map[string]bool{vllmITL: true, sglangITL: true, vllmTTFT: true, sglangTTFT: true}
 
 // bucketSep joins a histogram's name and a bucket's upper bound in an
 // EngineMetrics key.
@@ -98,15 +103,19 @@ func histogramQuantile(q float64, bounds, counts []float64) float64 {
 	return bounds[len(bounds)-1]
 }
 
-// engineITL sets the engines' own ITL quantiles on ec.
+// engineITL sets the engines' own ITL and TTFT quantiles on ec.
 func engineITL(ec *EngineCache, before, after []EngineMetrics) {
-	for _, name := range []string{vllmITL, sglangITL} {
-		bounds, counts := histogramDelta(before, after, name)
-		if len(counts) == 0 || counts[len(counts)-1] == 0 {
-			continue
+	quantiles := func(names []string, p50, p99 *float64) {
+		for _, name := range names {
+			bounds, counts := histogramDelta(before, after, name)
+			if len(counts) == 0 || counts[len(counts)-1] == 0 {
+				continue
+			}
+			*p50 = histogramQuantile(0.5, bounds, counts) * 1000
+			*p99 = histogramQuantile(0.99, bounds, counts) * 1000
+			return
 		}
-		ec.ITLP50Ms = histogramQuantile(0.5, bounds, counts) * 1000
-		ec.ITLP99Ms = histogramQuantile(0.99, bounds, counts) * 1000
-		return
 	}
+	quantiles([]string{vllmITL, sglangITL}, &ec.ITLP50Ms, &ec.ITLP99Ms)
+	quantiles([]string{vllmTTFT, sglangTTFT}, &ec.TTFTP50Ms, &ec.TTFTP99Ms)
 }

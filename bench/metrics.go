@@ -53,7 +53,7 @@ func ParseEngineMetrics(r io.Reader) (EngineMetrics, error) {
 	out := EngineMetrics{}
 	for name, f := range fams {
 		key := strings.TrimSuffix(name, "_total")
-		if f.GetType() == dto.MetricType_HISTOGRAM && (name == vllmITL || name == sglangITL) {
+		if f.GetType() == dto.MetricType_HISTOGRAM && latencyHistograms[name] {
 			for _, m := range f.GetMetric() {
 				addBuckets(out, name, m)
 			}
@@ -134,6 +134,10 @@ type EngineCache struct {
 	// time for the simulator); 0 when none exported one.
 	ITLP50Ms float64 `json:"itl_p50_ms,omitempty"`
 	ITLP99Ms float64 `json:"itl_p99_ms,omitempty"`
+	// TTFTP50Ms and TTFTP99Ms are the engines' own time to first token,
+	// from arrival at the engine, likewise.
+	TTFTP50Ms float64 `json:"ttft_p50_ms,omitempty"`
+	TTFTP99Ms float64 `json:"ttft_p99_ms,omitempty"`
 	// Errors lists scrapes that failed; the figures cover the rest.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -242,7 +246,7 @@ func engineDelta(before, after []EngineMetrics, errs []string) *EngineCache {
 	}
 	engineITL(ec, before, after)
 	// Engines can export anything; keep the result marshalable.
-	for _, p := range []*float64{&ec.ITLP50Ms, &ec.ITLP99Ms, &ec.HitRate, &ec.QueriedTokens, &ec.HitTokens, &ec.PromptTokens, &ec.GenerationTokens, &ec.LoadSpread} {
+	for _, p := range []*float64{&ec.ITLP50Ms, &ec.ITLP99Ms, &ec.TTFTP50Ms, &ec.TTFTP99Ms, &ec.HitRate, &ec.QueriedTokens, &ec.HitTokens, &ec.PromptTokens, &ec.GenerationTokens, &ec.LoadSpread} {
 		if math.IsNaN(*p) || math.IsInf(*p, 0) {
 			*p = 0
 		}

@@ -94,18 +94,21 @@ func summaryTable(results []*Result) *table {
 	t := &table{header: []string{
 		"policy", "requests", "errors", "shed",
 		"TTFT p50", "TTFT p90", "TTFT p99", "ITL p50", "ITL p99", "E2E p50", "E2E p99",
-		"out tok/s", "req/s", "engine hit", "cached (usage)", "ideal hit", "captured", "load spread", "engine ITL p50", "engine ITL p99",
+		"out tok/s", "req/s", "engine hit", "cached (usage)", "ideal hit", "captured", "load spread", "engine TTFT p50", "engine ITL p50", "engine ITL p99",
 		"idle-while-queued s", "max gw queue",
 	}}
 	for _, r := range results {
 		s := r.Total
-		hit, ideal, captured, spread, eITL50, eITL99 := "-", "-", "-", "-", "-", "-"
+		hit, ideal, captured, spread, eTTFT50, eITL50, eITL99 := "-", "-", "-", "-", "-", "-", "-"
 		idle, queue := "-", "-"
 		if o := r.Occupancy; o != nil {
 			idle, queue = fmt.Sprint(o.IdleWhileQueuedSeconds), fmt.Sprintf("%.0f", o.MaxGatewayQueued)
 		}
 		if r.Engines != nil && r.Engines.ITLP99Ms > 0 {
 			eITL50, eITL99 = ms(r.Engines.ITLP50Ms), ms(r.Engines.ITLP99Ms)
+		}
+		if r.Engines != nil && r.Engines.TTFTP50Ms > 0 {
+			eTTFT50 = ms(r.Engines.TTFTP50Ms)
 		}
 		if r.Engines != nil && r.Engines.Flavor != "" {
 			hit = pct(r.Engines.HitRate)
@@ -123,7 +126,7 @@ func summaryTable(results []*Result) *table {
 			ms(s.TTFT.P50Ms), ms(s.TTFT.P90Ms), ms(s.TTFT.P99Ms), ms(s.ITL.P50Ms), ms(s.ITL.P99Ms),
 			ms(s.E2E.P50Ms), ms(s.E2E.P99Ms),
 			fmt.Sprintf("%.1f", s.OutputTokensPerSec), fmt.Sprintf("%.2f", s.RequestsPerSec),
-			hit, pct(s.CachedTokenShare), ideal, captured, spread, eITL50, eITL99, idle, queue)
+			hit, pct(s.CachedTokenShare), ideal, captured, spread, eTTFT50, eITL50, eITL99, idle, queue)
 	}
 	return t
 }
@@ -144,9 +147,9 @@ func breakdownTable(r *Result) *table {
 }
 
 func ratioTable(c *Comparison) *table {
-	t := &table{header: []string{"policy", "TTFT p50 reduction", "TTFT p99 reduction", "ITL p99 lower", "engine ITL p99 lower", "throughput", "engine hit rate", "cached share"}}
+	t := &table{header: []string{"policy", "TTFT p50 reduction", "TTFT p99 reduction", "ITL p99 lower", "engine ITL p99 lower", "engine TTFT p50 lower", "throughput", "engine hit rate", "cached share"}}
 	for _, q := range c.Ratios {
-		t.add(q.Policy, signedPct(q.TTFTP50ReductionPct), signedPct(q.TTFTP99ReductionPct), times(q.ITLP99LowerX), times(q.EngineITLP99LowerX),
+		t.add(q.Policy, signedPct(q.TTFTP50ReductionPct), signedPct(q.TTFTP99ReductionPct), times(q.ITLP99LowerX), times(q.EngineITLP99LowerX), times(q.EngineTTFTP50LowerX),
 			times(q.ThroughputX), times(q.HitRateX), times(q.CachedShareX))
 	}
 	return t

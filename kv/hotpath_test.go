@@ -142,3 +142,24 @@ func BenchmarkHashTokens(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(dst)), "blocks")
 }
+
+// BenchmarkMatchPrefixSharedTier matches a 500-block chain that 16 pools
+// of 4 replicas hold in their shared tiers, reported by one replica each,
+// so every block advances 64 endpoints through 16 group holders.
+func BenchmarkMatchPrefixSharedTier(b *testing.B) {
+	ix, query := benchIndex(4)
+	for ep := range 64 {
+		ix.SetGroup(ep, ep/4)
+	}
+	for g := range 16 {
+		ix.Record(4*g, Shared, query)
+	}
+	out := make([]Match, 64)
+	if ix.MatchPrefix(query, out); out[63].Blocks != len(query) {
+		b.Fatalf("replica 63 matched %d of %d blocks", out[63].Blocks, len(query))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		ix.MatchPrefix(query, out)
+	}
+}

@@ -103,8 +103,24 @@ type Index struct {
 		// protects the fields below
 		blocks    map[BlockHash][]holder
 		endpoints []*endpointState
+		// groupOf[e] is endpoint e's group + 1, 0 when it has none;
+		// groups[g] holds group g's members and shared tier.
+		groupOf []int32
+		groups  []*groupState
 	}
 }
+
+// groupState is a group of endpoints sharing one Shared tier, held in the
+// block map under the pseudo endpoint groupHolder(g).
+type groupState struct {
+	members   []int32
+	shared    lru
+	evictions uint64
+}
+
+// groupHolder is the holder id of group g's shared tier: negative, apart
+// from every endpoint id.
+func groupHolder(g int) int { return -(g + 1) }
 
 // holder is one endpoint's hold on a block: per tier, the index of the
 // block's node in that tier's LRU; zero, the sentinel, means not held.
@@ -159,19 +175,75 @@ func (x *Index) endpointLocked(endpoint int) *endpointState {
 	return e
 }
 
-// SetCapacity bounds endpoint to blocks blocks in every tier, evicting the
-// least recently used beyond it. Zero or less restores the default. The
+// SetGroup puts endpoint in group (0 ≤ group < MaxEndpoints), or in none
+// when group < 0. The endpoints of a group are the replicas of one pool:
+// they share one Shared tier, so a block any of them reports in the Shared
+// tier is held, for matching, by every member, including members that join
+// later or never report it.
+func (x *Index) SetGroup(endpoint, group int) {
+	if group >= MaxEndpoints {
+		panic(fmt.Sprintf("kv: group id %d out of range [0, %d)", group, MaxEndpoints))
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.endpointLocked(endpoint)
+	for len(x.mu.groupOf) <= endpoint {
+		x.mu.groupOf = append(x.mu.groupOf, 0)
+	}
+	if old := int(x.mu.groupOf[endpoint]) - 1; old >= 0 {
+		g := x.mu.groups[old]
+		for i, m := range g.members {
+			if int(m) == endpoint {
+				g.members = append(g.members[:i], g.members[i+1:]...)
+				break
+			}
+		}
+	}
+	x.mu.groupOf[endpoint] = 0
+	if group < 0 {
+		return
+	}
+	for len(x.mu.groups) <= group {
+		gs := &groupState{}
+		gs.shared.init(x.defaultCapacity)
+		x.mu.groups = append(x.mu.groups, gs)
+	}
+	g := x.mu.groups[group]
+	g.members = append(g.members, int32(endpoint))
+	x.mu.groupOf[endpoint] = int32(group + 1)
+}
+
+// tierLocked resolves where endpoint's blocks in tier are kept: the holder
+// id, its LRU and its eviction counter. An endpoint's Shared tier is its
+// group's when it has one.
+func (x *Index) tierLocked(endpoint int, tier Tier) (owner int, l *lru, evictions *uint64) {
+	e := x.endpointLocked(endpoint)
+	if tier == Shared && endpoint < len(x.mu.groupOf) && x.mu.groupOf[endpoint] != 0 {
+		g := int(x.mu.groupOf[endpoint]) - 1
+		gs := x.mu.groups[g]
+		return groupHolder(g), &gs.shared, &gs.evictions
+	}
+	return endpoint, &e.tiers[tier], &e.evictions
+}
+
+// SetCapacity bounds endpoint to blocks blocks in every tier of its own,
+// evicting the least recently used beyond it; a group's Shared tier is
+// bounded by SetTierCapacity only. Zero or less restores the default. The
 // caller takes it from the engine's real KV capacity (vllm:cache_config_info's
 // num_gpu_blocks) when known.
 func (x *Index) SetCapacity(endpoint, blocks int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for t := range NumTiers {
+		if owner, _, _ := x.tierLocked(endpoint, Tier(t)); owner != endpoint {
+			continue
+		}
 		x.setCapacityLocked(endpoint, Tier(t), blocks)
 	}
 }
 
-// SetTierCapacity is SetCapacity for one tier.
+// SetTierCapacity is SetCapacity for one tier; for the Shared tier of an
+// endpoint in a group, it bounds the group's.
 func (x *Index) SetTierCapacity(endpoint int, tier Tier, blocks int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -182,10 +254,9 @@ func (x *Index) setCapacityLocked(endpoint int, tier Tier, blocks int) {
 	if blocks <= 0 {
 		blocks = x.defaultCapacity
 	}
-	e := x.endpointLocked(endpoint)
-	l := &e.tiers[tier]
+	owner, l, ev := x.tierLocked(endpoint, tier)
 	l.capacity = blocks
-	x.evictLocked(endpoint, e, tier)
+	x.evictLocked(owner, l, tier, ev)
 }
 
 // Record notes that endpoint holds hashes, a prompt's chain, in tier, and
@@ -194,44 +265,45 @@ func (x *Index) setCapacityLocked(endpoint int, tier Tier, blocks int) {
 func (x *Index) Record(endpoint int, tier Tier, hashes []BlockHash) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	e := x.endpointLocked(endpoint)
-	l := &e.tiers[tier]
+	owner, l, ev := x.tierLocked(endpoint, tier)
 	for i := len(hashes) - 1; i >= 0; i-- {
 		h := hashes[i]
 		holders := x.mu.blocks[h]
-		j := findHolder(holders, endpoint)
+		j := findHolder(holders, owner)
 		if j >= 0 && holders[j].node[tier] != 0 {
 			l.moveToFront(holders[j].node[tier])
 			continue
 		}
 		if j < 0 {
 			j = len(holders)
-			holders = append(holders, holder{endpoint: int32(endpoint)})
+			holders = append(holders, holder{endpoint: int32(owner)})
 		}
 		holders[j].node[tier] = l.pushFront(h)
 		x.mu.blocks[h] = holders
 	}
-	x.evictLocked(endpoint, e, tier)
+	x.evictLocked(owner, l, tier, ev)
 }
 
 // Remove notes that endpoint no longer holds hashes in tier. Blocks it does
-// not hold are ignored.
+// not hold are ignored. Removing from the Shared tier of an endpoint in a
+// group removes from the group's.
 func (x *Index) Remove(endpoint int, tier Tier, hashes []BlockHash) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	e := x.endpointLocked(endpoint)
+	owner, l, _ := x.tierLocked(endpoint, tier)
 	for _, h := range hashes {
 		holders := x.mu.blocks[h]
-		j := findHolder(holders, endpoint)
+		j := findHolder(holders, owner)
 		if j < 0 || holders[j].node[tier] == 0 {
 			continue
 		}
-		e.tiers[tier].remove(holders[j].node[tier])
+		l.remove(holders[j].node[tier])
 		x.unholdLocked(h, holders, j, tier)
 	}
 }
 
-// Clear forgets every block of endpoint in every tier. Capacities and the
+// Clear forgets every block of endpoint in every tier of its own; a
+// group's Shared tier outlives its members' caches. Capacities and the
 // stale mark are kept.
 func (x *Index) Clear(endpoint int) {
 	x.mu.Lock()
@@ -248,17 +320,16 @@ func (x *Index) Clear(endpoint int) {
 	}
 }
 
-// evictLocked drops endpoint's least recently used blocks in tier beyond its
-// capacity.
-func (x *Index) evictLocked(endpoint int, e *endpointState, tier Tier) {
-	l := &e.tiers[tier]
+// evictLocked drops owner's least recently used blocks in tier, list l,
+// beyond its capacity.
+func (x *Index) evictLocked(owner int, l *lru, tier Tier, evictions *uint64) {
 	for l.len > l.capacity {
 		n := l.nodes[0].prev
 		h := l.nodes[n].hash
 		l.remove(n)
 		holders := x.mu.blocks[h]
-		x.unholdLocked(h, holders, findHolder(holders, endpoint), tier)
-		e.evictions++
+		x.unholdLocked(h, holders, findHolder(holders, owner), tier)
+		*evictions++
 	}
 }
 
@@ -305,19 +376,39 @@ func (x *Index) MatchPrefix(hashes []BlockHash, out []Match) int {
 		}
 	}
 	// An endpoint still matches at block i only if its count is i; the walk
-	// stops at the first block no such endpoint holds.
+	// stops at the first block no such endpoint holds. A group's shared
+	// holds come second, so that an endpoint's own faster copy counts first.
+	grouped := len(x.mu.groups) > 0
 	for i, h := range hashes {
 		advanced := false
 		holders := x.mu.blocks[h]
+		shared := false
 		for k := range holders {
 			hd := &holders[k]
 			m := int(hd.endpoint)
+			if m < 0 {
+				shared = true
+				continue
+			}
 			if m >= len(out) || out[m].Blocks != i {
 				continue
 			}
 			out[m].Blocks++
 			out[m].ByTier[hd.fastest()]++
 			advanced = true
+		}
+		if grouped && shared {
+			for k := range holders {
+				if g := -int(holders[k].endpoint) - 1; g >= 0 {
+					for _, m := range x.mu.groups[g].members {
+						if int(m) < len(out) && out[m].Blocks == i {
+							out[m].Blocks++
+							out[m].ByTier[Shared]++
+							advanced = true
+						}
+					}
+				}
+			}
 		}
 		if !advanced {
 			break
@@ -398,6 +489,10 @@ func (x *Index) EndpointStats(endpoint int) EndpointStats {
 		s.Capacity[t] = e.tiers[t].capacity
 	}
 	s.Evictions = e.evictions
+	if endpoint < len(x.mu.groupOf) && x.mu.groupOf[endpoint] != 0 {
+		g := x.mu.groups[x.mu.groupOf[endpoint]-1]
+		s.Blocks[Shared], s.Capacity[Shared] = g.shared.len, g.shared.capacity
+	}
 	s.Stale = e.stale.Load()
 	return s
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/cockroachdb/datadriven"
@@ -39,6 +40,7 @@ func TestIndexDataDriven(t *testing.T) {
 	datadriven.Walk(t, "testdata/index", func(t *testing.T, path string) {
 		names := blockNames{}
 		x := NewIndex(IndexOptions{})
+		weights := DefaultTierWeights
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			arg := func(key string) string {
 				for _, a := range d.CmdArgs {
@@ -79,6 +81,31 @@ func TestIndexDataDriven(t *testing.T) {
 					x.SetCapacity(ep, intArg("blocks", 0))
 				}
 				return ""
+			case "group":
+				x.SetGroup(ep, intArg("group", -1))
+				return ""
+			case "savings":
+				// Weights from per-block times, e.g. recompute=100us cpu=5us.
+				dur := func(key string) time.Duration {
+					if arg(key) == "" {
+						return 0
+					}
+					v, err := time.ParseDuration(arg(key))
+					if err != nil {
+						d.Fatalf(t, "%s: %v", key, err)
+					}
+					return v
+				}
+				var load [NumTiers]time.Duration
+				for tier := range Tier(NumTiers) {
+					load[tier] = dur(tier.String())
+				}
+				weights = SavingsWeights(dur("recompute"), load)
+				var b strings.Builder
+				for tier, w := range weights {
+					fmt.Fprintf(&b, "%s=%.2f ", Tier(tier), w)
+				}
+				return strings.TrimSpace(b.String()) + "\n"
 			case "record":
 				x.Record(ep, tierArg(), names.parse(arg("blocks")))
 				return ""
@@ -110,7 +137,7 @@ func TestIndexDataDriven(t *testing.T) {
 					if m.Stale {
 						b.WriteString(" stale")
 					}
-					fmt.Fprintf(&b, " weighted=%.1f\n", m.Weighted(&DefaultTierWeights))
+					fmt.Fprintf(&b, " weighted=%.1f\n", m.Weighted(&weights))
 				}
 				fmt.Fprintf(&b, "best=%d\n", best)
 				return b.String()

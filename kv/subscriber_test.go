@@ -87,6 +87,26 @@ func TestSubscriberApply(t *testing.T) {
 		}
 	})
 
+	t.Run("shared blocks count for every replica of the pool", func(t *testing.T) {
+		ix.SetGroup(2, 0)
+		ix.SetGroup(5, 0)
+		send(batchOf(stored([]any{101, 102, 103}, nil, tokens[:3*bs], "SHARED")))
+		// Endpoint 5 never reported a block: the pool's store serves it.
+		if m := matchOf(ix, chain, 5); m.Blocks != 3 || m.ByTier[Shared] != 3 {
+			t.Fatalf("other replica: match = %+v, want 3 shared", m)
+		}
+		if m := matchOf(ix, chain, 2); m.Blocks != 3 || m.ByTier[HBM] != 1 || m.ByTier[CPU] != 2 {
+			t.Fatalf("reporting replica: match = %+v, want its own hbm + cpu first", m)
+		}
+		send(batchOf([]any{"BlockRemoved", []any{101}, "SHARED"}))
+		if m := matchOf(ix, chain, 5); m.Blocks != 0 {
+			t.Fatalf("after removal from the store: match = %+v", m)
+		}
+		send(batchOf([]any{"BlockRemoved", []any{102, 103}, "SHARED"}))
+		ix.SetGroup(2, -1)
+		ix.SetGroup(5, -1)
+	})
+
 	t.Run("unmappable events are skipped", func(t *testing.T) {
 		before := s.Stats().Skipped
 		send(batchOf(

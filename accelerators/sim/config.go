@@ -42,6 +42,12 @@ const (
 	// DefaultKVLease is how long a prefill engine holds a request's KV
 	// blocks for a decoder to pull, in simulated time.
 	DefaultKVLease = 30 * time.Second
+	// DefaultKVDiskBandwidth is the bytes per second KV loads from local
+	// disk at: an NVMe PCIe Gen4 x4 drive's sequential read, 7 GB/s.
+	DefaultKVDiskBandwidth = 7e9
+	// DefaultKVSharedBandwidth is the bytes per second KV loads from the
+	// pool's shared store at: a 50 Gb/s share of the storage network.
+	DefaultKVSharedBandwidth = 6.25e9
 )
 
 // DefaultErrorStatuses is the status drawn by ErrorRate when
@@ -111,6 +117,30 @@ type Config struct {
 	// AdvertiseHost, when set, is the host a prefill engine names as
 	// remote_host; otherwise the host the request was sent to.
 	AdvertiseHost string
+
+	// KV tiers below HBM. A block evicted from HBM moves to the CPU tier,
+	// from there to disk, from the last of them to the shared store; a
+	// prefix hit in a lower tier loads at that tier's bandwidth instead of
+	// being recomputed. KV events name the tier as medium (MediumCPU, ...).
+	// Zero blocks means no such tier, the default.
+
+	// KVCPUBlocks is the host-memory tier's size in blocks; it loads at
+	// the accelerator's host link bandwidth.
+	KVCPUBlocks int
+	// KVDiskBlocks is the local disk tier's size in blocks.
+	KVDiskBlocks int
+	// KVDiskBandwidth is the disk tier's load bandwidth, bytes per second.
+	// Default DefaultKVDiskBandwidth.
+	KVDiskBandwidth float64
+	// KVSharedBlocks sizes the store shared by the engines of a fleet
+	// (StartFleet creates it) when SharedKV is nil.
+	KVSharedBlocks int
+	// KVSharedBandwidth is the shared store's load bandwidth, bytes per
+	// second. Default DefaultKVSharedBandwidth.
+	KVSharedBandwidth float64
+	// SharedKV is the pool's shared store; engines given the same one
+	// share it. Nil means none unless a fleet creates one.
+	SharedKV *SharedKV
 
 	// Fault injection, drawn per request from the engine's seeded random
 	// source; the x-sim-fault header forces one per request. All rates are
@@ -191,6 +221,12 @@ func (cfg *Config) EnsureDefaults() *Config {
 	if cfg.KVLease == 0 {
 		cfg.KVLease = DefaultKVLease
 	}
+	if cfg.KVDiskBandwidth == 0 {
+		cfg.KVDiskBandwidth = DefaultKVDiskBandwidth
+	}
+	if cfg.KVSharedBandwidth == 0 {
+		cfg.KVSharedBandwidth = DefaultKVSharedBandwidth
+	}
 	return cfg
 }
 
@@ -214,6 +250,18 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.KVLinkBandwidth < 0 {
 		bad("kv link bandwidth %v is negative", cfg.KVLinkBandwidth)
+	}
+	for _, t := range []struct {
+		name   string
+		blocks int
+		bw     float64
+	}{{"cpu", cfg.KVCPUBlocks, 1}, {"disk", cfg.KVDiskBlocks, cfg.KVDiskBandwidth}, {"shared", cfg.KVSharedBlocks, cfg.KVSharedBandwidth}} {
+		if t.blocks < 0 {
+			bad("kv %s blocks %d < 0", t.name, t.blocks)
+		}
+		if t.bw <= 0 {
+			bad("kv %s bandwidth %v is not positive", t.name, t.bw)
+		}
 	}
 	acc, accOK := accelerators.LookupAccelerator(cfg.Accelerator)
 	if !accOK {
@@ -280,6 +328,18 @@ func (cfg *Config) numBlocks(acc accelerators.Accelerator, model accelerators.Mo
 		return cfg.NumBlocks
 	}
 	return accelerators.KVBlocks(acc, model, cfg.BlockSize, cfg.GPUMemoryUtilization)
+}
+
+// lowerTiers builds the engine's tiers below HBM.
+func (cfg *Config) lowerTiers(acc accelerators.Accelerator, events *eventLog) lowerTiers {
+	lt := lowerTiers{events: events, shared: cfg.SharedKV}
+	if cfg.KVCPUBlocks > 0 {
+		lt.local = append(lt.local, newBlockTier(MediumCPU, cfg.KVCPUBlocks, cfg.BlockSize, acc.HostLinkBandwidth))
+	}
+	if cfg.KVDiskBlocks > 0 {
+		lt.local = append(lt.local, newBlockTier(MediumDisk, cfg.KVDiskBlocks, cfg.BlockSize, cfg.KVDiskBandwidth))
+	}
+	return lt
 }
 
 // maxModelLen is the context cap the engine enforces.

@@ -119,7 +119,9 @@ func New(cfg Config) (*Engine, error) {
 		e.events = &eventLog{blockSize: cfg.BlockSize}
 	}
 	e.metrics = newMetrics(cfg.Flavor, cfg.ServedModelName, cfg.BlockSize, e.numBlocks, cfg.MaxNumSeqs, cfg.MaxBatchedTokens)
-	e.sched = newScheduler(&cfg, acc, model, newKVCache(e.numBlocks, cfg.BlockSize, e.events), e.metrics)
+	cache := newKVCache(e.numBlocks, cfg.BlockSize, e.events)
+	cache.lower = cfg.lowerTiers(acc, e.events)
+	e.sched = newScheduler(&cfg, acc, model, cache, e.metrics)
 	e.stats.NumBlocks = e.numBlocks
 	e.handler = e.routes()
 	go e.run()

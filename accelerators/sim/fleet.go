@@ -41,7 +41,8 @@ type Fleet struct {
 
 // StartFleet starts n engines configured like cfg on host, engine i on
 // port basePort+i, or on ephemeral ports when basePort is 0. Engine i is
-// named cfg.Name-i and seeded cfg.Seed+i; when cfg.KVEventsAddr is a tcp
+// named cfg.Name-i and seeded cfg.Seed+i; with cfg.KVSharedBlocks and no
+// cfg.SharedKV, the engines share one new store of that size; when cfg.KVEventsAddr is a tcp
 // address with a non-zero port, engine i publishes on that port + i. The
 // fleet closes when ctx is done or Close is called.
 func StartFleet(ctx context.Context, n int, cfg Config, host string, basePort int) (*Fleet, error) {
@@ -51,6 +52,9 @@ func StartFleet(ctx context.Context, n int, cfg Config, host string, basePort in
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.KVSharedBlocks > 0 && cfg.SharedKV == nil {
+		cfg.SharedKV = NewSharedKV(cfg.KVSharedBlocks, cfg.BlockSize, cfg.KVSharedBandwidth)
 	}
 	ctx, stop := context.WithCancel(ctx)
 	f := &Fleet{ctx: ctx, stop: stop}

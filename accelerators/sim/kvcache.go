@@ -19,14 +19,20 @@ type kvCache struct {
 	used int
 	// events, when not nil, records stores and removals for publishing.
 	events *eventLog
+	// tokens holds each cached block's tokens, block i at
+	// tokens[i*blockSize:], for the tiers below to report.
+	tokens []uint32
+	// lower are the tiers evicted blocks move down to; none by default.
+	lower lowerTiers
 }
 
 type kvBlock struct {
-	hash       uint64
-	ref        int32
-	prev, next int32 // LRU links, -1 at the ends
-	cached     bool  // hash is valid and byHash points here
-	inLRU      bool
+	hash, parent uint64
+	hasParent    bool
+	ref          int32
+	prev, next   int32 // LRU links, -1 at the ends
+	cached       bool  // hash is valid and byHash points here
+	inLRU        bool
 }
 
 const noBlock = -1
@@ -40,6 +46,8 @@ func newKVCache(numBlocks, blockSize int, events *eventLog) *kvCache {
 		lruHead:   noBlock,
 		lruTail:   noBlock,
 		events:    events,
+		tokens:    make([]uint32, numBlocks*blockSize),
+		lower:     lowerTiers{events: events},
 	}
 	for i := range c.free {
 		// Pop from the end hands out block 0 first.
@@ -77,6 +85,8 @@ func (c *kvCache) alloc() int32 {
 		delete(c.byHash, b.hash)
 		b.cached = false
 		c.events.removed(b.hash)
+		c.lower.demote(0, tierBlock{hash: b.hash, parent: b.parent, hasParent: b.hasParent,
+			tokens: c.tokens[int(id)*c.blockSize : (int(id)+1)*c.blockSize]})
 	}
 	c.blocks[id].ref = 1
 	c.used++
@@ -114,15 +124,17 @@ func (c *kvCache) release(id int32) {
 	}
 }
 
-// store makes a full block findable by hash. It reports false when another
-// block already holds the same content (two sequences computed the same
-// prefix at once); the duplicate stays uncached, as in vLLM.
-func (c *kvCache) store(id int32, hash uint64) bool {
+// store makes a full block findable by hash; parent and tokens are what it
+// was computed from. It reports false when another block already holds the
+// same content (two sequences computed the same prefix at once); the
+// duplicate stays uncached, as in vLLM.
+func (c *kvCache) store(id int32, hash, parent uint64, hasParent bool, tokens []uint32) bool {
 	if _, dup := c.byHash[hash]; dup {
 		return false
 	}
 	b := &c.blocks[id]
-	b.hash, b.cached = hash, true
+	b.hash, b.parent, b.hasParent, b.cached = hash, parent, hasParent, true
+	copy(c.tokens[int(id)*c.blockSize:(int(id)+1)*c.blockSize], tokens)
 	c.byHash[hash] = id
 	return true
 }
@@ -133,9 +145,11 @@ func (c *kvCache) lookup(hash uint64) (int32, bool) {
 	return id, ok
 }
 
-// evictUnreferenced drops every cached block no sequence references (a
-// prefix cache reset) and reports whether the whole cache is now empty.
+// evictUnreferenced drops every cached block no sequence references, and
+// every block of the engine's own lower tiers (a prefix cache reset), and
+// reports whether the whole cache is now empty.
 func (c *kvCache) evictUnreferenced() (all bool) {
+	c.lower.clearLocal(c.used > 0)
 	for c.lruHead != noBlock {
 		id := c.lruHead
 		c.lruRemove(id)

@@ -18,9 +18,6 @@ const (
 	EventAllBlocksCleared = "AllBlocksCleared"
 )
 
-// kvMedium is the tier the simulator's blocks live in.
-const kvMedium = "GPU"
-
 // eventHWM bounds the events queued for slow subscribers; past it, batches
 // are dropped and subscribers see a gap in sequence numbers, as with vLLM.
 const eventHWM = 10000
@@ -37,6 +34,7 @@ const (
 // of the log's shared slices, so recording allocates nothing once warm.
 type kvEvent struct {
 	kind           eventKind
+	medium         string
 	parent         uint64
 	hasParent      bool
 	hashLo, hashHi int
@@ -58,15 +56,21 @@ func (l *eventLog) reset() {
 	l.events, l.hashes, l.tokens = l.events[:0], l.hashes[:0], l.tokens[:0]
 }
 
-// stored records a block stored after parent. Consecutive blocks of one
-// chain merge into one BlockStored, as vLLM reports a request's blocks.
+// stored records a block stored in HBM after parent.
 func (l *eventLog) stored(hash, parent uint64, hasParent bool, tokens []uint32) {
+	l.storedIn(hash, parent, hasParent, tokens, MediumGPU)
+}
+
+// storedIn records a block stored in medium after parent. Consecutive
+// blocks of one chain and medium merge into one BlockStored, as vLLM
+// reports a request's blocks.
+func (l *eventLog) storedIn(hash, parent uint64, hasParent bool, tokens []uint32, medium string) {
 	if l == nil {
 		return
 	}
 	if n := len(l.events); n > 0 {
 		last := &l.events[n-1]
-		if last.kind == evStored && last.hashHi == len(l.hashes) && last.tokHi == len(l.tokens) &&
+		if last.kind == evStored && last.medium == medium && last.hashHi == len(l.hashes) && last.tokHi == len(l.tokens) &&
 			hasParent && l.hashes[last.hashHi-1] == parent {
 			l.hashes = append(l.hashes, hash)
 			l.tokens = append(l.tokens, tokens...)
@@ -75,7 +79,7 @@ func (l *eventLog) stored(hash, parent uint64, hasParent bool, tokens []uint32) 
 		}
 	}
 	l.events = append(l.events, kvEvent{
-		kind: evStored, parent: parent, hasParent: hasParent,
+		kind: evStored, medium: medium, parent: parent, hasParent: hasParent,
 		hashLo: len(l.hashes), hashHi: len(l.hashes) + 1,
 		tokLo: len(l.tokens), tokHi: len(l.tokens) + len(tokens),
 	})
@@ -83,20 +87,24 @@ func (l *eventLog) stored(hash, parent uint64, hasParent bool, tokens []uint32) 
 	l.tokens = append(l.tokens, tokens...)
 }
 
-// removed records an evicted block, merged into a preceding BlockRemoved.
-func (l *eventLog) removed(hash uint64) {
+// removed records a block evicted from HBM.
+func (l *eventLog) removed(hash uint64) { l.removedFrom(hash, MediumGPU) }
+
+// removedFrom records a block evicted from medium, merged into a
+// preceding BlockRemoved of the same medium.
+func (l *eventLog) removedFrom(hash uint64, medium string) {
 	if l == nil {
 		return
 	}
 	if n := len(l.events); n > 0 {
 		last := &l.events[n-1]
-		if last.kind == evRemoved && last.hashHi == len(l.hashes) {
+		if last.kind == evRemoved && last.medium == medium && last.hashHi == len(l.hashes) {
 			l.hashes = append(l.hashes, hash)
 			last.hashHi++
 			return
 		}
 	}
-	l.events = append(l.events, kvEvent{kind: evRemoved, hashLo: len(l.hashes), hashHi: len(l.hashes) + 1})
+	l.events = append(l.events, kvEvent{kind: evRemoved, medium: medium, hashLo: len(l.hashes), hashHi: len(l.hashes) + 1})
 	l.hashes = append(l.hashes, hash)
 }
 
@@ -140,12 +148,12 @@ func (l *eventLog) encode(enc *msgpack.Encoder, ts float64) error {
 			}
 			try(enc.EncodeInt(int64(l.blockSize)))
 			try(enc.EncodeNil())
-			try(enc.EncodeString(kvMedium))
+			try(enc.EncodeString(ev.medium))
 		case evRemoved:
 			try(enc.EncodeArrayLen(3))
 			try(enc.EncodeString(EventBlockRemoved))
 			l.encodeHashes(enc, ev, try)
-			try(enc.EncodeString(kvMedium))
+			try(enc.EncodeString(ev.medium))
 		case evCleared:
 			try(enc.EncodeArrayLen(1))
 			try(enc.EncodeString(EventAllBlocksCleared))

@@ -72,6 +72,11 @@ type metrics struct {
 	ttft, itl, e2e          prometheus.Observer
 	// xferTime and xferBytes are remote KV pulls (vLLM's NIXL series).
 	xferTime, xferBytes prometheus.Observer
+	// Prefix hits below HBM: tokens loaded (vLLM's connector series) and,
+	// per medium, tokens and load time.
+	externalHits  prometheus.Counter
+	tierHitTokens *prometheus.CounterVec
+	tierLoadTime  *prometheus.HistogramVec
 
 	// Totals behind the sglang hit rate, owned by the engine loop.
 	queried, hit float64
@@ -129,7 +134,26 @@ func newMetrics(flavor, model string, blockSize, numBlocks, maxNumSeqs, maxBatch
 	m.e2e = hist(n.e2e, "Histogram of end to end request latency in seconds.", e2eBuckets)
 	m.xferTime = hist("vllm:nixl_xfer_time_seconds", "Histogram of transfer duration for KV cache pulls from a prefill engine, in seconds.", ttftBuckets)
 	m.xferBytes = hist("vllm:nixl_bytes_transferred", "Histogram of bytes transferred per KV cache pull.", prometheus.ExponentialBuckets(1<<20, 4, 10))
+	m.externalHits = counter("vllm:external_prefix_cache_hits_total", "External prefix cache hits from KV connector cross-instance cache sharing, in tokens.")
+	m.tierHitTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sim_kv_tier_hit_tokens_total", Help: "Prompt tokens found in a KV tier below HBM and loaded instead of recomputed, by medium.", ConstLabels: labels,
+	}, []string{"medium"})
+	m.tierLoadTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "sim_kv_tier_load_seconds", Help: "Simulated time to load a request's prefix hit from the KV tiers below HBM, by slowest medium.", Buckets: ttftBuckets, ConstLabels: labels,
+	}, []string{"medium"})
+	m.reg.MustRegister(m.tierHitTokens, m.tierLoadTime)
 	return m
+}
+
+// tierLoad counts one request's prefix hit below HBM.
+func (m *metrics) tierLoad(loads []tierLoad, slowest string, d time.Duration) {
+	var total int
+	for _, l := range loads {
+		m.tierHitTokens.WithLabelValues(l.medium).Add(float64(l.tokens))
+		total += l.tokens
+	}
+	m.externalHits.Add(float64(total))
+	m.tierLoadTime.WithLabelValues(slowest).Observe(d.Seconds())
 }
 
 // kvTransfer counts one remote KV pull.

@@ -27,8 +27,10 @@ type scheduler struct {
 	running []*sequence
 	// batch is the current step's work, reused between steps.
 	batch []scheduled
-	// hits is admit's scratch list of cached blocks found.
-	hits []int32
+	// hits is admit's scratch list of cached blocks found; loads the
+	// lower-tier hits after them, per medium.
+	hits  []int32
+	loads []tierLoad
 	// clock is simulated time: the sum of step durations plus idle time.
 	clock time.Duration
 
@@ -145,6 +147,9 @@ func (s *scheduler) admit(q *sequence, budget *int) bool {
 	if q.remote > computed && !q.admitted {
 		return s.admitRemote(q, hits, idle)
 	}
+	if lower, load, slowest := s.lowerHits(q, hits, maxHit); lower > 0 {
+		return s.admitLoad(q, hits, lower, idle, load, slowest)
+	}
 	n := min(q.numTokens()-computed, *budget)
 	need := ceilDiv(computed+n, bs) - hits
 	if need > s.kv.available()-idle {
@@ -193,6 +198,81 @@ func (s *scheduler) admitRemote(q *sequence, hits, idle int) bool {
 	q.computed = q.remote
 	q.loading = true
 	q.loadUntil = s.clock + d
+	s.running = append(s.running, q)
+	return true
+}
+
+// tierLoad is the part of a prefix hit found in one lower tier.
+type tierLoad struct {
+	medium string
+	tokens int
+}
+
+// lowerHits continues q's prefix match below HBM from block hits: how many
+// blocks the lower tiers hold, the time to load them into HBM, and the
+// slowest medium they come from. s.loads gets the tokens per medium.
+func (s *scheduler) lowerHits(q *sequence, hits, maxHit int) (lower int, load time.Duration, slowest string) {
+	s.loads = s.loads[:0]
+	bs := s.blockSize
+	blockBytes := float64(bs) * s.model.KVBytesPerToken()
+	var seconds float64
+	for i := hits; i < maxHit; i++ {
+		bw, medium, ok := s.kv.lower.lookup(q.hashAt(i, bs))
+		if !ok {
+			break
+		}
+		lower++
+		seconds += blockBytes / bw
+		if n := len(s.loads); n > 0 && s.loads[n-1].medium == medium {
+			s.loads[n-1].tokens += bs
+		} else {
+			s.loads = append(s.loads, tierLoad{medium, bs})
+		}
+		if mediumRank(medium) > mediumRank(slowest) {
+			slowest = medium
+		}
+	}
+	return lower, time.Duration(seconds * float64(time.Second)), slowest
+}
+
+// mediumRank orders media fastest first; "" (none) ranks lowest.
+func mediumRank(medium string) int {
+	switch medium {
+	case MediumCPU:
+		return 1
+	case MediumDisk:
+		return 2
+	case MediumShared:
+		return 3
+	}
+	return 0
+}
+
+// admitLoad starts q, whose prefix continues below HBM after hits blocks
+// for lower more: it takes HBM blocks for them and loads their KV for
+// load, outside the step's token budget (the copy runs beside the batch,
+// as the offloading connectors' loads do), then prefills the rest.
+func (s *scheduler) admitLoad(q *sequence, hits, lower, idle int, load time.Duration, slowest string) bool {
+	if lower+1 > s.kv.available()-idle {
+		return false
+	}
+	for _, id := range s.hits {
+		s.kv.touch(id)
+		q.blocks = append(q.blocks, id)
+	}
+	bs := s.blockSize
+	computed := (hits + lower) * bs
+	q.stored = hits
+	s.growBlocks(q, computed)
+	if !q.admitted {
+		q.admitted = true
+		q.cachedTokens = computed
+		s.metrics.admitted(q.promptTokens, hits*bs)
+	}
+	s.metrics.tierLoad(s.loads, slowest, load)
+	q.computed = computed
+	q.loading = true
+	q.loadUntil = s.clock + load
 	s.running = append(s.running, q)
 	return true
 }
@@ -284,12 +364,13 @@ func (s *scheduler) store(q *sequence) {
 	for ; q.stored < full; q.stored++ {
 		i := q.stored
 		h := q.hashAt(i, bs)
-		if s.kv.store(q.blocks[i], h) {
-			var parent uint64
-			if i > 0 {
-				parent = q.hashes[i-1]
-			}
-			s.kv.events.stored(h, parent, i > 0, q.tokens[i*bs:(i+1)*bs])
+		var parent uint64
+		if i > 0 {
+			parent = q.hashes[i-1]
+		}
+		toks := q.tokens[i*bs : (i+1)*bs]
+		if s.kv.store(q.blocks[i], h, parent, i > 0, toks) {
+			s.kv.events.stored(h, parent, i > 0, toks)
 		}
 	}
 }

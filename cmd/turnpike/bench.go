@@ -31,7 +31,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	engineMetrics := fs.String("engine-metrics", "", "with --url: comma-separated engine /metrics URLs, for the engines' own prefix-cache hit rate")
 	policy := fs.String("policy", "cache-aware", "embedded: the routing policy")
 	var sf simFlags
-	compare := fs.String("compare", "", "embedded: comma-separated policies to run in turn, e.g. round-robin,session-hash,cache-aware; an entry may name a topology instead (aggregated, pd: --policy on it) or both (cache-aware@pd)")
+	compare := fs.String("compare", "", "embedded: comma-separated policies to run in turn, e.g. round-robin,session-hash,cache-aware; an entry may name a topology instead (aggregated, pd, hbm, cpu-tier: --policy on it) or both (cache-aware@pd)")
 	out := fs.String("out", "bench-results", "directory for results.json, report.html and report.md")
 	logLevel := fs.String("log-level", "warn", "embedded gateway log level")
 	fs.StringVar(&cfg.Workload, "workload", bench.DefaultWorkload, "agentic, trace, isolation or chaos (agentic sessions on chat and responses while embedded replicas are killed and restarted)")
@@ -297,7 +297,7 @@ func benchEntry(entry string, sf *simFlags) (policy, topology string) {
 		return p, t
 	}
 	switch entry {
-	case topologyAggregated, topologyPD:
+	case topologyAggregated, topologyPD, topologyHBM, topologyCPUTier:
 		return sf.policy, entry
 	}
 	return policy, topology

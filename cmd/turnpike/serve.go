@@ -46,7 +46,9 @@ type simFlags struct {
 	flavor      string
 	timeScale   float64
 	numBlocks   int
-	// topology is aggregated or pd; prefill the P/D topology's prefill
+	// KV tiers below HBM, in blocks per replica (shared: per pool).
+	kvCPUBlocks, kvDiskBlocks, kvSharedBlocks int
+	// topology is aggregated, pd, hbm or cpu-tier; prefill the P/D topology's prefill
 	// replicas (0: half).
 	topology string
 	prefill  int
@@ -65,8 +67,11 @@ func (f *simFlags) register(fs *flag.FlagSet, prefix, replicasFlag string) {
 	fs.StringVar(&f.flavor, prefix+"flavor", sim.FlavorVLLM, "engine flavour: vllm or sglang")
 	fs.Float64Var(&f.timeScale, prefix+"time-scale", 1, "simulated time per real second: 0.1 runs ten times faster")
 	fs.IntVar(&f.numBlocks, prefix+"num-blocks", 0, "KV blocks per replica (0: from accelerator and model)")
+	fs.IntVar(&f.kvCPUBlocks, prefix+"kv-cpu-blocks", 0, "KV blocks of host memory per replica that blocks evicted from HBM move to (0: none)")
+	fs.IntVar(&f.kvDiskBlocks, prefix+"kv-disk-blocks", 0, "KV blocks of local disk per replica, below the CPU tier (0: none)")
+	fs.IntVar(&f.kvSharedBlocks, prefix+"kv-shared-blocks", 0, "KV blocks of a store shared by every replica of the pool, below the local tiers (0: none)")
 	if prefix != "" {
-		fs.StringVar(&f.topology, prefix+"topology", topologyAggregated, "aggregated (every replica prefills and decodes) or pd (a prefill pool and a decode pool, disaggregated by the gateway)")
+		fs.StringVar(&f.topology, prefix+"topology", topologyAggregated, "aggregated (every replica prefills and decodes), pd (a prefill pool and a decode pool, disaggregated by the gateway), hbm (aggregated, no KV tier below HBM) or cpu-tier (aggregated, with a CPU tier of --"+prefix+"kv-cpu-blocks, default "+fmt.Sprint(defaultCPUTierFactor)+"× HBM)")
 		fs.IntVar(&f.prefill, prefix+"prefill", 0, "pd topology: how many of the replicas prefill (0: half)")
 	}
 }
@@ -76,6 +81,16 @@ func (f *simFlags) fleet() (*simFleet, error) {
 	sf := &simFleet{cfg: f.config(), replicas: f.replicas}
 	switch f.topology {
 	case "", topologyAggregated:
+	case topologyHBM:
+		sf.cfg.KVCPUBlocks, sf.cfg.KVDiskBlocks, sf.cfg.KVSharedBlocks = 0, 0, 0
+	case topologyCPUTier:
+		if sf.cfg.KVCPUBlocks == 0 {
+			n, err := hbmBlocks(&sf.cfg)
+			if err != nil {
+				return nil, err
+			}
+			sf.cfg.KVCPUBlocks = defaultCPUTierFactor * n
+		}
 	case topologyPD:
 		sf.prefill = f.prefill
 		if sf.prefill == 0 {
@@ -85,7 +100,7 @@ func (f *simFlags) fleet() (*simFleet, error) {
 			return nil, fmt.Errorf("sim topology pd: %d prefill replicas of %d: want at least one prefill and one decode replica", sf.prefill, f.replicas)
 		}
 	default:
-		return nil, fmt.Errorf("sim topology %q is not %s or %s", f.topology, topologyAggregated, topologyPD)
+		return nil, fmt.Errorf("sim topology %q is not %s, %s, %s or %s", f.topology, topologyAggregated, topologyPD, topologyHBM, topologyCPUTier)
 	}
 	return sf, nil
 }
@@ -98,6 +113,9 @@ func (f *simFlags) config() sim.Config {
 		ServedModelName: f.served,
 		TimeScale:       f.timeScale,
 		NumBlocks:       f.numBlocks,
+		KVCPUBlocks:     f.kvCPUBlocks,
+		KVDiskBlocks:    f.kvDiskBlocks,
+		KVSharedBlocks:  f.kvSharedBlocks,
 		// Each engine publishes its KV events on a port of its own.
 		KVEventsAddr: "tcp://127.0.0.1:0",
 	}
@@ -248,8 +266,17 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 		}
 	})
 	names := make([]string, len(st.reg.Endpoints))
+	groups := map[string]int{}
 	for i, ep := range st.reg.Endpoints {
 		names[i] = ep.ID
+		// The replicas of a pool share its Shared tier (a store such as
+		// LMCache's remote backend): a block in it counts for all of them.
+		g, ok := groups[ep.Pool.Config.Name]
+		if !ok {
+			g = len(groups)
+			groups[ep.Pool.Config.Name] = g
+		}
+		index.SetGroup(ep.Index, g)
 	}
 	kvMetrics := kv.NewCollector(index, names)
 	metrics.MustRegister(kvMetrics)
@@ -313,6 +340,7 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 	}, noErr(pins.Close)); err != nil {
 		return st, err
 	}
+	cfg.Routing.TierWeights = catalogTierWeights(cfg.Routing.TierWeights, cfg.Pools)
 	policy, err := affinity.NewPolicy(cfg.Routing.Config, affinity.Deps{Index: index, Hasher: hasher, Sessions: sess, Metrics: metrics})
 	if err != nil {
 		return st, err

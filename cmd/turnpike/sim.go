@@ -41,6 +41,9 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer f.Close()
 	for i, u := range f.URLs {
 		line := fmt.Sprintf("engine %s  %s  (%s %s on %s, role %s, %d KV blocks)", f.Engines[i].Config().Name, u, sf.flavor, sf.model, sf.accelerator, cfg.Role, f.Engines[i].NumBlocks())
+		if c := f.Engines[i].Config(); c.KVCPUBlocks+c.KVDiskBlocks+c.KVSharedBlocks > 0 {
+			line += fmt.Sprintf(", below HBM: %d CPU, %d disk, %d shared", c.KVCPUBlocks, c.KVDiskBlocks, c.KVSharedBlocks)
+		}
 		if a := f.Engines[i].KVEventsAddr(); a != "" {
 			line += "  kv events " + a
 		}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/turnpike-gateway/turnpike/accelerators"
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
+	"github.com/turnpike-gateway/turnpike/kv"
 	"github.com/turnpike-gateway/turnpike/pools"
 )
 
@@ -16,7 +19,77 @@ const (
 	// topologyPD: a prefill pool and a decode pool of the same model,
 	// disaggregated by the gateway (routing.pd).
 	topologyPD = "pd"
+	// topologyHBM: aggregated with no KV tier below HBM, whatever the
+	// tier flags say: the offload comparison's baseline.
+	topologyHBM = "hbm"
+	// topologyCPUTier: aggregated with a host-memory tier below HBM
+	// (--sim-kv-cpu-blocks, or defaultCPUTierFactor × HBM).
+	topologyCPUTier = "cpu-tier"
 )
+
+// defaultCPUTierFactor sizes the cpu-tier topology's host tier against
+// HBM: hosts carry several times their accelerators' memory.
+const defaultCPUTierFactor = 4
+
+// hbmBlocks is the KV cache size of an engine configured by cfg, in blocks.
+func hbmBlocks(cfg *sim.Config) (int, error) {
+	c := *cfg
+	c.EnsureDefaults()
+	if err := c.Validate(); err != nil {
+		return 0, err
+	}
+	if c.NumBlocks > 0 {
+		return c.NumBlocks, nil
+	}
+	acc, _ := accelerators.LookupAccelerator(c.Accelerator)
+	model, _ := accelerators.LookupModel(c.Model)
+	return accelerators.KVBlocks(acc, model, c.BlockSize, c.GPUMemoryUtilization), nil
+}
+
+// catalogTierWeights fills the tier weights a config leaves unset with what
+// a hit in each tier saves on the pools' hardware (kv.SavingsWeights): the
+// time to recompute a block against the time to load it over the host link
+// (CPU), from an NVMe disk and from a shared store at the simulator's
+// default bandwidths. Pools with no catalog accelerator and model leave
+// kv.DefaultTierWeights; pools on different hardware take, per tier, the
+// least credit among them.
+func catalogTierWeights(set map[string]float64, ps []pools.PoolConfig) map[string]float64 {
+	var derived *kv.TierWeights
+	for _, pc := range ps {
+		acc, okA := accelerators.LookupAccelerator(pc.Accelerator)
+		model, okM := accelerators.LookupModel(pc.Model)
+		if !okA || !okM || acc.HostLinkBandwidth <= 0 {
+			continue
+		}
+		const batch = 8192 // a full step's prefill: the compute-bound rate
+		recompute := accelerators.PrefillTime(acc, model, batch) * time.Duration(kv.DefaultBlockSize) / batch
+		bytes := float64(kv.DefaultBlockSize) * model.KVBytesPerToken()
+		per := func(bw float64) time.Duration { return time.Duration(bytes / bw * float64(time.Second)) }
+		w := kv.SavingsWeights(recompute, [kv.NumTiers]time.Duration{
+			kv.CPU:    per(acc.HostLinkBandwidth),
+			kv.Disk:   per(sim.DefaultKVDiskBandwidth),
+			kv.Shared: per(sim.DefaultKVSharedBandwidth),
+		})
+		if derived == nil {
+			derived = &w
+			continue
+		}
+		for t := range derived {
+			derived[t] = min(derived[t], w[t])
+		}
+	}
+	if derived == nil {
+		return set
+	}
+	out := make(map[string]float64, kv.NumTiers)
+	for t, w := range derived {
+		out[kv.Tier(t).String()] = w
+	}
+	for name, w := range set {
+		out[name] = w
+	}
+	return out
+}
 
 // simFleet is the embedded simulated fleet to start.
 type simFleet struct {
