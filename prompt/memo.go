@@ -17,9 +17,9 @@ import (
 // turn.
 //
 // A turn's body is matched to an earlier one by the opening of its
-// messages array (up to the end of its second message: the system prompt
-// and the task), then message by message by a running xxhash64 of the
-// array up to each message's end. The messages up to the last that matches
+// messages array (its first bytes: the start of the system prompt), then
+// message by message by a running xxhash64 of the array up to each
+// message's end, before any of it is decoded. The messages up to the last that matches
 // are taken from the earlier turn, already decoded; parsing resumes after
 // them. Everything outside the messages array (the model, the budgets,
 // the tools) is parsed anew, in any order. A hash collision would only
@@ -46,10 +46,11 @@ type Memo struct {
 // read at once and the memo would only cost.
 const MinMemoBody = 16 << 10
 
-// memoCandidates is how many turns of one opening the memo keeps: agents
-// that start sessions alike share an opening, and each session must still
-// find its own last turn.
-const memoCandidates = 8
+// memoCandidates is how many turns of one opening the memo keeps: the
+// sessions of one agent share their system prompt, hence their opening,
+// and each must still find its own last turn. Looking them all up costs
+// about one hash of the body, not one a candidate.
+const memoCandidates = 32
 
 // NewMemo returns a Memo holding at most maxBytes.
 func NewMemo(maxBytes int64) *Memo {
@@ -169,47 +170,57 @@ type memoTrack struct {
 	seen bool
 }
 
-// memoStep is called by the messages loop after messages[i] ends at p.off:
-// it hashes the body up to there and, after the opening, looks for an
-// earlier turn to resume from. It returns the index of the next message
-// to parse (i+1, or later after a resume).
-func (p *parser) memoStep(i int) int {
+// newMemoTrack follows a messages array at base of about n messages.
+func newMemoTrack(base, n int) *memoTrack {
+	return &memoTrack{ok: true, base: base, hashed: base, digest: *xxhash.New(), ends: make([]int, 0, n), sums: make([]uint64, 0, n)}
+}
+
+// openingBytes is how much of a messages array keys the memo: the start
+// of the system prompt, the same on every turn of a conversation, so that
+// a body is matched before any of it is decoded.
+const openingBytes = 512
+
+// memoResume is called by the messages loop once it has entered the array
+// at base: it looks for an earlier turn that shares the array's first
+// messages and, when one does, takes them, decoded, and moves off past
+// them. It returns how many it took.
+func (p *parser) memoResume() int {
 	t := p.track
-	if t == nil || !t.ok {
-		return i + 1
-	}
-	t.digest.Write(p.data[t.hashed:p.off])
-	t.hashed = p.off
-	t.ends = append(t.ends, p.off-t.base)
-	t.sums = append(t.sums, t.digest.Sum64())
-	if i != 1 {
-		return i + 1
-	}
-	t.opening = t.sums[1]
-	from, k, digest, seen := p.memo.lookup(t.opening, p.data[t.base:], &t.digest, t.hashed-t.base)
+	array := p.data[t.base:]
+	t.opening = xxhash.Sum64(array[:min(len(array), openingBytes)])
+	from, k, digest, seen := p.memo.lookup(t.opening, array)
 	t.seen = seen
 	if from != nil && k == len(from.ends) {
 		t.replaces = from
 	}
-	if k <= 2 {
-		return i + 1
+	if k == 0 {
+		return 0
 	}
-	// Messages 2..k-1 are from's: take them, decoded, and go on after them.
 	t.from, t.resumed, t.digest = from, k, digest
-	p.msgs = append(p.msgs, from.msgs[2:k]...)
-	t.ends = append(t.ends, from.ends[2:k]...)
-	t.sums = append(t.sums, from.sums[2:k]...)
+	p.msgs = append(p.msgs, from.msgs[:k]...)
+	t.ends = append(t.ends, from.ends[:k]...)
+	t.sums = append(t.sums, from.sums[:k]...)
 	p.off = t.base + from.ends[k-1]
 	t.hashed = p.off
 	return k
 }
 
+// memoStep is called by the messages loop after each message it parsed,
+// which ends at p.off: it hashes the array up to there.
+func (p *parser) memoStep() {
+	t := p.track
+	t.digest.Write(p.data[t.hashed:p.off])
+	t.hashed = p.off
+	t.ends = append(t.ends, p.off-t.base)
+	t.sums = append(t.sums, t.digest.Sum64())
+}
+
 // lookup finds, among the turns with opening, the one that shares the
-// most messages with array (a body from its messages array's '['), whose
-// first two messages are array[:hashed] and in d. It returns it, how many messages it shares,
-// and the digest of array up to their end; and whether any body with
-// this opening, probes included, was remembered.
-func (m *Memo) lookup(opening uint64, array []byte, d *xxhash.Digest, hashed int) (_ *memoEntry, _ int, _ xxhash.Digest, seen bool) {
+// most messages with array (a body from its messages array's '['). It
+// returns it, how many messages it shares, and the digest of array up to
+// their end; and whether any body with this opening, probes included, was
+// remembered.
+func (m *Memo) lookup(opening uint64, array []byte) (_ *memoEntry, _ int, _ xxhash.Digest, seen bool) {
 	m.mu.Lock()
 	cands := m.byOpening[opening]
 	var buf [memoCandidates]*memoEntry
@@ -221,16 +232,14 @@ func (m *Memo) lookup(opening uint64, array []byte, d *xxhash.Digest, hashed int
 	// up to where the body left the best, and then its check goes on from
 	// there.
 	var best *memoEntry
-	bestK, bestDigest := 0, *d
+	var bestDigest xxhash.Digest
+	bestK := 0
 	for _, e := range cands {
-		if len(e.ends) < 2 || e.ends[1] != hashed || e.sums[1] != d.Sum64() {
-			continue
-		}
 		seen = true
 		if e.probe() {
 			continue
 		}
-		k, dig := 2, *d
+		k, dig := 0, *xxhash.New()
 		if best != nil {
 			last := bestK - 1
 			if len(e.ends) <= bestK || e.ends[last] != best.ends[last] || e.sums[last] != best.sums[last] {
@@ -238,7 +247,10 @@ func (m *Memo) lookup(opening uint64, array []byte, d *xxhash.Digest, hashed int
 			}
 			k, dig = bestK, bestDigest
 		}
-		at := e.ends[k-1]
+		at := 0
+		if k > 0 {
+			at = e.ends[k-1]
+		}
 		for k < len(e.ends) && e.ends[k] <= len(array) {
 			next := dig
 			next.Write(array[at:e.ends[k]])
@@ -275,13 +287,7 @@ func (m *Memo) remember(p *parser) *Prior {
 	}
 	e.msgs = make([]Message, len(p.msgs))
 	copy(e.msgs, p.msgs)
-	start := 0 // the first message whose strings alias the body
-	if t.from != nil {
-		// The first two are the same text as from's, and the next ones
-		// are from's already.
-		start = t.resumed
-		copy(e.msgs[:2], t.from.msgs[:2])
-	}
+	start := t.resumed // the first message whose strings alias the body
 	n, ncalls := 0, 0
 	for i := start; i < len(e.msgs); i++ {
 		n += messageBytes(&e.msgs[i])

@@ -81,27 +81,26 @@ func TestMemoResumesSessions(t *testing.T) {
 	for turn := range a {
 		ra := memoParse(t, m, a[turn])
 		rb := memoParse(t, m, b[turn])
-		// A session's first body is only probed: nothing says there will
-		// be a second.
-		if (ra.Prior == nil || rb.Prior == nil) != (turn == 0) {
-			t.Fatalf("turn %d: a %d-byte body has Prior %v", turn, len(a[turn]), ra.Prior)
-		}
+		// The first body with an opening is only probed: nothing says
+		// there will be a second. Both sessions share their system prompt,
+		// so the second session's first body is remembered.
 		if turn == 0 {
+			if ra.Prior != nil || rb.Prior == nil {
+				t.Fatalf("first bodies: Priors %v and %v, want none and one", ra.Prior, rb.Prior)
+			}
 			prevA, prevB = ra, rb
 			continue
 		}
 		// Each session resumes from its own last turn, past all of its
-		// messages (from the second turn, which has more than the opening).
+		// messages; its second turn, at least past the shared system
+		// prompt.
 		for _, c := range []struct {
 			name    string
 			r, prev *Request
 		}{{"a", ra, prevA}, {"b", rb, prevB}} {
-			want := 0
-			if c.prev != nil && len(c.prev.Prompt.Messages) > 2 {
-				want = len(c.prev.Prompt.Messages)
-			}
-			if c.r.Prior.Messages != want {
-				t.Errorf("turn %d, session %s: resumed %d messages, want %d", turn, c.name, c.r.Prior.Messages, want)
+			got, want := c.r.Prior.Messages, len(c.prev.Prompt.Messages)
+			if turn == 1 && got < 1 || turn > 1 && got != want {
+				t.Errorf("turn %d, session %s: resumed %d messages, want %d", turn, c.name, got, want)
 			}
 		}
 		prevA, prevB = ra, rb
@@ -131,10 +130,10 @@ func TestMemoEditedHistory(t *testing.T) {
 	if r.Prior.Messages != 8 {
 		t.Errorf("resumed %d messages, want the 8 before the edit", r.Prior.Messages)
 	}
-	// A body that changes the opening starts afresh.
+	// Another task under the same system prompt shares that alone.
 	other := bytes.Replace(bodies[7], []byte(`Task 1`), []byte(`Task 9`), 1)
-	if r := memoParse(t, m, other); r.Prior != nil {
-		t.Errorf("a new opening resumed %d messages", r.Prior.Messages)
+	if r := memoParse(t, m, other); r.Prior.Messages != 1 {
+		t.Errorf("another task resumed %d messages, want the system prompt", r.Prior.Messages)
 	}
 }
 
@@ -206,7 +205,8 @@ func FuzzMemoParseChat(f *testing.F) {
 func TestMemoProbesFirstBodies(t *testing.T) {
 	m := NewMemo(64 << 20)
 	for s := range 50 {
-		if r := memoParse(t, m, sessionBodies(s, 1)[0]); r.Prior != nil {
+		body := bytes.Replace(sessionBodies(s, 1)[0], []byte("You are a coding agent."), fmt.Appendf(nil, "You are agent %d.", s), 1)
+		if r := memoParse(t, m, body); r.Prior != nil {
 			t.Fatalf("session %d: a first body has a Prior", s)
 		}
 	}

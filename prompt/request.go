@@ -386,11 +386,16 @@ func (p *parser) messages() error {
 	}
 	if p.memo != nil {
 		p.messagesSeen++
-		n := cap(p.msgs)
-		p.track = &memoTrack{ok: true, base: p.off, hashed: p.off, ends: make([]int, 0, n), sums: make([]uint64, 0, n)}
+		p.track = newMemoTrack(p.off, cap(p.msgs))
 	}
 	more, err := p.enterArray()
-	for i := 0; more && err == nil; {
+	i := 0
+	if more && err == nil && p.track != nil {
+		if i = p.memoResume(); i > 0 {
+			more, err = p.nextElement()
+		}
+	}
+	for ; more && err == nil; i++ {
 		p.msgs = append(p.msgs, Message{})
 		switch p.peek() {
 		case '{':
@@ -405,9 +410,7 @@ func (p *parser) messages() error {
 			break
 		}
 		if p.track != nil {
-			i = p.memoStep(i)
-		} else {
-			i++
+			p.memoStep()
 		}
 		more, err = p.nextElement()
 	}
