@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -36,6 +37,7 @@ import (
 // completion it is sent.
 type tracedStack struct {
 	client openai.Client
+	front  string
 	spans  *tracetest.InMemoryExporter
 
 	mu           sync.Mutex
@@ -43,6 +45,11 @@ type tracedStack struct {
 }
 
 func newTracedStack(t *testing.T, traced bool) *tracedStack {
+	t.Helper()
+	return newTracedStackTB(t, traced)
+}
+
+func newTracedStackTB(t testing.TB, traced bool) *tracedStack {
 	t.Helper()
 	st := &tracedStack{spans: tracetest.NewInMemoryExporter()}
 	var tracer *tracing.Tracer
@@ -108,6 +115,7 @@ func newTracedStack(t *testing.T, traced bool) *tracedStack {
 	}
 	front := httptest.NewServer(s.Handler())
 	t.Cleanup(func() { front.Close(); svc.Close(); db.Close() })
+	st.front = front.URL
 	st.client = openai.NewClient(option.WithBaseURL(front.URL+"/v1"), option.WithAPIKey("test"), option.WithMaxRetries(0))
 	return st
 }
@@ -294,3 +302,32 @@ func TestTraceOff(t *testing.T) {
 }
 
 var _ sdktrace.SpanExporter = (*tracetest.InMemoryExporter)(nil)
+
+// BenchmarkTracedChat is a chat turn through the whole turn path over a
+// simulated engine, with tracing off and on (every span sampled, exported
+// to memory and dropped), to show what a traced turn costs.
+func BenchmarkTracedChat(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "off"
+		if on {
+			name = "on"
+		}
+		b.Run(name, func(b *testing.B) {
+			st := newTracedStackTB(b, on)
+			body := `{"model":"test-model","max_tokens":4,"messages":[{"role":"user","content":"hello"}]}`
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := http.Post(st.front+"/v1/chat/completions", "application/json", strings.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+				st.spans.Reset()
+			}
+		})
+	}
+}
