@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -97,8 +100,11 @@ type Provider struct {
 // New builds the OTLP/HTTP exporter and tracer provider of cfg; it
 // returns a nil Provider, and no error, when tracing is off. The
 // exporter connects lazily: a collector that is down costs dropped
-// spans, never a failed start.
-func New(ctx context.Context, cfg Config) (*Provider, error) {
+// spans, never a failed start. Failed exports are counted in
+// turnpike_tracing_export_errors_total on metrics (when not nil) and
+// logged by log (nil: slog.Default()); OpenTelemetry reports them to
+// one process-wide handler, which New sets.
+func New(ctx context.Context, cfg Config, metrics prometheus.Registerer, log *slog.Logger) (*Provider, error) {
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -106,6 +112,22 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if !cfg.Enabled() {
 		return nil, nil
 	}
+	if log == nil {
+		log = slog.Default()
+	}
+	errs := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "turnpike_tracing_export_errors_total",
+		Help: "Errors OpenTelemetry reported while exporting spans (a collector down or refusing them); the spans of a failed export are dropped.",
+	})
+	if metrics != nil {
+		if err := metrics.Register(errs); err != nil {
+			return nil, fmt.Errorf("tracing: %w", err)
+		}
+	}
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		errs.Inc()
+		log.Warn("tracing: exporting spans failed", "err", err)
+	}))
 	var opts []otlptracehttp.Option
 	if cfg.Endpoint != "" {
 		opts = append(opts, otlptracehttp.WithEndpointURL(tracesURL(cfg.Endpoint)))

@@ -3,12 +3,15 @@ package tracing
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -63,7 +66,7 @@ func TestTracesURL(t *testing.T) {
 func TestOffByDefault(t *testing.T) {
 	t.Setenv(EnvEndpoint, "")
 	t.Setenv(envTracesEndpoint, "")
-	p, err := New(context.Background(), Config{})
+	p, err := New(context.Background(), Config{}, nil, nil)
 	if err != nil || p != nil {
 		t.Fatalf("New without an endpoint = %v, %v; want tracing off", p, err)
 	}
@@ -102,7 +105,7 @@ func TestExportsOTLP(t *testing.T) {
 				t.Setenv(EnvEndpoint, "")
 				cfg.Endpoint = collector.URL
 			}
-			p, err := New(context.Background(), cfg)
+			p, err := New(context.Background(), cfg, nil, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,6 +120,33 @@ func TestExportsOTLP(t *testing.T) {
 				t.Fatalf("collector got %q", got)
 			}
 		})
+	}
+}
+
+// TestExportErrorsCounted: a collector refusing spans shows in
+// turnpike_tracing_export_errors_total.
+func TestExportErrorsCounted(t *testing.T) {
+	t.Setenv(EnvEndpoint, "")
+	t.Setenv(envTracesEndpoint, "")
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no", http.StatusBadRequest)
+	}))
+	defer collector.Close()
+	reg := prometheus.NewRegistry()
+	p, err := New(context.Background(), Config{Endpoint: collector.URL}, reg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := p.Tracer().StartTurn(context.Background(), OpChat, "m")
+	span.End()
+	p.Close(context.Background())
+	n, err := testutil.GatherAndCount(reg, "turnpike_tracing_export_errors_total")
+	if err != nil || n != 1 {
+		t.Fatalf("series %d, %v", n, err)
+	}
+	mfs, _ := reg.Gather()
+	if v := mfs[0].GetMetric()[0].GetCounter().GetValue(); v < 1 {
+		t.Fatalf("turnpike_tracing_export_errors_total = %v after a refused export", v)
 	}
 }
 

@@ -283,7 +283,7 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 
 	// Traces, when an OTLP endpoint is configured; closed last, so that
 	// the spans of the requests the gateway finishes are flushed.
-	traces, err := tracing.New(ctx, cfg.Tracing)
+	traces, err := tracing.New(ctx, cfg.Tracing, metrics, log)
 	if err != nil {
 		return st, err
 	}
