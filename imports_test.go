@@ -15,10 +15,10 @@ const module = "github.com/turnpike-gateway/turnpike/"
 // floors is the import rule of the design: floors run downward. A package
 // may import only the packages of ours listed for it.
 var floors = map[string][]string{
-	"gateway":          {"affinity", "apierror", "auth", "dispatch", "pools", "prompt", "responses"},
+	"gateway":          {"affinity", "apierror", "auth", "dispatch", "pools", "prompt", "responses", "tracing"},
 	"admin":            {"apierror", "auth", "turns", "pools", "sessions", "state"},
-	"responses":        {"apierror", "dispatch", "prompt", "state"},
-	"dispatch":         {"turns", "affinity", "sessions", "pools", "kv", "prompt"},
+	"responses":        {"apierror", "dispatch", "prompt", "state", "tracing"},
+	"dispatch":         {"turns", "affinity", "sessions", "pools", "kv", "prompt", "tracing"},
 	"prompt":           {},
 	"prompt/hf":        {"prompt"},
 	"prompt/enginetok": {"prompt"},
@@ -30,6 +30,7 @@ var floors = map[string][]string{
 	"auth":             {},
 	"state":            {},
 	"state/redistest":  {},
+	"tracing":          {},
 	"pools":            {"accelerators"},
 	"accelerators":     {},
 	"accelerators/sim": {"accelerators"},

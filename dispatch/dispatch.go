@@ -15,7 +15,9 @@ import (
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/prompt"
 	"github.com/turnpike-gateway/turnpike/sessions"
+	"github.com/turnpike-gateway/turnpike/tracing"
 	"github.com/turnpike-gateway/turnpike/turns"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Error classes of the turn path. Begin returns them wrapped, with the
@@ -64,6 +66,10 @@ type Options struct {
 	// PD tunes prefill/decode disaggregation of the models that prefill
 	// and decode pools serve (see sendPD); nil means the defaults.
 	PD *affinity.PDConfig
+	// Tracer traces each turn's admission, picks, legs and engine
+	// requests under the span of Begin's context, and sends its context
+	// to engines as traceparent; nil traces nothing.
+	Tracer *tracing.Tracer
 }
 
 // Dispatcher runs turns on the fleet. Build it with New.
@@ -94,6 +100,7 @@ type Dispatcher struct {
 	pd       affinity.PDConfig
 	pdModels map[string]bool
 	pdm      *pdMetrics
+	tr       *tracing.Tracer
 }
 
 // New builds a Dispatcher. It starts nothing.
@@ -109,6 +116,7 @@ func New(opts Options) (*Dispatcher, error) {
 		hasher:        opts.Hasher,
 		tok:           opts.Tokenizer,
 		log:           opts.Logger,
+		tr:            opts.Tracer,
 		needsHashes:   affinity.NeedsHashes(opts.Policy),
 		capacity:      map[string]*turns.ModelCapacity{},
 		maxMigrations: opts.Registry.Options().MaxMigrations,
@@ -249,6 +257,9 @@ func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error)
 	}
 	defer func() {
 		if err != nil {
+			if d.tr.On() {
+				t.endSpans(err)
+			}
 			t.release(affinity.Outcome{Err: err}, false)
 		}
 	}()
@@ -257,6 +268,9 @@ func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error)
 		return nil, d.modelNotFound(spec.Model)
 	}
 	t.countPrompt()
+	if d.tr.On() {
+		t.annotate()
+	}
 
 	// The session's history informs admission; the turn counts as one of
 	// the session's only once admitted, so that a client retrying after
@@ -268,7 +282,8 @@ func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error)
 	}
 	hints := turns.Hints{Priority: spec.ClientHeader.Get(PriorityHeader), ServiceTier: spec.ServiceTier, Background: spec.Background}
 	if d.flow != nil {
-		ticket, err := d.flow.Acquire(ctx, &turns.Turn{
+		actx, span := d.tr.Start(ctx, tracing.SpanAdmission, trace.SpanKindInternal)
+		ticket, err := d.flow.Acquire(actx, &turns.Turn{
 			Tenant:               spec.Tenant,
 			Hints:                hints,
 			SessionKey:           t.sessionKey,
@@ -279,6 +294,7 @@ func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error)
 			ExpectedOutputTokens: spec.MaxOutputTokens,
 			Enqueued:             t.start,
 		}, capacity)
+		endAdmission(span, ticket, err)
 		if err != nil {
 			return nil, err
 		}
@@ -365,11 +381,11 @@ func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) e
 		t.picked = nil
 		if ep == nil {
 			if only := pref.preferred(candidates); only != nil {
-				ep, err = d.policy.Pick(ctx, &t.route, []*pools.Endpoint{only})
+				ep, err = t.pick(ctx, &t.route, []*pools.Endpoint{only})
 			}
 		}
 		if ep == nil {
-			ep, err = d.policy.Pick(ctx, &t.route, candidates)
+			ep, err = t.pick(ctx, &t.route, candidates)
 		}
 		if err != nil {
 			if lastErr != nil {
@@ -377,9 +393,11 @@ func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) e
 			}
 			return fmt.Errorf("%w: %w", ErrNoEndpoint, err)
 		}
-		resp, err := d.reg.Client().Send(ctx, ep, spec.Path, body, header, tokens)
+		ectx, span := d.tr.Start(ctx, tracing.SpanEngine, trace.SpanKindClient)
+		resp, err := d.reg.Client().Send(ectx, ep, spec.Path, body, d.traced(ectx, header), tokens)
+		startEngine(span, ep, resp, err)
 		if err == nil {
-			t.resp, t.ep = resp, ep
+			t.resp, t.ep, t.engine = resp, ep, span
 			if pref != nil {
 				pref.set(ep.ID)
 			}

@@ -16,6 +16,8 @@ import (
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/kv"
 	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/tracing"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Prefill/decode disaggregation, vLLM's proxy protocol without a
@@ -140,7 +142,7 @@ func (t *Turn) sendPD(ctx context.Context) error {
 	if len(decoders) == 0 {
 		return d.modelNotFound(spec.Model)
 	}
-	decoder, err := d.policy.Pick(ctx, &t.route, decoders)
+	decoder, err := t.pick(ctx, &t.route, decoders)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNoEndpoint, err)
 	}
@@ -158,7 +160,10 @@ func (t *Turn) sendPD(ctx context.Context) error {
 	d.pdm.decisions.WithLabelValues(verdict.Reason).Inc()
 	body := spec.Body
 	if verdict.Disaggregate {
-		if b, ok := t.prefill(ctx, prefillers); ok {
+		pctx, span := d.tr.Start(ctx, tracing.SpanPrefill, trace.SpanKindInternal)
+		b, ok := t.prefill(pctx, prefillers)
+		endPrefill(span, ok)
+		if ok {
 			body = b
 		} else {
 			d.pdm.fallbacks.WithLabelValues(pdFallbackPrefillFailed).Inc()
@@ -166,6 +171,7 @@ func (t *Turn) sendPD(ctx context.Context) error {
 	}
 	if t.pd != nil {
 		t.pd.decodeSent = time.Now()
+		ctx, t.decode = d.tr.Start(ctx, tracing.SpanDecode, trace.SpanKindInternal)
 	}
 	t.picked = decoder
 	if err := t.send(ctx, body, nil); err != nil {
@@ -174,6 +180,7 @@ func (t *Turn) sendPD(ctx context.Context) error {
 	if t.pd != nil && t.resp.StatusCode == http.StatusBadRequest {
 		// The decoder could not pull the KV: prefill there after all.
 		ee := readEngineError(t.resp)
+		t.endEngine(ee)
 		t.resp.Body.Close()
 		d.policy.Done(&t.route, t.ep, affinity.Outcome{Err: ee})
 		t.resp, t.ep = nil, nil
@@ -213,7 +220,7 @@ func (t *Turn) prefill(ctx context.Context, prefillers []*pools.Endpoint) ([]byt
 	defer cancel()
 	tokens := int64(t.route.PromptTokens + 1)
 	for attempt := 0; attempt <= d.reg.Options().MaxRetries && len(prefillers) > 0; attempt++ {
-		ep, err := d.policy.Pick(pctx, &req, prefillers)
+		ep, err := t.pick(pctx, &req, prefillers)
 		if err != nil {
 			return nil, false
 		}
@@ -246,7 +253,10 @@ func (t *Turn) prefill(ctx context.Context, prefillers []*pools.Endpoint) ([]byt
 // prefillOn sends the prefill leg to ep and reads the params and usage
 // it answers.
 func (t *Turn) prefillOn(ctx context.Context, ep *pools.Endpoint, leg []byte, tokens int64) (json.RawMessage, Usage, error) {
-	resp, err := t.d.reg.Client().Send(ctx, ep, t.spec.Path, leg, t.header, tokens)
+	ctx, span := t.d.tr.Start(ctx, tracing.SpanEngine, trace.SpanKindClient)
+	resp, err := t.d.reg.Client().Send(ctx, ep, t.spec.Path, leg, t.d.traced(ctx, t.header), tokens)
+	startEngine(span, ep, resp, err)
+	defer span.End()
 	if err != nil {
 		return nil, Usage{}, err
 	}

@@ -25,6 +25,8 @@ import (
 type leg struct {
 	body      map[string]json.RawMessage
 	requestID string
+	// traceparent is the leg's trace context header, "" when untraced.
+	traceparent string
 }
 
 // simEngine is a simulated engine behind a server that records the chat
@@ -51,6 +53,7 @@ func newSimEngine(t *testing.T, cfg sim.Config) *simEngine {
 			var l leg
 			json.Unmarshal(b, &l.body)
 			l.requestID = r.Header.Get("X-Request-Id")
+			l.traceparent = r.Header.Get("Traceparent")
 			s.mu.Lock()
 			s.legs = append(s.legs, l)
 			s.mu.Unlock()

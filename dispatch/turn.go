@@ -15,6 +15,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/turns"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Limits on what a turn holds of an engine's answer.
@@ -64,6 +65,12 @@ type Turn struct {
 	// picked, when set, is the endpoint send tries first instead of
 	// picking (the decoder the P/D decision was made for).
 	picked *pools.Endpoint
+	// engine is the span of the current leg's engine request, decode the
+	// decode leg's (P/D), both ended with the turn (trace.go); nil, or
+	// spans that record nothing, when tracing is off. responseID is the
+	// engine's answer id, kept only while tracing.
+	engine, decode trace.Span
+	responseID     string
 
 	start, firstData time.Time
 	usage            Usage
@@ -211,6 +218,9 @@ func (t *Turn) scan(raw []byte) Line {
 	l.Data = bytes.TrimSpace(payload)
 	if t.firstData.IsZero() {
 		t.firstData = time.Now()
+		if t.d.tr.On() {
+			t.responseID = answerID(l.Data)
+		}
 	}
 	l.Done = bytes.Equal(l.Data, []byte("[DONE]"))
 	if len(l.Data) > 0 && l.Data[0] == '{' && bytes.Contains(l.Data, []byte(`"usage"`)) {
@@ -252,6 +262,9 @@ func (t *Turn) ReadAll() ([]byte, error) {
 			return nil, fmt.Errorf("%w: %s: answer larger than %d bytes", pools.ErrUpstream, t.ep.ID, MaxAnswerBytes)
 		}
 		if err == nil {
+			if t.d.tr.On() {
+				t.responseID = answerID(b)
+			}
 			if t.readUsage(b) && t.pd != nil {
 				b = t.pdRewrite(b)
 			}
@@ -289,11 +302,13 @@ func (t *Turn) resend(cause error) bool {
 func (t *Turn) sendAgain(body []byte, cause error) bool {
 	d, failed := t.d, t.ep
 	d.policy.Done(&t.route, failed, affinity.Outcome{Err: cause})
+	t.endEngine(cause)
 	t.resp.Body.Close()
 	t.resp, t.ep = nil, nil
 	err := t.send(t.ctx, body, failed)
 	if err == nil && t.resp.StatusCode >= 300 {
 		err = readEngineError(t.resp)
+		t.endEngine(err)
 		t.resp.Body.Close()
 		d.policy.Done(&t.route, t.ep, affinity.Outcome{Err: err})
 		t.resp, t.ep = nil, nil
@@ -334,6 +349,9 @@ func (t *Turn) End(err error) {
 		t.pdEnd()
 		// The decoder computed none of the prompt: it pulled it.
 		o.CachedTokens = o.PromptTokens
+	}
+	if t.d.tr.On() {
+		t.endSpans(err)
 	}
 	t.release(o, true)
 }

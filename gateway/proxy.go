@@ -13,6 +13,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/prompt"
+	"github.com/turnpike-gateway/turnpike/tracing"
+	"go.opentelemetry.io/otel/trace"
 )
 
 func (s *Server) handleChatCompletions(c echo.Context) error {
@@ -68,19 +70,34 @@ func (s *Server) proxyCompletion(c echo.Context, path string, parse func([]byte)
 			spec.Body, strip = b, true
 		}
 	}
-	t, err := s.dispatch.Begin(c.Request().Context(), spec)
+	ctx := c.Request().Context()
+	var span trace.Span
+	if tr := s.opts.Tracer; tr.On() {
+		ctx, span = s.startTurn(c, path, spec.Model)
+		defer span.End()
+	}
+	t, err := s.dispatch.Begin(ctx, spec)
 	if err != nil {
 		s.metrics.observeRequest(path, toAPIError(err).Status, start, 0)
+		if span != nil {
+			tracing.Fail(span, err)
+		}
 		return err
 	}
 	if req.Stream {
 		err := s.relayStream(c, t, strip)
 		t.End(err)
+		if span != nil {
+			endTurnSpan(span, t.ResponseID(), err)
+		}
 		s.metrics.observeRequest(path, http.StatusOK, start, t.TTFT())
 		return nil
 	}
 	b, err := t.ReadAll()
 	t.End(err)
+	if span != nil {
+		endTurnSpan(span, t.ResponseID(), err)
+	}
 	if err != nil {
 		return err
 	}
@@ -89,6 +106,26 @@ func (s *Server) proxyCompletion(c echo.Context, path string, parse func([]byte)
 	c.Response().WriteHeader(http.StatusOK)
 	_, err = c.Response().Write(b)
 	return err
+}
+
+// startTurn starts the span of a chat or text completion turn, under the
+// client's trace context.
+func (s *Server) startTurn(c echo.Context, path, model string) (context.Context, trace.Span) {
+	op := tracing.OpChat
+	if path == "/v1/completions" {
+		op = tracing.OpTextCompletion
+	}
+	tr := s.opts.Tracer
+	return tr.StartTurn(tr.Extract(c.Request().Context(), c.Request().Header), op, model)
+}
+
+// endTurnSpan notes the answer's id and the turn's failure on its span;
+// the caller ends it.
+func endTurnSpan(span trace.Span, id string, err error) {
+	if id != "" && span.IsRecording() {
+		span.SetAttributes(tracing.ResponseID.String(id))
+	}
+	tracing.Fail(span, err)
 }
 
 // bodyBufs recycles request bodies: agents' bodies are large, and the

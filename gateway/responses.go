@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,9 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/responses"
+	"github.com/turnpike-gateway/turnpike/tracing"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // mountResponses registers the Responses and Conversations API on v1.
@@ -131,8 +135,14 @@ func (h *responsesAPI) create(c echo.Context) error {
 		return err
 	}
 	ctx, tenant := c.Request().Context(), tenantOf(c)
+	if tr := h.s.opts.Tracer; tr.On() {
+		var span trace.Span
+		ctx, span = tr.StartTurn(tr.Extract(ctx, c.Request().Header), tracing.OpResponses, req.Model)
+		defer span.End()
+	}
 	if !req.Stream {
 		resp, err := h.svc.Create(ctx, tenant, req, c.Request().Header, nil)
+		endResponseSpan(ctx, resp, err)
 		if err != nil {
 			return err
 		}
@@ -140,11 +150,28 @@ func (h *responsesAPI) create(c echo.Context) error {
 	}
 	w := &sse{c: c}
 	resp, err := h.svc.Create(ctx, tenant, req, c.Request().Header, w.sink)
+	endResponseSpan(ctx, resp, err)
 	if err == nil && req.Background {
 		// The background response runs on without this client; follow it.
 		err = h.svc.Stream(ctx, tenant, resp.ID, -1, w.sink)
 	}
 	return w.finish(err)
+}
+
+// endResponseSpan notes the response's id, and its failure, on the turn's
+// span in ctx.
+func endResponseSpan(ctx context.Context, resp *responses.Response, err error) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	if resp != nil {
+		span.SetAttributes(tracing.ResponseID.String(resp.ID))
+		if resp.Error != nil {
+			span.SetStatus(codes.Error, resp.Error.Message)
+		}
+	}
+	tracing.Fail(span, err)
 }
 
 func (h *responsesAPI) compact(c echo.Context) error {

@@ -19,6 +19,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/prompt"
 	"github.com/turnpike-gateway/turnpike/responses"
+	"github.com/turnpike-gateway/turnpike/tracing"
 )
 
 // Defaults for Options.
@@ -62,6 +63,10 @@ type Options struct {
 	// past what it shares with the last (prompt.Memo). Default 64 MiB;
 	// negative remembers none.
 	PromptMemoBytes int64
+	// Tracer starts a span per chat, completion and Responses turn,
+	// child of the client's traceparent when it sent one; nil traces
+	// nothing. Pass the same tracer to dispatch and responses.
+	Tracer *tracing.Tracer
 }
 
 // DefaultPromptMemoBytes is the default of Options.PromptMemoBytes: about

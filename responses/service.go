@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/turnpike-gateway/turnpike/tracing"
 )
 
 // Defaults for Config.
@@ -87,6 +88,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Tracer traces the state reads and writes of a turn (a chain or
+	// conversation loaded, a response stored) under the turn's span in
+	// Create's context; nil traces nothing.
+	Tracer *tracing.Tracer
 }
 
 // EnsureDefaults fills the zero fields.

@@ -12,6 +12,8 @@ import (
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/prompt"
+	"github.com/turnpike-gateway/turnpike/tracing"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // turn is a response being made: the request, its record, and the engine
@@ -42,7 +44,10 @@ type turn struct {
 // prepare checks the request against the store and builds the turn:
 // the response object, the whole context and the engine request.
 func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest, id string, created int64) (*turn, error) {
-	t, items, err := s.load(ctx, tenant, req, id, created)
+	lctx, span := s.cfg.Tracer.Start(ctx, tracing.SpanStateLoad, trace.SpanKindInternal)
+	t, items, err := s.load(lctx, tenant, req, id, created)
+	tracing.Fail(span, err)
+	span.End()
 	if err != nil {
 		return nil, err
 	}
@@ -383,6 +388,9 @@ func (s *Service) begin(ctx context.Context, t *turn, hdr http.Header) (*dispatc
 	if err == nil {
 		// The chain's next responses continue in this session.
 		t.rec.Session = dt.SessionKey()
+		if span := trace.SpanFromContext(ctx); t.conversation != "" && span.IsRecording() {
+			span.SetAttributes(tracing.ConversationID.String(t.conversation))
+		}
 	}
 	return dt, err
 }
@@ -475,7 +483,11 @@ func (s *Service) endTurn(ctx context.Context, t *turn, r *run, j *job) {
 		items := make([]Item, 0, len(t.input)+len(resp.Output))
 		items = append(append(items, t.input...), resp.Output...)
 		t.rec.Inputs = len(t.input)
-		if err := s.store.EndResponse(ctx, t.rec, t.base, items, final); err != nil {
+		sctx, span := s.cfg.Tracer.Start(ctx, tracing.SpanStateSave, trace.SpanKindInternal)
+		err := s.store.EndResponse(sctx, t.rec, t.base, items, final)
+		tracing.Fail(span, err)
+		span.End()
+		if err != nil {
 			// Nothing was written: a background record stays pending and
 			// the next Start takes it over. Only those listening now hear
 			// of the failure.

@@ -16,6 +16,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/responses"
 	"github.com/turnpike-gateway/turnpike/sessions"
 	"github.com/turnpike-gateway/turnpike/state"
+	"github.com/turnpike-gateway/turnpike/tracing"
 	"github.com/turnpike-gateway/turnpike/turns"
 )
 
@@ -55,6 +56,10 @@ type Config struct {
 	Admin admin.Config `yaml:",inline"`
 	// BodyLimit bounds request bodies, in bytes. Default 32 MiB.
 	BodyLimit int64 `yaml:"bodyLimit"`
+	// Tracing exports OpenTelemetry traces over OTLP/HTTP (see
+	// tracing.Config). Default off, unless OTEL_EXPORTER_OTLP_ENDPOINT is
+	// set.
+	Tracing tracing.Config `yaml:"tracing"`
 }
 
 // RoutingConfig is the routing section: the policy's keys and pd.
@@ -153,6 +158,7 @@ func (c *Config) EnsureDefaults() {
 	c.FlowControl.EnsureDefaults()
 	c.Fleet.EnsureDefaults()
 	c.Admin.EnsureDefaults()
+	c.Tracing.EnsureDefaults()
 	if c.Responses.Retention == 0 {
 		c.Responses.Retention = responses.DefaultTTL
 	}
@@ -183,6 +189,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("flowControl: %w", err))
 	}
 	if err := c.Admin.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Tracing.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Responses.Retention < 0 || c.Responses.Workers < 0 || c.Responses.MCPTimeout < 0 {

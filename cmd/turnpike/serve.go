@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -26,6 +27,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/responses"
 	"github.com/turnpike-gateway/turnpike/sessions"
 	"github.com/turnpike-gateway/turnpike/state"
+	"github.com/turnpike-gateway/turnpike/tracing"
 	"github.com/turnpike-gateway/turnpike/turns"
 )
 
@@ -306,6 +308,18 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 		return nil
 	}, noErr(st.reg.Close))
 
+	// Traces, when an OTLP endpoint is configured; closed last, so that
+	// the spans of the requests the gateway finishes are flushed.
+	traces, err := tracing.New(ctx, cfg.Tracing, metrics, log)
+	if err != nil {
+		return st, err
+	}
+	st.life.start(ctx, "tracing", nil, traces.Close)
+	tracer := traces.Tracer()
+	if tracer.On() {
+		log.Info("tracing on", "service", cfg.Tracing.ServiceName, "endpoint", cmp.Or(cfg.Tracing.Endpoint, "from the environment"))
+	}
+
 	// One state store, Pebble under the data dir or a shared Redis, and a
 	// namespace in it for each owner. The prefixes are those the data dir
 	// has always been written with.
@@ -350,7 +364,7 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 		return st, err
 	}
 	st.life.start(ctx, "flow control", startNoErr(flow.Start), func(context.Context) error { return flow.Close() })
-	d, err := dispatch.New(dispatch.Options{Registry: st.reg, Policy: policy, Sessions: sess, Flow: flow, Hasher: hasher, Logger: log, Metrics: metrics, PD: &cfg.Routing.PD})
+	d, err := dispatch.New(dispatch.Options{Registry: st.reg, Policy: policy, Sessions: sess, Flow: flow, Hasher: hasher, Logger: log, Metrics: metrics, PD: &cfg.Routing.PD, Tracer: tracer})
 	if err != nil {
 		return st, err
 	}
@@ -363,6 +377,7 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 	svc := responses.New(store, d, responses.Config{
 		Workers: cfg.Responses.Workers, HostedTools: cfg.Responses.HostedTools, SealKeys: sealKeys,
 		MCPTimeout: cfg.Responses.MCPTimeout, MCPAllowedURLs: cfg.Responses.MCPAllowedURLs, Metrics: metrics, Logger: log,
+		Tracer: tracer,
 	})
 	if err := st.life.start(ctx, "responses", svc.Start, func(context.Context) error { return svc.Close() }); err != nil {
 		return st, err
@@ -411,6 +426,7 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 		Responses: svc,
 		Auth:      authn,
 		Admin:     adm,
+		Tracer:    tracer,
 	}); err != nil {
 		return st, err
 	}
