@@ -1,0 +1,144 @@
+package state_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/turnpike-gateway/turnpike/state"
+	"github.com/turnpike-gateway/turnpike/state/redistest"
+)
+
+func lease(t *testing.T, ns state.Namespace, key, holder string, ttl time.Duration) bool {
+	t.Helper()
+	ok, err := ns.Lease(context.Background(), []byte(key), holder, ttl)
+	if err != nil {
+		t.Fatalf("Lease %q for %s: %v", key, holder, err)
+	}
+	return ok
+}
+
+// testLease: a lease has one holder until it runs out or is released;
+// its holder renews it; it is no key of the namespace.
+func testLease(t *testing.T, db *state.DB) {
+	ns := db.Namespace("rs/")
+	ctx := context.Background()
+	const long = time.Minute
+	if !lease(t, ns, "job/1", "a", long) {
+		t.Fatal("a free lease was refused")
+	}
+	if lease(t, ns, "job/1", "b", long) {
+		t.Fatal("b took a's lease while it was held")
+	}
+	if !lease(t, ns, "job/1", "a", long) {
+		t.Fatal("a could not renew its own lease")
+	}
+	if !lease(t, ns, "job/2", "b", long) {
+		t.Fatal("b was refused another key's lease")
+	}
+	if got := scan(t, ns, state.Range{}); len(got) != 0 {
+		t.Errorf("leases seen by Scan: %v", got)
+	}
+	if _, err := ns.Get(ctx, []byte("job/1")); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("Get of a lease's name: %v, want ErrNotFound", err)
+	}
+	// b's release of a's lease does nothing; a's frees it.
+	if err := ns.Release(ctx, []byte("job/1"), "b"); err != nil {
+		t.Fatal(err)
+	}
+	if lease(t, ns, "job/1", "b", long) {
+		t.Fatal("b's release freed a's lease")
+	}
+	if err := ns.Release(ctx, []byte("job/1"), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if !lease(t, ns, "job/1", "b", long) {
+		t.Fatal("a released lease was refused")
+	}
+	// A lease that runs out is free to another.
+	if !lease(t, ns, "job/3", "a", 20*time.Millisecond) {
+		t.Fatal("a free lease was refused")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !lease(t, ns, "job/3", "b", long) {
+		if time.Now().After(deadline) {
+			t.Fatal("a lease of 20ms still held after 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if lease(t, ns, "job/3", "a", long) {
+		t.Fatal("a took back its expired lease from b")
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns.Lease(ctx, []byte("job/4"), "a", long); !errors.Is(err, state.ErrClosed) {
+		t.Errorf("Lease after Close: %v, want ErrClosed", err)
+	}
+	if err := ns.Release(ctx, []byte("job/4"), "a"); !errors.Is(err, state.ErrClosed) {
+		t.Errorf("Release after Close: %v, want ErrClosed", err)
+	}
+}
+
+// testLeaseRace: claimers racing for one lease never both hold it.
+func testLeaseRace(t *testing.T, db *state.DB) {
+	twoHolders(t, []state.Namespace{db.Namespace("rs/"), db.Namespace("rs/")})
+}
+
+// twoHolders races claimers that keep what they win until every one has
+// tried: a round with more than one winner is two holders at once.
+func twoHolders(t *testing.T, nss []state.Namespace) {
+	ctx := context.Background()
+	const claimers, rounds = 8, 50
+	for round := range rounds {
+		key := []byte(fmt.Sprintf("race/%d", round))
+		var winners atomic.Int32
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range claimers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				ok, err := nss[i%len(nss)].Lease(ctx, key, fmt.Sprintf("h%d", i), time.Minute)
+				if err != nil {
+					t.Error(err)
+				} else if ok {
+					winners.Add(1)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if n := winners.Load(); n != 1 {
+			t.Fatalf("round %d: %d of %d claimers hold the lease, want 1", round, n, claimers)
+		}
+	}
+}
+
+// TestRedisLeaseTwoClients: claimers on two connections to one Redis, as
+// two gateways are, never both hold a lease; a lease one gateway holds
+// with a short ttl passes to the other once it runs out.
+func TestRedisLeaseTwoClients(t *testing.T) {
+	srv := redistest.Start(t)
+	a := openRedis(t, srv.URL(), state.RedisOptions{}).Namespace("rs/")
+	b := openRedis(t, srv.URL(), state.RedisOptions{}).Namespace("rs/")
+	twoHolders(t, []state.Namespace{a, b})
+	if !lease(t, a, "job", "gw-a", 50*time.Millisecond) {
+		t.Fatal("a free lease was refused")
+	}
+	if lease(t, b, "job", "gw-b", time.Minute) {
+		t.Fatal("b took a's lease while it was held")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !lease(t, b, "job", "gw-b", time.Minute) {
+		if time.Now().After(deadline) {
+			t.Fatal("a's lease of 50ms still held after 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
