@@ -54,6 +54,8 @@
 //	x/<tenant>/<item_id>     locator: tenant, chain, seq (item_reference, paging cursors)
 //	e/<resp_id>/<seq>        a background response's stream event, for resume
 //	q/<resp_id>              a background response that has not ended (empty value)
+//	c/<resp_id>              a cancel requested for it, for the gateway that runs it (empty value)
+//	l/<resp_id>              the lease of the gateway that runs it (a state lease, not a key)
 //	t/<at><kind><id>         retention index: kind 'r' response, 'h' chain
 //	k/<name>                 a secret: "seal", the key of encrypted content (seal.go)
 //

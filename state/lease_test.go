@@ -37,6 +37,15 @@ func testLease(t *testing.T, db *state.DB) {
 	if !lease(t, ns, "job/1", "a", long) {
 		t.Fatal("a could not renew its own lease")
 	}
+	if ok, err := ns.Renew(ctx, []byte("job/1"), "a", long); err != nil || !ok {
+		t.Fatalf("a renewing its lease: %v %v", ok, err)
+	}
+	if ok, err := ns.Renew(ctx, []byte("job/1"), "b", long); err != nil || ok {
+		t.Fatalf("b renewed a's lease: %v %v", ok, err)
+	}
+	if ok, err := ns.Renew(ctx, []byte("job/free"), "b", long); err != nil || ok {
+		t.Fatalf("Renew took a free lease: %v %v", ok, err)
+	}
 	if !lease(t, ns, "job/2", "b", long) {
 		t.Fatal("b was refused another key's lease")
 	}
@@ -72,6 +81,24 @@ func testLease(t *testing.T, db *state.DB) {
 	}
 	if lease(t, ns, "job/3", "a", long) {
 		t.Fatal("a took back its expired lease from b")
+	}
+	// A holder that paused past its ttl cannot renew, though no one took
+	// the lease meanwhile.
+	if !lease(t, ns, "job/5", "a", 20*time.Millisecond) {
+		t.Fatal("a free lease was refused")
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		ok, err := ns.Renew(ctx, []byte("job/5"), "a", 20*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("renewals of a lease of 20ms kept succeeding for 10s")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)

@@ -416,6 +416,14 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 `)
 
+// renewLease extends KEYS[1] to ARGV[2] ms when it holds ARGV[1]; 1 if
+// it did.
+var renewLease = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`)
+
 // dropLease deletes KEYS[1] when it holds ARGV[1].
 var dropLease = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
@@ -428,9 +436,13 @@ func (e *redisEngine) leaseKey(prefix, key []byte) string {
 	return e.opts.KeyPrefix + "{" + string(prefix) + "}l" + string(key)
 }
 
-func (e *redisEngine) lease(ctx context.Context, prefix, key []byte, holder string, ttl time.Duration) (bool, error) {
+func (e *redisEngine) lease(ctx context.Context, prefix, key []byte, holder string, ttl time.Duration, take bool) (bool, error) {
 	ms := max(ttl.Milliseconds(), 1)
-	n, err := takeLease.Run(ctx, e.client, []string{e.leaseKey(prefix, key)}, holder, ms).Int()
+	script := renewLease
+	if take {
+		script = takeLease
+	}
+	n, err := script.Run(ctx, e.client, []string{e.leaseKey(prefix, key)}, holder, ms).Int()
 	if err != nil {
 		e.errs.lease.Add(1)
 		return false, fmt.Errorf("state: redis: lease %q: %w", key, err)

@@ -61,6 +61,13 @@ type Namespace interface {
 	// only holder there is). ttl must be positive.
 	// Redis: a Lua script of GET, then SET PX when free or holder's.
 	Lease(ctx context.Context, key []byte, holder string, ttl time.Duration) (bool, error)
+	// Renew extends holder's lease called key to ttl from now, only if
+	// holder holds it still (it has not run out): unlike Lease it never
+	// takes a free one, so a holder that paused past its ttl learns that
+	// it lost the lease even when no one has taken it since. It reports
+	// whether holder holds it now.
+	// Redis: a Lua script of GET, then PEXPIRE when holder's.
+	Renew(ctx context.Context, key []byte, holder string, ttl time.Duration) (bool, error)
 	// Release ends holder's lease called key at once; a lease holder does
 	// not hold (any more) is left as it is.
 	// Redis: a Lua script of GET, then DEL when holder's.
@@ -145,8 +152,9 @@ type engine interface {
 	scan(ctx context.Context, prefix, lo, hi []byte, reverse bool, fn func(key, value []byte) error) error
 	// apply commits b under prefix.
 	apply(ctx context.Context, prefix []byte, b *Batch) error
-	// lease and release are Namespace.Lease and Release under prefix.
-	lease(ctx context.Context, prefix, key []byte, holder string, ttl time.Duration) (bool, error)
+	// lease, renew and release are Namespace.Lease, Renew and Release
+	// under prefix.
+	lease(ctx context.Context, prefix, key []byte, holder string, ttl time.Duration, take bool) (bool, error)
 	release(ctx context.Context, prefix, key []byte, holder string) error
 	close() error
 }
@@ -187,11 +195,14 @@ type heldLease struct {
 	until  time.Time
 }
 
-func (l *leaseTable) lease(k, holder string, ttl time.Duration) bool {
+// lease takes (take) or renews holder's lease k.
+func (l *leaseTable) lease(k, holder string, ttl time.Duration, take bool) bool {
 	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if h, ok := l.mu.held[k]; ok && h.holder != holder && now.Before(h.until) {
+	h, ok := l.mu.held[k]
+	live := ok && now.Before(h.until)
+	if live && h.holder != holder || !take && (!live || h.holder != holder) {
 		return false
 	}
 	if l.mu.held == nil {
@@ -218,8 +229,8 @@ func (l *leaseTable) release(k, holder string) {
 	}
 }
 
-func (f flat) lease(_ context.Context, prefix, key []byte, holder string, ttl time.Duration) (bool, error) {
-	return f.leases.lease(string(prefix)+string(key), holder, ttl), nil
+func (f flat) lease(_ context.Context, prefix, key []byte, holder string, ttl time.Duration, take bool) (bool, error) {
+	return f.leases.lease(string(prefix)+string(key), holder, ttl, take), nil
 }
 
 func (f flat) release(_ context.Context, prefix, key []byte, holder string) error {
@@ -385,6 +396,14 @@ func prefixEnd(p []byte) []byte {
 }
 
 func (n *namespace) Lease(ctx context.Context, key []byte, holder string, ttl time.Duration) (bool, error) {
+	return n.lease(ctx, key, holder, ttl, true)
+}
+
+func (n *namespace) Renew(ctx context.Context, key []byte, holder string, ttl time.Duration) (bool, error) {
+	return n.lease(ctx, key, holder, ttl, false)
+}
+
+func (n *namespace) lease(ctx context.Context, key []byte, holder string, ttl time.Duration, take bool) (bool, error) {
 	if ttl <= 0 {
 		panic(fmt.Sprintf("state: lease of %q for %v", key, ttl))
 	}
@@ -392,7 +411,7 @@ func (n *namespace) Lease(ctx context.Context, key []byte, holder string, ttl ti
 		return false, err
 	}
 	defer n.db.leave()
-	return n.db.eng.lease(ctx, n.prefix, key, holder, ttl)
+	return n.db.eng.lease(ctx, n.prefix, key, holder, ttl, take)
 }
 
 func (n *namespace) Release(ctx context.Context, key []byte, holder string) error {
