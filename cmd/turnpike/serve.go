@@ -335,6 +335,7 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 	svc := responses.New(store, d, responses.Config{
 		Workers: cfg.Responses.Workers, HostedTools: cfg.Responses.HostedTools, SealKeys: sealKeys,
 		MCPTimeout: cfg.Responses.MCPTimeout, MCPAllowedURLs: cfg.Responses.MCPAllowedURLs, Metrics: metrics, Logger: log,
+		JobLease: cfg.Responses.JobLease, JobPoll: cfg.Responses.JobPoll,
 	})
 	if err := st.life.start(ctx, "responses", svc.Start, func(context.Context) error { return svc.Close() }); err != nil {
 		return st, err
