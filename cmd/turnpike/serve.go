@@ -294,6 +294,10 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 
 	sessOpts := cfg.Sessions
 	sessOpts.Metrics = metrics
+	if cfg.State.Backend == state.BackendRedis && sessOpts.PinRefresh == 0 {
+		// Other gateways pin sessions too: look at their pins.
+		sessOpts.PinRefresh = sessions.DefaultSharedPinRefresh
+	}
 	pins := sessions.NewAsyncPinStore(&sessions.KVPinStore{Namespace: db.Namespace("m/sessions/")}, 0,
 		func(err error) { log.Warn("session pin not saved", "err", err) })
 	sessOpts.Pins = pins
