@@ -226,6 +226,15 @@ func (s *Service) run(ctx context.Context, j *job, t *turn, r *run, hdr http.Hea
 		// stays pending and whoever holds the claim runs it.
 		return
 	}
+	// The claim is checked once more before the end is written: a
+	// gateway that paused past its lease must not end a response that
+	// another gateway now runs (and append its items a second time).
+	if ok, err := s.store.RenewJob(context.Background(), j.id, s.cfg.Holder, s.cfg.JobLease); err == nil && !ok {
+		s.log.Warn("a background response's claim ran out before it ended; leaving it to the gateway that takes it over", "response", j.id)
+		s.claimsLost.Inc()
+		j.lost.Store(true)
+		return
+	}
 	r.end(engErr, cancelled, s.cfg.Now().Unix())
 	var e *apierror.Error
 	if errors.As(engErr, &e) && e.Code != "" && r.resp.Error != nil {

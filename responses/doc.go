@@ -103,4 +103,15 @@
 // or waiting background responses pending (q/); the next Start re-runs
 // each, or fails it with a clear error once it has been started
 // Config.MaxAttempts times.
+//
+// # Several gateways on one store
+//
+// A pending background response is run only by the gateway holding its
+// claim (l/, a state lease; lease.go): claimed before it is stored,
+// renewed by watch every third of Config.JobLease, checked once more
+// before the end is written, given up at the end or at Close. scanJobs
+// claims and runs the pending responses whose claim ran out. A cancel or
+// delete through a gateway that does not run the response writes c/,
+// which the running gateway's watch reads every Config.JobPoll; a stream
+// through such a gateway follows the stored events (followStored).
 package responses
