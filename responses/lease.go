@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -107,26 +108,43 @@ func (s *Service) localJobs() []*job {
 	return jobs
 }
 
+// renewParallel bounds the renewals in flight at once: each is a write
+// that a Redis under appendfsync always fsyncs, and concurrent ones share
+// the fsync, so thousands of claims renew well within a lease.
+const renewParallel = 32
+
 // renew renews this gateway's claims. A claim that ran out (this gateway
 // was too slow to renew it, so another may run the response now, or
 // have ended it) stops the job here without ending the response.
 func (s *Service) renew() {
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, renewParallel)
 	for _, j := range s.localJobs() {
 		if j.lost.Load() {
 			continue // stopping already
 		}
-		ok, err := s.store.RenewJob(s.ctx, j.id, s.cfg.Holder, s.cfg.JobLease)
-		switch {
-		case err != nil:
-			if s.ctx.Err() == nil {
-				s.log.Warn("renewing a background response's claim failed", "response", j.id, "err", err)
-			}
-		case !ok:
-			s.log.Warn("a background response's claim ran out; stopping it here, for the gateway that takes it over", "response", j.id)
-			s.claimsLost.Inc()
-			j.lost.Store(true)
-			j.cancel()
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			s.renewOne(j)
+		}()
+	}
+	wg.Wait()
+}
+
+func (s *Service) renewOne(j *job) {
+	ok, err := s.store.RenewJob(s.ctx, j.id, s.cfg.Holder, s.cfg.JobLease)
+	switch {
+	case err != nil:
+		if s.ctx.Err() == nil {
+			s.log.Warn("renewing a background response's claim failed", "response", j.id, "err", err)
 		}
+	case !ok:
+		s.log.Warn("a background response's claim ran out; stopping it here, for the gateway that takes it over", "response", j.id)
+		s.claimsLost.Inc()
+		j.lost.Store(true)
+		j.cancel()
 	}
 }
 

@@ -169,3 +169,37 @@ func TestRedisLeaseTwoClients(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// BenchmarkLease is one claim renewal (Renew of a held lease) and one
+// take of a free lease, on each implementation: what a gateway pays per
+// background response for its claim.
+func BenchmarkLease(b *testing.B) {
+	for _, impl := range implementations {
+		b.Run(impl.name, func(b *testing.B) {
+			ns := impl.setup(b)(b).Namespace("rs/")
+			ctx := context.Background()
+			if ok, err := ns.Lease(ctx, []byte("held"), "a", time.Minute); err != nil || !ok {
+				b.Fatal(ok, err)
+			}
+			b.Run("renew", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if ok, err := ns.Renew(ctx, []byte("held"), "a", time.Minute); err != nil || !ok {
+						b.Fatal(ok, err)
+					}
+				}
+			})
+			b.Run("take-release", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if ok, err := ns.Lease(ctx, []byte("free"), "a", time.Minute); err != nil || !ok {
+						b.Fatal(ok, err)
+					}
+					if err := ns.Release(ctx, []byte("free"), "a"); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
