@@ -213,7 +213,10 @@ func (s *Service) run(ctx context.Context, j *job, t *turn, r *run, hdr http.Hea
 		// pending is free at once for another gateway (a gateway that
 		// dies leaves its claims to run out instead). A claim that is
 		// lost is not ours to give.
-		if !j.lost.Load() {
+		if j.lost.Load() {
+			s.log.Warn("a background response's claim ran out; left to the gateway that takes it over", "response", j.id)
+			s.claimsLost.Inc()
+		} else {
 			s.releaseJob(j.id)
 		}
 		j.finish()
@@ -230,8 +233,6 @@ func (s *Service) run(ctx context.Context, j *job, t *turn, r *run, hdr http.Hea
 	// gateway that paused past its lease must not end a response that
 	// another gateway now runs (and append its items a second time).
 	if ok, err := s.store.RenewJob(context.Background(), j.id, s.cfg.Holder, s.cfg.JobLease); err == nil && !ok {
-		s.log.Warn("a background response's claim ran out before it ended; leaving it to the gateway that takes it over", "response", j.id)
-		s.claimsLost.Inc()
 		j.lost.Store(true)
 		return
 	}

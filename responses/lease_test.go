@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,6 +148,13 @@ func TestBackgroundStreamOtherGateway(t *testing.T) {
 type stallStore struct {
 	Store
 	stalled chan struct{}
+	// ends counts the responses this gateway ended.
+	ends atomic.Int32
+}
+
+func (s *stallStore) EndResponse(ctx context.Context, rec *Record, base []Segment, items []Item, final *StreamEvent) error {
+	s.ends.Add(1)
+	return s.Store.EndResponse(ctx, rec, base, items, final)
 }
 
 func (s *stallStore) RenewJob(ctx context.Context, id, holder string, ttl time.Duration) (bool, error) {
@@ -160,12 +168,11 @@ func (s *stallStore) RenewJob(ctx context.Context, id, holder string, ttl time.D
 
 // TestBackgroundTakeOver: when the gateway running a response stops
 // renewing its claim, another gateway takes the response over and ends
-// it; the first, coming back, finds the claim gone and stops without
-// ending it a second time.
+// it; the first, coming back with its own answer finished, finds the
+// claim gone and stops without ending it a second time.
 func TestBackgroundTakeOver(t *testing.T) {
 	st := openStore(t, t.TempDir())
 	engA := &fakeEngine{block: make(chan struct{})}
-	defer close(engA.block)
 	// a's renewals hang from the start, so its claim runs out while its
 	// engine request waits.
 	ss := &stallStore{Store: st, stalled: make(chan struct{})}
@@ -178,10 +185,15 @@ func TestBackgroundTakeOver(t *testing.T) {
 	if got.Status != StatusCompleted || got.Output[0].Text() != "echo: carry on" {
 		t.Fatalf("taken over: %s %+v", got.Status, got.Error)
 	}
-	close(ss.stalled) // a's renewal now finds its claim gone and stops
+	close(engA.block) // a's answer is done; its end waits on the claim
+	time.Sleep(50 * time.Millisecond)
+	close(ss.stalled) // a's renewal now finds its claim gone
 	waitEnded(t, a, resp.ID)
 	if got, _ := a.Get(t.Context(), "a", resp.ID); got.Status != StatusCompleted || got.Output[0].Text() != "echo: carry on" {
 		t.Errorf("after a stopped: %s, want b's completed", got.Status)
+	}
+	if n := ss.ends.Load(); n != 0 {
+		t.Errorf("a ended the response %d times after losing its claim", n)
 	}
 	if n := testutil.ToFloat64(a.claimsLost); n != 1 {
 		t.Errorf("a lost %v claims, want 1", n)
