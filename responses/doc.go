@@ -108,10 +108,10 @@
 //
 // A pending background response is run only by the gateway holding its
 // claim (l/, a state lease; lease.go): claimed before it is stored,
-// renewed by watch every third of Config.JobLease, checked once more
+// renewed by renewClaims every third of Config.JobLease, checked once more
 // before the end is written, given up at the end or at Close. scanJobs
 // claims and runs the pending responses whose claim ran out. A cancel or
 // delete through a gateway that does not run the response writes c/,
-// which the running gateway's watch reads every Config.JobPoll; a stream
+// which the running gateway's watchCancels reads every Config.JobPoll; a stream
 // through such a gateway follows the stored events (followStored).
 package responses

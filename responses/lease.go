@@ -76,26 +76,12 @@ func (s *Service) scanJobs() {
 	})
 }
 
-// watch renews the claims of this gateway's background responses every
-// third of Config.JobLease, and reads the cancels requested for them
-// every Config.JobPoll, until Close.
-func (s *Service) watch() {
-	defer s.wg.Done()
-	renew := time.NewTicker(s.cfg.JobLease / 3)
-	defer renew.Stop()
-	poll := time.NewTicker(s.cfg.JobPoll)
-	defer poll.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-renew.C:
-			s.renew()
-		case <-poll.C:
-			s.readCancels()
-		}
-	}
-}
+// renewClaims renews the claims of this gateway's background responses
+// every third of Config.JobLease, until Close; watchCancels reads the
+// cancels requested for them every Config.JobPoll. Each has a goroutine
+// of its own, so a slow scan of cancels never delays a renewal.
+func (s *Service) renewClaims()  { s.every(s.cfg.JobLease/3, s.renew) }
+func (s *Service) watchCancels() { s.every(s.cfg.JobPoll, s.readCancels) }
 
 // localJobs is a snapshot of the background responses this gateway runs.
 func (s *Service) localJobs() []*job {

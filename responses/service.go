@@ -294,8 +294,9 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.takeOver(ctx); err != nil {
 		return fmt.Errorf("responses: listing unfinished background responses: %w", err)
 	}
-	s.wg.Add(2)
-	go s.watch()
+	s.wg.Add(3)
+	go s.renewClaims()
+	go s.watchCancels()
 	go s.scanJobs()
 	if s.cfg.CollectInterval > 0 {
 		s.wg.Add(1)

@@ -22,9 +22,10 @@ import (
 
 // quickJobs makes claims short and polls frequent, so the tests below
 // see a take-over in seconds; they wait for outcomes with generous
-// bounds, not for the time to pass.
+// bounds, not for the time to pass. The lease is still long enough that
+// a gateway under the race detector on a loaded machine renews in time.
 func quickJobs(c *Config) {
-	c.Responses.JobLease = time.Second
+	c.Responses.JobLease = 3 * time.Second
 	c.Responses.JobPoll = 20 * time.Millisecond
 }
 
