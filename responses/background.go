@@ -21,6 +21,8 @@ type job struct {
 	cancel     context.CancelFunc
 	// cancelled is set when a client (not shutdown) stops the job.
 	cancelled atomic.Bool
+	// lost is set when another gateway holds the job's claim now.
+	lost atomic.Bool
 	// ended is closed once the response has ended and been stored, or
 	// has been left pending by shutdown.
 	ended chan struct{}
@@ -153,7 +155,14 @@ func (s *Service) enqueue(ctx context.Context, t *turn, hdr http.Header) (*Respo
 	resp.Status = StatusQueued
 	t.rec.Input = t.input
 	t.rec.Job = &Job{Request: t.req.raw}
+	// Claimed before it is stored as pending, so that no other gateway
+	// looking for pending responses takes it first. The id is new: the
+	// claim fails only when the store does.
+	if ok, err := s.store.ClaimJob(ctx, resp.ID, s.cfg.Holder, s.cfg.JobLease); err != nil || !ok {
+		return nil, errors.Join(errors.New("responses: claiming a new background response"), err)
+	}
 	if err := s.store.PutResponse(ctx, t.rec, true); err != nil {
+		s.releaseJob(resp.ID)
 		return nil, err
 	}
 	snapshot := *resp
@@ -191,7 +200,8 @@ func (s *Service) start(t *turn, hdr http.Header) {
 }
 
 // run is a background response's worker. It owns the response until it
-// ends (or shutdown leaves it pending for the next Start).
+// ends, or until shutdown or a lost claim leaves it pending for the
+// gateway that claims it next.
 func (s *Service) run(ctx context.Context, j *job, t *turn, r *run, hdr http.Header) {
 	defer s.wg.Done()
 	defer func() {
@@ -199,13 +209,31 @@ func (s *Service) run(ctx context.Context, j *job, t *turn, r *run, hdr http.Hea
 		delete(s.mu.jobs, j.id)
 		s.mu.Unlock()
 		s.unhold(j.tenant)
+		// An ended response needs no claim; one that shutdown left
+		// pending is free at once for another gateway (a gateway that
+		// dies leaves its claims to run out instead). A claim that is
+		// lost is not ours to give.
+		if j.lost.Load() {
+			s.log.Warn("a background response's claim ran out; left to the gateway that takes it over", "response", j.id)
+			s.claimsLost.Inc()
+		} else {
+			s.releaseJob(j.id)
+		}
 		j.finish()
 		j.cancel()
 	}()
 	engErr := s.work(ctx, t, r, hdr)
 	cancelled := j.cancelled.Load()
 	if ctx.Err() != nil && !cancelled {
-		// Shutdown: the response stays pending; the next Start re-runs it.
+		// Shutdown, or the claim went to another gateway: the response
+		// stays pending and whoever holds the claim runs it.
+		return
+	}
+	// The claim is checked once more before the end is written: a
+	// gateway that paused past its lease must not end a response that
+	// another gateway now runs (and append its items a second time).
+	if ok, err := s.store.RenewJob(context.Background(), j.id, s.cfg.Holder, s.cfg.JobLease); err == nil && !ok {
+		j.lost.Store(true)
 		return
 	}
 	r.end(engErr, cancelled, s.cfg.Now().Unix())
@@ -300,18 +328,25 @@ func refusedError(err error) *apierror.Error {
 		"This background response was not run: the model servers were overloaded and kept refusing it. Try again later.").WithClass(ErrEngine)
 }
 
-// recover takes over a background response a previous process left
-// unfinished: re-runs it, or fails it once it has been started
-// MaxAttempts times. Either way it is never silently lost.
-func (s *Service) recover(rec *Record) {
+// recover takes over a background response whose claim this gateway has
+// just taken, left unfinished by a previous process or a gateway that
+// stopped or died: re-runs it, ends it cancelled when a cancel was
+// requested for it, or fails it once it has been started MaxAttempts
+// times. Either way it is never silently lost.
+func (s *Service) recover(rec *Record, cancelRequested bool) {
 	id := rec.Response.ID
-	fail := func(msg string) {
-		rec.Response.Status = StatusFailed
-		rec.Response.Error = &ResponseError{Code: "server_error", Message: msg}
+	end := func(status string, e *ResponseError) {
+		rec.Response.Status, rec.Response.Error = status, e
 		rec.Inputs = len(rec.Input)
 		if err := s.store.EndResponse(s.ctx, rec, nil, rec.Input, nil); err != nil {
-			s.log.Error("failing an interrupted background response failed", "response", id, "err", err)
+			s.log.Error("ending an interrupted background response failed", "response", id, "err", err)
 		}
+		s.releaseJob(id)
+	}
+	fail := func(msg string) { end(StatusFailed, &ResponseError{Code: "server_error", Message: msg}) }
+	if cancelRequested {
+		end(StatusCancelled, nil)
+		return
 	}
 	if rec.Job.Attempts >= s.cfg.MaxAttempts {
 		fail(fmt.Sprintf("The gateway restarted while this background response was running, after %d attempts; it is not retried again.", rec.Job.Attempts))
@@ -336,9 +371,10 @@ func (s *Service) recover(rec *Record) {
 	}
 	if err := s.store.PutResponse(s.ctx, t.rec, true); err != nil {
 		s.log.Error("re-queueing a background response failed", "response", id, "err", err)
+		s.releaseJob(id)
 		return
 	}
-	s.log.Info("re-queued a background response interrupted by a restart", "response", id, "attempt", rec.Job.Attempts+1)
+	s.log.Info("re-queued an interrupted background response", "response", id, "attempt", rec.Job.Attempts+1)
 	// Admitted whatever the caps: it was accepted before the restart.
 	s.mu.Lock()
 	s.holdLocked(rec.Tenant)

@@ -54,6 +54,8 @@
 //	x/<tenant>/<item_id>     locator: tenant, chain, seq (item_reference, paging cursors)
 //	e/<resp_id>/<seq>        a background response's stream event, for resume
 //	q/<resp_id>              a background response that has not ended (empty value)
+//	c/<resp_id>              a cancel requested for it, for the gateway that runs it (empty value)
+//	l/<resp_id>              the lease of the gateway that runs it (a state lease, not a key)
 //	t/<at><kind><id>         retention index: kind 'r' response, 'h' chain
 //	k/<name>                 a secret: "seal", the key of encrypted content (seal.go)
 //
@@ -101,4 +103,15 @@
 // or waiting background responses pending (q/); the next Start re-runs
 // each, or fails it with a clear error once it has been started
 // Config.MaxAttempts times.
+//
+// # Several gateways on one store
+//
+// A pending background response is run only by the gateway holding its
+// claim (l/, a state lease; lease.go): claimed before it is stored,
+// renewed by renewClaims every third of Config.JobLease, checked once more
+// before the end is written, given up at the end or at Close. scanJobs
+// claims and runs the pending responses whose claim ran out. A cancel or
+// delete through a gateway that does not run the response writes c/,
+// which the running gateway's watchCancels reads every Config.JobPoll; a stream
+// through such a gateway follows the stored events (followStored).
 package responses

@@ -2,7 +2,6 @@ package responses
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 )
 
@@ -30,7 +29,7 @@ func (s *Service) Delete(ctx context.Context, tenant, id string) (*Deleted, erro
 	if _, err := s.getRecord(ctx, tenant, id); err != nil {
 		return nil, err
 	}
-	if err := s.stopJob(ctx, id); err != nil {
+	if err := s.stopJob(ctx, tenant, id); err != nil {
 		return nil, err
 	}
 	if err := s.store.DeleteResponse(ctx, tenant, id); err != nil {
@@ -42,12 +41,13 @@ func (s *Service) Delete(ctx context.Context, tenant, id string) (*Deleted, erro
 	return &Deleted{ID: id, Object: "response.deleted", Deleted: true}, nil
 }
 
-// stopJob stops the background job of response id, if one runs, and waits
-// for it to end (or for ctx).
-func (s *Service) stopJob(ctx context.Context, id string) error {
+// stopJob stops the background job of response id and waits for it to
+// end (or for ctx): here when it runs here, else through the store for
+// the gateway that runs it (stopRemote).
+func (s *Service) stopJob(ctx context.Context, tenant, id string) error {
 	j := s.job(id)
 	if j == nil {
-		return nil
+		return s.stopRemote(ctx, tenant, id)
 	}
 	j.stop()
 	select {
@@ -71,7 +71,7 @@ func (s *Service) Cancel(ctx context.Context, tenant, id string) (*Response, err
 	if rec.Response.Ended() {
 		return rec.Response, nil
 	}
-	if err := s.stopJob(ctx, id); err != nil {
+	if err := s.stopJob(ctx, tenant, id); err != nil {
 		return nil, err
 	}
 	return s.Get(ctx, tenant, id)
@@ -98,7 +98,7 @@ func (s *Service) InputItems(ctx context.Context, tenant, id string, opts ListOp
 }
 
 // Stream replays a background response's events after sequence number
-// after, and follows it live while it runs.
+// after, and follows it live while it runs, on this gateway or another.
 func (s *Service) Stream(ctx context.Context, tenant, id string, after int, sink Sink) error {
 	rec, err := s.getRecord(ctx, tenant, id)
 	if err != nil {
@@ -111,20 +111,7 @@ func (s *Service) Stream(ctx context.Context, tenant, id string, after int, sink
 		j.follow(ctx, after, sink)
 		return nil
 	}
-	evs, err := s.store.Events(ctx, id, after)
-	if err != nil {
-		return err
-	}
-	for _, data := range evs {
-		var h struct {
-			Type string `json:"type"`
-		}
-		json.Unmarshal(data, &h)
-		if sink(h.Type, data) != nil {
-			return nil
-		}
-	}
-	return nil
+	return s.followStored(ctx, tenant, id, after, sink)
 }
 
 func (o *ListOptions) validate() error {

@@ -23,6 +23,8 @@ const (
 	DefaultRetryRefusedFor    = 10 * time.Minute
 	DefaultCollectInterval    = time.Hour
 	DefaultHostedTools        = HostedToolsDrop
+	DefaultJobLease           = 15 * time.Second
+	DefaultJobPoll            = 250 * time.Millisecond
 )
 
 // Waits between tries of a background response the engine refused.
@@ -56,6 +58,24 @@ type Config struct {
 	// the response fails with rate_limit_exceeded (a 429 refusal) or
 	// server_overloaded. Default 10m; negative fails at the first refusal.
 	RetryRefusedFor time.Duration
+	// JobLease is how long a gateway's claim on a background response
+	// lasts unrenewed. The gateway that creates or takes over a response
+	// claims it, renews the claim every third of JobLease while the
+	// response waits or runs, and gives it up when the response ends;
+	// every gateway on the store looks every half JobLease for
+	// responses whose claim ran out (their gateway died or stopped) and
+	// runs them. So each runs on one gateway at a time, and one a dead
+	// gateway held starts again elsewhere within about 1.5×JobLease.
+	// Default 15s.
+	JobLease time.Duration
+	// JobPoll is how often a gateway reads the cancels requested through
+	// other gateways for the background responses it runs, and the new
+	// stream events of a response another gateway runs that a client
+	// follows through this one. Default 250ms.
+	JobPoll time.Duration
+	// Holder names this gateway in its claims; gateways sharing a store
+	// need different ones. Default a random id for each Service.
+	Holder string
 	// CollectInterval is the time between retention sweeps. Default 1h;
 	// negative disables the collector.
 	CollectInterval time.Duration
@@ -111,6 +131,15 @@ func (c *Config) EnsureDefaults() {
 	if c.RetryRefusedFor == 0 {
 		c.RetryRefusedFor = DefaultRetryRefusedFor
 	}
+	if c.JobLease <= 0 {
+		c.JobLease = DefaultJobLease
+	}
+	if c.JobPoll <= 0 {
+		c.JobPoll = DefaultJobPoll
+	}
+	if c.Holder == "" {
+		c.Holder = newID("gw_")
+	}
 	if c.CollectInterval == 0 {
 		c.CollectInterval = DefaultCollectInterval
 	}
@@ -164,6 +193,10 @@ type Service struct {
 	// mcpRequests counts requests to MCP servers by op (list, call) and
 	// result (ok, error).
 	mcpRequests *prometheus.CounterVec
+	// takenOver counts background responses this gateway claimed after
+	// another's claim ran out (or a restart); claimsLost those it
+	// stopped because another gateway holds their claim now.
+	takenOver, claimsLost prometheus.Counter
 	// sealer seals and opens encrypted content; set by Start.
 	sealer *sealer
 	// sem holds one token per running background response.
@@ -207,7 +240,17 @@ func New(store Store, engine Engine, cfg Config) *Service {
 		Name: "turnpike_responses_mcp_requests_total",
 		Help: "Requests the gateway made to MCP servers for mcp tools, by op (list, call) and result (ok, error).",
 	}, []string{"op", "result"})
+	s.takenOver = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "turnpike_responses_background_taken_over_total",
+		Help: "Pending background responses this gateway claimed and ran (or ended) because no live gateway held them: left by a restart, or by a gateway whose claim ran out.",
+	})
+	s.claimsLost = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "turnpike_responses_background_claims_lost_total",
+		Help: "Background responses this gateway stopped running because another gateway took over their claim (this one failed to renew it in time).",
+	})
 	if cfg.Metrics != nil {
+		s.takenOver = registerCounter(cfg.Metrics, s.takenOver)
+		s.claimsLost = registerCounter(cfg.Metrics, s.claimsLost)
 		s.mcpRequests = registerCounter(cfg.Metrics, s.mcpRequests)
 		s.hostedDropped = registerCounter(cfg.Metrics, s.hostedDropped)
 		s.compactions = registerCounter(cfg.Metrics, s.compactions)
@@ -220,19 +263,21 @@ func New(store Store, engine Engine, cfg Config) *Service {
 
 // registerCounter registers c, or returns the one registered before it
 // (another service on the same registry, in tests).
-func registerCounter(reg prometheus.Registerer, c *prometheus.CounterVec) *prometheus.CounterVec {
+func registerCounter[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if !errors.As(err, &are) {
 			panic(fmt.Sprintf("responses: registering metrics: %v", err))
 		}
-		return are.ExistingCollector.(*prometheus.CounterVec)
+		return are.ExistingCollector.(C)
 	}
 	return c
 }
 
-// Start re-queues (or fails) the background responses a previous process
-// left unfinished and starts the retention collector. It is called once;
+// Start claims and re-queues (or fails) the background responses left
+// unfinished by a previous process, or by a gateway whose claim ran out,
+// and starts the watch over claims and cancels and the retention
+// collector. It is called once;
 // ctx bounds the start itself, Close stops what it started.
 func (s *Service) Start(ctx context.Context) error {
 	s.mu.Lock()
@@ -251,13 +296,13 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 
-	recs, err := s.store.PendingJobs(ctx)
-	if err != nil {
+	if err := s.takeOver(ctx); err != nil {
 		return fmt.Errorf("responses: listing unfinished background responses: %w", err)
 	}
-	for _, rec := range recs {
-		s.recover(rec)
-	}
+	s.wg.Add(3)
+	go s.renewClaims()
+	go s.watchCancels()
+	go s.scanJobs()
 	if s.cfg.CollectInterval > 0 {
 		s.wg.Add(1)
 		go s.collect()
@@ -267,7 +312,9 @@ func (s *Service) Start(ctx context.Context) error {
 
 // Close stops the collector and the background responses and waits for
 // them. A background response stopped by Close is not ended: it stays
-// pending in the store and the next Start runs it again.
+// pending in the store and Close gives up its claim, so the next Start,
+// or another gateway on the store within half Config.JobLease, runs it
+// again. (A gateway that dies leaves its claims to run out first.)
 func (s *Service) Close() error {
 	s.stop()
 	s.wg.Wait()
@@ -275,8 +322,21 @@ func (s *Service) Close() error {
 }
 
 func (s *Service) collect() {
+	s.every(s.cfg.CollectInterval, func() {
+		n, err := s.store.Collect(s.ctx, s.cfg.Now())
+		if err != nil && s.ctx.Err() == nil {
+			s.log.Warn("retention sweep failed", "err", err)
+		} else if n > 0 {
+			s.log.Info("retention sweep", "removed", n)
+		}
+	})
+}
+
+// every calls fn every d until Close, on the caller's goroutine, which
+// the caller added to s.wg.
+func (s *Service) every(d time.Duration, fn func()) {
 	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.CollectInterval)
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -284,12 +344,7 @@ func (s *Service) collect() {
 			return
 		case <-t.C:
 		}
-		n, err := s.store.Collect(s.ctx, s.cfg.Now())
-		if err != nil && s.ctx.Err() == nil {
-			s.log.Warn("retention sweep failed", "err", err)
-		} else if n > 0 {
-			s.log.Info("retention sweep", "removed", n)
-		}
+		fn()
 	}
 }
 

@@ -26,6 +26,8 @@ const (
 	pfxLoc   = "x/"
 	pfxEvent = "e/"
 	pfxJob   = "q/"
+	pfxLease = "l/"
+	pfxStop  = "c/"
 	pfxTTL   = "t/"
 	pfxKey   = "k/"
 )
@@ -248,6 +250,10 @@ func (s *StateStore) writeRecord(b *state.Batch, rec *Record) error {
 		b.Put(key(pfxJob, rec.Response.ID), nil)
 	} else {
 		b.Delete(key(pfxJob, rec.Response.ID))
+		if rec.Response.Background {
+			// An ended response needs its cancel no more.
+			b.Delete(key(pfxStop, rec.Response.ID))
+		}
 	}
 	return setJSON(b, key(pfxResp, rec.Response.ID), rec)
 }
@@ -257,6 +263,7 @@ func (s *StateStore) writeRecord(b *state.Batch, rec *Record) error {
 func deleteRecord(b *state.Batch, id string) {
 	b.Delete(key(pfxResp, id))
 	b.Delete(key(pfxJob, id))
+	b.Delete(key(pfxStop, id))
 	b.DeletePrefix(eventKeys(id))
 }
 
@@ -641,6 +648,39 @@ func (s *StateStore) PendingJobs(ctx context.Context) ([]*Record, error) {
 		}
 	}
 	return recs, nil
+}
+
+// ClaimJob implements Store: the lease l/<id> of the namespace.
+func (s *StateStore) ClaimJob(ctx context.Context, id, holder string, ttl time.Duration) (bool, error) {
+	ok, err := s.ns.Lease(ctx, key(pfxLease, id), holder, ttl)
+	return ok, classify(err)
+}
+
+// RenewJob implements Store.
+func (s *StateStore) RenewJob(ctx context.Context, id, holder string, ttl time.Duration) (bool, error) {
+	ok, err := s.ns.Renew(ctx, key(pfxLease, id), holder, ttl)
+	return ok, classify(err)
+}
+
+// ReleaseJob implements Store.
+func (s *StateStore) ReleaseJob(ctx context.Context, id, holder string) error {
+	return classify(s.ns.Release(ctx, key(pfxLease, id), holder))
+}
+
+// RequestCancel implements Store: c/<id>, synced.
+func (s *StateStore) RequestCancel(ctx context.Context, id string) error {
+	return classify(s.ns.Put(ctx, key(pfxStop, id), nil))
+}
+
+// CancelRequests implements Store: one scan of c/, however many
+// responses run.
+func (s *StateStore) CancelRequests(ctx context.Context) ([]string, error) {
+	var ids []string
+	err := s.scan(ctx, state.Prefix([]byte(pfxStop)), func(k, _ []byte) error {
+		ids = append(ids, string(k[len(pfxStop):]))
+		return nil
+	})
+	return ids, err
 }
 
 // Collect implements Store. A TTL entry may be stale (its record was

@@ -62,6 +62,22 @@ func (s *KVPinStore) LoadPins(ctx context.Context) ([]Pin, error) {
 	return pins, err
 }
 
+// GetPin implements PinStore: one read.
+func (s *KVPinStore) GetPin(ctx context.Context, tenant, key string) (Pin, bool, error) {
+	v, err := s.Namespace.Get(ctx, pinKey(tenant, key))
+	if errors.Is(err, state.ErrNotFound) {
+		return Pin{}, false, nil
+	}
+	if err != nil {
+		return Pin{}, false, err
+	}
+	var sp storedPin
+	if json.Unmarshal(v, &sp) != nil || sp.Endpoint == "" {
+		return Pin{}, false, nil
+	}
+	return Pin{Tenant: tenant, Key: key, Endpoint: sp.Endpoint, At: sp.At}, true, nil
+}
+
 var _ PinStore = (*KVPinStore)(nil)
 
 // DefaultPinQueue is how many pin writes AsyncPinStore holds before it
@@ -128,6 +144,12 @@ func (a *AsyncPinStore) PutPin(_ context.Context, tenant, key, endpointID string
 	default:
 		return errPinQueueFull
 	}
+}
+
+// GetPin implements PinStore, reading the inner store (the writes still
+// queued here are not seen).
+func (a *AsyncPinStore) GetPin(ctx context.Context, tenant, key string) (Pin, bool, error) {
+	return a.inner.GetPin(ctx, tenant, key)
 }
 
 // LoadPins implements PinStore, reading the inner store.

@@ -28,6 +28,10 @@ type PinStore interface {
 	PutPin(ctx context.Context, tenant, key, endpointID string) error
 	// LoadPins returns every pin, in any order.
 	LoadPins(ctx context.Context) ([]Pin, error)
+	// GetPin returns tenant's session key's pin, and false when it has
+	// none: what Store reads when Options.PinRefresh asks it to look at
+	// pins other gateways wrote.
+	GetPin(ctx context.Context, tenant, key string) (Pin, bool, error)
 }
 
 // PinReason says why a pin was set, moved or removed.
@@ -96,6 +100,14 @@ func (m *MemPinStore) PutPin(_ context.Context, tenant, key, endpointID string) 
 	}
 	m.mu.pins[k] = p
 	return nil
+}
+
+// GetPin implements PinStore.
+func (m *MemPinStore) GetPin(_ context.Context, tenant, key string) (Pin, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.mu.pins[[2]string{tenant, key}]
+	return p, ok, nil
 }
 
 // LoadPins implements PinStore. The pins come sorted by tenant and key.

@@ -20,6 +20,9 @@ const (
 	// DefaultTTL is how long an idle session is remembered: longer than any
 	// engine keeps an idle prefix cached.
 	DefaultTTL = time.Hour
+	// DefaultSharedPinRefresh is the PinRefresh cmd sets for gateways
+	// that share a store (Redis state).
+	DefaultSharedPinRefresh = time.Second
 	// DefaultGapSmoothing is the weight of the newest gap in MeanGap.
 	DefaultGapSmoothing = 0.3
 )
@@ -57,6 +60,17 @@ type Options struct {
 	GapSmoothing float64 `yaml:"gapSmoothing" json:"gapSmoothing"`
 	// Pins persists pins. Nil keeps them in memory only: a restart loses them.
 	Pins PinStore `yaml:"-" json:"-"`
+	// PinRefresh, when positive, shares pins between gateways on one
+	// store: Pinned reads a session's pin from Pins again when its copy
+	// here is older than this, or when this gateway does not know the
+	// session, and adopts a pin written there later than its own. So a
+	// session that alternates gateways stays on the endpoint the last
+	// one chose. Such a read is one store read on the routing path, at
+	// most once per session per PinRefresh; it is bounded by
+	// pinReadTimeout, and on failure the copy here is used. 0, the
+	// default, reads the store only at start (LoadPins): right for one
+	// gateway.
+	PinRefresh time.Duration `yaml:"pinRefresh" json:"pinRefresh"`
 	// Metrics is where the Store registers its collectors; nil registers none.
 	Metrics prometheus.Registerer `yaml:"-" json:"-"`
 }
@@ -82,6 +96,9 @@ func (o *Options) Validate() error {
 	}
 	if o.TTL < 0 {
 		errs = append(errs, fmt.Errorf("sessions: ttl %v is negative", o.TTL))
+	}
+	if o.PinRefresh < 0 {
+		errs = append(errs, fmt.Errorf("sessions: pinRefresh %v is negative", o.PinRefresh))
 	}
 	if !(o.GapSmoothing >= 0 && o.GapSmoothing <= 1) {
 		errs = append(errs, fmt.Errorf("sessions: gapSmoothing %v is not in [0, 1]", o.GapSmoothing))
@@ -113,9 +130,13 @@ type shard struct {
 type skey struct{ tenant, key string }
 
 type entry struct {
-	k          skey
-	st         State
-	prev, next *entry
+	k  skey
+	st State
+	// pinAt is when the pin here was set (by Pin, or adopted from the
+	// PinStore at the time it was written there); pinChecked when the
+	// PinStore was last read for it (Options.PinRefresh).
+	pinAt, pinChecked time.Time
+	prev, next        *entry
 }
 
 type storeMetrics struct {
@@ -261,9 +282,73 @@ func (s *Store) Get(tenant, key string, now time.Time) (State, bool) {
 // Pinned returns the endpoint tenant's session key is pinned to and the
 // prefix it held, or "" when the session is unknown, expired or unpinned.
 // It is on the routing hot path and does not allocate.
+//
+// With Options.PinRefresh it may read the PinStore first (see there);
+// only that read allocates.
 func (s *Store) Pinned(tenant, key string, now time.Time) (endpointID string, prefixBlocks int) {
+	if s.opts.PinRefresh > 0 && s.opts.Pins != nil {
+		return s.pinnedShared(tenant, key, now)
+	}
 	st, _ := s.Get(tenant, key, now)
 	return st.Endpoint, st.PrefixBlocks
+}
+
+// pinReadTimeout bounds a read of the PinStore on the routing path.
+const pinReadTimeout = 250 * time.Millisecond
+
+// pinnedShared is Pinned for pins shared with other gateways: the copy
+// here while it is fresh, else the PinStore's pin when that was written
+// later than the one here.
+func (s *Store) pinnedShared(tenant, key string, now time.Time) (string, int) {
+	k := skey{tenant, key}
+	sh := s.shard(k)
+	sh.mu.Lock()
+	e := sh.mu.m[k]
+	if e != nil && !s.expired(e, now) && now.Sub(e.pinChecked) < s.opts.PinRefresh {
+		ep, blocks := e.st.Endpoint, e.st.PrefixBlocks
+		sh.mu.Unlock()
+		return ep, blocks
+	}
+	sh.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), pinReadTimeout)
+	p, found, err := s.opts.Pins.GetPin(ctx, tenant, key)
+	cancel()
+	if err != nil {
+		s.metrics.pinStoreErrors.Inc()
+	}
+
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e = sh.mu.m[k]
+	if e != nil && s.expired(e, now) {
+		s.removeLocked(sh, e)
+		s.metrics.evictedTTL.Inc()
+		e = nil
+	}
+	if e == nil {
+		if !found || now.Sub(p.At) > s.opts.TTL {
+			return "", 0
+		}
+		// A session another gateway has served: known here from now.
+		seen := p.At
+		if seen.IsZero() || seen.After(now) {
+			seen = now
+		}
+		e = &entry{k: k, st: State{Tenant: tenant, Key: key, FirstSeen: seen, LastSeen: seen}}
+		sh.mu.m[k] = e
+		s.pushFrontLocked(sh, e)
+		s.evictLocked(sh, now)
+	}
+	if err == nil {
+		e.pinChecked = now
+	}
+	if found && p.At.After(e.pinAt) && p.Endpoint != e.st.Endpoint {
+		// Another gateway moved the pin: how much of the prefix the new
+		// endpoint holds is for the router to find out.
+		e.st.Endpoint, e.st.PrefixBlocks, e.pinAt = p.Endpoint, 0, p.At
+	}
+	return e.st.Endpoint, e.st.PrefixBlocks
 }
 
 // Pin pins tenant's session key to endpointID, which holds prefixBlocks of
@@ -288,6 +373,11 @@ func (s *Store) Pin(ctx context.Context, tenant, key, endpointID string, prefixB
 	e.st.PrefixBlocks = prefixBlocks
 	changed := e.st.Endpoint != endpointID
 	e.st.Endpoint = endpointID
+	if changed {
+		e.pinAt = now
+	}
+	// Written here: as fresh as a read of the store.
+	e.pinChecked = now
 	sh.mu.Unlock()
 	if !changed {
 		return nil
@@ -364,6 +454,7 @@ func (s *Store) LoadPins(ctx context.Context, now time.Time) (int, error) {
 			s.evictLocked(sh, now)
 		}
 		e.st.Endpoint = p.Endpoint
+		e.pinAt, e.pinChecked = p.At, now
 		sh.mu.Unlock()
 		n++
 	}

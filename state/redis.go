@@ -187,7 +187,7 @@ type redisEngine struct {
 	client redis.UniversalClient
 	opts   RedisOptions
 	// errs count failed operations (not ErrNotFound, not fn's errors).
-	errs struct{ get, scan, apply atomic.Uint64 }
+	errs struct{ get, scan, apply, lease atomic.Uint64 }
 }
 
 // names are the Redis keys of one namespace.
@@ -407,6 +407,57 @@ func (e *redisEngine) applyScript(ctx context.Context, w redisWriter, n redisNam
 	return applyOps.Run(ctx, w, []string{n.index}, args...).Err()
 }
 
+// takeLease sets KEYS[1] to ARGV[1] for ARGV[2] ms when it is missing
+// (never set, or expired) or holds ARGV[1] already; 1 if it did.
+var takeLease = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v and v ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+`)
+
+// renewLease extends KEYS[1] to ARGV[2] ms when it holds ARGV[1]; 1 if
+// it did.
+var renewLease = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`)
+
+// dropLease deletes KEYS[1] when it holds ARGV[1].
+var dropLease = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 0
+`)
+
+// leaseKey is the Redis key of a lease: under the namespace's hash tag,
+// apart from its values and index, so scans never see it.
+func (e *redisEngine) leaseKey(prefix, key []byte) string {
+	return e.opts.KeyPrefix + "{" + string(prefix) + "}l" + string(key)
+}
+
+func (e *redisEngine) lease(ctx context.Context, prefix, key []byte, holder string, ttl time.Duration, take bool) (bool, error) {
+	ms := max(ttl.Milliseconds(), 1)
+	script := renewLease
+	if take {
+		script = takeLease
+	}
+	n, err := script.Run(ctx, e.client, []string{e.leaseKey(prefix, key)}, holder, ms).Int()
+	if err != nil {
+		e.errs.lease.Add(1)
+		return false, fmt.Errorf("state: redis: lease %q: %w", key, err)
+	}
+	return n == 1, nil
+}
+
+func (e *redisEngine) release(ctx context.Context, prefix, key []byte, holder string) error {
+	if err := dropLease.Run(ctx, e.client, []string{e.leaseKey(prefix, key)}, holder).Err(); err != nil {
+		e.errs.lease.Add(1)
+		return fmt.Errorf("state: redis: releasing lease %q: %w", key, err)
+	}
+	return nil
+}
+
 func (e *redisEngine) close() error { return e.client.Close() }
 
 func (e *redisEngine) collector() prometheus.Collector { return newRedisMetrics(e) }
@@ -450,7 +501,7 @@ func (m *redisMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.staleClosed, prometheus.CounterValue, float64(ps.StaleConns))
 	ch <- prometheus.MustNewConstMetric(m.conns, prometheus.GaugeValue, float64(ps.IdleConns), "idle")
 	ch <- prometheus.MustNewConstMetric(m.conns, prometheus.GaugeValue, float64(ps.TotalConns-ps.IdleConns), "in_use")
-	for op, n := range map[string]uint64{"get": m.e.errs.get.Load(), "scan": m.e.errs.scan.Load(), "apply": m.e.errs.apply.Load()} {
+	for op, n := range map[string]uint64{"get": m.e.errs.get.Load(), "scan": m.e.errs.scan.Load(), "apply": m.e.errs.apply.Load(), "lease": m.e.errs.lease.Load()} {
 		ch <- prometheus.MustNewConstMetric(m.errs, prometheus.CounterValue, float64(n), op)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -50,6 +51,27 @@ type Namespace interface {
 	// Redis: the batch's commands in one MULTI/EXEC, or in one Lua script
 	// when it holds a DeletePrefix, which must list the keys it deletes.
 	Apply(ctx context.Context, b *Batch) error
+	// Lease takes or renews the lease called key for holder: it succeeds
+	// when no one holds it, its holder's lease has run out, or holder
+	// holds it already (a renewal); then holder holds it for ttl from
+	// now. It reports whether holder holds it now. Two holders never hold
+	// one lease at once, however they race. A lease is not a key of the
+	// namespace: Get and Scan do not see it, and it lives only as long as
+	// its ttl (in memory and Pebble, in this process: one process is the
+	// only holder there is). ttl must be positive.
+	// Redis: a Lua script of GET, then SET PX when free or holder's.
+	Lease(ctx context.Context, key []byte, holder string, ttl time.Duration) (bool, error)
+	// Renew extends holder's lease called key to ttl from now, only if
+	// holder holds it still (it has not run out): unlike Lease it never
+	// takes a free one, so a holder that paused past its ttl learns that
+	// it lost the lease even when no one has taken it since. It reports
+	// whether holder holds it now.
+	// Redis: a Lua script of GET, then PEXPIRE when holder's.
+	Renew(ctx context.Context, key []byte, holder string, ttl time.Duration) (bool, error)
+	// Release ends holder's lease called key at once; a lease holder does
+	// not hold (any more) is left as it is.
+	// Redis: a Lua script of GET, then DEL when holder's.
+	Release(ctx context.Context, key []byte, holder string) error
 }
 
 // Range is a span of keys of a namespace: [Start, End).
@@ -130,6 +152,10 @@ type engine interface {
 	scan(ctx context.Context, prefix, lo, hi []byte, reverse bool, fn func(key, value []byte) error) error
 	// apply commits b under prefix.
 	apply(ctx context.Context, prefix []byte, b *Batch) error
+	// lease, renew and release are Namespace.Lease, Renew and Release
+	// under prefix.
+	lease(ctx context.Context, prefix, key []byte, holder string, ttl time.Duration, take bool) (bool, error)
+	release(ctx context.Context, prefix, key []byte, holder string) error
 	close() error
 }
 
@@ -145,7 +171,72 @@ type flatEngine interface {
 	close() error
 }
 
-type flat struct{ e flatEngine }
+// flat adapts a flatEngine to engine. Its leases are in this process's
+// memory: an embedded store has one process, so a mutex is the whole
+// of the mutual exclusion, and a restart (every holder gone) frees them.
+type flat struct {
+	e      flatEngine
+	leases *leaseTable
+}
+
+func newFlat(e flatEngine) flat { return flat{e: e, leases: &leaseTable{}} }
+
+// leaseTable holds the leases of an embedded store.
+type leaseTable struct {
+	mu struct {
+		sync.Mutex
+		// protects the field below
+		held map[string]heldLease // by prefix+key
+	}
+}
+
+type heldLease struct {
+	holder string
+	until  time.Time
+}
+
+// lease takes (take) or renews holder's lease k.
+func (l *leaseTable) lease(k, holder string, ttl time.Duration, take bool) bool {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, ok := l.mu.held[k]
+	live := ok && now.Before(h.until)
+	if live && h.holder != holder || !take && (!live || h.holder != holder) {
+		return false
+	}
+	if l.mu.held == nil {
+		l.mu.held = make(map[string]heldLease)
+	}
+	l.mu.held[k] = heldLease{holder: holder, until: now.Add(ttl)}
+	// Leases that ran out are dropped as others are taken, so the table
+	// holds about as many as are live.
+	if len(l.mu.held)%64 == 0 {
+		for k, h := range l.mu.held {
+			if !now.Before(h.until) {
+				delete(l.mu.held, k)
+			}
+		}
+	}
+	return true
+}
+
+func (l *leaseTable) release(k, holder string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h, ok := l.mu.held[k]; ok && h.holder == holder {
+		delete(l.mu.held, k)
+	}
+}
+
+func (f flat) lease(_ context.Context, prefix, key []byte, holder string, ttl time.Duration, take bool) (bool, error) {
+	return f.leases.lease(string(prefix)+string(key), holder, ttl, take), nil
+}
+
+func (f flat) release(_ context.Context, prefix, key []byte, holder string) error {
+	f.leases.release(string(prefix)+string(key), holder)
+	return nil
+}
 
 func (f flat) get(_ context.Context, prefix, key []byte) ([]byte, error) {
 	return f.e.get(append(prefix[:len(prefix):len(prefix)], key...))
@@ -302,6 +393,33 @@ func prefixEnd(p []byte) []byte {
 		}
 	}
 	return nil
+}
+
+func (n *namespace) Lease(ctx context.Context, key []byte, holder string, ttl time.Duration) (bool, error) {
+	return n.lease(ctx, key, holder, ttl, true)
+}
+
+func (n *namespace) Renew(ctx context.Context, key []byte, holder string, ttl time.Duration) (bool, error) {
+	return n.lease(ctx, key, holder, ttl, false)
+}
+
+func (n *namespace) lease(ctx context.Context, key []byte, holder string, ttl time.Duration, take bool) (bool, error) {
+	if ttl <= 0 {
+		panic(fmt.Sprintf("state: lease of %q for %v", key, ttl))
+	}
+	if err := n.db.enter(ctx); err != nil {
+		return false, err
+	}
+	defer n.db.leave()
+	return n.db.eng.lease(ctx, n.prefix, key, holder, ttl, take)
+}
+
+func (n *namespace) Release(ctx context.Context, key []byte, holder string) error {
+	if err := n.db.enter(ctx); err != nil {
+		return err
+	}
+	defer n.db.leave()
+	return n.db.eng.release(ctx, n.prefix, key, holder)
 }
 
 var _ Namespace = (*namespace)(nil)

@@ -106,6 +106,8 @@ var conformance = []struct {
 	{"cancelled", testCancelled},
 	{"closed", testClosed},
 	{"close under load", testCloseUnderLoad},
+	{"lease", testLease},
+	{"lease race", testLeaseRace},
 }
 
 func get(t *testing.T, ns state.Namespace, key string) string {

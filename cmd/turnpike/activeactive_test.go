@@ -17,6 +17,7 @@ import (
 
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/admin"
+	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/state"
 	"github.com/turnpike-gateway/turnpike/state/redistest"
 )
@@ -29,35 +30,67 @@ const testAdminToken = "admin-secret"
 // and their addresses.
 func startPair(t *testing.T) ([2]openai.Client, [2]string) {
 	t.Helper()
+	return startPairWith(t, 0.02, nil)
+}
+
+// startPairWith is startPair on a fleet at timeScale, each gateway's
+// config changed by tune when it is not nil.
+func startPairWith(t *testing.T, timeScale float64, tune func(*Config)) ([2]openai.Client, [2]string) {
+	t.Helper()
+	srv, pool := startShared(t, timeScale)
+	var clients [2]openai.Client
+	var addrs [2]string
+	for i := range clients {
+		clients[i], addrs[i] = startGateway(t, srv.URL(), pool, tune)
+	}
+	return clients, addrs
+}
+
+// startShared starts what gateways share: a Redis and a simulated fleet,
+// returned as the pool a gateway's config lists.
+func startShared(t *testing.T, timeScale float64) (*redistest.Server, pools.PoolConfig) {
+	t.Helper()
 	srv := redistest.Start(t)
-	sf := simFlags{replicas: 2, accelerator: defaultSimAccelerator, model: defaultSimModel, served: defaultSimServedModel, flavor: sim.FlavorVLLM, timeScale: 0.02}
+	sf := simFlags{replicas: 2, accelerator: defaultSimAccelerator, model: defaultSimModel, served: defaultSimServedModel, flavor: sim.FlavorVLLM, timeScale: timeScale}
 	simCfg := sf.config()
 	fleet, err := sim.StartFleet(t.Context(), sf.replicas, simCfg, "127.0.0.1", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fleet.Close() })
-	var clients [2]openai.Client
-	var addrs [2]string
-	for i := range clients {
-		cfg := &Config{}
-		cfg.EnsureDefaults()
-		cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
-		cfg.State = state.Config{Backend: state.BackendRedis, URL: srv.URL()}
-		cfg.Pools = append(cfg.Pools, simPool(&simCfg, fleet, "sim", ""))
-		cfg.Admin.AdminToken = testAdminToken
-		if err := cfg.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		st, err := startStack(t.Context(), cfg, nil, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close(context.Background()) })
-		clients[i] = openai.NewClient(option.WithBaseURL("http://"+st.addr+"/v1"), option.WithAPIKey("any"), option.WithMaxRetries(0))
-		addrs[i] = st.addr
+	return srv, simPool(&simCfg, fleet, "sim", "")
+}
+
+// gatewayConfig is the config of one gateway of a pair.
+func gatewayConfig(t testing.TB, redisURL string, pool pools.PoolConfig, tune func(*Config)) *Config {
+	cfg := &Config{}
+	cfg.EnsureDefaults()
+	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
+	cfg.State = state.Config{Backend: state.BackendRedis, URL: redisURL}
+	cfg.Pools = append(cfg.Pools, pool)
+	cfg.Admin.AdminToken = testAdminToken
+	if tune != nil {
+		tune(cfg)
 	}
-	return clients, addrs
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// startGateway starts one gateway in this process until t ends.
+func startGateway(t *testing.T, redisURL string, pool pools.PoolConfig, tune func(*Config)) (openai.Client, string) {
+	t.Helper()
+	st, err := startStack(t.Context(), gatewayConfig(t, redisURL, pool, tune), nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(context.Background()) })
+	return sdkClient(st.addr), st.addr
+}
+
+func sdkClient(addr string) openai.Client {
+	return openai.NewClient(option.WithBaseURL("http://"+addr+"/v1"), option.WithAPIKey("any"), option.WithMaxRetries(0))
 }
 
 func input(s string) responses.ResponseNewParamsInputUnion {

@@ -105,6 +105,14 @@ type ResponsesConfig struct {
 	// MCPAllowedURLs are the URL prefixes of the MCP servers mcp tools may
 	// name. Default none: any server.
 	MCPAllowedURLs []string `yaml:"mcpAllowedURLs"`
+	// JobLease is how long a gateway's claim on a background response
+	// lasts unrenewed; another gateway on the same state takes over a
+	// response whose claim ran out. Default 15s.
+	JobLease time.Duration `yaml:"jobLease"`
+	// JobPoll is how often a gateway reads cancels sent through other
+	// gateways, and new events of a response another gateway runs that a
+	// client follows through this one. Default 250ms.
+	JobPoll time.Duration `yaml:"jobPoll"`
 }
 
 // sealKeys decodes SealKeys.
@@ -194,8 +202,8 @@ func (c *Config) Validate() error {
 	if err := c.Tracing.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.Responses.Retention < 0 || c.Responses.Workers < 0 || c.Responses.MCPTimeout < 0 {
-		errs = append(errs, errors.New("responses: retention, workers and mcpTimeout must not be negative"))
+	if c.Responses.Retention < 0 || c.Responses.Workers < 0 || c.Responses.MCPTimeout < 0 || c.Responses.JobLease < 0 || c.Responses.JobPoll < 0 {
+		errs = append(errs, errors.New("responses: retention, workers, mcpTimeout, jobLease and jobPoll must not be negative"))
 	}
 	if err := c.Responses.HostedTools.Validate(); err != nil {
 		errs = append(errs, err)

@@ -335,6 +335,10 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 
 	sessOpts := cfg.Sessions
 	sessOpts.Metrics = metrics
+	if cfg.State.Backend == state.BackendRedis && sessOpts.PinRefresh == 0 {
+		// Other gateways pin sessions too: look at their pins.
+		sessOpts.PinRefresh = sessions.DefaultSharedPinRefresh
+	}
 	pins := sessions.NewAsyncPinStore(&sessions.KVPinStore{Namespace: db.Namespace("m/sessions/")}, 0,
 		func(err error) { log.Warn("session pin not saved", "err", err) })
 	sessOpts.Pins = pins
@@ -377,7 +381,8 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 	svc := responses.New(store, d, responses.Config{
 		Workers: cfg.Responses.Workers, HostedTools: cfg.Responses.HostedTools, SealKeys: sealKeys,
 		MCPTimeout: cfg.Responses.MCPTimeout, MCPAllowedURLs: cfg.Responses.MCPAllowedURLs, Metrics: metrics, Logger: log,
-		Tracer: tracer,
+		Tracer:   tracer,
+		JobLease: cfg.Responses.JobLease, JobPoll: cfg.Responses.JobPoll,
 	})
 	if err := st.life.start(ctx, "responses", svc.Start, func(context.Context) error { return svc.Close() }); err != nil {
 		return st, err

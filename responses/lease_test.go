@@ -1,0 +1,204 @@
+package responses
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// shortLease makes claims run out and cancels be read quickly, so that
+// the tests below take milliseconds; they wait for outcomes, not for
+// time to pass.
+var shortLease = Config{CollectInterval: -1, JobLease: 150 * time.Millisecond, JobPoll: 10 * time.Millisecond}
+
+// startOn starts a service on st as one more gateway sharing the store.
+func startOn(t *testing.T, st Store, eng Engine, cfg Config) *Service {
+	t.Helper()
+	svc := New(st, eng, cfg)
+	if err := svc.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	return svc
+}
+
+// waitStatus waits for response id to end, as read through svc.
+func waitStatus(t *testing.T, svc *Service, id string) *Response {
+	t.Helper()
+	var got *Response
+	waitFor(t, func() bool {
+		r, err := svc.Get(context.Background(), "a", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = r
+		return r.Ended()
+	})
+	return got
+}
+
+// TestBackgroundClaimedOnce: a gateway that starts while another runs a
+// background response leaves it alone; the response runs once.
+func TestBackgroundClaimedOnce(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	engA := &fakeEngine{block: make(chan struct{})}
+	a := startOn(t, st, engA, shortLease)
+	resp := createBackground(t, a, "a", "once")
+	waitFor(t, func() bool { return len(engA.requests()) == 1 })
+	engB := &fakeEngine{}
+	b := startOn(t, st, engB, shortLease)
+	// Several of b's scans for unclaimed responses pass while a runs it.
+	time.Sleep(4 * shortLease.JobLease)
+	if b.job(resp.ID) != nil || len(engB.requests()) != 0 {
+		t.Fatalf("b runs a's live background response (%d engine requests)", len(engB.requests()))
+	}
+	close(engA.block)
+	if got := waitStatus(t, b, resp.ID); got.Status != StatusCompleted {
+		t.Fatalf("status %s", got.Status)
+	}
+	if n := len(engA.requests()) + len(engB.requests()); n != 1 {
+		t.Errorf("%d engine requests, want 1", n)
+	}
+}
+
+// TestBackgroundCancelOtherGateway: a cancel sent to the gateway that
+// does not run the response stops it on the one that does.
+func TestBackgroundCancelOtherGateway(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	engA := &fakeEngine{block: make(chan struct{})}
+	defer close(engA.block)
+	a := startOn(t, st, engA, shortLease)
+	b := startOn(t, st, &fakeEngine{}, shortLease)
+	resp := createBackground(t, a, "a", "stop me")
+	waitFor(t, func() bool { return len(engA.requests()) == 1 })
+	got, err := b.Cancel(t.Context(), "a", resp.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != StatusCancelled {
+		t.Fatalf("cancel through b: %s, want cancelled", got.Status)
+	}
+	waitEnded(t, a, resp.ID)
+	if keys, _ := st.CancelRequests(t.Context()); len(keys) != 0 {
+		t.Errorf("cancel requests left after the end: %v", keys)
+	}
+}
+
+// TestBackgroundStreamOtherGateway: a stream resumed through the gateway
+// that does not run the response follows it to its end, from
+// starting_after.
+func TestBackgroundStreamOtherGateway(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	engA := &fakeEngine{block: make(chan struct{})}
+	a := startOn(t, st, engA, shortLease)
+	b := startOn(t, st, &fakeEngine{}, shortLease)
+	resp := createBackground(t, a, "a", "follow me there")
+	waitFor(t, func() bool { return len(engA.requests()) == 1 })
+	type ev struct {
+		typ string
+		seq int
+	}
+	var mu sync.Mutex
+	var got []ev
+	done := make(chan error, 1)
+	go func() {
+		done <- b.Stream(t.Context(), "a", resp.ID, 1, func(typ string, data []byte) error {
+			var e Event
+			json.Unmarshal(data, &e)
+			mu.Lock()
+			got = append(got, ev{typ, e.SequenceNumber})
+			mu.Unlock()
+			return nil
+		})
+	}()
+	// The follower is waiting on events a has not made yet.
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) > 0 })
+	close(engA.block)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream through b did not end 10s after the response")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got[0].seq != 2 || got[len(got)-1].typ != "response.completed" {
+		t.Fatalf("events %v: want from sequence 2 to response.completed", got)
+	}
+	for i := range got {
+		if got[i].seq != got[0].seq+i {
+			t.Fatalf("events %v: a gap or a repeat", got)
+		}
+	}
+	if want := eventTypes(t, st, resp.ID); len(want) != 2+len(got) {
+		t.Errorf("%d events stored, %d streamed after 1", len(want), len(got))
+	}
+}
+
+// stallStore stands for a gateway that stops answering (a long pause, a
+// network partition) while it runs a response: its claim renewals hang
+// until released, so its claim runs out.
+type stallStore struct {
+	Store
+	stalled chan struct{}
+	// ends counts the responses this gateway ended.
+	ends atomic.Int32
+}
+
+func (s *stallStore) EndResponse(ctx context.Context, rec *Record, base []Segment, items []Item, final *StreamEvent) error {
+	s.ends.Add(1)
+	return s.Store.EndResponse(ctx, rec, base, items, final)
+}
+
+func (s *stallStore) RenewJob(ctx context.Context, id, holder string, ttl time.Duration) (bool, error) {
+	select {
+	case <-s.stalled:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	return s.Store.RenewJob(ctx, id, holder, ttl)
+}
+
+// TestBackgroundTakeOver: when the gateway running a response stops
+// renewing its claim, another gateway takes the response over and ends
+// it; the first, coming back with its own answer finished, finds the
+// claim gone and stops without ending it a second time.
+func TestBackgroundTakeOver(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	engA := &fakeEngine{block: make(chan struct{})}
+	// a's renewals hang from the start, so its claim runs out while its
+	// engine request waits.
+	ss := &stallStore{Store: st, stalled: make(chan struct{})}
+	a := startOn(t, ss, engA, shortLease)
+	resp := createBackground(t, a, "a", "carry on")
+	waitFor(t, func() bool { return len(engA.requests()) == 1 })
+	engB := &fakeEngine{}
+	b := startOn(t, st, engB, shortLease)
+	got := waitStatus(t, b, resp.ID)
+	if got.Status != StatusCompleted || got.Output[0].Text() != "echo: carry on" {
+		t.Fatalf("taken over: %s %+v", got.Status, got.Error)
+	}
+	close(engA.block) // a's answer is done; its end waits on the claim
+	time.Sleep(50 * time.Millisecond)
+	close(ss.stalled) // a's renewal now finds its claim gone
+	waitEnded(t, a, resp.ID)
+	if got, _ := a.Get(t.Context(), "a", resp.ID); got.Status != StatusCompleted || got.Output[0].Text() != "echo: carry on" {
+		t.Errorf("after a stopped: %s, want b's completed", got.Status)
+	}
+	if n := ss.ends.Load(); n != 0 {
+		t.Errorf("a ended the response %d times after losing its claim", n)
+	}
+	if n := testutil.ToFloat64(a.claimsLost); n != 1 {
+		t.Errorf("a lost %v claims, want 1", n)
+	}
+	if len(engB.requests()) != 1 {
+		t.Errorf("b sent %d engine requests, want 1", len(engB.requests()))
+	}
+}
