@@ -293,7 +293,7 @@ func lines(n int) (string, []string) {
 // polls it to completion and downloads an answer for every custom_id.
 func TestBatchRoundTrip(t *testing.T) {
 	eng := newEngine(t)
-	f := newFixture(t, eng, fixtureOptions{opts: batch.Options{Concurrency: 4}})
+	f := newFixture(t, eng, fixtureOptions{opts: batch.Options{Config: batch.Config{Concurrency: 4}}})
 	content, ids := lines(25)
 	file := f.upload(t, content)
 	if file.Purpose != openai.FileObjectPurposeBatch || file.Bytes != int64(len(content)) || file.Filename != "requests.jsonl" {
@@ -470,7 +470,7 @@ func TestMalformedInputFailsTheBatch(t *testing.T) {
 // input as OpenAI does.
 func TestBadRequestsAreOpenAIShaped400s(t *testing.T) {
 	eng := newEngine(t)
-	f := newFixture(t, eng, fixtureOptions{opts: batch.Options{MaxFileBytes: 1024}})
+	f := newFixture(t, eng, fixtureOptions{opts: batch.Options{Config: batch.Config{MaxFileBytes: 1024}}})
 	file := f.upload(t, chatLine("a", "hi"))
 	ctx := t.Context()
 	newBatch := func(p openai.BatchNewParams) error {
@@ -519,7 +519,7 @@ func TestCancel(t *testing.T) {
 	eng := newEngine(t)
 	release := eng.block(2)
 	defer release()
-	f := newFixture(t, eng, fixtureOptions{opts: batch.Options{Concurrency: 2}})
+	f := newFixture(t, eng, fixtureOptions{opts: batch.Options{Config: batch.Config{Concurrency: 2}}})
 	content, ids := lines(10)
 	b := f.create(t, f.upload(t, content).ID)
 	f.poll(t, b.ID, func(b *openai.Batch) bool { return b.RequestCounts.Completed == 2 })
@@ -579,7 +579,7 @@ func TestExpiredBatch(t *testing.T) {
 func TestShedRequestsAreRetried(t *testing.T) {
 	eng := newEngine(t)
 	fc := turns.FlowControl{RetryAfter: 10 * time.Millisecond}
-	f := newFixture(t, eng, fixtureOptions{opts: batch.Options{Concurrency: 4}, flow: &fc, quota: turns.Quota{Concurrent: 1}})
+	f := newFixture(t, eng, fixtureOptions{opts: batch.Options{Config: batch.Config{Concurrency: 4}}, flow: &fc, quota: turns.Quota{Concurrent: 1}})
 	content, ids := lines(12)
 	b := f.poll(t, f.create(t, f.upload(t, content).ID).ID, ended)
 	if b.Status != openai.BatchStatusCompleted || b.RequestCounts.Completed != 12 {
@@ -608,7 +608,7 @@ func TestBatchResumesAfterRestart(t *testing.T) {
 	}
 	eng := newEngine(t)
 	release := eng.block(3)
-	f := newFixture(t, eng, fixtureOptions{db: db, opts: batch.Options{Concurrency: 1}})
+	f := newFixture(t, eng, fixtureOptions{db: db, opts: batch.Options{Config: batch.Config{Concurrency: 1}}})
 	content, ids := lines(8)
 	b := f.create(t, f.upload(t, content).ID)
 	f.poll(t, b.ID, func(b *openai.Batch) bool { return b.RequestCounts.Completed == 3 })

@@ -29,36 +29,58 @@ const (
 	maxMetadataValueBytes = 512
 )
 
+// Config is the batch section of the config file. Zero fields take the
+// defaults.
+type Config struct {
+	// Concurrency bounds the requests of all batches in flight at once.
+	// Default 16. Flow control decides within it when each may run.
+	Concurrency int `yaml:"concurrency"`
+	// MaxFileBytes bounds an uploaded file, in bytes. Default 32 MiB (the
+	// gateway's bodyLimit bounds it too).
+	MaxFileBytes int64 `yaml:"maxFileBytes"`
+	// MaxRequests bounds the requests of one batch. Default 50,000.
+	MaxRequests int `yaml:"maxRequests"`
+	// MaxRetries bounds how often a request that failed on the fleet's
+	// side (an engine's 5xx, no endpoint, a broken stream) is tried
+	// again; negative means never. Sheds by flow control are retried
+	// until the batch's window ends. Default 3.
+	MaxRetries int `yaml:"maxRetries"`
+	// RetryBackoff is the first wait before a retry, doubled each time up
+	// to MaxBackoff; a shed's Retry-After is waited at least. Defaults 1s
+	// and 30s.
+	RetryBackoff time.Duration `yaml:"retryBackoff"`
+	MaxBackoff   time.Duration `yaml:"maxBackoff"`
+	// FileRetention is how long output files are kept (their expires_at).
+	// Default 720h (30 days).
+	FileRetention time.Duration `yaml:"fileRetention"`
+}
+
+// Validate reports every problem of c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Concurrency < 0 || c.MaxFileBytes < 0 || c.MaxRequests < 0 {
+		errs = append(errs, errors.New("batch: concurrency, maxFileBytes and maxRequests must not be negative"))
+	}
+	if c.RetryBackoff < 0 || c.MaxBackoff < 0 || c.FileRetention < 0 {
+		errs = append(errs, errors.New("batch: retryBackoff, maxBackoff and fileRetention must not be negative"))
+	}
+	if c.MaxBackoff > 0 && c.MaxBackoff < c.RetryBackoff {
+		errs = append(errs, fmt.Errorf("batch: maxBackoff %v is below retryBackoff %v", c.MaxBackoff, c.RetryBackoff))
+	}
+	return errors.Join(errs...)
+}
+
 // Options configure a Service. DB and Dispatch are required; every other
 // zero field takes its default.
 type Options struct {
+	Config
 	// DB is the namespace files, batches and results are kept in. Required.
 	DB state.Namespace
 	// Dispatch runs each request as a background turn. Required.
 	Dispatch Dispatcher
-	// Concurrency bounds the requests of all batches in flight at once.
-	// Default 16. Flow control decides within it when each may run.
-	Concurrency int
-	// MaxFileBytes bounds an uploaded file, in bytes. Default 32 MiB (the
-	// gateway's body limit bounds it too).
-	MaxFileBytes int64
-	// MaxRequests bounds the requests of one batch. Default 50,000.
-	MaxRequests int
-	// MaxRetries bounds how often a request that failed on the fleet's
-	// side (an engine's 5xx, no endpoint, a broken stream) is tried
-	// again. Sheds by flow control are retried until the batch's window
-	// ends. Default 3.
-	MaxRetries int
-	// RetryBackoff is the first wait before a retry, doubled each time up
-	// to MaxBackoff; a shed's Retry-After is waited at least. Defaults 1s
-	// and 30s.
-	RetryBackoff, MaxBackoff time.Duration
 	// Window is how long a batch may run before it expires, whatever
 	// completion_window says ("24h" is the only one accepted). Default 24h.
 	Window time.Duration
-	// FileRetention is how long output files are kept (their expires_at).
-	// Default 30 days.
-	FileRetention time.Duration
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 	// Metrics is where the service registers its collectors; nil
@@ -109,10 +131,10 @@ func New(opts Options) (*Service, error) {
 	if opts.Dispatch == nil {
 		errs = append(errs, errors.New("batch: Dispatch is required"))
 	}
-	opts.ensureDefaults()
-	if opts.MaxBackoff < opts.RetryBackoff {
-		errs = append(errs, fmt.Errorf("batch: MaxBackoff %v is below RetryBackoff %v", opts.MaxBackoff, opts.RetryBackoff))
+	if err := opts.Config.Validate(); err != nil {
+		errs = append(errs, err)
 	}
+	opts.ensureDefaults()
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
