@@ -54,12 +54,8 @@ func ParseLine(raw []byte, n int, endpoint string) (*Line, error) {
 	if !utf8.Valid(raw) {
 		return nil, lineErrorf(n, "invalid_json_line", "", "Line %d is not valid UTF-8.", n)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(&w); err != nil {
+	if err := json.Unmarshal(raw, &w); err != nil {
 		return nil, lineErrorf(n, "invalid_json_line", "", "Line %d is not a valid JSON object: %v.", n, err)
-	}
-	if dec.More() {
-		return nil, lineErrorf(n, "invalid_json_line", "", "Line %d holds more than one JSON value.", n)
 	}
 	switch {
 	case w.CustomID == nil || *w.CustomID == "":

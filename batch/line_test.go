@@ -2,6 +2,7 @@ package batch
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -86,4 +87,20 @@ func FuzzParseLine(f *testing.F) {
 			t.Fatalf("written back %s: %+v, %v", again, l2, err)
 		}
 	})
+}
+
+// BenchmarkParseFile: validating a 1,000-request input file.
+func BenchmarkParseFile(b *testing.B) {
+	var sb strings.Builder
+	for i := range 1000 {
+		sb.WriteString(`{"custom_id":"req-` + strings.Repeat("0", 3) + string(rune('a'+i%26)) + strings.Repeat("x", i%7) + `-` + strconv.Itoa(i) + `","method":"POST","url":"/v1/chat/completions","body":{"model":"m","max_tokens":64,"messages":[{"role":"system","content":"You are a careful assistant."},{"role":"user","content":"Summarise the attached report in three sentences."}]}}` + "\n")
+	}
+	content := []byte(sb.String())
+	b.SetBytes(int64(len(content)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, errs := parseFile(content, EndpointChatCompletions, DefaultMaxRequests, 10); errs != nil {
+			b.Fatal(errs[0])
+		}
+	}
 }
