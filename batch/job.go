@@ -234,36 +234,69 @@ func addUsage(u *Usage, d *dispatch.Usage) {
 	u.TotalTokens += d.PromptTokens + d.CompletionTokens
 }
 
-// call sends a request through the turn path as a background turn until
-// it has an answer to keep: the engine's, or the error that ends it. A
-// shed is retried after its Retry-After for as long as the batch runs;
-// a failure on the fleet's side MaxRetries times. ok is false when ctx
-// ended first.
+// Kinds of answer a request ends with.
+const (
+	kindCompleted = "completed"
+	// kindInvalid: the gateway refused the request before any engine saw
+	// it (a malformed body, an unknown model, stream: true).
+	kindInvalid = "invalid_request"
+	// kindRefused: an engine answered with a 4xx.
+	kindRefused = "refused"
+	// kindEngine: the fleet failed the request as often as allowed.
+	kindEngine = "engine_error"
+)
+
+// answer is what a request ended with.
+type answer struct {
+	status int
+	body   []byte
+	usage  *dispatch.Usage
+	kind   string
+}
+
+func errorAnswer(ae *apierror.Error, kind string) answer {
+	return answer{status: ae.Status, body: ae.Body(), kind: kind}
+}
+
+// call runs a job's request: see Service.call.
 func (j *job) call(ctx context.Context, l *Line, reqID string) (status int, body []byte, usage *dispatch.Usage, ok bool) {
-	s := j.s
+	a, ok := j.s.call(ctx, j.rec.Tenant, "", l, reqID)
+	return a.status, a.body, a.usage, ok
+}
+
+// call sends a request of tenant through the turn path as a background
+// turn (or in band, when not "") until it has an answer to keep: the
+// engine's, or the error that ends it. A shed is retried after its
+// Retry-After for as long as ctx lasts; a failure on the fleet's side
+// MaxRetries times. ok is false when ctx ended first.
+func (s *Service) call(ctx context.Context, tenant, band string, l *Line, reqID string) (answer, bool) {
 	parse := prompt.ParseChat
 	if l.URL == EndpointCompletions {
 		parse = prompt.ParseCompletion
 	}
 	req, err := parse(l.Body)
 	if err != nil {
-		ae := lineAPIError(err)
-		return ae.Status, ae.Body(), nil, true
+		return errorAnswer(lineAPIError(err), kindInvalid), true
 	}
 	if req.Stream {
-		ae := apierror.Invalid("stream", "invalid_value", "Streaming is not supported in a batch: leave 'stream' out or false.")
-		return ae.Status, ae.Body(), nil, true
+		return errorAnswer(apierror.Invalid("stream", "invalid_value", "Streaming is not supported here: leave 'stream' out or false."), kindInvalid), true
 	}
 	header := http.Header{"X-Request-Id": {reqID}}
+	if band != "" {
+		header.Set(dispatch.PriorityHeader, band)
+	}
 	failures := 0
 	for attempt := 0; ; attempt++ {
 		spec := &dispatch.Spec{
-			Tenant: j.rec.Tenant, Model: req.Model, Path: l.URL, Body: l.Body, ClientHeader: header,
+			Tenant: tenant, Model: req.Model, Path: l.URL, Body: l.Body, ClientHeader: header,
 			PromptCacheKey: req.PromptCacheKey, SafetyIdentifier: req.SafetyIdentifier,
-			// A batch's requests take the lowest band whatever their
-			// service_tier says: they run on slack capacity.
-			ServiceTier: "flex", Background: true,
+			// The requests take the lowest band (or the one asked) whatever
+			// their service_tier says: they run on slack capacity.
+			ServiceTier: "flex", Background: band == "",
 			Prompt: &req.Prompt, Tokens: req.TokenIDs, MaxOutputTokens: req.MaxOutputTokens(),
+		}
+		if band != "" {
+			spec.ServiceTier = ""
 		}
 		t, err := s.opts.Dispatch.Begin(ctx, spec)
 		if err == nil {
@@ -272,24 +305,25 @@ func (j *job) call(ctx context.Context, l *Line, reqID string) (status int, body
 			u, has := t.Usage()
 			t.End(err)
 			if err == nil {
+				a := answer{status: http.StatusOK, body: b, kind: kindCompleted}
 				if has {
-					usage = &u
+					a.usage = &u
 				}
-				return http.StatusOK, b, usage, true
+				return a, true
 			}
 		}
 		if ctx.Err() != nil {
-			return 0, nil, nil, false
+			return answer{}, false
 		}
-		wait, retry, final := j.classify(err, attempt)
+		wait, retry, final, kind := s.classify(err, attempt)
 		if !retry {
-			return final.Status, final.Body(), nil, true
+			return errorAnswer(final, kind), true
 		}
 		if wait == 0 {
 			if failures++; failures > s.opts.MaxRetries {
-				return final.Status, final.Body(), nil, true
+				return errorAnswer(final, kind), true
 			}
-			wait = j.backoff(failures)
+			wait = s.backoff(failures)
 			s.metrics.retries.WithLabelValues("engine").Inc()
 		} else {
 			s.metrics.retries.WithLabelValues("shed").Inc()
@@ -299,19 +333,19 @@ func (j *job) call(ctx context.Context, l *Line, reqID string) (status int, body
 		case <-timer.C:
 		case <-ctx.Done():
 			timer.Stop()
-			return 0, nil, nil, false
+			return answer{}, false
 		}
 	}
 }
 
 // classify says what to do after a failed attempt: retry after a shed's
 // wait (wait > 0, not counted against MaxRetries), retry as a failure
-// (wait 0), or keep final as the request's answer. final is also the
-// answer once retries run out.
-func (j *job) classify(err error, attempt int) (wait time.Duration, retry bool, final *apierror.Error) {
+// (wait 0), or keep final (of kind) as the request's answer. final is
+// also the answer once retries run out.
+func (s *Service) classify(err error, attempt int) (wait time.Duration, retry bool, final *apierror.Error, kind string) {
 	var se *dispatch.ShedError
 	if errors.As(err, &se) {
-		return max(se.RetryAfter, j.backoff(min(attempt, 6))), true, apierror.New(se.Status, "rate_limit_exceeded", "The request was not admitted: %s.", se.Reason)
+		return max(se.RetryAfter, s.backoff(min(attempt, 6))), true, apierror.New(se.Status, "rate_limit_exceeded", "The request was not admitted: %s.", se.Reason), kindEngine
 	}
 	var ee *dispatch.EngineError
 	if errors.As(err, &ee) {
@@ -321,16 +355,16 @@ func (j *job) classify(err error, attempt int) (wait time.Duration, retry bool, 
 		}
 		switch {
 		case ee.Status == http.StatusTooManyRequests:
-			return j.backoff(min(attempt, 6)), true, apierror.New(ee.Status, code, "%s", ee.Message)
+			return s.backoff(min(attempt, 6)), true, apierror.New(ee.Status, code, "%s", ee.Message), kindEngine
 		case ee.Status >= 400 && ee.Status < 500:
-			return 0, false, apierror.New(ee.Status, code, "%s", ee.Message).WithParam(ee.Param)
+			return 0, false, apierror.New(ee.Status, code, "%s", ee.Message).WithParam(ee.Param), kindRefused
 		}
-		return 0, true, apierror.New(http.StatusBadGateway, code, "The model server failed with status %d: %s", ee.Status, ee.Message)
+		return 0, true, apierror.New(http.StatusBadGateway, code, "The model server failed with status %d: %s", ee.Status, ee.Message), kindEngine
 	}
 	if ae := lineAPIError(err); ae != nil {
-		return 0, false, ae
+		return 0, false, ae, kindInvalid
 	}
-	return 0, true, apierror.New(http.StatusBadGateway, "upstream_error", "The model server could not answer: no endpoint took the request.")
+	return 0, true, apierror.New(http.StatusBadGateway, "upstream_error", "The model server could not answer: no endpoint took the request."), kindEngine
 }
 
 // lineAPIError is the answer kept for a request the gateway refused
@@ -348,8 +382,8 @@ func lineAPIError(err error) *apierror.Error {
 
 // backoff is the wait before the n-th retry: RetryBackoff doubled n-1
 // times, at most MaxBackoff, with up to a quarter of jitter.
-func (j *job) backoff(n int) time.Duration {
-	o := j.s.opts
+func (s *Service) backoff(n int) time.Duration {
+	o := s.opts
 	d := o.RetryBackoff
 	for k := 1; k < n && d < o.MaxBackoff; k++ {
 		d *= 2

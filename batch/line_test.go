@@ -104,3 +104,24 @@ func BenchmarkParseFile(b *testing.B) {
 		}
 	}
 }
+
+// FuzzParseEntry: no stream entry makes the intake's reader panic; an
+// entry it accepts is a request with an id, a tenant and a valid line.
+func FuzzParseEntry(f *testing.F) {
+	f.Add("r1", "acme", "standard", "2026-12-01T15:00:00Z", "/v1/chat/completions", `{"model":"m","messages":[]}`)
+	f.Add("", "", "", "", "", "")
+	f.Add("r2", "", "interactive", "17", "/v1/completions", `{"model":"m","prompt":"x"}`)
+	f.Add("r3", "", "", "soon", "", `[]`)
+	f.Fuzz(func(t *testing.T, id, tenant, priority, deadline, endpoint, body string) {
+		r, err := parseEntry(map[string]any{"id": id, "tenant": tenant, "priority": priority, "deadline": deadline, "endpoint": endpoint, "body": body})
+		if r == nil {
+			t.Fatal("nil request")
+		}
+		if err != nil {
+			return
+		}
+		if r.id == "" || r.tenant == "" || r.line == nil || r.line.CustomID != id || !json.Valid(r.line.Body) || (r.band != "" && r.band != "standard") {
+			t.Fatalf("accepted %+v", r)
+		}
+	})
+}

@@ -10,6 +10,7 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	retries  *prometheus.CounterVec
 	batches  *prometheus.CounterVec
+	intake   *prometheus.CounterVec
 	inFlight prometheus.Gauge
 	active   prometheus.Gauge
 }
@@ -28,6 +29,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "turnpike_batches_total",
 			Help: "Batches that ended, by status: completed, failed, expired or cancelled.",
 		}, []string{"status"}),
+		intake: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnpike_intake_requests_total",
+			Help: "Requests of the Redis stream intake that ended, by result code: completed, deadline_exceeded, cancelled, refused, engine_error, invalid_request.",
+		}, []string{"code"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "turnpike_batch_requests_in_flight",
 			Help: "Requests of batches being run now (admitted or waiting in flow control's queues).",
@@ -46,8 +51,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, st := range []string{StatusCompleted, StatusFailed, StatusExpired, StatusCancelled} {
 		m.batches.WithLabelValues(st)
 	}
+	for _, c := range []string{CodeCompleted, CodeDeadline, CodeCancelled, CodeRefused, CodeEngineError, CodeInvalidRequest} {
+		m.intake.WithLabelValues(c)
+	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.retries, m.batches, m.inFlight, m.active} {
+		for _, c := range []prometheus.Collector{m.requests, m.retries, m.batches, m.intake, m.inFlight, m.active} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("batch: %w", err)
 			}

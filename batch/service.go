@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/state"
 )
@@ -53,6 +54,9 @@ type Config struct {
 	// FileRetention is how long output files are kept (their expires_at).
 	// Default 720h (30 days).
 	FileRetention time.Duration `yaml:"fileRetention"`
+	// Intake reads requests from a Redis stream (see Intake); off unless
+	// its url is set.
+	Intake IntakeConfig `yaml:"intake"`
 }
 
 // Validate reports every problem of c at once.
@@ -63,6 +67,14 @@ func (c *Config) Validate() error {
 	}
 	if c.RetryBackoff < 0 || c.MaxBackoff < 0 || c.FileRetention < 0 {
 		errs = append(errs, errors.New("batch: retryBackoff, maxBackoff and fileRetention must not be negative"))
+	}
+	if c.Intake.URL != "" {
+		if _, err := redis.ParseURL(c.Intake.URL); err != nil {
+			errs = append(errs, fmt.Errorf("batch: intake url: %w", err))
+		}
+	}
+	if c.Intake.ClaimIdle < 0 || c.Intake.ResultsMaxLen < 0 {
+		errs = append(errs, errors.New("batch: intake claimIdle and resultsMaxLen must not be negative"))
 	}
 	if c.MaxBackoff > 0 && c.MaxBackoff < c.RetryBackoff {
 		errs = append(errs, fmt.Errorf("batch: maxBackoff %v is below retryBackoff %v", c.MaxBackoff, c.RetryBackoff))

@@ -350,6 +350,15 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 	if err := st.life.start(ctx, "batches", batches.Start, batches.Close); err != nil {
 		return st, err
 	}
+	if cfg.Batch.Intake.URL != "" {
+		intake, err := batch.NewIntake(batches, cfg.Batch.Intake)
+		if err != nil {
+			return st, err
+		}
+		if err := st.life.start(ctx, "async intake", intake.Start, intake.Close); err != nil {
+			return st, err
+		}
+	}
 
 	cfg.Admin.ApplyEnv(os.Getenv)
 	authn, err := auth.New(auth.Options{AdminToken: cfg.Admin.AdminToken, Logger: log})
