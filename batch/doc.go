@@ -26,6 +26,15 @@
 // answers) and the error file (the rest) in input order, in one write
 // with the batch's end.
 //
+// The Intake (intake.go, off unless configured) feeds the same runner
+// from a Redis stream: each entry a request with an id, a tenant, a
+// priority and a deadline, each answer an entry of the result stream
+// under that id with a code (completed, deadline_exceeded, cancelled,
+// refused, engine_error, invalid_request). Entries are acknowledged with
+// their result, in one transaction, so a gateway that stops leaves its
+// requests pending for the next start, and one that dies leaves them for
+// another gateway to claim.
+//
 // # Concurrency model
 //
 // A Service runs one goroutine per unfinished batch (its job), and at
