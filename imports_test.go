@@ -18,6 +18,7 @@ var floors = map[string][]string{
 	"gateway":          {"affinity", "apierror", "auth", "dispatch", "pools", "prompt", "responses", "tracing"},
 	"admin":            {"apierror", "auth", "turns", "pools", "sessions", "state"},
 	"responses":        {"apierror", "dispatch", "prompt", "state", "tracing"},
+	"batch":            {"apierror", "dispatch", "prompt", "state"},
 	"dispatch":         {"turns", "affinity", "sessions", "pools", "kv", "prompt", "tracing"},
 	"prompt":           {},
 	"prompt/hf":        {"prompt"},

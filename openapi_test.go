@@ -12,6 +12,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/auth"
+	"github.com/turnpike-gateway/turnpike/batch"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/gateway"
 	"github.com/turnpike-gateway/turnpike/pools"
@@ -73,8 +74,12 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	batches, err := batch.New(batch.Options{DB: db.Namespace("batch/"), Dispatch: d, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv, err := gateway.New(gateway.Options{Registry: reg, Dispatch: d, Logger: log,
-		Responses: svc, Auth: authn, Admin: adm, OpenAPI: turnpike.Spec})
+		Responses: svc, Batches: batches, Auth: authn, Admin: adm, OpenAPI: turnpike.Spec})
 	if err != nil {
 		t.Fatal(err)
 	}

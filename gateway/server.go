@@ -58,6 +58,9 @@ type Options struct {
 	Auth *auth.Authenticator
 	// Admin serves /admin/v1 behind Auth's admin token; nil mounts none.
 	Admin AdminAPI
+	// Batches serves the Files and Batch API (*batch.Service); its owner
+	// starts and closes it. nil leaves those routes unregistered.
+	Batches TenantAPI
 	// PromptMemoBytes bounds the memory of the chat bodies remembered so
 	// that a conversation's next turn is read, encoded and hashed only
 	// past what it shares with the last (prompt.Memo). Default 64 MiB;
@@ -79,6 +82,13 @@ const DefaultPromptMemoBytes = 64 << 20
 // admin needs nothing of the gateway.
 type AdminAPI interface {
 	Register(g *echo.Group)
+}
+
+// TenantAPI is an API the gateway mounts on /v1 behind its tenancy
+// middleware (*batch.Service): it registers its routes on g and names each
+// request's tenant with tenant. The gateway calls down into it.
+type TenantAPI interface {
+	Register(g *echo.Group, tenant func(echo.Context) string)
 }
 
 // Server is turnpike's HTTP front: the OpenAI-compatible API, health and
@@ -176,6 +186,9 @@ func New(opts Options) (*Server, error) {
 	v1.POST("/completions", s.handleCompletions)
 	v1.GET("/models", s.handleModels)
 	s.mountResponses(v1)
+	if opts.Batches != nil {
+		opts.Batches.Register(v1, tenantOf)
+	}
 
 	if opts.Auth != nil && opts.Admin != nil {
 		opts.Admin.Register(e.Group("/admin/v1", requireAdmin(opts.Auth)))

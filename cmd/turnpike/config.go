@@ -12,6 +12,7 @@ import (
 
 	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/batch"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/responses"
 	"github.com/turnpike-gateway/turnpike/sessions"
@@ -51,6 +52,8 @@ type Config struct {
 	FlowControl turns.FlowControl `yaml:"flowControl"`
 	// Responses tunes the Responses API's state and background work.
 	Responses ResponsesConfig `yaml:"responses"`
+	// Batch tunes the Files and Batch API's runner (see batch.Config).
+	Batch batch.Config `yaml:"batch"`
 	// Admin is the admin token and the file's tenants (top-level keys
 	// adminToken and tenants). No tenants anywhere: the gateway runs open.
 	Admin admin.Config `yaml:",inline"`
@@ -209,6 +212,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if _, err := c.Responses.sealKeys(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Batch.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.BodyLimit < 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/auth"
+	"github.com/turnpike-gateway/turnpike/batch"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/gateway"
 	"github.com/turnpike-gateway/turnpike/kv"
@@ -388,6 +389,25 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 		return st, err
 	}
 
+	// Batches run on flow control's lowest band: they stop before it
+	// closes, and what was in flight runs again at the next start.
+	batches, err := batch.New(batch.Options{Config: cfg.Batch, DB: db.Namespace("batch/"), Dispatch: d, Logger: log, Metrics: metrics})
+	if err != nil {
+		return st, err
+	}
+	if err := st.life.start(ctx, "batches", batches.Start, batches.Close); err != nil {
+		return st, err
+	}
+	if cfg.Batch.Intake.URL != "" {
+		intake, err := batch.NewIntake(batches, cfg.Batch.Intake)
+		if err != nil {
+			return st, err
+		}
+		if err := st.life.start(ctx, "async intake", intake.Start, intake.Close); err != nil {
+			return st, err
+		}
+	}
+
 	cfg.Admin.ApplyEnv(os.Getenv)
 	authn, err := auth.New(auth.Options{AdminToken: cfg.Admin.AdminToken, Logger: log})
 	if err != nil {
@@ -429,6 +449,7 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 		BodyLimit: cfg.BodyLimit,
 		OpenAPI:   turnpike.Spec,
 		Responses: svc,
+		Batches:   batches,
 		Auth:      authn,
 		Admin:     adm,
 		Tracer:    tracer,
