@@ -164,7 +164,7 @@ func (s *Service) autoCompact(ctx context.Context, t *turn, hdr http.Header) err
 	}
 	n := t.promptTokens
 	if n == 0 {
-		n = prompt.Count(s.engine.Tokenizer(), t.prompt)
+		n = prompt.Count(s.engine.Tokenizer(t.req.Model), t.prompt)
 	}
 	if n <= t.req.CompactThreshold {
 		return nil

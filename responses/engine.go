@@ -16,8 +16,8 @@ type Engine interface {
 	Begin(ctx context.Context, spec *dispatch.Spec) (*dispatch.Turn, error)
 	// ContextLength is the model's context window in tokens, 0 if unknown.
 	ContextLength(model string) int
-	// Tokenizer is the tokenizer turns are counted with.
-	Tokenizer() prompt.Tokenizer
+	// Tokenizer is the tokenizer the turns of model are counted with.
+	Tokenizer(model string) prompt.Tokenizer
 }
 
 var _ Engine = (*dispatch.Dispatcher)(nil)

@@ -276,7 +276,7 @@ func (s *Service) fit(t *turn, items []Item) error {
 	if req.MaxOutputTokens != nil {
 		budget -= *req.MaxOutputTokens
 	}
-	tok := s.engine.Tokenizer()
+	tok := s.engine.Tokenizer(req.Model)
 	slack := 0
 	for attempt := 0; ; attempt++ {
 		kept, total, err := fitItems(tok, req, items, budget-slack)

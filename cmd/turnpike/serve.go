@@ -322,7 +322,11 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 		return st, err
 	}
 	st.life.start(ctx, "flow control", startNoErr(flow.Start), func(context.Context) error { return flow.Close() })
-	d, err := dispatch.New(dispatch.Options{Registry: st.reg, Policy: policy, Sessions: sess, Flow: flow, Hasher: hasher, Logger: log, Metrics: metrics, PD: &cfg.Routing.PD})
+	toks, err := modelTokenizers(cfg.Pools, metrics)
+	if err != nil {
+		return st, err
+	}
+	d, err := dispatch.New(dispatch.Options{Registry: st.reg, Policy: policy, Sessions: sess, Flow: flow, Hasher: hasher, Tokenizers: toks, Logger: log, Metrics: metrics, PD: &cfg.Routing.PD})
 	if err != nil {
 		return st, err
 	}
