@@ -172,6 +172,9 @@ func New(opts Options) (*Dispatcher, error) {
 	return d, nil
 }
 
+// Serves reports whether a pool serves model.
+func (d *Dispatcher) Serves(model string) bool { return d.capacity[model] != nil }
+
 // ContextLength is the smallest context window, in tokens, of the pools
 // serving model; 0 if none says.
 func (d *Dispatcher) ContextLength(model string) int {
