@@ -53,6 +53,10 @@ type simFlags struct {
 	// policy is bench's --policy, for --compare entries naming a
 	// topology.
 	policy string
+	// tokenizer is a model directory whose chat template and tokenizer
+	// the engines (and the gateway's pool) use; "" keeps the simulator's
+	// documented rules.
+	tokenizer string
 }
 
 // register adds the flags, named prefix+name; the replica count is
@@ -65,6 +69,7 @@ func (f *simFlags) register(fs *flag.FlagSet, prefix, replicasFlag string) {
 	fs.StringVar(&f.flavor, prefix+"flavor", sim.FlavorVLLM, "engine flavour: vllm or sglang")
 	fs.Float64Var(&f.timeScale, prefix+"time-scale", 1, "simulated time per real second: 0.1 runs ten times faster")
 	fs.IntVar(&f.numBlocks, prefix+"num-blocks", 0, "KV blocks per replica (0: from accelerator and model)")
+	fs.StringVar(&f.tokenizer, prefix+"tokenizer", "", "model directory (tokenizer.json or .json.gz, tokenizer_config.json): the engines render chats with its chat template and tokenize with it, as a real engine of the model would; the embedded fleet's pool then uses tokenizer kind hf with it")
 	if prefix != "" {
 		fs.StringVar(&f.topology, prefix+"topology", topologyAggregated, "aggregated (every replica prefills and decodes) or pd (a prefill pool and a decode pool, disaggregated by the gateway)")
 		fs.IntVar(&f.prefill, prefix+"prefill", 0, "pd topology: how many of the replicas prefill (0: half)")
@@ -73,7 +78,14 @@ func (f *simFlags) register(fs *flag.FlagSet, prefix, replicasFlag string) {
 
 // fleet describes the embedded fleet the flags ask for.
 func (f *simFlags) fleet() (*simFleet, error) {
-	sf := &simFleet{cfg: f.config(), replicas: f.replicas}
+	sf := &simFleet{cfg: f.config(), replicas: f.replicas, tokenizer: f.tokenizer}
+	if f.tokenizer != "" {
+		tok, err := loadSimTokenizer(f.tokenizer)
+		if err != nil {
+			return nil, err
+		}
+		sf.cfg.Tokenizer = tok
+	}
 	switch f.topology {
 	case "", topologyAggregated:
 	case topologyPD:
