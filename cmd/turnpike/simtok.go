@@ -46,6 +46,8 @@ func (s simTokenizer) RenderChat(messages []sim.ChatMessage, tools json.RawMessa
 }
 
 // Encode implements sim.ChatTokenizer.
-func (s simTokenizer) Encode(dst []uint32, text string) []uint32 { return s.m.Tokenizer.Encode(dst, text) }
+func (s simTokenizer) Encode(dst []uint32, text string) []uint32 {
+	return s.m.Tokenizer.Encode(dst, text)
+}
 
 var _ sim.ChatTokenizer = simTokenizer{}
