@@ -29,19 +29,7 @@ func TestExactTokensEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads the Qwen3 tokenizer three times")
 	}
-	cfg := &Config{}
-	cfg.EnsureDefaults()
-	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
-	sf := simFlags{replicas: 1, accelerator: defaultSimAccelerator, model: defaultSimModel, served: defaultSimServedModel, flavor: sim.FlavorVLLM, tokenizer: qwen3Dir}
-	fl, err := sf.fleet()
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := startStack(t.Context(), cfg, fl, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(context.Background()) })
+	st := startEmbeddedStack(t, simFlags{replicas: 1, accelerator: defaultSimAccelerator, model: defaultSimModel, served: defaultSimServedModel, flavor: sim.FlavorVLLM, tokenizer: qwen3Dir})
 	if got := st.fleet.pools[0].Tokenizer; got.Kind != "hf" || got.Path != qwen3Dir {
 		t.Fatalf("the embedded pool's tokenizer is %+v, want hf %s", got, qwen3Dir)
 	}
