@@ -130,7 +130,7 @@ func (s *Service) summarise(ctx context.Context, t *turn, items []Item, hdr http
 	sreq.Truncation = "auto"
 	limit := compactMaxTokens
 	sreq.MaxOutputTokens = &limit
-	st := &turn{req: &sreq, rec: t.rec, base: t.base, conversation: t.conversation, chainRoot: t.chainRoot, newChain: t.newChain}
+	st := &turn{req: &sreq, rec: t.rec, base: t.base, conversation: t.conversation, chainRoot: t.chainRoot, newChain: t.newChain, aside: true}
 	ask := Item{Type: ItemMessage, Role: "user", Content: []ContentPart{{Type: "input_text", Text: compactPrompt}}}
 	if err := s.fit(st, append(compacted(items), ask)); err != nil {
 		return Item{}, nil, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/kv"
 	"github.com/turnpike-gateway/turnpike/prompt"
@@ -134,5 +135,34 @@ func TestExactTokensEndToEnd(t *testing.T) {
 	}
 	if n := metric(t, page, `turnpike_chat_template_failures_total{`+labels+`}`); n != 0 {
 		t.Errorf("%v prompts refused by the chat template", n)
+	}
+
+	// The Responses API: input_tokens answers the engine's own count of
+	// the prompt, and a chained turn is encoded from its chain's seam and
+	// finds the first turn's prompt cached.
+	reused := metric(t, page, `turnpike_token_cache_turns_total{result="reused",`+labels+`}`)
+	in1 := responses.ResponseNewParamsInputUnion{OfString: openai.String(user1)}
+	count, err := client.Responses.InputTokens.Count(ctx, responses.InputTokenCountParams{Model: openai.String(defaultSimServedModel),
+		Instructions: openai.String(system), Input: responses.InputTokenCountParamsInputUnion{OfString: openai.String(user1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: defaultSimServedModel, Instructions: openai.String(system), Input: in1, MaxOutputTokens: openai.Int(24)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.Usage.InputTokens != count.InputTokens {
+		t.Errorf("input_tokens answered %d, the engine counted %d", count.InputTokens, r1.Usage.InputTokens)
+	}
+	r2, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: defaultSimServedModel, Instructions: openai.String(system),
+		PreviousResponseID: openai.String(r1.ID), Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(user2)}, MaxOutputTokens: openai.Int(24)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full := r1.Usage.InputTokens / kv.DefaultBlockSize * kv.DefaultBlockSize; r2.Usage.InputTokensDetails.CachedTokens < full {
+		t.Errorf("the chained turn found %d tokens cached, want turn 1's %d", r2.Usage.InputTokensDetails.CachedTokens, full)
+	}
+	if n := metric(t, page, `turnpike_token_cache_turns_total{result="reused",`+labels+`}`); n < reused+1 {
+		t.Errorf("the chained turn was encoded whole (reused %v, then %v)", reused, n)
 	}
 }
