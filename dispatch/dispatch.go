@@ -56,8 +56,15 @@ type Options struct {
 	// Hasher cuts token ids into KV-cache blocks; nil means 16-token
 	// blocks.
 	Hasher *kv.Hasher
-	// Tokenizer counts and encodes prompts; nil means prompt.Approx.
+	// Tokenizer counts and encodes the prompts of models Tokenizers does
+	// not name; nil means prompt.Approx.
 	Tokenizer prompt.Tokenizer
+	// Tokenizers are the served models' own tokenizers, by model name
+	// (pools.TokenizerConfig). A prompt.PromptTokenizer renders the
+	// model's prompts itself and is handed the turn's session key, so that
+	// it may encode only what a session's turn adds. Nil or missing
+	// entries mean Tokenizer.
+	Tokenizers map[string]prompt.Tokenizer
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 	// Metrics is where the dispatcher registers its collectors; nil
@@ -79,11 +86,10 @@ type Dispatcher struct {
 	sessions *sessions.Store
 	flow     *turns.Controller
 	hasher   *kv.Hasher
-	tok      prompt.Tokenizer
-	// approx: tok is prompt.Approx, whose prompts can be resumed
-	// (resumePrompt).
-	approx bool
-	log    *slog.Logger
+	// tok is the default tokenizer, toks the served models' own.
+	tok  prompt.Tokenizer
+	toks map[string]prompt.Tokenizer
+	log  *slog.Logger
 	// needsHashes: prompts are hashed only for policies that score by
 	// prefix.
 	needsHashes bool
@@ -142,7 +148,12 @@ func New(opts Options) (*Dispatcher, error) {
 	if d.tok == nil {
 		d.tok = prompt.Approx{}
 	}
-	_, d.approx = d.tok.(prompt.Approx)
+	d.toks = map[string]prompt.Tokenizer{}
+	for m, tok := range opts.Tokenizers {
+		if tok != nil {
+			d.toks[m] = tok
+		}
+	}
 	if d.log == nil {
 		d.log = slog.Default()
 	}
@@ -169,6 +180,9 @@ func New(opts Options) (*Dispatcher, error) {
 	return d, nil
 }
 
+// Serves reports whether a pool serves model.
+func (d *Dispatcher) Serves(model string) bool { return d.capacity[model] != nil }
+
 // ContextLength is the smallest context window, in tokens, of the pools
 // serving model; 0 if none says.
 func (d *Dispatcher) ContextLength(model string) int {
@@ -181,8 +195,14 @@ func (d *Dispatcher) ContextLength(model string) int {
 	return n
 }
 
-// Tokenizer is the tokenizer turns are counted with.
-func (d *Dispatcher) Tokenizer() prompt.Tokenizer { return d.tok }
+// Tokenizer is the tokenizer the turns of model are counted and encoded
+// with.
+func (d *Dispatcher) Tokenizer(model string) prompt.Tokenizer {
+	if tok, ok := d.toks[model]; ok {
+		return tok
+	}
+	return d.tok
+}
 
 // Spec is one turn as its caller describes it. Begin reads it and keeps
 // it until End; the caller must not change it in between.
@@ -214,11 +234,11 @@ type Spec struct {
 	// hashes them.
 	Prompt *prompt.Prompt
 	// Tokens, when not nil, is the prompt as token ids (Prompt encoded by
-	// the dispatcher's Tokenizer, or a completion prompt the client sent
+	// the model's Tokenizer, or a completion prompt the client sent
 	// as ids): Begin uses it instead of encoding.
 	Tokens []uint32
 	// PromptTokens, when > 0, is Prompt's token count already computed
-	// with the dispatcher's Tokenizer: Begin does not count again. It is
+	// with the model's Tokenizer: Begin does not count again. It is
 	// also the count of a turn with neither Prompt nor Tokens.
 	PromptTokens int
 	// MaxOutputTokens is the output budget; 0 if unbounded.
@@ -332,20 +352,28 @@ func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error)
 // encodes them when the policy will hash them.
 func (t *Turn) countPrompt() {
 	spec, d := t.spec, t.d
+	tok := d.Tokenizer(spec.Model)
 	switch {
 	case spec.Tokens != nil:
 		t.tokens = spec.Tokens
-	case spec.Prompt != nil && d.needsHashes && t.resumePrompt():
+	case spec.Prompt != nil && d.needsHashes && t.resumePrompt(tok):
 		return
 	case spec.Prompt != nil && d.needsHashes:
 		t.bufs = bufferPool.Get().(*buffers)
-		t.bufs.tokens = prompt.Encode(d.tok, t.bufs.tokens[:0], spec.Prompt)
+		if pt, ok := tok.(prompt.PromptTokenizer); ok {
+			// The model's template renders the prompt; the session's
+			// last prompt, remembered under its key, spares the
+			// encoding of all but the new suffix.
+			t.bufs.tokens = pt.EncodePrompt(t.bufs.tokens[:0], spec.Prompt, t.sessionKey)
+		} else {
+			t.bufs.tokens = prompt.Encode(tok, t.bufs.tokens[:0], spec.Prompt)
+		}
 		t.tokens = t.bufs.tokens
 	case spec.PromptTokens > 0, spec.Prompt == nil:
 		t.route.PromptTokens = spec.PromptTokens
 		return
 	default:
-		t.route.PromptTokens = prompt.Count(d.tok, spec.Prompt)
+		t.route.PromptTokens = prompt.Count(tok, spec.Prompt)
 		return
 	}
 	t.route.PromptTokens = len(t.tokens)

@@ -15,10 +15,10 @@ import (
 // block: prompt.Approx, whose every token is ApproxBytesPerToken bytes of
 // the render. It reports false, having done nothing, when the turn cannot
 // be resumed so.
-func (t *Turn) resumePrompt() bool {
+func (t *Turn) resumePrompt(tok prompt.Tokenizer) bool {
 	spec, d := t.spec, t.d
 	pr := spec.Prior
-	if pr == nil || !d.approx {
+	if _, approx := tok.(prompt.Approx); pr == nil || !approx {
 		return false
 	}
 	p := spec.Prompt
@@ -40,7 +40,7 @@ func (t *Turn) resumePrompt() bool {
 			shared = c.Blocks[:reuse]
 		}
 	}
-	t.bufs.tokens = d.tok.Encode(t.bufs.tokens[:0], bytesString(render[reuse*blockBytes:]))
+	t.bufs.tokens = tok.Encode(t.bufs.tokens[:0], bytesString(render[reuse*blockBytes:]))
 	t.tokens = t.bufs.tokens
 	t.route.PromptTokens = reuse*blockTokens + len(t.tokens)
 

@@ -30,6 +30,7 @@ func (s *Server) mountResponses(v1 *echo.Group) {
 	g := v1.Group("", h.observe)
 	g.POST("/responses", h.create)
 	g.POST("/responses/compact", h.compact)
+	g.POST("/responses/input_tokens", h.inputTokens)
 	g.GET("/responses", h.websocket)
 	g.GET("/responses/:id", h.get)
 	g.DELETE("/responses/:id", h.delete)
@@ -184,6 +185,22 @@ func (h *responsesAPI) compact(c echo.Context) error {
 		return err
 	}
 	out, err := h.svc.Compact(c.Request().Context(), tenantOf(c), req, c.Request().Header)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (h *responsesAPI) inputTokens(c echo.Context) error {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return err
+	}
+	req, err := responses.DecodeInputTokensRequest(body)
+	if err != nil {
+		return err
+	}
+	out, err := h.svc.InputTokens(c.Request().Context(), tenantOf(c), req)
 	if err != nil {
 		return err
 	}

@@ -60,6 +60,52 @@ type PoolConfig struct {
 	Role string `yaml:"role" json:"role"`
 	// Endpoints are the replicas. At least one.
 	Endpoints []EndpointConfig `yaml:"endpoints" json:"endpoints"`
+	// Tokenizer is how the gateway turns the pool's prompts into the
+	// engine's token ids. Zero means approximate. All pools serving one
+	// model must agree.
+	Tokenizer TokenizerConfig `yaml:"tokenizer,omitempty" json:"tokenizer,omitempty"`
+}
+
+// Tokenizer kinds.
+const (
+	// TokenizerApproximate estimates tokens (prompt.Approx): exact
+	// against the simulator, an estimate against real engines.
+	TokenizerApproximate = "approximate"
+	// TokenizerHF runs the model's Hugging Face tokenizer.json and chat
+	// template in process (prompt/hf).
+	TokenizerHF = "hf"
+	// TokenizerEngine asks the pool's engine to render and tokenize each
+	// prompt (vLLM's and SGLang's POST /tokenize).
+	TokenizerEngine = "engine"
+)
+
+// TokenizerConfig chooses a pool's tokenizer.
+type TokenizerConfig struct {
+	// Kind is "approximate" (default), "hf" or "engine".
+	Kind string `yaml:"kind" json:"kind"`
+	// Path is the model directory of kind hf: tokenizer.json (or
+	// tokenizer.json.gz) and tokenizer_config.json with the chat
+	// template. Required for hf, unused otherwise.
+	Path string `yaml:"path,omitempty" json:"path,omitempty"`
+	// CacheBytes bounds the memory of kind hf's incremental token cache,
+	// which keeps each session's last prompt ids so that its next turn
+	// encodes only the new suffix. Default 256 MiB; negative disables
+	// the cache.
+	CacheBytes int64 `yaml:"cacheBytes,omitempty" json:"cacheBytes,omitempty"`
+}
+
+// DefaultTokenCacheBytes is TokenizerConfig.CacheBytes's default.
+const DefaultTokenCacheBytes = 256 << 20
+
+// Normal is c with its defaults filled in: Kind approximate when empty.
+func (c TokenizerConfig) Normal() TokenizerConfig {
+	if c.Kind == "" {
+		c.Kind = TokenizerApproximate
+	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = DefaultTokenCacheBytes
+	}
+	return c
 }
 
 // EndpointConfig is one engine replica.
@@ -244,5 +290,49 @@ func ValidatePools(pcs []PoolConfig) error {
 		}
 	}
 	errs = append(errs, prefillOnly(pcs)...)
+	errs = append(errs, tokenizers(pcs)...)
 	return errors.Join(errs...)
+}
+
+// tokenizers reports tokenizer configs that are wrong, and models whose
+// pools disagree on one: a model's prompts are hashed once, whichever
+// pool takes them.
+func tokenizers(pcs []PoolConfig) []error {
+	var errs []error
+	first := map[string]int{} // model → the first pool serving it
+	for i, pc := range pcs {
+		where := fmt.Sprintf("pools[%d].tokenizer", i)
+		tc := pc.Tokenizer.Normal()
+		switch tc.Kind {
+		case TokenizerApproximate, TokenizerEngine:
+			if tc.Path != "" {
+				errs = append(errs, FieldErrorf(where+".path", "only kind hf reads a path, not %s", tc.Kind))
+			}
+		case TokenizerHF:
+			if tc.Path == "" {
+				errs = append(errs, FieldErrorf(where+".path", "required for kind hf: a directory with tokenizer.json and tokenizer_config.json"))
+			}
+		default:
+			errs = append(errs, FieldErrorf(where+".kind", "%q is not approximate, hf or engine", pc.Tokenizer.Kind))
+		}
+		for _, m := range pc.ServedModels {
+			j, seen := first[m]
+			if !seen {
+				first[m] = i
+				continue
+			}
+			if other := pcs[j].Tokenizer.Normal(); other != tc {
+				errs = append(errs, FieldErrorf(where, "pool %q serves %q with tokenizer %s, but pool %q (pools[%d]) with %s: all pools of a model must use one tokenizer", pc.Name, m, tc, pcs[j].Name, j, other))
+			}
+		}
+	}
+	return errs
+}
+
+// String is c as the config spells it.
+func (c TokenizerConfig) String() string {
+	if c.Path == "" {
+		return c.Kind
+	}
+	return c.Kind + " " + c.Path
 }

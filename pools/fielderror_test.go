@@ -47,3 +47,34 @@ func TestValidatePoolsNamesFields(t *testing.T) {
 		t.Errorf("no pools: %v", fes)
 	}
 }
+
+func TestValidatePoolsTokenizer(t *testing.T) {
+	pool := func(name string, models []string, tc TokenizerConfig) PoolConfig {
+		return PoolConfig{Name: name, ServedModels: models, Tokenizer: tc, Endpoints: []EndpointConfig{{URL: "http://" + name + ":8000"}}}
+	}
+	hf := TokenizerConfig{Kind: TokenizerHF, Path: "/models/qwen3"}
+	for _, tc := range []struct {
+		name  string
+		pools []PoolConfig
+		want  []string
+	}{
+		{"default and approximate agree", []PoolConfig{pool("a", []string{"m"}, TokenizerConfig{}), pool("b", []string{"m"}, TokenizerConfig{Kind: TokenizerApproximate})}, nil},
+		{"hf on every pool", []PoolConfig{pool("a", []string{"m"}, hf), pool("b", []string{"m", "n"}, hf)}, nil},
+		{"engine", []PoolConfig{pool("a", []string{"m"}, TokenizerConfig{Kind: TokenizerEngine})}, nil},
+		{"unknown kind", []PoolConfig{pool("a", []string{"m"}, TokenizerConfig{Kind: "sentencepiece"})}, []string{"pools[0].tokenizer.kind"}},
+		{"hf without a path", []PoolConfig{pool("a", []string{"m"}, TokenizerConfig{Kind: TokenizerHF})}, []string{"pools[0].tokenizer.path"}},
+		{"a path for engine", []PoolConfig{pool("a", []string{"m"}, TokenizerConfig{Kind: TokenizerEngine, Path: "/x"})}, []string{"pools[0].tokenizer.path"}},
+		{"pools of a model disagree", []PoolConfig{pool("a", []string{"m"}, hf), pool("b", []string{"n"}, TokenizerConfig{}), pool("c", []string{"n", "m"}, TokenizerConfig{})}, []string{"pools[2].tokenizer"}},
+		{"paths disagree", []PoolConfig{pool("a", []string{"m"}, hf), pool("b", []string{"m"}, TokenizerConfig{Kind: TokenizerHF, Path: "/models/other"})}, []string{"pools[1].tokenizer"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, fe := range FieldErrors(ValidatePools(tc.pools)) {
+				got = append(got, fe.Field)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("fields %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -104,11 +104,30 @@ var renderBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); retur
 // maxPooledRender keeps one huge prompt from pinning its buffer forever.
 const maxPooledRender = 4 << 20
 
+// PromptTokenizer is a Tokenizer that renders whole prompts itself, as the
+// engine does: with the model's own chat template rather than
+// AppendRender's canonical one. Encode and Count hand prompts to it.
+type PromptTokenizer interface {
+	Tokenizer
+	// EncodePrompt appends the ids of p, as the engine receives it (chat
+	// template and generation prompt), to dst. key names the conversation
+	// p continues, so that an implementation may encode only what is new
+	// since its last prompt; "" names none. It cannot fail: where the
+	// model's template cannot render p, it encodes an estimate and counts
+	// the failure.
+	EncodePrompt(dst []uint32, p *Prompt, key string) []uint32
+	// CountPrompt is len(EncodePrompt(nil, p, "")).
+	CountPrompt(p *Prompt) int
+}
+
 // Encode renders p (AppendRender) and appends the token ids tok makes of
-// it to dst. tok nil means Approx.
+// it to dst. tok nil means Approx; a PromptTokenizer renders p itself.
 func Encode(tok Tokenizer, dst []uint32, p *Prompt) []uint32 {
 	if tok == nil {
 		tok = Approx{}
+	}
+	if pt, ok := tok.(PromptTokenizer); ok {
+		return pt.EncodePrompt(dst, p, "")
 	}
 	buf := renderBufs.Get().(*[]byte)
 	*buf = AppendRender((*buf)[:0], p)
@@ -118,10 +137,13 @@ func Encode(tok Tokenizer, dst []uint32, p *Prompt) []uint32 {
 }
 
 // Count is the number of tokens tok makes of p rendered; tok nil means
-// Approx.
+// Approx; a PromptTokenizer renders p itself.
 func Count(tok Tokenizer, p *Prompt) int {
 	if tok == nil {
 		tok = Approx{}
+	}
+	if pt, ok := tok.(PromptTokenizer); ok {
+		return pt.CountPrompt(p)
 	}
 	buf := renderBufs.Get().(*[]byte)
 	*buf = AppendRender((*buf)[:0], p)

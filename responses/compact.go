@@ -54,19 +54,32 @@ var compactKeys = []string{
 // that compaction takes; input or previous_response_id names what to
 // compact.
 func DecodeCompactRequest(body []byte) (*CreateRequest, error) {
+	return decodeStateless(body, compactKeys, func(f map[string]json.RawMessage) error {
+		if in, ok := f["input"]; (!ok || isNull(in)) && isNull(f["previous_response_id"]) {
+			return invalidf("input", "missing_required_parameter", "Missing required parameter: 'input' (or 'previous_response_id').")
+		}
+		return nil
+	})
+}
+
+// decodeStateless decodes body as a create request that takes only the
+// fields keys names, checked by check (nil checks nothing), that stores
+// nothing and whose input, when absent or null, is empty.
+func decodeStateless(body []byte, keys []string, check func(map[string]json.RawMessage) error) (*CreateRequest, error) {
 	f, err := decodeObject(body, "")
 	if err != nil {
 		return nil, err
 	}
-	if err := allowKeys(f, "", compactKeys...); err != nil {
+	if err := allowKeys(f, "", keys...); err != nil {
 		e := err.(*apierror.Error)
 		return nil, unknownParam(strings.TrimPrefix(e.Param, "."))
 	}
-	_, hasInput := f["input"]
-	if (!hasInput || isNull(f["input"])) && isNull(f["previous_response_id"]) {
-		return nil, invalidf("input", "missing_required_parameter", "Missing required parameter: 'input' (or 'previous_response_id').")
+	if check != nil {
+		if err := check(f); err != nil {
+			return nil, err
+		}
 	}
-	if !hasInput || isNull(f["input"]) {
+	if in, ok := f["input"]; !ok || isNull(in) {
 		f["input"] = json.RawMessage(`[]`)
 	}
 	f["store"] = json.RawMessage(`false`)
@@ -117,7 +130,7 @@ func (s *Service) summarise(ctx context.Context, t *turn, items []Item, hdr http
 	sreq.Truncation = "auto"
 	limit := compactMaxTokens
 	sreq.MaxOutputTokens = &limit
-	st := &turn{req: &sreq, rec: t.rec, base: t.base, conversation: t.conversation, chainRoot: t.chainRoot, newChain: t.newChain}
+	st := &turn{req: &sreq, rec: t.rec, base: t.base, conversation: t.conversation, chainRoot: t.chainRoot, newChain: t.newChain, aside: true}
 	ask := Item{Type: ItemMessage, Role: "user", Content: []ContentPart{{Type: "input_text", Text: compactPrompt}}}
 	if err := s.fit(st, append(compacted(items), ask)); err != nil {
 		return Item{}, nil, err
@@ -164,7 +177,7 @@ func (s *Service) autoCompact(ctx context.Context, t *turn, hdr http.Header) err
 	}
 	n := t.promptTokens
 	if n == 0 {
-		n = prompt.Count(s.engine.Tokenizer(), t.prompt)
+		n = prompt.Count(s.engine.Tokenizer(t.req.Model), t.prompt)
 	}
 	if n <= t.req.CompactThreshold {
 		return nil

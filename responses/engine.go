@@ -14,10 +14,12 @@ import (
 type Engine interface {
 	// Begin runs a turn up to the engine's answer; see dispatch.Dispatcher.
 	Begin(ctx context.Context, spec *dispatch.Spec) (*dispatch.Turn, error)
+	// Serves reports whether a pool serves model.
+	Serves(model string) bool
 	// ContextLength is the model's context window in tokens, 0 if unknown.
 	ContextLength(model string) int
-	// Tokenizer is the tokenizer turns are counted with.
-	Tokenizer() prompt.Tokenizer
+	// Tokenizer is the tokenizer the turns of model are counted with.
+	Tokenizer(model string) prompt.Tokenizer
 }
 
 var _ Engine = (*dispatch.Dispatcher)(nil)

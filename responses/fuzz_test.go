@@ -111,16 +111,33 @@ func FuzzStoredItem(f *testing.F) {
 // stateless request whose items the store keeps, or to an OpenAI-shaped
 // 400.
 func FuzzDecodeCompactRequest(f *testing.F) {
-	for _, s := range []string{
+	fuzzStateless(f, DecodeCompactRequest,
 		`{"model":"m","input":"hi"}`, `{"model":"m","previous_response_id":"resp_1"}`, `{"model":"m"}`,
 		`{"model":"m","input":[{"role":"user","content":"a"},{"type":"compaction","id":"cmp_1","encrypted_content":"AQ"}],"instructions":"x","prompt_cache_key":"k","service_tier":"flex"}`,
 		`{"model":"m","input":"x","stream":true}`, `{"model":"m","input":"x","store":true}`, `{"model":"m","input":null,"previous_response_id":null}`,
-		`[]`, ``, `{"model":1}`,
-	} {
+		`[]`, ``, `{"model":1}`)
+}
+
+// FuzzDecodeInputTokensRequest: a POST /v1/responses/input_tokens body
+// decodes to a stateless, unstreamed request for a model, or to an
+// OpenAI-shaped 400.
+func FuzzDecodeInputTokensRequest(f *testing.F) {
+	fuzzStateless(f, DecodeInputTokensRequest,
+		`{"model":"m","input":"hi"}`, `{"model":"m","previous_response_id":"resp_1"}`, `{"model":"m","conversation":"conv_1"}`, `{"model":"m"}`,
+		`{"model":"m","input":[{"role":"user","content":"a"}],"instructions":"x","tools":[{"type":"function","name":"f","parameters":{}}],"tool_choice":"auto","truncation":"auto"}`,
+		`{"model":"m","input":"x","stream":true}`, `{"model":"m","input":"x","store":true}`, `{"model":"m","input":null}`,
+		`[]`, ``, `{"model":1}`, `{"input":"x"}`)
+}
+
+// fuzzStateless fuzzes a decoder of stateless requests from seeds: a body
+// decodes to an unstored, unstreamed request for a model whose items the
+// store keeps, or to an OpenAI-shaped 400.
+func fuzzStateless(f *testing.F, decode func([]byte) (*CreateRequest, error), seeds ...string) {
+	for _, s := range seeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := DecodeCompactRequest(body)
+		req, err := decode(body)
 		if err != nil {
 			checkAPIError(t, err)
 			return

@@ -66,7 +66,9 @@ func (f *fakeEngine) dispatcher() *dispatch.Dispatcher {
 
 func (f *fakeEngine) ContextLength(string) int { return f.contextLength }
 
-func (f *fakeEngine) Tokenizer() prompt.Tokenizer { return prompt.Approx{} }
+func (f *fakeEngine) Serves(model string) bool { return f.dispatcher().Serves(model) }
+
+func (f *fakeEngine) Tokenizer(string) prompt.Tokenizer { return prompt.Approx{} }
 
 func (f *fakeEngine) requests() []chatRequest {
 	f.mu.Lock()

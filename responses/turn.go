@@ -30,6 +30,13 @@ type turn struct {
 	// promptTokens is the prompt's token count, computed once, when the
 	// context window was checked; 0 leaves the count to dispatch.
 	promptTokens int
+	// tokens are the prompt's ids when the model's tokenizer renders
+	// prompts itself and encoded it for the count (countPrompt); nil
+	// leaves the encoding to dispatch.
+	tokens []uint32
+	// aside: the turn is not of its chain's own (a compaction summary),
+	// so its prompt is not remembered as the chain's last.
+	aside bool
 	// items is the context the engine request was rendered from (before
 	// fitting it to the window); pre the items that start the output
 	// before the engine's answer (a compaction item).
@@ -281,7 +288,7 @@ func (s *Service) fit(t *turn, items []Item) error {
 	if req.MaxOutputTokens != nil {
 		budget -= *req.MaxOutputTokens
 	}
-	tok := s.engine.Tokenizer()
+	tok := s.engine.Tokenizer(req.Model)
 	slack := 0
 	for attempt := 0; ; attempt++ {
 		kept, total, err := fitItems(tok, req, items, budget-slack)
@@ -294,7 +301,7 @@ func (s *Service) fit(t *turn, items []Item) error {
 		if limit <= 0 {
 			return nil
 		}
-		t.promptTokens = prompt.Count(tok, t.prompt)
+		t.promptTokens, t.tokens = countPrompt(tok, t)
 		if t.promptTokens <= budget {
 			return nil
 		}
@@ -305,6 +312,42 @@ func (s *Service) fit(t *turn, items []Item) error {
 		// that much more room and choose again.
 		slack += t.promptTokens - budget
 	}
+}
+
+// countPrompt counts t's prompt with tok. A prompt.PromptTokenizer (the
+// model's own chat template and tokenizer) encodes it under the name of
+// t's chain, so that the chain's next turn, whose prompt extends this one,
+// is encoded from this one's end only; the ids are returned for dispatch,
+// which then hashes them without encoding again.
+func countPrompt(tok prompt.Tokenizer, t *turn) (int, []uint32) {
+	pt, ok := tok.(prompt.PromptTokenizer)
+	if !ok {
+		return prompt.Count(tok, t.prompt), nil
+	}
+	key := ""
+	if !t.aside {
+		key = t.chainKey()
+	}
+	ids := pt.EncodePrompt(nil, t.prompt, key)
+	return len(ids), ids
+}
+
+// chainKey names the session t's prompt belongs to, for the token cache:
+// its conversation, the session of the chain it continues, its
+// prompt_cache_key (a stateless thread), or the chain it starts; "" when
+// nothing names one.
+func (t *turn) chainKey() string {
+	switch {
+	case t.conversation != "":
+		return t.conversation
+	case t.chainRoot != "":
+		return t.chainRoot
+	case t.req.PromptCacheKey != nil:
+		return *t.req.PromptCacheKey
+	case t.newChain != "":
+		return t.newChain
+	}
+	return ""
 }
 
 // fitItems chooses the items that fit budget by their token counts, and
@@ -369,7 +412,7 @@ func (s *Service) begin(ctx context.Context, t *turn, hdr http.Header) (*dispatc
 		Path: "/v1/chat/completions", Body: t.body, ClientHeader: hdr,
 		Conversation: t.conversation, ChainRoot: t.chainRoot, NewChain: t.newChain,
 		ServiceTier: t.req.ServiceTier, Background: t.req.Background,
-		Prompt: t.prompt, PromptTokens: t.promptTokens,
+		Prompt: t.prompt, PromptTokens: t.promptTokens, Tokens: t.tokens,
 	}
 	if t.req.MaxOutputTokens != nil {
 		spec.MaxOutputTokens = *t.req.MaxOutputTokens

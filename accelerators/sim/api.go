@@ -137,6 +137,9 @@ type TokenizeRequest struct {
 	Prompt   *string         `json:"prompt,omitempty"`
 	Messages []ChatMessage   `json:"messages,omitempty"`
 	Tools    json.RawMessage `json:"tools,omitempty"`
+	// AddGenerationPrompt ends a chat in the generation prompt; nil
+	// means true, as vLLM's default.
+	AddGenerationPrompt *bool `json:"add_generation_prompt,omitempty"`
 }
 
 // TokenizeResponse is vLLM's /tokenize answer.

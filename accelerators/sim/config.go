@@ -103,6 +103,12 @@ type Config struct {
 	// past thinking. Completions are unchanged. Default false.
 	Reasoning bool
 
+	// Tokenizer, when set, is the model's own chat template and tokenizer,
+	// which chat prompts are rendered and every prompt tokenized with
+	// instead of RenderChat and Tokenize (see ChatTokenizer). Nil keeps
+	// the documented rules.
+	Tokenizer ChatTokenizer
+
 	// Role is "both" (default), "prefill" or "decode": which side of a
 	// prefill/decode split the engine takes (see RoleBoth).
 	Role string

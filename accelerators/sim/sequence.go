@@ -17,7 +17,11 @@ type sequence struct {
 	out          output
 	// tokens is Tokenize(prompt + out.text): the ids of every token that
 	// will ever be complete. Token i is final once 4(i+1) bytes exist.
+	// With a ChatTokenizer, it is the prompt's ids, then out.text's
+	// (AppendTokens), each output token final once its 4 bytes exist.
 	tokens []uint32
+	// exact: the prompt's ids came from a ChatTokenizer.
+	exact bool
 	// leaseID, when set, holds the blocks for a remote decoder when the
 	// sequence finishes (do_remote_decode); promptHash names the prompt
 	// to the decoder. remote is the prompt tokens pulled from a prefill
@@ -51,6 +55,20 @@ type sequence struct {
 	err       error         // why the engine gave up; read after done
 }
 
+// newExactSequence is newSequence for a prompt whose ids a
+// ChatTokenizer made; it takes ids.
+func newExactSequence(id uint64, prompt string, ids []uint32, out output) *sequence {
+	return &sequence{
+		id:           id,
+		promptBytes:  len(prompt),
+		promptTokens: len(ids),
+		out:          out,
+		tokens:       AppendTokens(ids, out.text),
+		exact:        true,
+		notify:       make(chan struct{}, 1),
+	}
+}
+
 func newSequence(id uint64, prompt string, out output) *sequence {
 	full := make([]uint32, 0, CountTokens(prompt)+out.tokens+1)
 	full = AppendTokens(full, prompt+out.text)
@@ -71,6 +89,9 @@ func (q *sequence) numTokens() int { return q.promptTokens + q.generated }
 // whose 4 bytes all exist. Only they may enter a cached block, because a
 // partial last token changes when the next piece of text is appended.
 func (q *sequence) completeTokens() int {
+	if q.exact {
+		return q.promptTokens + min(q.generated*TokenBytes, len(q.out.text))/TokenBytes
+	}
 	return (q.promptBytes + min(q.generated*TokenBytes, len(q.out.text))) / TokenBytes
 }
 

@@ -90,10 +90,16 @@ func (e *Engine) handleChat(w http.ResponseWriter, r *http.Request) {
 	if maxTokens == nil {
 		maxTokens = req.MaxTokens
 	}
+	addGen := req.ContinueFinalMessage || req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
+	rendered, err := e.renderChat(req.Messages, req.Tools, addGen)
+	if err != nil {
+		writeRequestError(w, err)
+		return
+	}
 	g := genRequest{
 		chat:         true,
 		model:        req.Model,
-		prompt:       RenderChat(req.Messages, req.Tools),
+		prompt:       rendered,
 		maxTokens:    maxTokens,
 		ignoreEOS:    req.IgnoreEOS,
 		stream:       req.Stream,
@@ -107,14 +113,15 @@ func (e *Engine) handleChat(w http.ResponseWriter, r *http.Request) {
 		// The final message is the start of the answer: rendered open,
 		// after the generation prompt of the conversation before it.
 		n := len(req.Messages)
-		g.planPrompt = RenderChat(req.Messages[:n-1], req.Tools)
+		if g.planPrompt, err = e.renderChat(req.Messages[:n-1], req.Tools, true); err != nil {
+			writeRequestError(w, err)
+			return
+		}
 		g.continued = req.Messages[n-1].Content.Text()
 		g.prompt = g.planPrompt + g.continued
 		if g.tool != nil && len(req.Messages[n-1].ToolCalls) == 0 {
 			g.tool = nil // continuing text, not a call
 		}
-	case req.AddGenerationPrompt != nil && !*req.AddGenerationPrompt:
-		g.prompt = strings.TrimSuffix(g.prompt, assistantTurn)
 	}
 	e.generate(w, r, g)
 }
@@ -172,6 +179,11 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request, g genRequest) 
 		return
 	}
 	promptTokens := CountTokens(g.prompt)
+	var ids []uint32
+	if tok := e.cfg.Tokenizer; tok != nil {
+		ids = tok.Encode(make([]uint32, 0, len(g.prompt)/3+64), g.prompt)
+		promptTokens = len(ids)
+	}
 	maxTokens, err := e.maxTokens(promptTokens, g.maxTokens)
 	if err != nil {
 		writeRequestError(w, err)
@@ -188,7 +200,12 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request, g genRequest) 
 		writeRequestError(w, err)
 		return
 	}
-	q := newSequence(e.nextID.Add(1), g.prompt, out)
+	var q *sequence
+	if ids != nil {
+		q = newExactSequence(e.nextID.Add(1), g.prompt, ids, out)
+	} else {
+		q = newSequence(e.nextID.Add(1), g.prompt, out)
+	}
 	a := answer{e: e, g: &g, q: q, created: time.Now().Unix()}
 	a.id = e.responseID(g.chat, q.id)
 	if kv := g.kv; kv != nil && (kv.DoRemoteDecode || kv.DoRemotePrefill) {
@@ -309,13 +326,40 @@ func (e *Engine) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	case req.Prompt != nil:
 		text = *req.Prompt
 	case len(req.Messages) > 0:
-		text = RenderChat(req.Messages, req.Tools)
+		var err error
+		if text, err = e.renderChat(req.Messages, req.Tools, req.AddGenerationPrompt == nil || *req.AddGenerationPrompt); err != nil {
+			writeRequestError(w, err)
+			return
+		}
 	default:
 		writeError(w, http.StatusBadRequest, "either prompt or messages is required", "prompt")
 		return
 	}
-	toks := Tokenize(text)
+	var toks []uint32
+	if tok := e.cfg.Tokenizer; tok != nil {
+		toks = tok.Encode(nil, text)
+	} else {
+		toks = Tokenize(text)
+	}
 	writeJSON(w, http.StatusOK, TokenizeResponse{Count: len(toks), MaxModelLen: e.maxModelLen, Tokens: toks})
+}
+
+// renderChat renders a chat prompt with the engine's chat template:
+// Config.Tokenizer's, or RenderChat, whose generation prompt is the final
+// marker.
+func (e *Engine) renderChat(messages []ChatMessage, tools json.RawMessage, addGenerationPrompt bool) (string, error) {
+	if tok := e.cfg.Tokenizer; tok != nil {
+		text, err := tok.RenderChat(messages, tools, addGenerationPrompt)
+		if err != nil {
+			return "", &paramError{param: "messages", msg: "the chat template refused the messages: " + err.Error()}
+		}
+		return text, nil
+	}
+	text := RenderChat(messages, tools)
+	if !addGenerationPrompt {
+		text = strings.TrimSuffix(text, assistantTurn)
+	}
+	return text, nil
 }
 
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {

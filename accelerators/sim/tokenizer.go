@@ -71,6 +71,21 @@ func BlockHash(parent uint64, tokens []uint32) uint64 {
 	return d.Sum64()
 }
 
+// ChatTokenizer is a model's own chat template and tokenizer, for an
+// engine that tokenizes as the real one would (Config.Tokenizer): its
+// prompts, KV blocks, block hashes and KV events then carry the model's
+// token ids. The generated text is still cut into TokenBytes runs, one a
+// sampled token, so output lengths keep the documented rule.
+// Implementations must be safe for concurrent use.
+type ChatTokenizer interface {
+	// RenderChat is the prompt text of messages and tools (the request's
+	// raw tools array, or nil), ending in the generation prompt when
+	// addGenerationPrompt is set; an error when the template refuses.
+	RenderChat(messages []ChatMessage, tools json.RawMessage, addGenerationPrompt bool) (string, error)
+	// Encode appends the token ids of text to dst.
+	Encode(dst []uint32, text string) []uint32
+}
+
 // Chat template markers.
 const (
 	toolsMarker    = "<|tools|>\n"

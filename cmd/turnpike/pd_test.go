@@ -21,10 +21,16 @@ import (
 // prefill and one decode replica, as fast as the CPU allows.
 func startPDStack(t *testing.T) *stack {
 	t.Helper()
+	return startEmbeddedStack(t, simFlags{replicas: 2, accelerator: defaultSimAccelerator, model: defaultSimModel, served: defaultSimServedModel, flavor: sim.FlavorVLLM, topology: topologyPD})
+}
+
+// startEmbeddedStack starts the embedded stack over the fleet sf asks
+// for, on an ephemeral port with state in a temporary directory.
+func startEmbeddedStack(t *testing.T, sf simFlags) *stack {
+	t.Helper()
 	cfg := &Config{}
 	cfg.EnsureDefaults()
 	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
-	sf := simFlags{replicas: 2, accelerator: defaultSimAccelerator, model: defaultSimModel, served: defaultSimServedModel, flavor: sim.FlavorVLLM, topology: topologyPD}
 	fl, err := sf.fleet()
 	if err != nil {
 		t.Fatal(err)

@@ -58,6 +58,10 @@ type simFlags struct {
 	// policy is bench's --policy, for --compare entries naming a
 	// topology.
 	policy string
+	// tokenizer is a model directory whose chat template and tokenizer
+	// the engines (and the gateway's pool) use; "" keeps the simulator's
+	// documented rules.
+	tokenizer string
 }
 
 // register adds the flags, named prefix+name; the replica count is
@@ -73,6 +77,7 @@ func (f *simFlags) register(fs *flag.FlagSet, prefix, replicasFlag string) {
 	fs.IntVar(&f.kvCPUBlocks, prefix+"kv-cpu-blocks", 0, "KV blocks of host memory per replica that blocks evicted from HBM move to (0: none)")
 	fs.IntVar(&f.kvDiskBlocks, prefix+"kv-disk-blocks", 0, "KV blocks of local disk per replica, below the CPU tier (0: none)")
 	fs.IntVar(&f.kvSharedBlocks, prefix+"kv-shared-blocks", 0, "KV blocks of a store shared by every replica of the pool, below the local tiers (0: none)")
+	fs.StringVar(&f.tokenizer, prefix+"tokenizer", "", "model directory (tokenizer.json or .json.gz, tokenizer_config.json): the engines render chats with its chat template and tokenize with it, as a real engine of the model would; the embedded fleet's pool then uses tokenizer kind hf with it")
 	if prefix != "" {
 		fs.StringVar(&f.topology, prefix+"topology", topologyAggregated, "aggregated (every replica prefills and decodes), pd (a prefill pool and a decode pool, disaggregated by the gateway), hbm (aggregated, no KV tier below HBM) or cpu-tier (aggregated, with a CPU tier of --"+prefix+"kv-cpu-blocks, default "+fmt.Sprint(defaultCPUTierFactor)+"× HBM)")
 		fs.IntVar(&f.prefill, prefix+"prefill", 0, "pd topology: how many of the replicas prefill (0: half)")
@@ -81,7 +86,14 @@ func (f *simFlags) register(fs *flag.FlagSet, prefix, replicasFlag string) {
 
 // fleet describes the embedded fleet the flags ask for.
 func (f *simFlags) fleet() (*simFleet, error) {
-	sf := &simFleet{cfg: f.config(), replicas: f.replicas}
+	sf := &simFleet{cfg: f.config(), replicas: f.replicas, tokenizer: f.tokenizer}
+	if f.tokenizer != "" {
+		tok, err := loadSimTokenizer(f.tokenizer)
+		if err != nil {
+			return nil, err
+		}
+		sf.cfg.Tokenizer = tok
+	}
 	switch f.topology {
 	case "", topologyAggregated:
 	case topologyHBM:
@@ -369,7 +381,11 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 		return st, err
 	}
 	st.life.start(ctx, "flow control", startNoErr(flow.Start), func(context.Context) error { return flow.Close() })
-	d, err := dispatch.New(dispatch.Options{Registry: st.reg, Policy: policy, Sessions: sess, Flow: flow, Hasher: hasher, Logger: log, Metrics: metrics, PD: &cfg.Routing.PD, Tracer: tracer})
+	toks, err := modelTokenizers(cfg.Pools, metrics)
+	if err != nil {
+		return st, err
+	}
+	d, err := dispatch.New(dispatch.Options{Registry: st.reg, Policy: policy, Sessions: sess, Flow: flow, Hasher: hasher, Tokenizers: toks, Logger: log, Metrics: metrics, PD: &cfg.Routing.PD, Tracer: tracer})
 	if err != nil {
 		return st, err
 	}

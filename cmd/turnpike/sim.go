@@ -25,12 +25,18 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
+	var err error
 	cfg := sf.config()
 	cfg.ErrorRate = *errorRate
 	cfg.Reasoning = *reasoning
 	cfg.Role = *role
 	cfg.KVLease = *kvLease
 	cfg.KVEventsAddr = ""
+	if sf.tokenizer != "" {
+		if cfg.Tokenizer, err = loadSimTokenizer(sf.tokenizer); err != nil {
+			return err
+		}
+	}
 	if *kvEventsBase != 0 {
 		cfg.KVEventsAddr = fmt.Sprintf("tcp://%s:%d", *host, *kvEventsBase)
 	}

@@ -98,6 +98,9 @@ type simFleet struct {
 	// prefill > 0 is the P/D topology: prefill engines of role prefill,
 	// replicas − prefill of role decode.
 	prefill int
+	// tokenizer is the model directory of cfg.Tokenizer, which the pools
+	// use too (tokenizer kind hf); "" for the simulator's rules.
+	tokenizer string
 }
 
 // fleet is the embedded fleet: one simulated fleet per pool, its
@@ -134,6 +137,9 @@ func startFleet(ctx context.Context, sf simFleet) (*fleet, error) {
 		}
 		f.fleets = append(f.fleets, sfl)
 		pc := simPool(&cfg, sfl, p.name, p.role)
+		if sf.tokenizer != "" {
+			pc.Tokenizer = pools.TokenizerConfig{Kind: pools.TokenizerHF, Path: sf.tokenizer}
+		}
 		f.pools = append(f.pools, pc)
 	}
 	return f, nil

@@ -223,8 +223,40 @@ func (c *Client) Count(text string) int {
 	return len(ids)
 }
 
-// Failures counts the Encode and Count calls the Fallback answered.
+// EncodePrompt implements prompt.PromptTokenizer: the engine renders a
+// chat prompt through its own chat template, with the generation prompt,
+// and tokenizes it; a completion's text is tokenized as is. When the
+// engine fails, the Fallback encodes p (prompt.Encode). key is not used:
+// every prompt is one request.
+func (c *Client) EncodePrompt(dst []uint32, p *prompt.Prompt, key string) []uint32 {
+	ids, err := c.tokenizePrompt(p)
+	if err != nil {
+		c.failures.Add(1)
+		return prompt.Encode(c.fallback(), dst, p)
+	}
+	return append(dst, ids...)
+}
+
+// CountPrompt implements prompt.PromptTokenizer.
+func (c *Client) CountPrompt(p *prompt.Prompt) int {
+	ids, err := c.tokenizePrompt(p)
+	if err != nil {
+		c.failures.Add(1)
+		return prompt.Count(c.fallback(), p)
+	}
+	return len(ids)
+}
+
+func (c *Client) tokenizePrompt(p *prompt.Prompt) ([]uint32, error) {
+	if p.Messages == nil {
+		return c.Tokenize(context.Background(), p.Text)
+	}
+	return c.TokenizeChat(context.Background(), p.Messages, p.Tools, true)
+}
+
+// Failures counts the Encode, Count, EncodePrompt and CountPrompt calls
+// the Fallback answered.
 func (c *Client) Failures() uint64 { return c.failures.Load() }
 
 // Interface guards.
-var _ prompt.Tokenizer = (*Client)(nil)
+var _ prompt.PromptTokenizer = (*Client)(nil)

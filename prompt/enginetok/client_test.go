@@ -230,3 +230,47 @@ func FuzzParseAnswer(f *testing.F) {
 		}
 	})
 }
+
+func TestEncodePrompt(t *testing.T) {
+	chat := &prompt.Prompt{Model: "qwen", Messages: []prompt.Message{{Role: "user", Content: "hello there"}}}
+	text := &prompt.Prompt{Model: "qwen", Text: "once upon a time"}
+	t.Run("engine", func(t *testing.T) {
+		e := &engine{model: "qwen"}
+		c := newEngine(t, e)
+		got := c.EncodePrompt([]uint32{7}, chat, "session")
+		want := append([]uint32{7}, prompt.Encode(prompt.Approx{}, nil, chat)...)
+		if !slices.Equal(got, want) {
+			t.Errorf("EncodePrompt = %v, want %v", got, want)
+		}
+		if req := e.reqs[0]; req["messages"] == nil || req["add_generation_prompt"] != true {
+			t.Errorf("chat request = %v, want messages with the generation prompt", req)
+		}
+		if n := c.CountPrompt(text); n != (prompt.Approx{}).Count(text.Text) {
+			t.Errorf("CountPrompt(text) = %d", n)
+		}
+		if req := e.reqs[1]; req["prompt"] != text.Text {
+			t.Errorf("completion request = %v, want the text as prompt", req)
+		}
+		if c.Failures() != 0 {
+			t.Errorf("Failures = %d", c.Failures())
+		}
+	})
+	t.Run("fallback", func(t *testing.T) {
+		srv := httptest.NewServer(http.NotFoundHandler())
+		srv.Close()
+		// A fallback that tells itself apart from the engine's answer.
+		c := &Client{BaseURL: srv.URL, Model: "qwen", Fallback: fixed{}}
+		if got := c.EncodePrompt(nil, chat, ""); !slices.Equal(got, []uint32{42}) {
+			t.Errorf("EncodePrompt = %v, want the fallback's", got)
+		}
+		if n := c.CountPrompt(chat); n != 1 || c.Failures() != 2 {
+			t.Errorf("CountPrompt = %d, Failures = %d", n, c.Failures())
+		}
+	})
+}
+
+// fixed encodes every text as the one token 42.
+type fixed struct{}
+
+func (fixed) Encode(dst []uint32, _ string) []uint32 { return append(dst, 42) }
+func (fixed) Count(string) int                       { return 1 }
