@@ -108,7 +108,7 @@ func newCacheAware(cfg *Config, deps Deps, m *metrics) *CacheAware {
 		pipe:      NewPipeline(filters, scorers, pickerFactories[cfg.Picker](e), opts),
 		index:     deps.Index,
 		sessions:  deps.Sessions,
-		blockSize: kv.DefaultBlockSize,
+		blockSize: deps.Hasher.BlockTokens(),
 		stats:     e.stats,
 		routed:    e.routed,
 		model:     e.model,
@@ -117,9 +117,6 @@ func newCacheAware(cfg *Config, deps Deps, m *metrics) *CacheAware {
 		decisions: m.reasonCounters(PolicyCacheAware),
 		predicted: m.predicted,
 		actual:    m.actual,
-	}
-	if deps.Hasher != nil && deps.Hasher.BlockSize > 0 {
-		p.blockSize = deps.Hasher.BlockSize
 	}
 	if opts.Latency != nil {
 		p.matchObs = m.latency.WithLabelValues(producerPrefixMatch)

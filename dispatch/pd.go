@@ -14,7 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/turnpike-gateway/turnpike/affinity"
-	"github.com/turnpike-gateway/turnpike/kv"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/tracing"
 	"go.opentelemetry.io/otel/trace"
@@ -150,11 +149,7 @@ func (t *Turn) sendPD(ctx context.Context) error {
 	prefillers := d.reg.PrefillEndpointsFor(pbuf[:0], spec.Model)
 	cached := 0
 	if t.route.Routing.Endpoint == decoder {
-		bs := d.hasher.BlockSize
-		if bs <= 0 {
-			bs = kv.DefaultBlockSize
-		}
-		cached = t.route.Routing.CachedBlocks * bs
+		cached = t.route.Routing.CachedBlocks * d.hasher.BlockTokens()
 	}
 	verdict := d.pd.Decide(t.route.PromptTokens, cached, affinity.Available(prefillers))
 	d.pdm.decisions.WithLabelValues(verdict.Reason).Inc()

@@ -22,10 +22,7 @@ func (t *Turn) resumePrompt(tok prompt.Tokenizer) bool {
 		return false
 	}
 	p := spec.Prompt
-	blockTokens := d.hasher.BlockSize
-	if blockTokens <= 0 {
-		blockTokens = kv.DefaultBlockSize
-	}
+	blockTokens := d.hasher.BlockTokens()
 	blockBytes := blockTokens * prompt.ApproxBytesPerToken
 
 	t.bufs = bufferPool.Get().(*buffers)
@@ -33,8 +30,8 @@ func (t *Turn) resumePrompt(tok prompt.Tokenizer) bool {
 	t.bufs.render = render
 	reuse := 0 // blocks of the earlier chain that this prompt has too
 	var shared []uint64
-	model, tools := prompt.ChainKey(spec.Model), prompt.ChainKey(unsafe.String(unsafe.SliceData(p.Tools), len(p.Tools)))
-	if c := pr.Chain(); c != nil && c.Model == model && c.Tools == tools && c.BlockBytes == blockBytes {
+	tools := prompt.ToolsKey(p.Tools)
+	if c := pr.Chain(); c != nil && c.Model == spec.Model && c.Tools == tools && c.BlockBytes == blockBytes {
 		if k := pr.Messages; k > 0 && k <= len(c.Ends) && k <= len(ends) && c.Ends[k-1] == ends[k-1] {
 			reuse = min(len(c.Blocks), c.Ends[k-1]/blockBytes)
 			shared = c.Blocks[:reuse]
@@ -54,7 +51,7 @@ func (t *Turn) resumePrompt(tok prompt.Tokenizer) bool {
 	}
 	hashes = d.hasher.HashTokensFrom(hashes, parent, t.tokens)
 	t.route.Hashes = hashes
-	pr.Remember(&prompt.Chain{Model: model, Tools: tools, Ends: ends, Blocks: asUint64s(hashes), BlockBytes: blockBytes})
+	pr.Remember(&prompt.Chain{Model: spec.Model, Tools: tools, Ends: ends, Blocks: asUint64s(hashes), BlockBytes: blockBytes})
 	return true
 }
 

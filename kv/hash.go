@@ -26,7 +26,9 @@ type Hasher struct {
 	BlockSize int
 }
 
-func (h *Hasher) blockSize() int {
+// BlockTokens is the number of tokens per block: BlockSize, or
+// DefaultBlockSize when that is zero or h is nil.
+func (h *Hasher) BlockTokens() int {
 	if h == nil || h.BlockSize <= 0 {
 		return DefaultBlockSize
 	}
@@ -59,7 +61,7 @@ func (h *Hasher) HashTokensFrom(dst []BlockHash, parent BlockHash, tokens []uint
 // chain hashes each full block as xxhash64 of the parent hash (8 bytes, little
 // endian) followed by the block's token ids (4 bytes each, little endian).
 func (h *Hasher) chain(dst []BlockHash, scratch *[]byte, parent BlockHash, tokens []uint32) []BlockHash {
-	bs := h.blockSize()
+	bs := h.BlockTokens()
 	if bs == DefaultBlockSize {
 		for len(tokens) >= bs {
 			parent = BlockHash(hashBlock16(uint64(parent), tokens[:16:16]))

@@ -318,7 +318,7 @@ func (s *Subscriber) applyEvent(ev *Event, limit int) (skipped string) {
 		if !ok {
 			return "unknown medium " + ev.Medium
 		}
-		bs := s.cfg.Hasher.blockSize()
+		bs := s.cfg.Hasher.BlockTokens()
 		if ev.BlockSize != 0 && ev.BlockSize != bs {
 			return fmt.Sprintf("engine block size %d, gateway block size %d", ev.BlockSize, bs)
 		}

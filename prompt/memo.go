@@ -80,9 +80,11 @@ type memoEntry struct {
 // prompt, kept for the next turn of its conversation: the render offsets
 // of its messages and the KV-cache block hashes of its tokens.
 type Chain struct {
-	// Model and Tools are the xxhash64s of the prompt's model and raw tools,
-	// which come before the messages in the render.
-	Model, Tools uint64
+	// Model is the prompt's model, which seeds the hash chain; Tools the
+	// xxhash64 of its raw tools (ToolsKey), which render before the
+	// messages.
+	Model string
+	Tools uint64
 	// Ends[i] is the render offset just past message i.
 	Ends []int
 	// Blocks are the block hashes of the prompt's full blocks of
@@ -127,8 +129,8 @@ func (p *Prior) Remember(c *Chain) {
 	m.mu.Unlock()
 }
 
-// ChainKey is the xxhash64 a Chain keeps of a model name or tools array.
-func ChainKey(b string) uint64 { return xxhash.Sum64String(b) }
+// ToolsKey is the xxhash64 a Chain keeps of a prompt's raw tools.
+func ToolsKey(tools []byte) uint64 { return xxhash.Sum64(tools) }
 
 // ParseChat is ParseChat, reading past the messages a remembered body
 // shares with body and remembering body for the next turn. The Request's
@@ -145,7 +147,7 @@ func (m *Memo) ParseChat(body []byte) (*Request, error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
-	if p.track != nil && p.track.ok && p.messagesSeen == 1 && len(p.msgs) >= 2 {
+	if p.track != nil && p.messagesSeen == 1 && len(p.msgs) >= 2 {
 		p.r.Prior = m.remember(&p)
 	}
 	return p.r, nil
@@ -154,7 +156,6 @@ func (m *Memo) ParseChat(body []byte) (*Request, error) {
 // memoTrack follows the messages array of a body as it is parsed, for
 // Memo: the running hash of the body, each message's end and hash.
 type memoTrack struct {
-	ok      bool
 	base    int // the offset of the messages array's '['
 	digest  xxhash.Digest
 	hashed  int // body[base:hashed] is in digest
@@ -172,7 +173,7 @@ type memoTrack struct {
 
 // newMemoTrack follows a messages array at base of about n messages.
 func newMemoTrack(base, n int) *memoTrack {
-	return &memoTrack{ok: true, base: base, hashed: base, digest: *xxhash.New(), ends: make([]int, 0, n), sums: make([]uint64, 0, n)}
+	return &memoTrack{base: base, hashed: base, digest: *xxhash.New(), ends: make([]int, 0, n), sums: make([]uint64, 0, n)}
 }
 
 // openingBytes is how much of a messages array keys the memo: the start
