@@ -75,7 +75,7 @@ func (p *CacheAware) Pick(ctx context.Context, req *Request, candidates []*pools
 	p.routed.Add(ep.Index, promptTokens(c))
 	req.Routing.Prediction.Mark = p.model.Routed(ep.Index, pred.Uncached, now)
 	if p.index != nil && len(req.Hashes) > 0 {
-		p.index.Record(ep.Index, kv.HBM, req.Hashes)
+		p.index.RecordChain(ep.Index, req.Hashes)
 		req.Routing.Recorded = true
 	}
 	if req.SessionKey != "" && p.sessions != nil {

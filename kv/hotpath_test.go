@@ -129,6 +129,34 @@ func BenchmarkRecord(b *testing.B) {
 	}
 }
 
+// BenchmarkNextTurn is what routing does with an agent's next turn on a
+// closed endpoint: a 2,700-block chain (about 43k tokens) whose prefix the
+// endpoint holds, matched and recorded with one new block, among 16 such
+// sessions.
+func BenchmarkNextTurn(b *testing.B) {
+	const sessions, blocks = 16, 2700
+	ix := NewIndex(IndexOptions{DefaultCapacity: 1 << 20})
+	chains := make([][]BlockHash, sessions)
+	for s := range chains {
+		for i := range blocks {
+			chains[s] = append(chains[s], BlockHash(uint64(s)<<32|uint64(i)+1))
+		}
+		ix.RecordChain(0, chains[s])
+	}
+	out := make([]Match, 4)
+	b.ReportAllocs()
+	turn := 0
+	for b.Loop() {
+		s := turn % sessions
+		chains[s] = append(chains[s][:blocks], BlockHash(1<<60|uint64(turn)))
+		if n := ix.MatchPrefix(chains[s], out); n != blocks {
+			b.Fatalf("matched %d of %d", n, blocks)
+		}
+		ix.RecordChain(0, chains[s])
+		turn++
+	}
+}
+
 // BenchmarkHashTokens chains the blocks of an agent prompt of about 43k
 // tokens, the size of a long agent turn.
 func BenchmarkHashTokens(b *testing.B) {

@@ -92,6 +92,9 @@ type IndexOptions struct {
 // must have evicted. An Index is safe for concurrent use.
 type Index struct {
 	defaultCapacity int
+	// linearOnly turns the closed endpoints' search off, for tests that
+	// compare it with the walk.
+	linearOnly bool
 
 	// Counters for the hit ratio, written under the read lock.
 	lookups       atomic.Uint64
@@ -144,6 +147,11 @@ type endpointState struct {
 	stale     atomic.Bool
 	tiers     [NumTiers]lru
 	evictions uint64 // under Index.mu (write)
+	// open says a write may have left a block in HBM without its whole
+	// prefix in front of it (see closed); verifyAt is the HBM clock at
+	// which RecordChain checks again. Under Index.mu.
+	open     bool
+	verifyAt uint64
 }
 
 // NewIndex returns an empty index.
@@ -265,21 +273,42 @@ func (x *Index) setCapacityLocked(endpoint int, tier Tier, blocks int) {
 func (x *Index) Record(endpoint int, tier Tier, hashes []BlockHash) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if len(hashes) > 0 {
+		x.recordLocked(endpoint, tier, hashes, false)
+		// hashes need not start at a chain's root: an engine's event
+		// names the blocks it stored, whose parents it stored before.
+		x.markOpenLocked(endpoint, tier)
+	}
+}
+
+// recordLocked is Record without marking the endpoint open. Each block
+// notes the one before it in hashes as its parent; the first block's parent
+// is the root when root says hashes is a whole chain, and unknown otherwise.
+func (x *Index) recordLocked(endpoint int, tier Tier, hashes []BlockHash, root bool) {
 	owner, l, ev := x.tierLocked(endpoint, tier)
 	for i := len(hashes) - 1; i >= 0; i-- {
 		h := hashes[i]
 		holders := x.mu.blocks[h]
 		j := findHolder(holders, owner)
+		var n int32
 		if j >= 0 && holders[j].node[tier] != 0 {
-			l.moveToFront(holders[j].node[tier])
-			continue
+			n = holders[j].node[tier]
+			l.moveToFront(n)
+		} else {
+			if j < 0 {
+				j = len(holders)
+				holders = append(holders, holder{endpoint: int32(owner)})
+			}
+			n = l.pushFront(h)
+			holders[j].node[tier] = n
+			x.mu.blocks[h] = holders
 		}
-		if j < 0 {
-			j = len(holders)
-			holders = append(holders, holder{endpoint: int32(owner)})
+		switch {
+		case i > 0:
+			l.nodes[n].parent, l.nodes[n].known = hashes[i-1], true
+		case root:
+			l.nodes[n].parent, l.nodes[n].known = 0, true
 		}
-		holders[j].node[tier] = l.pushFront(h)
-		x.mu.blocks[h] = holders
 	}
 	x.evictLocked(owner, l, tier, ev)
 }
@@ -291,6 +320,7 @@ func (x *Index) Remove(endpoint int, tier Tier, hashes []BlockHash) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	owner, l, _ := x.tierLocked(endpoint, tier)
+	removed := false
 	for _, h := range hashes {
 		holders := x.mu.blocks[h]
 		j := findHolder(holders, owner)
@@ -299,6 +329,11 @@ func (x *Index) Remove(endpoint int, tier Tier, hashes []BlockHash) {
 		}
 		l.remove(holders[j].node[tier])
 		x.unholdLocked(h, holders, j, tier)
+		removed = true
+	}
+	if removed {
+		// A removed block may be the parent of one still held.
+		x.markOpenLocked(endpoint, tier)
 	}
 }
 
@@ -318,6 +353,7 @@ func (x *Index) Clear(endpoint int) {
 		}
 		l.init(l.capacity)
 	}
+	e.open = false
 }
 
 // evictLocked drops owner's least recently used blocks in tier, list l,
@@ -368,13 +404,35 @@ func findHolder(holders []holder, endpoint int) int {
 // routing hot path.
 func (x *Index) MatchPrefix(hashes []BlockHash, out []Match) int {
 	clear(out)
-	best := 0
 	x.mu.RLock()
+	closed := true
+	for _, g := range x.mu.groups {
+		closed = closed && g.shared.len == 0
+	}
 	for i, e := range x.mu.endpoints[:min(len(out), len(x.mu.endpoints))] {
 		if e != nil {
 			out[i].Stale = e.stale.Load()
+			closed = closed && e.closed()
 		}
 	}
+	var best int
+	if closed && !x.linearOnly {
+		best = x.matchClosedLocked(hashes, out)
+	} else {
+		best = x.matchLinearLocked(hashes, out)
+	}
+	x.mu.RUnlock()
+	x.lookups.Add(1)
+	x.lookupBlocks.Add(uint64(len(hashes)))
+	x.matchedBlocks.Add(uint64(best))
+	return best
+}
+
+// matchLinearLocked is MatchPrefix's walk over every block of the chain,
+// for an index where a block may be held without its prefix, in another
+// tier or by a group.
+func (x *Index) matchLinearLocked(hashes []BlockHash, out []Match) int {
+	best := 0
 	// An endpoint still matches at block i only if its count is i; the walk
 	// stops at the first block no such endpoint holds. A group's shared
 	// holds come second, so that an endpoint's own faster copy counts first.
@@ -415,10 +473,6 @@ func (x *Index) MatchPrefix(hashes []BlockHash, out []Match) int {
 		}
 		best = i + 1
 	}
-	x.mu.RUnlock()
-	x.lookups.Add(1)
-	x.lookupBlocks.Add(uint64(len(hashes)))
-	x.matchedBlocks.Add(uint64(best))
 	return best
 }
 
@@ -501,16 +555,28 @@ func (x *Index) EndpointStats(endpoint int) EndpointStats {
 // recent first. nodes[0] is the sentinel: its next is the most recent node
 // and its prev the least recent. Freed nodes are chained through next from
 // free, so a full list churns without allocating.
+//
+// clock counts the writes that place a node (push, move, insert); a node's
+// seq is the clock when it was last moved to the front, or its anchor's
+// when inserted behind one, so seq never increases from front to back.
 type lru struct {
 	capacity int
 	len      int
 	free     int32
 	nodes    []lruNode
+	clock    uint64
+	epoch    uint32 // of the marks
 }
 
 type lruNode struct {
-	hash       BlockHash
+	hash BlockHash
+	// parent is the block before this one in its chain, 0 at a chain's
+	// root; known says whether it is known.
+	parent     BlockHash
+	seq        uint64
 	prev, next int32
+	mark       uint32 // scratch of verifyLocked
+	known      bool
 }
 
 func (l *lru) init(capacity int) {
@@ -529,18 +595,39 @@ func (l *lru) pushFront(h BlockHash) int32 {
 		n = int32(len(l.nodes))
 		l.nodes = append(l.nodes, lruNode{})
 	}
-	l.nodes[n] = lruNode{hash: h}
-	l.link(n)
+	l.clock++
+	l.nodes[n] = lruNode{hash: h, seq: l.clock}
+	l.linkAfter(0, n)
 	l.len++
 	return n
 }
 
-func (l *lru) link(n int32) {
-	first := l.nodes[0].next
-	l.nodes[n].prev = 0
-	l.nodes[n].next = first
-	l.nodes[first].prev = n
-	l.nodes[0].next = n
+// insertAfter puts a new node for h right behind node at, as recent as it.
+func (l *lru) insertAfter(at int32, h BlockHash) int32 {
+	n := l.pushFront(h)
+	l.unlink(n)
+	l.nodes[n].seq = l.nodes[at].seq
+	l.linkAfter(at, n)
+	return n
+}
+
+// moveAfter moves node n right behind node at, as recent as it.
+func (l *lru) moveAfter(at, n int32) {
+	if at == n {
+		return
+	}
+	l.unlink(n)
+	l.nodes[n].seq = l.nodes[at].seq
+	l.linkAfter(at, n)
+}
+
+// linkAfter links n right behind at; at 0, the sentinel, at the front.
+func (l *lru) linkAfter(at, n int32) {
+	next := l.nodes[at].next
+	l.nodes[n].prev = at
+	l.nodes[n].next = next
+	l.nodes[next].prev = n
+	l.nodes[at].next = n
 }
 
 func (l *lru) unlink(n int32) {
@@ -551,7 +638,9 @@ func (l *lru) unlink(n int32) {
 
 func (l *lru) moveToFront(n int32) {
 	l.unlink(n)
-	l.link(n)
+	l.clock++
+	l.nodes[n].seq = l.clock
+	l.linkAfter(0, n)
 }
 
 func (l *lru) remove(n int32) {
