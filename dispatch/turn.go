@@ -234,13 +234,11 @@ func (t *Turn) scan(raw []byte) Line {
 
 // readUsage keeps the usage block of an answer or chunk, if it has one.
 func (t *Turn) readUsage(data []byte) bool {
-	var v struct {
-		Usage *Usage `json:"usage"`
-	}
-	if json.Unmarshal(data, &v) != nil || v.Usage == nil {
+	u, ok := parseUsage(data)
+	if !ok {
 		return false
 	}
-	t.usage, t.hasUsage = *v.Usage, true
+	t.usage, t.hasUsage = u, true
 	if t.priorCompletion > 0 {
 		// A continued answer: the last leg counted only its own part.
 		t.usage = t.combinedUsage(t.usage)

@@ -169,7 +169,7 @@ func (x *Index) RecordChain(endpoint int, hashes []BlockHash) {
 		}
 		if j < 0 {
 			j = len(holders)
-			holders = append(holders, holder{endpoint: int32(endpoint)})
+			holders = append(x.holdersFor(holders), holder{endpoint: int32(endpoint)})
 		}
 		parent := l.nodes[anchor].hash
 		anchor = l.insertAfter(anchor, h)

@@ -110,6 +110,10 @@ type Index struct {
 		// groups[g] holds group g's members and shared tier.
 		groupOf []int32
 		groups  []*groupState
+		// slab hands out room for the first holder of new blocks, so
+		// that a new chain of thousands of blocks costs a few
+		// allocations rather than one a block.
+		slab []holder
 	}
 }
 
@@ -297,7 +301,7 @@ func (x *Index) recordLocked(endpoint int, tier Tier, hashes []BlockHash, root b
 		} else {
 			if j < 0 {
 				j = len(holders)
-				holders = append(holders, holder{endpoint: int32(owner)})
+				holders = append(x.holdersFor(holders), holder{endpoint: int32(owner)})
 			}
 			n = l.pushFront(h)
 			holders[j].node[tier] = n
@@ -387,6 +391,19 @@ func (x *Index) unholdLocked(h BlockHash, holders []holder, j int, tier Tier) {
 		return
 	}
 	x.mu.blocks[h] = holders
+}
+
+// holdersFor returns holders, or room for one holder when it is empty.
+func (x *Index) holdersFor(holders []holder) []holder {
+	if cap(holders) > len(holders) || len(holders) > 0 {
+		return holders
+	}
+	if len(x.mu.slab) == 0 {
+		x.mu.slab = make([]holder, 512)
+	}
+	room := x.mu.slab[:0:1]
+	x.mu.slab = x.mu.slab[1:]
+	return room
 }
 
 func findHolder(holders []holder, endpoint int) int {
