@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
@@ -330,4 +331,107 @@ func BenchmarkTracedChat(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A background response outlives the request that created it: its turn is
+// the root of a trace of its own, linked to the creating request's span,
+// with the dispatch spans under it.
+func TestTraceBackgroundResponse(t *testing.T) {
+	st := newTracedStack(t, true)
+	ctx := context.Background()
+	const clientTrace, clientSpan = "5bf92f3577b34da6a3ce929d0e0e4736", "10f067aa0ba902b7"
+	r, err := st.client.Responses.New(ctx, responses.ResponseNewParams{
+		Model: testModel, Input: text("work on this alone"), Background: openai.Bool(true),
+	}, option.WithHeader("traceparent", "00-"+clientTrace+"-"+clientSpan+"-01"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.Status != responses.ResponseStatusCompleted {
+		if r.Status == responses.ResponseStatusFailed || r.Status == responses.ResponseStatusCancelled {
+			t.Fatalf("background response %s", r.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if r, err = st.client.Responses.Get(ctx, r.ID, responses.ResponseGetParams{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The job's span ends after the response is stored as completed.
+	var job tracetest.SpanStub
+	for tries := 0; job.Name == ""; tries++ {
+		if tries == 3000 {
+			t.Fatal("no span of the background job after 30s")
+		}
+		for _, s := range st.spans.GetSpans() {
+			if v, ok := attrs(s)[tracing.Background]; ok && v.AsBool() {
+				job = s
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	created, _ := turnSpans(t, st.spans.GetSpans(), "responses "+testModel, mustTraceID(t, clientTrace))
+	if job.SpanContext.TraceID() == created.SpanContext.TraceID() || job.Parent.IsValid() {
+		t.Errorf("the job's span is in the creating request's trace, or has a parent (%s)", job.Parent.SpanID())
+	}
+	if len(job.Links) != 1 || job.Links[0].SpanContext.SpanID() != created.SpanContext.SpanID() {
+		t.Errorf("the job's span links %+v, want the creating request's span %s", job.Links, created.SpanContext.SpanID())
+	}
+	if job.SpanKind != trace.SpanKindConsumer {
+		t.Errorf("job span kind %v, want consumer", job.SpanKind)
+	}
+	wantAttrs(t, job, map[attribute.Key]any{tracing.ResponseID: r.ID, tracing.RequestModel: testModel})
+	_, byName := turnSpans(t, st.spans.GetSpans(), "responses "+testModel, job.SpanContext.TraceID())
+	wantChildren(t, byName, job.SpanContext.SpanID(), tracing.SpanAdmission, tracing.SpanPick, tracing.SpanEngine)
+}
+
+// Each turn on a WebSocket connection gets its own span, a child of the
+// traceparent the client sent on the upgrade.
+func TestTraceWebSocketTurns(t *testing.T) {
+	st := newTracedStack(t, true)
+	const clientTrace, clientSpan = "6bf92f3577b34da6a3ce929d0e0e4736", "20f067aa0ba902b7"
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	hdr := http.Header{"Traceparent": {"00-" + clientTrace + "-" + clientSpan + "-01"}}
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(st.front, "http")+"/v1/responses", &websocket.DialOptions{HTTPHeader: hdr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseNow()
+	var ids []string
+	for _, in := range []string{"Say one.", "Say two."} {
+		wsSend(t, conn, `{"type":"response.create","model":"`+testModel+`","input":"`+in+`","max_output_tokens":8}`)
+		id, ev := wsTurn(t, conn)
+		if ev.Type != "response.completed" {
+			t.Fatalf("turn ended with %s", ev.Type)
+		}
+		ids = append(ids, id)
+	}
+	// A turn's span ends just after its last event is sent.
+	var turns []tracetest.SpanStub
+	for tries := 0; len(turns) < 2; tries++ {
+		if tries == 3000 {
+			t.Fatalf("%d turn spans after 30s, want 2", len(turns))
+		}
+		time.Sleep(10 * time.Millisecond)
+		turns = turns[:0]
+		for _, s := range st.spans.GetSpans() {
+			if s.Name == "responses "+testModel {
+				turns = append(turns, s)
+			}
+		}
+	}
+	for i, turn := range turns {
+		if turn.SpanContext.TraceID().String() != clientTrace || turn.Parent.SpanID().String() != clientSpan {
+			t.Errorf("turn %d: trace %s parent %s, want the client's", i, turn.SpanContext.TraceID(), turn.Parent.SpanID())
+		}
+		wantAttrs(t, turn, map[attribute.Key]any{tracing.ResponseID: ids[i]})
+	}
+}
+
+func mustTraceID(t *testing.T, hex string) trace.TraceID {
+	t.Helper()
+	id, err := trace.TraceIDFromHex(hex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

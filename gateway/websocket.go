@@ -15,6 +15,8 @@ import (
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/responses"
+	"github.com/turnpike-gateway/turnpike/tracing"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultWebSocketLimit is how long a Responses WebSocket connection may
@@ -215,7 +217,15 @@ func (ws *wsConn) serve(ctx context.Context, data []byte) {
 		ws.warmup(req)
 		return
 	}
+	if tr := ws.h.s.opts.Tracer; tr.On() {
+		// A span per turn, each a child of the client's traceparent
+		// on the upgrade request, if it sent one.
+		var span trace.Span
+		ctx, span = tr.StartTurn(tr.Extract(ctx, ws.hdr), tracing.OpResponses, req.Model)
+		defer span.End()
+	}
 	resp, err := ws.h.svc.Create(ctx, ws.tenant, req, ws.hdr, ws.write)
+	endResponseSpan(ctx, resp, err)
 	if err != nil {
 		ws.m.messages.WithLabelValues("error").Inc()
 		ws.sendError(err)

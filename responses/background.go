@@ -10,8 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
+	"github.com/turnpike-gateway/turnpike/tracing"
 )
 
 // job is a background response in this process: its cancel function and
@@ -166,13 +170,14 @@ func (s *Service) enqueue(ctx context.Context, t *turn, hdr http.Header) (*Respo
 		return nil, err
 	}
 	snapshot := *resp
-	s.start(t, hdr)
+	s.start(t, hdr, trace.SpanContextFromContext(ctx))
 	return &snapshot, nil
 }
 
 // start registers the job and runs it on a worker. The caller has taken
-// an admission (hold) for it; the job gives it back when it ends.
-func (s *Service) start(t *turn, hdr http.Header) {
+// an admission (hold) for it; the job gives it back when it ends. The
+// job's span links to creator, the span of the request that created it.
+func (s *Service) start(t *turn, hdr http.Header, creator trace.SpanContext) {
 	id := t.rec.Response.ID
 	ctx, cancel := context.WithCancel(s.ctx)
 	j := &job{id: id, tenant: t.rec.Tenant, cancel: cancel, ended: make(chan struct{})}
@@ -196,7 +201,20 @@ func (s *Service) start(t *turn, hdr http.Header) {
 	s.mu.jobs[id] = j
 	s.mu.Unlock()
 	s.wg.Add(1)
-	go s.run(ctx, j, t, r, hdr)
+	go func() {
+		if s.cfg.Tracer.On() {
+			var span trace.Span
+			ctx, span = s.cfg.Tracer.StartJob(ctx, tracing.OpResponses, t.req.Model, creator)
+			span.SetAttributes(tracing.ResponseID.String(id))
+			defer span.End()
+			defer func() {
+				if e := r.resp.Error; e != nil {
+					span.SetStatus(codes.Error, e.Message)
+				}
+			}()
+		}
+		s.run(ctx, j, t, r, hdr)
+	}()
 }
 
 // run is a background response's worker. It owns the response until it
@@ -379,5 +397,5 @@ func (s *Service) recover(rec *Record, cancelRequested bool) {
 	s.mu.Lock()
 	s.holdLocked(rec.Tenant)
 	s.mu.Unlock()
-	s.start(t, nil)
+	s.start(t, nil, trace.SpanContext{})
 }

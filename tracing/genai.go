@@ -45,6 +45,27 @@ const (
 	SpanStateSave = "turnpike.state.save"
 )
 
+// Background marks the span of a turn that runs on without its client: a
+// background response, started by a request whose span it links to.
+const Background = attribute.Key("turnpike.background")
+
+// StartJob starts the span of a background turn: the root of a trace of
+// its own, since it outlives the request that created it, linked to that
+// request's span when link is valid (a job taken over after a restart
+// has none).
+func (t *Tracer) StartJob(ctx context.Context, op, model string, link trace.SpanContext) (context.Context, trace.Span) {
+	if t == nil {
+		return ctx, off
+	}
+	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindConsumer)}
+	if link.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: link}))
+	}
+	ctx, span := t.t.Start(ctx, op+" "+model, opts...)
+	span.SetAttributes(OperationName.String(op), ProviderName.String(ProviderTurnpike), RequestModel.String(model), Background.Bool(true))
+	return ctx, span
+}
+
 // StartTurn starts the span of one turn, named "{operation} {model}" as
 // the conventions ask, with the operation, provider and model set; its
 // parent is ctx's span, or the client's (Extract), else it is a root.
