@@ -71,7 +71,7 @@ func (f *simFlags) register(fs *flag.FlagSet, prefix, replicasFlag string) {
 	fs.StringVar(&f.accelerator, prefix+"accelerator", defaultSimAccelerator, "simulated accelerator (a catalog name)")
 	fs.StringVar(&f.model, prefix+"model", defaultSimModel, "simulated model profile")
 	fs.StringVar(&f.served, prefix+"served-model", defaultSimServedModel, "model name the simulated engines serve")
-	fs.StringVar(&f.flavor, prefix+"flavor", sim.FlavorVLLM, "engine flavour: vllm or sglang")
+	fs.StringVar(&f.flavor, prefix+"flavor", sim.FlavorVLLM, "engine flavour: vllm, vllm-tpu (vLLM on TPU, the KV cache series spelt as before their rename) or sglang")
 	fs.Float64Var(&f.timeScale, prefix+"time-scale", 1, "simulated time per real second: 0.1 runs ten times faster")
 	fs.IntVar(&f.numBlocks, prefix+"num-blocks", 0, "KV blocks per replica (0: from accelerator and model)")
 	fs.IntVar(&f.kvCPUBlocks, prefix+"kv-cpu-blocks", 0, "KV blocks of host memory per replica that blocks evicted from HBM move to (0: none)")
