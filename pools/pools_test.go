@@ -375,3 +375,35 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func asUpstream(err error, target **UpstreamError) bool { return errors.As(err, target) }
+
+// TestRoofline prices a TPU v6e and an H200 pool of one 8B model: about
+// the same prefill rate, the H200's decode three times the TPU's (HBM
+// bandwidth 4.8 against 1.64 TB/s); nothing without profiles.
+func TestRoofline(t *testing.T) {
+	r, err := NewRegistry([]PoolConfig{
+		{Name: "gpu", Accelerator: "h200", Model: "llama-3.1-8b", ServedModels: []string{"m"}, Endpoints: []EndpointConfig{{URL: "http://10.0.0.1:8000"}}},
+		{Name: "tpu", Engine: EngineVLLMTPU, Accelerator: "tpu-v6e", Model: "llama-3.1-8b", ServedModels: []string{"m"}, Endpoints: []EndpointConfig{{URL: "http://10.0.0.2:8000"}}},
+		{Name: "bare", ServedModels: []string{"m"}, Endpoints: []EndpointConfig{{URL: "http://10.0.0.3:8000"}}},
+	}, Options{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, tpu, bare := r.Pools[0], r.Pools[1], r.Pools[2]
+	if p := gpu.DollarsPerHour(); p != 5 {
+		t.Errorf("h200 price %v", p)
+	}
+	if p := tpu.DollarsPerHour(); p != 2.7 {
+		t.Errorf("tpu-v6e price %v", p)
+	}
+	gp, tp := gpu.RooflinePrefillRate(), tpu.RooflinePrefillRate()
+	if gp < 25_000 || gp > 35_000 || tp < 25_000 || tp > 35_000 {
+		t.Errorf("prefill rates: h200 %.0f, tpu-v6e %.0f tokens/s", gp, tp)
+	}
+	gd, td := gpu.RooflineDecodeRate(32, 4096), tpu.RooflineDecodeRate(32, 4096)
+	if x := gd / td; x < 2.5 || x > 3.5 {
+		t.Errorf("decode: h200 %.0f, tpu-v6e %.0f tokens/s (%.2f×)", gd, td, x)
+	}
+	if bare.DollarsPerHour() != 0 || bare.RooflinePrefillRate() != 0 || bare.RooflineDecodeRate(32, 4096) != 0 {
+		t.Error("a pool without profiles has no price or roofline")
+	}
+}
