@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +101,22 @@ func TestMixedTopology(t *testing.T) {
 	}
 	if p := served("Write a long story.", 1024); p != "gpu" {
 		t.Errorf("a short prompt with a long answer went to %s, want gpu", p)
+	}
+	page := "http://" + st.addr + "/metrics"
+	if v := metric(t, page, `turnpike_affinity_price_decisions_total{outcome="within-slo"}`); v < 2 {
+		t.Errorf("price decisions within the SLO: %v", v)
+	}
+	if v := metric(t, page, `turnpike_affinity_decisions_total{policy="cost-aware",reason="no-cache"}`); v < 2 {
+		t.Errorf("cost-aware decisions: %v", v)
+	}
+	resp, err := http.Get(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `turnpike_affinity_endpoint_cost_dollars_per_mtok{endpoint=`) {
+		t.Error("no endpoint cost gauge after answers")
 	}
 }
 

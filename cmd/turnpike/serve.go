@@ -182,7 +182,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *policy != "" {
 		cfg.Routing.Policy = *policy
 	}
-	if *policy != "" || *stateURL != "" {
+	// The embedded fleet's config is validated once its pools exist
+	// (startStack); a file's here, with the flags over it.
+	if (*policy != "" || *stateURL != "") && *configPath != "" {
 		if err := cfg.Validate(); err != nil {
 			return err
 		}
