@@ -204,3 +204,48 @@ func BenchmarkPriceScore(b *testing.B) {
 		s.Score(c, eps, scores)
 	}
 }
+
+func TestCostConfig(t *testing.T) {
+	cfg := Config{Policy: PolicyCostAware}
+	cfg.EnsureDefaults()
+	if len(cfg.Scorers) != len(CostAwareScorers) || cfg.Scorers[0].Name != ScorerPrice || cfg.Scorers[0].Weight != DefaultPriceWeight {
+		t.Errorf("cost-aware scorers %v", cfg.Scorers)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cache := Config{}
+	cache.EnsureDefaults()
+	for _, s := range cache.Scorers {
+		if s.Name == ScorerPrice {
+			t.Error("the cache-aware defaults price turns")
+		}
+	}
+	bad := Config{Cost: CostConfig{
+		TTFTTargets:          map[string]time.Duration{"urgent": time.Second, BandStandard: -time.Second},
+		Prices:               map[string]float64{"h200": -1},
+		ExpectedOutputTokens: -1,
+		PriorBatch:           -2,
+	}}
+	err := bad.Validate()
+	for _, want := range []string{`unknown band "urgent"`, "cost.ttftTargets[standard]", "cost.prices[h200]", "cost.expectedOutputTokens", "cost.priorBatch"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want %q in it", err, want)
+		}
+	}
+	// A target left out takes its default; one set replaces it.
+	m := NewPriceModel(CostConfig{TTFTTargets: map[string]time.Duration{BandInteractive: 300 * time.Millisecond}}, 0.2, nil)
+	for _, tc := range []struct {
+		req  Request
+		want time.Duration
+	}{
+		{Request{Band: BandInteractive}, 300 * time.Millisecond},
+		{Request{Interactive: true}, 300 * time.Millisecond},
+		{Request{}, 4 * time.Second},
+		{Request{Band: BandBackground}, 30 * time.Second},
+	} {
+		if got := m.target(&tc.req); got != tc.want {
+			t.Errorf("target of %+v = %v, want %v", tc.req, got, tc.want)
+		}
+	}
+}
