@@ -536,6 +536,10 @@ func (st *stack) Close(ctx context.Context) error { return st.life.close(ctx) }
 
 func printDemo(w io.Writer, st *stack, sf *simFlags, stateAt string) {
 	base := "http://" + st.addr
+	flavor, accelerator := sf.flavor, sf.accelerator
+	if sf.topology == topologyMixed {
+		flavor, accelerator = "vllm and vllm-tpu", "h200 and tpu-v6e"
+	}
 	fmt.Fprintf(w, `turnpike is serving on %[1]s
   embedded fleet: %[2]d simulated %[3]s replicas of %[4]s on %[5]s (time scale %[6]g)
   state: %[8]s; metrics at %[1]s/metrics
@@ -552,7 +556,7 @@ Try it:
 
 OpenAI SDKs: base URL %[1]s/v1, any API key.
 Stop with Ctrl-C.
-`, base, sf.replicas, sf.flavor, sf.model, sf.accelerator, sf.timeScale, sf.served, stateAt)
+`, base, sf.replicas, flavor, sf.model, accelerator, sf.timeScale, sf.served, stateAt)
 	if st.fleet != nil && len(st.fleet.pools) > 1 && st.fleet.pools[0].Role != pools.RolePrefill {
 		fmt.Fprintf(w, "\nmixed topology: pool %s (%d × %s) and pool %s (%d × %s) serve one model; the cost-aware policy (--policy cost-aware) sends each turn to the cheaper one while it meets the TTFT target.\n",
 			st.fleet.pools[0].Name, len(st.fleet.pools[0].Endpoints), st.fleet.pools[0].Accelerator, st.fleet.pools[1].Name, len(st.fleet.pools[1].Endpoints), st.fleet.pools[1].Accelerator)
