@@ -23,6 +23,7 @@ import (
 // same prefix, finds them without waiting for a KV event; and it pins the
 // session to the endpoint, saying why a pin moved. Build it with NewPolicy.
 type CacheAware struct {
+	name      string // cache-aware or cost-aware
 	pipe      *Pipeline
 	index     *kv.Index       // nil: no prefix scoring
 	sessions  *sessions.Store // nil: no pins
@@ -30,6 +31,7 @@ type CacheAware struct {
 	stats     *EndpointStats
 	routed    *RoutedLoad
 	model     *TTFTModel
+	price     *PriceModel // nil: no price scorer
 	weights   kv.TierWeights
 	now       func() time.Time
 
@@ -40,7 +42,7 @@ type CacheAware struct {
 }
 
 // Name implements Policy.
-func (*CacheAware) Name() string { return PolicyCacheAware }
+func (p *CacheAware) Name() string { return p.name }
 
 // NeedsHashes reports whether the gateway should hash prompts: only when
 // there is an index to look them up in.
@@ -71,7 +73,7 @@ func (p *CacheAware) Pick(ctx context.Context, req *Request, candidates []*pools
 	m := c.match(ep)
 	p.decisions[decide(c, ep, m)].Inc()
 	pred := p.model.Predict(ep, uncachedTokens(c, ep, &p.weights), now)
-	req.Routing = Routing{Endpoint: ep, CachedBlocks: m.Blocks, Prediction: pred}
+	req.Routing = Routing{Endpoint: ep, CachedBlocks: m.Blocks, Prediction: pred, At: now}
 	p.routed.Add(ep.Index, promptTokens(c))
 	req.Routing.Prediction.Mark = p.model.Routed(ep.Index, pred.Uncached, now)
 	if p.index != nil && len(req.Hashes) > 0 {
@@ -189,6 +191,9 @@ func (p *CacheAware) Done(req *Request, ep *pools.Endpoint, o Outcome) {
 	p.stats.Observe(ep.Index, o.PromptTokens-o.CachedTokens, o.TTFT)
 	work := r.Prediction.Queued + float64(max(o.PromptTokens-o.CachedTokens, 0))
 	p.model.Observe(ep.Index, work, r.Prediction.Sequences, r.Prediction.Overflow, o.TTFT)
+	if p.price != nil {
+		p.price.Observe(ep, o, p.now().Sub(r.At), r.Prediction.Sequences)
+	}
 }
 
 var _ Policy = (*CacheAware)(nil)

@@ -17,6 +17,10 @@ const (
 	PolicySessionHash = "session-hash"
 	PolicyLeastLoaded = "least-loaded"
 	PolicyRoundRobin  = "round-robin"
+	// PolicyCostAware is cache-aware with the price scorer first
+	// (CostAwareScorers): the cheapest pool while it meets the band's
+	// TTFT target.
+	PolicyCostAware = "cost-aware"
 )
 
 // Plugin names.
@@ -38,7 +42,10 @@ const (
 	ScorerRoutedTokens   = "routed-tokens"
 	// ScorerTTFTCost is the one cost of prefix and load: predicted time to
 	// first token (TTFTModel).
-	ScorerTTFTCost       = "ttft-cost"
+	ScorerTTFTCost = "ttft-cost"
+	// ScorerPrice is dollars per request under the band's TTFT target
+	// (Price).
+	ScorerPrice          = "price"
 	PickerMaxScore       = "max-score"
 	PickerWeightedRandom = "weighted-random"
 	producerPrefixMatch  = "prefix-match" // latency label of the index lookup
@@ -130,7 +137,7 @@ var WeightedScorers = []ScorerConfig{
 }
 
 var (
-	policyNames = []string{PolicyCacheAware, PolicySessionHash, PolicyLeastLoaded, PolicyRoundRobin}
+	policyNames = []string{PolicyCacheAware, PolicyCostAware, PolicySessionHash, PolicyLeastLoaded, PolicyRoundRobin}
 	pickerNames = []string{PickerMaxScore, PickerWeightedRandom}
 )
 
@@ -144,19 +151,21 @@ var defaultWeight = map[string]float64{
 	ScorerPredictedTTFT:  DefaultPredictedTTFTWeight,
 	ScorerRoutedTokens:   DefaultRoutedTokensWeight,
 	ScorerTTFTCost:       DefaultTTFTCostWeight,
+	ScorerPrice:          DefaultPriceWeight,
 }
 
 // Config selects and tunes the routing policy. The zero value is the
 // cache-aware policy with every default. Fields a policy does not use are
 // ignored (only cache-aware has plugins).
 type Config struct {
-	// Policy is "cache-aware" (default), "session-hash", "least-loaded" or
-	// "round-robin".
+	// Policy is "cache-aware" (default), "cost-aware", "session-hash",
+	// "least-loaded" or "round-robin".
 	Policy string `yaml:"policy" json:"policy"`
 	// Filters name the filters, applied in order. Nil means DefaultFilters;
 	// an empty list means none.
 	Filters []string `yaml:"filters" json:"filters"`
-	// Scorers name the scorers and their weights. Nil means DefaultScorers.
+	// Scorers name the scorers and their weights. Nil means DefaultScorers
+	// (CostAwareScorers for the cost-aware policy).
 	Scorers []ScorerConfig `yaml:"scorers" json:"scorers"`
 	// Picker is "max-score" (default; random among ties) or
 	// "weighted-random".
@@ -194,6 +203,9 @@ type Config struct {
 	// TimingSampleEvery times the plugins of one request in this many; 1
 	// times every request. Default 8.
 	TimingSampleEvery int `yaml:"timingSampleEvery" json:"timingSampleEvery"`
+	// Cost is the price scorer's TTFT targets and prices (see CostConfig);
+	// read only when the price scorer runs.
+	Cost CostConfig `yaml:"cost" json:"cost"`
 }
 
 // ScorerConfig enables a scorer.
@@ -232,7 +244,9 @@ func (c *Config) EnsureDefaults() {
 	if c.Filters == nil {
 		c.Filters = slices.Clone(DefaultFilters)
 	}
-	if c.Scorers == nil {
+	if c.Scorers == nil && c.Policy == PolicyCostAware {
+		c.Scorers = slices.Clone(CostAwareScorers)
+	} else if c.Scorers == nil {
 		c.Scorers = slices.Clone(DefaultScorers)
 	} else {
 		c.Scorers = slices.Clone(c.Scorers)
@@ -351,6 +365,7 @@ func (c *Config) Validate() error {
 	if c.TimingSampleEvery < 0 {
 		number("timingSampleEvery", "%d is negative", c.TimingSampleEvery)
 	}
+	errs = append(errs, c.Cost.validate())
 	return errors.Join(errs...)
 }
 

@@ -6,7 +6,9 @@
 // requested model) and returns one. NewPolicy builds one by name from a
 // Config: round-robin and least-loaded (blind to cache), session-hash
 // (consistent hashing of the session key, the ingress baseline) and
-// cache-aware, the default. Cache-aware is a Pipeline of plugins behind the
+// cache-aware, the default, and cost-aware, cache-aware with the price
+// scorer first (price.go: dollars per turn under the band's TTFT target,
+// for fleets of pools on different accelerators). Cache-aware is a Pipeline of plugins behind the
 // small interfaces of plugin.go: filters drop endpoints that cannot take the
 // request, weighted scorers rate the rest (prefix held in the KV-cache index,
 // session pin, queue, KV utilisation, in-flight tokens, predicted TTFT), a

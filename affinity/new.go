@@ -38,8 +38,25 @@ type env struct {
 	stats       *EndpointStats
 	routed      *RoutedLoad
 	model       *TTFTModel
+	price       *PriceModel // built by the price scorer's factory
+	metrics     prometheus.Registerer
 	rand        func() uint64
 	now         func() time.Time
+}
+
+// priceModel is e's price model, built on first use with its metrics.
+func (e *env) priceModel() *PriceModel {
+	if e.price == nil {
+		e.price = NewPriceModel(e.cfg.Cost, e.cfg.Smoothing, e.model)
+		if e.metrics != nil {
+			// Registration fails only on a name taken by another kind of
+			// collector; the prices then go unreported, routing is the same.
+			if pm, err := newPriceMetrics(e.metrics); err == nil {
+				e.price.metrics = pm
+			}
+		}
+	}
+	return e.price
 }
 
 // NewPolicy builds the policy cfg names over deps. cfg's zero fields take
@@ -71,7 +88,7 @@ func NewPolicy(cfg Config, deps Deps) (Policy, error) {
 		s := NewSessionHash(cfg.VirtualNodes)
 		s.decisions = m.reasonCounters(PolicySessionHash)
 		return s, nil
-	case PolicyCacheAware:
+	case PolicyCacheAware, PolicyCostAware:
 		return newCacheAware(&cfg, deps, m), nil
 	}
 	panic(fmt.Sprintf("affinity: policy %q passed Validate", cfg.Policy))
@@ -86,6 +103,7 @@ func newCacheAware(cfg *Config, deps Deps, m *metrics) *CacheAware {
 		stats:       stats,
 		routed:      routed,
 		model:       NewTTFTModel(cfg.PrefillRate, cfg.Smoothing, stats, routed),
+		metrics:     deps.Metrics,
 		rand:        deps.Rand,
 		now:         deps.Now,
 	}
@@ -105,6 +123,7 @@ func newCacheAware(cfg *Config, deps Deps, m *metrics) *CacheAware {
 		opts.Guard = &LoadGuard{Factor: cfg.LoadGuard.Factor, Slack: cfg.LoadGuard.Slack}
 	}
 	p := &CacheAware{
+		name:      cfg.Policy,
 		pipe:      NewPipeline(filters, scorers, pickerFactories[cfg.Picker](e), opts),
 		index:     deps.Index,
 		sessions:  deps.Sessions,
@@ -112,9 +131,10 @@ func newCacheAware(cfg *Config, deps Deps, m *metrics) *CacheAware {
 		stats:     e.stats,
 		routed:    e.routed,
 		model:     e.model,
+		price:     e.price,
 		weights:   e.tierWeights,
 		now:       deps.Now,
-		decisions: m.reasonCounters(PolicyCacheAware),
+		decisions: m.reasonCounters(cfg.Policy),
 		predicted: m.predicted,
 		actual:    m.actual,
 	}

@@ -35,6 +35,10 @@ type Request struct {
 	Hashes []kv.BlockHash
 	// Prefill: the pick is a prefill leg's, among prefill endpoints.
 	Prefill bool
+	// Band is the turn's flow-control band ("interactive", "standard",
+	// "background"), whose TTFT target the price scorer holds to; ""
+	// means interactive when Interactive is set, else standard.
+	Band string
 
 	// Routing is what the last Pick decided, kept here for Done. The
 	// policy writes it; the gateway leaves it alone.
@@ -56,6 +60,8 @@ type Routing struct {
 	// Prediction is the time to first token predicted on Endpoint when it
 	// was picked, which Done learns from.
 	Prediction Prediction
+	// At is when Endpoint was picked: Done times the answer from it.
+	At time.Time
 }
 
 // NeedsHashes reports whether p scores by prompt prefix, so that the

@@ -17,6 +17,7 @@ var scorerFactories = map[string]func(*env) Scorer{
 	},
 	ScorerRoutedTokens: func(e *env) Scorer { return &RoutedTokens{Load: e.routed} },
 	ScorerTTFTCost:     func(e *env) Scorer { return &TTFTCost{TierWeights: e.tierWeights, Model: e.model} },
+	ScorerPrice:        func(e *env) Scorer { return &Price{TierWeights: e.tierWeights, Model: e.priceModel()} },
 }
 
 // staleMatchDiscount scales what an endpoint whose index entries may be

@@ -499,4 +499,6 @@ type Target struct {
 	// tokens: the size of the global LRU the trace's ideal reuse is
 	// computed for. 0: unknown, the ideal is that of an unbounded cache.
 	KVCapacityTokens int
+	// Cost prices the run per pool (Result.Cost). nil: no cost figures.
+	Cost *CostSetup
 }

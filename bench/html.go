@@ -58,6 +58,11 @@ func writeHTML(w io.Writer, title string, results []*Result, cmp *Comparison) er
 		}
 	}
 
+	for _, t := range costTables(results, cmp) {
+		fmt.Fprintf(&b, "<h2>%s</h2>\n", esc(t.title))
+		htmlTable(&b, t.table)
+	}
+
 	plotted := results
 	for _, r := range results {
 		if r.Isolation != nil && r.Isolation.Baseline != nil {

@@ -203,6 +203,9 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 		" load spread is the busiest engine's tokens over the mean;"+
 		" idle-while-queued counts the seconds the gateway queued turns while an engine had room"+
 		" (nothing waiting, fewer running than its max_num_seqs).")
+	if err := writeCost(w, results, nil, md); err != nil {
+		return err
+	}
 	for _, r := range results {
 		heading(fmt.Sprintf("%s: %s workload, %s API, %.1fs", r.name(), r.Workload, r.API, r.DurationSeconds))
 		if err := write(breakdownTable(r)); err != nil {
@@ -243,7 +246,10 @@ func (c *Comparison) WriteText(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(w, "\nagainst %s:\n", c.Baseline)
-	return ratioTable(c).writeText(w)
+	if err := ratioTable(c).writeText(w); err != nil {
+		return err
+	}
+	return writeCost(w, c.Results, c, false)
 }
 
 // WriteMarkdown prints the comparison as markdown tables, for docs.
@@ -252,5 +258,8 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(w, "\nAgainst %s:\n\n", c.Baseline)
-	return ratioTable(c).writeMarkdown(w)
+	if err := ratioTable(c).writeMarkdown(w); err != nil {
+		return err
+	}
+	return writeCost(w, c.Results, c, true)
 }

@@ -83,6 +83,9 @@ type Result struct {
 	Isolation *IsolationReport `json:"isolation,omitempty"`
 	// Chaos holds the chaos workload's failures, migrations and restarts.
 	Chaos *ChaosReport `json:"chaos,omitempty"`
+	// Cost is what the run's tokens cost per pool and overall, with the
+	// SLO attainment it came at; nil without Target.Cost.
+	Cost *CostReport `json:"cost,omitempty"`
 	// Samples are every request's records when Config.KeepSamples is set.
 	Samples []Sample `json:"samples,omitempty"`
 }
@@ -193,6 +196,7 @@ func measure(ctx context.Context, cfg Config, target Target, label string, total
 		after, errs := scrapeAll(sctx, target.EngineMetricsURLs)
 		cancel()
 		res.Engines = engineDelta(before, after, append(scrapeErrs, errs...))
+		res.Cost = costReport(target.Cost, before, after, wall, occupancy, samples)
 	}
 	return res, samples
 }

@@ -320,8 +320,11 @@ func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error)
 		}
 		t.ticket = ticket
 		t.route.Interactive = ticket.Band() == turns.Interactive
+		t.route.Band = ticket.Band().String()
 	} else {
-		t.route.Interactive = turns.Classify(turns.Tenant{}, hints) == turns.Interactive
+		band := turns.Classify(turns.Tenant{}, hints)
+		t.route.Interactive = band == turns.Interactive
+		t.route.Band = band.String()
 	}
 	if tracked {
 		d.sessions.Touch(spec.Tenant, t.sessionKey, time.Now())

@@ -208,6 +208,7 @@ func (t *Turn) prefill(ctx context.Context, prefillers []*pools.Endpoint) ([]byt
 		PromptTokens:         t.route.PromptTokens,
 		ExpectedOutputTokens: 1,
 		Interactive:          t.route.Interactive,
+		Band:                 t.route.Band,
 		Hashes:               t.route.Hashes,
 		Prefill:              true,
 	}

@@ -14,6 +14,12 @@ import (
 const (
 	EngineVLLM   = "vllm"
 	EngineSGLang = "sglang"
+	// EngineVLLMTPU is vLLM on TPU (the tpu-inference backend, "TorchTPU"
+	// vLLM): vLLM's own engine core and metric names, read with the
+	// spellings of releases before vLLM renamed its KV cache series
+	// (vllm:gpu_cache_usage_perc, vllm:gpu_prefix_cache_*) as a fallback,
+	// since TPU images follow vLLM's releases with a lag.
+	EngineVLLMTPU = "vllm-tpu"
 )
 
 // Roles of a pool in prefill/decode disaggregation.
@@ -41,7 +47,8 @@ const (
 type PoolConfig struct {
 	// Name identifies the pool in metrics and the admin API. Required, unique.
 	Name string `yaml:"name" json:"name"`
-	// Engine is the metric flavour: "vllm" (default) or "sglang".
+	// Engine is the metric flavour: "vllm" (default), "vllm-tpu" (vLLM on
+	// TPU) or "sglang".
 	Engine string `yaml:"engine" json:"engine"`
 	// Accelerator is a catalog name (see accelerators.Accelerators). Optional;
 	// used for capacity estimates when the engine does not report them.
@@ -248,9 +255,9 @@ func ValidatePools(pcs []PoolConfig) error {
 		}
 		names[pc.Name] = true
 		switch pc.Engine {
-		case "", EngineVLLM, EngineSGLang:
+		case "", EngineVLLM, EngineVLLMTPU, EngineSGLang:
 		default:
-			bad(where+".engine", "%q is not vllm or sglang", pc.Engine)
+			bad(where+".engine", "%q is not vllm, vllm-tpu or sglang", pc.Engine)
 		}
 		switch pc.Role {
 		case "", RoleBoth, RolePrefill, RoleDecode:

@@ -44,6 +44,14 @@ sglang:num_queue_reqs{model_name="m"} 5
 sglang:token_usage{model_name="m"} 0.25
 `
 
+// legacyExposition spells the KV cache series as vLLM did before their
+// rename, as older TPU images export them.
+const legacyExposition = `vllm:num_requests_running{model_name="m"} 1
+vllm:gpu_cache_usage_perc{model_name="m"} 0.3
+vllm:gpu_prefix_cache_queries_total{model_name="m"} 500
+vllm:gpu_prefix_cache_hits_total{model_name="m"} 200
+`
+
 func TestParseLoad(t *testing.T) {
 	tests := []struct {
 		name, flavour, text string
@@ -57,6 +65,11 @@ func TestParseLoad(t *testing.T) {
 		{"sglang limits, no chunking", EngineSGLang, "sglang:cache_config_info{page_size=\"1\",max_total_num_tokens=\"90000\",max_running_requests=\"48\",chunked_prefill_size=\"-1\"} 1\n",
 			Load{BlockSize: 1, NumGPUBlocks: 90000, MaxNumSeqs: 48}},
 		{"vllm names ignored by sglang", EngineSGLang, vllmExposition, Load{}},
+		{"vllm-tpu, current names", EngineVLLMTPU, vllmExposition, Load{Running: 3, Waiting: 7, KVUsage: 0.42, BlockSize: 16, NumGPUBlocks: 27000,
+			PrefixQueries: 1000, PrefixHits: 640, PromptTokens: 1200, GenerationTokens: 300}},
+		{"vllm-tpu, names before the rename", EngineVLLMTPU, legacyExposition, Load{Running: 1, KVUsage: 0.3, PrefixQueries: 500, PrefixHits: 200}},
+		{"vllm-tpu prefers the current name", EngineVLLMTPU, legacyExposition + "vllm:kv_cache_usage_perc 0.5\n", Load{Running: 1, KVUsage: 0.5, PrefixQueries: 500, PrefixHits: 200}},
+		{"vllm reads only the current names", EngineVLLM, legacyExposition, Load{Running: 1}},
 		{"empty", EngineVLLM, "", Load{}},
 	}
 	for _, tt := range tests {
@@ -81,11 +94,14 @@ func TestParseLoad(t *testing.T) {
 func FuzzParseLoad(f *testing.F) {
 	f.Add(vllmExposition)
 	f.Add(sglangExposition)
+	f.Add(legacyExposition)
 	f.Add("# TYPE x counter\nx 1e309\n")
 	f.Fuzz(func(t *testing.T, text string) {
-		l, err := ParseLoad(EngineVLLM, strings.NewReader(text))
-		if err != nil && l != (Load{}) {
-			t.Fatalf("error with a non-zero load: %+v", l)
+		for _, flavour := range []string{EngineVLLM, EngineVLLMTPU, EngineSGLang} {
+			l, err := ParseLoad(flavour, strings.NewReader(text))
+			if err != nil && l != (Load{}) {
+				t.Fatalf("%s: error with a non-zero load: %+v", flavour, l)
+			}
 		}
 	})
 }
@@ -129,6 +145,37 @@ func TestScrapeAndStaleness(t *testing.T) {
 	waitFor(t, "health check to notice", func() bool { return !ep.Healthy() })
 	if ep.Available() {
 		t.Fatal("an unhealthy endpoint must not be available")
+	}
+}
+
+// TestScrapeTPUFlavour scrapes a simulated TPU engine, which spells its KV
+// cache series as TPU images on older vLLM releases do, through a pool of
+// engine vllm-tpu.
+func TestScrapeTPUFlavour(t *testing.T) {
+	eng, err := sim.New(sim.Config{ServedModelName: "m", Flavor: sim.FlavorVLLMTPU, Accelerator: "tpu-v6e", TimeScale: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	srv := httptest.NewServer(eng.Handler())
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(`{"model":"m","prompt":"hello there","max_tokens":4}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	r, err := NewRegistry([]PoolConfig{{Name: "tpu", Engine: EngineVLLMTPU, Accelerator: "tpu-v6e", Model: "llama-3.1-8b", ServedModels: []string{"m"}, Endpoints: []EndpointConfig{{URL: srv.URL}}}},
+		Options{ScrapeInterval: 20 * time.Millisecond, HealthInterval: time.Second, ConnectTimeout: time.Second}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.Start(context.Background())
+	ep := r.Endpoints[0]
+	waitFor(t, "first scrape", func() bool { return !ep.Stale(time.Now()) })
+	if l := ep.Load(); l.NumGPUBlocks != eng.NumBlocks() || l.PrefixQueries == 0 || l.PromptTokens == 0 {
+		t.Fatalf("TPU engine's load not read: %+v (engine has %d blocks)", l, eng.NumBlocks())
 	}
 }
 
@@ -328,3 +375,35 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func asUpstream(err error, target **UpstreamError) bool { return errors.As(err, target) }
+
+// TestRoofline prices a TPU v6e and an H200 pool of one 8B model: about
+// the same prefill rate, the H200's decode three times the TPU's (HBM
+// bandwidth 4.8 against 1.64 TB/s); nothing without profiles.
+func TestRoofline(t *testing.T) {
+	r, err := NewRegistry([]PoolConfig{
+		{Name: "gpu", Accelerator: "h200", Model: "llama-3.1-8b", ServedModels: []string{"m"}, Endpoints: []EndpointConfig{{URL: "http://10.0.0.1:8000"}}},
+		{Name: "tpu", Engine: EngineVLLMTPU, Accelerator: "tpu-v6e", Model: "llama-3.1-8b", ServedModels: []string{"m"}, Endpoints: []EndpointConfig{{URL: "http://10.0.0.2:8000"}}},
+		{Name: "bare", ServedModels: []string{"m"}, Endpoints: []EndpointConfig{{URL: "http://10.0.0.3:8000"}}},
+	}, Options{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, tpu, bare := r.Pools[0], r.Pools[1], r.Pools[2]
+	if p := gpu.DollarsPerHour(); p != 5 {
+		t.Errorf("h200 price %v", p)
+	}
+	if p := tpu.DollarsPerHour(); p != 2.7 {
+		t.Errorf("tpu-v6e price %v", p)
+	}
+	gp, tp := gpu.RooflinePrefillRate(), tpu.RooflinePrefillRate()
+	if gp < 25_000 || gp > 35_000 || tp < 25_000 || tp > 35_000 {
+		t.Errorf("prefill rates: h200 %.0f, tpu-v6e %.0f tokens/s", gp, tp)
+	}
+	gd, td := gpu.RooflineDecodeRate(32, 4096), tpu.RooflineDecodeRate(32, 4096)
+	if x := gd / td; x < 2.5 || x > 3.5 {
+		t.Errorf("decode: h200 %.0f, tpu-v6e %.0f tokens/s (%.2f×)", gd, td, x)
+	}
+	if bare.DollarsPerHour() != 0 || bare.RooflinePrefillRate() != 0 || bare.RooflineDecodeRate(32, 4096) != 0 {
+		t.Error("a pool without profiles has no price or roofline")
+	}
+}

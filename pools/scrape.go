@@ -24,6 +24,9 @@ type metricNames struct {
 	running, waiting, kvUsage, cacheConfig string
 	prefixQueries, prefixHits              string
 	promptTokens, generationTokens         string
+	// legacy are older spellings of kvUsage, prefixQueries and
+	// prefixHits, read when the family above is missing; "" for none.
+	legacyKVUsage, legacyPrefixQueries, legacyPrefixHits string
 }
 
 var flavours = map[string]metricNames{
@@ -36,6 +39,23 @@ var flavours = map[string]metricNames{
 		prefixHits:       "vllm:prefix_cache_hits_total",
 		promptTokens:     "vllm:prompt_tokens_total",
 		generationTokens: "vllm:generation_tokens_total",
+	},
+	// vLLM on TPU runs vLLM's engine core and metric loggers (the TPU
+	// backend replaces the platform, worker and model runner), so it
+	// exports vLLM's names; images built on releases before the rename
+	// of the KV cache series export the gpu_ spellings instead.
+	EngineVLLMTPU: {
+		running:             "vllm:num_requests_running",
+		waiting:             "vllm:num_requests_waiting",
+		kvUsage:             "vllm:kv_cache_usage_perc",
+		cacheConfig:         "vllm:cache_config_info",
+		prefixQueries:       "vllm:prefix_cache_queries_total",
+		prefixHits:          "vllm:prefix_cache_hits_total",
+		promptTokens:        "vllm:prompt_tokens_total",
+		generationTokens:    "vllm:generation_tokens_total",
+		legacyKVUsage:       "vllm:gpu_cache_usage_perc",
+		legacyPrefixQueries: "vllm:gpu_prefix_cache_queries_total",
+		legacyPrefixHits:    "vllm:gpu_prefix_cache_hits_total",
 	},
 	EngineSGLang: {
 		running:          "sglang:num_running_reqs",
@@ -68,9 +88,9 @@ func ParseLoad(flavour string, r io.Reader) (Load, error) {
 	var l Load
 	l.Running = int(sum(fams[names.running]))
 	l.Waiting = int(sum(fams[names.waiting]))
-	l.KVUsage = sum(fams[names.kvUsage])
-	l.PrefixQueries = sum(fams[names.prefixQueries])
-	l.PrefixHits = sum(fams[names.prefixHits])
+	l.KVUsage = sum(family(fams, names.kvUsage, names.legacyKVUsage))
+	l.PrefixQueries = sum(family(fams, names.prefixQueries, names.legacyPrefixQueries))
+	l.PrefixHits = sum(family(fams, names.prefixHits, names.legacyPrefixHits))
 	l.PromptTokens = sum(fams[names.promptTokens])
 	l.GenerationTokens = sum(fams[names.generationTokens])
 	if f := fams[names.cacheConfig]; f != nil && len(f.Metric) > 0 {
@@ -88,6 +108,14 @@ func ParseLoad(flavour string, r io.Reader) (Load, error) {
 		}
 	}
 	return l, nil
+}
+
+// family is fams[name], or fams[legacy] when name is missing.
+func family(fams map[string]*dto.MetricFamily, name, legacy string) *dto.MetricFamily {
+	if f := fams[name]; f != nil || legacy == "" {
+		return f
+	}
+	return fams[legacy]
 }
 
 // positive parses a label's integer, zero when it is not a positive one

@@ -12,6 +12,11 @@ import (
 const (
 	FlavorVLLM   = "vllm"
 	FlavorSGLang = "sglang"
+	// FlavorVLLMTPU is vLLM on TPU as images built on vLLM releases before
+	// the rename of its KV cache series export it: vLLM's names, with KV
+	// usage and prefix-cache counters spelt vllm:gpu_cache_usage_perc and
+	// vllm:gpu_prefix_cache_{queries,hits}_total.
+	FlavorVLLMTPU = "vllm-tpu"
 )
 
 // Roles of an engine in prefill/decode disaggregation, as vLLM's
@@ -60,7 +65,8 @@ type Config struct {
 	// Name identifies the engine in logs and its vLLM engine id. Default
 	// "sim".
 	Name string
-	// Flavor is "vllm" (default) or "sglang": the metric names exported.
+	// Flavor is "vllm" (default), "vllm-tpu" or "sglang": the metric names
+	// exported.
 	Flavor string
 	// Accelerator is a catalog name (accelerators.AcceleratorNames).
 	// Default "h100".
@@ -243,8 +249,8 @@ func (cfg *Config) Validate() error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("sim: "+format, args...))
 	}
-	if cfg.Flavor != FlavorVLLM && cfg.Flavor != FlavorSGLang {
-		bad("flavor %q is not %q or %q", cfg.Flavor, FlavorVLLM, FlavorSGLang)
+	if _, ok := flavorMetrics[cfg.Flavor]; !ok {
+		bad("flavor %q is not %q, %q or %q", cfg.Flavor, FlavorVLLM, FlavorVLLMTPU, FlavorSGLang)
 	}
 	switch cfg.Role {
 	case RoleBoth, RolePrefill, RoleDecode:

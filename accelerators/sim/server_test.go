@@ -558,6 +558,11 @@ func TestMetricsExposition(t *testing.T) {
 			"vllm:time_to_first_token_seconds_bucket{", "vllm:inter_token_latency_seconds_bucket{",
 			"vllm:e2e_request_latency_seconds_bucket{", `model_name="llama-3.1-8b"`,
 		}},
+		{FlavorVLLMTPU, []string{
+			"vllm:num_requests_running{", "vllm:num_requests_waiting{", "vllm:gpu_cache_usage_perc{",
+			"vllm:cache_config_info{", "vllm:gpu_prefix_cache_queries_total{", "vllm:gpu_prefix_cache_hits_total{",
+			"vllm:prompt_tokens_total{", "vllm:time_to_first_token_seconds_bucket{",
+		}},
 		{FlavorSGLang, []string{
 			"sglang:num_running_reqs{", "sglang:num_queue_reqs{", "sglang:token_usage{",
 			"sglang:cache_hit_rate{", "sglang:cache_config_info{",
@@ -586,6 +591,14 @@ func TestMetricsExposition(t *testing.T) {
 			}
 			if tt.flavor == FlavorVLLM && !strings.Contains(text, `vllm:prefix_cache_hits_total{model_name="llama-3.1-8b"} 96`) {
 				t.Errorf("prefix hits not counted:\n%s", grep(text, "prefix_cache"))
+			}
+			if tt.flavor == FlavorVLLMTPU {
+				if !strings.Contains(text, `vllm:gpu_prefix_cache_hits_total{model_name="llama-3.1-8b"} 96`) {
+					t.Errorf("prefix hits not counted:\n%s", grep(text, "prefix_cache"))
+				}
+				if strings.Contains(text, "vllm:kv_cache_usage_perc") || strings.Contains(text, "vllm:prefix_cache_hits_total") {
+					t.Errorf("the TPU flavour exports the renamed series:\n%s", grep(text, "cache"))
+				}
 			}
 		})
 	}

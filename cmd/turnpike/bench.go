@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/admin"
+	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/auth"
 	"github.com/turnpike-gateway/turnpike/bench"
 	"github.com/turnpike-gateway/turnpike/turns"
@@ -30,8 +31,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	apiKey := fs.String("api-key", "", "API key sent as a bearer token")
 	engineMetrics := fs.String("engine-metrics", "", "with --url: comma-separated engine /metrics URLs, for the engines' own prefix-cache hit rate")
 	policy := fs.String("policy", "cache-aware", "embedded: the routing policy")
+	ttftTarget := fs.Duration("ttft-target", affinity.DefaultTTFTTargets[affinity.BandStandard], "embedded: the TTFT target on the simulated fleet's clock, of the cost report's SLO attainment and of the price scorer's every band")
 	var sf simFlags
-	compare := fs.String("compare", "", "embedded: comma-separated policies to run in turn, e.g. round-robin,session-hash,cache-aware; an entry may name a topology instead (aggregated, pd, hbm, cpu-tier: --policy on it) or both (cache-aware@pd)")
+	compare := fs.String("compare", "", "embedded: comma-separated policies to run in turn, e.g. round-robin,session-hash,cache-aware; an entry may name a topology instead (aggregated, pd, hbm, cpu-tier, mixed: --policy on it) or both (cache-aware@pd, cost-aware@mixed)")
 	out := fs.String("out", "bench-results", "directory for results.json, report.html and report.md")
 	logLevel := fs.String("log-level", "warn", "embedded gateway log level")
 	fs.StringVar(&cfg.Workload, "workload", bench.DefaultWorkload, "agentic, trace, isolation or chaos (agentic sessions on chat and responses while embedded replicas are killed and restarted)")
@@ -152,6 +154,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *compare != "" {
 		policies = strings.Split(*compare, ",")
 	}
+	sf.ttftTarget = *ttftTarget
 	start := func(ctx context.Context, entry string) (bench.Target, func() error, error) {
 		return startBenchStack(ctx, entry, &sf, &cfg, log)
 	}
@@ -197,12 +200,13 @@ func startBenchStack(ctx context.Context, entry string, sf *simFlags, bc *bench.
 		os.RemoveAll(dataDir)
 		return bench.Target{}, nil, err
 	}
+	benchTTFTTargets(cfg, sf.timeScale, sf.ttftTarget)
 	st, err := startStack(ctx, cfg, fl, log)
 	if err != nil {
 		os.RemoveAll(dataDir)
 		return bench.Target{}, nil, err
 	}
-	t := bench.Target{BaseURL: "http://" + st.addr, Replicas: st.fleet}
+	t := bench.Target{BaseURL: "http://" + st.addr, Replicas: st.fleet, Cost: benchCost(st.fleet, sf.timeScale, sf.ttftTarget)}
 	engines := st.fleet.Engines()
 	for i, u := range st.fleet.URLs() {
 		t.EngineMetricsURLs = append(t.EngineMetricsURLs, u+"/metrics")
@@ -297,7 +301,7 @@ func benchEntry(entry string, sf *simFlags) (policy, topology string) {
 		return p, t
 	}
 	switch entry {
-	case topologyAggregated, topologyPD, topologyHBM, topologyCPUTier:
+	case topologyAggregated, topologyPD, topologyHBM, topologyCPUTier, topologyMixed:
 		return sf.policy, entry
 	}
 	return policy, topology

@@ -51,7 +51,7 @@ type simFlags struct {
 	numBlocks   int
 	// KV tiers below HBM, in blocks per replica (shared: per pool).
 	kvCPUBlocks, kvDiskBlocks, kvSharedBlocks int
-	// topology is aggregated, pd, hbm or cpu-tier; prefill the P/D topology's prefill
+	// topology is aggregated, pd, hbm, cpu-tier or mixed; prefill the P/D topology's prefill
 	// replicas (0: half).
 	topology string
 	prefill  int
@@ -62,6 +62,8 @@ type simFlags struct {
 	// the engines (and the gateway's pool) use; "" keeps the simulator's
 	// documented rules.
 	tokenizer string
+	// ttftTarget is bench's --ttft-target, on the simulated clock.
+	ttftTarget time.Duration
 }
 
 // register adds the flags, named prefix+name; the replica count is
@@ -71,7 +73,7 @@ func (f *simFlags) register(fs *flag.FlagSet, prefix, replicasFlag string) {
 	fs.StringVar(&f.accelerator, prefix+"accelerator", defaultSimAccelerator, "simulated accelerator (a catalog name)")
 	fs.StringVar(&f.model, prefix+"model", defaultSimModel, "simulated model profile")
 	fs.StringVar(&f.served, prefix+"served-model", defaultSimServedModel, "model name the simulated engines serve")
-	fs.StringVar(&f.flavor, prefix+"flavor", sim.FlavorVLLM, "engine flavour: vllm or sglang")
+	fs.StringVar(&f.flavor, prefix+"flavor", sim.FlavorVLLM, "engine flavour: vllm, vllm-tpu (vLLM on TPU, the KV cache series spelt as before their rename) or sglang")
 	fs.Float64Var(&f.timeScale, prefix+"time-scale", 1, "simulated time per real second: 0.1 runs ten times faster")
 	fs.IntVar(&f.numBlocks, prefix+"num-blocks", 0, "KV blocks per replica (0: from accelerator and model)")
 	fs.IntVar(&f.kvCPUBlocks, prefix+"kv-cpu-blocks", 0, "KV blocks of host memory per replica that blocks evicted from HBM move to (0: none)")
@@ -79,7 +81,7 @@ func (f *simFlags) register(fs *flag.FlagSet, prefix, replicasFlag string) {
 	fs.IntVar(&f.kvSharedBlocks, prefix+"kv-shared-blocks", 0, "KV blocks of a store shared by every replica of the pool, below the local tiers (0: none)")
 	fs.StringVar(&f.tokenizer, prefix+"tokenizer", "", "model directory (tokenizer.json or .json.gz, tokenizer_config.json): the engines render chats with its chat template and tokenize with it, as a real engine of the model would; the embedded fleet's pool then uses tokenizer kind hf with it")
 	if prefix != "" {
-		fs.StringVar(&f.topology, prefix+"topology", topologyAggregated, "aggregated (every replica prefills and decodes), pd (a prefill pool and a decode pool, disaggregated by the gateway), hbm (aggregated, no KV tier below HBM) or cpu-tier (aggregated, with a CPU tier of --"+prefix+"kv-cpu-blocks, default "+fmt.Sprint(defaultCPUTierFactor)+"× HBM)")
+		fs.StringVar(&f.topology, prefix+"topology", topologyAggregated, "aggregated (every replica prefills and decodes), pd (a prefill pool and a decode pool, disaggregated by the gateway), hbm (aggregated, no KV tier below HBM) cpu-tier (aggregated, with a CPU tier of --"+prefix+"kv-cpu-blocks, default "+fmt.Sprint(defaultCPUTierFactor)+"× HBM) or mixed (an H200 pool and a TPU v6e pool of one model, half the replicas each)")
 		fs.IntVar(&f.prefill, prefix+"prefill", 0, "pd topology: how many of the replicas prefill (0: half)")
 	}
 }
@@ -114,8 +116,12 @@ func (f *simFlags) fleet() (*simFleet, error) {
 		if sf.prefill < 1 || sf.prefill >= f.replicas {
 			return nil, fmt.Errorf("sim topology pd: %d prefill replicas of %d: want at least one prefill and one decode replica", sf.prefill, f.replicas)
 		}
+	case topologyMixed:
+		if err := mixedFleet(sf); err != nil {
+			return nil, err
+		}
 	default:
-		return nil, fmt.Errorf("sim topology %q is not %s, %s, %s or %s", f.topology, topologyAggregated, topologyPD, topologyHBM, topologyCPUTier)
+		return nil, fmt.Errorf("sim topology %q is not %s, %s, %s, %s or %s", f.topology, topologyAggregated, topologyPD, topologyHBM, topologyCPUTier, topologyMixed)
 	}
 	return sf, nil
 }
@@ -143,7 +149,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	addr := fs.String("addr", "", "listen address (default "+DefaultAddr+", or the config's addr)")
 	dataDir := fs.String("data-dir", "", "state directory (default "+DefaultDataDir+", or the config's dataDir)")
 	stateURL := fs.String("state-url", "", "keep state in the Redis at this URL (redis:// or rediss://) instead of Pebble under the data dir")
-	policy := fs.String("policy", "", "routing policy: round-robin, least-loaded, session-hash or cache-aware (default cache-aware, or the config's routing.policy)")
+	policy := fs.String("policy", "", "routing policy: round-robin, least-loaded, session-hash, cache-aware or cost-aware (default cache-aware, or the config's routing.policy)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	var sf simFlags
 	sf.register(fs, "sim-", "sim-replicas")
@@ -176,7 +182,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *policy != "" {
 		cfg.Routing.Policy = *policy
 	}
-	if *policy != "" || *stateURL != "" {
+	// The embedded fleet's config is validated once its pools exist
+	// (startStack); a file's here, with the flags over it.
+	if (*policy != "" || *stateURL != "") && *configPath != "" {
 		if err := cfg.Validate(); err != nil {
 			return err
 		}
@@ -528,6 +536,10 @@ func (st *stack) Close(ctx context.Context) error { return st.life.close(ctx) }
 
 func printDemo(w io.Writer, st *stack, sf *simFlags, stateAt string) {
 	base := "http://" + st.addr
+	flavor, accelerator := sf.flavor, sf.accelerator
+	if sf.topology == topologyMixed {
+		flavor, accelerator = "vllm and vllm-tpu", "h200 and tpu-v6e"
+	}
 	fmt.Fprintf(w, `turnpike is serving on %[1]s
   embedded fleet: %[2]d simulated %[3]s replicas of %[4]s on %[5]s (time scale %[6]g)
   state: %[8]s; metrics at %[1]s/metrics
@@ -544,8 +556,11 @@ Try it:
 
 OpenAI SDKs: base URL %[1]s/v1, any API key.
 Stop with Ctrl-C.
-`, base, sf.replicas, sf.flavor, sf.model, sf.accelerator, sf.timeScale, sf.served, stateAt)
-	if st.fleet != nil && len(st.fleet.pools) > 1 {
+`, base, sf.replicas, flavor, sf.model, accelerator, sf.timeScale, sf.served, stateAt)
+	if st.fleet != nil && len(st.fleet.pools) > 1 && st.fleet.pools[0].Role != pools.RolePrefill {
+		fmt.Fprintf(w, "\nmixed topology: pool %s (%d × %s) and pool %s (%d × %s) serve one model; the cost-aware policy (--policy cost-aware) sends each turn to the cheaper one while it meets the TTFT target.\n",
+			st.fleet.pools[0].Name, len(st.fleet.pools[0].Endpoints), st.fleet.pools[0].Accelerator, st.fleet.pools[1].Name, len(st.fleet.pools[1].Endpoints), st.fleet.pools[1].Accelerator)
+	} else if st.fleet != nil && len(st.fleet.pools) > 1 {
 		fmt.Fprintf(w, "\nP/D topology: pools %s (%d) and %s (%d); long prompts are prefilled on the first and decoded on the second (see turnpike_pd_decisions_total).\n",
 			st.fleet.pools[0].Name, len(st.fleet.pools[0].Endpoints), st.fleet.pools[1].Name, len(st.fleet.pools[1].Endpoints))
 	}

@@ -25,7 +25,35 @@ const (
 	// topologyCPUTier: aggregated with a host-memory tier below HBM
 	// (--sim-kv-cpu-blocks, or defaultCPUTierFactor × HBM).
 	topologyCPUTier = "cpu-tier"
+	// topologyMixed: two pools of one model on different hardware, an
+	// H200 pool (vLLM) and a TPU v6e pool (vLLM on TPU, engine
+	// vllm-tpu), half the replicas each: what the cost-aware policy
+	// chooses between.
+	topologyMixed = "mixed"
 )
+
+// The mixed topology's pools.
+var mixedPools = []struct{ name, accelerator, flavor string }{
+	{"gpu", "h200", sim.FlavorVLLM},
+	{"tpu", "tpu-v6e", sim.FlavorVLLMTPU},
+}
+
+// mixedFleet makes sf the mixed topology, checking that the model fits
+// every pool's chip.
+func mixedFleet(sf *simFleet) error {
+	if sf.replicas < len(mixedPools) {
+		return fmt.Errorf("sim topology mixed: %d replicas: want at least one per pool (%d)", sf.replicas, len(mixedPools))
+	}
+	for _, mp := range mixedPools {
+		c := sf.cfg
+		c.Accelerator, c.Flavor = mp.accelerator, mp.flavor
+		if n, err := hbmBlocks(&c); err != nil || n == 0 {
+			return fmt.Errorf("sim topology mixed: model %s does not fit one %s chip beside its KV cache; try --sim-model llama-3.1-8b", c.Model, mp.accelerator)
+		}
+	}
+	sf.mixed = true
+	return nil
+}
 
 // defaultCPUTierFactor sizes the cpu-tier topology's host tier against
 // HBM: hosts carry several times their accelerators' memory.
@@ -101,6 +129,9 @@ type simFleet struct {
 	// tokenizer is the model directory of cfg.Tokenizer, which the pools
 	// use too (tokenizer kind hf); "" for the simulator's rules.
 	tokenizer string
+	// mixed is the mixed topology: the replicas split between
+	// mixedPools, whose accelerators and flavours replace cfg's.
+	mixed bool
 }
 
 // fleet is the embedded fleet: one simulated fleet per pool, its
@@ -115,13 +146,25 @@ func startFleet(ctx context.Context, sf simFleet) (*fleet, error) {
 	type part struct {
 		name, role string
 		n          int
+		// accelerator and flavor replace the config's when set.
+		accelerator, flavor string
 	}
-	parts := []part{{"sim", sim.RoleBoth, sf.replicas}}
+	parts := []part{{name: "sim", role: sim.RoleBoth, n: sf.replicas}}
+	if sf.mixed {
+		parts = nil
+		for i, mp := range mixedPools {
+			n := sf.replicas / len(mixedPools)
+			if i < sf.replicas%len(mixedPools) {
+				n++
+			}
+			parts = append(parts, part{name: mp.name, role: sim.RoleBoth, n: n, accelerator: mp.accelerator, flavor: mp.flavor})
+		}
+	}
 	if sf.prefill > 0 {
 		if sf.prefill >= sf.replicas {
 			return nil, fmt.Errorf("sim topology pd: %d prefill replicas leave none of %d to decode", sf.prefill, sf.replicas)
 		}
-		parts = []part{{"prefill", sim.RolePrefill, sf.prefill}, {"decode", sim.RoleDecode, sf.replicas - sf.prefill}}
+		parts = []part{{name: "prefill", role: sim.RolePrefill, n: sf.prefill}, {name: "decode", role: sim.RoleDecode, n: sf.replicas - sf.prefill}}
 	}
 	f := &fleet{}
 	for _, p := range parts {
@@ -129,6 +172,9 @@ func startFleet(ctx context.Context, sf simFleet) (*fleet, error) {
 		cfg.Role = p.role
 		if len(parts) > 1 {
 			cfg.Name = p.name
+		}
+		if p.accelerator != "" {
+			cfg.Accelerator, cfg.Flavor = p.accelerator, p.flavor
 		}
 		sfl, err := sim.StartFleet(ctx, p.n, cfg, "127.0.0.1", 0)
 		if err != nil {

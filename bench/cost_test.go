@@ -1,0 +1,88 @@
+package bench
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCostReport prices a two-pool run by hand: an hour of hardware time
+// (a minute of wall time at a clock scale of 60).
+func TestCostReport(t *testing.T) {
+	setup := &CostSetup{
+		ClockScale: 60,
+		TTFTTarget: Duration(100 * time.Millisecond),
+		Pools: []PoolSetup{
+			{Name: "gpu", Accelerator: "h200", DollarsPerHour: 5, PrefillSecondsPerToken: 1e-4, Engines: []int{0}},
+			{Name: "tpu", Accelerator: "tpu-v6e", DollarsPerHour: 2.7, Engines: []int{1, 2}},
+		},
+	}
+	before := []EngineMetrics{
+		{vllmPrompt: 1000, vllmGeneration: 10, vllmHits: 0},
+		{vllmPrompt: 0, vllmGeneration: 0, vllmGPUHits: 0},
+		nil, // a failed scrape: the engine's tokens are unknown, its chip still paid for
+	}
+	after := []EngineMetrics{
+		// 10M prompt tokens, 8M cached: 2M prefilled at 1e-4 s = 200 s of
+		// the hour; 1M output.
+		{vllmPrompt: 10_001_000, vllmGeneration: 1_000_010, vllmHits: 8_000_000},
+		{vllmPrompt: 500_000, vllmGeneration: 2_000_000, vllmGPUHits: 100_000},
+		{vllmPrompt: 1, vllmGeneration: 1},
+	}
+	occ := &Occupancy{Samples: []OccupancySample{
+		{Running: []float64{1, 0, 0}, Waiting: []float64{0, 0, 0}},
+		{Running: []float64{1, 2, -1}, Waiting: []float64{0, 0, -1}},
+		{Running: []float64{0, 0, 0}, Waiting: []float64{2, 0, 0}},
+		{Running: []float64{3, 0, 0}, Waiting: []float64{0, 0, 0}},
+	}}
+	samples := []*Sample{
+		{TTFT: 50 * time.Millisecond},
+		{TTFT: 100 * time.Millisecond},
+		{TTFT: 150 * time.Millisecond},
+		{TTFT: 10 * time.Millisecond, Error: "shed"},
+	}
+	rep := costReport(setup, before, after, time.Minute, occ, samples)
+	near := func(what string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-9*max(1, math.Abs(want)) {
+			t.Errorf("%s = %v, want %v", what, got, want)
+		}
+	}
+	near("hardware seconds", rep.HardwareSeconds, 3600)
+	near("SLO attainment", rep.SLOAttainment, 0.5)
+	gpu, tpu, all := rep.Pools[0], rep.Pools[1], rep.Overall
+	near("gpu dollars", gpu.Dollars, 5)
+	near("gpu input dollars", gpu.InputDollars, 5*200.0/3600)
+	near("gpu $/Mtok in", gpu.InputPerMtok, 5*200.0/3600/10)
+	near("gpu $/Mtok out", gpu.OutputPerMtok, 5*3400.0/3600/1)
+	near("gpu busy", gpu.BusyShare, 1)
+	near("tpu dollars", tpu.Dollars, 5.4)
+	near("tpu $/Mtok out", tpu.OutputPerMtok, 5.4/2)
+	near("tpu $/Mtok in (no prefill time: nothing charged)", tpu.InputPerMtok, 0)
+	near("tpu cached", tpu.CachedInputTokens, 100_000)
+	// Engine 1 busy in 1 of 4 samples, engine 2 never in its 3.
+	near("tpu busy", tpu.BusyShare, 0.125)
+	near("tpu busy dollars", tpu.BusyDollars, 5.4*0.125)
+	near("overall dollars", all.Dollars, 10.4)
+	near("overall $/Mtok", all.PerMtok, 10.4/(10.5+3))
+	near("overall busy $/Mtok", all.BusyPerMtok, (5+5.4*0.125)/13.5)
+	if costReport(nil, before, after, time.Minute, occ, samples) != nil {
+		t.Error("a report without a setup")
+	}
+
+	base := &Result{Policy: "cache-aware", Cost: rep}
+	cheaper := *rep
+	cheaper.Overall.PerMtok, cheaper.Overall.BusyPerMtok = all.PerMtok/2, all.BusyPerMtok*0.9
+	other := &Result{Policy: "cost-aware", Cost: &cheaper}
+	var sb strings.Builder
+	if err := writeCost(&sb, []*Result{base, other}, &Comparison{Baseline: "cache-aware"}, false); err != nil {
+		t.Fatal(err)
+	}
+	out := sb.String()
+	for _, want := range []string{"cache-aware: cost over 3600 s of hardware time; SLO attainment 50.0% (TTFT ≤ 100.0 ms)", "overall", "cost against cache-aware", "+50.0%", "+10.0%"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
