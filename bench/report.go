@@ -203,6 +203,7 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 		" load spread is the busiest engine's tokens over the mean;"+
 		" idle-while-queued counts the seconds the gateway queued turns while an engine had room"+
 		" (nothing waiting, fewer running than its max_num_seqs).")
+	writeInterference(w, results)
 	for _, r := range results {
 		heading(fmt.Sprintf("%s: %s workload, %s API, %.1fs", r.name(), r.Workload, r.API, r.DurationSeconds))
 		if err := write(breakdownTable(r)); err != nil {
@@ -242,6 +243,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	if err := summaryTable(c.Results).writeText(w); err != nil {
 		return err
 	}
+	writeInterference(w, c.Results)
 	fmt.Fprintf(w, "\nagainst %s:\n", c.Baseline)
 	return ratioTable(c).writeText(w)
 }
@@ -251,6 +253,7 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 	if err := summaryTable(c.Results).writeMarkdown(w); err != nil {
 		return err
 	}
+	writeInterference(w, c.Results)
 	fmt.Fprintf(w, "\nAgainst %s:\n\n", c.Baseline)
 	return ratioTable(c).writeMarkdown(w)
 }

@@ -83,6 +83,9 @@ type Result struct {
 	Isolation *IsolationReport `json:"isolation,omitempty"`
 	// Chaos holds the chaos workload's failures, migrations and restarts.
 	Chaos *ChaosReport `json:"chaos,omitempty"`
+	// Interference is what Config.Interference's client sent, apart from
+	// the run's figures; nil when none ran.
+	Interference *InterferenceReport `json:"interference,omitempty"`
 	// Samples are every request's records when Config.KeepSamples is set.
 	Samples []Sample `json:"samples,omitempty"`
 }
@@ -177,8 +180,10 @@ func measure(ctx context.Context, cfg Config, target Target, label string, total
 	r := newRunner(cfg, target, label, total)
 	stopOccupancy := sampleOccupancy(ctx, target.EngineMetricsURLs, target.gatewayMetricsURL(), r.start)
 	r.prog.run()
+	stopInterference := startInterference(ctx, cfg, target)
 	drive(ctx, r)
 	wall := time.Since(r.start)
+	interference := stopInterference()
 	r.prog.close()
 	occupancy := stopOccupancy()
 
@@ -187,12 +192,14 @@ func measure(ctx context.Context, cfg Config, target Target, label string, total
 	r.mu.Unlock()
 	res := buildResult(r.cfg, r.start, wall, samples)
 	res.Occupancy = occupancy
+	res.Interference = interference
 	if len(target.EngineMetricsURLs) > 0 {
 		// Scrape even when ctx is done: the figures so far are still wanted.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 		after, errs := scrapeAll(sctx, target.EngineMetricsURLs)
 		cancel()
 		res.Engines = engineDelta(before, after, append(scrapeErrs, errs...))
+		res.Engines.exclude(interference)
 	}
 	return res, samples
 }
