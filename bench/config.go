@@ -506,6 +506,11 @@ type Target struct {
 	// EngineURLs are the engines' base URLs, which Config.Interference
 	// sends to, bypassing the gateway. Empty: no interference.
 	EngineURLs []string
+	// SystemTokens counts the tokens of a prompt's opening system message
+	// with text system, as the engines render and tokenize it, for the
+	// agentic ideal's first turns. nil: 4 bytes a token, the simulator's
+	// own rules.
+	SystemTokens func(system string) int
 	// KVCapacityTokens is the fleet's total prefix-cache capacity, in
 	// tokens: the size of the global LRU the trace's ideal reuse is
 	// computed for. 0: unknown, the ideal is that of an unbounded cache.

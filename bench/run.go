@@ -133,7 +133,7 @@ func run(ctx context.Context, cfg Config, target Target, label string) (*Result,
 		res, samples := measure(ctx, cfg, target, label, len(sessions)*cfg.Agentic.TurnsPerSession, func(ctx context.Context, r *runner) {
 			r.sessions(ctx, sessions)
 		})
-		res.setIdeal(IdealAgenticReuse(cfg, samples, idealBlockSize))
+		res.setIdeal(idealAgenticReuse(cfg, samples, idealBlockSize, target.SystemTokens))
 		return res, nil
 	}
 }

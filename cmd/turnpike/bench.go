@@ -217,6 +217,9 @@ func startBenchStack(ctx context.Context, entry string, sf *simFlags, bc *bench.
 		return bench.Target{}, nil, err
 	}
 	t := bench.Target{BaseURL: "http://" + st.addr, Replicas: st.fleet, EngineURLs: st.fleet.URLs()}
+	if tok, ok := fl.cfg.Tokenizer.(simTokenizer); ok {
+		t.SystemTokens = tok.systemTokens
+	}
 	engines := st.fleet.Engines()
 	for i, u := range st.fleet.URLs() {
 		t.EngineMetricsURLs = append(t.EngineMetricsURLs, u+"/metrics")
