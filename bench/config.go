@@ -167,6 +167,9 @@ type Config struct {
 	Chaos     ChaosConfig     `json:"chaos" yaml:"chaos"`
 	// LongPrompt is the long-prompt workload (WorkloadLongPrompt).
 	LongPrompt LongPromptConfig `json:"long_prompt" yaml:"long_prompt"`
+	// Interference is a client sending straight to the engines beside the
+	// agentic and trace workloads; off by default.
+	Interference InterferenceConfig `json:"interference,omitzero" yaml:"interference"`
 }
 
 // AgenticConfig shapes the agentic workload: tenants with a shared system
@@ -299,6 +302,7 @@ func (c *Config) EnsureDefaults() {
 	setDefault(&c.Seed, DefaultSeed)
 	setDefault(&c.RequestTimeout, Duration(DefaultRequestTimeout))
 	c.LongPrompt.ensureDefaults()
+	c.Interference.ensureDefaults()
 
 	a := &c.Agentic
 	setDefault(&a.Sessions, DefaultSessions)
@@ -355,6 +359,10 @@ func (c *Config) Validate() error {
 		bad("workload %q: want agentic, trace, isolation, chaos or long-prompt", c.Workload)
 	}
 	c.LongPrompt.validate(bad)
+	c.Interference.validate(bad)
+	if c.Interference.Rate > 0 && c.Workload != WorkloadAgentic && c.Workload != WorkloadTrace {
+		bad("interference runs beside the agentic and trace workloads, not %s", c.Workload)
+	}
 	switch c.API {
 	case APIResponses, APIChat:
 	default:
@@ -495,6 +503,14 @@ type Target struct {
 	// workload, replica i being the engine of EngineMetricsURLs[i]. nil:
 	// no chaos run.
 	Replicas Replicas
+	// EngineURLs are the engines' base URLs, which Config.Interference
+	// sends to, bypassing the gateway. Empty: no interference.
+	EngineURLs []string
+	// SystemTokens counts the tokens of a prompt's opening system message
+	// with text system, as the engines render and tokenize it, for the
+	// agentic ideal's first turns. nil: 4 bytes a token, the simulator's
+	// own rules.
+	SystemTokens func(system string) int
 	// KVCapacityTokens is the fleet's total prefix-cache capacity, in
 	// tokens: the size of the global LRU the trace's ideal reuse is
 	// computed for. 0: unknown, the ideal is that of an unbounded cache.

@@ -62,6 +62,13 @@ func (r *Result) setIdeal(ideal IdealReuse) {
 // which an engine must compute. Token counts are the usage the gateway
 // reported; failed requests count for nothing.
 func IdealAgenticReuse(cfg Config, samples []*Sample, blockSize int) IdealReuse {
+	return idealAgenticReuse(cfg, samples, blockSize, nil)
+}
+
+// idealAgenticReuse is IdealAgenticReuse with the system prompt's tokens
+// counted by systemTokens (Target.SystemTokens); nil counts them as
+// systemPromptTokens does.
+func idealAgenticReuse(cfg Config, samples []*Sample, blockSize int, systemTokens func(string) int) IdealReuse {
 	ideal := IdealReuse{Method: IdealWorkload}
 	sorted := slices.Clone(samples)
 	slices.SortStableFunc(sorted, func(a, b *Sample) int { return int(a.Start - b.Start) })
@@ -69,6 +76,20 @@ func IdealAgenticReuse(cfg Config, samples []*Sample, blockSize int) IdealReuse 
 	a := cfg.Agentic
 	prev := map[string]*Sample{} // last answered turn of each session
 	seen := map[string]bool{}    // tenants whose system prompt was sent
+	counted := map[string]int{}  // systemTokens of each tenant's prompt
+	shared := func(label string) int {
+		if systemTokens == nil {
+			return systemPromptTokens(label, a.SystemPromptTokens, a.ToolSchemaTokens)
+		}
+		n, ok := counted[label]
+		if !ok {
+			if tenant, ok := tenantNumber(label); ok {
+				n = systemTokens(SystemPrompt(tenant, a.SystemPromptTokens, a.ToolSchemaTokens))
+			}
+			counted[label] = n
+		}
+		return n
+	}
 	for _, s := range sorted {
 		if s.Error != "" || s.InputTokens <= 0 {
 			continue
@@ -77,7 +98,7 @@ func IdealAgenticReuse(cfg Config, samples []*Sample, blockSize int) IdealReuse 
 		if p := prev[s.Session]; p != nil && s.Session != "" {
 			hit = p.InputTokens + p.OutputTokens
 		} else if seen[s.Tenant] {
-			hit = systemPromptTokens(s.Tenant, a.SystemPromptTokens, a.ToolSchemaTokens)
+			hit = shared(s.Tenant)
 		}
 		hit = min(floor(hit), floor(s.InputTokens-1))
 		ideal.PromptTokens += float64(s.InputTokens)
@@ -94,23 +115,29 @@ func IdealAgenticReuse(cfg Config, samples []*Sample, blockSize int) IdealReuse 
 // chat template renders it ("<|system|>\n" and the text), in whole tokens
 // of 4 bytes; 0 for a label that is not "t<n>".
 func systemPromptTokens(label string, systemTokens, schemaTokens int) int {
+	tenant, ok := tenantNumber(label)
+	if !ok {
+		return 0
+	}
+	return (len("<|system|>\n") + len(SystemPrompt(tenant, systemTokens, schemaTokens))) / 4
+}
+
+// tenantNumber reads a tenant label "t<n>".
+func tenantNumber(label string) (int, bool) {
 	var tenant int
 	for i, c := range label {
 		if i == 0 {
 			if c != 't' {
-				return 0
+				return 0, false
 			}
 			continue
 		}
 		if c < '0' || c > '9' {
-			return 0
+			return 0, false
 		}
 		tenant = tenant*10 + int(c-'0')
 	}
-	if len(label) < 2 {
-		return 0
-	}
-	return (len("<|system|>\n") + len(SystemPrompt(tenant, systemTokens, schemaTokens))) / 4
+	return tenant, len(label) >= 2
 }
 
 // IdealTraceReuse is the share of reqs' prompt tokens one global LRU cache

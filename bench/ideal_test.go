@@ -86,6 +86,29 @@ func TestIdealAgenticReuse(t *testing.T) {
 	}
 }
 
+// TestIdealAgenticReuseCounted: with the engines' own count of the
+// system prompt (a real tokenizer), a session's first turn is credited
+// that many tokens of it, not 4 bytes a token.
+func TestIdealAgenticReuseCounted(t *testing.T) {
+	cfg := Config{Agentic: AgenticConfig{SystemPromptTokens: 100, ToolSchemaTokens: 0}}
+	var asked []string
+	count := func(system string) int { asked = append(asked, system); return 170 }
+	samples := []*Sample{
+		{Tenant: "t0", Session: "a", Start: 0, InputTokens: 250, OutputTokens: 20},
+		{Tenant: "t0", Session: "b", Start: 1, InputTokens: 260, OutputTokens: 20},
+		{Tenant: "t0", Session: "c", Start: 2, InputTokens: 150, OutputTokens: 20},
+	}
+	got := idealAgenticReuse(cfg, samples, 16, count)
+	// b: 170 tokens of system prompt, in whole blocks; c: capped by its
+	// own prompt less the last token.
+	if want := float64(160 + 144); got.CachedTokens != want {
+		t.Errorf("cached = %v, want %v", got.CachedTokens, want)
+	}
+	if len(asked) != 1 || asked[0] != SystemPrompt(0, 100, 0) {
+		t.Errorf("counted %d system prompts (%q), want t0's once", len(asked), asked)
+	}
+}
+
 func TestSetIdeal(t *testing.T) {
 	r := &Result{Engines: &EngineCache{Flavor: "vllm", HitRate: 0.45}}
 	r.setIdeal(IdealReuse{PromptTokens: 100, CachedTokens: 50})

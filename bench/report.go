@@ -206,6 +206,7 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 	if err := writeCost(w, results, nil, md); err != nil {
 		return err
 	}
+	writeInterference(w, results)
 	for _, r := range results {
 		heading(fmt.Sprintf("%s: %s workload, %s API, %.1fs", r.name(), r.Workload, r.API, r.DurationSeconds))
 		if err := write(breakdownTable(r)); err != nil {
@@ -245,6 +246,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	if err := summaryTable(c.Results).writeText(w); err != nil {
 		return err
 	}
+	writeInterference(w, c.Results)
 	fmt.Fprintf(w, "\nagainst %s:\n", c.Baseline)
 	if err := ratioTable(c).writeText(w); err != nil {
 		return err
@@ -257,6 +259,7 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 	if err := summaryTable(c.Results).writeMarkdown(w); err != nil {
 		return err
 	}
+	writeInterference(w, c.Results)
 	fmt.Fprintf(w, "\nAgainst %s:\n\n", c.Baseline)
 	if err := ratioTable(c).writeMarkdown(w); err != nil {
 		return err

@@ -86,6 +86,9 @@ type Result struct {
 	// Cost is what the run's tokens cost per pool and overall, with the
 	// SLO attainment it came at; nil without Target.Cost.
 	Cost *CostReport `json:"cost,omitempty"`
+	// Interference is what Config.Interference's client sent, apart from
+	// the run's figures; nil when none ran.
+	Interference *InterferenceReport `json:"interference,omitempty"`
 	// Samples are every request's records when Config.KeepSamples is set.
 	Samples []Sample `json:"samples,omitempty"`
 }
@@ -133,7 +136,7 @@ func run(ctx context.Context, cfg Config, target Target, label string) (*Result,
 		res, samples := measure(ctx, cfg, target, label, len(sessions)*cfg.Agentic.TurnsPerSession, func(ctx context.Context, r *runner) {
 			r.sessions(ctx, sessions)
 		})
-		res.setIdeal(IdealAgenticReuse(cfg, samples, idealBlockSize))
+		res.setIdeal(idealAgenticReuse(cfg, samples, idealBlockSize, target.SystemTokens))
 		return res, nil
 	}
 }
@@ -180,8 +183,10 @@ func measure(ctx context.Context, cfg Config, target Target, label string, total
 	r := newRunner(cfg, target, label, total)
 	stopOccupancy := sampleOccupancy(ctx, target.EngineMetricsURLs, target.gatewayMetricsURL(), r.start)
 	r.prog.run()
+	stopInterference := startInterference(ctx, cfg, target)
 	drive(ctx, r)
 	wall := time.Since(r.start)
+	interference := stopInterference()
 	r.prog.close()
 	occupancy := stopOccupancy()
 
@@ -190,6 +195,7 @@ func measure(ctx context.Context, cfg Config, target Target, label string, total
 	r.mu.Unlock()
 	res := buildResult(r.cfg, r.start, wall, samples)
 	res.Occupancy = occupancy
+	res.Interference = interference
 	if len(target.EngineMetricsURLs) > 0 {
 		// Scrape even when ctx is done: the figures so far are still wanted.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
@@ -197,6 +203,7 @@ func measure(ctx context.Context, cfg Config, target Target, label string, total
 		cancel()
 		res.Engines = engineDelta(before, after, append(scrapeErrs, errs...))
 		res.Cost = costReport(target.Cost, before, after, wall, occupancy, samples)
+		res.Engines.exclude(interference)
 	}
 	return res, samples
 }

@@ -33,7 +33,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	policy := fs.String("policy", "cache-aware", "embedded: the routing policy")
 	ttftTarget := fs.Duration("ttft-target", affinity.DefaultTTFTTargets[affinity.BandStandard], "embedded: the TTFT target on the simulated fleet's clock, of the cost report's SLO attainment and of the price scorer's every band")
 	var sf simFlags
-	compare := fs.String("compare", "", "embedded: comma-separated policies to run in turn, e.g. round-robin,session-hash,cache-aware; an entry may name a topology instead (aggregated, pd, hbm, cpu-tier, mixed: --policy on it) or both (cache-aware@pd, cost-aware@mixed)")
+	compare := fs.String("compare", "", "embedded: comma-separated policies to run in turn, e.g. round-robin,session-hash,cache-aware; an entry may name a topology instead (aggregated, pd, hbm, cpu-tier, mixed: --policy on it) or both (cache-aware@pd, cost-aware@mixed), and the KV index's mode: cache-aware@precise (the default: confirmed by the engines' KV events) against cache-aware@approximate (no KV events: what the gateway routed), also after a topology (cache-aware@hbm+approximate)")
+	interfereURLs := fs.String("interfere-urls", "", "with --url and --interfere-rate: comma-separated engine base URLs the interfering client sends to")
 	out := fs.String("out", "bench-results", "directory for results.json, report.html and report.md")
 	logLevel := fs.String("log-level", "warn", "embedded gateway log level")
 	fs.StringVar(&cfg.Workload, "workload", bench.DefaultWorkload, "agentic, trace, isolation or chaos (agentic sessions on chat and responses while embedded replicas are killed and restarted)")
@@ -71,6 +72,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Float64Var(&cfg.LongPrompt.Rate, "long-rate", bench.DefaultLongPromptRate, "long-prompt: arrivals per simulated second (Poisson)")
 	fs.DurationVar((*time.Duration)(&cfg.LongPrompt.KillAt), "long-kill-at", 0, "long-prompt: kill replica --long-kill-replica this long after the start (wall time; 0: none); in the pd topology replica 0 is a prefiller")
 	fs.IntVar(&cfg.LongPrompt.KillReplica, "long-kill-replica", 0, "long-prompt: the replica --long-kill-at kills")
+	fs.Float64Var(&cfg.Interference.Rate, "interfere-rate", 0, "agentic and trace: another client sends this many chat requests per second (of the simulated clock when embedded) straight to the engines, bypassing the gateway, counted apart (0: none)")
+	fs.IntVar(&cfg.Interference.PromptTokens, "interfere-tokens", bench.DefaultInterferencePromptTokens, "interference: prompt tokens of each request, none shared")
+	fs.IntVar(&cfg.Interference.Engines, "interfere-engines", bench.DefaultInterferenceEngines, "interference: how many engines it sends to (the first ones)")
 	fs.IntVar(&cfg.Chaos.Rounds, "chaos-rounds", 0, "chaos: kill rounds (0: as many as fit in --max-duration)")
 	fs.DurationVar((*time.Duration)(&cfg.Chaos.RejoinGoal), "chaos-rejoin-goal", 0, "chaos: how soon a restarted replica should take traffic (0: the gateway's breaker timeout)")
 	sf.register(fs, "sim-", "sim-replicas")
@@ -96,6 +100,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *url == "" && sf.timeScale > 0 {
 		// Arrivals on the simulated clock.
 		cfg.LongPrompt.TimeScale = sf.timeScale
+		cfg.Interference.TimeScale = sf.timeScale
 	}
 	if *traceSpeed != 0 {
 		if !(*traceSpeed > 0) || cfg.Trace.TimeScale != 0 {
@@ -143,6 +148,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if *engineMetrics != "" {
 			t.EngineMetricsURLs = strings.Split(*engineMetrics, ",")
 		}
+		if *interfereURLs != "" {
+			t.EngineURLs = strings.Split(*interfereURLs, ",")
+		}
 		res, err := bench.Run(ctx, cfg, t)
 		if err != nil {
 			return err
@@ -181,6 +189,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // startBenchStack starts a fresh simulated fleet and gateway with the given
 // policy on ephemeral ports: fresh engine caches for every policy.
 func startBenchStack(ctx context.Context, entry string, sf *simFlags, bc *bench.Config, log *slog.Logger) (bench.Target, func() error, error) {
+	entry, index := benchIndexMode(entry, sf)
 	policy, topology := benchEntry(entry, sf)
 	fsf := *sf
 	fsf.topology = topology
@@ -201,12 +210,20 @@ func startBenchStack(ctx context.Context, entry string, sf *simFlags, bc *bench.
 		return bench.Target{}, nil, err
 	}
 	benchTTFTTargets(cfg, sf.timeScale, sf.ttftTarget)
+	if index == indexApproximate {
+		// Engines that publish no KV events: the gateway subscribes to
+		// none, and its index holds only what it routed.
+		fl.cfg.KVEventsAddr = ""
+	}
 	st, err := startStack(ctx, cfg, fl, log)
 	if err != nil {
 		os.RemoveAll(dataDir)
 		return bench.Target{}, nil, err
 	}
-	t := bench.Target{BaseURL: "http://" + st.addr, Replicas: st.fleet, Cost: benchCost(st.fleet, sf.timeScale, sf.ttftTarget)}
+	t := bench.Target{BaseURL: "http://" + st.addr, Replicas: st.fleet, EngineURLs: st.fleet.URLs(), Cost: benchCost(st.fleet, sf.timeScale, sf.ttftTarget)}
+	if tok, ok := fl.cfg.Tokenizer.(simTokenizer); ok {
+		t.SystemTokens = tok.systemTokens
+	}
 	engines := st.fleet.Engines()
 	for i, u := range st.fleet.URLs() {
 		t.EngineMetricsURLs = append(t.EngineMetricsURLs, u+"/metrics")
@@ -305,6 +322,34 @@ func benchEntry(entry string, sf *simFlags) (policy, topology string) {
 		return sf.policy, entry
 	}
 	return policy, topology
+}
+
+// The KV index's modes a --compare entry may name.
+const (
+	// indexPrecise: the engines publish KV events and the gateway's
+	// index follows them (stores, evictions, clears). The default.
+	indexPrecise = "precise"
+	// indexApproximate: the engines publish none; the index holds what
+	// the gateway routed, bounded by each engine's scraped cache size.
+	indexApproximate = "approximate"
+)
+
+// benchIndexMode takes the KV index's mode off a --compare entry: a bare
+// "precise" or "approximate" (with --policy), "policy@mode", or a
+// topology entry with "+mode" (cache-aware@hbm+approximate). What is left
+// is read by benchEntry.
+func benchIndexMode(entry string, sf *simFlags) (rest, mode string) {
+	for _, m := range []string{indexPrecise, indexApproximate} {
+		switch {
+		case entry == m:
+			return sf.policy, m
+		case strings.HasSuffix(entry, "@"+m):
+			return strings.TrimSuffix(entry, "@"+m), m
+		case strings.HasSuffix(entry, "+"+m):
+			return strings.TrimSuffix(entry, "+"+m), m
+		}
+	}
+	return entry, indexPrecise
 }
 
 // benchFleetDefaults sets benchFleet's flags that the command line left

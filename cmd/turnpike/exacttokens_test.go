@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -38,14 +36,7 @@ func TestExactTokensEndToEnd(t *testing.T) {
 	// A KV index of the test's own, fed by the engine's events alone.
 	ix := kv.NewIndex(kv.IndexOptions{})
 	hasher := &kv.Hasher{}
-	sub, err := kv.NewSubscriber(ix, kv.SubscriberConfig{Addr: st.fleet.Engines()[0].KVEventsAddr(), Model: defaultSimServedModel, Hasher: hasher, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	subCtx, stop := context.WithCancel(context.Background())
-	subDone := make(chan struct{})
-	go func() { sub.Run(subCtx); close(subDone) }()
-	t.Cleanup(func() { stop(); <-subDone })
+	sub := engineSubscriber(t, ix, st.fleet.Engines()[0].KVEventsAddr(), hasher)
 
 	m, err := hf.Load(qwen3Dir)
 	if err != nil {
@@ -69,19 +60,13 @@ func TestExactTokensEndToEnd(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	// A subscriber that joins a publisher late misses what came before:
-	// warm up until it hears the engine.
-	for i := 0; sub.Stats().Events == 0; i++ {
-		if i == 200 {
-			t.Fatal("no KV events heard from the engine")
-		}
+	awaitEvents(t, sub, func(int) {
 		_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: defaultSimServedModel, MaxTokens: openai.Int(1),
 			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(strings.Repeat("warm up the cache, please. ", 4))}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	})
 
 	system := "You are a careful reviewer. Answer in short sentences, cite line numbers, and never invent code."
 	user1 := "Review this function:\n```go\n" + strings.Repeat("func add(a, b int) int { return a + b } // überprüft ✓\n", 30) + "```"

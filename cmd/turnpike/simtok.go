@@ -50,4 +50,15 @@ func (s simTokenizer) Encode(dst []uint32, text string) []uint32 {
 	return s.m.Tokenizer.Encode(dst, text)
 }
 
+// systemTokens counts a prompt's opening system message of text system
+// as the engines render and tokenize it (bench.Target.SystemTokens); 0
+// when the template refuses it.
+func (s simTokenizer) systemTokens(system string) int {
+	text, err := s.m.Template.Render([]prompt.Message{{Role: "system", Content: system}}, nil, false)
+	if err != nil {
+		return 0
+	}
+	return len(s.m.Tokenizer.Encode(nil, text))
+}
+
 var _ sim.ChatTokenizer = simTokenizer{}

@@ -1,0 +1,264 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+)
+
+// Defaults of InterferenceConfig.
+const (
+	DefaultInterferencePromptTokens = 4096
+	DefaultInterferenceOutputTokens = 8
+	DefaultInterferenceEngines      = 1
+	DefaultInterferenceMaxInFlight  = 8
+)
+
+// InterferenceConfig is another client of the engines, one the gateway
+// never sees: it sends chat completions of its own straight to engines'
+// URLs (Target.EngineURLs) at a steady rate, each prompt unlike any other,
+// so the engines evict blocks to hold them and the gateway learns of those
+// evictions only from the engines' KV events, if it subscribes to them.
+// Its requests are not turns of the run: they are counted apart
+// (Result.Interference), and their prompt tokens are taken out of the
+// engines' prefix-cache figures. Off while Rate is 0.
+type InterferenceConfig struct {
+	// Rate is requests per second of the workload's clock (TimeScale).
+	// 0 (default): no interference.
+	Rate float64 `json:"rate,omitempty" yaml:"rate"`
+	// PromptTokens is each request's prompt length, in generated tokens
+	// (about 4 bytes each). Default 4096.
+	PromptTokens int `json:"prompt_tokens,omitempty" yaml:"prompt_tokens"`
+	// OutputTokens is each request's max_tokens. Default 8.
+	OutputTokens int `json:"output_tokens,omitempty" yaml:"output_tokens"`
+	// Engines is how many engines it sends to, the first of
+	// Target.EngineURLs, dealt in turn. Default 1: one engine's cache
+	// churns while the others' do not.
+	Engines int `json:"engines,omitempty" yaml:"engines"`
+	// MaxInFlight caps its requests in flight; a request due while the cap
+	// is reached is skipped and counted. Default 8.
+	MaxInFlight int `json:"max_in_flight,omitempty" yaml:"max_in_flight"`
+	// TimeScale multiplies the interval between requests, like
+	// AgenticConfig.TimeScale (the simulated fleet's time scale when
+	// embedded). Default 1.
+	TimeScale float64 `json:"time_scale,omitempty" yaml:"time_scale"`
+}
+
+func (c *InterferenceConfig) ensureDefaults() {
+	setDefault(&c.PromptTokens, DefaultInterferencePromptTokens)
+	setDefault(&c.OutputTokens, DefaultInterferenceOutputTokens)
+	setDefault(&c.Engines, DefaultInterferenceEngines)
+	setDefault(&c.MaxInFlight, DefaultInterferenceMaxInFlight)
+	setDefault(&c.TimeScale, DefaultTimeScale)
+}
+
+func (c *InterferenceConfig) validate(bad func(string, ...any)) {
+	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
+		bad("interference.rate %v: want >= 0", c.Rate)
+	}
+	if c.PromptTokens < 1 || c.OutputTokens < 1 || c.Engines < 1 || c.MaxInFlight < 1 {
+		bad("interference: prompt_tokens, output_tokens, engines and max_in_flight must be positive")
+	}
+	if !(c.TimeScale > 0) || math.IsInf(c.TimeScale, 0) {
+		bad("interference.time_scale %v: want > 0", c.TimeScale)
+	}
+}
+
+// InterferenceReport is what the interfering client sent and the engines
+// answered, apart from the run's own figures.
+type InterferenceReport struct {
+	// Engines are the URLs it sent to.
+	Engines []string `json:"engines"`
+	// Requests were sent; Errors of them failed; Skipped were due while
+	// MaxInFlight requests were in flight, and not sent.
+	Requests int `json:"requests"`
+	Errors   int `json:"errors"`
+	Skipped  int `json:"skipped"`
+	// PromptTokens and CachedTokens are the engines' usage of the answered
+	// requests: what they looked up in, and found in, their prefix caches.
+	PromptTokens int `json:"prompt_tokens"`
+	CachedTokens int `json:"cached_tokens"`
+	// FirstError is the first failure's message, "" when none failed.
+	FirstError string `json:"first_error,omitempty"`
+}
+
+// domainInterference seeds the interfering client's text (see mix).
+const domainInterference uint64 = 0x1f
+
+// interferer is the interfering client of one run.
+type interferer struct {
+	cfg     InterferenceConfig
+	model   string
+	seed    uint64
+	timeout time.Duration
+	clients []openai.Client
+
+	mu struct {
+		sync.Mutex
+		rep InterferenceReport
+	}
+}
+
+// startInterference starts the interfering client of cfg against target's
+// engines; the function it returns stops sending, waits for the requests
+// in flight and reports. Without interference (Rate 0) or engine URLs it
+// starts nothing and reports nil.
+func startInterference(ctx context.Context, cfg Config, target Target) func() *InterferenceReport {
+	ic := cfg.Interference
+	if ic.Rate <= 0 || len(target.EngineURLs) == 0 {
+		return func() *InterferenceReport { return nil }
+	}
+	in := &interferer{cfg: ic, model: cfg.Model, seed: uint64(cfg.Seed), timeout: cfg.RequestTimeout.D()}
+	urls := target.EngineURLs[:min(ic.Engines, len(target.EngineURLs))]
+	in.mu.rep.Engines = urls
+	transport := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: ic.MaxInFlight,
+	}
+	for _, u := range urls {
+		base := strings.TrimRight(u, "/")
+		if !strings.HasSuffix(base, "/v1") {
+			base += "/v1"
+		}
+		in.clients = append(in.clients, openai.NewClient(
+			option.WithBaseURL(base+"/"),
+			option.WithHTTPClient(&http.Client{Transport: transport}),
+			option.WithAPIKey("interference"),
+			option.WithMaxRetries(0),
+		))
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	// stop ends the schedule; requests in flight run on until they end
+	// (or the run's own context does), so their usage is counted before
+	// the engines are scraped again.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		in.schedule(ctx, stop, &wg)
+	}()
+	return func() *InterferenceReport {
+		close(stop)
+		<-done
+		wg.Wait()
+		cancel()
+		transport.CloseIdleConnections()
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		rep := in.mu.rep
+		return &rep
+	}
+}
+
+// schedule sends request i at i intervals from the start until stop.
+func (in *interferer) schedule(ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup) {
+	interval := time.Duration(in.cfg.TimeScale / in.cfg.Rate * float64(time.Second))
+	slots := make(chan struct{}, in.cfg.MaxInFlight)
+	start := time.Now()
+	for i := 0; ; i++ {
+		t := time.NewTimer(time.Until(start.Add(time.Duration(i) * interval)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			in.mu.Lock()
+			in.mu.rep.Skipped++
+			in.mu.Unlock()
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			in.send(ctx, i)
+		})
+	}
+}
+
+// send sends request i to its engine and counts it.
+func (in *interferer) send(ctx context.Context, i int) {
+	if in.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, in.timeout)
+		defer cancel()
+	}
+	cl := in.clients[i%len(in.clients)]
+	params := openai.ChatCompletionNewParams{
+		Model:     in.model,
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage(InterferencePrompt(in.seed, i, in.cfg.PromptTokens))},
+		MaxTokens: openai.Int(int64(in.cfg.OutputTokens)),
+	}
+	c, err := cl.Chat.Completions.New(ctx, params)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	rep := &in.mu.rep
+	rep.Requests++
+	if err != nil {
+		rep.Errors++
+		if rep.FirstError == "" {
+			rep.FirstError = err.Error()
+		}
+		return
+	}
+	rep.PromptTokens += int(c.Usage.PromptTokens)
+	rep.CachedTokens += int(c.Usage.PromptTokensDetails.CachedTokens)
+}
+
+// InterferencePrompt is the interfering client's prompt number i of a run
+// seeded seed: n generated tokens, opening with its own number so that no
+// two share even their first block.
+func InterferencePrompt(seed uint64, i, n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "interference %d: ", i)
+	appendWords(&b, mix(domainInterference, seed, uint64(i)), max(n-3, 1))
+	return strings.TrimSuffix(b.String(), " ")
+}
+
+// exclude takes the interfering client's requests out of the engines'
+// prefix-cache figures, so that the hit rate (and the captured share of
+// the ideal) is the run's own. The engines' token counters, load spread
+// and latency histograms still include them.
+func (ec *EngineCache) exclude(rep *InterferenceReport) {
+	if ec == nil || rep == nil || ec.Flavor == "" || ec.QueriedTokens == 0 {
+		return
+	}
+	ec.QueriedTokens = max(ec.QueriedTokens-float64(rep.PromptTokens), 0)
+	ec.HitTokens = max(ec.HitTokens-float64(rep.CachedTokens), 0)
+	ec.HitRate = 0
+	if ec.QueriedTokens > 0 {
+		ec.HitRate = ec.HitTokens / ec.QueriedTokens
+	}
+}
+
+// writeInterference says, for each result that had an interfering client,
+// what it sent.
+func writeInterference(w io.Writer, results []*Result) {
+	for _, r := range results {
+		rep := r.Interference
+		if rep == nil {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s: interfering client sent %d requests straight to %d engine(s) (%d failed, %d skipped at its in-flight cap), %d prompt tokens, %d found cached; left out of the engine hit rate\n",
+			r.name(), rep.Requests, len(rep.Engines), rep.Errors, rep.Skipped, rep.PromptTokens, rep.CachedTokens)
+		if rep.FirstError != "" {
+			fmt.Fprintf(w, "  first failure: %s\n", rep.FirstError)
+		}
+	}
+}
