@@ -170,6 +170,10 @@ type Config struct {
 	// Interference is a client sending straight to the engines beside the
 	// agentic and trace workloads; off by default.
 	Interference InterferenceConfig `json:"interference,omitzero" yaml:"interference"`
+	// BatchLoad is a batch submitted through the Batch API beside the run
+	// (in the isolation scenario: as tenant B's burst starts); off by
+	// default.
+	BatchLoad BatchLoadConfig `json:"batch_load,omitzero" yaml:"batch_load"`
 }
 
 // AgenticConfig shapes the agentic workload: tenants with a shared system
@@ -303,6 +307,7 @@ func (c *Config) EnsureDefaults() {
 	setDefault(&c.RequestTimeout, Duration(DefaultRequestTimeout))
 	c.LongPrompt.ensureDefaults()
 	c.Interference.ensureDefaults()
+	c.BatchLoad.ensureDefaults()
 
 	a := &c.Agentic
 	setDefault(&a.Sessions, DefaultSessions)
@@ -360,6 +365,10 @@ func (c *Config) Validate() error {
 	}
 	c.LongPrompt.validate(bad)
 	c.Interference.validate(bad)
+	c.BatchLoad.validate(bad)
+	if c.BatchLoad.Lines > 0 && c.Workload == WorkloadChaos {
+		bad("a batch beside the chaos workload: its replicas' kills would be the batch's retries; run it with another workload")
+	}
 	if c.Interference.Rate > 0 && c.Workload != WorkloadAgentic && c.Workload != WorkloadTrace {
 		bad("interference runs beside the agentic and trace workloads, not %s", c.Workload)
 	}

@@ -63,6 +63,10 @@ func runIsolation(ctx context.Context, cfg Config, target Target, label string) 
 	loops := int(math.Ceil(ic.BurstMultiple * float64(ic.FleetSlots)))
 	phase := cfg
 	phase.MaxDuration = ic.Duration
+	// The baseline has neither burst nor batch; the burst run's batch is
+	// submitted as the burst starts, not by measure.
+	phase.BatchLoad.Lines = 0
+	var batch func() *BatchLoadReport
 	keyA, keyB := orKey(ic.KeyA, target.APIKey), orKey(ic.KeyB, target.APIKey)
 	nA := int(math.Ceil(dur.Seconds() * ic.ARate))
 
@@ -83,8 +87,14 @@ func runIsolation(ctx context.Context, cfg Config, target Target, label string) 
 		for i := range loops {
 			wg.Go(func() { r.agentLoop(ctx, i, burstAt, keyB, ic.BPriority) })
 		}
+		if cfg.BatchLoad.Lines > 0 && sleepUntil(ctx, r.start.Add(burstAt)) {
+			batch = startBatchLoad(ctx, cfg, target)
+		}
 		wg.Wait()
 	})
+	if batch != nil {
+		burst.BatchLoad = batch()
+	}
 
 	inWindow := func(samples []*Sample, tenant string) []*Sample {
 		var out []*Sample

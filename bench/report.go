@@ -207,6 +207,7 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 		return err
 	}
 	writeInterference(w, results)
+	writeBatchLoad(w, results)
 	for _, r := range results {
 		heading(fmt.Sprintf("%s: %s workload, %s API, %.1fs", r.name(), r.Workload, r.API, r.DurationSeconds))
 		if err := write(breakdownTable(r)); err != nil {
@@ -247,6 +248,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 		return err
 	}
 	writeInterference(w, c.Results)
+	writeBatchLoad(w, c.Results)
 	fmt.Fprintf(w, "\nagainst %s:\n", c.Baseline)
 	if err := ratioTable(c).writeText(w); err != nil {
 		return err
@@ -260,6 +262,7 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 		return err
 	}
 	writeInterference(w, c.Results)
+	writeBatchLoad(w, c.Results)
 	fmt.Fprintf(w, "\nAgainst %s:\n\n", c.Baseline)
 	if err := ratioTable(c).writeMarkdown(w); err != nil {
 		return err

@@ -89,6 +89,9 @@ type Result struct {
 	// Interference is what Config.Interference's client sent, apart from
 	// the run's figures; nil when none ran.
 	Interference *InterferenceReport `json:"interference,omitempty"`
+	// BatchLoad is what became of Config.BatchLoad's batch; nil when none
+	// was offered.
+	BatchLoad *BatchLoadReport `json:"batch_load,omitempty"`
 	// Samples are every request's records when Config.KeepSamples is set.
 	Samples []Sample `json:"samples,omitempty"`
 }
@@ -184,9 +187,11 @@ func measure(ctx context.Context, cfg Config, target Target, label string, total
 	stopOccupancy := sampleOccupancy(ctx, target.EngineMetricsURLs, target.gatewayMetricsURL(), r.start)
 	r.prog.run()
 	stopInterference := startInterference(ctx, cfg, target)
+	stopBatch := startBatchLoad(ctx, cfg, target)
 	drive(ctx, r)
 	wall := time.Since(r.start)
 	interference := stopInterference()
+	batch := stopBatch()
 	r.prog.close()
 	occupancy := stopOccupancy()
 
@@ -196,6 +201,7 @@ func measure(ctx context.Context, cfg Config, target Target, label string, total
 	res := buildResult(r.cfg, r.start, wall, samples)
 	res.Occupancy = occupancy
 	res.Interference = interference
+	res.BatchLoad = batch
 	if len(target.EngineMetricsURLs) > 0 {
 		// Scrape even when ctx is done: the figures so far are still wanted.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)

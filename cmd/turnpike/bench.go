@@ -74,6 +74,11 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.LongPrompt.KillReplica, "long-kill-replica", 0, "long-prompt: the replica --long-kill-at kills")
 	fs.Float64Var(&cfg.Interference.Rate, "interfere-rate", 0, "agentic and trace: another client sends this many chat requests per second (of the simulated clock when embedded) straight to the engines, bypassing the gateway, counted apart (0: none)")
 	fs.IntVar(&cfg.Interference.PromptTokens, "interfere-tokens", bench.DefaultInterferencePromptTokens, "interference: prompt tokens of each request, none shared")
+	fs.IntVar(&cfg.BatchLoad.Lines, "batch-lines", 0, "a batch of this many chat completions submitted through the Batch API beside the run (isolation: as the burst starts), reported apart (0: none)")
+	fs.IntVar(&cfg.BatchLoad.PromptTokens, "batch-prompt-tokens", bench.DefaultBatchPromptTokens, "batch: prompt tokens of each line")
+	fs.IntVar(&cfg.BatchLoad.OutputTokens, "batch-output-tokens", bench.DefaultBatchOutputTokens, "batch: max_tokens of each line")
+	fs.DurationVar((*time.Duration)(&cfg.BatchLoad.Deadline), "batch-deadline", time.Duration(bench.DefaultBatchDeadline), "batch: must be done this long after its submission; the run waits for it up to then")
+	fs.StringVar(&cfg.BatchLoad.Key, "batch-key", "", "batch with --url: the API key it is submitted with")
 	fs.IntVar(&cfg.Interference.Engines, "interfere-engines", bench.DefaultInterferenceEngines, "interference: how many engines it sends to (the first ones)")
 	fs.IntVar(&cfg.Chaos.Rounds, "chaos-rounds", 0, "chaos: kill rounds (0: as many as fit in --max-duration)")
 	fs.DurationVar((*time.Duration)(&cfg.Chaos.RejoinGoal), "chaos-rejoin-goal", 0, "chaos: how soon a restarted replica should take traffic (0: the gateway's breaker timeout)")
@@ -384,6 +389,15 @@ func benchTenants(cfg *Config, bc *bench.Config) error {
 	cfg.Admin.Tenants = []admin.TenantConfig{
 		{Tenant: turns.Tenant{Name: "tenant-a", Weight: 1, DefaultBand: turns.Interactive, MaxBand: turns.Interactive}, Keys: []string{auth.HashKey(keyA).String()}},
 		{Tenant: turns.Tenant{Name: "tenant-b", Weight: 1, DefaultBand: turns.Standard, MaxBand: turns.Standard}, Keys: []string{auth.HashKey(keyB).String()}},
+	}
+	if bc.BatchLoad.Lines > 0 {
+		// The batch's own tenant, held to the background band.
+		keyC := rand.Text()
+		bc.BatchLoad.Key = keyC
+		cfg.Admin.Tenants = append(cfg.Admin.Tenants, admin.TenantConfig{
+			Tenant: turns.Tenant{Name: "tenant-batch", Weight: 1, DefaultBand: turns.Background, MaxBand: turns.Background},
+			Keys:   []string{auth.HashKey(keyC).String()},
+		})
 	}
 	return nil
 }

@@ -77,3 +77,42 @@ func TestBenchChaosNeedsTheEmbeddedFleet(t *testing.T) {
 		t.Errorf("chaos against --url: %v", err)
 	}
 }
+
+// A batch beside an agentic run goes through the embedded gateway's Batch
+// API and is reported apart from the run's turns.
+func TestBenchBatchBesideTheRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded fleet and gateway")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	err := benchCmd(ctx, []string{
+		"--out", out, "--sim-replicas", "1", "--sim-time-scale", "0.05",
+		"--sessions", "2", "--concurrency", "2", "--turns", "2",
+		"--system-tokens", "100", "--tool-schema-tokens", "50", "--tool-result-tokens", "50", "--output-tokens", "16",
+		"--batch-lines", "6", "--batch-prompt-tokens", "64", "--batch-output-tokens", "4",
+	}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res bench.Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	bl := res.BatchLoad
+	if bl == nil || bl.ID == "" || bl.Lines != 6 || bl.Completed != 6 || bl.Failed != 0 || !bl.InDeadline || bl.Status != "completed" {
+		t.Fatalf("batch report %+v", bl)
+	}
+	if res.Total.Requests != 4 {
+		t.Errorf("the run counted %d requests, want its own 4 turns only", res.Total.Requests)
+	}
+	if !strings.Contains(stdout.String(), "6 completed, 0 failed") {
+		t.Errorf("console report lacks the batch:\n%s", stdout.String())
+	}
+}

@@ -1,0 +1,222 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+)
+
+// Defaults of BatchLoadConfig.
+const (
+	DefaultBatchPromptTokens = 512
+	DefaultBatchOutputTokens = 16
+	DefaultBatchDeadline     = Duration(5 * time.Minute)
+	batchPoll                = 250 * time.Millisecond
+)
+
+// BatchLoadConfig is asynchronous work offered beside a run: one batch of
+// chat completions submitted through the gateway's Batch API
+// (POST /v1/files, POST /v1/batches) as the run starts, which the gateway
+// runs in the lowest band on capacity its interactive and standard turns
+// leave. The run's figures are its own; the batch is reported apart
+// (Result.BatchLoad): how many lines completed, and whether all of them did
+// before the deadline. Off while Lines is 0.
+type BatchLoadConfig struct {
+	// Lines is the batch's number of requests. 0 (default): no batch.
+	Lines int `json:"lines,omitempty" yaml:"lines"`
+	// PromptTokens is each line's prompt, in generated tokens (about 4
+	// bytes each). Default 512.
+	PromptTokens int `json:"prompt_tokens,omitempty" yaml:"prompt_tokens"`
+	// OutputTokens is each line's max_tokens. Default 16.
+	OutputTokens int `json:"output_tokens,omitempty" yaml:"output_tokens"`
+	// Deadline is how long after its submission the batch must be done;
+	// the run waits for it up to then. Default 5m.
+	Deadline Duration `json:"deadline,omitempty" yaml:"deadline"`
+	// Key is the API key the batch is submitted with (a tenant of its
+	// own); empty: Target.APIKey.
+	Key string `json:"-" yaml:"key"`
+}
+
+func (c *BatchLoadConfig) ensureDefaults() {
+	setDefault(&c.PromptTokens, DefaultBatchPromptTokens)
+	setDefault(&c.OutputTokens, DefaultBatchOutputTokens)
+	setDefault(&c.Deadline, DefaultBatchDeadline)
+}
+
+func (c *BatchLoadConfig) validate(bad func(string, ...any)) {
+	if c.Lines < 0 || c.Lines > 50_000 {
+		bad("batch_load.lines %d: want 0 to 50000 (the Batch API's limit)", c.Lines)
+	}
+	if c.PromptTokens < 1 || c.OutputTokens < 1 {
+		bad("batch_load: prompt_tokens and output_tokens must be positive")
+	}
+	if c.Deadline.D() <= 0 {
+		bad("batch_load.deadline %v: want > 0", c.Deadline.D())
+	}
+}
+
+// BatchLoadReport is what became of the batch offered beside a run.
+type BatchLoadReport struct {
+	ID string `json:"id"`
+	// Status is the batch's last status ("completed", or where it stood at
+	// the deadline).
+	Status string `json:"status"`
+	// Lines, Completed and Failed are the batch's request counts.
+	Lines     int `json:"lines"`
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+	// Seconds is from submission to the batch's end, or to the deadline.
+	Seconds float64 `json:"seconds"`
+	// InDeadline: every line completed before the deadline.
+	InDeadline bool `json:"in_deadline"`
+	// RunSeconds is how long the run itself took, for scale: a batch done
+	// within it ran beside the run's turns.
+	RunSeconds float64 `json:"run_seconds"`
+	// Error is why the batch could not be submitted or followed.
+	Error string `json:"error,omitempty"`
+}
+
+// domainBatch seeds the batch's text (see mix).
+const domainBatch uint64 = 0x2b
+
+// startBatchLoad submits cfg's batch to target; the function it returns,
+// called when the run's own load has ended, waits for the batch up to its
+// deadline and reports. Without a batch (Lines 0) it reports nil.
+func startBatchLoad(ctx context.Context, cfg Config, target Target) func() *BatchLoadReport {
+	bc := cfg.BatchLoad
+	if bc.Lines <= 0 {
+		return func() *BatchLoadReport { return nil }
+	}
+	key := bc.Key
+	if key == "" {
+		key = target.APIKey
+	}
+	base := strings.TrimRight(target.BaseURL, "/")
+	if !strings.HasSuffix(base, "/v1") {
+		base += "/v1"
+	}
+	client := openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey(key),
+		option.WithHTTPClient(&http.Client{Timeout: time.Minute}), option.WithMaxRetries(2))
+	start := time.Now()
+	rep := &BatchLoadReport{Lines: bc.Lines}
+	id, err := submitBatch(ctx, client, cfg)
+	if err != nil {
+		rep.Error = err.Error()
+		return func() *BatchLoadReport { return rep }
+	}
+	rep.ID = id
+	return func() *BatchLoadReport {
+		rep.RunSeconds = time.Since(start).Seconds()
+		followBatch(ctx, client, rep, start, bc.Deadline.D())
+		return rep
+	}
+}
+
+// submitBatch uploads the batch's lines and creates the batch.
+func submitBatch(ctx context.Context, client openai.Client, cfg Config) (string, error) {
+	var in strings.Builder
+	enc := json.NewEncoder(&in)
+	for i := range cfg.BatchLoad.Lines {
+		line := map[string]any{
+			"custom_id": fmt.Sprintf("line-%d", i),
+			"method":    "POST",
+			"url":       "/v1/chat/completions",
+			"body": map[string]any{
+				"model":      cfg.Model,
+				"max_tokens": cfg.BatchLoad.OutputTokens,
+				"messages":   []map[string]string{{"role": "user", "content": BatchPrompt(uint64(cfg.Seed), i, cfg.BatchLoad.PromptTokens)}},
+			},
+		}
+		if err := enc.Encode(line); err != nil {
+			return "", err
+		}
+	}
+	file, err := client.Files.New(ctx, openai.FileNewParams{
+		File:    openai.File(strings.NewReader(in.String()), "bench-batch.jsonl", "application/jsonl"),
+		Purpose: openai.FilePurposeBatch,
+	})
+	if err != nil {
+		return "", fmt.Errorf("bench: uploading the batch: %w", err)
+	}
+	b, err := client.Batches.New(ctx, openai.BatchNewParams{
+		InputFileID:      file.ID,
+		Endpoint:         openai.BatchNewParamsEndpointV1ChatCompletions,
+		CompletionWindow: openai.BatchNewParamsCompletionWindow24h,
+	})
+	if err != nil {
+		return "", fmt.Errorf("bench: creating the batch: %w", err)
+	}
+	return b.ID, nil
+}
+
+// followBatch polls the batch until it ends or its deadline passes.
+func followBatch(ctx context.Context, client openai.Client, rep *BatchLoadReport, start time.Time, deadline time.Duration) {
+	end := start.Add(deadline)
+	ctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	for {
+		b, err := client.Batches.Get(ctx, rep.ID)
+		if err == nil {
+			rep.Status = string(b.Status)
+			rep.Completed, rep.Failed = int(b.RequestCounts.Completed), int(b.RequestCounts.Failed)
+			switch b.Status {
+			case openai.BatchStatusCompleted, openai.BatchStatusFailed, openai.BatchStatusCancelled, openai.BatchStatusExpired:
+				rep.Seconds = time.Since(start).Seconds()
+				rep.InDeadline = b.Status == openai.BatchStatusCompleted && rep.Completed == rep.Lines && !time.Now().After(end)
+				return
+			}
+		}
+		t := time.NewTimer(batchPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			rep.Seconds = math.Min(time.Since(start).Seconds(), deadline.Seconds())
+			if rep.Error == "" && err != nil {
+				rep.Error = err.Error()
+			}
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// BatchPrompt is the batch's line i of a run seeded seed: n generated
+// tokens, opening with its own number.
+func BatchPrompt(seed uint64, i, n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "batch line %d: summarise: ", i)
+	appendWords(&b, mix(domainBatch, seed, uint64(i)), max(n-5, 1))
+	return strings.TrimSuffix(b.String(), " ")
+}
+
+// writeBatchLoad says, for each result that had a batch beside it, what
+// became of the batch.
+func writeBatchLoad(w io.Writer, results []*Result) {
+	for _, r := range results {
+		rep := r.BatchLoad
+		if rep == nil {
+			continue
+		}
+		if rep.ID == "" {
+			fmt.Fprintf(w, "\n%s: batch not submitted: %s\n", r.name(), rep.Error)
+			continue
+		}
+		verdict := "all completed within the deadline"
+		if !rep.InDeadline {
+			verdict = "NOT all completed within the deadline"
+		}
+		fmt.Fprintf(w, "\n%s: batch %s of %d lines beside the run: %s, %d completed, %d failed, in %.1f s (the run's own load ended %.1f s after it was submitted): %s\n",
+			r.name(), rep.ID, rep.Lines, rep.Status, rep.Completed, rep.Failed, rep.Seconds, rep.RunSeconds, verdict)
+		if rep.Error != "" {
+			fmt.Fprintf(w, "  error: %s\n", rep.Error)
+		}
+	}
+}
