@@ -98,6 +98,10 @@ type Index struct {
 	lookupBlocks  atomic.Uint64
 	matchedBlocks atomic.Uint64
 
+	// peers, when set, shares the records of RecordRouted and
+	// RemoveRouted with the other gateways (see Peers).
+	peers atomic.Pointer[Peers]
+
 	mu struct {
 		sync.RWMutex
 		// protects the fields below
@@ -282,6 +286,26 @@ func (x *Index) Record(endpoint int, tier Tier, hashes []BlockHash) {
 		x.mu.blocks[h] = holders
 	}
 	x.evictLocked(owner, l, tier, ev)
+}
+
+// RecordRouted is Record in HBM for a prompt this gateway has just routed
+// to endpoint, ahead of the engine: the record is also shared with the
+// other gateways when Peers runs on the index. Records from engine KV
+// events and from peers go through Record, and are not shared.
+func (x *Index) RecordRouted(endpoint int, hashes []BlockHash) {
+	x.Record(endpoint, HBM, hashes)
+	if p := x.peers.Load(); p != nil {
+		p.routed(endpoint, peerRecordStored, hashes)
+	}
+}
+
+// RemoveRouted takes back what RecordRouted recorded, for a routed turn
+// that failed, here and at the peers that had the record.
+func (x *Index) RemoveRouted(endpoint int, hashes []BlockHash) {
+	x.Remove(endpoint, HBM, hashes)
+	if p := x.peers.Load(); p != nil {
+		p.routed(endpoint, peerRecordRemoved, hashes)
+	}
 }
 
 // Remove notes that endpoint no longer holds hashes in tier. Blocks it does
