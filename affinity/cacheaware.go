@@ -75,7 +75,7 @@ func (p *CacheAware) Pick(ctx context.Context, req *Request, candidates []*pools
 	p.routed.Add(ep.Index, promptTokens(c))
 	req.Routing.Prediction.Mark = p.model.Routed(ep.Index, pred.Uncached, now)
 	if p.index != nil && len(req.Hashes) > 0 {
-		p.index.RecordRouted(ep.Index, req.Hashes)
+		p.index.RecordRouted(ep.Index, req.Hashes, m.Blocks)
 		req.Routing.Recorded = true
 	}
 	if req.SessionKey != "" && p.sessions != nil {

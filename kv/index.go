@@ -289,13 +289,16 @@ func (x *Index) Record(endpoint int, tier Tier, hashes []BlockHash) {
 }
 
 // RecordRouted is Record in HBM for a prompt this gateway has just routed
-// to endpoint, ahead of the engine: the record is also shared with the
-// other gateways when Peers runs on the index. Records from engine KV
-// events and from peers go through Record, and are not shared.
-func (x *Index) RecordRouted(endpoint int, hashes []BlockHash) {
+// to endpoint, ahead of the engine; held is how many leading blocks of
+// hashes the index matched on endpoint before (Match.Blocks). When Peers
+// runs on the index, the blocks past held are shared with the other
+// gateways: they hold the leading ones already from an earlier turn of the
+// conversation, or learn them from the engine's KV events. Records from
+// engine KV events and from peers go through Record, and are not shared.
+func (x *Index) RecordRouted(endpoint int, hashes []BlockHash, held int) {
 	x.Record(endpoint, HBM, hashes)
 	if p := x.peers.Load(); p != nil {
-		p.routed(endpoint, peerRecordStored, hashes)
+		p.routed(endpoint, peerRecordStored, hashes[min(max(held, 0), len(hashes)):])
 	}
 }
 

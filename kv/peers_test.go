@@ -60,6 +60,17 @@ func (b *bus) subscribers() int {
 	return len(b.subs)
 }
 
+// tap is a transport that shows each message published to see.
+type tap struct {
+	*bus
+	see func([]byte)
+}
+
+func (t tap) Publish(ctx context.Context, msg []byte) error {
+	t.see(msg)
+	return t.bus.Publish(ctx, msg)
+}
+
 type peerGateway struct {
 	ix    *Index
 	peers *Peers
@@ -99,17 +110,29 @@ func TestPeersShareRoutedRecords(t *testing.T) {
 	g := startPeer(t, b, []string{"10.0.0.3:8000", "10.0.0.2:8000", "10.0.0.1:8000"})
 
 	hs := chain(1, 40)
-	a.ix.RecordRouted(0, hs) // 10.0.0.1 on A, id 2 on B
+	a.ix.RecordRouted(0, hs, 0) // 10.0.0.1 on A, id 2 on B
 	out := make([]Match, 3)
 	waitFor(t, "B's index holds A's routed prefix", func() bool { return g.ix.MatchPrefix(hs, out) == len(hs) })
 	if out[2].Blocks != len(hs) || out[0].Blocks != 0 || out[1].Blocks != 0 {
 		t.Fatalf("B matches %+v, want all 40 blocks on its endpoint 2 (10.0.0.1) only", out)
 	}
 
-	// A grown turn of the chain, routed by B to 10.0.0.1 again: A finds it.
+	// A grown turn of the chain, routed by B to 10.0.0.1 again, where it
+	// held the first 40 blocks: only the 10 new ones cross, and A, which
+	// holds the 40, finds the whole chain.
 	grown := append(hs[:len(hs):len(hs)], chain(2, 10)...)
-	g.ix.RecordRouted(2, grown)
+	var sent []BlockHash
+	g.peers.cfg.Transport = tap{b, func(msg []byte) {
+		if bt, err := decodePeerBatch(msg); err == nil {
+			sent = append(sent, bt.hashes...)
+		}
+	}}
+	g.ix.RecordRouted(2, grown, len(hs))
 	waitFor(t, "A's index holds B's grown prefix", func() bool { return a.ix.MatchPrefix(grown, out) == len(grown) })
+	if !slices.Equal(sent, grown[len(hs):]) {
+		t.Errorf("B published blocks %v, want only the 10 it did not hold", sent)
+	}
+	g.peers.cfg.Transport = b
 
 	// A failed turn's blocks are taken back at the peer too.
 	a.ix.RemoveRouted(0, grown[len(hs):])
@@ -136,7 +159,7 @@ func TestPeersKVEventRecordsNotShared(t *testing.T) {
 	// A record from an engine's KV events (Record) stays local; the
 	// routed one after it crosses.
 	a.ix.Record(0, HBM, chain(1, 8))
-	a.ix.RecordRouted(1, chain(2, 8))
+	a.ix.RecordRouted(1, chain(2, 8), 0)
 	out := make([]Match, 2)
 	waitFor(t, "B has the routed record", func() bool { return g.ix.MatchPrefix(chain(2, 8), out) == 8 })
 	if n := g.ix.MatchPrefix(chain(1, 8), out); n != 0 {
@@ -313,7 +336,7 @@ func BenchmarkRecordRouted(b *testing.B) {
 			hs := chain(1, 2000)
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
-				ix.RecordRouted(i%2, hs)
+				ix.RecordRouted(i%2, hs, 0)
 			}
 		})
 	}

@@ -31,7 +31,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	engineMetrics := fs.String("engine-metrics", "", "with --url: comma-separated engine /metrics URLs, for the engines' own prefix-cache hit rate")
 	policy := fs.String("policy", "cache-aware", "embedded: the routing policy")
 	var sf simFlags
-	compare := fs.String("compare", "", "embedded: comma-separated policies to run in turn, e.g. round-robin,session-hash,cache-aware; an entry may name a topology instead (aggregated, pd, hbm, cpu-tier: --policy on it) or both (cache-aware@pd)")
+	compare := fs.String("compare", "", "embedded: comma-separated policies to run in turn, e.g. round-robin,session-hash,cache-aware; an entry may name a topology instead (aggregated, pd, hbm, cpu-tier: --policy on it) or both (cache-aware@pd), and gateways (cache-aware@2gw, see --gateways)")
 	out := fs.String("out", "bench-results", "directory for results.json, report.html and report.md")
 	logLevel := fs.String("log-level", "warn", "embedded gateway log level")
 	fs.StringVar(&cfg.Workload, "workload", bench.DefaultWorkload, "agentic, trace, isolation or chaos (agentic sessions on chat and responses while embedded replicas are killed and restarted)")
@@ -72,6 +72,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Chaos.Rounds, "chaos-rounds", 0, "chaos: kill rounds (0: as many as fit in --max-duration)")
 	fs.DurationVar((*time.Duration)(&cfg.Chaos.RejoinGoal), "chaos-rejoin-goal", 0, "chaos: how soon a restarted replica should take traffic (0: the gateway's breaker timeout)")
 	sf.register(fs, "sim-", "sim-replicas")
+	var gws benchGateways
+	gws.register(fs)
 	for _, d := range benchFleet {
 		if f := fs.Lookup(d.flag); f != nil {
 			f.Usage += fmt.Sprintf(" (agentic, trace and chaos: default %s; isolation: %s)", d.value, f.DefValue)
@@ -153,7 +155,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		policies = strings.Split(*compare, ",")
 	}
 	start := func(ctx context.Context, entry string) (bench.Target, func() error, error) {
-		return startBenchStack(ctx, entry, &sf, &cfg, log)
+		return startBenchStack(ctx, entry, &sf, &gws, &cfg, log)
 	}
 	if len(policies) == 1 {
 		t, stop, err := start(ctx, policies[0])
@@ -177,7 +179,14 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // startBenchStack starts a fresh simulated fleet and gateway with the given
 // policy on ephemeral ports: fresh engine caches for every policy.
-func startBenchStack(ctx context.Context, entry string, sf *simFlags, bc *bench.Config, log *slog.Logger) (bench.Target, func() error, error) {
+func startBenchStack(ctx context.Context, entry string, sf *simFlags, gws *benchGateways, bc *bench.Config, log *slog.Logger) (bench.Target, func() error, error) {
+	entry, gateways, onRedis, err := gatewaysOf(entry, gws.count)
+	if err != nil {
+		return bench.Target{}, nil, err
+	}
+	if entry == "" {
+		entry = sf.policy
+	}
 	policy, topology := benchEntry(entry, sf)
 	fsf := *sf
 	fsf.topology = topology
@@ -197,18 +206,20 @@ func startBenchStack(ctx context.Context, entry string, sf *simFlags, bc *bench.
 		os.RemoveAll(dataDir)
 		return bench.Target{}, nil, err
 	}
+	if gateways > 1 || onRedis {
+		t, stop, err := startBenchGateways(ctx, gateways, gws, cfg, fl, log)
+		if err != nil {
+			os.RemoveAll(dataDir)
+			return t, nil, err
+		}
+		return t, func() error { err := stop(); os.RemoveAll(dataDir); return err }, nil
+	}
 	st, err := startStack(ctx, cfg, fl, log)
 	if err != nil {
 		os.RemoveAll(dataDir)
 		return bench.Target{}, nil, err
 	}
-	t := bench.Target{BaseURL: "http://" + st.addr, Replicas: st.fleet}
-	engines := st.fleet.Engines()
-	for i, u := range st.fleet.URLs() {
-		t.EngineMetricsURLs = append(t.EngineMetricsURLs, u+"/metrics")
-		e := engines[i]
-		t.KVCapacityTokens += e.NumBlocks() * e.Config().BlockSize
-	}
+	t := benchTarget(st)
 	stop := func() error {
 		err := st.Close(context.Background())
 		os.RemoveAll(dataDir)
