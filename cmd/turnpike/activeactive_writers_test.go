@@ -14,9 +14,10 @@ import (
 )
 
 // TestActiveActiveKillUnderLoad: 20 writers chain Responses turns
-// through gateway A, a process of its own, which runs two background
-// responses besides, when A is killed with SIGKILL. Every response A
-// acknowledged (answered completed, or incomplete at its token budget)
+// through gateway A, a process of its own; once A has acknowledged 60,
+// it starts two background responses, and while the writers go on and
+// the background responses run, A is killed with SIGKILL. Every response
+// A acknowledged (answered completed, or incomplete at its token budget)
 // is then read through gateway B as it was answered; each writer goes on
 // with its chain through B from its last acknowledged turn, whose
 // context B rebuilds whole; and B takes over A's background responses
@@ -30,18 +31,11 @@ func TestActiveActiveKillUnderLoad(t *testing.T) {
 	b, _ := startGateway(t, srv.URL(), pool, quickJobs)
 	ctx := t.Context()
 
-	var jobs []*responses.Response
-	for range 2 {
-		jobs = append(jobs, longJob(t, a, 300))
-	}
-	for _, j := range jobs {
-		waitRunning(t, b, j.ID)
-	}
-
 	const (
 		writers = 20
-		// killAfter acknowledged responses, A is killed: mid-load, by
-		// count, not by the clock.
+		// killAfter acknowledged responses, A starts the background
+		// responses and is killed while they run: mid-load, by count,
+		// not by the clock.
 		killAfter = 60
 		// afterKill more turns each writer chains through B.
 		afterKill = 2
@@ -56,21 +50,14 @@ func TestActiveActiveKillUnderLoad(t *testing.T) {
 		err   error
 	}
 	var (
-		ws       [writers]writer
-		total    atomic.Int64
-		killOnce sync.Once
-		killed   = make(chan struct{})
-		wg       sync.WaitGroup
+		ws        [writers]writer
+		total     atomic.Int64
+		reachOnce sync.Once
+		reached   = make(chan struct{})
+		killed    = make(chan struct{})
+		wg        sync.WaitGroup
 	)
-	killA := func() {
-		kill()
-		close(killed)
-		for _, j := range jobs {
-			if got, err := b.Responses.Get(ctx, j.ID, responses.ResponseGetParams{}); err != nil || got.Status != responses.ResponseStatusInProgress {
-				t.Errorf("background response %s at the kill: %v %v, want in_progress (a longer answer is needed)", j.ID, got.Status, err)
-			}
-		}
-	}
+	reach := func() { close(reached) }
 	turn := func(gw openai.Client, w, i int, prev *responses.Response) (*responses.Response, error) {
 		p := responses.ResponseNewParams{Model: defaultSimServedModel, MaxOutputTokens: openai.Int(4),
 			Input: input(fmt.Sprintf("writer %d, turn %d", w, i))}
@@ -97,12 +84,12 @@ func TestActiveActiveKillUnderLoad(t *testing.T) {
 				me.acked = append(me.acked, r)
 				last = r
 				if total.Add(1) == killAfter {
-					killOnce.Do(killA)
+					reachOnce.Do(reach)
 				}
 			}
 			// A failed: killed, or (the count check below fails then)
 			// before its time.
-			killOnce.Do(killA)
+			reachOnce.Do(reach)
 			<-killed
 			for i := range afterKill {
 				r, err := turn(b, w, len(me.acked)+i, last)
@@ -119,6 +106,26 @@ func TestActiveActiveKillUnderLoad(t *testing.T) {
 				last = r
 			}
 		}()
+	}
+	<-reached
+	// Should the test stop early, the writers stop too: the child's
+	// cleanup kills A, and B is theirs from then on.
+	var freeOnce sync.Once
+	free := func() { freeOnce.Do(func() { close(killed) }) }
+	defer free()
+	var jobs []*responses.Response
+	for range 2 {
+		jobs = append(jobs, longJob(t, a, 300))
+	}
+	for _, j := range jobs {
+		waitRunning(t, b, j.ID)
+	}
+	kill()
+	free()
+	for _, j := range jobs {
+		if got, err := b.Responses.Get(ctx, j.ID, responses.ResponseGetParams{}); err != nil || got.Status != responses.ResponseStatusInProgress {
+			t.Errorf("background response %s at the kill: %v %v, want in_progress (a longer answer is needed)", j.ID, got.Status, err)
+		}
 	}
 	wg.Wait()
 
