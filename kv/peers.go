@@ -242,14 +242,16 @@ func (p *Peers) publishLoop(ctx context.Context) {
 		msg    []byte
 	)
 	flush := func(ctx context.Context) {
+		// The buffers trade places with the pending ones, so that both
+		// keep their capacity and routing appends without allocating.
 		p.mu.Lock()
 		recs, p.mu.recs = p.mu.recs, recs[:0]
 		hashes, p.mu.hashes = p.mu.hashes, hashes[:0]
 		p.pendingBlocks.Store(0)
 		p.mu.Unlock()
-		for len(recs) > 0 {
+		for r, h := 0, 0; r < len(recs); {
 			var n int
-			msg, n = p.encode(msg[:0], recs, hashes)
+			msg, n = p.encode(msg[:0], recs[r:], hashes[h:])
 			if err := p.cfg.Transport.Publish(ctx, msg); err != nil {
 				p.dropped.WithLabelValues(peerDropPublish).Add(float64(n))
 				if ctx.Err() == nil {
@@ -258,11 +260,10 @@ func (p *Peers) publishLoop(ctx context.Context) {
 			} else {
 				p.published.Add(float64(n))
 			}
-			used := 0
-			for _, r := range recs[:n] {
-				used += r.n
+			for _, rec := range recs[r : r+n] {
+				h += rec.n
 			}
-			recs, hashes = recs[n:], hashes[used:]
+			r += n
 		}
 	}
 	for {
