@@ -77,7 +77,7 @@ func (p *CacheAware) Pick(ctx context.Context, req *Request, candidates []*pools
 	p.routed.Add(ep.Index, promptTokens(c))
 	req.Routing.Prediction.Mark = p.model.Routed(ep.Index, pred.Uncached, now)
 	if p.index != nil && len(req.Hashes) > 0 {
-		p.index.RecordChain(ep.Index, req.Hashes)
+		p.index.RecordRouted(ep.Index, req.Hashes, m.Blocks)
 		req.Routing.Recorded = true
 	}
 	if req.SessionKey != "" && p.sessions != nil {
@@ -175,7 +175,7 @@ func (p *CacheAware) Done(req *Request, ep *pools.Endpoint, o Outcome) {
 	if o.Err != nil {
 		p.model.Failed(ep.Index, r.Prediction.Uncached)
 		if r.Recorded && r.CachedBlocks < len(req.Hashes) {
-			p.index.Remove(ep.Index, kv.HBM, req.Hashes[r.CachedBlocks:])
+			p.index.RemoveRouted(ep.Index, req.Hashes[r.CachedBlocks:])
 		}
 		r.Recorded = false
 		return

@@ -155,7 +155,16 @@ func (x *Index) RecordChain(endpoint int, hashes []BlockHash) {
 		x.recordLocked(endpoint, HBM, hashes, true)
 		return
 	}
-	for _, h := range hashes[held:] {
+	x.insertBehindLocked(endpoint, e, anchor, hashes[held:])
+}
+
+
+// insertBehindLocked places hashes, the blocks of a chain past the block at
+// node anchor of closed endpoint e, right behind it, and evicts beyond the
+// capacity.
+func (x *Index) insertBehindLocked(endpoint int, e *endpointState, anchor int32, hashes []BlockHash) {
+	l := &e.tiers[HBM]
+	for _, h := range hashes {
 		holders := x.mu.blocks[h]
 		j := findHolder(holders, endpoint)
 		if j >= 0 && holders[j].node[HBM] != 0 {
@@ -178,4 +187,24 @@ func (x *Index) RecordChain(endpoint int, hashes []BlockHash) {
 		x.mu.blocks[h] = holders
 	}
 	x.evictLocked(endpoint, l, HBM, &e.evictions)
+}
+
+// RecordAfter is Record, in HBM, of hashes: the blocks of a chain past
+// parent, a block endpoint holds. It is how another gateway's routing
+// record of a turn arrives: the turn's prefix up to parent was held there.
+// On a closed endpoint holding parent the blocks are placed behind it, and
+// the endpoint stays closed; otherwise they are recorded as Record does.
+func (x *Index) RecordAfter(endpoint int, parent BlockHash, hashes []BlockHash) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e := x.endpointLocked(endpoint)
+	if len(hashes) == 0 {
+		return
+	}
+	if anchor, ok := x.holdsLocked(parent, endpoint); ok && e.closed() {
+		x.insertBehindLocked(endpoint, e, anchor, hashes)
+		return
+	}
+	x.recordLocked(endpoint, HBM, hashes, false)
+	x.markOpenLocked(endpoint, HBM)
 }

@@ -26,11 +26,17 @@
 // the event sequence marks the endpoint stale (Match.Stale) until the engine
 // clears its cache or events have flowed without a gap for RecoverAfter.
 //
+// Several gateways on one fleet share the speculative records: a Peers
+// publishes what RecordRouted records to the others over a PeerTransport
+// and applies theirs with Record, which publishes nothing; KV events are
+// not shared, since every gateway subscribes to the engines itself.
+//
 // # Concurrency model
 //
 // Index is safe for concurrent use: writers (Record, Remove, Clear,
 // SetCapacity) take a write lock, MatchPrefix a read lock, and MatchPrefix
 // and Hasher.HashTokens do not allocate, writing into caller-owned slices.
 // Counters are atomics. A Subscriber's Run is its only writer goroutine; its
-// Stats may be read from any goroutine.
+// Stats may be read from any goroutine. A Peers runs one goroutine that
+// publishes and one that applies; RecordRouted only queues a copy.
 package kv

@@ -101,6 +101,10 @@ type Index struct {
 	lookupBlocks  atomic.Uint64
 	matchedBlocks atomic.Uint64
 
+	// peers, when set, shares the records of RecordRouted and
+	// RemoveRouted with the other gateways (see Peers).
+	peers atomic.Pointer[Peers]
+
 	mu struct {
 		sync.RWMutex
 		// protects the fields below
@@ -315,6 +319,38 @@ func (x *Index) recordLocked(endpoint int, tier Tier, hashes []BlockHash, root b
 		}
 	}
 	x.evictLocked(owner, l, tier, ev)
+}
+
+// RecordRouted is Record in HBM for a prompt this gateway has just routed
+// to endpoint, ahead of the engine; held is how many leading blocks of
+// hashes the index matched on endpoint before (Match.Blocks). When Peers
+// runs on the index, the blocks past held are shared with the other
+// gateways: they hold the leading ones already from an earlier turn of the
+// conversation, or learn them from the engine's KV events. Records from
+// engine KV events and from peers go through Record, and are not shared.
+func (x *Index) RecordRouted(endpoint int, hashes []BlockHash, held int) {
+	x.RecordChain(endpoint, hashes)
+	p := x.peers.Load()
+	if p == nil {
+		return
+	}
+	// Whole, or past the last block held, that block first: the peers
+	// place the new blocks behind it (RecordChain, RecordAfter).
+	switch held = min(max(held, 0), len(hashes)); {
+	case held == 0:
+		p.routed(endpoint, peerRecordChain, hashes)
+	case held < len(hashes):
+		p.routed(endpoint, peerRecordAfter, hashes[held-1:])
+	}
+}
+
+// RemoveRouted takes back what RecordRouted recorded, for a routed turn
+// that failed, here and at the peers that had the record.
+func (x *Index) RemoveRouted(endpoint int, hashes []BlockHash) {
+	x.Remove(endpoint, HBM, hashes)
+	if p := x.peers.Load(); p != nil {
+		p.routed(endpoint, peerRecordRemoved, hashes)
+	}
 }
 
 // Remove notes that endpoint no longer holds hashes in tier. Blocks it does

@@ -46,6 +46,10 @@
 // with RedisOptions.Replicas a synced batch also waits for replicas (WAIT).
 // docs/state.md has the table of what each setting survives.
 //
+// DB.Broadcast is a channel every process on one Redis hears (PUBLISH and
+// SUBSCRIBE), for hints that may be lost, such as the gateways' routing
+// records; it is nil on Pebble and memory, which one process owns.
+//
 // Slices handed to Put and a Batch belong to the store until the call
 // (Apply, for a batch) returns; slices handed to a Scan callback are valid
 // only during that call, and Get returns a copy the caller owns.

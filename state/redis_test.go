@@ -307,3 +307,54 @@ func TestRedisMetrics(t *testing.T) {
 		}
 	}
 }
+
+func TestRedisBroadcast(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := t.Context()
+	open := func() *state.DB {
+		db, err := state.OpenRedis(ctx, srv.URL(), state.RedisOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	a, b := open(), open()
+	if state.NewMemory().Broadcast("x") != nil {
+		t.Fatal("memory store has a broadcast channel")
+	}
+	got := make(chan string, 4)
+	subCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- b.Broadcast("routes").Subscribe(subCtx, func(msg []byte) { got <- string(msg) })
+	}()
+	// Publish until the subscription hears it: it may not be set up yet.
+	pub := a.Broadcast("routes")
+	other := a.Broadcast("other")
+	var first string
+	for first == "" {
+		if err := other.Publish(ctx, []byte("not for routes")); err != nil {
+			t.Fatal(err)
+		}
+		if err := pub.Publish(ctx, []byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case first = <-got:
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if first != "hello" {
+		t.Fatalf("heard %q", first)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Subscribe after cancel: %v", err)
+	}
+	for len(got) > 0 {
+		if m := <-got; m != "hello" {
+			t.Fatalf("heard %q on routes", m)
+		}
+	}
+}

@@ -184,37 +184,12 @@ func TestActiveActiveKill(t *testing.T) {
 		t.Skip("starts redis-server, an engine fleet, a gateway and a child process")
 	}
 	srv, pool := startShared(t, jobScale)
-	spec, _ := json.Marshal(childSpec{Redis: srv.URL(), Pool: pool})
-	child := exec.Command(os.Args[0], "-test.run=^TestActiveActiveGatewayChild$")
-	child.Env = append(os.Environ(), childEnv+"="+string(spec))
-	child.Stderr = os.Stderr
-	out, err := child.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
-	addrA := ""
-	for sc := bufio.NewScanner(out); sc.Scan(); {
-		if a, ok := strings.CutPrefix(sc.Text(), "addr "); ok {
-			addrA = a
-			break
-		}
-	}
-	if addrA == "" {
-		t.Fatal("the child gateway did not start")
-	}
-	a := sdkClient(addrA)
+	a, kill := startChildGateway(t, srv.URL(), pool)
 	b, _ := startGateway(t, srv.URL(), pool, quickJobs)
 
 	r := longJob(t, a, 300)
 	waitRunning(t, b, r.ID)
-	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	child.Wait()
+	kill()
 	if got, _ := b.Responses.Get(t.Context(), r.ID, responses.ResponseGetParams{}); got.Status != responses.ResponseStatusInProgress {
 		t.Fatalf("at the kill: %s, want in_progress (a longer answer is needed)", got.Status)
 	}
@@ -225,4 +200,45 @@ func TestActiveActiveKill(t *testing.T) {
 	if got.OutputText() == "" {
 		t.Error("the taken-over response has no output")
 	}
+}
+
+// startChildGateway starts a gateway on redisURL and pool in a child
+// process (TestActiveActiveGatewayChild) and returns an SDK client of it
+// and a kill that ends it with SIGKILL and waits for it.
+func startChildGateway(t *testing.T, redisURL string, pool pools.PoolConfig) (openai.Client, func()) {
+	t.Helper()
+	spec, _ := json.Marshal(childSpec{Redis: redisURL, Pool: pool})
+	child := exec.Command(os.Args[0], "-test.run=^TestActiveActiveGatewayChild$")
+	child.Env = append(os.Environ(), childEnv+"="+string(spec))
+	child.Stderr = os.Stderr
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	kill := func() {
+		if killed {
+			return
+		}
+		killed = true
+		if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Error(err)
+		}
+		child.Wait()
+	}
+	t.Cleanup(kill)
+	addr := ""
+	for sc := bufio.NewScanner(out); sc.Scan(); {
+		if a, ok := strings.CutPrefix(sc.Text(), "addr "); ok {
+			addr = a
+			break
+		}
+	}
+	if addr == "" {
+		t.Fatal("the child gateway did not start")
+	}
+	return sdkClient(addr), kill
 }

@@ -33,7 +33,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	policy := fs.String("policy", "cache-aware", "embedded: the routing policy")
 	ttftTarget := fs.Duration("ttft-target", affinity.DefaultTTFTTargets[affinity.BandStandard], "embedded: the TTFT target on the simulated fleet's clock, of the cost report's SLO attainment and of the price scorer's every band")
 	var sf simFlags
-	compare := fs.String("compare", "", "embedded: comma-separated policies to run in turn, e.g. round-robin,session-hash,cache-aware; an entry may name a topology instead (aggregated, pd, hbm, cpu-tier, mixed: --policy on it) or both (cache-aware@pd, cost-aware@mixed), and the KV index's mode: cache-aware@precise (the default: confirmed by the engines' KV events) against cache-aware@approximate (no KV events: what the gateway routed), also after a topology (cache-aware@hbm+approximate)")
+	compare := fs.String("compare", "", "embedded: comma-separated policies to run in turn, e.g. round-robin,session-hash,cache-aware; an entry may name a topology instead (aggregated, pd, hbm, cpu-tier, mixed: --policy on it) or both (cache-aware@pd, cost-aware@mixed), and the KV index's mode: cache-aware@precise (the default: confirmed by the engines' KV events) against cache-aware@approximate (no KV events: what the gateway routed), also after a topology (cache-aware@hbm+approximate), and gateways (cache-aware@2gw, see --gateways)")
 	interfereURLs := fs.String("interfere-urls", "", "with --url and --interfere-rate: comma-separated engine base URLs the interfering client sends to")
 	out := fs.String("out", "bench-results", "directory for results.json, report.html and report.md")
 	logLevel := fs.String("log-level", "warn", "embedded gateway log level")
@@ -83,6 +83,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Chaos.Rounds, "chaos-rounds", 0, "chaos: kill rounds (0: as many as fit in --max-duration)")
 	fs.DurationVar((*time.Duration)(&cfg.Chaos.RejoinGoal), "chaos-rejoin-goal", 0, "chaos: how soon a restarted replica should take traffic (0: the gateway's breaker timeout)")
 	sf.register(fs, "sim-", "sim-replicas")
+	var gws benchGateways
+	gws.register(fs)
 	for _, d := range benchFleet {
 		if f := fs.Lookup(d.flag); f != nil {
 			f.Usage += fmt.Sprintf(" (agentic, trace and chaos: default %s; isolation: %s)", d.value, f.DefValue)
@@ -169,7 +171,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	sf.ttftTarget = *ttftTarget
 	start := func(ctx context.Context, entry string) (bench.Target, func() error, error) {
-		return startBenchStack(ctx, entry, &sf, &cfg, log)
+		return startBenchStack(ctx, entry, &sf, &gws, &cfg, log)
 	}
 	if len(policies) == 1 {
 		t, stop, err := start(ctx, policies[0])
@@ -193,7 +195,14 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // startBenchStack starts a fresh simulated fleet and gateway with the given
 // policy on ephemeral ports: fresh engine caches for every policy.
-func startBenchStack(ctx context.Context, entry string, sf *simFlags, bc *bench.Config, log *slog.Logger) (bench.Target, func() error, error) {
+func startBenchStack(ctx context.Context, entry string, sf *simFlags, gws *benchGateways, bc *bench.Config, log *slog.Logger) (bench.Target, func() error, error) {
+	entry, gateways, onRedis, err := gatewaysOf(entry, gws.count)
+	if err != nil {
+		return bench.Target{}, nil, err
+	}
+	if entry == "" {
+		entry = sf.policy
+	}
 	entry, index := benchIndexMode(entry, sf)
 	policy, topology := benchEntry(entry, sf)
 	fsf := *sf
@@ -220,21 +229,20 @@ func startBenchStack(ctx context.Context, entry string, sf *simFlags, bc *bench.
 		// none, and its index holds only what it routed.
 		fl.cfg.KVEventsAddr = ""
 	}
+	if gateways > 1 || onRedis {
+		t, stop, err := startBenchGateways(ctx, gateways, gws, cfg, sf, fl, log)
+		if err != nil {
+			os.RemoveAll(dataDir)
+			return t, nil, err
+		}
+		return t, func() error { err := stop(); os.RemoveAll(dataDir); return err }, nil
+	}
 	st, err := startStack(ctx, cfg, fl, log)
 	if err != nil {
 		os.RemoveAll(dataDir)
 		return bench.Target{}, nil, err
 	}
-	t := bench.Target{BaseURL: "http://" + st.addr, Replicas: st.fleet, EngineURLs: st.fleet.URLs(), Cost: benchCost(st.fleet, sf.timeScale, sf.ttftTarget)}
-	if tok, ok := fl.cfg.Tokenizer.(simTokenizer); ok {
-		t.SystemTokens = tok.systemTokens
-	}
-	engines := st.fleet.Engines()
-	for i, u := range st.fleet.URLs() {
-		t.EngineMetricsURLs = append(t.EngineMetricsURLs, u+"/metrics")
-		e := engines[i]
-		t.KVCapacityTokens += e.NumBlocks() * e.Config().BlockSize
-	}
+	t := benchTarget(st, sf, fl)
 	stop := func() error {
 		err := st.Close(context.Background())
 		os.RemoveAll(dataDir)

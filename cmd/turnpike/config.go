@@ -71,6 +71,19 @@ type RoutingConfig struct {
 	// PD is when a model with prefill and decode pools disaggregates a
 	// turn (see affinity.PDConfig). Default uncachedTokens 512.
 	PD affinity.PDConfig `yaml:"pd"`
+	// ShareRecords, with state.backend redis, publishes the prompts this
+	// gateway routes (which endpoint got which block chain) to the other
+	// gateways on the same Redis and applies theirs to this gateway's KV
+	// index, so that a turn landing on another gateway still finds its
+	// prefix (docs/state.md). Default true; ignored with pebble, where
+	// there is one gateway.
+	ShareRecords *bool `yaml:"shareRecords"`
+}
+
+// shareRecords reports whether routing records are shared, given the
+// state backend.
+func (r *RoutingConfig) shareRecords(backend string) bool {
+	return backend == state.BackendRedis && (r.ShareRecords == nil || *r.ShareRecords)
 }
 
 // EnsureDefaults fills unset fields.

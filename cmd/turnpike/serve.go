@@ -242,6 +242,7 @@ type stack struct {
 	addr   string
 	fleet  *fleet
 	reg    *pools.Registry
+	index  *kv.Index
 	gw     *gateway.Server
 	served chan error
 	// life stops what startStack started, in reverse order.
@@ -282,6 +283,7 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 	// The KV-cache index mirrors each engine's cache: bounded by the
 	// capacity the engine reports, fed by routing and by KV events.
 	index := kv.NewIndex(kv.IndexOptions{})
+	st.index = index
 	hasher := &kv.Hasher{}
 	st.reg.OnLoad(func(ep *pools.Endpoint, l pools.Load) {
 		if l.NumGPUBlocks > 0 && (l.BlockSize == 0 || l.BlockSize == kv.DefaultBlockSize) {
@@ -351,6 +353,9 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 	st.life.start(ctx, "state store", nil, func(context.Context) error { return db.Close() })
 	if c := db.Collector(); c != nil {
 		metrics.MustRegister(c)
+	}
+	if err := startRoutePeers(ctx, st, cfg, db, index, names, metrics, log); err != nil {
+		return st, err
 	}
 	store := responses.NewStore(db.Namespace("rs/"), responses.StoreOptions{TTL: cfg.Responses.Retention})
 

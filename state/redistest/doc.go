@@ -5,5 +5,6 @@
 // without redis-server is skipped, with a message saying how to install it.
 //
 // A Server is owned by the test that started it and stopped at its
-// cleanup; Kill and Restart are for tests of what survives a crash.
+// cleanup (Launch and Stop are the same outside a test, for turnpike
+// bench); Kill and Restart are for tests of what survives a crash.
 package redistest

@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -42,30 +43,49 @@ type Server struct {
 // ("--replicaof", host, port).
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
+	s, err := Launch(t.TempDir(), args...)
+	if errors.Is(err, ErrNotInstalled) {
+		t.Skip(SkipMessage)
+	}
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	s.t = t
+	t.Cleanup(s.stop)
+	return s
+}
+
+// ErrNotInstalled is Launch's error on a machine without redis-server.
+var ErrNotInstalled = errors.New(SkipMessage)
+
+// Launch runs a redis-server outside a test (turnpike bench does), with
+// its files in dir, until Stop.
+func Launch(dir string, args ...string) (*Server, error) {
 	bin := os.Getenv("TURNPIKE_REDIS_SERVER")
 	if bin == "" {
 		bin = Binary
 	}
 	path, err := exec.LookPath(bin)
 	if err != nil {
-		t.Skip(SkipMessage)
+		return nil, ErrNotInstalled
 	}
-	s := &Server{t: t, bin: path, dir: t.TempDir(), args: args}
+	s := &Server{bin: path, dir: dir, args: args}
 	// A free port can be taken by another process between the probe and
 	// the server's bind; try a few.
 	var lastErr error
 	for range 5 {
 		if s.port, err = freePort(); err != nil {
-			t.Fatalf("redistest: %v", err)
+			return nil, err
 		}
 		if lastErr = s.run(); lastErr == nil {
-			t.Cleanup(s.stop)
-			return s
+			return s, nil
 		}
 	}
-	t.Fatalf("redistest: %v", lastErr)
-	return nil
+	return nil, lastErr
 }
+
+// Stop ends a server Launch started, as a test's cleanup ends Start's.
+func (s *Server) Stop() { s.stop() }
 
 // URL is the server's redis:// URL, database 0.
 func (s *Server) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", s.port) }
@@ -76,7 +96,9 @@ func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 // Kill ends the server with SIGKILL, as a crash would: nothing is flushed
 // but what it had written before replying.
 func (s *Server) Kill() {
-	s.t.Helper()
+	if s.t != nil {
+		s.t.Helper()
+	}
 	if s.cmd == nil {
 		return
 	}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/turnpike-gateway/turnpike/bench"
+	"github.com/turnpike-gateway/turnpike/state/redistest"
+)
+
+func TestGatewaysOf(t *testing.T) {
+	for _, tc := range []struct {
+		entry, rest string
+		def, n      int
+		named       bool
+		err         string
+	}{
+		{entry: "cache-aware", def: 1, rest: "cache-aware", n: 1},
+		{entry: "cache-aware", def: 3, rest: "cache-aware", n: 3},
+		{entry: "cache-aware@2gw", def: 1, rest: "cache-aware", n: 2, named: true},
+		{entry: "cache-aware@1gw", def: 2, rest: "cache-aware", n: 1, named: true},
+		{entry: "cache-aware@pd@2gw", def: 1, rest: "cache-aware@pd", n: 2, named: true},
+		{entry: "2gw", def: 1, rest: "", n: 2, named: true},
+		{entry: "cache-aware@pd", def: 1, rest: "cache-aware@pd", n: 1},
+		{entry: "cache-aware@0gw", err: `"0gw" is not a gateway count`},
+		{entry: "cache-aware@xgw", err: `"xgw" is not a gateway count`},
+	} {
+		t.Run(tc.entry, func(t *testing.T) {
+			rest, n, named, err := gatewaysOf(tc.entry, tc.def)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || rest != tc.rest || n != tc.n || named != tc.named {
+				t.Fatalf("got %q %d %v %v, want %q %d %v", rest, n, named, err, tc.rest, tc.n, tc.named)
+			}
+		})
+	}
+}
+
+// TestBenchTwoGateways runs a short agentic comparison of one gateway
+// and two behind the round-robin front on one fleet and one Redis: both
+// runs serve every request, and the two gateways' engines reuse
+// prefixes. Latency goals are figures of turnpike bench, not assertions.
+func TestBenchTwoGateways(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server, an embedded fleet and two gateways")
+	}
+	if _, err := exec.LookPath(redistest.Binary); err != nil && os.Getenv("TURNPIKE_REDIS_SERVER") == "" {
+		t.Skip(redistest.SkipMessage)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	err := benchCmd(ctx, []string{
+		"--workload", "agentic", "--out", out, "--compare", "cache-aware@1gw,cache-aware@2gw",
+		"--sim-replicas", "2", "--sim-time-scale", "0.05",
+		"--sessions", "4", "--concurrency", "4", "--turns", "4",
+		"--system-tokens", "200", "--tool-schema-tokens", "50", "--tool-result-tokens", "100", "--output-tokens", "16",
+	}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmp bench.Comparison
+	if err := json.Unmarshal(b, &cmp); err != nil {
+		t.Fatal(err)
+	}
+	if len(cmp.Results) != 2 {
+		t.Fatalf("%d results", len(cmp.Results))
+	}
+	for _, r := range cmp.Results {
+		if r.Total.Requests != 16 || r.Total.Errors != 0 {
+			t.Errorf("%s: %d requests, %d errors", r.Policy, r.Total.Requests, r.Total.Errors)
+		}
+		if r.Total.CachedTokenShare <= 0 {
+			t.Errorf("%s: no prefix reuse", r.Policy)
+		}
+	}
+}
+
+func TestBenchGatewaysWithoutRedis(t *testing.T) {
+	t.Setenv("TURNPIKE_REDIS_SERVER", "turnpike-no-such-redis-server")
+	var stdout, stderr bytes.Buffer
+	err := benchCmd(t.Context(), []string{"--workload", "agentic", "--gateways", "2", "--out", t.TempDir(),
+		"--sim-replicas", "1", "--sessions", "1", "--turns", "1"}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), redistest.SkipMessage) {
+		t.Fatalf("without redis-server: %v, want a message saying how to install it", err)
+	}
+}
