@@ -48,6 +48,38 @@ type Measurement struct {
 	// how many Interactive turns may run while the pool is held; below
 	// Slots.
 	Reserved int
+	// Lower is the pool's room for the bands below Interactive (Standard
+	// and Background): the fields above measure each endpoint against its
+	// whole capacity, which is the Interactive band's room; Lower measures
+	// it against its capacity less what it keeps free for Interactive
+	// turns (FlowControl.InteractiveReservedPerEndpoint sequences,
+	// InteractiveReservedTokensPerEndpoint tokens, and an engine queue
+	// below LowerBandQueueDepth). Lower.Open ≤ Open.
+	Lower BandRoom
+}
+
+// measured fills Lower, when a Capacity left it zero (one that does not
+// tell the bands apart), with the pool's own room: a measured Lower is
+// never zero, since an endpoint with no room for the lower bands counts
+// as saturated for them.
+func (m *Measurement) measured() *Measurement {
+	if m.Lower == (BandRoom{}) {
+		m.Lower = BandRoom{Saturation: m.Saturation, Open: m.Open, Room: m.Room, QueueRoom: m.QueueRoom}
+	}
+	return m
+}
+
+// BandRoom is a pool's room for one class of bands.
+type BandRoom struct {
+	// Saturation is the mean over available endpoints of their saturation
+	// for the class, 0..1; the shed curve reads it.
+	Saturation float64
+	// Open is the number of available endpoints with room for the class.
+	Open int
+	// Room and QueueRoom are as Measurement's, against the class's
+	// capacity. Negative means unbounded.
+	Room      int64
+	QueueRoom int
 }
 
 var (
@@ -114,6 +146,14 @@ type endpointCapacity struct {
 	slots      int     // requests it may have dispatched at once
 	room       int64   // in-flight tokens before it saturates, ≥ 0
 	queueRoom  int     // engine queue before it saturates, ≥ 0
+	// lower is the same for the bands below Interactive, against the
+	// capacity left after the Interactive reserve; lower.saturation ≥
+	// saturation.
+	lower struct {
+		saturation float64
+		room       int64
+		queueRoom  int
+	}
 }
 
 // measure is PoolCapacity.Measure over any endpoint type; generic so that
@@ -121,7 +161,7 @@ type endpointCapacity struct {
 // fakes.
 func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl) Measurement {
 	var m Measurement
-	var sum float64
+	var sum, lowerSum float64
 	reserve := cfg.interactiveReserve()
 	for _, e := range eps {
 		if !e.Available() {
@@ -130,20 +170,27 @@ func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl) Measureme
 		m.Endpoints++
 		ec := endpointCapacityOf(e, now, cfg)
 		sum += ec.saturation
+		lowerSum += ec.lower.saturation
 		if ec.saturation < 1 {
 			m.Open++
 			m.Room += ec.room
 			m.QueueRoom += max(ec.queueRoom, 1)
+		}
+		if ec.lower.saturation < 1 {
+			m.Lower.Open++
+			m.Lower.Room += ec.lower.room
+			m.Lower.QueueRoom += max(ec.lower.queueRoom, 1)
 		}
 		m.InFlight += e.InFlight()
 		m.Slots += ec.slots
 		m.Reserved += min(reserve, ec.slots-1)
 	}
 	if m.Endpoints == 0 {
-		m.Saturation = 1
+		m.Saturation, m.Lower.Saturation = 1, 1
 		return m
 	}
 	m.Saturation = sum / float64(m.Endpoints)
+	m.Lower.Saturation = lowerSum / float64(m.Endpoints)
 	return m
 }
 
@@ -164,7 +211,7 @@ func endpointCapacityOf[E endpointLoad](e E, now time.Time, cfg *FlowControl) en
 		ec.slots = min(ec.slots, l.MaxNumSeqs+sc.QueueDepthPerEndpoint)
 	}
 	if e.Stale(now) {
-		ec.saturation = 1
+		ec.saturation, ec.lower.saturation = 1, 1
 		return ec
 	}
 	tokens := sc.InFlightTokensPerEndpoint
@@ -185,5 +232,22 @@ func endpointCapacityOf[E endpointLoad](e E, now time.Time, cfg *FlowControl) en
 	ec.saturation = min(s, 1)
 	ec.room = max(tokens-inFlightTokens, 0)
 	ec.queueRoom = max(sc.QueueDepthPerEndpoint-int(waiting), 0)
+
+	// The lower bands' capacity is what is left after the room kept for
+	// Interactive turns: fewer sequences, fewer tokens, and a shorter
+	// engine queue, since an Interactive turn sent to this engine waits
+	// behind whatever is queued there, first come first served.
+	lowSlots := max(ec.slots-min(cfg.interactiveReserve(), ec.slots-1), 1)
+	lowTokens := max(tokens-min(cfg.interactiveReservedTokens(), tokens/2), 1)
+	lowQueue := cfg.lowerBandQueueDepth()
+	ls := max(
+		s,
+		float64(waiting)/float64(lowQueue),
+		float64(inFlight)/float64(lowSlots),
+		float64(inFlightTokens)/float64(lowTokens),
+	)
+	ec.lower.saturation = min(ls, 1)
+	ec.lower.room = max(lowTokens-inFlightTokens, 0)
+	ec.lower.queueRoom = max(lowQueue-int(waiting), 0)
 	return ec
 }

@@ -140,3 +140,44 @@ func TestMeasureOpenAndRoom(t *testing.T) {
 		t.Fatalf("measure = %+v, want a saturated pool", got)
 	}
 }
+
+// TestMeasureLowerBands: the lower bands see each endpoint's capacity less
+// the room it keeps for Interactive turns — sequences, tokens and a
+// shorter engine queue — so an endpoint can have room for an Interactive
+// turn and none for a Standard one, never the other way round.
+func TestMeasureLowerBands(t *testing.T) {
+	var cfg FlowControl
+	cfg.EnsureDefaults()                                                // 4 sequences, 16384 tokens, queue of 2 kept back
+	kv := pools.Load{BlockSize: 16, NumGPUBlocks: 4096, MaxNumSeqs: 16} // 131072 tokens; 21 slots, 17 for lower bands
+	for _, tc := range []struct {
+		name      string
+		e         fakeEndpoint
+		all, low  bool
+		lowerRoom int64
+	}{
+		{"idle", fakeEndpoint{load: kv}, true, true, 131072 - 16384},
+		{"sequences in the reserve", fakeEndpoint{inFlight: 17, load: withRunning(kv, 17)}, true, false, 131072 - 16384},
+		{"tokens in the reserve", fakeEndpoint{inFlightTokens: 120000, load: kv}, true, false, 0},
+		{"an engine queue of two", fakeEndpoint{load: withWaiting(kv, 2)}, true, false, 131072 - 16384},
+		{"an engine queue of one", fakeEndpoint{load: withWaiting(kv, 1)}, true, true, 131072 - 16384},
+		{"saturated for all", fakeEndpoint{load: withWaiting(kv, 5)}, false, false, 131072 - 16384},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := tc.e
+			e.available = true
+			m := measure([]*fakeEndpoint{&e}, time.Now(), &cfg)
+			if (m.Open == 1) != tc.all || (m.Lower.Open == 1) != tc.low {
+				t.Fatalf("open %d, lower open %d; want room for all %v, for the lower bands %v", m.Open, m.Lower.Open, tc.all, tc.low)
+			}
+			if tc.low && m.Lower.Room != tc.lowerRoom {
+				t.Errorf("lower room %d, want %d", m.Lower.Room, tc.lowerRoom)
+			}
+			if m.Lower.Saturation < m.Saturation {
+				t.Errorf("lower saturation %g below the pool's %g", m.Lower.Saturation, m.Saturation)
+			}
+		})
+	}
+}
+
+func withRunning(l pools.Load, n int) pools.Load { l.Running = n; return l }
+func withWaiting(l pools.Load, n int) pools.Load { l.Waiting = n; return l }
