@@ -125,7 +125,8 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // Config describes one benchmark run. The zero value is usable after
 // EnsureDefaults; every field's comment gives its default and unit.
 type Config struct {
-	// Workload is "agentic" (default), "trace", "isolation" or "chaos".
+	// Workload is "agentic" (default), "trace", "isolation", "chaos",
+	// "long-prompt" or "overload".
 	Workload string `json:"workload" yaml:"workload"`
 	// API is "responses" (default: Responses API chained with
 	// previous_response_id, only new input sent each turn) or "chat" (chat
@@ -167,6 +168,8 @@ type Config struct {
 	Chaos     ChaosConfig     `json:"chaos" yaml:"chaos"`
 	// LongPrompt is the long-prompt workload (WorkloadLongPrompt).
 	LongPrompt LongPromptConfig `json:"long_prompt" yaml:"long_prompt"`
+	// Overload is the overload scenario (WorkloadOverload).
+	Overload OverloadConfig `json:"overload" yaml:"overload"`
 }
 
 // AgenticConfig shapes the agentic workload: tenants with a shared system
@@ -299,6 +302,7 @@ func (c *Config) EnsureDefaults() {
 	setDefault(&c.Seed, DefaultSeed)
 	setDefault(&c.RequestTimeout, Duration(DefaultRequestTimeout))
 	c.LongPrompt.ensureDefaults()
+	c.Overload.ensureDefaults()
 
 	a := &c.Agentic
 	setDefault(&a.Sessions, DefaultSessions)
@@ -350,11 +354,12 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("bench: "+format, args...))
 	}
 	switch c.Workload {
-	case WorkloadAgentic, WorkloadTrace, WorkloadIsolation, WorkloadChaos, WorkloadLongPrompt:
+	case WorkloadAgentic, WorkloadTrace, WorkloadIsolation, WorkloadChaos, WorkloadLongPrompt, WorkloadOverload:
 	default:
-		bad("workload %q: want agentic, trace, isolation, chaos or long-prompt", c.Workload)
+		bad("workload %q: want agentic, trace, isolation, chaos, long-prompt or overload", c.Workload)
 	}
 	c.LongPrompt.validate(bad)
+	c.Overload.validate(bad)
 	switch c.API {
 	case APIResponses, APIChat:
 	default:

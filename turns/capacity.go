@@ -1,6 +1,7 @@
 package turns
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/pools"
@@ -104,29 +105,82 @@ func (pc PoolCapacity) Name() string { return pc.Pool.Name() }
 // sequences (max_num_seqs plus QueueDepthPerEndpoint), of which
 // InteractiveReservedPerEndpoint are reserved for the Interactive band.
 func (pc PoolCapacity) Measure(now time.Time, cfg *FlowControl) Measurement {
-	return measure(pc.Pool.Endpoints, now, cfg)
+	return measure(pc.Pool.Endpoints, now, cfg, 0)
 }
 
 // ModelCapacity is the Capacity of every endpoint that serves a model
 // whole, across pools: the endpoints the router chooses among, so that
 // admission and routing agree on the fleet a turn may use. Build one per
-// model at start-up; it is immutable.
+// model at start-up; only its interactive-lane clock changes after.
 type ModelCapacity struct {
 	name string
 	eps  []*pools.Endpoint
+	lane Lane
+	// lastInteractive is when an Interactive turn last came, in Unix
+	// nanoseconds; 0 never.
+	lastInteractive atomic.Int64
 }
 
-// NewModelCapacity collects reg's endpoints serving model.
-func NewModelCapacity(reg *pools.Registry, model string) *ModelCapacity {
-	return &ModelCapacity{name: "model:" + model, eps: reg.EndpointsFor(nil, model)}
+// Lane is the routing policy's interactive lane as flow control must see
+// it (affinity's interactive-lane filter, with the same settings): while
+// an Interactive turn came within Hold, the Endpoints available endpoints
+// with the lowest indexes take only Interactive turns, so they are no
+// room for the lower bands; a fleet of fewer than MinFleet available
+// endpoints has no lane. Without it, admission would count the lane's free
+// room for Standard and Background turns that routing then sends to the
+// other engines' queues. The zero Lane is none.
+type Lane struct {
+	Endpoints int
+	MinFleet  int
+	Hold      time.Duration
+}
+
+// NewModelCapacity collects reg's endpoints serving model, with lane as
+// the routing policy's interactive lane.
+func NewModelCapacity(reg *pools.Registry, model string, lane Lane) *ModelCapacity {
+	return &ModelCapacity{name: "model:" + model, eps: reg.EndpointsFor(nil, model), lane: lane}
 }
 
 // Name is "model:" and the model's name.
 func (mc *ModelCapacity) Name() string { return mc.name }
 
-// Measure is PoolCapacity.Measure over every endpoint serving the model.
+// Measure is PoolCapacity.Measure over every endpoint serving the model,
+// the interactive lane's endpoints left out of the lower bands' room while
+// the lane is held.
 func (mc *ModelCapacity) Measure(now time.Time, cfg *FlowControl) Measurement {
-	return measure(mc.eps, now, cfg)
+	return measure(mc.eps, now, cfg, mc.laneNow(now))
+}
+
+// noteInteractive implements interactiveNoter.
+func (mc *ModelCapacity) noteInteractive(now time.Time) {
+	if mc.lane.Endpoints > 0 {
+		mc.lastInteractive.Store(now.UnixNano())
+	}
+}
+
+// laneNow is how many of the first available endpoints form the lane now.
+func (mc *ModelCapacity) laneNow(now time.Time) int {
+	l := mc.lane
+	last := mc.lastInteractive.Load()
+	if l.Endpoints <= 0 || last == 0 || now.UnixNano()-last > int64(l.Hold) {
+		return 0
+	}
+	n := 0
+	for _, e := range mc.eps {
+		if e.Available() {
+			n++
+		}
+	}
+	if n < l.MinFleet {
+		return 0
+	}
+	return min(l.Endpoints, n-1)
+}
+
+// interactiveNoter is a Capacity that wants to know when Interactive turns
+// come (ModelCapacity, for its lane).
+type interactiveNoter interface {
+	noteInteractive(now time.Time)
 }
 
 // endpointLoad is the part of *pools.Endpoint that measure reads.
@@ -159,7 +213,10 @@ type endpointCapacity struct {
 // measure is PoolCapacity.Measure over any endpoint type; generic so that
 // the loop over []*pools.Endpoint makes direct calls and tests can use
 // fakes.
-func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl) Measurement {
+//
+// The first lane available endpoints are the interactive lane: no room
+// for the lower bands.
+func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl, lane int) Measurement {
 	var m Measurement
 	var sum, lowerSum float64
 	reserve := cfg.interactiveReserve()
@@ -169,6 +226,9 @@ func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl) Measureme
 		}
 		m.Endpoints++
 		ec := endpointCapacityOf(e, now, cfg)
+		if m.Endpoints <= lane {
+			ec.lower.saturation = 1
+		}
 		sum += ec.saturation
 		lowerSum += ec.lower.saturation
 		if ec.saturation < 1 {

@@ -223,6 +223,9 @@ func (c *Controller) Acquire(ctx context.Context, t *Turn, pool Capacity) (Ticke
 	} else {
 		w.band = Classify(w.tenant.cfg, t.Hints)
 	}
+	if n, ok := pool.(interactiveNoter); ok && w.band == Interactive {
+		n.noteInteractive(now)
+	}
 	w.pool = c.poolLocked(pool)
 	c.mu.seq++
 	w.seq = c.mu.seq

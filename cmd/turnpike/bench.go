@@ -34,7 +34,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	compare := fs.String("compare", "", "embedded: comma-separated policies to run in turn, e.g. round-robin,session-hash,cache-aware; an entry may name a topology instead (aggregated, pd, hbm, cpu-tier: --policy on it) or both (cache-aware@pd)")
 	out := fs.String("out", "bench-results", "directory for results.json, report.html and report.md")
 	logLevel := fs.String("log-level", "warn", "embedded gateway log level")
-	fs.StringVar(&cfg.Workload, "workload", bench.DefaultWorkload, "agentic, trace, isolation or chaos (agentic sessions on chat and responses while embedded replicas are killed and restarted)")
+	fs.StringVar(&cfg.Workload, "workload", bench.DefaultWorkload, "agentic, trace, isolation, chaos (agentic sessions on chat and responses while embedded replicas are killed and restarted), long-prompt or overload (all three bands past the fleet's capacity)")
 	fs.StringVar(&cfg.API, "api", bench.DefaultAPI, "agentic: responses (previous_response_id chains) or chat (full history)")
 	fs.StringVar(&cfg.Model, "model", "", "model name to request (embedded: the fleet's served model)")
 	fs.Int64Var(&cfg.Seed, "seed", bench.DefaultSeed, "workload seed")
@@ -69,6 +69,11 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Float64Var(&cfg.LongPrompt.Rate, "long-rate", bench.DefaultLongPromptRate, "long-prompt: arrivals per simulated second (Poisson)")
 	fs.DurationVar((*time.Duration)(&cfg.LongPrompt.KillAt), "long-kill-at", 0, "long-prompt: kill replica --long-kill-replica this long after the start (wall time; 0: none); in the pd topology replica 0 is a prefiller")
 	fs.IntVar(&cfg.LongPrompt.KillReplica, "long-kill-replica", 0, "long-prompt: the replica --long-kill-at kills")
+	fs.DurationVar((*time.Duration)(&cfg.Overload.Duration), "overload-duration", bench.DefaultOverloadDuration, "overload: how long arrivals go on")
+	fs.Float64Var(&cfg.Overload.InteractiveRate, "overload-interactive-rate", bench.DefaultOverloadInteractiveRate, "overload: interactive arrivals per simulated second (Poisson)")
+	fs.Float64Var(&cfg.Overload.StandardRate, "overload-standard-rate", bench.DefaultOverloadStandardRate, "overload: standard arrivals per simulated second")
+	fs.Float64Var(&cfg.Overload.BackgroundRate, "overload-background-rate", bench.DefaultOverloadBackgroundRate, "overload: background arrivals per simulated second")
+	fs.IntVar(&cfg.Overload.PromptTokens, "overload-prompt-tokens", bench.DefaultOverloadPromptTokens, "overload: prompt tokens per request, none shared")
 	fs.IntVar(&cfg.Chaos.Rounds, "chaos-rounds", 0, "chaos: kill rounds (0: as many as fit in --max-duration)")
 	fs.DurationVar((*time.Duration)(&cfg.Chaos.RejoinGoal), "chaos-rejoin-goal", 0, "chaos: how soon a restarted replica should take traffic (0: the gateway's breaker timeout)")
 	sf.register(fs, "sim-", "sim-replicas")
@@ -94,6 +99,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *url == "" && sf.timeScale > 0 {
 		// Arrivals on the simulated clock.
 		cfg.LongPrompt.TimeScale = sf.timeScale
+		cfg.Overload.TimeScale = sf.timeScale
 	}
 	if *traceSpeed != 0 {
 		if !(*traceSpeed > 0) || cfg.Trace.TimeScale != 0 {
@@ -305,13 +311,19 @@ func benchEntry(entry string, sf *simFlags) (policy, topology string) {
 
 // benchFleetDefaults sets benchFleet's flags that the command line left
 // unset, for every workload but isolation and long-prompt (which keep
-// serve's fleet: an 8B model on H100s, real time).
+// serve's fleet: an 8B model on H100s, real time); overload keeps real
+// time.
 func benchFleetDefaults(fs *flag.FlagSet, workload string) error {
 	if workload == bench.WorkloadIsolation || workload == bench.WorkloadLongPrompt {
 		return nil
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if workload == bench.WorkloadOverload {
+		// The bench fleet on its own clock: a fleet ten times faster would
+		// need ten times the arrivals, which the host could not send.
+		set["sim-time-scale"] = true
+	}
 	for _, d := range benchFleet {
 		if !set[d.flag] {
 			if err := fs.Set(d.flag, d.value); err != nil {
