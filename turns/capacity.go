@@ -296,18 +296,23 @@ func endpointCapacityOf[E endpointLoad](e E, now time.Time, cfg *FlowControl) en
 	// The lower bands' capacity is what is left after the room kept for
 	// Interactive turns: fewer sequences, fewer tokens, and a shorter
 	// engine queue, since an Interactive turn sent to this engine waits
-	// behind whatever is queued there, first come first served.
+	// behind whatever is queued there, first come first served. That
+	// queue is the engine's own count: the requests sent since its last
+	// scrape are bounded by the whole queue depth above already, and on a
+	// busy gateway many of them are still being read or written there, not
+	// queued in the engine, so counting them again would hold lower-band
+	// turns while the engines have room.
 	lowSlots := max(ec.slots-min(cfg.interactiveReserve(), ec.slots-1), 1)
 	lowTokens := max(tokens-min(cfg.interactiveReservedTokens(), tokens/2), 1)
 	lowQueue := cfg.lowerBandQueueDepth()
 	ls := max(
 		s,
-		float64(waiting)/float64(lowQueue),
+		float64(l.Waiting)/float64(lowQueue),
 		float64(inFlight)/float64(lowSlots),
 		float64(inFlightTokens)/float64(lowTokens),
 	)
 	ec.lower.saturation = min(ls, 1)
 	ec.lower.room = max(lowTokens-inFlightTokens, 0)
-	ec.lower.queueRoom = max(lowQueue-int(waiting), 0)
+	ec.lower.queueRoom = min(max(lowQueue-l.Waiting, 0), ec.queueRoom)
 	return ec
 }

@@ -161,6 +161,10 @@ func TestMeasureLowerBands(t *testing.T) {
 		{"tokens in the reserve", fakeEndpoint{inFlightTokens: 120000, load: kv}, true, false, 0},
 		{"an engine queue of two", fakeEndpoint{load: withWaiting(kv, 2)}, true, false, 131072 - 16384},
 		{"an engine queue of one", fakeEndpoint{load: withWaiting(kv, 1)}, true, true, 131072 - 16384},
+		// Three sent since the last scrape: the whole queue bound counts
+		// them (3 of 5), the lower bands' the engine's own count (none).
+		{"sent since the scrape", fakeEndpoint{inFlight: 3, load: kv}, true, true, 131072 - 16384},
+		{"sent since the scrape past the whole bound", fakeEndpoint{inFlight: 5, load: kv}, false, false, 0},
 		{"saturated for all", fakeEndpoint{load: withWaiting(kv, 5)}, false, false, 131072 - 16384},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
