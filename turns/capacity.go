@@ -313,6 +313,10 @@ func endpointCapacityOf[E endpointLoad](e E, now time.Time, cfg *FlowControl) en
 	)
 	ec.lower.saturation = min(ls, 1)
 	ec.lower.room = max(lowTokens-inFlightTokens, 0)
-	ec.lower.queueRoom = min(max(lowQueue-l.Waiting, 0), ec.queueRoom)
+	// A pass grants lower-band turns up to the whole queue room of the
+	// endpoints open to them: the engine's own count above decides which
+	// are open, and a pass bounded tighter would hold turns at the gateway
+	// while a slow host sends those already granted.
+	ec.lower.queueRoom = ec.queueRoom
 	return ec
 }
