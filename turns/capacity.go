@@ -165,8 +165,14 @@ func (mc *ModelCapacity) laneNow(now time.Time) int {
 	if l.Endpoints <= 0 || last == 0 || now.UnixNano()-last > int64(l.Hold) {
 		return 0
 	}
+	// Count available endpoints only as far as the answer needs: enough
+	// for the fleet to have a lane, and one beyond the lane.
+	enough := max(l.MinFleet, l.Endpoints+1)
 	n := 0
 	for _, e := range mc.eps {
+		if n >= enough {
+			break
+		}
 		if e.Available() {
 			n++
 		}
