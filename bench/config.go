@@ -125,7 +125,8 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // Config describes one benchmark run. The zero value is usable after
 // EnsureDefaults; every field's comment gives its default and unit.
 type Config struct {
-	// Workload is "agentic" (default), "trace", "isolation" or "chaos".
+	// Workload is "agentic" (default), "trace", "isolation", "chaos",
+	// "long-prompt" or "overload".
 	Workload string `json:"workload" yaml:"workload"`
 	// API is "responses" (default: Responses API chained with
 	// previous_response_id, only new input sent each turn) or "chat" (chat
@@ -174,6 +175,8 @@ type Config struct {
 	// (in the isolation scenario: as tenant B's burst starts); off by
 	// default.
 	BatchLoad BatchLoadConfig `json:"batch_load,omitzero" yaml:"batch_load"`
+	// Overload is the overload scenario (WorkloadOverload).
+	Overload OverloadConfig `json:"overload" yaml:"overload"`
 }
 
 // AgenticConfig shapes the agentic workload: tenants with a shared system
@@ -308,6 +311,7 @@ func (c *Config) EnsureDefaults() {
 	c.LongPrompt.ensureDefaults()
 	c.Interference.ensureDefaults()
 	c.BatchLoad.ensureDefaults()
+	c.Overload.ensureDefaults()
 
 	a := &c.Agentic
 	setDefault(&a.Sessions, DefaultSessions)
@@ -359,9 +363,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("bench: "+format, args...))
 	}
 	switch c.Workload {
-	case WorkloadAgentic, WorkloadTrace, WorkloadIsolation, WorkloadChaos, WorkloadLongPrompt:
+	case WorkloadAgentic, WorkloadTrace, WorkloadIsolation, WorkloadChaos, WorkloadLongPrompt, WorkloadOverload:
 	default:
-		bad("workload %q: want agentic, trace, isolation, chaos or long-prompt", c.Workload)
+		bad("workload %q: want agentic, trace, isolation, chaos, long-prompt or overload", c.Workload)
 	}
 	c.LongPrompt.validate(bad)
 	c.Interference.validate(bad)
@@ -372,6 +376,7 @@ func (c *Config) Validate() error {
 	if c.Interference.Rate > 0 && c.Workload != WorkloadAgentic && c.Workload != WorkloadTrace {
 		bad("interference runs beside the agentic and trace workloads, not %s", c.Workload)
 	}
+	c.Overload.validate(bad)
 	switch c.API {
 	case APIResponses, APIChat:
 	default:

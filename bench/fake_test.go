@@ -18,8 +18,10 @@ type fakeGateway struct {
 	srv *httptest.Server
 	// tokenGap is the pause between streamed deltas.
 	tokenGap time.Duration
-	// shedBand answers requests of this priority with 429.
-	shedBand string
+	// shedBand answers requests of this priority with 429, and with
+	// shedRetryAfter as its Retry-After when set.
+	shedBand       string
+	shedRetryAfter string
 	// holdChained, when set, receives every Responses request chained to
 	// an earlier response, which then gets no answer until the client
 	// goes away: a test's way to stop a run at a known point.
@@ -86,6 +88,9 @@ func (f *fakeGateway) shed(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	w.Header().Set(HeaderDroppedReason, "saturated")
+	if f.shedRetryAfter != "" {
+		w.Header().Set("Retry-After", f.shedRetryAfter)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusTooManyRequests)
 	fmt.Fprint(w, `{"error":{"message":"shed","type":"rate_limit_error","param":null,"code":"shed"}}`)

@@ -226,6 +226,9 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 				fmt.Fprintf(w, "sheds in the burst: %s\n", f)
 			}
 		}
+		if r.Overload != nil {
+			writeOverload(w, r.Overload)
+		}
 		if r.Chaos != nil {
 			for _, t := range chaosTables(r.Chaos) {
 				heading(t.title)

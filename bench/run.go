@@ -81,6 +81,9 @@ type Result struct {
 	Occupancy *Occupancy `json:"occupancy,omitempty"`
 	// Isolation holds the scenario's figures when Workload is "isolation".
 	Isolation *IsolationReport `json:"isolation,omitempty"`
+	// Overload holds the scenario's figures per band when Workload is
+	// "overload".
+	Overload *OverloadReport `json:"overload,omitempty"`
 	// Chaos holds the chaos workload's failures, migrations and restarts.
 	Chaos *ChaosReport `json:"chaos,omitempty"`
 	// Cost is what the run's tokens cost per pool and overall, with the
@@ -134,6 +137,8 @@ func run(ctx context.Context, cfg Config, target Target, label string) (*Result,
 		return runChaos(ctx, cfg, target, label)
 	case WorkloadLongPrompt:
 		return runLongPrompt(ctx, cfg, target, label)
+	case WorkloadOverload:
+		return runOverload(ctx, cfg, target, label)
 	default:
 		sessions := PlanAgentic(cfg)
 		res, samples := measure(ctx, cfg, target, label, len(sessions)*cfg.Agentic.TurnsPerSession, func(ctx context.Context, r *runner) {

@@ -53,6 +53,9 @@ type Options struct {
 	Sessions *sessions.Store
 	// Flow admits, queues and sheds turns; nil admits every turn at once.
 	Flow *turns.Controller
+	// Lane is the Policy's interactive lane, which admission leaves out of
+	// the lower bands' room while it is held; the zero Lane is none.
+	Lane turns.Lane
 	// Hasher cuts token ids into KV-cache blocks; nil means 16-token
 	// blocks.
 	Hasher *kv.Hasher
@@ -167,7 +170,7 @@ func New(opts Options) (*Dispatcher, error) {
 	d.pdModels = map[string]bool{}
 	d.pdm = newPDMetrics()
 	for _, m := range opts.Registry.Models() {
-		d.capacity[m] = turns.NewModelCapacity(opts.Registry, m)
+		d.capacity[m] = turns.NewModelCapacity(opts.Registry, m, opts.Lane)
 		d.pdModels[m] = opts.Registry.Disaggregated(m)
 	}
 	if opts.Metrics != nil {

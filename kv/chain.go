@@ -158,7 +158,6 @@ func (x *Index) RecordChain(endpoint int, hashes []BlockHash) {
 	x.insertBehindLocked(endpoint, e, anchor, hashes[held:])
 }
 
-
 // insertBehindLocked places hashes, the blocks of a chain past the block at
 // node anchor of closed endpoint e, right behind it, and evicts beyond the
 // capacity.

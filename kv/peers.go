@@ -104,11 +104,11 @@ type Peers struct {
 
 // Reasons of turnpike_kv_peer_records_dropped_total.
 const (
-	peerDropBacklog   = "backlog"          // MaxPending reached
-	peerDropPublish   = "publish_error"    // the transport refused the message
-	peerDropDecode    = "decode_error"     // a message that is not a batch of records
-	peerDropEndpoint  = "unknown_endpoint" // names an engine this gateway does not route to
-	peerDropOld       = "old"              // older than MaxAge on arrival
+	peerDropBacklog  = "backlog"          // MaxPending reached
+	peerDropPublish  = "publish_error"    // the transport refused the message
+	peerDropDecode   = "decode_error"     // a message that is not a batch of records
+	peerDropEndpoint = "unknown_endpoint" // names an engine this gateway does not route to
+	peerDropOld      = "old"              // older than MaxAge on arrival
 	// Ops of a record: blocks stored (their parent unknown), removed, a
 	// whole chain stored (root first), or stored past their parent (the
 	// first hash, held already).

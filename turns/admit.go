@@ -68,9 +68,11 @@ func shedProbability(c *ShedCurve, s float64) float64 {
 
 // admitLocked decides whether w may join its pool's queue and, if so,
 // charges the tenant's quotas. In order: the tenant's quotas (all bands);
-// the shed curve for Background and for Standard from a tenant over its
-// fair share (never Interactive), unless the pool has no available
-// endpoint; the band's queue caps.
+// the shed curve for Background and for
+// Standard from a tenant over its fair share (never Interactive), and the
+// band's held cap while the pool has no room for the lower bands (by
+// default Background only), unless the pool has no available endpoint;
+// the band's queue caps.
 //
 // A pool with no available endpoint sheds nothing: its turns wait, up to
 // their band's TTL, for an endpoint to come back. Replicas that fail their
@@ -100,6 +102,12 @@ func (c *Controller) admitLocked(w *waiter, m *Measurement, now time.Time, cfg *
 	}
 	// With no endpoint the saturation is a placeholder, not load: the
 	// curve would shed turns that an endpoint back in a moment can serve.
+	// The curve reads the pool's whole saturation; before it sheds, a
+	// band with a held cap sheds what arrives while the pool has no room
+	// for it and the cap is reached (by default Background: shed first).
+	// Interactive turns are never shed here.
+	bq := &w.pool.bands[w.band.index()]
+	bc := cfg.Bands.band(w.band)
 	if m.Endpoints > 0 {
 		switch w.band {
 		case Background:
@@ -111,9 +119,10 @@ func (c *Controller) admitLocked(w *waiter, m *Measurement, now time.Time, cfg *
 				return shed(ReasonOverShare, cfg.RetryAfter)
 			}
 		}
+		if limit := cfg.heldLimit(w.band, m.Endpoints); limit >= 0 && bq.count >= limit && !w.pool.roomForLower(m, cfg) {
+			return shed(ReasonBandHeld, cfg.RetryAfter)
+		}
 	}
-	bq := &w.pool.bands[w.band.index()]
-	bc := cfg.Bands.band(w.band)
 	if bq.count >= bc.MaxQueued || (bq.count > 0 && bq.tokens+w.cost > bc.MaxQueuedTokens) {
 		return shed(ReasonQueueFull, cfg.RetryAfter)
 	}

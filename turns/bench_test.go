@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/turnpike-gateway/turnpike/pools"
 )
 
 var benchTenants = []Tenant{
@@ -98,5 +101,49 @@ func TestHotPathAllocations(t *testing.T) {
 	run()
 	if n := testing.AllocsPerRun(1000, run); n != 0 {
 		t.Errorf("Acquire+Release: %v allocations per run, want 0", n)
+	}
+}
+
+// newLaneCapacity is a ModelCapacity over n fresh endpoints whose
+// interactive lane is held.
+func newLaneCapacity(tb testing.TB, n int) (*ModelCapacity, time.Time) {
+	cfgs := make([]pools.EndpointConfig, n)
+	for i := range cfgs {
+		cfgs[i] = pools.EndpointConfig{URL: "http://127.0.0.1:" + strconv.Itoa(1000+i)}
+	}
+	reg, err := pools.NewRegistry([]pools.PoolConfig{{Name: "p", ServedModels: []string{"m"}, Endpoints: cfgs}}, pools.Options{}, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	now := time.Now()
+	for i, ep := range reg.Endpoints {
+		ep.SetLoad(pools.Load{Running: i % 7, Waiting: i % 3, MaxNumSeqs: 256, BlockSize: 16, NumGPUBlocks: 20000, ScrapedAt: now.Add(time.Hour)})
+	}
+	mc := NewModelCapacity(reg, "m", Lane{Endpoints: 1, MinFleet: 4, Hold: time.Minute})
+	mc.noteInteractive(now)
+	return mc, now
+}
+
+// BenchmarkModelCapacityMeasure is the measurement every Acquire and
+// Release makes: 64 endpoints, room for both classes of bands, the lane
+// held.
+func BenchmarkModelCapacityMeasure(b *testing.B) {
+	mc, now := newLaneCapacity(b, 64)
+	var fc FlowControl
+	fc.EnsureDefaults()
+	b.ReportAllocs()
+	for b.Loop() {
+		if m := mc.Measure(now, &fc); m.Lower.Open >= m.Endpoints {
+			b.Fatal("the lane is not left out")
+		}
+	}
+}
+
+func TestModelCapacityMeasureDoesNotAllocate(t *testing.T) {
+	mc, now := newLaneCapacity(t, 64)
+	var fc FlowControl
+	fc.EnsureDefaults()
+	if allocs := testing.AllocsPerRun(100, func() { mc.Measure(now, &fc) }); allocs != 0 {
+		t.Errorf("Measure: %v allocs, want 0", allocs)
 	}
 }

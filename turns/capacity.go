@@ -1,6 +1,7 @@
 package turns
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/pools"
@@ -48,6 +49,38 @@ type Measurement struct {
 	// how many Interactive turns may run while the pool is held; below
 	// Slots.
 	Reserved int
+	// Lower is the pool's room for the bands below Interactive (Standard
+	// and Background): the fields above measure each endpoint against its
+	// whole capacity, which is the Interactive band's room; Lower measures
+	// it against its capacity less what it keeps free for Interactive
+	// turns (FlowControl.InteractiveReservedPerEndpoint sequences,
+	// InteractiveReservedTokensPerEndpoint tokens, and an engine queue
+	// below LowerBandQueueDepth). Lower.Open ≤ Open.
+	Lower BandRoom
+}
+
+// measured fills Lower, when a Capacity left it zero (one that does not
+// tell the bands apart), with the pool's own room: a measured Lower is
+// never zero, since an endpoint with no room for the lower bands counts
+// as saturated for them.
+func (m *Measurement) measured() *Measurement {
+	if m.Lower == (BandRoom{}) {
+		m.Lower = BandRoom{Saturation: m.Saturation, Open: m.Open, Room: m.Room, QueueRoom: m.QueueRoom}
+	}
+	return m
+}
+
+// BandRoom is a pool's room for one class of bands.
+type BandRoom struct {
+	// Saturation is the mean over available endpoints of their saturation
+	// for the class, 0..1; the shed curve reads it.
+	Saturation float64
+	// Open is the number of available endpoints with room for the class.
+	Open int
+	// Room and QueueRoom are as Measurement's, against the class's
+	// capacity. Negative means unbounded.
+	Room      int64
+	QueueRoom int
 }
 
 var (
@@ -72,29 +105,88 @@ func (pc PoolCapacity) Name() string { return pc.Pool.Name() }
 // sequences (max_num_seqs plus QueueDepthPerEndpoint), of which
 // InteractiveReservedPerEndpoint are reserved for the Interactive band.
 func (pc PoolCapacity) Measure(now time.Time, cfg *FlowControl) Measurement {
-	return measure(pc.Pool.Endpoints, now, cfg)
+	return measure(pc.Pool.Endpoints, now, cfg, 0)
 }
 
 // ModelCapacity is the Capacity of every endpoint that serves a model
 // whole, across pools: the endpoints the router chooses among, so that
 // admission and routing agree on the fleet a turn may use. Build one per
-// model at start-up; it is immutable.
+// model at start-up; only its interactive-lane clock changes after.
 type ModelCapacity struct {
 	name string
 	eps  []*pools.Endpoint
+	lane Lane
+	// lastInteractive is when an Interactive turn last came, in Unix
+	// nanoseconds; 0 never.
+	lastInteractive atomic.Int64
 }
 
-// NewModelCapacity collects reg's endpoints serving model.
-func NewModelCapacity(reg *pools.Registry, model string) *ModelCapacity {
-	return &ModelCapacity{name: "model:" + model, eps: reg.EndpointsFor(nil, model)}
+// Lane is the routing policy's interactive lane as flow control must see
+// it (affinity's interactive-lane filter, with the same settings): while
+// an Interactive turn came within Hold, the Endpoints available endpoints
+// with the lowest indexes take only Interactive turns, so they are no
+// room for the lower bands; a fleet of fewer than MinFleet available
+// endpoints has no lane. Without it, admission would count the lane's free
+// room for Standard and Background turns that routing then sends to the
+// other engines' queues. The zero Lane is none.
+type Lane struct {
+	Endpoints int
+	MinFleet  int
+	Hold      time.Duration
+}
+
+// NewModelCapacity collects reg's endpoints serving model, with lane as
+// the routing policy's interactive lane.
+func NewModelCapacity(reg *pools.Registry, model string, lane Lane) *ModelCapacity {
+	return &ModelCapacity{name: "model:" + model, eps: reg.EndpointsFor(nil, model), lane: lane}
 }
 
 // Name is "model:" and the model's name.
 func (mc *ModelCapacity) Name() string { return mc.name }
 
-// Measure is PoolCapacity.Measure over every endpoint serving the model.
+// Measure is PoolCapacity.Measure over every endpoint serving the model,
+// the interactive lane's endpoints left out of the lower bands' room while
+// the lane is held.
 func (mc *ModelCapacity) Measure(now time.Time, cfg *FlowControl) Measurement {
-	return measure(mc.eps, now, cfg)
+	return measure(mc.eps, now, cfg, mc.laneNow(now))
+}
+
+// noteInteractive implements interactiveNoter.
+func (mc *ModelCapacity) noteInteractive(now time.Time) {
+	if mc.lane.Endpoints > 0 {
+		mc.lastInteractive.Store(now.UnixNano())
+	}
+}
+
+// laneNow is how many of the first available endpoints form the lane now.
+func (mc *ModelCapacity) laneNow(now time.Time) int {
+	l := mc.lane
+	last := mc.lastInteractive.Load()
+	if l.Endpoints <= 0 || last == 0 || now.UnixNano()-last > int64(l.Hold) {
+		return 0
+	}
+	// Count available endpoints only as far as the answer needs: enough
+	// for the fleet to have a lane, and one beyond the lane.
+	enough := max(l.MinFleet, l.Endpoints+1)
+	n := 0
+	for _, e := range mc.eps {
+		if n >= enough {
+			break
+		}
+		if e.Available() {
+			n++
+		}
+	}
+	if n < l.MinFleet {
+		return 0
+	}
+	return min(l.Endpoints, n-1)
+}
+
+// interactiveNoter is a Capacity that wants to know when Interactive turns
+// come (ModelCapacity, for its lane).
+type interactiveNoter interface {
+	noteInteractive(now time.Time)
 }
 
 // endpointLoad is the part of *pools.Endpoint that measure reads.
@@ -114,14 +206,25 @@ type endpointCapacity struct {
 	slots      int     // requests it may have dispatched at once
 	room       int64   // in-flight tokens before it saturates, ≥ 0
 	queueRoom  int     // engine queue before it saturates, ≥ 0
+	// lower is the same for the bands below Interactive, against the
+	// capacity left after the Interactive reserve; lower.saturation ≥
+	// saturation.
+	lower struct {
+		saturation float64
+		room       int64
+		queueRoom  int
+	}
 }
 
 // measure is PoolCapacity.Measure over any endpoint type; generic so that
 // the loop over []*pools.Endpoint makes direct calls and tests can use
 // fakes.
-func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl) Measurement {
+//
+// The first lane available endpoints are the interactive lane: no room
+// for the lower bands.
+func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl, lane int) Measurement {
 	var m Measurement
-	var sum float64
+	var sum, lowerSum float64
 	reserve := cfg.interactiveReserve()
 	for _, e := range eps {
 		if !e.Available() {
@@ -129,21 +232,31 @@ func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl) Measureme
 		}
 		m.Endpoints++
 		ec := endpointCapacityOf(e, now, cfg)
+		if m.Endpoints <= lane {
+			ec.lower.saturation = 1
+		}
 		sum += ec.saturation
+		lowerSum += ec.lower.saturation
 		if ec.saturation < 1 {
 			m.Open++
 			m.Room += ec.room
 			m.QueueRoom += max(ec.queueRoom, 1)
+		}
+		if ec.lower.saturation < 1 {
+			m.Lower.Open++
+			m.Lower.Room += ec.lower.room
+			m.Lower.QueueRoom += max(ec.lower.queueRoom, 1)
 		}
 		m.InFlight += e.InFlight()
 		m.Slots += ec.slots
 		m.Reserved += min(reserve, ec.slots-1)
 	}
 	if m.Endpoints == 0 {
-		m.Saturation = 1
+		m.Saturation, m.Lower.Saturation = 1, 1
 		return m
 	}
 	m.Saturation = sum / float64(m.Endpoints)
+	m.Lower.Saturation = lowerSum / float64(m.Endpoints)
 	return m
 }
 
@@ -164,7 +277,7 @@ func endpointCapacityOf[E endpointLoad](e E, now time.Time, cfg *FlowControl) en
 		ec.slots = min(ec.slots, l.MaxNumSeqs+sc.QueueDepthPerEndpoint)
 	}
 	if e.Stale(now) {
-		ec.saturation = 1
+		ec.saturation, ec.lower.saturation = 1, 1
 		return ec
 	}
 	tokens := sc.InFlightTokensPerEndpoint
@@ -185,5 +298,31 @@ func endpointCapacityOf[E endpointLoad](e E, now time.Time, cfg *FlowControl) en
 	ec.saturation = min(s, 1)
 	ec.room = max(tokens-inFlightTokens, 0)
 	ec.queueRoom = max(sc.QueueDepthPerEndpoint-int(waiting), 0)
+
+	// The lower bands' capacity is what is left after the room kept for
+	// Interactive turns: fewer sequences, fewer tokens, and a shorter
+	// engine queue, since an Interactive turn sent to this engine waits
+	// behind whatever is queued there, first come first served. That
+	// queue is the engine's own count: the requests sent since its last
+	// scrape are bounded by the whole queue depth above already, and on a
+	// busy gateway many of them are still being read or written there, not
+	// queued in the engine, so counting them again would hold lower-band
+	// turns while the engines have room.
+	lowSlots := max(ec.slots-min(cfg.interactiveReserve(), ec.slots-1), 1)
+	lowTokens := max(tokens-min(cfg.interactiveReservedTokens(), tokens/2), 1)
+	lowQueue := cfg.lowerBandQueueDepth()
+	ls := max(
+		s,
+		float64(l.Waiting)/float64(lowQueue),
+		float64(inFlight)/float64(lowSlots),
+		float64(inFlightTokens)/float64(lowTokens),
+	)
+	ec.lower.saturation = min(ls, 1)
+	ec.lower.room = max(lowTokens-inFlightTokens, 0)
+	// A pass grants lower-band turns up to the whole queue room of the
+	// endpoints open to them: the engine's own count above decides which
+	// are open, and a pass bounded tighter would hold turns at the gateway
+	// while a slow host sends those already granted.
+	ec.lower.queueRoom = ec.queueRoom
 	return ec
 }

@@ -1,6 +1,7 @@
 package turns
 
 import (
+	"context"
 	"math"
 	"testing"
 	"time"
@@ -61,7 +62,7 @@ func TestMeasure(t *testing.T) {
 		{"tiny engine keeps one shared slot", []*fakeEndpoint{{available: true, load: pools.Load{MaxNumSeqs: 1}}}, Measurement{Saturation: 0, Endpoints: 1, Slots: 6, Reserved: 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := measure(tc.eps, now, &cfg)
+			got := measure(tc.eps, now, &cfg, 0)
 			if math.Abs(got.Saturation-tc.want.Saturation) > 1e-9 || got.Endpoints != tc.want.Endpoints || got.Slots != tc.want.Slots || got.Reserved != tc.want.Reserved {
 				t.Fatalf("measure = %+v, want %+v", got, tc.want)
 			}
@@ -73,7 +74,7 @@ func TestMeasureWithoutReserve(t *testing.T) {
 	cfg := FlowControl{InteractiveReservedPerEndpoint: -1}
 	cfg.EnsureDefaults()
 	eps := []*fakeEndpoint{{available: true}, {available: true}}
-	if got := measure(eps, time.Now(), &cfg); got.Slots != 128 || got.Reserved != 0 {
+	if got := measure(eps, time.Now(), &cfg, 0); got.Slots != 128 || got.Reserved != 0 {
 		t.Fatalf("measure = %+v, want 128 slots and none reserved", got)
 	}
 }
@@ -109,7 +110,7 @@ func TestModelCapacitySpansPools(t *testing.T) {
 	for _, ep := range reg.Endpoints {
 		ep.SetLoad(pools.Load{ScrapedAt: now})
 	}
-	mc := NewModelCapacity(reg, "m")
+	mc := NewModelCapacity(reg, "m", Lane{})
 	if got := mc.Measure(now, &fc); got.Endpoints != 3 || got.Slots != 3*fc.MaxInFlightPerEndpoint {
 		t.Fatalf("model m: %+v, want 3 endpoints across both pools", got)
 	}
@@ -131,12 +132,104 @@ func TestMeasureOpenAndRoom(t *testing.T) {
 	hot := &fakeEndpoint{available: true, inFlightTokens: 40000, load: kv}
 	warm := &fakeEndpoint{available: true, inFlightTokens: 30000, load: kv}
 	cold := &fakeEndpoint{available: true, load: kv}
-	got := measure([]*fakeEndpoint{hot, warm, cold}, time.Now(), &cfg)
+	got := measure([]*fakeEndpoint{hot, warm, cold}, time.Now(), &cfg, 0)
 	if got.Open != 2 || got.Room != 2000+32000 {
 		t.Fatalf("measure = %+v, want 2 open endpoints with 34000 tokens of room", got)
 	}
-	got = measure([]*fakeEndpoint{hot}, time.Now(), &cfg)
+	got = measure([]*fakeEndpoint{hot}, time.Now(), &cfg, 0)
 	if got.Open != 0 || got.Room != 0 || got.Saturation != 1 {
 		t.Fatalf("measure = %+v, want a saturated pool", got)
+	}
+}
+
+// TestMeasureLowerBands: the lower bands see each endpoint's capacity less
+// the room it keeps for Interactive turns — sequences, tokens and a
+// shorter engine queue — so an endpoint can have room for an Interactive
+// turn and none for a Standard one, never the other way round.
+func TestMeasureLowerBands(t *testing.T) {
+	var cfg FlowControl
+	cfg.EnsureDefaults()                                                // 4 sequences, 16384 tokens, queue of 2 kept back
+	kv := pools.Load{BlockSize: 16, NumGPUBlocks: 4096, MaxNumSeqs: 16} // 131072 tokens; 21 slots, 17 for lower bands
+	for _, tc := range []struct {
+		name      string
+		e         fakeEndpoint
+		all, low  bool
+		lowerRoom int64
+	}{
+		{"idle", fakeEndpoint{load: kv}, true, true, 131072 - 16384},
+		{"sequences in the reserve", fakeEndpoint{inFlight: 17, load: withRunning(kv, 17)}, true, false, 131072 - 16384},
+		{"tokens in the reserve", fakeEndpoint{inFlightTokens: 120000, load: kv}, true, false, 0},
+		{"an engine queue of two", fakeEndpoint{load: withWaiting(kv, 2)}, true, false, 131072 - 16384},
+		{"an engine queue of one", fakeEndpoint{load: withWaiting(kv, 1)}, true, true, 131072 - 16384},
+		// Three sent since the last scrape: the whole queue bound counts
+		// them (3 of 5), the lower bands' the engine's own count (none).
+		{"sent since the scrape", fakeEndpoint{inFlight: 3, load: kv}, true, true, 131072 - 16384},
+		{"sent since the scrape past the whole bound", fakeEndpoint{inFlight: 5, load: kv}, false, false, 0},
+		{"saturated for all", fakeEndpoint{load: withWaiting(kv, 5)}, false, false, 131072 - 16384},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := tc.e
+			e.available = true
+			m := measure([]*fakeEndpoint{&e}, time.Now(), &cfg, 0)
+			if (m.Open == 1) != tc.all || (m.Lower.Open == 1) != tc.low {
+				t.Fatalf("open %d, lower open %d; want room for all %v, for the lower bands %v", m.Open, m.Lower.Open, tc.all, tc.low)
+			}
+			if tc.low && m.Lower.Room != tc.lowerRoom {
+				t.Errorf("lower room %d, want %d", m.Lower.Room, tc.lowerRoom)
+			}
+			if m.Lower.Saturation < m.Saturation {
+				t.Errorf("lower saturation %g below the pool's %g", m.Lower.Saturation, m.Saturation)
+			}
+		})
+	}
+}
+
+func withRunning(l pools.Load, n int) pools.Load { l.Running = n; return l }
+func withWaiting(l pools.Load, n int) pools.Load { l.Waiting = n; return l }
+
+// TestModelCapacityLane: while Interactive turns keep coming, the routing
+// policy's interactive lane takes only them, so admission counts no room
+// there for the lower bands; the lane lapses after Hold without one, and a
+// fleet below MinFleet has none.
+func TestModelCapacityLane(t *testing.T) {
+	reg, err := pools.NewRegistry([]pools.PoolConfig{{Name: "p", ServedModels: []string{"m"}, Endpoints: []pools.EndpointConfig{
+		{URL: "http://127.0.0.1:1"}, {URL: "http://127.0.0.1:2"}, {URL: "http://127.0.0.1:3"}, {URL: "http://127.0.0.1:4"},
+	}}}, pools.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fc FlowControl
+	fc.EnsureDefaults()
+	now := time.Now()
+	for _, ep := range reg.Endpoints {
+		ep.SetLoad(pools.Load{ScrapedAt: now.Add(time.Hour)}) // fresh throughout
+	}
+	mc := NewModelCapacity(reg, "m", Lane{Endpoints: 1, MinFleet: 4, Hold: 30 * time.Second})
+	c, _ := newTestController(t, Config{})
+	open := func(at time.Time) (all, lower int) {
+		m := mc.Measure(at, &fc)
+		return m.Open, m.Lower.Open
+	}
+	if all, lower := open(now); all != 4 || lower != 4 {
+		t.Fatalf("before any interactive turn: open %d, lower %d; want 4 and 4", all, lower)
+	}
+	// A Standard turn does not hold the lane; an Interactive one does.
+	for _, b := range []Band{Standard, Interactive} {
+		tk, err := c.Acquire(context.Background(), &Turn{Tenant: "a", Band: b}, mc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Release(0)
+	}
+	at := time.Unix(0, mc.lastInteractive.Load())
+	if all, lower := open(at.Add(time.Second)); all != 4 || lower != 3 {
+		t.Errorf("lane held: open %d, lower %d; want 4 and 3", all, lower)
+	}
+	if all, lower := open(at.Add(31 * time.Second)); all != 4 || lower != 4 {
+		t.Errorf("lane lapsed: open %d, lower %d; want 4 and 4", all, lower)
+	}
+	reg.Endpoints[3].SetHealthy(false)
+	if all, lower := open(at.Add(time.Second)); all != 3 || lower != 3 {
+		t.Errorf("three endpoints, below the lane's fleet: open %d, lower %d; want 3 and 3", all, lower)
 	}
 }

@@ -41,10 +41,22 @@ const (
 	// MaxInFlightPerEndpoint: enough for a person's turns to start at once
 	// on every endpoint while agent loops fill the rest.
 	DefaultInteractiveReservedPerEndpoint = 4
-	DefaultHoldAt                         = 1.0
-	DefaultPriorityCredit                 = 4096
-	DefaultTickInterval                   = 50 * time.Millisecond
-	DefaultRetryAfter                     = time.Second
+	// DefaultInteractiveReservedTokensPerEndpoint is two interactive
+	// prompts of the size agents send (a system prompt and tools of a few
+	// thousand tokens), kept as room in each endpoint's in-flight tokens.
+	DefaultInteractiveReservedTokensPerEndpoint = 16 << 10
+	// DefaultLowerBandQueueDepth lets a Standard or Background turn join an
+	// engine's queue only while one request at most waits there, so an
+	// Interactive turn sent to the same engine waits behind one at most.
+	DefaultLowerBandQueueDepth = 2
+	// DefaultBackgroundHeldPerEndpoint is how many Background turns per
+	// available endpoint wait while no endpoint has room for them; past it
+	// Background turns are shed at once, with Retry-After.
+	DefaultBackgroundHeldPerEndpoint = 8
+	DefaultHoldAt                    = 1.0
+	DefaultPriorityCredit            = 4096
+	DefaultTickInterval              = 50 * time.Millisecond
+	DefaultRetryAfter                = time.Second
 
 	DefaultTenantWeight = 1.0
 )
@@ -83,6 +95,22 @@ type FlowControl struct {
 	// requests; negative means no reserve (Interactive turns are held like
 	// the others). Must be below MaxInFlightPerEndpoint.
 	InteractiveReservedPerEndpoint int `yaml:"interactiveReservedPerEndpoint" json:"interactiveReservedPerEndpoint"`
+	// InteractiveReservedTokensPerEndpoint is the in-flight token room
+	// each endpoint keeps for Interactive turns: a Standard or Background
+	// turn goes to an endpoint only while its in-flight tokens are more
+	// than this below its threshold (SaturationConfig), so an Interactive
+	// prompt's prefill finds the engine's KV cache and step budget free.
+	// Default 16384 tokens, at most half an endpoint's threshold; negative
+	// means none.
+	InteractiveReservedTokensPerEndpoint int64 `yaml:"interactiveReservedTokensPerEndpoint" json:"interactiveReservedTokensPerEndpoint"`
+	// LowerBandQueueDepth is the engine queue depth (waiting requests, as
+	// for QueueDepthPerEndpoint) at which an endpoint has no room for
+	// Standard and Background turns: an engine queues first come, first
+	// served, so what lower bands leave waiting there an Interactive turn
+	// waits behind, where the gateway's priority cannot reach; they wait
+	// in the gateway's queue instead. Default 2 requests; at most
+	// saturation.queueDepthPerEndpoint.
+	LowerBandQueueDepth int `yaml:"lowerBandQueueDepth" json:"lowerBandQueueDepth"`
 	// HoldAt is the pool saturation, 0..1, at or above which queued turns
 	// are held even when request slots are free (Interactive turns only
 	// up to the reserve, see InteractiveReservedPerEndpoint). Default 1.0
@@ -105,7 +133,8 @@ type BandsConfig struct {
 	Interactive BandConfig `yaml:"interactive" json:"interactive"`
 	// Standard defaults: TTL 1m, 4096 turns, 16Mi tokens, share 0.10.
 	Standard BandConfig `yaml:"standard" json:"standard"`
-	// Background defaults: TTL 5m, 16384 turns, 64Mi tokens, share 0.05.
+	// Background defaults: TTL 5m, 16384 turns, 64Mi tokens, share 0.05,
+	// 8 held per endpoint.
 	Background BandConfig `yaml:"background" json:"background"`
 }
 
@@ -135,6 +164,13 @@ type BandConfig struct {
 	// pool; a turn that would pass it is shed with 503 queue-full unless the
 	// band is empty. Default per band, in tokens.
 	MaxQueuedTokens int64 `yaml:"maxQueuedTokens" json:"maxQueuedTokens"`
+	// HeldPerEndpoint caps the turns of this band that wait while the pool
+	// has no room for the band (every endpoint short of it, the shared
+	// slots taken, or the pool held), per available endpoint: past it a
+	// turn is shed at once with 503 band-held and Retry-After instead of
+	// waiting out its TTL. Not for Interactive. Default 8 for Background,
+	// none for Standard (MaxQueued still applies); negative means none.
+	HeldPerEndpoint int `yaml:"heldPerEndpoint" json:"heldPerEndpoint"`
 	// MinShare is the fraction of dispatched tokens this band is guaranteed
 	// while more urgent bands are backlogged, so strict priority cannot
 	// starve it. Meaningless for Interactive. Default 0.10 for Standard and
@@ -202,6 +238,9 @@ func (fc *FlowControl) EnsureDefaults() {
 	fc.Bands.Interactive.ensureDefaults(DefaultInteractiveTTL, DefaultInteractiveMaxQueued, DefaultInteractiveMaxQueuedTokens, 0)
 	fc.Bands.Standard.ensureDefaults(DefaultStandardTTL, DefaultStandardMaxQueued, DefaultStandardMaxQueuedTokens, DefaultStandardMinShare)
 	fc.Bands.Background.ensureDefaults(DefaultBackgroundTTL, DefaultBackgroundMaxQueued, DefaultBackgroundMaxQueuedTokens, DefaultBackgroundMinShare)
+	if fc.Bands.Background.HeldPerEndpoint == 0 {
+		fc.Bands.Background.HeldPerEndpoint = DefaultBackgroundHeldPerEndpoint
+	}
 	s := &fc.Saturation
 	if s.QueueDepthPerEndpoint == 0 {
 		s.QueueDepthPerEndpoint = DefaultQueueDepthPerEndpoint
@@ -233,6 +272,12 @@ func (fc *FlowControl) EnsureDefaults() {
 	}
 	if fc.InteractiveReservedPerEndpoint == 0 {
 		fc.InteractiveReservedPerEndpoint = DefaultInteractiveReservedPerEndpoint
+	}
+	if fc.InteractiveReservedTokensPerEndpoint == 0 {
+		fc.InteractiveReservedTokensPerEndpoint = DefaultInteractiveReservedTokensPerEndpoint
+	}
+	if fc.LowerBandQueueDepth == 0 {
+		fc.LowerBandQueueDepth = DefaultLowerBandQueueDepth
 	}
 	if fc.HoldAt == 0 {
 		fc.HoldAt = DefaultHoldAt
@@ -268,6 +313,30 @@ func (fc *FlowControl) interactiveReserve() int {
 	return max(fc.InteractiveReservedPerEndpoint, 0)
 }
 
+// interactiveReservedTokens is InteractiveReservedTokensPerEndpoint with
+// "none" as 0.
+func (fc *FlowControl) interactiveReservedTokens() int64 {
+	return max(fc.InteractiveReservedTokensPerEndpoint, 0)
+}
+
+// lowerBandQueueDepth is LowerBandQueueDepth, at least 1.
+func (fc *FlowControl) lowerBandQueueDepth() int {
+	return max(fc.LowerBandQueueDepth, 1)
+}
+
+// heldLimit is the most turns of band b that wait in a pool of endpoints
+// available endpoints while it has no room for b; negative means no limit.
+func (fc *FlowControl) heldLimit(b Band, endpoints int) int {
+	if b == Interactive {
+		return -1
+	}
+	n := fc.Bands.band(b).HeldPerEndpoint
+	if n <= 0 {
+		return -1
+	}
+	return n * max(endpoints, 1)
+}
+
 // Validate reports every problem at once, each a pools.FieldError whose
 // field starts "flowControl.". Call it after EnsureDefaults.
 func (fc *FlowControl) Validate() error {
@@ -286,6 +355,9 @@ func (fc *FlowControl) Validate() error {
 		}
 		if bc.MaxQueuedTokens <= 0 {
 			bad(where+".maxQueuedTokens", "%d is not positive", bc.MaxQueuedTokens)
+		}
+		if b == Interactive && bc.HeldPerEndpoint != 0 {
+			bad(where+".heldPerEndpoint", "%d: Interactive turns are never shed for a held band", bc.HeldPerEndpoint)
 		}
 		if bc.MinShare >= 0.5 {
 			bad(where+".minShare", "%g is not below 0.5", bc.MinShare)
@@ -322,6 +394,9 @@ func (fc *FlowControl) Validate() error {
 	}
 	if fc.MaxInFlightPerEndpoint > 0 && fc.InteractiveReservedPerEndpoint >= fc.MaxInFlightPerEndpoint {
 		bad("interactiveReservedPerEndpoint", "%d is not below maxInFlightPerEndpoint (%d)", fc.InteractiveReservedPerEndpoint, fc.MaxInFlightPerEndpoint)
+	}
+	if fc.LowerBandQueueDepth < 0 || (s.QueueDepthPerEndpoint > 0 && fc.LowerBandQueueDepth > s.QueueDepthPerEndpoint) {
+		bad("lowerBandQueueDepth", "%d is not in [1, saturation.queueDepthPerEndpoint (%d)]", fc.LowerBandQueueDepth, s.QueueDepthPerEndpoint)
 	}
 	if fc.HoldAt <= 0 || fc.HoldAt > 1 {
 		bad("holdAt", "%g is not in (0, 1]", fc.HoldAt)

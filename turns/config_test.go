@@ -74,6 +74,17 @@ func TestFlowControlEnsureDefaultsIsValid(t *testing.T) {
 	if none.Bands.Standard.MinShare != -1 {
 		t.Errorf("negative minShare replaced by %g", none.Bands.Standard.MinShare)
 	}
+	noHeld := FlowControl{Bands: BandsConfig{Background: BandConfig{HeldPerEndpoint: -1}}}
+	noHeld.EnsureDefaults()
+	if got := noHeld.heldLimit(Background, 4); got >= 0 {
+		t.Errorf("negative heldPerEndpoint: limit %d, want none", got)
+	}
+	if got := fc.heldLimit(Background, 4); got != 4*DefaultBackgroundHeldPerEndpoint {
+		t.Errorf("default background held limit over 4 endpoints: %d", got)
+	}
+	if got := fc.heldLimit(Standard, 4); got >= 0 {
+		t.Errorf("standard held limit %d, want none by default", got)
+	}
 	noReserve := FlowControl{InteractiveReservedPerEndpoint: -1}
 	noReserve.EnsureDefaults()
 	if err := noReserve.Validate(); err != nil || noReserve.interactiveReserve() != 0 {
@@ -90,12 +101,15 @@ func TestFlowControlValidateReportsEverything(t *testing.T) {
 		// A reserve of every slot would leave agent turns none.
 		MaxInFlightPerEndpoint:         8,
 		InteractiveReservedPerEndpoint: 8,
+		LowerBandQueueDepth:            -2,
 	}
+	fc.Bands.Interactive.HeldPerEndpoint = 3
 	fc.EnsureDefaults()
 	err := fc.Validate()
 	for _, want := range []string{
 		"bands.standard.ttl", "bands.standard.minShare", "saturation.kvUtilization",
 		"saturation.queueDepthPerEndpoint", "shed.full", "holdAt", "interactiveReservedPerEndpoint",
+		"lowerBandQueueDepth", "bands.interactive.heldPerEndpoint",
 	} {
 		if err == nil || !strings.Contains(err.Error(), "flowControl."+want+":") {
 			t.Errorf("missing %s in %v", want, err)
@@ -134,7 +148,7 @@ func TestShedErrorClass(t *testing.T) {
 	for reason, status := range map[string]int{
 		ReasonSaturated: 503, ReasonOverShare: 429, ReasonQuotaRPM: 429, ReasonQuotaTPM: 429,
 		ReasonQuotaConcurrency: 429, ReasonQueueFull: 503, ReasonTTLExpired: 408,
-		ReasonNoEndpoints: 503, ReasonShuttingDown: 503,
+		ReasonNoEndpoints: 503, ReasonShuttingDown: 503, ReasonBandHeld: 503,
 	} {
 		if got := statusOf(reason); got != status {
 			t.Errorf("%s: status %d, want %d", reason, got, status)

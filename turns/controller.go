@@ -199,6 +199,7 @@ func (c *Controller) Acquire(ctx context.Context, t *Turn, pool Capacity) (Ticke
 	set := c.tenants.Load()
 	now := c.now()
 	m := pool.Measure(now, cfg)
+	m.measured()
 
 	w := c.waiters.Get().(*waiter)
 	w.turn = *t
@@ -221,6 +222,9 @@ func (c *Controller) Acquire(ctx context.Context, t *Turn, pool Capacity) (Ticke
 		w.band = t.Band.capAt(w.tenant.cfg.MaxBand)
 	} else {
 		w.band = Classify(w.tenant.cfg, t.Hints)
+	}
+	if n, ok := pool.(interactiveNoter); ok && w.band == Interactive {
+		n.noteInteractive(now)
 	}
 	w.pool = c.poolLocked(pool)
 	c.mu.seq++
@@ -290,6 +294,7 @@ func (t Ticket) Release(actualTokens int) {
 	cfg := c.cfg.Load()
 	now := c.now()
 	m := w.cap.Measure(now, cfg)
+	m.measured()
 
 	c.mu.Lock()
 	if w.gen != t.gen || w.state != stateDispatched {
@@ -323,6 +328,7 @@ func (c *Controller) poolLocked(pool Capacity) *poolQueue {
 	if pq == nil {
 		pq = newPoolQueue(name)
 		pq.saturation = c.metrics.saturation.WithLabelValues(name)
+		pq.lowerSaturation = c.metrics.lowerSaturation.WithLabelValues(name)
 		pq.inFlight = c.metrics.inFlight.WithLabelValues(name)
 		c.mu.pools[name] = pq
 	}
@@ -331,39 +337,35 @@ func (c *Controller) poolLocked(pool Capacity) *poolQueue {
 }
 
 // dispatchLocked grants queued turns while the pool has room for them:
-// work-conserving, a turn waits only while every available endpoint is
-// saturated (m.Open is zero), the pool's slots are taken, or this pass
-// has granted the open endpoints' token room (m.Room). Every band shares
-// the slots above the Interactive reserve, and only below HoldAt;
-// Interactive turns may also take the reserved slots, and while the pool
-// is held they may still run as many as the reserve, so a person's turn
-// never waits behind a held agent backlog.
+// work-conserving per band, a turn waits only while no available endpoint
+// has room for its band (Measurement.Open for Interactive, Lower.Open for
+// Standard and Background), the pool's slots for its band are taken, or
+// this pass has granted the open endpoints' token or queue room for its
+// band. The lower bands share the slots above the Interactive reserve, and
+// only below HoldAt; Interactive turns may also take the reserved slots,
+// and while the pool is held they may still run as many as the reserve,
+// so a person's turn never waits behind a held agent backlog.
 func (c *Controller) dispatchLocked(pq *poolQueue, m *Measurement, now time.Time, cfg *FlowControl) {
 	pq.saturation.Set(m.Saturation)
-	// room is what this pass may still grant: the measurement does not see
-	// a grant until its request is sent. The first turn of a pass goes
-	// whatever its size, so a prompt larger than any endpoint's room is
-	// not held for ever.
-	room, granted := m.Room, false
-	queueRoom := m.QueueRoom
-	if queueRoom >= 0 {
-		queueRoom -= max(pq.dispatched-int(m.InFlight), 0) // granted, not yet sent
-	}
+	pq.lowerSaturation.Set(m.Lower.Saturation)
+	// The rooms are what this pass may still grant: the measurement does
+	// not see a grant until its request is sent. The first turn of a pass
+	// goes whatever its size, so a prompt larger than any endpoint's room
+	// is not held for ever. A grant of any band takes from both rooms.
+	all := newPassRoom(m.Room, m.QueueRoom, pq, m)
+	lower := newPassRoom(m.Lower.Room, m.Lower.QueueRoom, pq, m)
+	granted := false
 	for pq.queued > 0 {
-		open := m.Open > 0 && m.Saturation < cfg.HoldAt && (room < 0 || room > 0 || !granted) && queueRoom != 0 && (queueRoom > 0 || m.QueueRoom < 0)
-		shared := open && pq.dispatched < m.Slots-m.Reserved
+		open := m.Open > 0 && m.Saturation < cfg.HoldAt && all.left(granted)
+		shared := open && m.Lower.Open > 0 && lower.left(granted) && pq.dispatched < m.Slots-m.Reserved
 		interactive := pq.dispatched < m.Slots && (open || pq.interactive < m.Reserved)
 		bq := pq.pickBand(shared, interactive)
 		if bq == nil {
 			return
 		}
 		w := pq.pop(bq, cfg)
-		if room > 0 {
-			room = max(room-w.cost, 0)
-		}
-		if queueRoom > 0 {
-			queueRoom--
-		}
+		all.take(w.cost)
+		lower.take(w.cost)
 		granted = true
 		w.tenant.queued[w.band.index()].Dec()
 		pq.dispatched++
@@ -379,6 +381,50 @@ func (c *Controller) dispatchLocked(pq *poolQueue, m *Measurement, now time.Time
 		pq.inFlight.Inc()
 		w.ready <- struct{}{}
 	}
+}
+
+// passRoom is one dispatch pass's token and queue room for a class of
+// bands.
+type passRoom struct {
+	tokens  int64 // negative: unbounded
+	queue   int   // negative: unbounded
+	bounded bool  // queue was measured bounded
+}
+
+// newPassRoom starts a pass with the measured room, the queue room less
+// the turns granted and not yet sent (tickets outstanding beyond the
+// requests in flight), so that turns dispatched together do not all land
+// in one engine's queue.
+func newPassRoom(tokens int64, queue int, pq *poolQueue, m *Measurement) passRoom {
+	r := passRoom{tokens: tokens, queue: queue, bounded: queue >= 0}
+	if r.bounded {
+		r.queue -= max(pq.dispatched-int(m.InFlight), 0)
+	}
+	return r
+}
+
+// left reports whether the pass may grant another turn of the class.
+func (r *passRoom) left(granted bool) bool {
+	tokens := r.tokens < 0 || r.tokens > 0 || !granted
+	queue := !r.bounded || r.queue > 0
+	return tokens && queue
+}
+
+// take counts a grant of cost tokens against the room.
+func (r *passRoom) take(cost int64) {
+	if r.tokens > 0 {
+		r.tokens = max(r.tokens-cost, 0)
+	}
+	if r.queue > 0 {
+		r.queue--
+	}
+}
+
+// roomForLower reports whether, as measured by m, the pool has room for a
+// Standard or Background turn now: an endpoint with room for the lower
+// bands, a shared slot, and saturation below HoldAt.
+func (pq *poolQueue) roomForLower(m *Measurement, cfg *FlowControl) bool {
+	return m.Lower.Open > 0 && m.Saturation < cfg.HoldAt && pq.dispatched < m.Slots-m.Reserved
 }
 
 // expireLocked sheds every turn of the pool that has waited its band's TTL:
@@ -418,6 +464,7 @@ func (c *Controller) tick() {
 	defer c.mu.Unlock()
 	for _, pq := range c.mu.pools {
 		m := pq.cap.Measure(now, cfg)
+		m.measured()
 		c.expireLocked(pq, &m, now, cfg)
 		c.dispatchLocked(pq, &m, now, cfg)
 	}

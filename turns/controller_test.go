@@ -262,7 +262,8 @@ func (h *controllerHarness) endpoint(t *testing.T, d *datadriven.TestData) strin
 	out := h.settle(t)
 	var cfg FlowControl = h.c.Config()
 	m := f.Measure(h.clock.Now(), &cfg)
-	return out + fmt.Sprintf("%s: open=%d/%d saturation=%.2f room=%d\n", name, m.Open, m.Endpoints, m.Saturation, m.Room)
+	return out + fmt.Sprintf("%s: open=%d/%d saturation=%.2f room=%d lower: open=%d saturation=%.2f room=%d\n",
+		name, m.Open, m.Endpoints, m.Saturation, m.Room, m.Lower.Open, m.Lower.Saturation, m.Lower.Room)
 }
 
 // fleetCapacity is a Capacity measured by measure over fake endpoints.
@@ -278,7 +279,7 @@ func (f *fleetCapacity) Name() string { return f.name }
 func (f *fleetCapacity) Measure(now time.Time, cfg *FlowControl) Measurement {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return measure(f.eps, now, cfg)
+	return measure(f.eps, now, cfg, 0)
 }
 
 // settle waits until every pending Acquire has either returned or is

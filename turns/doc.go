@@ -8,7 +8,13 @@
 // (Classify) into a Band (Interactive, Standard, Background) against the
 // tenant's default and maximum bands. Acquire then admits it or sheds it with a *ShedError (quota,
 // shed curve, queue caps), queues it, and dispatches it when the pool has a
-// free slot and is not saturated. A pool with no available endpoint queues
+// free slot and room for the turn's band. Room is per band: Standard and
+// Background turns see each endpoint's capacity less what it keeps for
+// Interactive turns (InteractiveReservedPerEndpoint sequences,
+// InteractiveReservedTokensPerEndpoint tokens, an engine queue below
+// LowerBandQueueDepth, and the routing policy's interactive Lane while it
+// is held), and while no endpoint has room for them Background turns past
+// HeldPerEndpoint are shed at once (docs/flow-control.md). A pool with no available endpoint queues
 // its turns too, until an endpoint is back or their band's TTL passes. Each endpoint gives the
 // pool MaxInFlightPerEndpoint slots, InteractiveReservedPerEndpoint of them
 // reserved: Standard and Background turns take only the shared slots, and

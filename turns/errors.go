@@ -19,6 +19,10 @@ const (
 	ReasonQuotaRPM         = "quota-rpm"
 	ReasonQuotaTPM         = "quota-tpm"
 	ReasonQuotaConcurrency = "quota-concurrency"
+	// ReasonBandHeld: a Standard or Background turn arrived while the pool
+	// had no room for its band and the band already held its
+	// BandConfig.HeldPerEndpoint turns.
+	ReasonBandHeld = "band-held"
 	// ReasonQueueFull: the band's queue in the pool is at a cap.
 	ReasonQueueFull = "queue-full"
 	// ReasonTTLExpired: the turn waited its band's TTL.
@@ -78,6 +82,6 @@ func shed(reason string, retryAfter time.Duration) *ShedError {
 // reasons lists every reason, for metrics.
 var reasons = [...]string{
 	ReasonSaturated, ReasonOverShare, ReasonQuotaRPM, ReasonQuotaTPM,
-	ReasonQuotaConcurrency, ReasonQueueFull, ReasonTTLExpired,
+	ReasonQuotaConcurrency, ReasonBandHeld, ReasonQueueFull, ReasonTTLExpired,
 	ReasonNoEndpoints, ReasonShuttingDown,
 }

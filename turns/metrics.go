@@ -12,8 +12,11 @@ type metrics struct {
 	shed       *prometheus.CounterVec
 	cancelled  *prometheus.CounterVec
 	saturation *prometheus.GaugeVec
-	inFlight   *prometheus.GaugeVec
-	tokens     *prometheus.CounterVec
+	// lowerSaturation is the pool's saturation for Standard and
+	// Background turns, less the room kept for Interactive ones.
+	lowerSaturation *prometheus.GaugeVec
+	inFlight        *prometheus.GaugeVec
+	tokens          *prometheus.CounterVec
 
 	admittedBy  [numBands]prometheus.Counter
 	cancelledBy [numBands]prometheus.Counter
@@ -50,6 +53,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "turnpike_turns_pool_saturation",
 			Help: "Last measured pool saturation, 0..1.",
 		}, []string{"pool"}),
+		lowerSaturation: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "turnpike_turns_pool_lower_band_saturation",
+			Help: "Last measured pool saturation for the standard and background bands, less the room kept for interactive turns, 0..1.",
+		}, []string{"pool"}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "turnpike_turns_dispatched",
 			Help: "Turns dispatched and not yet released, by pool.",
@@ -60,7 +67,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"tenant"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.queued, m.wait, m.admitted, m.shed, m.cancelled, m.saturation, m.inFlight, m.tokens} {
+		for _, c := range []prometheus.Collector{m.queued, m.wait, m.admitted, m.shed, m.cancelled, m.saturation, m.lowerSaturation, m.inFlight, m.tokens} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -109,12 +109,13 @@ type poolQueue struct {
 	dispatched int // tickets outstanding
 	// interactive is how many of the tickets outstanding are Interactive:
 	// those may use the reserve while the pool is held.
-	interactive int
-	dispatchSeq uint64
-	flowOrder   uint64
-	free        []*sessionFlow
-	saturation  prometheus.Gauge
-	inFlight    prometheus.Gauge
+	interactive     int
+	dispatchSeq     uint64
+	flowOrder       uint64
+	free            []*sessionFlow
+	saturation      prometheus.Gauge
+	lowerSaturation prometheus.Gauge
+	inFlight        prometheus.Gauge
 }
 
 func newPoolQueue(name string) *poolQueue {

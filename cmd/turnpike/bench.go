@@ -37,7 +37,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	interfereURLs := fs.String("interfere-urls", "", "with --url and --interfere-rate: comma-separated engine base URLs the interfering client sends to")
 	out := fs.String("out", "bench-results", "directory for results.json, report.html and report.md")
 	logLevel := fs.String("log-level", "warn", "embedded gateway log level")
-	fs.StringVar(&cfg.Workload, "workload", bench.DefaultWorkload, "agentic, trace, isolation or chaos (agentic sessions on chat and responses while embedded replicas are killed and restarted)")
+	fs.StringVar(&cfg.Workload, "workload", bench.DefaultWorkload, "agentic, trace, isolation, chaos (agentic sessions on chat and responses while embedded replicas are killed and restarted), long-prompt or overload (all three bands past the fleet's capacity)")
 	fs.StringVar(&cfg.API, "api", bench.DefaultAPI, "agentic: responses (previous_response_id chains) or chat (full history)")
 	fs.StringVar(&cfg.Model, "model", "", "model name to request (embedded: the fleet's served model)")
 	fs.Int64Var(&cfg.Seed, "seed", bench.DefaultSeed, "workload seed")
@@ -80,6 +80,11 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar((*time.Duration)(&cfg.BatchLoad.Deadline), "batch-deadline", time.Duration(bench.DefaultBatchDeadline), "batch: must be done this long after its submission; the run waits for it up to then")
 	fs.StringVar(&cfg.BatchLoad.Key, "batch-key", "", "batch with --url: the API key it is submitted with")
 	fs.IntVar(&cfg.Interference.Engines, "interfere-engines", bench.DefaultInterferenceEngines, "interference: how many engines it sends to (the first ones)")
+	fs.DurationVar((*time.Duration)(&cfg.Overload.Duration), "overload-duration", bench.DefaultOverloadDuration, "overload: how long arrivals go on")
+	fs.Float64Var(&cfg.Overload.InteractiveRate, "overload-interactive-rate", bench.DefaultOverloadInteractiveRate, "overload: interactive arrivals per simulated second (Poisson)")
+	fs.Float64Var(&cfg.Overload.StandardRate, "overload-standard-rate", bench.DefaultOverloadStandardRate, "overload: standard arrivals per simulated second")
+	fs.Float64Var(&cfg.Overload.BackgroundRate, "overload-background-rate", bench.DefaultOverloadBackgroundRate, "overload: background arrivals per simulated second")
+	fs.IntVar(&cfg.Overload.PromptTokens, "overload-prompt-tokens", bench.DefaultOverloadPromptTokens, "overload: prompt tokens per request, none shared")
 	fs.IntVar(&cfg.Chaos.Rounds, "chaos-rounds", 0, "chaos: kill rounds (0: as many as fit in --max-duration)")
 	fs.DurationVar((*time.Duration)(&cfg.Chaos.RejoinGoal), "chaos-rejoin-goal", 0, "chaos: how soon a restarted replica should take traffic (0: the gateway's breaker timeout)")
 	sf.register(fs, "sim-", "sim-replicas")
@@ -108,6 +113,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		// Arrivals on the simulated clock.
 		cfg.LongPrompt.TimeScale = sf.timeScale
 		cfg.Interference.TimeScale = sf.timeScale
+		cfg.Overload.TimeScale = sf.timeScale
 	}
 	if *traceSpeed != 0 {
 		if !(*traceSpeed > 0) || cfg.Trace.TimeScale != 0 {
@@ -367,13 +373,19 @@ func benchIndexMode(entry string, sf *simFlags) (rest, mode string) {
 
 // benchFleetDefaults sets benchFleet's flags that the command line left
 // unset, for every workload but isolation and long-prompt (which keep
-// serve's fleet: an 8B model on H100s, real time).
+// serve's fleet: an 8B model on H100s, real time); overload keeps real
+// time.
 func benchFleetDefaults(fs *flag.FlagSet, workload string) error {
 	if workload == bench.WorkloadIsolation || workload == bench.WorkloadLongPrompt {
 		return nil
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if workload == bench.WorkloadOverload {
+		// The bench fleet on its own clock: a fleet ten times faster would
+		// need ten times the arrivals, which the host could not send.
+		set["sim-time-scale"] = true
+	}
 	for _, d := range benchFleet {
 		if !set[d.flag] {
 			if err := fs.Set(d.flag, d.value); err != nil {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -398,7 +399,7 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 	if err != nil {
 		return st, err
 	}
-	d, err := dispatch.New(dispatch.Options{Registry: st.reg, Policy: policy, Sessions: sess, Flow: flow, Hasher: hasher, Tokenizers: toks, Logger: log, Metrics: metrics, PD: &cfg.Routing.PD, Tracer: tracer})
+	d, err := dispatch.New(dispatch.Options{Registry: st.reg, Policy: policy, Sessions: sess, Flow: flow, Lane: interactiveLane(&cfg.Routing.Config), Hasher: hasher, Tokenizers: toks, Logger: log, Metrics: metrics, PD: &cfg.Routing.PD, Tracer: tracer})
 	if err != nil {
 		return st, err
 	}
@@ -569,4 +570,13 @@ Stop with Ctrl-C.
 		fmt.Fprintf(w, "\nP/D topology: pools %s (%d) and %s (%d); long prompts are prefilled on the first and decoded on the second (see turnpike_pd_decisions_total).\n",
 			st.fleet.pools[0].Name, len(st.fleet.pools[0].Endpoints), st.fleet.pools[1].Name, len(st.fleet.pools[1].Endpoints))
 	}
+}
+
+// interactiveLane is the routing policy's interactive lane as admission
+// sees it: the cache-aware policy's interactive-lane filter, when it runs.
+func interactiveLane(rc *affinity.Config) turns.Lane {
+	if rc.Policy != affinity.PolicyCacheAware || rc.InteractiveLane <= 0 || !slices.Contains(rc.Filters, affinity.FilterInteractiveLane) {
+		return turns.Lane{}
+	}
+	return turns.Lane{Endpoints: rc.InteractiveLane, MinFleet: affinity.DefaultInteractiveLaneMinFleet, Hold: rc.InteractiveLaneHold}
 }

@@ -1,0 +1,295 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// WorkloadOverload offers the fleet more than it can serve, in all three
+// bands at once: open-loop arrivals of unique prompts (no prefix to reuse,
+// so no routing policy can make the load fit), interactive at a modest
+// rate, standard and background together well past the fleet's capacity.
+// It shows what the gateway does when the fleet truly is saturated: which
+// band waits, which is shed (with Retry-After), and whether interactive
+// turns keep their latency.
+const WorkloadOverload = "overload"
+
+// Defaults of OverloadConfig, sized for the default bench fleet (four
+// llama-3.1-70b replicas on MI300X) in real time, which serves about
+// three of these requests a second: the defaults offer twice that.
+const (
+	DefaultOverloadDuration        = 30 * time.Second
+	DefaultOverloadInteractiveRate = 1.0
+	DefaultOverloadStandardRate    = 2.0
+	DefaultOverloadBackgroundRate  = 3.0
+	DefaultOverloadPromptTokens    = 4096
+	DefaultOverloadOutputTokens    = 128
+)
+
+// OverloadConfig shapes the overload scenario. Rates are arrivals per
+// second of workload time (Poisson), multiplied by TimeScale to wall time.
+type OverloadConfig struct {
+	// Duration is how long arrivals go on, in wall time. Default 30s.
+	Duration Duration `json:"duration" yaml:"duration"`
+	// InteractiveRate, StandardRate and BackgroundRate are each band's
+	// arrivals per second. Defaults 1, 2 and 3; negative sends none.
+	InteractiveRate float64 `json:"interactive_rate" yaml:"interactive_rate"`
+	StandardRate    float64 `json:"standard_rate" yaml:"standard_rate"`
+	BackgroundRate  float64 `json:"background_rate" yaml:"background_rate"`
+	// PromptTokens per request, none shared with another. Default 4096.
+	PromptTokens int `json:"prompt_tokens" yaml:"prompt_tokens"`
+	// OutputTokens per request. Default 128.
+	OutputTokens int `json:"output_tokens" yaml:"output_tokens"`
+	// TimeScale multiplies the arrival gaps (0.1: ten times faster; the
+	// embedded fleet's time scale by default). Default 1.
+	TimeScale float64 `json:"time_scale" yaml:"time_scale"`
+}
+
+func (c *OverloadConfig) ensureDefaults() {
+	setDefault(&c.Duration, Duration(DefaultOverloadDuration))
+	setDefault(&c.InteractiveRate, DefaultOverloadInteractiveRate)
+	setDefault(&c.StandardRate, DefaultOverloadStandardRate)
+	setDefault(&c.BackgroundRate, DefaultOverloadBackgroundRate)
+	setDefault(&c.PromptTokens, DefaultOverloadPromptTokens)
+	setDefault(&c.OutputTokens, DefaultOverloadOutputTokens)
+	setDefault(&c.TimeScale, DefaultTimeScale)
+}
+
+func (c *OverloadConfig) validate(bad func(string, ...any)) {
+	if c.Duration <= 0 || c.PromptTokens < 1 || c.OutputTokens < 1 || c.TimeScale <= 0 {
+		bad("overload: duration, prompt_tokens, output_tokens and time_scale must be positive")
+	}
+	if max(c.InteractiveRate, c.StandardRate, c.BackgroundRate) <= 0 {
+		bad("overload: one of the rates must be positive")
+	}
+}
+
+// OverloadBand is one band's outcome in the overload scenario.
+type OverloadBand struct {
+	// Offered is the arrivals sent; Completed ended with a whole answer.
+	Offered   int `json:"offered"`
+	Completed int `json:"completed"`
+	// Shed were refused by the gateway (429/503 with a reason, or 408 for
+	// a turn that waited its band's TTL); ShedWithRetryAfter of them
+	// carried a Retry-After header. Reasons counts them by
+	// x-turnpike-dropped-reason.
+	Shed               int            `json:"shed"`
+	ShedWithRetryAfter int            `json:"shed_with_retry_after"`
+	Reasons            map[string]int `json:"reasons,omitempty"`
+	// Errors failed otherwise (timeouts, engine errors).
+	Errors int `json:"errors"`
+	// TTFT of the completed requests.
+	TTFTP50Ms float64 `json:"ttft_p50_ms"`
+	TTFTP99Ms float64 `json:"ttft_p99_ms"`
+}
+
+// OverloadReport is the overload scenario's verdict, per band.
+type OverloadReport struct {
+	// OfferedPerSecond is the arrivals per wall second while they came,
+	// all bands.
+	OfferedPerSecond float64                  `json:"offered_per_second"`
+	Bands            map[string]*OverloadBand `json:"bands"`
+	// IdleWhileQueuedSeconds is the run's occupancy count (see Occupancy):
+	// seconds the gateway queued turns while an engine had room. Room kept
+	// for interactive turns counts as room there, so held lower-band turns
+	// beside an idle reserve show up in it.
+	IdleWhileQueuedSeconds int     `json:"idle_while_queued_seconds"`
+	MaxGatewayQueued       float64 `json:"max_gateway_queued"`
+	// BaselineInteractiveP50Ms and P99Ms are the interactive arrivals'
+	// TTFT sent alone, before the overload run, on the same fleet; and
+	// InteractiveP99Ratio the overload run's p99 over the baseline's.
+	BaselineInteractiveP50Ms float64 `json:"baseline_interactive_p50_ms"`
+	BaselineInteractiveP99Ms float64 `json:"baseline_interactive_p99_ms"`
+	InteractiveP99Ratio      float64 `json:"interactive_p99_ratio"`
+}
+
+// overloadShed: the gateway refused s, at admission or from its queue (a
+// 408 for a TTL spent waiting counts, unlike in Sample.Shed).
+func overloadShed(s *Sample) bool {
+	return s.Shed || (s.DroppedReason != "" && s.Status >= 400)
+}
+
+// overloadArrival is one planned request.
+type overloadArrival struct {
+	at   time.Duration
+	band string
+	req  TraceRequest
+}
+
+// planOverload plans the scenario's arrivals: each band a Poisson process
+// at its rate, merged in time order, each prompt of blocks no other has
+// (block ids from idBase on).
+func planOverload(cfg Config, idBase int64) []overloadArrival {
+	oc := cfg.Overload
+	end := oc.Duration.D()
+	blocks := (oc.PromptTokens + BlockTokens - 1) / BlockTokens
+	var out []overloadArrival
+	for bi, b := range []struct {
+		name string
+		rate float64
+	}{{BandInteractive, oc.InteractiveRate}, {BandStandard, oc.StandardRate}, {BandBackground, oc.BackgroundRate}} {
+		if b.rate <= 0 {
+			continue
+		}
+		g := splitmix64(mix(uint64(cfg.Seed), 0x0e1, uint64(bi)))
+		var at float64
+		for {
+			u := float64(g.next()>>11) / (1 << 53)
+			at += -math.Log(1-u) / b.rate
+			wall := time.Duration(at * oc.TimeScale * float64(time.Second))
+			if wall >= end {
+				break
+			}
+			out = append(out, overloadArrival{at: wall, band: b.name})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b overloadArrival) int { return cmp.Compare(a.at, b.at) })
+	for i := range out {
+		ids := make([]int64, blocks)
+		for j := range ids {
+			ids[j] = int64(i*blocks+j) + idBase
+		}
+		out[i].req = TraceRequest{At: out[i].at, InputTokens: oc.PromptTokens, MaxOutputTokens: oc.OutputTokens, HashIDs: ids}
+	}
+	return out
+}
+
+// Block id bases of the overload plans: apart from the trace's and
+// long-prompt's ids and from each other, so the baseline warms no cache
+// the overload run then hits.
+const (
+	overloadIDs         = 2 << 40
+	overloadBaselineIDs = 3 << 40
+)
+
+// runOverload sends interactive arrivals alone (the baseline), then every
+// band's, open loop, and reports each band of the second run.
+func runOverload(ctx context.Context, cfg Config, target Target, label string) (*Result, error) {
+	alone := cfg
+	alone.Overload.StandardRate, alone.Overload.BackgroundRate = -1, -1
+	var basePlan []overloadArrival
+	if cfg.Overload.InteractiveRate > 0 {
+		basePlan = planOverload(alone, overloadBaselineIDs)
+	}
+	baseline, _ := measure(ctx, cfg, target, label+" baseline", len(basePlan), func(ctx context.Context, r *runner) {
+		r.arrivals(ctx, basePlan, nil)
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("bench: overload baseline: %w", err)
+	}
+	plan := planOverload(cfg, overloadIDs)
+	retryAfter := map[string]int{}
+	res, samples := measure(ctx, cfg, target, label, len(plan), func(ctx context.Context, r *runner) {
+		r.arrivals(ctx, plan, retryAfter)
+	})
+	res.API = APIChat
+	rep := overloadReport(samples, retryAfter, res, cfg.Overload.Duration.D())
+	if b := baseline.ByBand[BandInteractive]; b != nil {
+		rep.BaselineInteractiveP50Ms, rep.BaselineInteractiveP99Ms = b.TTFT.P50Ms, b.TTFT.P99Ms
+		if i := rep.Bands[BandInteractive]; i != nil && b.TTFT.P99Ms > 0 {
+			rep.InteractiveP99Ratio = i.TTFTP99Ms / b.TTFT.P99Ms
+		}
+	}
+	res.Overload = rep
+	return res, nil
+}
+
+// arrivals sends plan open loop, each request when due, and counts the
+// sheds that carried a Retry-After in retryAfter by band (nil: none).
+func (r *runner) arrivals(ctx context.Context, plan []overloadArrival, retryAfter map[string]int) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, a := range plan {
+		if !sleepUntil(ctx, r.start.Add(a.at)) || r.stopped(ctx) {
+			break
+		}
+		wg.Go(func() {
+			c := call{
+				api:       APIChat,
+				key:       r.tenantKey(0),
+				priority:  a.band,
+				input:     []Item{{Kind: ItemMessage, Role: "user", Text: a.req.Prompt()}},
+				maxTokens: a.req.MaxOutputTokens,
+			}
+			smp, o := r.do(ctx, c, labels{tenant: a.band, turn: i, kind: TurnSingle})
+			if retryAfter != nil && smp != nil && overloadShed(smp) && o.retryAfter > 0 {
+				mu.Lock()
+				retryAfter[a.band]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// overloadReport sums the samples per band.
+func overloadReport(samples []*Sample, retryAfter map[string]int, res *Result, arrivals time.Duration) *OverloadReport {
+	rep := &OverloadReport{Bands: map[string]*OverloadBand{}}
+	if arrivals > 0 {
+		rep.OfferedPerSecond = float64(len(samples)) / arrivals.Seconds()
+	}
+	for band, group := range groupBy(samples, func(s *Sample) string { return s.Band }) {
+		sum := aggregate(group, time.Second)
+		b := &OverloadBand{
+			Offered:            sum.Requests,
+			Completed:          sum.Succeeded,
+			ShedWithRetryAfter: retryAfter[band],
+			TTFTP50Ms:          sum.TTFT.P50Ms,
+			TTFTP99Ms:          sum.TTFT.P99Ms,
+		}
+		for _, s := range group {
+			switch {
+			case s.Error == "":
+			case overloadShed(s):
+				b.Shed++
+				if b.Reasons == nil {
+					b.Reasons = map[string]int{}
+				}
+				b.Reasons[s.DroppedReason]++
+			default:
+				b.Errors++
+			}
+		}
+		rep.Bands[band] = b
+	}
+	if o := res.Occupancy; o != nil {
+		rep.IdleWhileQueuedSeconds = o.IdleWhileQueuedSeconds
+		rep.MaxGatewayQueued = o.MaxGatewayQueued
+	}
+	return rep
+}
+
+// writeOverload prints the report's bands, most urgent first.
+func writeOverload(w io.Writer, rep *OverloadReport) {
+	fmt.Fprintf(w, "\noverload: %.1f requests/s offered; idle-while-queued %d s, max gateway queue %.0f; interactive TTFT alone p50 %s ms, p99 %s ms: p99 under overload %s\n",
+		rep.OfferedPerSecond, rep.IdleWhileQueuedSeconds, rep.MaxGatewayQueued,
+		ms(rep.BaselineInteractiveP50Ms), ms(rep.BaselineInteractiveP99Ms), times(rep.InteractiveP99Ratio))
+	for _, name := range []string{BandInteractive, BandStandard, BandBackground} {
+		b := rep.Bands[name]
+		if b == nil {
+			continue
+		}
+		reasons := make([]string, 0, len(b.Reasons))
+		for r, n := range b.Reasons {
+			reasons = append(reasons, fmt.Sprintf("%s %d", r, n))
+		}
+		sort.Strings(reasons)
+		fmt.Fprintf(w, "  %-11s offered %4d  completed %4d  shed %4d (Retry-After %d%s)  errors %d  TTFT p50 %s ms  p99 %s ms\n",
+			name, b.Offered, b.Completed, b.Shed, b.ShedWithRetryAfter, reasonList(reasons), b.Errors, ms(b.TTFTP50Ms), ms(b.TTFTP99Ms))
+	}
+}
+
+func reasonList(rs []string) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(rs, ", ")
+}
