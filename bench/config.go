@@ -15,6 +15,9 @@ const (
 	WorkloadTrace     = "trace"
 	WorkloadIsolation = "isolation"
 	WorkloadChaos     = "chaos"
+	// WorkloadLending: a simulated trainer on a lendable pool, with and
+	// without lending its idle phases to background work (lending.go).
+	WorkloadLending = "lending"
 )
 
 // API names accepted in Config.API.
@@ -167,6 +170,8 @@ type Config struct {
 	Chaos     ChaosConfig     `json:"chaos" yaml:"chaos"`
 	// LongPrompt is the long-prompt workload (WorkloadLongPrompt).
 	LongPrompt LongPromptConfig `json:"long_prompt" yaml:"long_prompt"`
+	// Lending is the lending workload (WorkloadLending).
+	Lending LendingConfig `json:"lending" yaml:"lending"`
 }
 
 // AgenticConfig shapes the agentic workload: tenants with a shared system
@@ -299,6 +304,7 @@ func (c *Config) EnsureDefaults() {
 	setDefault(&c.Seed, DefaultSeed)
 	setDefault(&c.RequestTimeout, Duration(DefaultRequestTimeout))
 	c.LongPrompt.ensureDefaults()
+	c.Lending.ensureDefaults()
 
 	a := &c.Agentic
 	setDefault(&a.Sessions, DefaultSessions)
@@ -350,11 +356,12 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("bench: "+format, args...))
 	}
 	switch c.Workload {
-	case WorkloadAgentic, WorkloadTrace, WorkloadIsolation, WorkloadChaos, WorkloadLongPrompt:
+	case WorkloadAgentic, WorkloadTrace, WorkloadIsolation, WorkloadChaos, WorkloadLongPrompt, WorkloadLending:
 	default:
-		bad("workload %q: want agentic, trace, isolation, chaos or long-prompt", c.Workload)
+		bad("workload %q: want agentic, trace, isolation, chaos, long-prompt or lending", c.Workload)
 	}
 	c.LongPrompt.validate(bad)
+	c.Lending.validate(bad)
 	switch c.API {
 	case APIResponses, APIChat:
 	default:
@@ -499,4 +506,6 @@ type Target struct {
 	// tokens: the size of the global LRU the trace's ideal reuse is
 	// computed for. 0: unknown, the ideal is that of an unbounded cache.
 	KVCapacityTokens int
+	// Lending is the lendable pool of the lending workload; nil: none.
+	Lending *LendingTarget
 }

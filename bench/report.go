@@ -221,6 +221,9 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 				fmt.Fprintf(w, "sheds in the burst: %s\n", f)
 			}
 		}
+		if r.Lending != nil {
+			writeLending(w, r.Lending)
+		}
 		if r.Chaos != nil {
 			for _, t := range chaosTables(r.Chaos) {
 				heading(t.title)

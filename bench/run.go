@@ -83,6 +83,8 @@ type Result struct {
 	Isolation *IsolationReport `json:"isolation,omitempty"`
 	// Chaos holds the chaos workload's failures, migrations and restarts.
 	Chaos *ChaosReport `json:"chaos,omitempty"`
+	// Lending holds the lending workload's duty cycles and reclaims.
+	Lending *LendingReport `json:"lending,omitempty"`
 	// Samples are every request's records when Config.KeepSamples is set.
 	Samples []Sample `json:"samples,omitempty"`
 }
@@ -125,6 +127,8 @@ func run(ctx context.Context, cfg Config, target Target, label string) (*Result,
 		return runChaos(ctx, cfg, target, label)
 	case WorkloadLongPrompt:
 		return runLongPrompt(ctx, cfg, target, label)
+	case WorkloadLending:
+		return runLending(ctx, cfg, target, label)
 	default:
 		sessions := PlanAgentic(cfg)
 		res, samples := measure(ctx, cfg, target, label, len(sessions)*cfg.Agentic.TurnsPerSession, func(ctx context.Context, r *runner) {

@@ -15,6 +15,22 @@ import (
 // Options.MaxMigrations).
 var ErrReclaimed = errors.New("pools: the lent pool was reclaimed and its deadline passed")
 
+// maxCutLead bounds how long before a reclaim's deadline lent work is
+// cut: a quarter of the time the reclaim gave, at most this. The deadline
+// is when the pool must be free; an engine drops a cut request at its next
+// step, so the cut comes a little early.
+const maxCutLead = 500 * time.Millisecond
+
+// cutAt is when lent work in flight under l is cut, given when the
+// deadline was set.
+func cutAt(l Lease, set time.Time) time.Time {
+	deadline := l.Deadline()
+	if deadline.IsZero() {
+		return deadline
+	}
+	return deadline.Add(-min(maxCutLead, max(deadline.Sub(set), 0)/4))
+}
+
 // DefaultReclaimGrace is how long lent work in flight may run on after a
 // lending window ends or a reclaim names no deadline.
 const DefaultReclaimGrace = 30 * time.Second
@@ -119,7 +135,9 @@ func (p *Pool) CancelledByReclaim() int64 { return p.lend.cancelled.Load() }
 
 // SetLease puts l in force on a lendable pool, now: admission opens or
 // stops at once, and timers stop it at l.Until and cut the work in flight
-// at l.Deadline(). A deadline already past cuts it now. Setting the lease
+// shortly before l.Deadline() (by a quarter of the time left, at most
+// maxCutLead), so that the engines have dropped it by the deadline. A
+// deadline already past cuts it now. Setting the lease
 // a gateway already applied again changes nothing, so a fleet may apply
 // every lease it reads.
 func (p *Pool) SetLease(l Lease, now time.Time) {
@@ -159,11 +177,12 @@ func (p *Pool) SetLease(l Lease, now time.Time) {
 	if deadline.IsZero() {
 		return
 	}
-	if !deadline.After(now) {
+	cut := cutAt(l, now)
+	if !cut.After(now) {
 		d.cutLocked()
 		return
 	}
-	d.mu.cut = time.AfterFunc(deadline.Sub(now), func() {
+	d.mu.cut = time.AfterFunc(cut.Sub(now), func() {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		if d.mu.lease.Deadline().Equal(deadline) {
