@@ -29,9 +29,10 @@ type lendingStack struct {
 	dataDir    string
 }
 
-// startLendingStack starts own engines for the pool of its own and lent
-// engines for the lendable pool, each on simCfg, and a gateway over both.
-func startLendingStack(ctx context.Context, simCfg sim.Config, own, lent int, policy string, log *slog.Logger) (_ *lendingStack, err error) {
+// startLendingStack starts own engines on ownCfg for the pool of its own
+// and lent engines on lentCfg for the lendable pool, and a gateway over
+// both.
+func startLendingStack(ctx context.Context, ownCfg, lentCfg sim.Config, own, lent int, policy string, log *slog.Logger) (_ *lendingStack, err error) {
 	ls := &lendingStack{fleet: &fleet{}, adminToken: rand.Text()}
 	defer func() {
 		if err != nil {
@@ -44,8 +45,9 @@ func startLendingStack(ctx context.Context, simCfg sim.Config, own, lent int, po
 	for _, p := range []struct {
 		name string
 		n    int
-	}{{"sim", own}, {lendablePool, lent}} {
-		c := simCfg
+		cfg  sim.Config
+	}{{"sim", own, ownCfg}, {lendablePool, lent, lentCfg}} {
+		c := p.cfg
 		c.Name = p.name
 		sf, err := sim.StartFleet(ctx, p.n, c, "127.0.0.1", 0)
 		if err != nil {
@@ -115,7 +117,7 @@ func registerLendingFlags(fs *flag.FlagSet, lc *bench.LendingConfig) *int {
 func benchLending(ctx context.Context, cfg *bench.Config, sf *simFlags, lendable int, stdout io.Writer, out string, log *slog.Logger) error {
 	simCfg := sf.config()
 	simCfg.MaxNumSeqs = lendingMaxNumSeqs
-	ls, err := startLendingStack(ctx, simCfg, sf.replicas, lendable, sf.policy, log)
+	ls, err := startLendingStack(ctx, simCfg, simCfg, sf.replicas, lendable, sf.policy, log)
 	if err != nil {
 		return err
 	}
