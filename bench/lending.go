@@ -141,9 +141,10 @@ type LendingReport struct {
 // LendingRun is one run's figures.
 type LendingRun struct {
 	Lending bool `json:"lending"`
-	// DutyCycle is the share of samples, over the pool's engines, in
-	// which an engine had a running sequence; TrainerShare the part of
-	// it in the trainer's busy phases, LentShare in its idle phases.
+	// DutyCycle is the share of time, over the pool's engines, in which
+	// an engine had a running sequence (from readings of its /metrics,
+	// each weighing the time since the one before); TrainerShare the part
+	// of it in the trainer's busy phases, LentShare in its idle phases.
 	DutyCycle    float64 `json:"duty_cycle"`
 	TrainerShare float64 `json:"trainer_share"`
 	LentShare    float64 `json:"lent_share"`
@@ -450,26 +451,32 @@ type duty struct {
 	samples             int
 }
 
-// sampleDuty samples the engines every lendingSample until ctx ends.
+// sampleDuty samples the engines every lendingSample until ctx ends. Each
+// reading weighs the time since the one before, so that rounds slowed by
+// a busy machine do not tilt the figure.
 func sampleDuty(ctx context.Context, cl *http.Client, engines []string, busy func(time.Time) bool) duty {
 	var d duty
-	var total, inBusy, inIdle int
+	var total, inBusy, inIdle time.Duration
+	prev := time.Now()
 	for ctx.Err() == nil {
 		at := time.Now()
 		rs := running(ctx, cl, engines)
 		if ctx.Err() != nil {
 			break
 		}
+		w := at.Sub(prev)
+		prev = at
 		for _, n := range rs {
 			if n < 0 {
 				continue
 			}
-			total++
+			d.samples++
+			total += w
 			if n > 0 {
 				if busy(at) {
-					inBusy++
+					inBusy += w
 				} else {
-					inIdle++
+					inIdle += w
 				}
 			}
 		}
@@ -479,7 +486,6 @@ func sampleDuty(ctx context.Context, cl *http.Client, engines []string, busy fun
 		d.trainer, d.lent = float64(inBusy)/float64(total), float64(inIdle)/float64(total)
 		d.duty = d.trainer + d.lent
 	}
-	d.samples = total
 	return d
 }
 
@@ -515,8 +521,10 @@ func (r *runner) asyncJobs(ctx context.Context, book *jobBook) {
 			MaxOutputTokens: openai.Int(int64(lc.AsyncOutputTokens)),
 			Input:           responses.ResponseNewParamsInputUnion{OfString: openai.String(fmt.Sprintf("Summarise evaluation transcript %d.", n))},
 		}
+		start := time.Now()
 		stream := cl.Responses.NewStreaming(ctx, params)
 		id, done, failure, tokens := "", false, "", 0
+		var ttft time.Duration
 		for stream.Next() {
 			ev := stream.Current()
 			switch ev.Type {
@@ -525,6 +533,10 @@ func (r *runner) asyncJobs(ctx context.Context, book *jobBook) {
 				book.mu.Lock()
 				book.running[id] = true
 				book.mu.Unlock()
+			case "response.output_text.delta":
+				if ttft == 0 {
+					ttft = time.Since(start)
+				}
 			case "response.completed", "response.incomplete":
 				done, tokens = true, int(ev.Response.Usage.OutputTokens)
 			case "response.failed":
@@ -538,6 +550,8 @@ func (r *runner) asyncJobs(ctx context.Context, book *jobBook) {
 		if ctx.Err() != nil && !done {
 			return // still running: cancelled after the run
 		}
+		sample := &Sample{Tenant: "async", Band: BandBackground, API: APIResponses, Start: start.Sub(r.start), TTFT: ttft,
+			E2E: time.Since(start), OutputTokens: tokens, Status: http.StatusOK, Streamed: id != "", ResponseID: id}
 		book.mu.Lock()
 		delete(book.running, id)
 		switch {
@@ -553,8 +567,13 @@ func (r *runner) asyncJobs(ctx context.Context, book *jobBook) {
 			}
 			book.failed++
 			book.errors[failure]++
+			sample.Error = ErrClassStream
 		}
 		book.mu.Unlock()
+		r.mu.Lock()
+		r.mu.samples = append(r.mu.samples, sample)
+		r.mu.Unlock()
+		r.prog.add(sample.Error != "")
 		if !done {
 			sleepUntil(ctx, time.Now().Add(100*time.Millisecond))
 		}
