@@ -161,3 +161,14 @@ func BenchmarkAvailableLendable(b *testing.B) {
 		_ = ep.Available()
 	}
 }
+
+func TestKeepAdmittingAllocs(t *testing.T) {
+	r := lendableRegistry(t, "http://a:1", "http://b:1")
+	buf := make([]*Endpoint, 0, 4)
+	if n := testing.AllocsPerRun(100, func() {
+		_ = KeepAdmitting(r.EndpointsFor(buf[:0], "m"), false)
+		_ = r.Endpoints[1].Available()
+	}); n != 0 {
+		t.Errorf("%v allocations a pick's candidate filter, want 0", n)
+	}
+}
