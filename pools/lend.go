@@ -81,8 +81,9 @@ type lending struct {
 	// admits is Lease.Admits, kept current by the timers: routing reads it
 	// on every pick.
 	admits atomic.Bool
-	// reclaims counts leases that ended (reclaimed, or their window
-	// over); cancelled counts requests cut at a deadline.
+	// reclaims counts leases that ended while admitting here
+	// (reclaimed, or their window over); cancelled counts requests cut at
+	// a deadline.
 	reclaims, cancelled atomic.Int64
 
 	mu struct {
@@ -92,8 +93,6 @@ type lending struct {
 		stop     *time.Timer // at lease.Until: admission stops
 		cut      *time.Timer // at lease.Deadline(): in-flight work is cancelled
 		inFlight map[*lentRequest]struct{}
-		// ended records that the current lease's end was counted.
-		ended bool
 	}
 }
 
@@ -150,11 +149,7 @@ func (p *Pool) SetLease(l Lease, now time.Time) {
 	if leaseEqual(d.mu.lease, l) {
 		return
 	}
-	prev := d.mu.lease
 	d.mu.lease = l
-	if !l.Until.Equal(prev.Until) {
-		d.mu.ended = false
-	}
 	for _, t := range []*time.Timer{d.mu.stop, d.mu.cut} {
 		if t != nil {
 			t.Stop()
@@ -195,11 +190,10 @@ func leaseEqual(a, b Lease) bool {
 	return a.Until.Equal(b.Until) && a.Grace == b.Grace && a.ReclaimedAt.Equal(b.ReclaimedAt) && a.ReclaimBy.Equal(b.ReclaimBy)
 }
 
-// stopLocked closes admission, counting the end of a lease once.
+// stopLocked closes admission, counting a lease that ends here: one
+// that admitted on this gateway (a stale lease read at start is not).
 func (d *lending) stopLocked() {
-	d.admits.Store(false)
-	if !d.mu.lease.Until.IsZero() && !d.mu.ended {
-		d.mu.ended = true
+	if d.admits.Swap(false) {
 		d.reclaims.Add(1)
 	}
 }
