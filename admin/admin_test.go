@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/auth"
@@ -69,6 +70,17 @@ type fixture struct {
 
 func newFixture(t testing.TB, kv state.Namespace, cfg admin.Config) *fixture {
 	t.Helper()
+	return newFixtureWith(t, kv, cfg, []pools.PoolConfig{{
+		Name:         "gpu",
+		ServedModels: []string{"m"},
+		Endpoints:    []pools.EndpointConfig{{URL: "http://127.0.0.1:8001"}, {URL: "http://127.0.0.1:8002"}},
+	}}, nil)
+}
+
+// newFixtureWith is newFixture over the pools pcs, registering metrics
+// on reg when it is not nil.
+func newFixtureWith(t testing.TB, kv state.Namespace, cfg admin.Config, pcs []pools.PoolConfig, reg prometheus.Registerer) *fixture {
+	t.Helper()
 	if kv == nil {
 		kv = memKV(t)
 	}
@@ -78,11 +90,7 @@ func newFixture(t testing.TB, kv state.Namespace, cfg admin.Config) *fixture {
 	}
 	flow.Start()
 	t.Cleanup(func() { flow.Close() })
-	reg, err := pools.NewRegistry([]pools.PoolConfig{{
-		Name:         "gpu",
-		ServedModels: []string{"m"},
-		Endpoints:    []pools.EndpointConfig{{URL: "http://127.0.0.1:8001"}, {URL: "http://127.0.0.1:8002"}},
-	}}, pools.Options{}, nil)
+	fleet, err := pools.NewRegistry(pcs, pools.Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,14 +98,15 @@ func newFixture(t testing.TB, kv state.Namespace, cfg admin.Config) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{kv: kv, keys: &keyring{}, flow: flow, reg: reg, sessions: ss}
+	f := &fixture{kv: kv, keys: &keyring{}, flow: flow, reg: fleet, sessions: ss}
 	f.svc, err = admin.New(context.Background(), admin.Deps{
 		Store:    kv,
 		Keys:     f.keys,
 		Flow:     flow,
-		Registry: reg,
+		Registry: fleet,
 		Sessions: ss,
 		Config:   cfg,
+		Metrics:  reg,
 		Getenv:   func(name string) string { return map[string]string{"ACME_KEY": "tp-acme-secret"}[name] },
 	})
 	if err != nil {

@@ -39,6 +39,9 @@ func (s *Service) Register(g *echo.Group) {
 	r(http.MethodGet, "/bands", s.getBands)
 	r(http.MethodPut, "/bands", s.putBands)
 	r(http.MethodGet, "/pools", s.listPools)
+	r(http.MethodGet, "/pools/:name", s.getPool)
+	r(http.MethodPost, "/pools/:name/lend", s.lendPool)
+	r(http.MethodPost, "/pools/:name/reclaim", s.reclaimPool)
 	r(http.MethodGet, "/endpoints", s.listEndpoints)
 	r(http.MethodGet, "/endpoints/:id", s.getEndpoint)
 	r(http.MethodPost, "/endpoints/:id/drain", s.drain)
@@ -318,13 +321,17 @@ func (s *Service) writeYAMLAsJSON(c echo.Context, override bool, v any) error {
 
 // Pool is a pool as the API shows it.
 type Pool struct {
-	Name        string     `json:"name"`
-	Engine      string     `json:"engine"`
-	Role        string     `json:"role"`
-	Accelerator string     `json:"accelerator,omitempty"`
-	Model       string     `json:"model,omitempty"`
-	Models      []string   `json:"servedModels"`
-	Endpoints   []Endpoint `json:"endpoints"`
+	Name        string   `json:"name"`
+	Engine      string   `json:"engine"`
+	Role        string   `json:"role"`
+	Accelerator string   `json:"accelerator,omitempty"`
+	Model       string   `json:"model,omitempty"`
+	Models      []string `json:"servedModels"`
+	// Lendable pools take traffic only while lent; Lending is their
+	// lending state, nil for other pools.
+	Lendable  bool       `json:"lendable"`
+	Lending   *Lending   `json:"lending,omitempty"`
+	Endpoints []Endpoint `json:"endpoints"`
 }
 
 // Endpoint is an endpoint as the API shows it, read live.
@@ -381,19 +388,7 @@ func (s *Service) listPools(c echo.Context) error {
 	var out []Pool
 	if r := s.deps.Registry; r != nil {
 		for _, p := range r.Pools {
-			v := Pool{
-				Name:        p.Name(),
-				Engine:      p.Config.Engine,
-				Role:        p.Config.Role,
-				Accelerator: p.Config.Accelerator,
-				Model:       p.Config.Model,
-				Models:      p.Config.ServedModels,
-				Endpoints:   make([]Endpoint, 0, len(p.Endpoints)),
-			}
-			for _, ep := range p.Endpoints {
-				v.Endpoints = append(v.Endpoints, s.endpointView(ep))
-			}
-			out = append(out, v)
+			out = append(out, s.poolView(p))
 		}
 	}
 	return c.JSON(http.StatusOK, listOf(out))

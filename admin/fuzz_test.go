@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/admin"
+	"github.com/turnpike-gateway/turnpike/apierror"
 )
 
 // FuzzAdminBodies sends arbitrary bodies to every admin route that reads
@@ -65,6 +66,37 @@ func FuzzAdminBodies(f *testing.F) {
 		}
 		if name, ok := out["name"].(string); ok && code == 201 && r.path == "/admin/v1/tenants" && name != "acme" {
 			do(t, http.MethodDelete, "/admin/v1/tenants/"+url.PathEscape(name), "")
+		}
+	})
+}
+
+// FuzzLendBodies feeds arbitrary bodies to the lending parsers: each
+// either opens a lease that ends in the future within MaxLendWindow, with
+// a grace within MaxReclaimDeadline, or answers an OpenAI-shaped 400.
+func FuzzLendBodies(f *testing.F) {
+	for _, body := range []string{
+		`{"until":"2030-01-01T00:00:00Z"}`, `{"duration":"10m","reclaimDeadline":"30s"}`, `{"deadline":"5s"}`,
+		`{"duration":"-1s"}`, `{"until":"2030-01-01T00:00:00+25:00"}`, `{"duration":"9999999h"}`, `{`, ``, `null`, `[]`, `{"until":1}`,
+	} {
+		f.Add([]byte(body))
+	}
+	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		l, err := admin.ParseLend(body, now)
+		if err == nil {
+			if !l.Admits(now) || l.Until.Sub(now) > admin.MaxLendWindow || l.Grace < 0 || l.Grace > admin.MaxReclaimDeadline {
+				t.Fatalf("%q: lease %+v out of bounds", body, l)
+			}
+		} else if e, ok := err.(*apierror.Error); !ok || e.Status != http.StatusBadRequest {
+			t.Fatalf("%q: error %T %v, want an OpenAI-shaped 400", body, err, err)
+		}
+		d, set, err := admin.ParseReclaim(body)
+		if err == nil {
+			if d < 0 || d > admin.MaxReclaimDeadline || (!set && d != 0) {
+				t.Fatalf("%q: reclaim deadline %v, %v", body, d, set)
+			}
+		} else if e, ok := err.(*apierror.Error); !ok || e.Status != http.StatusBadRequest {
+			t.Fatalf("%q: reclaim error %T %v, want an OpenAI-shaped 400", body, err, err)
 		}
 	})
 }

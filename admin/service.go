@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/turnpike-gateway/turnpike/apierror"
@@ -89,6 +90,9 @@ type Deps struct {
 	Registry *pools.Registry
 	// Sessions is the session store. Nil: the session routes answer 501.
 	Sessions Sessions
+	// Metrics registers the lending metrics of lendable pools; nil
+	// registers none.
+	Metrics prometheus.Registerer
 	// Config is the config file's tenancy section, defaults filled.
 	Config Config
 	// Logger; nil means slog.Default().
@@ -178,6 +182,9 @@ func New(ctx context.Context, deps Deps) (*Service, error) {
 		return nil, err
 	}
 	if err := s.publishLocked(); err != nil {
+		return nil, err
+	}
+	if err := s.registerLendMetrics(); err != nil {
 		return nil, err
 	}
 	// An empty tenancy is the open gateway, which the authenticator
@@ -271,6 +278,9 @@ func (s *Service) loadLocked(ctx context.Context) error {
 		}
 	}
 	s.mu.tenants, s.mu.keys, s.mu.version = tenants, keys, version
+	if err := s.loadLeasesLocked(ctx); err != nil {
+		return err
+	}
 	return s.loadFlowControlLocked(ctx)
 }
 

@@ -15,6 +15,9 @@ const (
 	WorkloadTrace     = "trace"
 	WorkloadIsolation = "isolation"
 	WorkloadChaos     = "chaos"
+	// WorkloadLending: a simulated trainer on a lendable pool, with and
+	// without lending its idle phases to background work (lending.go).
+	WorkloadLending = "lending"
 )
 
 // API names accepted in Config.API.
@@ -177,6 +180,8 @@ type Config struct {
 	BatchLoad BatchLoadConfig `json:"batch_load,omitzero" yaml:"batch_load"`
 	// Overload is the overload scenario (WorkloadOverload).
 	Overload OverloadConfig `json:"overload" yaml:"overload"`
+	// Lending is the lending workload (WorkloadLending).
+	Lending LendingConfig `json:"lending" yaml:"lending"`
 }
 
 // AgenticConfig shapes the agentic workload: tenants with a shared system
@@ -312,6 +317,7 @@ func (c *Config) EnsureDefaults() {
 	c.Interference.ensureDefaults()
 	c.BatchLoad.ensureDefaults()
 	c.Overload.ensureDefaults()
+	c.Lending.ensureDefaults()
 
 	a := &c.Agentic
 	setDefault(&a.Sessions, DefaultSessions)
@@ -363,9 +369,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("bench: "+format, args...))
 	}
 	switch c.Workload {
-	case WorkloadAgentic, WorkloadTrace, WorkloadIsolation, WorkloadChaos, WorkloadLongPrompt, WorkloadOverload:
+	case WorkloadAgentic, WorkloadTrace, WorkloadIsolation, WorkloadChaos, WorkloadLongPrompt, WorkloadOverload, WorkloadLending:
 	default:
-		bad("workload %q: want agentic, trace, isolation, chaos, long-prompt or overload", c.Workload)
+		bad("workload %q: want agentic, trace, isolation, chaos, long-prompt, overload or lending", c.Workload)
 	}
 	c.LongPrompt.validate(bad)
 	c.Interference.validate(bad)
@@ -377,6 +383,7 @@ func (c *Config) Validate() error {
 		bad("interference runs beside the agentic and trace workloads, not %s", c.Workload)
 	}
 	c.Overload.validate(bad)
+	c.Lending.validate(bad)
 	switch c.API {
 	case APIResponses, APIChat:
 	default:
@@ -531,4 +538,6 @@ type Target struct {
 	KVCapacityTokens int
 	// Cost prices the run per pool (Result.Cost). nil: no cost figures.
 	Cost *CostSetup
+	// Lending is the lendable pool of the lending workload; nil: none.
+	Lending *LendingTarget
 }

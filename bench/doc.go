@@ -28,6 +28,11 @@
 //     whether the client had seen the stream start, reads the gateway's
 //     stream migrations and retries from its /metrics before and after, and
 //     watches each restarted replica's /metrics for its first traffic.
+//   - lending: a simulated trainer keeps a lendable pool's engines busy for
+//     a share of every cycle, run once alone and once lending the idle
+//     phases to background responses through the admin API; LendingReport
+//     gives the pool's duty cycle, the background work done and whether each
+//     reclaim freed the pool by its deadline (lending.go).
 //
 // Apart from these, RunOverhead measures what a proxy costs: closed-loop
 // clients post large agent requests (AgentChatBody) to each target in

@@ -229,6 +229,9 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 		if r.Overload != nil {
 			writeOverload(w, r.Overload)
 		}
+		if r.Lending != nil {
+			writeLending(w, r.Lending)
+		}
 		if r.Chaos != nil {
 			for _, t := range chaosTables(r.Chaos) {
 				heading(t.title)

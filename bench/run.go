@@ -95,6 +95,8 @@ type Result struct {
 	// BatchLoad is what became of Config.BatchLoad's batch; nil when none
 	// was offered.
 	BatchLoad *BatchLoadReport `json:"batch_load,omitempty"`
+	// Lending holds the lending workload's duty cycles and reclaims.
+	Lending *LendingReport `json:"lending,omitempty"`
 	// Samples are every request's records when Config.KeepSamples is set.
 	Samples []Sample `json:"samples,omitempty"`
 }
@@ -139,6 +141,8 @@ func run(ctx context.Context, cfg Config, target Target, label string) (*Result,
 		return runLongPrompt(ctx, cfg, target, label)
 	case WorkloadOverload:
 		return runOverload(ctx, cfg, target, label)
+	case WorkloadLending:
+		return runLending(ctx, cfg, target, label)
 	default:
 		sessions := PlanAgentic(cfg)
 		res, samples := measure(ctx, cfg, target, label, len(sessions)*cfg.Agentic.TurnsPerSession, func(ctx context.Context, r *runner) {

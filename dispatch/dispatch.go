@@ -324,10 +324,12 @@ func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error)
 		t.ticket = ticket
 		t.route.Interactive = ticket.Band() == turns.Interactive
 		t.route.Band = ticket.Band().String()
+		t.lent = ticket.Band() == turns.Background
 	} else {
 		band := turns.Classify(turns.Tenant{}, hints)
 		t.route.Interactive = band == turns.Interactive
 		t.route.Band = band.String()
+		t.lent = band == turns.Background
 	}
 	if tracked {
 		d.sessions.Touch(spec.Tenant, t.sessionKey, time.Now())
@@ -395,7 +397,7 @@ func (t *Turn) countPrompt() {
 func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) error {
 	d, spec := t.d, t.spec
 	var buf [16]*pools.Endpoint
-	candidates := d.reg.EndpointsFor(buf[:0], spec.Model)
+	candidates := pools.KeepAdmitting(d.reg.EndpointsFor(buf[:0], spec.Model), t.lent)
 	if exclude != nil && len(candidates) > 1 {
 		candidates = without(candidates, exclude)
 	}

@@ -137,7 +137,7 @@ func (t *Turn) sendPD(ctx context.Context) error {
 		t.header.Set("X-Request-Id", newRequestID())
 	}
 	var buf [16]*pools.Endpoint
-	decoders := d.reg.EndpointsFor(buf[:0], spec.Model)
+	decoders := pools.KeepAdmitting(d.reg.EndpointsFor(buf[:0], spec.Model), t.lent)
 	if len(decoders) == 0 {
 		return d.modelNotFound(spec.Model)
 	}

@@ -51,6 +51,8 @@ type Turn struct {
 	sessionKey string
 	touched    bool
 	ticket     turns.Ticket
+	// lent: the turn is of the background band, which lent pools take.
+	lent bool
 	// tokens is the prompt encoded, when it was; bufs holds the pooled
 	// buffers behind tokens and route.Hashes.
 	tokens []uint32

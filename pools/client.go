@@ -73,6 +73,13 @@ func (c *Client) Send(ctx context.Context, ep *Endpoint, path string, body []byt
 	// mid-answer must not hold the request, its ticket and its in-flight
 	// count forever. The body's Close cancels it.
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	if p := ep.Pool; p != nil && p.Config.Lendable {
+		// Lent work is cut when a reclaim's deadline passes.
+		var release func()
+		ctx, release = p.track(ctx)
+		timeout := cancel
+		cancel = func() { release(); timeout() }
+	}
 	var resp *http.Response
 	// A request admitted while half-open is a trial, counted until the
 	// breaker has its verdict, so that routing stops choosing the endpoint
@@ -102,6 +109,9 @@ func (c *Client) Send(ctx context.Context, ep *Endpoint, path string, body []byt
 		if err != nil {
 			ep.inFlight.Add(-1)
 			ep.inFlightTokens.Add(-tokens)
+			if errors.Is(context.Cause(ctx), ErrReclaimed) {
+				return struct{}{}, fmt.Errorf("%w: %s: %w", ErrUpstream, ep.ID, ErrReclaimed)
+			}
 			if errors.Is(ctx.Err(), context.Canceled) {
 				// The client went away: not the engine's fault, and the
 				// breaker excludes it (see NewRegistry).
@@ -109,7 +119,7 @@ func (c *Client) Send(ctx context.Context, ep *Endpoint, path string, body []byt
 			}
 			return struct{}{}, fmt.Errorf("%w: %s: %w", ErrUpstream, ep.ID, err)
 		}
-		resp.Body = &trackedBody{ReadCloser: resp.Body, ep: ep, tokens: tokens, cancel: cancel}
+		resp.Body = &trackedBody{ReadCloser: resp.Body, ep: ep, tokens: tokens, cancel: cancel, ctx: ctx}
 		if resp.StatusCode >= 500 {
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 			resp.Body.Close()
@@ -136,6 +146,18 @@ type trackedBody struct {
 	tokens int64
 	cancel context.CancelFunc
 	once   sync.Once
+	// ctx is the request's context, read only when a read fails, to
+	// name a reclaim as the cause.
+	ctx context.Context
+}
+
+// Read reads the engine's body; a read cut by a reclaim's deadline says so.
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && errors.Is(context.Cause(b.ctx), ErrReclaimed) {
+		err = fmt.Errorf("%w (%w)", ErrReclaimed, err)
+	}
+	return n, err
 }
 
 func (b *trackedBody) Close() error {

@@ -65,6 +65,13 @@ type PoolConfig struct {
 	// (routing.pd). Decode endpoints also take whole requests; prefill
 	// endpoints only prefill legs, so a model needs a both or decode pool.
 	Role string `yaml:"role" json:"role"`
+	// Lendable marks capacity that belongs to someone else (an RL
+	// trainer's accelerators): the pool takes no traffic unless it is
+	// lent (POST /admin/v1/pools/{name}/lend), and while lent only turns
+	// of the background band (background responses, batches, the async
+	// intake, the flex tier). Default false. A lendable pool has role
+	// both.
+	Lendable bool `yaml:"lendable,omitempty" json:"lendable,omitempty"`
 	// Endpoints are the replicas. At least one.
 	Endpoints []EndpointConfig `yaml:"endpoints" json:"endpoints"`
 	// Tokenizer is how the gateway turns the pool's prompts into the
@@ -263,6 +270,9 @@ func ValidatePools(pcs []PoolConfig) error {
 		case "", RoleBoth, RolePrefill, RoleDecode:
 		default:
 			bad(where+".role", "%q is not both, prefill or decode", pc.Role)
+		}
+		if pc.Lendable && pc.Role != "" && pc.Role != RoleBoth {
+			bad(where+".lendable", "a lendable pool takes whole requests: role %q must be both", pc.Role)
 		}
 		if pc.Accelerator != "" {
 			if _, ok := accelerators.LookupAccelerator(pc.Accelerator); !ok {

@@ -122,9 +122,9 @@ func (e *Endpoint) WantsTrial() bool {
 }
 
 // Available reports whether new requests may be sent here: healthy, not
-// draining, breaker not open.
+// draining, breaker not open, and, in a lendable pool, lent.
 func (e *Endpoint) Available() bool {
-	return e.Healthy() && !e.Draining() && e.breaker.State() != gobreaker.StateOpen
+	return e.Healthy() && !e.Draining() && e.breaker.State() != gobreaker.StateOpen && (e.Pool == nil || e.Pool.admitsLent())
 }
 
 // Pool is a set of endpoints serving the same models with the same role.
@@ -135,6 +135,9 @@ type Pool struct {
 	// Accelerator is the pool's accelerator profile; zero if none.
 	Accelerator accelerators.Accelerator
 	Endpoints   []*Endpoint
+
+	// lend is the lease of a lendable pool (see lend.go).
+	lend lending
 }
 
 // Serves reports whether the pool serves the named model.

@@ -82,7 +82,8 @@ func NewRegistry(pcs []PoolConfig, opts Options, log *slog.Logger) (*Registry, e
 				Timeout:     opts.BreakerOpenFor,
 				ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= opts.BreakerFailures },
 				// A client that went away says nothing about the engine.
-				IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
+				// Nor does lent work cut by a reclaim.
+				IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) || errors.Is(err, ErrReclaimed) },
 				OnStateChange: func(name string, from, to gobreaker.State) {
 					log.Warn("endpoint breaker changed state", "endpoint", name, "from", from.String(), "to", to.String())
 				},

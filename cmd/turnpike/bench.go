@@ -37,7 +37,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	interfereURLs := fs.String("interfere-urls", "", "with --url and --interfere-rate: comma-separated engine base URLs the interfering client sends to")
 	out := fs.String("out", "bench-results", "directory for results.json, report.html and report.md")
 	logLevel := fs.String("log-level", "warn", "embedded gateway log level")
-	fs.StringVar(&cfg.Workload, "workload", bench.DefaultWorkload, "agentic, trace, isolation, chaos (agentic sessions on chat and responses while embedded replicas are killed and restarted), long-prompt or overload (all three bands past the fleet's capacity)")
+	fs.StringVar(&cfg.Workload, "workload", bench.DefaultWorkload, "agentic, trace, isolation, chaos (agentic sessions on chat and responses while embedded replicas are killed and restarted), long-prompt, overload (all three bands past the fleet's capacity) or lending (a simulated trainer on a lendable pool, with and without lending its idle time)")
 	fs.StringVar(&cfg.API, "api", bench.DefaultAPI, "agentic: responses (previous_response_id chains) or chat (full history)")
 	fs.StringVar(&cfg.Model, "model", "", "model name to request (embedded: the fleet's served model)")
 	fs.Int64Var(&cfg.Seed, "seed", bench.DefaultSeed, "workload seed")
@@ -87,6 +87,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Overload.PromptTokens, "overload-prompt-tokens", bench.DefaultOverloadPromptTokens, "overload: prompt tokens per request, none shared")
 	fs.IntVar(&cfg.Chaos.Rounds, "chaos-rounds", 0, "chaos: kill rounds (0: as many as fit in --max-duration)")
 	fs.DurationVar((*time.Duration)(&cfg.Chaos.RejoinGoal), "chaos-rejoin-goal", 0, "chaos: how soon a restarted replica should take traffic (0: the gateway's breaker timeout)")
+	lendable := registerLendingFlags(fs, &cfg.Lending)
 	sf.register(fs, "sim-", "sim-replicas")
 	var gws benchGateways
 	gws.register(fs)
@@ -156,6 +157,17 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 
+	if cfg.Workload == bench.WorkloadLending {
+		if *url != "" || *compare != "" {
+			return fmt.Errorf("bench: --workload lending runs with and without lending on an embedded fleet of its own; drop --url and --compare")
+		}
+		if !flagSet(fs, "sim-replicas") {
+			// One engine of its own: the background work offered is more
+			// than it serves, so that lent capacity has work to take.
+			sf.replicas = 1
+		}
+		return benchLending(ctx, &cfg, &sf, *lendable, stdout, *out, log)
+	}
 	if *url != "" {
 		t := bench.Target{BaseURL: *url, APIKey: *apiKey, KVCapacityTokens: *kvCapacity}
 		if *engineMetrics != "" {

@@ -13,7 +13,7 @@ func TestExampleConfigLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Pools) != 4 || len(cfg.Pools[0].Endpoints) != 2 || cfg.Pools[2].Role != "prefill" || cfg.Pools[3].Role != "decode" {
+	if len(cfg.Pools) != 5 || len(cfg.Pools[0].Endpoints) != 2 || cfg.Pools[2].Role != "prefill" || cfg.Pools[3].Role != "decode" || !cfg.Pools[4].Lendable {
 		t.Fatalf("pools not read: %+v", cfg.Pools)
 	}
 	if cfg.Routing.PD.UncachedTokens != 512 {

@@ -451,6 +451,7 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 		Sessions: sess,
 		Config:   cfg.Admin,
 		Logger:   log,
+		Metrics:  metrics,
 	})
 	if err != nil {
 		return st, err
