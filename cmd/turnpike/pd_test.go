@@ -135,10 +135,10 @@ func TestSDKOverPD(t *testing.T) {
 		t.Errorf("response stream: err %v, completed %v, text %q", err, completed, deltas.String())
 	}
 
-	if n := metric(t, "http://"+st.addr+"/metrics", `turnpike_pd_decisions_total{reason="disaggregated"}`); n != 4 {
+	if n := metric(t, "http://"+st.addr+"/metrics", `turnpike_pd_decisions_total{flavor="vllm",reason="disaggregated"}`); n != 4 {
 		t.Errorf("%v disaggregated turns, want 4", n)
 	}
-	if n := metric(t, "http://"+st.addr+"/metrics", `turnpike_pd_decisions_total{reason="below_threshold"}`); n != 1 {
+	if n := metric(t, "http://"+st.addr+"/metrics", `turnpike_pd_decisions_total{flavor="vllm",reason="below_threshold"}`); n != 1 {
 		t.Errorf("%v turns left on the warm decoder, want 1", n)
 	}
 	urls := st.fleet.URLs() // prefill first, then decode
