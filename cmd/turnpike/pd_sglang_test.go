@@ -43,47 +43,7 @@ func TestSDKOverSGLangPD(t *testing.T) {
 	}
 	chat(1)
 
-	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
-		Model: defaultSimServedModel, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(long(2))}, MaxTokens: openai.Int(10),
-		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
-	})
-	var acc openai.ChatCompletionAccumulator
-	for stream.Next() {
-		acc.AddChunk(stream.Current())
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if acc.Choices[0].Message.Content == "" || acc.Usage.CompletionTokens == 0 {
-		t.Errorf("chat stream: %q, usage %+v", acc.Choices[0].Message.Content, acc.Usage)
-	}
-
-	r, err := client.Responses.New(ctx, responses.ResponseNewParams{
-		Model: defaultSimServedModel, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(long(3))}, MaxOutputTokens: openai.Int(10),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Status != responses.ResponseStatusCompleted || r.OutputText() == "" {
-		t.Errorf("response: %s %q", r.Status, r.OutputText())
-	}
-	rs := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{
-		Model: defaultSimServedModel, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(long(4))}, MaxOutputTokens: openai.Int(10),
-	})
-	var deltas strings.Builder
-	completed := false
-	for rs.Next() {
-		ev := rs.Current()
-		switch ev.Type {
-		case "response.output_text.delta":
-			deltas.WriteString(ev.Delta)
-		case "response.completed":
-			completed = true
-		}
-	}
-	if err := rs.Err(); err != nil || !completed || deltas.Len() == 0 {
-		t.Errorf("response stream: err %v, completed %v, text %q", err, completed, deltas.String())
-	}
+	streamAndResponses(t, client, long, 2)
 
 	metrics := "http://" + st.addr + "/metrics"
 	if n := metric(t, metrics, `turnpike_pd_decisions_total{flavor="sglang",reason="disaggregated"}`); n != 4 {
@@ -107,5 +67,54 @@ func TestSDKOverSGLangPD(t *testing.T) {
 		metric(t, metrics, `turnpike_pd_decisions_total{flavor="sglang",reason="no_prefiller"}`)
 	if fell != 1 {
 		t.Errorf("%v turns fell back or found no prefiller, want the one after the kill", fell)
+	}
+}
+
+// streamAndResponses sends, with the SDK, a streamed chat of long(i), a
+// response to long(i+1) and a streamed response to long(i+2), and checks
+// each is answered whole.
+func streamAndResponses(t *testing.T, client openai.Client, long func(int) string, i int) {
+	t.Helper()
+	ctx := t.Context()
+	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		Model: defaultSimServedModel, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(long(i))}, MaxTokens: openai.Int(10),
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	})
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if acc.Choices[0].Message.Content == "" || acc.Usage.CompletionTokens == 0 {
+		t.Errorf("chat stream: %q, usage %+v", acc.Choices[0].Message.Content, acc.Usage)
+	}
+
+	r, err := client.Responses.New(ctx, responses.ResponseNewParams{
+		Model: defaultSimServedModel, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(long(i + 1))}, MaxOutputTokens: openai.Int(10),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != responses.ResponseStatusCompleted || r.OutputText() == "" {
+		t.Errorf("response: %s %q", r.Status, r.OutputText())
+	}
+	rs := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{
+		Model: defaultSimServedModel, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(long(i + 2))}, MaxOutputTokens: openai.Int(10),
+	})
+	var deltas strings.Builder
+	completed := false
+	for rs.Next() {
+		ev := rs.Current()
+		switch ev.Type {
+		case "response.output_text.delta":
+			deltas.WriteString(ev.Delta)
+		case "response.completed":
+			completed = true
+		}
+	}
+	if err := rs.Err(); err != nil || !completed || deltas.Len() == 0 {
+		t.Errorf("response stream: err %v, completed %v, text %q", err, completed, deltas.String())
 	}
 }
