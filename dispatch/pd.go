@@ -407,8 +407,15 @@ func (t *Turn) pdRewrite(b []byte) []byte {
 // pdEnd observes a disaggregated turn's decode leg.
 func (t *Turn) pdEnd() {
 	m := t.d.pdm
-	if t.pd.sglang != nil {
-		t.pd.sglang.cancelDecode()
+	if l := t.pd.sglang; l != nil {
+		l.cancelDecode()
+		select {
+		case <-l.done:
+			if l.err == nil {
+				t.pd.prefilled = l.at
+			}
+		default: // still draining: no transfer time to observe
+		}
 	}
 	m.decodeLeg.WithLabelValues(t.pd.flavor).Observe(time.Since(t.pd.decodeSent).Seconds())
 	if !t.firstData.IsZero() && !t.pd.prefilled.IsZero() && t.firstData.After(t.pd.prefilled) {
