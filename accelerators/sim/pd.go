@@ -251,12 +251,12 @@ func promptHash(prompt string) uint64 { return xxhash.Sum64String(prompt) }
 // pull claims the lease p names from its prefill engine. The blocks'
 // transfer is then charged by the scheduler.
 func (e *Engine) pull(ctx context.Context, p *KVTransferParams, prompt uint64) error {
-	return claimRemote(ctx, *p.RemoteHost, *p.RemotePort, PullPath, pullBody{EngineID: *p.RemoteEngineID, RequestID: *p.RemoteRequestID, PromptHash: prompt})
+	return claimRemote(ctx, pullClient, *p.RemoteHost, *p.RemotePort, PullPath, pullBody{EngineID: *p.RemoteEngineID, RequestID: *p.RemoteRequestID, PromptHash: prompt})
 }
 
 // claimRemote posts a claim to a prefill engine's side channel at path
 // and returns the refusal it answers, if any.
-func claimRemote(ctx context.Context, host string, port int, path string, claim any) error {
+func claimRemote(ctx context.Context, client *http.Client, host string, port int, path string, claim any) error {
 	b, _ := json.Marshal(claim)
 	url := "http://" + net.JoinHostPort(host, strconv.Itoa(port)) + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
@@ -264,7 +264,7 @@ func claimRemote(ctx context.Context, host string, port int, path string, claim 
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := pullClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("could not reach the prefill engine: %w", err)
 	}

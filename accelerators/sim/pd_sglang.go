@@ -125,7 +125,7 @@ func (e *Engine) bootstrapLeg(ctx context.Context, b *Bootstrap, q *sequence, pr
 	wait := e.cfg.scaled(e.cfg.BootstrapTimeout)
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	err := claimRemote(wctx, b.Host, b.Port, BootstrapPath, roomClaim{Room: b.Room, PromptHash: q.promptHash})
+	err := claimRemote(wctx, bootstrapClient, b.Host, b.Port, BootstrapPath, roomClaim{Room: b.Room, PromptHash: q.promptHash})
 	if err == nil {
 		q.remote = promptTokens - 1
 		return nil
@@ -135,6 +135,10 @@ func (e *Engine) bootstrapLeg(ctx context.Context, b *Bootstrap, q *sequence, pr
 	}
 	return &paramError{param: "bootstrap_room", msg: fmt.Sprintf("KVTransferError(bootstrap_room=%d): %v", b.Room, err)}
 }
+
+// bootstrapClient reaches prefill engines' bootstrap endpoints; each
+// claim is bounded by the decoder's BootstrapTimeout instead.
+var bootstrapClient = &http.Client{}
 
 // scaled is d of simulated time in wall time.
 func (cfg *Config) scaled(d time.Duration) time.Duration {
