@@ -18,7 +18,9 @@
 // disaggregates (pd.go): it picks the decoder, asks affinity's P/D
 // decider whether the prompt's tokens not cached there are worth a
 // prefill leg, sends that leg to a prefiller shaped as vLLM's proxy does,
-// then the decode leg with the kv_transfer_params the prefiller answered.
+// then the decode leg with the kv_transfer_params the prefiller answered;
+// for SGLang pools both legs at once, with bootstrap fields
+// (pd_sglang.go), the prefill leg's answer drained by its own goroutine.
 // A failed prefill falls back to a local prefill on the decoder; the Turn
 // is the decode leg's, and reports the prefiller's cached tokens.
 //

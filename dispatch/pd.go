@@ -48,13 +48,20 @@ const (
 	pdFallbackKVRefused     = "kv_refused"
 )
 
-// pdMetrics are the P/D series.
+// P/D flavours, the flavor label of the P/D series: the protocol of the
+// decoder's pool (pdFlavor).
+const (
+	pdVLLM   = "vllm"
+	pdSGLang = "sglang"
+)
+
+// pdMetrics are the P/D series, each labelled by flavour.
 type pdMetrics struct {
 	decisions  *prometheus.CounterVec
 	fallbacks  *prometheus.CounterVec
-	prefillLeg prometheus.Histogram
-	decodeLeg  prometheus.Histogram
-	transfer   prometheus.Histogram
+	prefillLeg *prometheus.HistogramVec
+	decodeLeg  *prometheus.HistogramVec
+	transfer   *prometheus.HistogramVec
 }
 
 var pdBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
@@ -64,32 +71,34 @@ func newPDMetrics() *pdMetrics {
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnpike_pd_decisions_total",
 			Help: "Turns of disaggregated models by the P/D decider's verdict: disaggregated, below_threshold (the decoder prefilled), no_prefiller, disabled.",
-		}, []string{"reason"}),
+		}, []string{"flavor", "reason"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnpike_pd_fallbacks_total",
 			Help: "Disaggregated turns the decoder prefilled after all: prefill_failed (the prefill leg failed or timed out), kv_refused (the decoder could not pull the prefilled KV).",
-		}, []string{"reason"}),
-		prefillLeg: prometheus.NewHistogram(prometheus.HistogramOpts{
+		}, []string{"flavor", "reason"}),
+		prefillLeg: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "turnpike_pd_prefill_leg_seconds",
 			Help:    "Duration of successful prefill legs, from send to the prefiller's whole answer.",
 			Buckets: pdBuckets,
-		}),
-		decodeLeg: prometheus.NewHistogram(prometheus.HistogramOpts{
+		}, []string{"flavor"}),
+		decodeLeg: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "turnpike_pd_decode_leg_seconds",
 			Help:    "Duration of decode legs after a prefill leg, from send to the end of the answer.",
 			Buckets: pdBuckets,
-		}),
-		transfer: prometheus.NewHistogram(prometheus.HistogramOpts{
+		}, []string{"flavor"}),
+		transfer: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "turnpike_pd_kv_transfer_seconds",
 			Help:    "Time from the prefill leg's answer to the decode leg's first streamed token: the decoder's KV pull and its first step.",
 			Buckets: pdBuckets,
-		}),
+		}, []string{"flavor"}),
 	}
-	for _, r := range affinity.PDReasons {
-		m.decisions.WithLabelValues(r)
-	}
-	for _, r := range []string{pdFallbackPrefillFailed, pdFallbackKVRefused} {
-		m.fallbacks.WithLabelValues(r)
+	for _, f := range []string{pdVLLM, pdSGLang} {
+		for _, r := range affinity.PDReasons {
+			m.decisions.WithLabelValues(f, r)
+		}
+		for _, r := range []string{pdFallbackPrefillFailed, pdFallbackKVRefused} {
+			m.fallbacks.WithLabelValues(f, r)
+		}
 	}
 	return m
 }
@@ -107,6 +116,10 @@ type pdLeg struct {
 	// prefilled is when the prefill answered; decodeSent when the decode
 	// leg went out.
 	prefilled, decodeSent time.Time
+	// flavor is pdVLLM or pdSGLang; sglang is the prefill leg running
+	// beside an SGLang decode leg, nil for vLLM's.
+	flavor string
+	sglang *sglangPrefill
 }
 
 // prefillParams are the kv_transfer_params of a prefill leg.
@@ -145,14 +158,27 @@ func (t *Turn) sendPD(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNoEndpoint, err)
 	}
+	// A prefiller pairs only with decoders of its protocol.
+	flavor := pdFlavor(decoder)
 	var pbuf [16]*pools.Endpoint
 	prefillers := d.reg.PrefillEndpointsFor(pbuf[:0], spec.Model)
+	n := 0
+	for _, ep := range prefillers {
+		if pdFlavor(ep) == flavor {
+			prefillers[n] = ep
+			n++
+		}
+	}
+	prefillers = prefillers[:n]
 	cached := 0
 	if t.route.Routing.Endpoint == decoder {
 		cached = t.route.Routing.CachedBlocks * d.hasher.BlockTokens()
 	}
 	verdict := d.pd.Decide(t.route.PromptTokens, cached, affinity.Available(prefillers))
-	d.pdm.decisions.WithLabelValues(verdict.Reason).Inc()
+	d.pdm.decisions.WithLabelValues(flavor, verdict.Reason).Inc()
+	if verdict.Disaggregate && flavor == pdSGLang {
+		return t.sendSGLang(ctx, decoder, prefillers)
+	}
 	body := spec.Body
 	if verdict.Disaggregate {
 		pctx, span := d.tr.Start(ctx, tracing.SpanPrefill, trace.SpanKindInternal)
@@ -161,7 +187,7 @@ func (t *Turn) sendPD(ctx context.Context) error {
 		if ok {
 			body = b
 		} else {
-			d.pdm.fallbacks.WithLabelValues(pdFallbackPrefillFailed).Inc()
+			d.pdm.fallbacks.WithLabelValues(pdVLLM, pdFallbackPrefillFailed).Inc()
 		}
 	}
 	if t.pd != nil {
@@ -183,7 +209,7 @@ func (t *Turn) sendPD(ctx context.Context) error {
 			return ee
 		}
 		d.log.Info("decoder refused the prefilled KV; it prefills the turn", "cause", ee.Message)
-		d.pdm.fallbacks.WithLabelValues(pdFallbackKVRefused).Inc()
+		d.pdm.fallbacks.WithLabelValues(pdVLLM, pdFallbackKVRefused).Inc()
 		t.pd = nil
 		return t.send(ctx, spec.Body, nil)
 	}
@@ -202,16 +228,7 @@ func (t *Turn) prefill(ctx context.Context, prefillers []*pools.Endpoint) ([]byt
 	if err != nil {
 		return nil, false
 	}
-	req := affinity.Request{
-		Model:                spec.Model,
-		Tenant:               spec.Tenant,
-		PromptTokens:         t.route.PromptTokens,
-		ExpectedOutputTokens: 1,
-		Interactive:          t.route.Interactive,
-		Band:                 t.route.Band,
-		Hashes:               t.route.Hashes,
-		Prefill:              true,
-	}
+	req := t.prefillRequest()
 	pctx, cancel := context.WithTimeout(ctx, d.pd.PrefillTimeout)
 	defer cancel()
 	tokens := int64(t.route.PromptTokens + 1)
@@ -223,17 +240,12 @@ func (t *Turn) prefill(ctx context.Context, prefillers []*pools.Endpoint) ([]byt
 		start := time.Now()
 		params, usage, err := t.prefillOn(pctx, ep, leg, tokens)
 		if err == nil {
-			took := time.Since(start)
-			d.policy.Done(&req, ep, affinity.Outcome{
-				PromptTokens: usage.PromptTokens, CachedTokens: usage.PromptTokensDetails.CachedTokens,
-				CompletionTokens: usage.CompletionTokens, TTFT: took,
-			})
-			d.pdm.prefillLeg.Observe(took.Seconds())
+			t.prefillDone(&req, ep, usage, time.Since(start), pdVLLM)
 			decode, err := decodeBody(spec.Body, fields, params)
 			if err != nil {
 				return nil, false
 			}
-			t.pd = &pdLeg{prefiller: ep, cached: usage.PromptTokensDetails.CachedTokens, prefilled: time.Now()}
+			t.pd = &pdLeg{prefiller: ep, cached: usage.PromptTokensDetails.CachedTokens, prefilled: time.Now(), flavor: pdVLLM}
 			return decode, true
 		}
 		d.policy.Done(&req, ep, affinity.Outcome{Err: err})
@@ -244,6 +256,30 @@ func (t *Turn) prefill(ctx context.Context, prefillers []*pools.Endpoint) ([]byt
 		prefillers = without(prefillers, ep)
 	}
 	return nil, false
+}
+
+// prefillRequest is the routing request of the turn's prefill leg.
+func (t *Turn) prefillRequest() affinity.Request {
+	return affinity.Request{
+		Model:                t.spec.Model,
+		Tenant:               t.spec.Tenant,
+		PromptTokens:         t.route.PromptTokens,
+		ExpectedOutputTokens: 1,
+		Interactive:          t.route.Interactive,
+		Band:                 t.route.Band,
+		Hashes:               t.route.Hashes,
+		Prefill:              true,
+	}
+}
+
+// prefillDone tells routing and the metrics of a prefill leg that ep
+// answered after took, reporting usage.
+func (t *Turn) prefillDone(req *affinity.Request, ep *pools.Endpoint, usage Usage, took time.Duration, flavor string) {
+	t.d.policy.Done(req, ep, affinity.Outcome{
+		PromptTokens: usage.PromptTokens, CachedTokens: usage.PromptTokensDetails.CachedTokens,
+		CompletionTokens: usage.CompletionTokens, TTFT: took,
+	})
+	t.d.pdm.prefillLeg.WithLabelValues(flavor).Observe(took.Seconds())
 }
 
 // prefillOn sends the prefill leg to ep and reads the params and usage
@@ -317,24 +353,39 @@ func decodeBody(body []byte, fields map[string]json.RawMessage, params json.RawM
 		defer delete(fields, "kv_transfer_params")
 		return json.Marshal(fields)
 	}
+	return spliceMembers(body, len(fields) > 0, []byte(`"kv_transfer_params":`), params)
+}
+
+// spliceMembers is body, a JSON object with members when nonEmpty, with
+// the bytes of parts (members, comma-separated by the caller) added
+// before its closing brace.
+func spliceMembers(body []byte, nonEmpty bool, parts ...[]byte) ([]byte, error) {
 	head := bytes.TrimRight(body, " \t\r\n")
 	if len(head) == 0 || head[len(head)-1] != '}' {
 		return nil, errors.New("dispatch: request body is not a JSON object")
 	}
 	head = bytes.TrimRight(head[:len(head)-1], " \t\r\n")
-	out := make([]byte, 0, len(head)+len(params)+24)
+	n := len(head) + 2
+	for _, p := range parts {
+		n += len(p)
+	}
+	out := make([]byte, 0, n)
 	out = append(out, head...)
-	if len(fields) > 0 {
+	if nonEmpty {
 		out = append(out, ',')
 	}
-	out = append(out, `"kv_transfer_params":`...)
-	out = append(out, params...)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
 	return append(out, '}'), nil
 }
 
 // pdUsage is the usage the client sees of a disaggregated turn: the
 // decoder's, with the prefiller's cached tokens.
 func (t *Turn) pdUsage() {
+	if t.pd.sglang != nil && !t.pd.sglangSettled() {
+		return
+	}
 	t.usage.PromptTokensDetails.CachedTokens = min(t.pd.cached, t.usage.PromptTokens)
 }
 
@@ -356,10 +407,29 @@ func (t *Turn) pdRewrite(b []byte) []byte {
 // pdEnd observes a disaggregated turn's decode leg.
 func (t *Turn) pdEnd() {
 	m := t.d.pdm
-	m.decodeLeg.Observe(time.Since(t.pd.decodeSent).Seconds())
-	if !t.firstData.IsZero() {
-		m.transfer.Observe(t.firstData.Sub(t.pd.prefilled).Seconds())
+	if l := t.pd.sglang; l != nil {
+		l.cancelDecode()
+		select {
+		case <-l.done:
+			if l.err == nil {
+				t.pd.prefilled = l.at
+			}
+		default: // still draining: no transfer time to observe
+		}
 	}
+	m.decodeLeg.WithLabelValues(t.pd.flavor).Observe(time.Since(t.pd.decodeSent).Seconds())
+	if !t.firstData.IsZero() && !t.pd.prefilled.IsZero() && t.firstData.After(t.pd.prefilled) {
+		m.transfer.WithLabelValues(t.pd.flavor).Observe(t.firstData.Sub(t.pd.prefilled).Seconds())
+	}
+}
+
+// pdFlavor is the P/D protocol of ep's pool: SGLang's bootstrap fields for
+// engine sglang, vLLM's kv_transfer_params otherwise.
+func pdFlavor(ep *pools.Endpoint) string {
+	if ep.Pool.Config.Engine == pools.EngineSGLang {
+		return pdSGLang
+	}
+	return pdVLLM
 }
 
 func newRequestID() string {

@@ -229,7 +229,7 @@ func TestPDTwoLegs(t *testing.T) {
 			if pl[0].requestID != "req-pd" || dl[0].requestID != "req-pd" {
 				t.Errorf("request ids: prefill %q decode %q, want the client's on both", pl[0].requestID, dl[0].requestID)
 			}
-			if n := testutil.ToFloat64(f.d.pdm.decisions.WithLabelValues(affinity.PDDisaggregated)); n != 2 {
+			if n := testutil.ToFloat64(f.d.pdm.decisions.WithLabelValues(pdVLLM, affinity.PDDisaggregated)); n != 2 {
 				t.Errorf("%v disaggregated decisions, want 2", n)
 			}
 			if n := testutil.CollectAndCount(f.d.pdm.prefillLeg); n != 1 {
@@ -255,7 +255,7 @@ func TestPDShortPromptStaysOnDecoder(t *testing.T) {
 	if dl := f.decode[0].received(); len(dl) != 1 || dl[0].body["kv_transfer_params"] != nil {
 		t.Errorf("decode legs %+v: want the client's body alone", dl)
 	}
-	if n := testutil.ToFloat64(f.d.pdm.decisions.WithLabelValues(affinity.PDCachedAtDecoder)); n != 1 {
+	if n := testutil.ToFloat64(f.d.pdm.decisions.WithLabelValues(pdVLLM, affinity.PDCachedAtDecoder)); n != 1 {
 		t.Errorf("%v below-threshold decisions", n)
 	}
 }
@@ -295,7 +295,7 @@ func TestPDWarmDecoderPrefillsItself(t *testing.T) {
 	if n := len(f.prefill[0].received()); n != 1 {
 		t.Errorf("%d prefill legs, want 1 (the cold first turn)", n)
 	}
-	if d, l := testutil.ToFloat64(f.d.pdm.decisions.WithLabelValues(affinity.PDDisaggregated)), testutil.ToFloat64(f.d.pdm.decisions.WithLabelValues(affinity.PDCachedAtDecoder)); d != 1 || l != 1 {
+	if d, l := testutil.ToFloat64(f.d.pdm.decisions.WithLabelValues(pdVLLM, affinity.PDDisaggregated)), testutil.ToFloat64(f.d.pdm.decisions.WithLabelValues(pdVLLM, affinity.PDCachedAtDecoder)); d != 1 || l != 1 {
 		t.Errorf("decisions: %v disaggregated, %v below threshold; want 1 and 1", d, l)
 	}
 }
@@ -305,8 +305,21 @@ func TestPDWarmDecoderPrefillsItself(t *testing.T) {
 func TestPDPrefillerDown(t *testing.T) {
 	f := newPDFixture(t, 1, 1, sim.Config{})
 	f.prefill[0].Close()
-	for _, stream := range []bool{false, true} {
-		tr, err := f.d.Begin(t.Context(), pdSpec(longPrompt(2, 1000), stream, ""))
+	answerTurns(t, f.d, longPrompt(2, 1000), false, true)
+	if dl := f.decode[0].received(); len(dl) != 2 || dl[0].body["kv_transfer_params"] != nil {
+		t.Errorf("decode legs: %d, first with params %s: want plain local prefills", len(dl), dl[0].body["kv_transfer_params"])
+	}
+	if n := testutil.ToFloat64(f.d.pdm.fallbacks.WithLabelValues(pdVLLM, pdFallbackPrefillFailed)); n != 2 {
+		t.Errorf("%v prefill_failed fallbacks, want 2", n)
+	}
+}
+
+// answerTurns runs a turn of content on d for each of streams (streamed
+// or not) and checks each is answered.
+func answerTurns(t *testing.T, d *Dispatcher, content string, streams ...bool) {
+	t.Helper()
+	for _, stream := range streams {
+		tr, err := d.Begin(t.Context(), pdSpec(content, stream, ""))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -315,12 +328,6 @@ func TestPDPrefillerDown(t *testing.T) {
 		if text == "" {
 			t.Error("no answer")
 		}
-	}
-	if dl := f.decode[0].received(); len(dl) != 2 || dl[0].body["kv_transfer_params"] != nil {
-		t.Errorf("decode legs: %d, first with params %s: want plain local prefills", len(dl), dl[0].body["kv_transfer_params"])
-	}
-	if n := testutil.ToFloat64(f.d.pdm.fallbacks.WithLabelValues(pdFallbackPrefillFailed)); n != 2 {
-		t.Errorf("%v prefill_failed fallbacks, want 2", n)
 	}
 }
 
@@ -337,11 +344,19 @@ func TestPDExpiredLease(t *testing.T) {
 	if text == "" || u.CompletionTokens != 12 {
 		t.Errorf("answer %q usage %+v", text, u)
 	}
-	dl := f.decode[0].received()
-	if len(dl) != 2 || dl[0].body["kv_transfer_params"] == nil || dl[1].body["kv_transfer_params"] != nil {
-		t.Fatalf("decode legs %d: want the refused one with params, then the plain one", len(dl))
+	checkRefusedThenPlain(t, f.d, f.decode[0], pdVLLM, "kv_transfer_params")
+}
+
+// checkRefusedThenPlain checks that e was sent two decode legs, the
+// first with field, which it refused, then the client's plain body, and
+// that the refusal was counted.
+func checkRefusedThenPlain(t *testing.T, d *Dispatcher, e *simEngine, flavor, field string) {
+	t.Helper()
+	dl := e.received()
+	if len(dl) != 2 || dl[0].body[field] == nil || dl[1].body[field] != nil {
+		t.Fatalf("decode legs %d: want the refused one with %s, then the plain one", len(dl), field)
 	}
-	if n := testutil.ToFloat64(f.d.pdm.fallbacks.WithLabelValues(pdFallbackKVRefused)); n != 1 {
+	if n := testutil.ToFloat64(d.pdm.fallbacks.WithLabelValues(flavor, pdFallbackKVRefused)); n != 1 {
 		t.Errorf("%v kv_refused fallbacks, want 1", n)
 	}
 }
@@ -367,7 +382,7 @@ func TestPDDecoderDownBeforeFirstByte(t *testing.T) {
 			t.Error("a decode leg without params: the live decoder should have pulled")
 		}
 	}
-	if n := testutil.ToFloat64(f.d.pdm.fallbacks.WithLabelValues(pdFallbackKVRefused)); n != 0 {
+	if n := testutil.ToFloat64(f.d.pdm.fallbacks.WithLabelValues(pdVLLM, pdFallbackKVRefused)); n != 0 {
 		t.Errorf("%v kv_refused fallbacks", n)
 	}
 }
@@ -467,15 +482,22 @@ func TestPDUsageReportsPrefillerCache(t *testing.T) {
 	// Three decoders: round-robin's counter also turns for the prefill
 	// pick, so the second turn lands on another decoder.
 	f := newPDFixture(t, 1, 3, sim.Config{})
-	content := longPrompt(6, 2000)
+	checkPrefillerCacheReported(t, f.d, longPrompt(6, 2000), true, true)
+}
+
+// checkPrefillerCacheReported runs two turns of content on d, streamed
+// as asked, and checks that the second, on another (cold) decoder, is
+// told the prefiller's cache hit.
+func checkPrefillerCacheReported(t *testing.T, d *Dispatcher, content string, streams ...bool) {
+	t.Helper()
 	var eps []*pools.Endpoint
 	var usages []Usage
-	for range 2 {
-		tr, err := f.d.Begin(t.Context(), pdSpec(content, true, `,"stream_options":{"include_usage":true}`))
+	for _, stream := range streams {
+		tr, err := d.Begin(t.Context(), pdSpec(content, stream, `,"stream_options":{"include_usage":true}`))
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, u := readTurn(t, tr, true)
+		_, u := readTurn(t, tr, stream)
 		eps = append(eps, tr.Endpoint())
 		usages = append(usages, u)
 		tr.End(nil)

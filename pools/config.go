@@ -129,7 +129,16 @@ type EndpointConfig struct {
 	// KVEvents is the engine's KV event publisher, e.g. tcp://10.0.0.7:5557.
 	// Empty means none: the KV index is fed by routing decisions alone.
 	KVEvents string `yaml:"kvEvents,omitempty" json:"kvEvents,omitempty"`
+	// BootstrapPort is the port of an SGLang prefill engine's bootstrap
+	// server (its --disaggregation-bootstrap-port), named to decoders as
+	// bootstrap_port with the endpoint's host as bootstrap_host. Read only
+	// for endpoints of prefill pools with engine sglang. Default 8998,
+	// SGLang's.
+	BootstrapPort int `yaml:"bootstrapPort,omitempty" json:"bootstrapPort,omitempty"`
 }
+
+// DefaultBootstrapPort is SGLang's default --disaggregation-bootstrap-port.
+const DefaultBootstrapPort = 8998
 
 // Options are the fleet-wide knobs. Zero values take the defaults above.
 type Options struct {
@@ -303,6 +312,9 @@ func ValidatePools(pcs []PoolConfig) error {
 			urls[ec.URL] = ew
 			if ec.KVEvents != "" && !strings.HasPrefix(ec.KVEvents, "tcp://") {
 				bad(ew+".kvEvents", "%q is not a tcp:// address", ec.KVEvents)
+			}
+			if ec.BootstrapPort < 0 || ec.BootstrapPort > 65535 {
+				bad(ew+".bootstrapPort", "%d is not a port", ec.BootstrapPort)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package pools
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"testing"
 )
@@ -33,13 +34,13 @@ func TestFieldErrors(t *testing.T) {
 func TestValidatePoolsNamesFields(t *testing.T) {
 	err := ValidatePools([]PoolConfig{
 		{Name: "a", Engine: "tgi", Endpoints: []EndpointConfig{{URL: "ftp://x"}}},
-		{Name: "a", ServedModels: []string{"m"}, Endpoints: []EndpointConfig{{URL: "http://h:1", KVEvents: "udp://x"}}},
+		{Name: "a", ServedModels: []string{"m"}, Endpoints: []EndpointConfig{{URL: "http://h:1", KVEvents: "udp://x"}, {URL: "http://h:2", BootstrapPort: 70000}}},
 	})
 	var got []string
 	for _, fe := range FieldErrors(err) {
 		got = append(got, fe.Field)
 	}
-	want := []string{"pools[0].engine", "pools[0].servedModels", "pools[0].endpoints[0].url", "pools[1].name", "pools[1].endpoints[0].kvEvents"}
+	want := []string{"pools[0].engine", "pools[0].servedModels", "pools[0].endpoints[0].url", "pools[1].name", "pools[1].endpoints[0].kvEvents", "pools[1].endpoints[1].bootstrapPort"}
 	if !slices.Equal(got, want) {
 		t.Errorf("fields %v, want %v\n%v", got, want, err)
 	}
@@ -76,5 +77,20 @@ func TestValidatePoolsTokenizer(t *testing.T) {
 				t.Errorf("fields %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestEndpointBootstrapPort: an endpoint's SGLang bootstrap port is its
+// config's, or SGLang's default 8998.
+func TestEndpointBootstrapPort(t *testing.T) {
+	reg, err := NewRegistry([]PoolConfig{{Name: "p", Engine: EngineSGLang, Role: RolePrefill, ServedModels: []string{"m"},
+		Endpoints: []EndpointConfig{{URL: "http://a:30000"}, {URL: "http://b:30000", BootstrapPort: 9001}}},
+		{Name: "d", Engine: EngineSGLang, Role: RoleDecode, ServedModels: []string{"m"}, Endpoints: []EndpointConfig{{URL: "http://c:30001"}}}},
+		Options{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := reg.Endpoints[0].BootstrapPort, reg.Endpoints[1].BootstrapPort; a != DefaultBootstrapPort || b != 9001 {
+		t.Errorf("bootstrap ports %d, %d; want %d, 9001", a, b, DefaultBootstrapPort)
 	}
 }

@@ -46,6 +46,9 @@ type Endpoint struct {
 	URL *url.URL
 	// KVEvents is the engine's KV event publisher address, or "".
 	KVEvents string
+	// BootstrapPort is the SGLang bootstrap port (EndpointConfig), its
+	// default filled in.
+	BootstrapPort int
 	// Pool is the pool the endpoint belongs to.
 	Pool *Pool
 	// Index is the endpoint's position in Registry.Endpoints, stable for the

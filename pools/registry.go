@@ -1,6 +1,7 @@
 package pools
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,12 +70,13 @@ func NewRegistry(pcs []PoolConfig, opts Options, log *slog.Logger) (*Registry, e
 				return nil, fmt.Errorf("pools: endpoint %q: %w", ec.URL, err)
 			}
 			ep := &Endpoint{
-				ID:         u.Host,
-				URL:        u,
-				KVEvents:   ec.KVEvents,
-				Pool:       p,
-				Index:      len(r.Endpoints),
-				staleAfter: opts.StaleAfter,
+				ID:            u.Host,
+				URL:           u,
+				KVEvents:      ec.KVEvents,
+				BootstrapPort: cmp.Or(ec.BootstrapPort, DefaultBootstrapPort),
+				Pool:          p,
+				Index:         len(r.Endpoints),
+				staleAfter:    opts.StaleAfter,
 			}
 			ep.breaker = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
 				Name:        u.Host,

@@ -100,6 +100,9 @@ type ChatCompletionRequest struct {
 	// KVTransferParams disaggregates prefill and decode (see
 	// KVTransferParams).
 	KVTransferParams *KVTransferParams `json:"kv_transfer_params,omitempty"`
+	// BootstrapFields disaggregate prefill and decode as SGLang does (see
+	// Bootstrap).
+	BootstrapFields
 	// ContinueFinalMessage and AddGenerationPrompt are vLLM's chat
 	// template switches: continue_final_message renders the final
 	// (assistant) message open, so the answer continues its text in
@@ -128,6 +131,9 @@ type CompletionRequest struct {
 	// KVTransferParams disaggregates prefill and decode (see
 	// KVTransferParams).
 	KVTransferParams *KVTransferParams `json:"kv_transfer_params,omitempty"`
+	// BootstrapFields disaggregate prefill and decode as SGLang does (see
+	// Bootstrap).
+	BootstrapFields
 }
 
 // TokenizeRequest is the body of vLLM's POST /tokenize: either Prompt or

@@ -47,6 +47,9 @@ const (
 	// DefaultKVLease is how long a prefill engine holds a request's KV
 	// blocks for a decoder to pull, in simulated time.
 	DefaultKVLease = 30 * time.Second
+	// DefaultBootstrapTimeout is how long an SGLang decode engine waits
+	// for a bootstrap room's KV (Config.BootstrapTimeout).
+	DefaultBootstrapTimeout = 30 * time.Second
 	// DefaultKVDiskBandwidth is the bytes per second KV loads from local
 	// disk at: an NVMe PCIe Gen4 x4 drive's sequential read, 7 GB/s.
 	DefaultKVDiskBandwidth = 7e9
@@ -122,6 +125,10 @@ type Config struct {
 	// blocks of a do_remote_decode request for a decoder to pull; they
 	// are freed when pulled or when the lease runs out. Default 30s.
 	KVLease time.Duration
+	// BootstrapTimeout is how long, in simulated time, an SGLang-flavoured
+	// decode engine given bootstrap fields waits for the bootstrap room's
+	// KV at its prefill engine before refusing the request. Default 30s.
+	BootstrapTimeout time.Duration
 	// KVLinkBandwidth is the bytes per second a decode engine pulls
 	// remote KV at. 0 means the accelerator's host link: GPUDirect RDMA
 	// (NIXL's path) goes through the NIC on that link.
@@ -233,6 +240,9 @@ func (cfg *Config) EnsureDefaults() *Config {
 	if cfg.KVLease == 0 {
 		cfg.KVLease = DefaultKVLease
 	}
+	if cfg.BootstrapTimeout == 0 {
+		cfg.BootstrapTimeout = DefaultBootstrapTimeout
+	}
 	if cfg.KVDiskBandwidth == 0 {
 		cfg.KVDiskBandwidth = DefaultKVDiskBandwidth
 	}
@@ -256,6 +266,9 @@ func (cfg *Config) Validate() error {
 	case RoleBoth, RolePrefill, RoleDecode:
 	default:
 		bad("role %q is not %q, %q or %q", cfg.Role, RoleBoth, RolePrefill, RoleDecode)
+	}
+	if cfg.BootstrapTimeout < 0 {
+		bad("bootstrap timeout %v is negative", cfg.BootstrapTimeout)
 	}
 	if cfg.KVLease < 0 {
 		bad("kv lease %v is negative", cfg.KVLease)

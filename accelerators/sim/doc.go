@@ -33,6 +33,11 @@
 // crashes one (its connections cut, new ones refused) and Fleet.Restart
 // brings a fresh engine up on the same address.
 //
+// With Flavor sglang, roles prefill and decode follow SGLang's protocol
+// instead (pd_sglang.go, Bootstrap): both legs carry bootstrap_host,
+// bootstrap_port and bootstrap_room; the decoder claims the room's KV at
+// the prefiller's bootstrap endpoint (BootstrapPath, on its main port).
+//
 // Config.Role splits prefill from decode as vLLM's NIXL connector does
 // (pd.go, KVTransferParams): a prefill engine answers a request carrying
 // kv_transfer_params do_remote_decode with the params a decoder needs and

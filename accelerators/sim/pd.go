@@ -76,6 +76,9 @@ type leaseTable struct {
 	m map[string]*lease
 	// released are claimed leases' blocks, for the loop to free.
 	released [][]int32
+	// added is closed, and replaced, whenever a lease is added: decoders
+	// waiting for an SGLang bootstrap room look again (awaitRoom).
+	added chan struct{}
 }
 
 // pullBody is the side channel's request.
@@ -92,6 +95,10 @@ func (s *scheduler) hold(q *sequence) {
 	l := &lease{blocks: q.blocks, tokens: q.promptTokens, prompt: q.promptHash, expires: s.now().Add(s.leaseFor)}
 	s.leases.mu.Lock()
 	s.leases.m[q.leaseID] = l
+	if s.leases.added != nil {
+		close(s.leases.added)
+		s.leases.added = nil
+	}
 	s.leases.mu.Unlock()
 	q.blocks = nil
 	q.stored = 0
@@ -187,12 +194,7 @@ func (s *scheduler) loadWait() time.Duration {
 }
 
 // leaseDuration is the lease in wall time.
-func (cfg *Config) leaseDuration() time.Duration {
-	if cfg.TimeScale > 0 {
-		return time.Duration(float64(cfg.KVLease) * cfg.TimeScale)
-	}
-	return cfg.KVLease
-}
+func (cfg *Config) leaseDuration() time.Duration { return cfg.scaled(cfg.KVLease) }
 
 // kvRole checks params against the engine's role and the request, and
 // reports whether they ask for anything.
@@ -249,14 +251,20 @@ func promptHash(prompt string) uint64 { return xxhash.Sum64String(prompt) }
 // pull claims the lease p names from its prefill engine. The blocks'
 // transfer is then charged by the scheduler.
 func (e *Engine) pull(ctx context.Context, p *KVTransferParams, prompt uint64) error {
-	b, _ := json.Marshal(pullBody{EngineID: *p.RemoteEngineID, RequestID: *p.RemoteRequestID, PromptHash: prompt})
-	url := "http://" + net.JoinHostPort(*p.RemoteHost, strconv.Itoa(*p.RemotePort)) + PullPath
+	return claimRemote(ctx, pullClient, *p.RemoteHost, *p.RemotePort, PullPath, pullBody{EngineID: *p.RemoteEngineID, RequestID: *p.RemoteRequestID, PromptHash: prompt})
+}
+
+// claimRemote posts a claim to a prefill engine's side channel at path
+// and returns the refusal it answers, if any.
+func claimRemote(ctx context.Context, client *http.Client, host string, port int, path string, claim any) error {
+	b, _ := json.Marshal(claim)
+	url := "http://" + net.JoinHostPort(host, strconv.Itoa(port)) + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := pullClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("could not reach the prefill engine: %w", err)
 	}

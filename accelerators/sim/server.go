@@ -29,6 +29,8 @@ const maxBodyBytes = 32 << 20
 //	POST /reset_prefix_cache    ResetPrefixCache
 //	POST /kv_transfer/pull      a decode engine claims a prefilled
 //	                            request's KV blocks (see KVTransferParams)
+//	POST /bootstrap/room        SGLang flavour: a decode engine claims a
+//	                            bootstrap room's KV (see Bootstrap)
 func (e *Engine) Handler() http.Handler { return e.handler }
 
 func (e *Engine) routes() http.Handler {
@@ -39,6 +41,7 @@ func (e *Engine) routes() http.Handler {
 	mux.HandleFunc("GET /health", e.handleHealth)
 	mux.HandleFunc("POST /tokenize", e.handleTokenize)
 	mux.HandleFunc("POST "+PullPath, e.handlePull)
+	mux.HandleFunc("POST "+BootstrapPath, e.handleBootstrap)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(e.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("POST /reset_prefix_cache", func(w http.ResponseWriter, r *http.Request) {
 		if err := e.ResetPrefixCache(r.Context()); err != nil {
@@ -69,6 +72,8 @@ type genRequest struct {
 	planPrompt, continued string
 	// kv disaggregates prefill and decode; nil for a whole request.
 	kv *KVTransferParams
+	// bootstrap disaggregates them as SGLang does (see Bootstrap).
+	bootstrap BootstrapFields
 }
 
 func (e *Engine) handleChat(w http.ResponseWriter, r *http.Request) {
@@ -107,6 +112,7 @@ func (e *Engine) handleChat(w http.ResponseWriter, r *http.Request) {
 		tool:         tool,
 		format:       req.format,
 		kv:           req.KVTransferParams,
+		bootstrap:    req.BootstrapFields,
 	}
 	switch {
 	case req.ContinueFinalMessage:
@@ -144,6 +150,7 @@ func (e *Engine) handleCompletion(w http.ResponseWriter, r *http.Request) {
 		stream:       req.Stream,
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
 		kv:           req.KVTransferParams,
+		bootstrap:    req.BootstrapFields,
 	})
 }
 
@@ -189,6 +196,16 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request, g genRequest) 
 		writeRequestError(w, err)
 		return
 	}
+	room, err := e.bootstrapFor(&g)
+	if err != nil {
+		writeRequestError(w, err)
+		return
+	}
+	if room != nil && e.cfg.Role == RolePrefill {
+		// An SGLang prefill server answers the first token; the decode
+		// server gives the answer.
+		maxTokens = 1
+	}
 	out := e.plan(&g, maxTokens)
 	if need := ceilDiv(promptTokens+out.tokens, e.cfg.BlockSize); need > e.numBlocks {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf(
@@ -220,6 +237,12 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request, g genRequest) 
 			q.remote = promptTokens - 1
 		}
 	}
+	if room != nil {
+		if err := e.bootstrapLeg(ctx, room, q, g.prompt, promptTokens); err != nil {
+			writeRequestError(w, err)
+			return
+		}
+	}
 	if err := e.submit(q); err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error(), "")
 		return
@@ -244,7 +267,7 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request, g genRequest) 
 		panic(http.ErrAbortHandler)
 	}
 	var params *KVTransferParams
-	if q.leaseID != "" {
+	if q.leaseID != "" && room == nil {
 		params = e.answerParams(r, q)
 	}
 	writeJSON(w, http.StatusOK, a.whole(params))

@@ -13,7 +13,6 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/responses"
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 )
 
@@ -93,52 +92,12 @@ func TestSDKOverPD(t *testing.T) {
 		t.Errorf("repeated prompt: %d of %d cached, want the decoder's hit", c, again.Usage.PromptTokens)
 	}
 
-	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
-		Model: defaultSimServedModel, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(long(2))}, MaxTokens: openai.Int(10),
-		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
-	})
-	var acc openai.ChatCompletionAccumulator
-	for stream.Next() {
-		acc.AddChunk(stream.Current())
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if acc.Choices[0].Message.Content == "" || acc.Usage.CompletionTokens == 0 {
-		t.Errorf("chat stream: %q, usage %+v", acc.Choices[0].Message.Content, acc.Usage)
-	}
+	streamAndResponses(t, client, long, 2)
 
-	r, err := client.Responses.New(ctx, responses.ResponseNewParams{
-		Model: defaultSimServedModel, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(long(3))}, MaxOutputTokens: openai.Int(10),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Status != responses.ResponseStatusCompleted || r.OutputText() == "" {
-		t.Errorf("response: %s %q", r.Status, r.OutputText())
-	}
-	rs := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{
-		Model: defaultSimServedModel, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(long(4))}, MaxOutputTokens: openai.Int(10),
-	})
-	var deltas strings.Builder
-	completed := false
-	for rs.Next() {
-		ev := rs.Current()
-		switch ev.Type {
-		case "response.output_text.delta":
-			deltas.WriteString(ev.Delta)
-		case "response.completed":
-			completed = true
-		}
-	}
-	if err := rs.Err(); err != nil || !completed || deltas.Len() == 0 {
-		t.Errorf("response stream: err %v, completed %v, text %q", err, completed, deltas.String())
-	}
-
-	if n := metric(t, "http://"+st.addr+"/metrics", `turnpike_pd_decisions_total{reason="disaggregated"}`); n != 4 {
+	if n := metric(t, "http://"+st.addr+"/metrics", `turnpike_pd_decisions_total{flavor="vllm",reason="disaggregated"}`); n != 4 {
 		t.Errorf("%v disaggregated turns, want 4", n)
 	}
-	if n := metric(t, "http://"+st.addr+"/metrics", `turnpike_pd_decisions_total{reason="below_threshold"}`); n != 1 {
+	if n := metric(t, "http://"+st.addr+"/metrics", `turnpike_pd_decisions_total{flavor="vllm",reason="below_threshold"}`); n != 1 {
 		t.Errorf("%v turns left on the warm decoder, want 1", n)
 	}
 	urls := st.fleet.URLs() // prefill first, then decode

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/accelerators"
@@ -17,7 +19,9 @@ const (
 	// topologyAggregated: every replica prefills and decodes, one pool.
 	topologyAggregated = "aggregated"
 	// topologyPD: a prefill pool and a decode pool of the same model,
-	// disaggregated by the gateway (routing.pd).
+	// disaggregated by the gateway (routing.pd): with vLLM's
+	// kv_transfer_params, or SGLang's bootstrap fields when the flavour
+	// (--sim-flavor) is sglang.
 	topologyPD = "pd"
 	// topologyHBM: aggregated with no KV tier below HBM, whatever the
 	// tier flags say: the offload comparison's baseline.
@@ -183,12 +187,29 @@ func startFleet(ctx context.Context, sf simFleet) (*fleet, error) {
 		}
 		f.fleets = append(f.fleets, sfl)
 		pc := simPool(&cfg, sfl, p.name, p.role)
+		if cfg.Flavor == sim.FlavorSGLang && p.role == sim.RolePrefill {
+			// A simulated SGLang prefill engine serves its bootstrap
+			// endpoint on its own port (sim.BootstrapPath).
+			for i := range pc.Endpoints {
+				pc.Endpoints[i].BootstrapPort = urlPort(pc.Endpoints[i].URL)
+			}
+		}
 		if sf.tokenizer != "" {
 			pc.Tokenizer = pools.TokenizerConfig{Kind: pools.TokenizerHF, Path: sf.tokenizer}
 		}
 		f.pools = append(f.pools, pc)
 	}
 	return f, nil
+}
+
+// urlPort is the port of a base URL, 0 when it names none.
+func urlPort(raw string) int {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return 0
+	}
+	port, _ := strconv.Atoi(u.Port())
+	return port
 }
 
 // URLs are every replica's base URL.
