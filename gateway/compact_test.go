@@ -127,7 +127,7 @@ func TestSDKCompact(t *testing.T) {
 
 	t.Run("tampered", func(t *testing.T) {
 		bad := compactedInput(t, c.Output)
-		bad[len(bad)-1].OfCompaction.EncryptedContent = item.EncryptedContent[:len(item.EncryptedContent)-2] + "AA"
+		bad[len(bad)-1].OfCompaction.EncryptedContent = flipMiddle(item.EncryptedContent)
 		_, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Store: openai.Bool(false),
 			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: bad}})
 		var apiErr *openai.Error
@@ -211,4 +211,17 @@ func TestSDKAutoCompaction(t *testing.T) {
 	if summaryOf(t, st) == "" || len(msgs) != 5 || msgs[3]["role"] != "assistant" {
 		t.Fatalf("third turn's engine messages %v: want two user messages, the summary, the answer after it, the new one", msgs)
 	}
+}
+
+// flipMiddle changes one base64 character in the middle of s, where every
+// bit counts (the last character may carry padding bits a decoder ignores).
+func flipMiddle(s string) string {
+	b := []byte(s)
+	i := len(b) / 2
+	if b[i] == 'A' {
+		b[i] = 'B'
+	} else {
+		b[i] = 'A'
+	}
+	return string(b)
 }
