@@ -265,6 +265,11 @@ func (h *api) createBatch(c echo.Context) error {
 	if err := h.s.store.ns.Apply(ctx, &b); err != nil {
 		return storeError(err, "", "batch")
 	}
+	// A new id: the lease is free unless the store fails.
+	if ok, err := h.s.store.ns.Lease(ctx, leaseKey(rec.Batch.ID), h.s.opts.Holder, h.s.opts.Lease); err != nil || !ok {
+		h.s.log.Warn("leasing a new batch failed; another gateway takes it up", "batch", rec.Batch.ID, "err", err)
+		return c.JSON(http.StatusOK, rec.Batch)
+	}
 	snapshot := rec.Batch
 	h.s.launchLocked(rec)
 	return c.JSON(http.StatusOK, snapshot)
@@ -330,13 +335,15 @@ func (h *api) cancelBatch(c echo.Context) error {
 		return apierror.Conflict("batch_id", "invalid_state", "Cannot cancel a batch with status '%s'.", rec.Batch.Status)
 	}
 	// No runner here (it runs nowhere, or on another gateway): mark it;
-	// the runner that resumes it ends it cancelled.
+	// the runner that resumes it ends it cancelled, and a runner on
+	// another gateway finds the request at its next renewal.
 	now := h.s.now().Unix()
 	rec.Batch.Status, rec.Batch.CancellingAt = StatusCancelling, &now
 	b := state.Batch{Sync: true}
 	if err := putBatch(&b, rec, false); err != nil {
 		return apierror.Internal(err)
 	}
+	b.Put(cancelKey(rec.Batch.ID), []byte{1})
 	if err := h.s.store.ns.Apply(ctx, &b); err != nil {
 		return storeError(err, "batch_id", "batch")
 	}

@@ -108,6 +108,9 @@ func (j *job) run(ctx context.Context) {
 	switch {
 	case s.ctx.Err() != nil:
 		return
+	case errors.Is(context.Cause(ctx), errLeaseLost):
+		log.Warn("the batch's lease ran out; left to the gateway that takes it over")
+		return
 	case errors.Is(context.Cause(ctx), errCancelled):
 		end = StatusCancelled
 	case ctx.Err() != nil:
@@ -115,6 +118,40 @@ func (j *job) run(ctx context.Context) {
 	}
 	if err := j.finalize(lines, end); err != nil && s.ctx.Err() == nil {
 		log.Error("finalizing the batch failed", "err", err)
+	}
+}
+
+// keep renews the batch's lease every third of it until done closes, and
+// carries out a cancel asked of another gateway (a marker in the store).
+// A renewal refused, or failing for a whole lease, stops the batch here
+// (errLeaseLost): another gateway may hold it by then.
+func (j *job) keep(ctx context.Context, done <-chan struct{}) {
+	s, id := j.s, j.snapshot().ID
+	t := time.NewTicker(s.opts.Lease / 3)
+	defer t.Stop()
+	renewed := time.Now()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ok, err := s.store.ns.Renew(s.ctx, leaseKey(id), s.opts.Holder, s.opts.Lease)
+		switch {
+		case err == nil && ok:
+			renewed = time.Now()
+		case err == nil || time.Since(renewed) >= s.opts.Lease:
+			s.metrics.leasesLost.Inc()
+			j.cancel(errLeaseLost)
+			return
+		}
+		if _, err := s.store.ns.Get(s.ctx, cancelKey(id)); err == nil {
+			if _, err := j.requestCancel(s.ctx); err != nil {
+				s.log.Warn("cancelling a batch asked elsewhere failed", "batch", id, "err", err)
+			}
+		}
 	}
 }
 
@@ -459,6 +496,7 @@ func (j *job) finalize(lines []*Line, end string) error {
 		*f.id = &rec.File.ID
 	}
 	b.DeletePrefix(resultPrefix(id))
+	b.Delete(cancelKey(id))
 	ts := now.Unix()
 	err = j.update(ctx, &b, func(bt *Batch) {
 		bt.Status, bt.OutputFileID, bt.ErrorFileID = end, outID, errID

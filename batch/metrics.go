@@ -13,6 +13,11 @@ type metrics struct {
 	intake   *prometheus.CounterVec
 	inFlight prometheus.Gauge
 	active   prometheus.Gauge
+	// resumed and leasesLost count batches this gateway took up
+	// unfinished (at start, or from a gateway that stopped renewing) and
+	// batches it stopped because their lease ran out.
+	resumed    prometheus.Counter
+	leasesLost prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -41,6 +46,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "turnpike_batches_running",
 			Help: "Batches that this gateway is running.",
 		}),
+		resumed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "turnpike_batches_resumed_total",
+			Help: "Unfinished batches this gateway took up: at its start, or after the gateway running them stopped renewing their lease.",
+		}),
+		leasesLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "turnpike_batch_leases_lost_total",
+			Help: "Batches this gateway stopped because their lease ran out (left to the gateway that takes them over).",
+		}),
 	}
 	for _, r := range []string{"completed", "failed"} {
 		m.requests.WithLabelValues(r)
@@ -55,7 +68,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.intake.WithLabelValues(c)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.retries, m.batches, m.intake, m.inFlight, m.active} {
+		for _, c := range []prometheus.Collector{m.requests, m.retries, m.batches, m.intake, m.inFlight, m.active, m.resumed, m.leasesLost} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("batch: %w", err)
 			}

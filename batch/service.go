@@ -100,7 +100,18 @@ type Options struct {
 	Metrics prometheus.Registerer
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Holder names this gateway in its batches' leases: gateways sharing
+	// a store each run the batches they lease, and take over those whose
+	// gateway stopped renewing. Default: a random name.
+	Holder string
+	// Lease is how long a batch's lease lasts unrenewed: how soon another
+	// gateway takes over the batches of one that died. Renewed every
+	// third of it. Default 30s.
+	Lease time.Duration
 }
+
+// DefaultLease is Options.Lease's default.
+const DefaultLease = 30 * time.Second
 
 // Dispatcher is what a Service needs of the turn path
 // (*dispatch.Dispatcher).
@@ -133,6 +144,11 @@ type Service struct {
 
 // errCancelled is the cause of a batch's context when a client cancels it.
 var errCancelled = errors.New("batch: cancelled")
+
+// errLeaseLost is the cause of a batch's context when its lease ran out
+// (this gateway paused past it, or the store was unreachable): another
+// gateway may run the batch now, so this one stops without ending it.
+var errLeaseLost = errors.New("batch: lease lost")
 
 // New validates opts and builds a Service. It starts nothing.
 func New(opts Options) (*Service, error) {
@@ -185,6 +201,10 @@ func (o *Options) ensureDefaults() {
 	defDur(&o.MaxBackoff, DefaultMaxBackoff)
 	defDur(&o.Window, DefaultWindow)
 	defDur(&o.FileRetention, DefaultFileRetention)
+	defDur(&o.Lease, DefaultLease)
+	if o.Holder == "" {
+		o.Holder = newID("gw_", time.Now())
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -206,12 +226,72 @@ func (s *Service) Start(ctx context.Context) error {
 		return errors.New("batch: closed")
 	}
 	s.mu.started = true
-	for _, rec := range recs {
-		s.log.Info("resuming batch", "batch", rec.Batch.ID, "status", rec.Batch.Status)
-		s.launchLocked(rec)
-	}
+	s.mu.Unlock()
+	s.claim(ctx, recs)
+	s.mu.Lock()
+	s.wg.Add(1)
+	go s.takeOver()
 	return nil
 }
+
+// claim leases and runs those of recs, unfinished batches, that no gateway
+// runs: every one at a start on a store of its own, and on a shared store
+// those whose gateway stopped renewing its lease.
+func (s *Service) claim(ctx context.Context, recs []*batchRecord) {
+	for _, rec := range recs {
+		id := rec.Batch.ID
+		s.mu.Lock()
+		_, running := s.mu.jobs[id]
+		closed := s.mu.closed
+		s.mu.Unlock()
+		if running || closed {
+			continue
+		}
+		ok, err := s.store.ns.Lease(ctx, leaseKey(id), s.opts.Holder, s.opts.Lease)
+		if err != nil {
+			s.log.Warn("leasing an unfinished batch failed", "batch", id, "err", err)
+			continue
+		}
+		if !ok {
+			continue // another gateway runs it
+		}
+		s.mu.Lock()
+		if _, running := s.mu.jobs[id]; running || s.mu.closed {
+			s.mu.Unlock()
+			continue
+		}
+		s.log.Info("resuming batch", "batch", id, "status", rec.Batch.Status)
+		s.metrics.resumed.Inc()
+		s.launchLocked(rec)
+		s.mu.Unlock()
+	}
+}
+
+// takeOver looks for unfinished batches whose lease ran out, every half
+// lease, until the service closes.
+func (s *Service) takeOver() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.Lease / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		recs, err := s.store.unfinished(s.ctx)
+		if err != nil {
+			if s.ctx.Err() == nil {
+				s.log.Warn("reading unfinished batches failed", "err", err)
+			}
+			continue
+		}
+		s.claim(s.ctx, recs)
+	}
+}
+
+func leaseKey(id string) []byte  { return []byte("lease/" + id) }
+func cancelKey(id string) []byte { return []byte("cancelreq/" + id) }
 
 // Close stops every batch's runner and waits for them, up to ctx: the
 // requests in flight are abandoned without a result, and run again when
@@ -246,11 +326,30 @@ func (s *Service) launchLocked(rec *batchRecord) {
 	go func() {
 		defer s.wg.Done()
 		defer s.metrics.active.Dec()
+		keep := make(chan struct{})
+		kept := make(chan struct{})
+		go func() {
+			defer close(kept)
+			j.keep(ctx, keep)
+		}()
 		defer func() {
+			close(keep)
+			<-kept
 			s.mu.Lock()
 			delete(s.mu.jobs, rec.Batch.ID)
 			s.mu.Unlock()
 			stopTimer()
+			// A lost lease is not ours to give back; one this gateway
+			// holds is freed at once, whether the batch ended or the
+			// service closes, so that the next gateway need not wait
+			// for it to run out.
+			if !errors.Is(context.Cause(ctx), errLeaseLost) {
+				rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+				if err := s.store.ns.Release(rctx, leaseKey(rec.Batch.ID), s.opts.Holder); err != nil {
+					s.log.Warn("releasing a batch's lease failed", "batch", rec.Batch.ID, "err", err)
+				}
+				rcancel()
+			}
 			cancel(nil)
 		}()
 		j.run(ctx)
