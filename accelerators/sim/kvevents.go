@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"net"
 	"strings"
 
 	"github.com/go-zeromq/zmq4"
@@ -217,4 +219,11 @@ func (p *kvPublisher) publish(l *eventLog, ts float64) error {
 	return p.sock.SendMulti(zmq4.NewMsgFrom(p.topic, seq, payload))
 }
 
-func (p *kvPublisher) close() error { return p.sock.Close() }
+// close closes the socket. A subscriber's connection that its gateway
+// closed first is no failure of the publisher's.
+func (p *kvPublisher) close() error {
+	if err := p.sock.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
