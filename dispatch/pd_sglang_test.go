@@ -142,9 +142,19 @@ func TestSGLangPrefillerDown(t *testing.T) {
 	f := newSGLangFixture(t, 1, sim.Config{})
 	f.prefill[0].Close()
 	answerTurns(t, f.d, longPrompt(12, 1000), false, true)
+	// Each turn's decode leg is cancelled and the plain body follows; the
+	// decoder may see a cancelled leg after the fallback it caused, so
+	// the plain ones are counted, not placed (and a plain one the
+	// decoder dropped is sent again, as any leg before its first byte).
 	dl := f.decode[0].received()
-	if len(dl) < 2 || dl[len(dl)-1].body["bootstrap_room"] != nil {
-		t.Fatalf("%d decode legs: want the last a plain local prefill", len(dl))
+	plain := 0
+	for _, l := range dl {
+		if l.body["bootstrap_room"] == nil {
+			plain++
+		}
+	}
+	if plain < 2 {
+		t.Fatalf("%d decode legs, %d plain: want a plain local prefill for each turn", len(dl), plain)
 	}
 	m := f.d.pdm
 	failed := testutil.ToFloat64(m.fallbacks.WithLabelValues(pdSGLang, pdFallbackPrefillFailed))
