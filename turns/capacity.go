@@ -105,7 +105,7 @@ func (pc PoolCapacity) Name() string { return pc.Pool.Name() }
 // sequences (max_num_seqs plus QueueDepthPerEndpoint), of which
 // InteractiveReservedPerEndpoint are reserved for the Interactive band.
 func (pc PoolCapacity) Measure(now time.Time, cfg *FlowControl) Measurement {
-	return measure(pc.Pool.Endpoints, now, cfg, 0)
+	return measure(pc.Pool.Endpoints, now, cfg, 0, true)
 }
 
 // ModelCapacity is the Capacity of every endpoint that serves a model
@@ -148,14 +148,23 @@ func (mc *ModelCapacity) Name() string { return mc.name }
 // the interactive lane's endpoints left out of the lower bands' room while
 // the lane is held.
 func (mc *ModelCapacity) Measure(now time.Time, cfg *FlowControl) Measurement {
-	return measure(mc.eps, now, cfg, mc.laneNow(now))
+	return measure(mc.eps, now, cfg, mc.laneNow(now), mc.reserveNow(now, cfg))
 }
 
 // noteInteractive implements interactiveNoter.
 func (mc *ModelCapacity) noteInteractive(now time.Time) {
-	if mc.lane.Endpoints > 0 {
-		mc.lastInteractive.Store(now.UnixNano())
+	mc.lastInteractive.Store(now.UnixNano())
+}
+
+// reserveNow reports whether the endpoints keep their reserves for
+// Interactive turns now: one came within InteractiveReserveHold, or the
+// hold is negative (always).
+func (mc *ModelCapacity) reserveNow(now time.Time, cfg *FlowControl) bool {
+	if cfg.InteractiveReserveHold < 0 {
+		return true
 	}
+	last := mc.lastInteractive.Load()
+	return last != 0 && now.UnixNano()-last <= int64(cfg.InteractiveReserveHold)
 }
 
 // laneNow is how many of the first available endpoints form the lane now.
@@ -222,16 +231,22 @@ type endpointCapacity struct {
 //
 // The first lane available endpoints are the interactive lane: no room
 // for the lower bands.
-func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl, lane int) Measurement {
+//
+// Without reserve, the lower bands' room is the whole room: no endpoint
+// keeps any for Interactive turns.
+func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl, lane int, reserve bool) Measurement {
 	var m Measurement
 	var sum, lowerSum float64
-	reserve := cfg.interactiveReserve()
+	slotsKept := 0
+	if reserve {
+		slotsKept = cfg.interactiveReserve()
+	}
 	for _, e := range eps {
 		if !e.Available() {
 			continue
 		}
 		m.Endpoints++
-		ec := endpointCapacityOf(e, now, cfg)
+		ec := endpointCapacityOf(e, now, cfg, reserve)
 		if m.Endpoints <= lane {
 			ec.lower.saturation = 1
 		}
@@ -249,7 +264,7 @@ func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl, lane int)
 		}
 		m.InFlight += e.InFlight()
 		m.Slots += ec.slots
-		m.Reserved += min(reserve, ec.slots-1)
+		m.Reserved += min(slotsKept, ec.slots-1)
 	}
 	if m.Endpoints == 0 {
 		m.Saturation, m.Lower.Saturation = 1, 1
@@ -262,14 +277,14 @@ func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl, lane int)
 
 // endpointSaturation is the endpoint's saturation alone.
 func endpointSaturation[E endpointLoad](e E, now time.Time, cfg *FlowControl) float64 {
-	return endpointCapacityOf(e, now, cfg).saturation
+	return endpointCapacityOf(e, now, cfg, true).saturation
 }
 
 // endpointCapacityOf is the largest of the endpoint's ratios to its
 // capacity (see SaturationConfig), capped at 1; stale metrics are
 // saturated, because an engine that stopped answering scrapes is most
 // likely overloaded.
-func endpointCapacityOf[E endpointLoad](e E, now time.Time, cfg *FlowControl) endpointCapacity {
+func endpointCapacityOf[E endpointLoad](e E, now time.Time, cfg *FlowControl, reserve bool) endpointCapacity {
 	sc := &cfg.Saturation
 	l := e.Load()
 	ec := endpointCapacity{slots: cfg.MaxInFlightPerEndpoint}
@@ -311,6 +326,9 @@ func endpointCapacityOf[E endpointLoad](e E, now time.Time, cfg *FlowControl) en
 	lowSlots := max(ec.slots-min(cfg.interactiveReserve(), ec.slots-1), 1)
 	lowTokens := max(tokens-min(cfg.interactiveReservedTokens(), tokens/2), 1)
 	lowQueue := cfg.lowerBandQueueDepth()
+	if !reserve {
+		lowSlots, lowTokens, lowQueue = ec.slots, tokens, sc.QueueDepthPerEndpoint
+	}
 	ls := max(
 		s,
 		float64(l.Waiting)/float64(lowQueue),

@@ -62,7 +62,7 @@ func TestMeasure(t *testing.T) {
 		{"tiny engine keeps one shared slot", []*fakeEndpoint{{available: true, load: pools.Load{MaxNumSeqs: 1}}}, Measurement{Saturation: 0, Endpoints: 1, Slots: 6, Reserved: 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := measure(tc.eps, now, &cfg, 0)
+			got := measure(tc.eps, now, &cfg, 0, true)
 			if math.Abs(got.Saturation-tc.want.Saturation) > 1e-9 || got.Endpoints != tc.want.Endpoints || got.Slots != tc.want.Slots || got.Reserved != tc.want.Reserved {
 				t.Fatalf("measure = %+v, want %+v", got, tc.want)
 			}
@@ -74,7 +74,7 @@ func TestMeasureWithoutReserve(t *testing.T) {
 	cfg := FlowControl{InteractiveReservedPerEndpoint: -1}
 	cfg.EnsureDefaults()
 	eps := []*fakeEndpoint{{available: true}, {available: true}}
-	if got := measure(eps, time.Now(), &cfg, 0); got.Slots != 128 || got.Reserved != 0 {
+	if got := measure(eps, time.Now(), &cfg, 0, true); got.Slots != 128 || got.Reserved != 0 {
 		t.Fatalf("measure = %+v, want 128 slots and none reserved", got)
 	}
 }
@@ -132,11 +132,11 @@ func TestMeasureOpenAndRoom(t *testing.T) {
 	hot := &fakeEndpoint{available: true, inFlightTokens: 40000, load: kv}
 	warm := &fakeEndpoint{available: true, inFlightTokens: 30000, load: kv}
 	cold := &fakeEndpoint{available: true, load: kv}
-	got := measure([]*fakeEndpoint{hot, warm, cold}, time.Now(), &cfg, 0)
+	got := measure([]*fakeEndpoint{hot, warm, cold}, time.Now(), &cfg, 0, true)
 	if got.Open != 2 || got.Room != 2000+32000 {
 		t.Fatalf("measure = %+v, want 2 open endpoints with 34000 tokens of room", got)
 	}
-	got = measure([]*fakeEndpoint{hot}, time.Now(), &cfg, 0)
+	got = measure([]*fakeEndpoint{hot}, time.Now(), &cfg, 0, true)
 	if got.Open != 0 || got.Room != 0 || got.Saturation != 1 {
 		t.Fatalf("measure = %+v, want a saturated pool", got)
 	}
@@ -170,7 +170,7 @@ func TestMeasureLowerBands(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := tc.e
 			e.available = true
-			m := measure([]*fakeEndpoint{&e}, time.Now(), &cfg, 0)
+			m := measure([]*fakeEndpoint{&e}, time.Now(), &cfg, 0, true)
 			if (m.Open == 1) != tc.all || (m.Lower.Open == 1) != tc.low {
 				t.Fatalf("open %d, lower open %d; want room for all %v, for the lower bands %v", m.Open, m.Lower.Open, tc.all, tc.low)
 			}
@@ -231,5 +231,51 @@ func TestModelCapacityLane(t *testing.T) {
 	reg.Endpoints[3].SetHealthy(false)
 	if all, lower := open(at.Add(time.Second)); all != 3 || lower != 3 {
 		t.Errorf("three endpoints, below the lane's fleet: open %d, lower %d; want 3 and 3", all, lower)
+	}
+}
+
+// The reserves for Interactive turns are kept only while Interactive turns
+// come: a model with none for InteractiveReserveHold gives the lower bands
+// every endpoint's whole room.
+func TestInteractiveReserveHold(t *testing.T) {
+	reg, err := pools.NewRegistry([]pools.PoolConfig{{Name: "p", ServedModels: []string{"m"}, Endpoints: []pools.EndpointConfig{
+		{URL: "http://127.0.0.1:1"}, {URL: "http://127.0.0.1:2"},
+	}}}, pools.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fc FlowControl
+	fc.EnsureDefaults()
+	now := time.Now()
+	for _, ep := range reg.Endpoints {
+		// 62 of 64 slots taken by the engine's own count: inside the
+		// Interactive reserve of 4, outside the whole room.
+		ep.SetLoad(pools.Load{ScrapedAt: now.Add(time.Hour), Running: 62})
+	}
+	mc := NewModelCapacity(reg, "m", Lane{})
+	lowerOpen := func(at time.Time, cfg *FlowControl) (int, int) {
+		m := mc.Measure(at, cfg)
+		return m.Lower.Open, m.Reserved
+	}
+	if open, kept := lowerOpen(now, &fc); open != 2 || kept != 0 {
+		t.Fatalf("before any Interactive turn: lower bands open on %d endpoints, %d slots kept; want 2 and 0", open, kept)
+	}
+	c, _ := newTestController(t, Config{})
+	tk, err := c.Acquire(context.Background(), &Turn{Tenant: "a", Band: Interactive}, mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Release(0)
+	at := time.Unix(0, mc.lastInteractive.Load())
+	if open, kept := lowerOpen(at.Add(time.Minute), &fc); open != 0 || kept != 8 {
+		t.Errorf("a minute after an Interactive turn: lower bands open on %d endpoints, %d slots kept; want 0 and 8", open, kept)
+	}
+	if open, kept := lowerOpen(at.Add(fc.InteractiveReserveHold+time.Second), &fc); open != 2 || kept != 0 {
+		t.Errorf("past the hold: lower bands open on %d endpoints, %d slots kept; want 2 and 0", open, kept)
+	}
+	always := fc
+	always.InteractiveReserveHold = -1
+	if open, kept := lowerOpen(at.Add(time.Hour), &always); open != 0 || kept != 8 {
+		t.Errorf("hold negative: lower bands open on %d endpoints, %d slots kept; want 0 and 8", open, kept)
 	}
 }

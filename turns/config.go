@@ -56,7 +56,11 @@ const (
 	DefaultHoldAt                    = 1.0
 	DefaultPriorityCredit            = 4096
 	DefaultTickInterval              = 50 * time.Millisecond
-	DefaultRetryAfter                = time.Second
+	// DefaultInteractiveReserveHold keeps the reserves for Interactive
+	// turns five minutes after the last one: through a person's session,
+	// think times included.
+	DefaultInteractiveReserveHold = 5 * time.Minute
+	DefaultRetryAfter             = time.Second
 
 	DefaultTenantWeight = 1.0
 )
@@ -111,6 +115,14 @@ type FlowControl struct {
 	// in the gateway's queue instead. Default 2 requests; at most
 	// saturation.queueDepthPerEndpoint.
 	LowerBandQueueDepth int `yaml:"lowerBandQueueDepth" json:"lowerBandQueueDepth"`
+	// InteractiveReserveHold is how long after the last Interactive turn
+	// of a model the reserves above are kept for its endpoints. A model
+	// that has had no Interactive turn for that long gives Standard and
+	// Background turns every endpoint's whole room, so that they never
+	// wait while an engine has room kept for turns nobody sends; the first
+	// Interactive turn after such a lull brings the reserves back for the
+	// turns after it. Default 5m; negative keeps the reserves always.
+	InteractiveReserveHold time.Duration `yaml:"interactiveReserveHold" json:"interactiveReserveHold"`
 	// HoldAt is the pool saturation, 0..1, at or above which queued turns
 	// are held even when request slots are free (Interactive turns only
 	// up to the reserve, see InteractiveReservedPerEndpoint). Default 1.0
@@ -278,6 +290,9 @@ func (fc *FlowControl) EnsureDefaults() {
 	}
 	if fc.LowerBandQueueDepth == 0 {
 		fc.LowerBandQueueDepth = DefaultLowerBandQueueDepth
+	}
+	if fc.InteractiveReserveHold == 0 {
+		fc.InteractiveReserveHold = DefaultInteractiveReserveHold
 	}
 	if fc.HoldAt == 0 {
 		fc.HoldAt = DefaultHoldAt

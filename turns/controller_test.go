@@ -279,7 +279,7 @@ func (f *fleetCapacity) Name() string { return f.name }
 func (f *fleetCapacity) Measure(now time.Time, cfg *FlowControl) Measurement {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return measure(f.eps, now, cfg, 0)
+	return measure(f.eps, now, cfg, 0, true)
 }
 
 // settle waits until every pending Acquire has either returned or is
