@@ -2,6 +2,7 @@ package turns
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -192,18 +193,10 @@ func withWaiting(l pools.Load, n int) pools.Load { l.Waiting = n; return l }
 // there for the lower bands; the lane lapses after Hold without one, and a
 // fleet below MinFleet has none.
 func TestModelCapacityLane(t *testing.T) {
-	reg, err := pools.NewRegistry([]pools.PoolConfig{{Name: "p", ServedModels: []string{"m"}, Endpoints: []pools.EndpointConfig{
-		{URL: "http://127.0.0.1:1"}, {URL: "http://127.0.0.1:2"}, {URL: "http://127.0.0.1:3"}, {URL: "http://127.0.0.1:4"},
-	}}}, pools.Options{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	now := time.Now()
+	reg := freshRegistry(t, 4, pools.Load{ScrapedAt: now.Add(time.Hour)}) // fresh throughout
 	var fc FlowControl
 	fc.EnsureDefaults()
-	now := time.Now()
-	for _, ep := range reg.Endpoints {
-		ep.SetLoad(pools.Load{ScrapedAt: now.Add(time.Hour)}) // fresh throughout
-	}
 	mc := NewModelCapacity(reg, "m", Lane{Endpoints: 1, MinFleet: 4, Hold: 30 * time.Second})
 	c, _ := newTestController(t, Config{})
 	open := func(at time.Time) (all, lower int) {
@@ -238,20 +231,12 @@ func TestModelCapacityLane(t *testing.T) {
 // come: a model with none for InteractiveReserveHold gives the lower bands
 // every endpoint's whole room.
 func TestInteractiveReserveHold(t *testing.T) {
-	reg, err := pools.NewRegistry([]pools.PoolConfig{{Name: "p", ServedModels: []string{"m"}, Endpoints: []pools.EndpointConfig{
-		{URL: "http://127.0.0.1:1"}, {URL: "http://127.0.0.1:2"},
-	}}}, pools.Options{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	now := time.Now()
+	// 62 of 64 slots taken by the engine's own count: inside the
+	// Interactive reserve of 4, outside the whole room.
+	reg := freshRegistry(t, 2, pools.Load{ScrapedAt: now.Add(time.Hour), Running: 62})
 	var fc FlowControl
 	fc.EnsureDefaults()
-	now := time.Now()
-	for _, ep := range reg.Endpoints {
-		// 62 of 64 slots taken by the engine's own count: inside the
-		// Interactive reserve of 4, outside the whole room.
-		ep.SetLoad(pools.Load{ScrapedAt: now.Add(time.Hour), Running: 62})
-	}
 	mc := NewModelCapacity(reg, "m", Lane{})
 	lowerOpen := func(at time.Time, cfg *FlowControl) (int, int) {
 		m := mc.Measure(at, cfg)
@@ -278,4 +263,21 @@ func TestInteractiveReserveHold(t *testing.T) {
 	if open, kept := lowerOpen(at.Add(time.Hour), &always); open != 0 || kept != 8 {
 		t.Errorf("hold negative: lower bands open on %d endpoints, %d slots kept; want 0 and 8", open, kept)
 	}
+}
+
+// freshRegistry is a pool of n endpoints serving model "m", each with load l.
+func freshRegistry(t *testing.T, n int, l pools.Load) *pools.Registry {
+	t.Helper()
+	var eps []pools.EndpointConfig
+	for i := range n {
+		eps = append(eps, pools.EndpointConfig{URL: fmt.Sprintf("http://127.0.0.1:%d", i+1)})
+	}
+	reg, err := pools.NewRegistry([]pools.PoolConfig{{Name: "p", ServedModels: []string{"m"}, Endpoints: eps}}, pools.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range reg.Endpoints {
+		ep.SetLoad(l)
+	}
+	return reg
 }
