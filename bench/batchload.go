@@ -77,8 +77,9 @@ type BatchLoadReport struct {
 	Seconds float64 `json:"seconds"`
 	// InDeadline: every line completed before the deadline.
 	InDeadline bool `json:"in_deadline"`
-	// RunSeconds is how long the run itself took, for scale: a batch done
-	// within it ran beside the run's turns.
+	// RunSeconds is from the batch's submission to the end of the run's
+	// own load, for scale: a batch done within it ran beside the run's
+	// turns.
 	RunSeconds float64 `json:"run_seconds"`
 	// Error is why the batch could not be submitted or followed.
 	Error string `json:"error,omitempty"`
@@ -88,12 +89,12 @@ type BatchLoadReport struct {
 const domainBatch uint64 = 0x2b
 
 // startBatchLoad submits cfg's batch to target; the function it returns,
-// called when the run's own load has ended, waits for the batch up to its
+// called with when the run's own load ended, waits for the batch up to its
 // deadline and reports. Without a batch (Lines 0) it reports nil.
-func startBatchLoad(ctx context.Context, cfg Config, target Target) func() *BatchLoadReport {
+func startBatchLoad(ctx context.Context, cfg Config, target Target) func(loadEnded time.Time) *BatchLoadReport {
 	bc := cfg.BatchLoad
 	if bc.Lines <= 0 {
-		return func() *BatchLoadReport { return nil }
+		return func(time.Time) *BatchLoadReport { return nil }
 	}
 	key := bc.Key
 	if key == "" {
@@ -110,11 +111,11 @@ func startBatchLoad(ctx context.Context, cfg Config, target Target) func() *Batc
 	id, err := submitBatch(ctx, client, cfg)
 	if err != nil {
 		rep.Error = err.Error()
-		return func() *BatchLoadReport { return rep }
+		return func(time.Time) *BatchLoadReport { return rep }
 	}
 	rep.ID = id
-	return func() *BatchLoadReport {
-		rep.RunSeconds = time.Since(start).Seconds()
+	return func(loadEnded time.Time) *BatchLoadReport {
+		rep.RunSeconds = loadEnded.Sub(start).Seconds()
 		followBatch(ctx, client, rep, start, bc.Deadline.D())
 		return rep
 	}

@@ -66,7 +66,8 @@ func runIsolation(ctx context.Context, cfg Config, target Target, label string) 
 	// The baseline has neither burst nor batch; the burst run's batch is
 	// submitted as the burst starts, not by measure.
 	phase.BatchLoad.Lines = 0
-	var batch func() *BatchLoadReport
+	var batch func(time.Time) *BatchLoadReport
+	var burstEnded time.Time
 	keyA, keyB := orKey(ic.KeyA, target.APIKey), orKey(ic.KeyB, target.APIKey)
 	nA := int(math.Ceil(dur.Seconds() * ic.ARate))
 
@@ -91,9 +92,10 @@ func runIsolation(ctx context.Context, cfg Config, target Target, label string) 
 			batch = startBatchLoad(ctx, cfg, target)
 		}
 		wg.Wait()
+		burstEnded = time.Now()
 	})
 	if batch != nil {
-		burst.BatchLoad = batch()
+		burst.BatchLoad = batch(burstEnded)
 	}
 
 	inWindow := func(samples []*Sample, tenant string) []*Sample {

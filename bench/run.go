@@ -200,7 +200,7 @@ func measure(ctx context.Context, cfg Config, target Target, label string, total
 	drive(ctx, r)
 	wall := time.Since(r.start)
 	interference := stopInterference()
-	batch := stopBatch()
+	batch := stopBatch(r.start.Add(wall))
 	r.prog.close()
 	occupancy := stopOccupancy()
 

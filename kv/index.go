@@ -92,9 +92,6 @@ type IndexOptions struct {
 // must have evicted. An Index is safe for concurrent use.
 type Index struct {
 	defaultCapacity int
-	// linearOnly turns the closed endpoints' search off, for tests that
-	// compare it with the walk.
-	linearOnly bool
 
 	// Counters for the hit ratio, written under the read lock.
 	lookups       atomic.Uint64
@@ -469,7 +466,7 @@ func (x *Index) MatchPrefix(hashes []BlockHash, out []Match) int {
 		}
 	}
 	var best int
-	if closed && !x.linearOnly {
+	if closed {
 		best = x.matchClosedLocked(hashes, out)
 	} else {
 		best = x.matchLinearLocked(hashes, out)

@@ -36,17 +36,11 @@ func TestBenchChaos(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, stderr.String())
 	}
-	b, err := os.ReadFile(filepath.Join(out, "results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var res bench.Result
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
+	readResults(t, out, &res)
 	ch := res.Chaos
 	if ch == nil {
-		t.Fatalf("no chaos report in %s", b)
+		t.Fatalf("no chaos report in %+v", res)
 	}
 	// Rounds at 0.5s and 2.5s leave a rejoin goal before 4s; one at 4.5s
 	// would not.
@@ -97,14 +91,8 @@ func TestBenchBatchBesideTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, stderr.String())
 	}
-	b, err := os.ReadFile(filepath.Join(out, "results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var res bench.Result
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
+	readResults(t, out, &res)
 	bl := res.BatchLoad
 	if bl == nil || bl.ID == "" || bl.Lines != 6 || bl.Completed != 6 || bl.Failed != 0 || !bl.InDeadline || bl.Status != "completed" {
 		t.Fatalf("batch report %+v", bl)
@@ -114,5 +102,17 @@ func TestBenchBatchBesideTheRun(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "6 completed, 0 failed") {
 		t.Errorf("console report lacks the batch:\n%s", stdout.String())
+	}
+}
+
+// readResults decodes the results.json a bench run wrote to out into v.
+func readResults(t *testing.T, out string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -3,10 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -71,14 +69,8 @@ func TestBenchTwoGateways(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, stderr.String())
 	}
-	b, err := os.ReadFile(filepath.Join(out, "results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var cmp bench.Comparison
-	if err := json.Unmarshal(b, &cmp); err != nil {
-		t.Fatal(err)
-	}
+	readResults(t, out, &cmp)
 	if len(cmp.Results) != 2 {
 		t.Fatalf("%d results", len(cmp.Results))
 	}
