@@ -1,0 +1,27 @@
+package prompt
+
+// Members reads data, one JSON object, whole, and calls member for each of
+// its members with the key (unescaped; bytes that are not UTF-8 are kept as
+// they are, where encoding/json would replace them) and the value's raw
+// JSON. The whole
+// document is checked as encoding/json checks it, with the decoder the
+// request parser uses: a document that is not valid JSON, or not an object,
+// is an error, and so is the first error member returns, which ends the
+// reading there. Plain keys and values are not copied: they alias data.
+func Members(data []byte, member func(key, value []byte) error) error {
+	d := decoder{data: data}
+	d.ws()
+	if d.peek() != '{' {
+		return d.syntaxError()
+	}
+	if err := d.members(func(key []byte) error {
+		start := d.off
+		if err := d.skip(); err != nil {
+			return err
+		}
+		return member(key, data[start:d.off])
+	}); err != nil {
+		return err
+	}
+	return d.end()
+}
