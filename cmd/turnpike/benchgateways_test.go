@@ -76,7 +76,7 @@ func TestBenchTwoGateways(t *testing.T) {
 	}
 	for _, r := range cmp.Results {
 		if r.Total.Requests != 16 || r.Total.Errors != 0 {
-			t.Errorf("%s: %d requests, %d errors", r.Policy, r.Total.Requests, r.Total.Errors)
+			t.Errorf("%s: %d requests, %d errors: %+v", r.Policy, r.Total.Requests, r.Total.Errors, r.Total.ErrorsByClass)
 		}
 		if r.Total.CachedTokenShare <= 0 {
 			t.Errorf("%s: no prefix reuse", r.Policy)
