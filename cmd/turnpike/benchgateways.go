@@ -145,7 +145,15 @@ func startRoundRobin(backends []*url.URL) (*roundRobin, error) {
 	}
 	// Enough idle connections per gateway for the bench's concurrency.
 	proxy.Transport = &http.Transport{MaxIdleConnsPerHost: 256, ForceAttemptHTTP2: false}
-	rr := &roundRobin{Addr: ln.Addr().String(), srv: &http.Server{Handler: proxy}}
+	// Full duplex: the proxy forwards the request body while the answer
+	// streams back. Without it the server discards and closes whatever
+	// of the body the proxy has not yet read once the answer's headers
+	// are flushed, and the proxy's copy of that request fails.
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.NewResponseController(w).EnableFullDuplex()
+		proxy.ServeHTTP(w, r)
+	})
+	rr := &roundRobin{Addr: ln.Addr().String(), srv: &http.Server{Handler: handler}}
 	go rr.srv.Serve(ln)
 	return rr, nil
 }
