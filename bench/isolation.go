@@ -224,7 +224,7 @@ type FleetLoad struct {
 var (
 	gaugesRunning = []string{"vllm:num_requests_running", "sglang:num_running_reqs"}
 	gaugesWaiting = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs"}
-	gaugesKV      = []string{"vllm:kv_cache_usage_perc", "sglang:token_usage"}
+	gaugesKV      = []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"}
 )
 
 // fleetSampleInterval spaces the engine scrapes of sampleFleet: often

@@ -17,9 +17,9 @@ type Occupancy struct {
 	Samples []OccupancySample `json:"samples"`
 	// IdleWhileQueuedSeconds counts the samples (one a second) at which the
 	// gateway's queue was not empty while an engine had free room: no
-	// request waiting in its own queue and fewer running than its
-	// max_num_seqs (when it reports one). A work-conserving gateway keeps
-	// this at zero.
+	// request waiting in its own queue, fewer running than its
+	// max_num_seqs (when it reports one) and KV cache to spare (under
+	// kvFull in use). A work-conserving gateway keeps this at zero.
 	IdleWhileQueuedSeconds int `json:"idle_while_queued_seconds"`
 	// MaxGatewayQueued is the longest gateway queue seen.
 	MaxGatewayQueued float64 `json:"max_gateway_queued"`
@@ -32,6 +32,9 @@ type OccupancySample struct {
 	// Running and Waiting are per engine; -1 where a scrape failed.
 	Running []float64 `json:"running"`
 	Waiting []float64 `json:"waiting"`
+	// KVUsage is per engine, the fraction of its KV cache in use; -1
+	// where a scrape failed.
+	KVUsage []float64 `json:"kv_usage"`
 	// GatewayQueued is the turns queued in the gateway's flow control
 	// (turnpike_turns_queued summed), -1 when its scrape failed.
 	GatewayQueued float64 `json:"gateway_queued"`
@@ -49,10 +52,15 @@ var (
 	gatewayQueued = "turnpike_turns_queued"
 )
 
+// kvFull is the KV cache use at which an engine is taken to have no room
+// for another prompt, though it queues nothing yet: its next request
+// would wait for blocks.
+const kvFull = 0.9
+
 // hasRoom reports whether an engine, as scraped, could start another
 // sequence now.
 func hasRoom(m EngineMetrics) bool {
-	if firstOf(m, gaugesWaiting) > 0 {
+	if firstOf(m, gaugesWaiting) > 0 || firstOf(m, gaugesKV) >= kvFull {
 		return false
 	}
 	for _, n := range labelsMaxSeqs {
@@ -71,10 +79,12 @@ func occupancySample(at time.Duration, engines []EngineMetrics, gateway EngineMe
 		if m == nil {
 			s.Running = append(s.Running, -1)
 			s.Waiting = append(s.Waiting, -1)
+			s.KVUsage = append(s.KVUsage, -1)
 			continue
 		}
 		s.Running = append(s.Running, firstOf(m, gaugesRunning))
 		s.Waiting = append(s.Waiting, firstOf(m, gaugesWaiting))
+		s.KVUsage = append(s.KVUsage, firstOf(m, gaugesKV))
 		room = room || hasRoom(m)
 	}
 	if gateway != nil {

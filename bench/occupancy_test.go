@@ -29,6 +29,11 @@ vllm:num_requests_waiting 3
 vllm:num_requests_running 3
 vllm:num_requests_waiting 0
 `)
+	kvFullUp := engineScrape(t, `vllm:cache_config_info{block_size="16",max_num_seqs="4"} 1
+vllm:num_requests_running 2
+vllm:num_requests_waiting 0
+vllm:kv_cache_usage_perc 0.97
+`)
 	unknownLimit := engineScrape(t, "sglang:num_running_reqs 300\nsglang:num_queue_reqs 0\n")
 	queued := engineScrape(t, `turnpike_turns_queued{band="standard",tenant="a"} 2
 turnpike_turns_queued{band="interactive",tenant="b"} 1
@@ -45,6 +50,7 @@ turnpike_turns_queued{band="interactive",tenant="b"} 1
 	}{
 		{"every engine full or queueing", []EngineMetrics{full, queueing}, queued, false},
 		{"one engine below max_num_seqs", []EngineMetrics{full, roomy}, queued, true},
+		{"below max_num_seqs, KV cache full", []EngineMetrics{full, kvFullUp}, queued, false},
 		{"no limit reported, nothing waiting", []EngineMetrics{queueing, unknownLimit}, queued, true},
 		{"room but nothing queued", []EngineMetrics{roomy}, empty, false},
 		{"gateway unscraped", []EngineMetrics{roomy}, nil, false},

@@ -407,3 +407,40 @@ func TestRoofline(t *testing.T) {
 		t.Error("a pool without profiles has no price or roofline")
 	}
 }
+
+// TestEngineQueue holds the estimate of an engine's queue between scrapes
+// to what the engine does with the requests sent since: it starts them
+// while it has sequences and KV cache to spare and queues the rest, and
+// queues them all once it queues at all.
+func TestEngineQueue(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		load     Load
+		inFlight int64
+		want     int64
+	}{
+		{"room for all sent since", Load{Running: 10, MaxNumSeqs: 16, KVUsage: 0.5}, 14, 0},
+		{"more sent than room", Load{Running: 10, MaxNumSeqs: 16, KVUsage: 0.5}, 18, 2},
+		{"engine queued", Load{Running: 16, Waiting: 2, MaxNumSeqs: 16, KVUsage: 0.5}, 21, 5},
+		{"queued under its seq limit", Load{Running: 4, Waiting: 1, MaxNumSeqs: 16, KVUsage: 0.5}, 7, 3},
+		{"KV cache nearly full", Load{Running: 4, MaxNumSeqs: 16, KVUsage: 0.95}, 7, 3},
+		{"no limit reported", Load{Running: 4}, 7, 3},
+		{"requests done since", Load{Running: 10, MaxNumSeqs: 16}, 3, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ep := &Endpoint{staleAfter: time.Minute}
+			l := tc.load
+			l.ScrapedAt = time.Now()
+			ep.SetLoad(l)
+			ep.inFlight.Store(tc.inFlight)
+			if got := ep.EngineQueue(time.Now()); got != tc.want {
+				t.Fatalf("EngineQueue = %d, want %d", got, tc.want)
+			}
+		})
+	}
+	ep := &Endpoint{staleAfter: time.Minute}
+	ep.inFlight.Store(3)
+	if got := ep.EngineQueue(time.Now()); got != 3 {
+		t.Fatalf("never scraped: EngineQueue = %d, want the 3 in flight", got)
+	}
+}

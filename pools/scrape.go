@@ -253,16 +253,35 @@ func (r *Registry) probe(ctx context.Context, ep *Endpoint) error {
 
 // EngineQueue estimates the requests waiting in the endpoint's engine now:
 // the waiting it last reported, plus this gateway's requests in flight
-// beyond the running and waiting the engine then counted, which were sent
-// since the scrape and, while the engine queues, join its queue. With a
-// stale or missing load report it is the gateway's requests in flight.
-// Scrapes come every half second or so; routing and admission decide
-// many times in between, and must see their own decisions.
+// beyond the running and waiting the engine then counted (sent since the
+// scrape) that did not fit in the room it then had. An engine that queued
+// nothing when scraped, ran fewer than its max_num_seqs and had KV cache
+// to spare starts the requests sent since at once, up to that room; one
+// that queued, or reports no limit, queues them all. With a stale or
+// missing load report it is the gateway's requests in flight. Scrapes
+// come every half second or so; routing and admission decide many times
+// in between, and must see their own decisions.
 func (e *Endpoint) EngineQueue(now time.Time) int64 {
 	inFlight := e.InFlight()
 	if e.Stale(now) {
 		return inFlight
 	}
 	l := e.load.Load()
-	return int64(l.Waiting) + max(inFlight-int64(l.Running+l.Waiting), 0)
+	sent := max(inFlight-int64(l.Running+l.Waiting), 0)
+	return int64(l.Waiting) + max(sent-l.seqRoom(), 0)
+}
+
+// kvRoomBelow is the KV cache use under which an engine that queues
+// nothing is taken to admit a new sequence: above it a new prompt may not
+// find its blocks.
+const kvRoomBelow = 0.9
+
+// seqRoom is how many more sequences the engine could have started when
+// scraped: 0 while it queued, its KV cache was nearly full or it reported
+// no limit.
+func (l *Load) seqRoom() int64 {
+	if l.Waiting > 0 || l.MaxNumSeqs == 0 || l.KVUsage >= kvRoomBelow {
+		return 0
+	}
+	return int64(max(l.MaxNumSeqs-l.Running, 0))
 }
