@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -146,6 +147,9 @@ type trackedBody struct {
 	tokens int64
 	cancel context.CancelFunc
 	once   sync.Once
+	// began is set, once, by the first read that returns bytes or by
+	// Close, which may run beside a read.
+	began atomic.Bool
 	// ctx is the request's context, read only when a read fails, to
 	// name a reclaim as the cause.
 	ctx context.Context
@@ -154,6 +158,9 @@ type trackedBody struct {
 // Read reads the engine's body; a read cut by a reclaim's deadline says so.
 func (b *trackedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	if n > 0 && !b.began.Load() && b.began.CompareAndSwap(false, true) {
+		b.ep.answered.Add(1)
+	}
 	if err != nil && err != io.EOF && errors.Is(context.Cause(b.ctx), ErrReclaimed) {
 		err = fmt.Errorf("%w (%w)", ErrReclaimed, err)
 	}
@@ -163,6 +170,13 @@ func (b *trackedBody) Read(p []byte) (int, error) {
 func (b *trackedBody) Close() error {
 	err := b.ReadCloser.Close()
 	b.once.Do(func() {
+		// An end frees the request's sequence and KV blocks (and, if it
+		// never answered, its prefill): the engine may start another.
+		n := int64(1)
+		if b.began.CompareAndSwap(false, true) {
+			n = 2
+		}
+		b.ep.answered.Add(n)
 		b.ep.inFlight.Add(-1)
 		b.ep.inFlightTokens.Add(-b.tokens)
 		b.cancel()

@@ -31,8 +31,8 @@ const (
 
 // Defaults for the fleet-wide knobs.
 const (
-	DefaultScrapeInterval  = 500 * time.Millisecond
-	DefaultStaleAfter      = 3 * DefaultScrapeInterval
+	DefaultScrapeInterval  = 200 * time.Millisecond
+	DefaultStaleAfter      = 1500 * time.Millisecond
 	DefaultHealthInterval  = 2 * time.Second
 	DefaultHealthFailures  = 3
 	DefaultBreakerFailures = 5
@@ -142,10 +142,13 @@ const DefaultBootstrapPort = 8998
 
 // Options are the fleet-wide knobs. Zero values take the defaults above.
 type Options struct {
-	// ScrapeInterval between metric scrapes of one endpoint. Default 500ms.
+	// ScrapeInterval between metric scrapes of one endpoint. Default 200ms:
+	// admission and routing read the engines' queues from these scrapes,
+	// and a queue that has emptied since holds turns at the gateway until
+	// the next one.
 	ScrapeInterval time.Duration `yaml:"scrapeInterval" json:"scrapeInterval"`
 	// StaleAfter marks an endpoint's load stale when no scrape succeeded for
-	// this long. Default 3 × ScrapeInterval.
+	// this long. Default 1.5s, or 3 × ScrapeInterval when that is longer.
 	StaleAfter time.Duration `yaml:"staleAfter" json:"staleAfter"`
 	// HealthInterval between GET /health probes. Default 2s.
 	HealthInterval time.Duration `yaml:"healthInterval" json:"healthInterval"`
@@ -180,7 +183,7 @@ func (o *Options) EnsureDefaults() {
 		o.ScrapeInterval = DefaultScrapeInterval
 	}
 	if o.StaleAfter <= 0 {
-		o.StaleAfter = 3 * o.ScrapeInterval
+		o.StaleAfter = max(DefaultStaleAfter, 3*o.ScrapeInterval)
 	}
 	if o.HealthInterval <= 0 {
 		o.HealthInterval = DefaultHealthInterval

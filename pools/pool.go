@@ -32,6 +32,10 @@ type Load struct {
 	PromptTokens, GenerationTokens float64
 	// ScrapedAt is when this snapshot was taken; zero if never.
 	ScrapedAt time.Time
+
+	// answeredAt is the endpoint's progress count (Endpoint.answered)
+	// when the snapshot was published (Endpoint.SetLoad).
+	answeredAt int64
 }
 
 // KVTokens is the engine's KV cache in tokens, zero when unknown.
@@ -63,6 +67,13 @@ type Endpoint struct {
 	// inFlightTokens counts the prompt+expected output tokens of requests in
 	// flight, as the gateway estimated them.
 	inFlightTokens atomic.Int64
+	// answered counts the engine's progress on this gateway's requests:
+	// one when a request begins to answer (its first body bytes: a
+	// finished prefill, which frees the step's token budget) and one when
+	// it ends (its sequence and KV blocks freed); a request that ends
+	// without answering counts both. After each the engine may start the
+	// next request it queued.
+	answered atomic.Int64
 
 	breaker *gobreaker.CircuitBreaker[struct{}]
 	// trials counts the requests in flight that the breaker let through
@@ -83,7 +94,10 @@ func (e *Endpoint) Load() Load {
 }
 
 // SetLoad publishes a new load snapshot. Used by the scraper and by tests.
-func (e *Endpoint) SetLoad(l Load) { e.load.Store(&l) }
+func (e *Endpoint) SetLoad(l Load) {
+	l.answeredAt = e.answered.Load()
+	e.load.Store(&l)
+}
 
 // Stale reports whether the load snapshot is older than the staleness bound
 // (or missing), so routing and admission should not trust it.

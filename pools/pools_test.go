@@ -444,3 +444,58 @@ func TestEngineQueue(t *testing.T) {
 		t.Fatalf("never scraped: EngineQueue = %d, want the 3 in flight", got)
 	}
 }
+
+// TestWaitingFallsAsRequestsAnswer: each answer begun and each request
+// ended after a scrape is one fewer waiting in the engine's queue until
+// the next scrape says how many wait.
+func TestWaitingFallsAsRequestsAnswer(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		w.Write([]byte("data: {}\n\n"))
+		w.(http.Flusher).Flush()
+		<-release
+		w.Write([]byte("data: [DONE]\n\n"))
+	}))
+	defer srv.Close()
+	defer close(release)
+	r := newTestRegistry(t, srv.URL)
+	ep := r.Endpoints[0]
+	ep.SetLoad(Load{Running: 16, Waiting: 6, MaxNumSeqs: 16, ScrapedAt: time.Now()})
+	waiting := func(want int64, after string) {
+		t.Helper()
+		if got := ep.Waiting(time.Now()); got != want {
+			t.Fatalf("Waiting = %d %s, want %d", got, after, want)
+		}
+	}
+	send := func() *http.Response {
+		t.Helper()
+		resp, err := r.Client().Send(context.Background(), ep, "/v1/chat/completions", []byte(`{}`), nil, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	waiting(6, "as scraped")
+	a := send()
+	waiting(6, "after a request was sent")
+	a.Body.Read(make([]byte, 64))
+	waiting(5, "after its first answer")
+	b := send()
+	b.Body.Read(make([]byte, 2))
+	b.Body.Read(make([]byte, 2)) // a later read is not another answer
+	waiting(4, "after a second answer")
+	a.Body.Close()
+	waiting(3, "after one ended")
+	send().Body.Close() // ended without a byte read: its answer and its end
+	waiting(1, "after a request ended unread")
+	c := send()
+	c.Body.Read(make([]byte, 64))
+	waiting(0, "after more answers than were waiting")
+	b.Body.Close()
+	c.Body.Close()
+	ep.SetLoad(Load{Running: 16, Waiting: 2, MaxNumSeqs: 16, ScrapedAt: time.Now()})
+	waiting(2, "after a new scrape")
+	ep.SetLoad(Load{Running: 16, Waiting: 2, ScrapedAt: time.Now().Add(-time.Hour)})
+	waiting(0, "on a stale report")
+}

@@ -251,16 +251,32 @@ func (r *Registry) probe(ctx context.Context, ep *Endpoint) error {
 	return nil
 }
 
+// Waiting estimates the requests waiting in the endpoint's engine queue
+// now, of those it reported: the waiting it last reported less the
+// engine's progress on this gateway's requests since (Endpoint.answered:
+// a request that began to answer, one that ended). An engine starts the
+// next request it queued when a prefill it runs finishes or a sequence
+// ends, so each is taken as one fewer waiting; progress on requests that
+// were not ahead of the queue counts too, and then the estimate errs low
+// until the next scrape. Zero with a stale or missing report.
+func (e *Endpoint) Waiting(now time.Time) int64 {
+	if e.Stale(now) {
+		return 0
+	}
+	l := e.load.Load()
+	return max(int64(l.Waiting)-(e.answered.Load()-l.answeredAt), 0)
+}
+
 // EngineQueue estimates the requests waiting in the endpoint's engine now:
-// the waiting it last reported, plus this gateway's requests in flight
-// beyond the running and waiting the engine then counted (sent since the
-// scrape) that did not fit in the room it then had. An engine that queued
-// nothing when scraped, ran fewer than its max_num_seqs and had KV cache
-// to spare starts the requests sent since at once, up to that room; one
-// that queued, or reports no limit, queues them all. With a stale or
-// missing load report it is the gateway's requests in flight. Scrapes
-// come every half second or so; routing and admission decide many times
-// in between, and must see their own decisions.
+// Waiting, plus this gateway's requests in flight beyond the running and
+// waiting the engine last counted (sent since the scrape) that did not fit
+// in the room it then had. An engine that queued nothing when scraped,
+// ran fewer than its max_num_seqs and had KV cache to spare starts the
+// requests sent since at once, up to that room; one that queued, or
+// reports no limit, queues them all. With a stale or missing load report
+// it is the gateway's requests in flight. Scrapes come every half second
+// or so; routing and admission decide many times in between, and must see
+// their own decisions and the engine's progress.
 func (e *Endpoint) EngineQueue(now time.Time) int64 {
 	inFlight := e.InFlight()
 	if e.Stale(now) {
@@ -268,7 +284,7 @@ func (e *Endpoint) EngineQueue(now time.Time) int64 {
 	}
 	l := e.load.Load()
 	sent := max(inFlight-int64(l.Running+l.Waiting), 0)
-	return int64(l.Waiting) + max(sent-l.seqRoom(), 0)
+	return e.Waiting(now) + max(sent-l.seqRoom(), 0)
 }
 
 // kvRoomBelow is the KV cache use under which an engine that queues
