@@ -43,7 +43,7 @@ func parseBlocks(t testing.TB, s string) []kv.BlockHash {
 //	health ep=I down|up               the health verdict
 //	drain ep=I                        drain the endpoint
 //	record ep=I prompt=R [tier=T]     the index learns the endpoint holds R
-//	pick [tenant=T] [session=S] prompt=R   route a request
+//	pick [tenant=T] [session=S] [band=B] prompt=R   route a request (B: interactive, standard, background)
 //	done [err] [prompt=N cached=N ttft=D]  the outcome of the last pick
 //	counters                          decisions and pin changes so far
 //	costs prompt=R                    each endpoint's predicted TTFT of R
@@ -177,6 +177,7 @@ func runPolicySpec(t *testing.T, path string) {
 				req := &Request{Model: "m", Tenant: "t", PromptTokens: 1}
 				d.MaybeScanArgs(t, "tenant", &req.Tenant)
 				d.MaybeScanArgs(t, "session", &req.SessionKey)
+				d.MaybeScanArgs(t, "band", &req.Band)
 				d.ScanArgs(t, "prompt", &r)
 				req.Hashes = parseBlocks(t, r)
 				ep, err := pol.Pick(ctx, req, reg.Endpoints)

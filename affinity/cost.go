@@ -143,12 +143,12 @@ func (m *TTFTModel) predictLocked(ep *pools.Endpoint, uncached float64, now time
 		p.Overflow = max(working+uncached-float64(kv), 0)
 	}
 	if !ep.Stale(now) {
-		if l.Waiting > 0 {
+		if w := ep.Waiting(now); w > 0 {
 			_, mean := m.stats.get(ep.Index)
 			if mean < 0 {
 				mean = uncached // nothing measured there yet: requests like this one
 			}
-			p.Queued = max(p.Queued, float64(l.Waiting)*mean)
+			p.Queued = max(p.Queued, float64(w)*mean)
 		}
 		p.Sequences = max(p.Sequences, float64(l.Running))
 	}

@@ -171,7 +171,8 @@ func (h HasRoom) Filter(c *Cycle, candidates []*pools.Endpoint) []*pools.Endpoin
 // half of the prompt's blocks passes whatever its queue: there the turn's
 // prefill is a fraction of a recompute elsewhere, and the cost scorer
 // weighs that queue against it (an agent session's next turn stays with
-// its context).
+// its context). A Background turn passes only where the engine queues
+// nothing, its context there or not.
 type EngineRoom struct {
 	// MaxQueue is the engine queue bound, in requests; zero means
 	// DefaultMaxEngineQueue.
@@ -189,6 +190,12 @@ func (f EngineRoom) Filter(c *Cycle, candidates []*pools.Endpoint) []*pools.Endp
 	}
 	ok := func(ep *pools.Endpoint) bool {
 		return ep.EngineQueue(c.Now) < limit || (c.PromptBlocks > 0 && 2*c.match(ep).Blocks >= c.PromptBlocks)
+	}
+	if c.Request.Band == "background" {
+		// Flow control grants a Background turn only an engine that
+		// queues nothing (turns.Measurement.Slack); it goes there, not
+		// into a queue ahead of the turns of the bands above it.
+		ok = func(ep *pools.Endpoint) bool { return ep.EngineQueue(c.Now) == 0 }
 	}
 	roomy := 0
 	for _, ep := range candidates {

@@ -7,15 +7,12 @@ import (
 )
 
 // queueDepth is an endpoint's queue as routing sees it: the requests its
-// engine reported waiting, when that report is fresh, plus this gateway's
+// engine reported waiting, less those that began to answer since
+// (pools.Endpoint.Waiting, zero when the report is stale), plus this gateway's
 // requests in flight to it (which count the moment they are sent, before
 // any scrape can see them).
 func queueDepth(ep *pools.Endpoint, now time.Time) float64 {
-	q := float64(ep.InFlight())
-	if !ep.Stale(now) {
-		q += float64(ep.Load().Waiting)
-	}
-	return q
+	return float64(ep.InFlight() + ep.Waiting(now))
 }
 
 // LoadGuard keeps a hot prefix from piling every session onto the endpoint

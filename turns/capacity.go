@@ -57,15 +57,23 @@ type Measurement struct {
 	// InteractiveReservedTokensPerEndpoint tokens, and an engine queue
 	// below LowerBandQueueDepth). Lower.Open ≤ Open.
 	Lower BandRoom
+	// Slack is how many of the endpoints open to the lower bands have an
+	// engine that queues nothing (pools.Endpoint.EngineQueue is zero):
+	// the only room Background turns take, so that they start at once
+	// and never wait in an engine's first-come-first-served queue ahead
+	// of the Standard and Interactive turns that come after them.
+	// Slack ≤ Lower.Open.
+	Slack int
 }
 
-// measured fills Lower, when a Capacity left it zero (one that does not
-// tell the bands apart), with the pool's own room: a measured Lower is
-// never zero, since an endpoint with no room for the lower bands counts
-// as saturated for them.
+// measured fills Lower and Slack, when a Capacity left Lower zero (one
+// that does not tell the bands apart), with the pool's own room: a
+// measured Lower is never zero, since an endpoint with no room for the
+// lower bands counts as saturated for them.
 func (m *Measurement) measured() *Measurement {
 	if m.Lower == (BandRoom{}) {
 		m.Lower = BandRoom{Saturation: m.Saturation, Open: m.Open, Room: m.Room, QueueRoom: m.QueueRoom}
+		m.Slack = m.Open
 	}
 	return m
 }
@@ -206,6 +214,7 @@ type endpointLoad interface {
 	InFlight() int64
 	InFlightTokens() int64
 	EngineQueue(now time.Time) int64
+	Waiting(now time.Time) int64
 }
 
 // endpointCapacity is one endpoint's calibrated capacity and how much of
@@ -215,6 +224,7 @@ type endpointCapacity struct {
 	slots      int     // requests it may have dispatched at once
 	room       int64   // in-flight tokens before it saturates, ≥ 0
 	queueRoom  int     // engine queue before it saturates, ≥ 0
+	slack      bool    // its engine queues nothing (EngineQueue is 0)
 	// lower is the same for the bands below Interactive, against the
 	// capacity left after the Interactive reserve; lower.saturation ≥
 	// saturation.
@@ -261,6 +271,9 @@ func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl, lane int,
 			m.Lower.Open++
 			m.Lower.Room += ec.lower.room
 			m.Lower.QueueRoom += max(ec.lower.queueRoom, 1)
+			if ec.slack {
+				m.Slack++
+			}
 		}
 		m.InFlight += e.InFlight()
 		m.Slots += ec.slots
@@ -313,12 +326,14 @@ func endpointCapacityOf[E endpointLoad](e E, now time.Time, cfg *FlowControl, re
 	ec.saturation = min(s, 1)
 	ec.room = max(tokens-inFlightTokens, 0)
 	ec.queueRoom = max(sc.QueueDepthPerEndpoint-int(waiting), 0)
+	ec.slack = waiting == 0
 
 	// The lower bands' capacity is what is left after the room kept for
 	// Interactive turns: fewer sequences, fewer tokens, and a shorter
 	// engine queue, since an Interactive turn sent to this engine waits
 	// behind whatever is queued there, first come first served. That
-	// queue is the engine's own count: the requests sent since its last
+	// queue is the engine's own count, less the requests that began to
+	// answer since (pools.Endpoint.Waiting): the requests sent since its last
 	// scrape are bounded by the whole queue depth above already, and on a
 	// busy gateway many of them are still being read or written there, not
 	// queued in the engine, so counting them again would hold lower-band
@@ -331,7 +346,7 @@ func endpointCapacityOf[E endpointLoad](e E, now time.Time, cfg *FlowControl, re
 	}
 	ls := max(
 		s,
-		float64(l.Waiting)/float64(lowQueue),
+		float64(e.Waiting(now))/float64(lowQueue),
 		float64(inFlight)/float64(lowSlots),
 		float64(inFlightTokens)/float64(lowTokens),
 	)

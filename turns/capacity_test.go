@@ -26,6 +26,8 @@ func (e *fakeEndpoint) EngineQueue(time.Time) int64 {
 	return int64(e.load.Waiting) + max(e.inFlight-int64(e.load.Running+e.load.Waiting), 0)
 }
 
+func (e *fakeEndpoint) Waiting(time.Time) int64 { return int64(e.load.Waiting) }
+
 var _ endpointLoad = (*fakeEndpoint)(nil)
 
 func TestMeasure(t *testing.T) {

@@ -339,7 +339,7 @@ func (c *Controller) poolLocked(pool Capacity) *poolQueue {
 // dispatchLocked grants queued turns while the pool has room for them:
 // work-conserving per band, a turn waits only while no available endpoint
 // has room for its band (Measurement.Open for Interactive, Lower.Open for
-// Standard and Background), the pool's slots for its band are taken, or
+// Standard, Slack for Background), the pool's slots for its band are taken, or
 // this pass has granted the open endpoints' token or queue room for its
 // band. The lower bands share the slots above the Interactive reserve, and
 // only below HoldAt; Interactive turns may also take the reserved slots,
@@ -354,18 +354,24 @@ func (c *Controller) dispatchLocked(pq *poolQueue, m *Measurement, now time.Time
 	// is not held for ever. A grant of any band takes from both rooms.
 	all := newPassRoom(m.Room, m.QueueRoom, pq, m)
 	lower := newPassRoom(m.Lower.Room, m.Lower.QueueRoom, pq, m)
+	// Background turns take only endpoints whose engines queue nothing,
+	// one a pass each (the next measurement sees the grant in flight).
+	slack := m.Slack
 	granted := false
 	for pq.queued > 0 {
 		open := m.Open > 0 && m.Saturation < cfg.HoldAt && all.left(granted)
 		shared := open && m.Lower.Open > 0 && lower.left(granted) && pq.dispatched < m.Slots-m.Reserved
 		interactive := pq.dispatched < m.Slots && (open || pq.interactive < m.Reserved)
-		bq := pq.pickBand(shared, interactive)
+		bq := pq.pickBand(shared, interactive, shared && slack > 0)
 		if bq == nil {
 			return
 		}
 		w := pq.pop(bq, cfg)
 		all.take(w.cost)
 		lower.take(w.cost)
+		if w.band == Background {
+			slack--
+		}
 		granted = true
 		w.tenant.queued[w.band.index()].Dec()
 		pq.dispatched++

@@ -262,8 +262,8 @@ func (h *controllerHarness) endpoint(t *testing.T, d *datadriven.TestData) strin
 	out := h.settle(t)
 	var cfg FlowControl = h.c.Config()
 	m := f.Measure(h.clock.Now(), &cfg)
-	return out + fmt.Sprintf("%s: open=%d/%d saturation=%.2f room=%d lower: open=%d saturation=%.2f room=%d\n",
-		name, m.Open, m.Endpoints, m.Saturation, m.Room, m.Lower.Open, m.Lower.Saturation, m.Lower.Room)
+	return out + fmt.Sprintf("%s: open=%d/%d saturation=%.2f room=%d lower: open=%d saturation=%.2f room=%d slack=%d\n",
+		name, m.Open, m.Endpoints, m.Saturation, m.Room, m.Lower.Open, m.Lower.Saturation, m.Lower.Room, m.Slack)
 }
 
 // fleetCapacity is a Capacity measured by measure over fake endpoints.

@@ -217,23 +217,25 @@ func (pq *poolQueue) remove(w *waiter, credit float64) {
 // pickBand is the band to serve next among those that may be dispatched
 // now: with shared slots free (shared), a less urgent band that is owed
 // its guaranteed share (at least a token, so float residue owes nothing),
-// else the most urgent backlogged band; with only the Interactive band
-// allowed (reserved slots, or a held pool's reserve), that band if it has
-// turns. nil means nothing may go.
-func (pq *poolQueue) pickBand(shared, interactive bool) *bandQueue {
+// else the most urgent backlogged band, Background only where some engine
+// has slack for it (background); with only the Interactive band allowed
+// (reserved slots, or a held pool's reserve), that band if it has turns.
+// nil means nothing may go.
+func (pq *poolQueue) pickBand(shared, interactive, background bool) *bandQueue {
 	if !shared {
 		if bq := &pq.bands[Interactive.index()]; interactive && bq.count > 0 {
 			return bq
 		}
 		return nil
 	}
+	may := func(i int) bool { return i != Background.index() || background }
 	for i := 1; i < numBands; i++ {
-		if bq := &pq.bands[i]; bq.count > 0 && bq.credit >= 1 {
+		if bq := &pq.bands[i]; bq.count > 0 && bq.credit >= 1 && may(i) {
 			return bq
 		}
 	}
 	for i := range pq.bands {
-		if pq.bands[i].count > 0 {
+		if pq.bands[i].count > 0 && may(i) {
 			return &pq.bands[i]
 		}
 	}

@@ -36,7 +36,7 @@ func (f *queueFixture) backlogged(ts *tenantState, band Band) bool {
 	return tf != nil && tf.heapIdx >= 0
 }
 
-func (f *queueFixture) pop() *waiter { return f.pq.pop(f.pq.pickBand(true, true), &f.cfg) }
+func (f *queueFixture) pop() *waiter { return f.pq.pop(f.pq.pickBand(true, true, true), &f.cfg) }
 
 func TestFairQueueTenantWeights(t *testing.T) {
 	for _, tc := range []struct {
