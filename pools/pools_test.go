@@ -1,6 +1,7 @@
 package pools
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 )
 
@@ -96,11 +99,24 @@ func FuzzParseLoad(f *testing.F) {
 	f.Add(sglangExposition)
 	f.Add(legacyExposition)
 	f.Add("# TYPE x counter\nx 1e309\n")
+	f.Add("# HELP vllm:prompt_tokens Prompt tokens.\n# TYPE vllm:prompt_tokens counter\nvllm:prompt_tokens_total{model_name=\"m\"} 7\nvllm:prompt_tokens_created 1\n")
+	f.Add("# TYPE vllm:e2e_request_latency_seconds histogram\nvllm:e2e_request_latency_seconds_bucket{le=\"1\"} 2\nvllm:num_requests_running 3\n")
 	f.Fuzz(func(t *testing.T, text string) {
 		for _, flavour := range []string{EngineVLLM, EngineVLLMTPU, EngineSGLang} {
 			l, err := ParseLoad(flavour, strings.NewReader(text))
 			if err != nil && l != (Load{}) {
 				t.Fatalf("%s: error with a non-zero load: %+v", flavour, l)
+			}
+			// Parsing only the lines of the families read finds what
+			// parsing the whole page finds, whenever the whole page parses.
+			names := flavours[flavour]
+			parser := expfmt.NewTextParser(model.LegacyValidation)
+			fams, whole := parser.TextToMetricFamilies(strings.NewReader(text))
+			if whole != nil {
+				continue
+			}
+			if want := names.load(fams); err != nil || !sameLoad(l, want) {
+				t.Fatalf("%s: %+v, %v from the lines kept; the whole page gives %+v", flavour, l, err, want)
 			}
 		}
 	})
@@ -498,4 +514,51 @@ func TestWaitingFallsAsRequestsAnswer(t *testing.T) {
 	waiting(2, "after a new scrape")
 	ep.SetLoad(Load{Running: 16, Waiting: 2, ScrapedAt: time.Now().Add(-time.Hour)})
 	waiting(0, "on a stale report")
+}
+
+// BenchmarkParseLoad parses one scrape of a simulated vLLM engine that has
+// served requests (its latency histograms filled), the work each endpoint
+// costs the gateway every scrapeInterval.
+func BenchmarkParseLoad(b *testing.B) {
+	eng, err := sim.New(sim.Config{ServedModelName: "m", TimeScale: 0})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer eng.Close()
+	srv := httptest.NewServer(eng.Handler())
+	defer srv.Close()
+	for range 4 {
+		resp, err := http.Post(srv.URL+"/v1/completions", "application/json",
+			strings.NewReader(`{"model":"m","prompt":"hello there","max_tokens":4}`))
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(page)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseLoad(EngineVLLM, bytes.NewReader(page)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// sameLoad compares loads, NaN equal to NaN.
+func sameLoad(a, b Load) bool {
+	eq := func(x, y float64) bool { return x == y || (x != x && y != y) }
+	return a.Running == b.Running && a.Waiting == b.Waiting && eq(a.KVUsage, b.KVUsage) &&
+		a.BlockSize == b.BlockSize && a.NumGPUBlocks == b.NumGPUBlocks && a.MaxNumSeqs == b.MaxNumSeqs &&
+		a.MaxBatchedTokens == b.MaxBatchedTokens && eq(a.PrefixQueries, b.PrefixQueries) &&
+		eq(a.PrefixHits, b.PrefixHits) && eq(a.PromptTokens, b.PromptTokens) && eq(a.GenerationTokens, b.GenerationTokens)
 }

@@ -1,12 +1,14 @@
 package pools
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -67,6 +69,58 @@ var flavours = map[string]metricNames{
 	},
 }
 
+// keep returns the lines of an exposition that belong to the families
+// ParseLoad reads: their samples, and their TYPE and HELP comments (also
+// those that name a counter without its _total suffix). An engine's page
+// is mostly latency histograms, whose thousands of buckets would
+// otherwise be parsed every scrape; the text parser sees the lines kept
+// in their order, so it reads those families as it would the whole page.
+func (names *metricNames) keep(page []byte) []byte {
+	n := names
+	all := [...]string{n.running, n.waiting, n.kvUsage, n.cacheConfig, n.prefixQueries, n.prefixHits,
+		n.promptTokens, n.generationTokens, n.legacyKVUsage, n.legacyPrefixQueries, n.legacyPrefixHits}
+	wanted := func(name []byte, comment bool) bool {
+		for _, w := range all {
+			if w == "" {
+				continue
+			}
+			if string(name) == w {
+				return true
+			}
+			if base, ok := strings.CutSuffix(w, "_total"); ok && comment && string(name) == base {
+				return true
+			}
+		}
+		return false
+	}
+	var out []byte
+	for len(page) > 0 {
+		line := page
+		if i := bytes.IndexByte(page, '\n'); i >= 0 {
+			line, page = page[:i+1], page[i+1:]
+		} else {
+			page = nil
+		}
+		t := bytes.TrimLeft(line, " \t")
+		if rest, ok := bytes.CutPrefix(t, []byte("#")); ok {
+			// "# TYPE name ..." or "# HELP name ..."; other comments go.
+			f := bytes.Fields(rest)
+			if len(f) >= 2 && (string(f[0]) == "TYPE" || string(f[0]) == "HELP") && wanted(f[1], true) {
+				out = append(out, line...)
+			}
+			continue
+		}
+		end := bytes.IndexAny(t, "{ \t\r\n")
+		if end < 0 {
+			end = len(t)
+		}
+		if wanted(t[:end], false) {
+			out = append(out, line...)
+		}
+	}
+	return out
+}
+
 // ParseLoad reads a Prometheus text exposition from an engine of the given
 // flavour into a Load. The cache config info's labels give the KV cache's
 // shape (block_size or page_size, num_gpu_blocks or max_total_num_tokens)
@@ -80,11 +134,20 @@ func ParseLoad(flavour string, r io.Reader) (Load, error) {
 	if !ok {
 		return Load{}, fmt.Errorf("pools: unknown engine flavour %q", flavour)
 	}
+	page, err := io.ReadAll(r)
+	if err != nil {
+		return Load{}, fmt.Errorf("pools: read metrics: %w", err)
+	}
 	p := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := p.TextToMetricFamilies(r)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(names.keep(page)))
 	if err != nil {
 		return Load{}, fmt.Errorf("pools: parse metrics: %w", err)
 	}
+	return names.load(fams), nil
+}
+
+// load reads the flavour's families into a Load.
+func (names *metricNames) load(fams map[string]*dto.MetricFamily) Load {
 	var l Load
 	l.Running = int(sum(fams[names.running]))
 	l.Waiting = int(sum(fams[names.waiting]))
@@ -107,7 +170,7 @@ func ParseLoad(flavour string, r io.Reader) (Load, error) {
 			}
 		}
 	}
-	return l, nil
+	return l
 }
 
 // family is fams[name], or fams[legacy] when name is missing.
