@@ -122,6 +122,22 @@ func FuzzParseLoad(f *testing.F) {
 	})
 }
 
+// startSim serves a simulated engine on a loopback port until the test
+// ends.
+func startSim(tb testing.TB, cfg sim.Config) (*sim.Engine, *httptest.Server) {
+	tb.Helper()
+	eng, err := sim.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := httptest.NewServer(eng.Handler())
+	tb.Cleanup(func() {
+		srv.Close()
+		eng.Close()
+	})
+	return eng, srv
+}
+
 func newTestRegistry(t *testing.T, urls ...string) *Registry {
 	t.Helper()
 	var eps []EndpointConfig
@@ -140,12 +156,7 @@ func newTestRegistry(t *testing.T, urls ...string) *Registry {
 // TestScrapeAndStaleness scrapes a real simulated engine, then stops it and
 // watches the load age into staleness.
 func TestScrapeAndStaleness(t *testing.T) {
-	eng, err := sim.New(sim.Config{ServedModelName: "m", TimeScale: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	srv := httptest.NewServer(eng.Handler())
+	eng, srv := startSim(t, sim.Config{ServedModelName: "m", TimeScale: 0})
 	r := newTestRegistry(t, srv.URL)
 	ep := r.Endpoints[0]
 	if !ep.Stale(time.Now()) {
@@ -168,13 +179,7 @@ func TestScrapeAndStaleness(t *testing.T) {
 // cache series as TPU images on older vLLM releases do, through a pool of
 // engine vllm-tpu.
 func TestScrapeTPUFlavour(t *testing.T) {
-	eng, err := sim.New(sim.Config{ServedModelName: "m", Flavor: sim.FlavorVLLMTPU, Accelerator: "tpu-v6e", TimeScale: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	srv := httptest.NewServer(eng.Handler())
-	defer srv.Close()
+	eng, srv := startSim(t, sim.Config{ServedModelName: "m", Flavor: sim.FlavorVLLMTPU, Accelerator: "tpu-v6e", TimeScale: 0})
 	resp, err := http.Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(`{"model":"m","prompt":"hello there","max_tokens":4}`))
 	if err != nil {
 		t.Fatal(err)
@@ -520,13 +525,7 @@ func TestWaitingFallsAsRequestsAnswer(t *testing.T) {
 // served requests (its latency histograms filled), the work each endpoint
 // costs the gateway every scrapeInterval.
 func BenchmarkParseLoad(b *testing.B) {
-	eng, err := sim.New(sim.Config{ServedModelName: "m", TimeScale: 0})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer eng.Close()
-	srv := httptest.NewServer(eng.Handler())
-	defer srv.Close()
+	_, srv := startSim(b, sim.Config{ServedModelName: "m", TimeScale: 0})
 	for range 4 {
 		resp, err := http.Post(srv.URL+"/v1/completions", "application/json",
 			strings.NewReader(`{"model":"m","prompt":"hello there","max_tokens":4}`))
