@@ -6,7 +6,7 @@ import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-  BASE, MODEL, assert, check, diffCodes, metric, metrics, pinsMoved, pinsNew, recorder, responsesByCode, session,
+  BASE, MODEL, assert, check, codesSince, diffCodes, metric, metrics, pinsMoved, pinsNew, recorder, responsesByCode, session,
 } from './lib.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -148,7 +148,7 @@ export async function codexChecks() {
       log: 'codex_api::endpoint::responses_websocket=info,codex_core=warn',
     });
     const t = turnOf(run);
-    const codes = diffCodes(before, responsesByCode(await metrics()));
+    const codes = await codesSince(before, (c) => c['101'] >= 1);
     // Upgrades answered, and no turn fell back to HTTP.
     assert(codes['101'] >= 1 && !codes['200'], `gateway answers by code: ${JSON.stringify(codes)}`);
     const m1 = await metrics();

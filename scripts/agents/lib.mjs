@@ -93,6 +93,20 @@ export function diffCodes(before, after) {
   return out;
 }
 
+// codesSince is diffCodes from before to the gateway's counts now, read
+// again every 100 ms, for up to 10 s, until done(codes) holds: a WebSocket
+// upgrade is counted when its connection ends, a moment after the client
+// closed it.
+export async function codesSince(before, done) {
+  let codes = {};
+  for (let i = 0; i < 100; i++) {
+    codes = diffCodes(before, responsesByCode(await metrics()));
+    if (done(codes)) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return codes;
+}
+
 export const pinsNew = (m) => metric(m, 'turnpike_session_pin_changes_total{reason="new"}');
 export const pinsMoved = (m) => {
   let n = 0;

@@ -8,7 +8,7 @@ import {
 } from '@openai/agents';
 import { createOpenAI } from '@ai-sdk/openai';
 import { generateText, stepCountIs, streamText, tool as aiTool } from 'ai';
-import { BASE, MODEL, Skip, assert, check, diffCodes, metrics, responsesByCode } from './lib.mjs';
+import { BASE, MODEL, Skip, assert, check, codesSince, diffCodes, metrics, responsesByCode } from './lib.mjs';
 
 const client = new OpenAI({ baseURL: `${BASE}/v1`, apiKey: 'unused', maxRetries: 0 });
 
@@ -130,7 +130,7 @@ async function agentsChecks() {
       },
       { providerOptions: { baseURL: `${BASE}/v1`, apiKey: 'unused', useResponses: true } },
     );
-    const codes = diffCodes(before, responsesByCode(await metrics()));
+    const codes = await codesSince(before, (c) => c['101'] >= 1);
     assert(codes['101'] >= 1, `no WebSocket upgrade answered: ${JSON.stringify(codes)}`);
     assert(!codes['200'], `turns went over HTTP: ${JSON.stringify(codes)}`);
     assert(out[0].finalOutput && out[1].finalOutput, 'missing answers');
@@ -237,7 +237,7 @@ async function openaiWSChecks() {
     }
     assert(ended[0].output.length === 0, `the warmup had output ${JSON.stringify(ended[0].output)}`);
     assert(ended[2].usage.input_tokens > ended[1].usage.input_tokens, `chained input ${ended[1].usage.input_tokens} → ${ended[2].usage.input_tokens}`);
-    const codes = diffCodes(before, responsesByCode(await metrics()));
+    const codes = await codesSince(before, (c) => c['101'] >= 1);
     assert(codes['101'] === 1 && !codes['200'], `gateway answers by code: ${JSON.stringify(codes)}`);
     return ended.map((r) => `${r.id} (${r.usage.input_tokens} in)`).join(' → ');
   });
