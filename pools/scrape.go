@@ -76,9 +76,9 @@ var flavours = map[string]metricNames{
 // otherwise be parsed every scrape; the text parser sees the lines kept
 // in their order, so it reads those families as it would the whole page.
 func (names *metricNames) keep(page []byte) []byte {
-	n := names
-	all := [...]string{n.running, n.waiting, n.kvUsage, n.cacheConfig, n.prefixQueries, n.prefixHits,
-		n.promptTokens, n.generationTokens, n.legacyKVUsage, n.legacyPrefixQueries, n.legacyPrefixHits}
+	all := [...]string{names.running, names.waiting, names.kvUsage, names.cacheConfig,
+		names.prefixQueries, names.prefixHits, names.promptTokens, names.generationTokens,
+		names.legacyKVUsage, names.legacyPrefixQueries, names.legacyPrefixHits}
 	wanted := func(name []byte, comment bool) bool {
 		for _, w := range all {
 			if w == "" {
@@ -337,8 +337,8 @@ func (e *Endpoint) Waiting(now time.Time) int64 {
 // ran fewer than its max_num_seqs and had KV cache to spare starts the
 // requests sent since at once, up to that room; one that queued, or
 // reports no limit, queues them all. With a stale or missing load report
-// it is the gateway's requests in flight. Scrapes come every half second
-// or so; routing and admission decide many times in between, and must see
+// it is the gateway's requests in flight. Scrapes come every 200 ms or
+// so; routing and admission decide many times in between, and must see
 // their own decisions and the engine's progress.
 func (e *Endpoint) EngineQueue(now time.Time) int64 {
 	inFlight := e.InFlight()
