@@ -99,8 +99,10 @@ type Config struct {
 	// GPUMemoryUtilization is the fraction of HBM the engine may use
 	// (0, 1]. Default 0.9.
 	GPUMemoryUtilization float64
-	// DefaultMaxTokens is the output cap when a request sets none. Default
-	// 256.
+	// DefaultMaxTokens is the output cap when a request sets none: answers
+	// are drawn no longer, and one that reaches it ends as the model's own
+	// stop, not with finish reason "length" (the client set no limit).
+	// Default 256.
 	DefaultMaxTokens int
 	// Reasoning makes the model a reasoning one: each chat answer starts
 	// with a short thinking text, within the answer's max_tokens, streamed

@@ -20,7 +20,7 @@ func newTestScheduler(t testing.TB, numBlocks, maxSeqs, maxBatched int) *schedul
 
 // testSeq is a sequence answering prompt with exactly outTokens tokens.
 func testSeq(id uint64, prompt string, outTokens int) *sequence {
-	return newSequence(id, prompt, planText(id, outTokens, true))
+	return newSequence(id, prompt, planText(id, outTokens, true, false))
 }
 
 // drain runs steps until nothing is left, at most limit of them.

@@ -454,6 +454,9 @@ func (e *Engine) seed(prompt string) uint64 {
 // call, JSON for a response_format, or text; the rest of a continued
 // answer; a reasoning model's thinking first.
 func (e *Engine) plan(g *genRequest, maxTokens int) output {
+	// The default cap of a request that set none, where the context left
+	// is longer, is no limit the client asked for.
+	soft := g.maxTokens == nil && maxTokens == e.cfg.DefaultMaxTokens
 	answer := func(seed uint64, maxTokens int) output {
 		switch {
 		case g.tool != nil:
@@ -461,7 +464,7 @@ func (e *Engine) plan(g *genRequest, maxTokens int) output {
 		case g.format != nil:
 			return planJSON(seed, g.format, maxTokens)
 		}
-		return planText(seed, maxTokens, g.ignoreEOS)
+		return planText(seed, maxTokens, g.ignoreEOS, soft)
 	}
 	seed := e.seed(g.prompt)
 	switch {

@@ -90,7 +90,10 @@ func (r *rng) word() string { return words[r.next()%uint64(len(words))] }
 // planText decides a text answer: its length in tokens (max when
 // ignoreEOS, else drawn from seed in [minOutputTokens, max]) and its words,
 // exactly 4 bytes per token so every answer token is one tokenizer token.
-func planText(seed uint64, maxTokens int, ignoreEOS bool) output {
+// An answer that reaches max ends with finish reason "length", unless the
+// cap is soft: the engine's default for a request that set none, where a
+// real model would have gone on and the length drawn is where it stopped.
+func planText(seed uint64, maxTokens int, ignoreEOS, soft bool) output {
 	r := rng(seed)
 	n := maxTokens
 	if !ignoreEOS {
@@ -98,7 +101,7 @@ func planText(seed uint64, maxTokens int, ignoreEOS bool) output {
 		n = lo + int(r.next()%uint64(maxTokens-lo+1))
 	}
 	o := output{text: wordText(&r, n*TokenBytes), tokens: n, finish: finishStop}
-	if n == maxTokens {
+	if n == maxTokens && (ignoreEOS || !soft) {
 		o.finish = finishLength
 	}
 	return o
