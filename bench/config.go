@@ -376,8 +376,14 @@ func (c *Config) Validate() error {
 	c.LongPrompt.validate(bad)
 	c.Interference.validate(bad)
 	c.BatchLoad.validate(bad)
-	if c.BatchLoad.Lines > 0 && c.Workload == WorkloadChaos {
+	switch {
+	case c.BatchLoad.Lines == 0:
+	case c.Workload == WorkloadChaos:
 		bad("a batch beside the chaos workload: its replicas' kills would be the batch's retries; run it with another workload")
+	case c.Workload == WorkloadOverload || c.Workload == WorkloadLending:
+		// Each of their phases is a run of its own, and each would get
+		// a batch; their own background work is what they measure.
+		bad("a batch beside the %s workload: it runs in phases, each of which would submit one; run it with agentic, trace, long-prompt or isolation", c.Workload)
 	}
 	if c.Interference.Rate > 0 && c.Workload != WorkloadAgentic && c.Workload != WorkloadTrace {
 		bad("interference runs beside the agentic and trace workloads, not %s", c.Workload)

@@ -21,23 +21,15 @@ func TestBenchChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an embedded fleet and gateway")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	err := benchCmd(ctx, []string{
-		"--workload", "chaos", "--out", out,
+	var res bench.Result
+	stdout := runBench(t, &res,
+		"--workload", "chaos",
 		"--sim-replicas", "2", "--sim-time-scale", "0.05",
 		"--sessions", "4", "--concurrency", "4", "--turns", "100",
 		"--system-tokens", "100", "--tool-schema-tokens", "50", "--tool-result-tokens", "50", "--output-tokens", "48",
 		"--max-duration", "4s",
 		"--chaos-first-kill", "500ms", "--chaos-interval", "2s", "--chaos-downtime", "300ms", "--chaos-rejoin-goal", "1s",
-	}, &stdout, &stderr)
-	if err != nil {
-		t.Fatalf("bench: %v\n%s", err, stderr.String())
-	}
-	var res bench.Result
-	readResults(t, out, &res)
+	)
 	ch := res.Chaos
 	if ch == nil {
 		t.Fatalf("no chaos report in %+v", res)
@@ -58,10 +50,10 @@ func TestBenchChaos(t *testing.T) {
 	if _, ok := ch.Migrations["resumed"]; !ok {
 		t.Errorf("no migration counter read from the gateway: %v (%v)", ch.Migrations, ch.GatewayErrors)
 	}
-	if !strings.Contains(stdout.String(), "chaos: goals") {
-		t.Errorf("console report lacks the goals:\n%s", stdout.String())
+	if !strings.Contains(stdout, "chaos: goals") {
+		t.Errorf("console report lacks the goals:\n%s", stdout)
 	}
-	t.Logf("%s", stdout.String())
+	t.Logf("%s", stdout)
 }
 
 func TestBenchChaosNeedsTheEmbeddedFleet(t *testing.T) {
@@ -78,21 +70,13 @@ func TestBenchBatchBesideTheRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an embedded fleet and gateway")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	err := benchCmd(ctx, []string{
-		"--out", out, "--sim-replicas", "1", "--sim-time-scale", "0.05",
+	var res bench.Result
+	stdout := runBench(t, &res,
+		"--sim-replicas", "1", "--sim-time-scale", "0.05",
 		"--sessions", "2", "--concurrency", "2", "--turns", "2",
 		"--system-tokens", "100", "--tool-schema-tokens", "50", "--tool-result-tokens", "50", "--output-tokens", "16",
 		"--batch-lines", "6", "--batch-prompt-tokens", "64", "--batch-output-tokens", "4",
-	}, &stdout, &stderr)
-	if err != nil {
-		t.Fatalf("bench: %v\n%s", err, stderr.String())
-	}
-	var res bench.Result
-	readResults(t, out, &res)
+	)
 	bl := res.BatchLoad
 	if bl == nil || bl.ID == "" || bl.Lines != 6 || bl.Completed != 6 || bl.Failed != 0 || !bl.InDeadline || bl.Status != "completed" {
 		t.Fatalf("batch report %+v", bl)
@@ -100,14 +84,22 @@ func TestBenchBatchBesideTheRun(t *testing.T) {
 	if res.Total.Requests != 4 {
 		t.Errorf("the run counted %d requests, want its own 4 turns only", res.Total.Requests)
 	}
-	if !strings.Contains(stdout.String(), "6 completed, 0 failed") {
-		t.Errorf("console report lacks the batch:\n%s", stdout.String())
+	if !strings.Contains(stdout, "6 completed, 0 failed") {
+		t.Errorf("console report lacks the batch:\n%s", stdout)
 	}
 }
 
-// readResults decodes the results.json a bench run wrote to out into v.
-func readResults(t *testing.T, out string, v any) {
+// runBench runs turnpike bench with args and an --out of its own, within
+// two minutes, reads its results.json into v and returns what it printed.
+func runBench(t *testing.T, v any, args ...string) (stdout string) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out := t.TempDir()
+	var outb, errb bytes.Buffer
+	if err := benchCmd(ctx, append(args, "--out", out), &outb, &errb); err != nil {
+		t.Fatalf("bench: %v\n%s", err, errb.String())
+	}
 	b, err := os.ReadFile(filepath.Join(out, "results.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -115,4 +107,5 @@ func readResults(t *testing.T, out string, v any) {
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatal(err)
 	}
+	return outb.String()
 }

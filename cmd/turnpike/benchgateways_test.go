@@ -2,12 +2,10 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/turnpike-gateway/turnpike/bench"
 	"github.com/turnpike-gateway/turnpike/state/redistest"
@@ -56,21 +54,13 @@ func TestBenchTwoGateways(t *testing.T) {
 	if _, err := exec.LookPath(redistest.Binary); err != nil && os.Getenv("TURNPIKE_REDIS_SERVER") == "" {
 		t.Skip(redistest.SkipMessage)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out := t.TempDir()
-	var stdout, stderr bytes.Buffer
-	err := benchCmd(ctx, []string{
-		"--workload", "agentic", "--out", out, "--compare", "cache-aware@1gw,cache-aware@2gw",
+	var cmp bench.Comparison
+	runBench(t, &cmp,
+		"--workload", "agentic", "--compare", "cache-aware@1gw,cache-aware@2gw",
 		"--sim-replicas", "2", "--sim-time-scale", "0.05",
 		"--sessions", "4", "--concurrency", "4", "--turns", "4",
 		"--system-tokens", "200", "--tool-schema-tokens", "50", "--tool-result-tokens", "100", "--output-tokens", "16",
-	}, &stdout, &stderr)
-	if err != nil {
-		t.Fatalf("bench: %v\n%s", err, stderr.String())
-	}
-	var cmp bench.Comparison
-	readResults(t, out, &cmp)
+	)
 	if len(cmp.Results) != 2 {
 		t.Fatalf("%d results", len(cmp.Results))
 	}
