@@ -191,7 +191,7 @@ func (f EngineRoom) Filter(c *Cycle, candidates []*pools.Endpoint) []*pools.Endp
 	ok := func(ep *pools.Endpoint) bool {
 		return ep.EngineQueue(c.Now) < limit || (c.PromptBlocks > 0 && 2*c.match(ep).Blocks >= c.PromptBlocks)
 	}
-	if c.Request.Band == "background" {
+	if c.Request.Band == BandBackground {
 		// Flow control grants a Background turn only an engine that
 		// queues nothing (turns.Measurement.Slack); it goes there, not
 		// into a queue ahead of the turns of the bands above it.

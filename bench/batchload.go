@@ -96,15 +96,7 @@ func startBatchLoad(ctx context.Context, cfg Config, target Target) func(loadEnd
 	if bc.Lines <= 0 {
 		return func(time.Time) *BatchLoadReport { return nil }
 	}
-	key := bc.Key
-	if key == "" {
-		key = target.APIKey
-	}
-	base := strings.TrimRight(target.BaseURL, "/")
-	if !strings.HasSuffix(base, "/v1") {
-		base += "/v1"
-	}
-	client := openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey(key),
+	client := openai.NewClient(option.WithBaseURL(apiBase(target.BaseURL)+"/"), option.WithAPIKey(orKey(bc.Key, target.APIKey)),
 		option.WithHTTPClient(&http.Client{Timeout: time.Minute}), option.WithMaxRetries(2))
 	start := time.Now()
 	rep := &BatchLoadReport{Lines: bc.Lines}

@@ -78,11 +78,18 @@ type sender struct {
 	keepReply  bool
 }
 
-func newSender(cfg Config, target Target, keepReply bool) *sender {
-	base := strings.TrimRight(target.BaseURL, "/")
+// apiBase is the OpenAI API's base under a gateway URL given with or
+// without its /v1.
+func apiBase(url string) string {
+	base := strings.TrimRight(url, "/")
 	if !strings.HasSuffix(base, "/v1") {
 		base += "/v1"
 	}
+	return base
+}
+
+func newSender(cfg Config, target Target, keepReply bool) *sender {
+	base := apiBase(target.BaseURL)
 	transport := &http.Transport{
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,

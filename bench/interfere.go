@@ -126,12 +126,8 @@ func startInterference(ctx context.Context, cfg Config, target Target) func() *I
 		MaxIdleConnsPerHost: ic.MaxInFlight,
 	}
 	for _, u := range urls {
-		base := strings.TrimRight(u, "/")
-		if !strings.HasSuffix(base, "/v1") {
-			base += "/v1"
-		}
 		in.clients = append(in.clients, openai.NewClient(
-			option.WithBaseURL(base+"/"),
+			option.WithBaseURL(apiBase(u)+"/"),
 			option.WithHTTPClient(&http.Client{Transport: transport}),
 			option.WithAPIKey("interference"),
 			option.WithMaxRetries(0),

@@ -410,7 +410,7 @@ func running(ctx context.Context, cl *http.Client, engines []string) []int {
 			if err != nil {
 				return
 			}
-			for _, name := range []string{"vllm:num_requests_running", "sglang:num_running_reqs"} {
+			for _, name := range gaugesRunning {
 				if v, ok := m[name]; ok {
 					out[i] = int(v)
 					return

@@ -428,7 +428,7 @@ func (x *Index) unholdLocked(h BlockHash, holders []holder, j int, tier Tier) {
 
 // holdersFor returns holders, or room for one holder when it is empty.
 func (x *Index) holdersFor(holders []holder) []holder {
-	if cap(holders) > len(holders) || len(holders) > 0 {
+	if cap(holders) > 0 {
 		return holders
 	}
 	if len(x.mu.slab) == 0 {

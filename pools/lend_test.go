@@ -74,9 +74,7 @@ func TestLeaseWindowEnds(t *testing.T) {
 	p := r.Pools[1]
 	now := time.Now()
 	p.SetLease(Lease{Until: now.Add(20 * time.Millisecond), Grace: time.Minute}, now)
-	for p.Lent() {
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "the window's end to reclaim the pool", func() bool { return !p.Lent() })
 	if n := p.Reclaims(); n != 1 {
 		t.Errorf("reclaims when the window ran out = %d, want 1", n)
 	}

@@ -326,7 +326,11 @@ func (e *Endpoint) Waiting(now time.Time) int64 {
 	if e.Stale(now) {
 		return 0
 	}
-	l := e.load.Load()
+	return e.waitingOf(e.load.Load())
+}
+
+// waitingOf is Waiting against the fresh snapshot l.
+func (e *Endpoint) waitingOf(l *Load) int64 {
 	return max(int64(l.Waiting)-(e.answered.Load()-l.answeredAt), 0)
 }
 
@@ -347,7 +351,7 @@ func (e *Endpoint) EngineQueue(now time.Time) int64 {
 	}
 	l := e.load.Load()
 	sent := max(inFlight-int64(l.Running+l.Waiting), 0)
-	return e.Waiting(now) + max(sent-l.seqRoom(), 0)
+	return e.waitingOf(l) + max(sent-l.seqRoom(), 0)
 }
 
 // kvRoomBelow is the KV cache use under which an engine that queues

@@ -360,7 +360,7 @@ func (c *Controller) dispatchLocked(pq *poolQueue, m *Measurement, now time.Time
 	granted := false
 	for pq.queued > 0 {
 		open := m.Open > 0 && m.Saturation < cfg.HoldAt && all.left(granted)
-		shared := open && m.Lower.Open > 0 && lower.left(granted) && pq.dispatched < m.Slots-m.Reserved
+		shared := open && lower.left(granted) && pq.roomForLower(m, cfg)
 		interactive := pq.dispatched < m.Slots && (open || pq.interactive < m.Reserved)
 		bq := pq.pickBand(shared, interactive, shared && slack > 0)
 		if bq == nil {

@@ -228,14 +228,13 @@ func (pq *poolQueue) pickBand(shared, interactive, background bool) *bandQueue {
 		}
 		return nil
 	}
-	may := func(i int) bool { return i != Background.index() || background }
 	for i := 1; i < numBands; i++ {
-		if bq := &pq.bands[i]; bq.count > 0 && bq.credit >= 1 && may(i) {
+		if bq := &pq.bands[i]; bq.count > 0 && bq.credit >= 1 && (i != Background.index() || background) {
 			return bq
 		}
 	}
 	for i := range pq.bands {
-		if pq.bands[i].count > 0 && may(i) {
+		if pq.bands[i].count > 0 && (i != Background.index() || background) {
 			return &pq.bands[i]
 		}
 	}
