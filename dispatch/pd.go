@@ -201,10 +201,7 @@ func (t *Turn) sendPD(ctx context.Context) error {
 	if t.pd != nil && t.resp.StatusCode == http.StatusBadRequest {
 		// The decoder could not pull the KV: prefill there after all.
 		ee := readEngineError(t.resp)
-		t.endEngine(ee)
-		t.resp.Body.Close()
-		d.policy.Done(&t.route, t.ep, affinity.Outcome{Err: ee})
-		t.resp, t.ep = nil, nil
+		t.dropAnswer(ee)
 		if ee.Param != "kv_transfer_params" {
 			return ee
 		}
@@ -436,4 +433,14 @@ func newRequestID() string {
 	var b [16]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// dropAnswer gives up the engine's answer for cause before its first byte
+// reached the client: the engine's span and the body end, routing hears of
+// the failure, and the turn holds no endpoint, so that it can send again.
+func (t *Turn) dropAnswer(cause error) {
+	t.endEngine(cause)
+	t.resp.Body.Close()
+	t.d.policy.Done(&t.route, t.ep, affinity.Outcome{Err: cause})
+	t.resp, t.ep = nil, nil
 }

@@ -187,18 +187,12 @@ func (t *Turn) sendSGLang(ctx context.Context, decoder *pools.Endpoint, prefille
 	leg.answered = true
 	early := leg.failedEarly
 	leg.mu.Unlock()
-	drop := func(cause error) {
-		t.endEngine(cause)
-		t.resp.Body.Close()
-		d.policy.Done(&t.route, t.ep, affinity.Outcome{Err: cause})
-		t.resp, t.ep = nil, nil
-	}
 	switch {
 	case early:
 		// The decode leg was cancelled, or answered just before it would
 		// have been: the decoder may lack the KV either way.
 		if err == nil {
-			drop(context.Canceled)
+			t.dropAnswer(context.Canceled)
 		}
 		cancelDecode()
 		if ctx.Err() != nil {
@@ -213,7 +207,7 @@ func (t *Turn) sendSGLang(ctx context.Context, decoder *pools.Endpoint, prefille
 		return err
 	case t.resp.StatusCode == http.StatusBadRequest:
 		ee := readEngineError(t.resp)
-		drop(ee)
+		t.dropAnswer(ee)
 		cancelDecode()
 		cancelPrefill()
 		if !strings.HasPrefix(ee.Param, "bootstrap_") {
