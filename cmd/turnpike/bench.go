@@ -74,7 +74,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.LongPrompt.KillReplica, "long-kill-replica", 0, "long-prompt: the replica --long-kill-at kills")
 	fs.Float64Var(&cfg.Interference.Rate, "interfere-rate", 0, "agentic and trace: another client sends this many chat requests per second (of the simulated clock when embedded) straight to the engines, bypassing the gateway, counted apart (0: none)")
 	fs.IntVar(&cfg.Interference.PromptTokens, "interfere-tokens", bench.DefaultInterferencePromptTokens, "interference: prompt tokens of each request, none shared")
-	fs.IntVar(&cfg.BatchLoad.Lines, "batch-lines", 0, "a batch of this many chat completions submitted through the Batch API beside the run (isolation: as the burst starts), reported apart (0: none)")
+	fs.IntVar(&cfg.BatchLoad.Lines, "batch-lines", 0, "a batch of this many chat completions submitted through the Batch API beside an agentic, trace, long-prompt or isolation run (isolation: as the burst starts), reported apart (0: none)")
 	fs.IntVar(&cfg.BatchLoad.PromptTokens, "batch-prompt-tokens", bench.DefaultBatchPromptTokens, "batch: prompt tokens of each line")
 	fs.IntVar(&cfg.BatchLoad.OutputTokens, "batch-output-tokens", bench.DefaultBatchOutputTokens, "batch: max_tokens of each line")
 	fs.DurationVar((*time.Duration)(&cfg.BatchLoad.Deadline), "batch-deadline", time.Duration(bench.DefaultBatchDeadline), "batch: must be done this long after its submission; the run waits for it up to then")
