@@ -89,20 +89,10 @@ func apiBase(url string) string {
 }
 
 func newSender(cfg Config, target Target, keepReply bool) *sender {
-	base := apiBase(target.BaseURL)
-	transport := &http.Transport{
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        4096,
-		MaxIdleConnsPerHost: 4096,
-		IdleConnTimeout:     90 * time.Second,
-		ForceAttemptHTTP2:   false,
-	}
 	return &sender{
 		clients: map[string]openai.Client{},
 		base: []option.RequestOption{
-			option.WithBaseURL(base + "/"),
-			option.WithHTTPClient(&http.Client{Transport: transport}),
+			option.WithBaseURL(apiBase(target.BaseURL) + "/"),
 			// A shed request is a figure to count, not a request to retry.
 			option.WithMaxRetries(0),
 		},
@@ -119,13 +109,25 @@ func (s *sender) client(key string) openai.Client {
 	return s.clients[key]
 }
 
-// prepare makes a client for each key.
+// prepare makes a client for each key. Each has a connection pool of its
+// own, as tenants' clients on their own machines would: with one pool, a
+// burst of one tenant takes the idle connections of another, whose next
+// request then waits for a dial behind the burst.
 func (s *sender) prepare(keys ...string) {
 	for _, k := range keys {
 		if _, ok := s.clients[k]; ok {
 			continue
 		}
-		opts := append(append([]option.RequestOption(nil), s.base...), option.WithAPIKey(k))
+		transport := &http.Transport{
+			Proxy:               nil,
+			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        4096,
+			MaxIdleConnsPerHost: 4096,
+			IdleConnTimeout:     90 * time.Second,
+			ForceAttemptHTTP2:   false,
+		}
+		opts := append(append([]option.RequestOption(nil), s.base...),
+			option.WithHTTPClient(&http.Client{Transport: transport}), option.WithAPIKey(k))
 		s.clients[k] = openai.NewClient(opts...)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 )
 
@@ -52,5 +53,40 @@ func TestSendFailureKinds(t *testing.T) {
 				t.Errorf("class %q code %q streamed %v; want %q %q %v", o.errClass, o.errCode, o.streamed, tt.wantClass, tt.wantCode, tt.wantStreamed)
 			}
 		})
+	}
+}
+
+// TestTenantsHaveTheirOwnConnections: a tenant's request never rides a
+// connection another tenant's client opened, so one tenant's burst cannot
+// take the idle connections another's next request would use. Within a
+// tenant, connections are reused.
+func TestTenantsHaveTheirOwnConnections(t *testing.T) {
+	var mu sync.Mutex
+	conns := map[string]string{} // remote address → key
+	reused := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Authorization")
+		mu.Lock()
+		if k, ok := conns[r.RemoteAddr]; ok {
+			if k != key {
+				t.Errorf("connection %s opened for %q carried a request of %q", r.RemoteAddr, k, key)
+			}
+			reused = true
+		}
+		conns[r.RemoteAddr] = key
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	defer srv.Close()
+	s := newSender(Config{Model: "m"}, Target{BaseURL: srv.URL}, false)
+	s.prepare("key-a", "key-b")
+	for _, key := range []string{"key-a", "key-b", "key-a", "key-b"} {
+		s.send(context.Background(), call{api: APIChat, key: key, input: []Item{{Kind: ItemMessage, Role: "user", Text: "hi"}}, maxTokens: 4})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(conns) != 2 || !reused {
+		t.Errorf("%d connections for 2 tenants (reused: %v); want one each, reused", len(conns), reused)
 	}
 }
