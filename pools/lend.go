@@ -228,6 +228,10 @@ func (p *Pool) track(ctx context.Context) (_ context.Context, release func()) {
 	}
 }
 
+// BackgroundOnly reports whether the endpoint's pool is lendable: it
+// takes turns of the background band only, and only while lent.
+func (e *Endpoint) BackgroundOnly() bool { return e.Pool != nil && e.Pool.Config.Lendable }
+
 // KeepAdmitting compacts to the front of eps the endpoints a turn may be
 // sent to: all but those of lent pools, unless lent is set (a turn of the
 // background band, which lent pools take). Endpoints of a lendable pool
@@ -238,7 +242,7 @@ func KeepAdmitting(eps []*Endpoint, lent bool) []*Endpoint {
 	}
 	n := 0
 	for _, ep := range eps {
-		if ep.Pool == nil || !ep.Pool.Config.Lendable {
+		if !ep.BackgroundOnly() {
 			eps[n] = ep
 			n++
 		}

@@ -111,7 +111,9 @@ func (c *Controller) admitLocked(w *waiter, m *Measurement, now time.Time, cfg *
 	if m.Endpoints > 0 {
 		switch w.band {
 		case Background:
-			if c.shedsLocked(&cfg.Shed, m.Saturation) {
+			// A lent pool's idle engine is room the saturation of the
+			// others does not measure.
+			if m.LentSlack == 0 && c.shedsLocked(&cfg.Shed, m.Saturation) {
 				return shed(ReasonSaturated, cfg.RetryAfter)
 			}
 		case Standard:
@@ -119,7 +121,7 @@ func (c *Controller) admitLocked(w *waiter, m *Measurement, now time.Time, cfg *
 				return shed(ReasonOverShare, cfg.RetryAfter)
 			}
 		}
-		if limit := cfg.heldLimit(w.band, m.Endpoints); limit >= 0 && bq.count >= limit && !w.pool.roomForLower(m, cfg) {
+		if limit := cfg.heldLimit(w.band, m.Endpoints); limit >= 0 && bq.count >= limit && !w.pool.roomForBand(w.band, m, cfg) {
 			return shed(ReasonBandHeld, cfg.RetryAfter)
 		}
 	}

@@ -64,6 +64,13 @@ type Measurement struct {
 	// of the Standard and Interactive turns that come after them.
 	// Slack ≤ Lower.Open.
 	Slack int
+	// LentSlack is Slack's count over the endpoints of lent pools
+	// (pools.PoolConfig.Lendable), which take Background turns only: the
+	// fields above leave those endpoints out, so that admission of the
+	// other bands never counts room they cannot use. Their slots are in
+	// Slots and their requests in InFlight, since Background turns sent
+	// there count among the pool's dispatched turns.
+	LentSlack int
 }
 
 // measured fills Lower and Slack, when a Capacity left Lower zero (one
@@ -190,7 +197,7 @@ func (mc *ModelCapacity) laneNow(now time.Time) int {
 		if n >= enough {
 			break
 		}
-		if e.Available() {
+		if e.Available() && !e.BackgroundOnly() {
 			n++
 		}
 	}
@@ -215,6 +222,9 @@ type endpointLoad interface {
 	InFlightTokens() int64
 	EngineQueue(now time.Time) int64
 	Waiting(now time.Time) int64
+	// BackgroundOnly reports whether the endpoint's pool takes only
+	// Background turns (a lendable pool; available only while lent).
+	BackgroundOnly() bool
 }
 
 // endpointCapacity is one endpoint's calibrated capacity and how much of
@@ -253,6 +263,17 @@ func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl, lane int,
 	}
 	for _, e := range eps {
 		if !e.Available() {
+			continue
+		}
+		if e.BackgroundOnly() {
+			// No reserve for Interactive turns on a lent pool: they
+			// never go there.
+			ec := endpointCapacityOf(e, now, cfg, false)
+			if ec.slack && ec.lower.saturation < 1 {
+				m.LentSlack++
+			}
+			m.InFlight += e.InFlight()
+			m.Slots += ec.slots
 			continue
 		}
 		m.Endpoints++

@@ -12,6 +12,7 @@ import (
 
 type fakeEndpoint struct {
 	available, stale bool
+	lent             bool // on a lent pool: Background only
 	load             pools.Load
 	inFlight         int64
 	inFlightTokens   int64
@@ -27,6 +28,7 @@ func (e *fakeEndpoint) EngineQueue(time.Time) int64 {
 }
 
 func (e *fakeEndpoint) Waiting(time.Time) int64 { return int64(e.load.Waiting) }
+func (e *fakeEndpoint) BackgroundOnly() bool    { return e.lent }
 
 var _ endpointLoad = (*fakeEndpoint)(nil)
 

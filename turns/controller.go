@@ -356,23 +356,30 @@ func (c *Controller) dispatchLocked(pq *poolQueue, m *Measurement, now time.Time
 	lower := newPassRoom(m.Lower.Room, m.Lower.QueueRoom, pq, m)
 	// Background turns take only endpoints whose engines queue nothing,
 	// one a pass each (the next measurement sees the grant in flight).
-	slack := m.Slack
+	// Lent pools' idle engines take Background turns besides, one a pass
+	// each, whatever the room of the others.
+	slack, lentSlack := m.Slack, m.LentSlack
 	granted := false
 	for pq.queued > 0 {
 		open := m.Open > 0 && m.Saturation < cfg.HoldAt && all.left(granted)
 		shared := open && lower.left(granted) && pq.roomForLower(m, cfg)
 		interactive := pq.dispatched < m.Slots && (open || pq.interactive < m.Reserved)
-		bq := pq.pickBand(shared, interactive, shared && slack > 0)
+		onSlack := shared && slack > 0
+		bq := pq.pickBand(shared, interactive, onSlack || (lentSlack > 0 && pq.dispatched < m.Slots))
 		if bq == nil {
 			return
 		}
 		w := pq.pop(bq, cfg)
-		all.take(w.cost)
-		lower.take(w.cost)
-		if w.band == Background {
-			slack--
+		if w.band == Background && !onSlack {
+			lentSlack-- // the lent pool's room, not the others'
+		} else {
+			all.take(w.cost)
+			lower.take(w.cost)
+			if w.band == Background {
+				slack--
+			}
+			granted = true
 		}
-		granted = true
 		w.tenant.queued[w.band.index()].Dec()
 		pq.dispatched++
 		if w.band == Interactive {
@@ -431,6 +438,16 @@ func (r *passRoom) take(cost int64) {
 // bands, a shared slot, and saturation below HoldAt.
 func (pq *poolQueue) roomForLower(m *Measurement, cfg *FlowControl) bool {
 	return m.Lower.Open > 0 && m.Saturation < cfg.HoldAt && pq.dispatched < m.Slots-m.Reserved
+}
+
+// roomForBand reports whether, as measured by m, the pool has room for a
+// turn of band b now: roomForLower for the lower bands, and for Background
+// also an idle engine of a lent pool.
+func (pq *poolQueue) roomForBand(b Band, m *Measurement, cfg *FlowControl) bool {
+	if b == Background && m.LentSlack > 0 && pq.dispatched < m.Slots {
+		return true
+	}
+	return pq.roomForLower(m, cfg)
 }
 
 // expireLocked sheds every turn of the pool that has waited its band's TTL:

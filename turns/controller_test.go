@@ -256,14 +256,21 @@ func (h *controllerHarness) endpoint(t *testing.T, d *datadriven.TestData) strin
 	if d.HasArg("up") {
 		e.available = true
 	}
+	if d.HasArg("lent") {
+		e.lent = true
+	}
 	l.ScrapedAt = h.clock.Now()
 	f.mu.Unlock()
 	h.c.tick()
 	out := h.settle(t)
 	var cfg FlowControl = h.c.Config()
 	m := f.Measure(h.clock.Now(), &cfg)
-	return out + fmt.Sprintf("%s: open=%d/%d saturation=%.2f room=%d lower: open=%d saturation=%.2f room=%d slack=%d\n",
+	out += fmt.Sprintf("%s: open=%d/%d saturation=%.2f room=%d lower: open=%d saturation=%.2f room=%d slack=%d",
 		name, m.Open, m.Endpoints, m.Saturation, m.Room, m.Lower.Open, m.Lower.Saturation, m.Lower.Room, m.Slack)
+	if m.LentSlack > 0 || e.lent {
+		out += fmt.Sprintf(" lent-slack=%d slots=%d", m.LentSlack, m.Slots)
+	}
+	return out + "\n"
 }
 
 // fleetCapacity is a Capacity measured by measure over fake endpoints.

@@ -218,12 +218,16 @@ func (pq *poolQueue) remove(w *waiter, credit float64) {
 // now: with shared slots free (shared), a less urgent band that is owed
 // its guaranteed share (at least a token, so float residue owes nothing),
 // else the most urgent backlogged band, Background only where some engine
-// has slack for it (background); with only the Interactive band allowed
-// (reserved slots, or a held pool's reserve), that band if it has turns.
-// nil means nothing may go.
+// has slack for it (background); without shared slots, the Interactive
+// band if allowed (reserved slots, or a held pool's reserve) and it has
+// turns, else Background if an engine of a lent pool has slack for it
+// (background without shared). nil means nothing may go.
 func (pq *poolQueue) pickBand(shared, interactive, background bool) *bandQueue {
 	if !shared {
 		if bq := &pq.bands[Interactive.index()]; interactive && bq.count > 0 {
+			return bq
+		}
+		if bq := &pq.bands[Background.index()]; background && bq.count > 0 {
 			return bq
 		}
 		return nil
