@@ -74,12 +74,12 @@ func newFixture(t testing.TB, kv state.Namespace, cfg admin.Config) *fixture {
 		Name:         "gpu",
 		ServedModels: []string{"m"},
 		Endpoints:    []pools.EndpointConfig{{URL: "http://127.0.0.1:8001"}, {URL: "http://127.0.0.1:8002"}},
-	}}, nil)
+	}}, nil, nil)
 }
 
 // newFixtureWith is newFixture over the pools pcs, registering metrics
-// on reg when it is not nil.
-func newFixtureWith(t testing.TB, kv state.Namespace, cfg admin.Config, pcs []pools.PoolConfig, reg prometheus.Registerer) *fixture {
+// on reg when it is not nil, on the clock now when it is not nil.
+func newFixtureWith(t testing.TB, kv state.Namespace, cfg admin.Config, pcs []pools.PoolConfig, reg prometheus.Registerer, now func() time.Time) *fixture {
 	t.Helper()
 	if kv == nil {
 		kv = memKV(t)
@@ -107,6 +107,7 @@ func newFixtureWith(t testing.TB, kv state.Namespace, cfg admin.Config, pcs []po
 		Sessions: ss,
 		Config:   cfg,
 		Metrics:  reg,
+		Now:      now,
 		Getenv:   func(name string) string { return map[string]string{"ACME_KEY": "tp-acme-secret"}[name] },
 	})
 	if err != nil {

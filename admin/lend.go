@@ -419,3 +419,47 @@ func (s *Service) registerLendMetrics() error {
 	}
 	return nil
 }
+
+// ApplyLendSchedules lends each lendable pool whose schedule
+// (pools.PoolConfig.LendSchedule) has a window open now until that
+// window's end, unless its lease already runs that long: so a window is
+// opened once, a reclaim through the API ends its lending until the next
+// window, a longer lease named through the API stands, and a shorter one
+// is extended to the window's end. Gateways sharing a store write the
+// same lease, which each applies once. Call it every second or so.
+func (s *Service) ApplyLendSchedules(ctx context.Context) error {
+	if s.deps.Registry == nil {
+		return nil
+	}
+	now := s.now()
+	var errs []error
+	for _, p := range s.deps.Registry.Pools {
+		sched := p.Config.LendSchedule
+		if sched == nil || !p.Lendable() {
+			continue
+		}
+		_, end, ok := sched.WindowAt(now)
+		if !ok || !p.Lease().Until.Before(end) {
+			continue
+		}
+		l := pools.Lease{Until: end.UTC(), Grace: sched.Grace()}
+		if err := s.Lend(ctx, p, l); err != nil {
+			errs = append(errs, fmt.Errorf("admin: lending pool %q on its schedule: %w", p.Name(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// HasLendSchedules reports whether a pool of the fleet is lent on a
+// schedule, so that ApplyLendSchedules has work.
+func (s *Service) HasLendSchedules() bool {
+	if s.deps.Registry == nil {
+		return false
+	}
+	for _, p := range s.deps.Registry.Pools {
+		if p.Lendable() && p.Config.LendSchedule != nil {
+			return true
+		}
+	}
+	return false
+}

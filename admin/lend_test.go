@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ var lendPools = []pools.PoolConfig{
 
 func newLendFixture(t *testing.T, kv state.Namespace, reg prometheus.Registerer) *fixture {
 	t.Helper()
-	return newFixtureWith(t, kv, admin.Config{}, lendPools, reg)
+	return newFixtureWith(t, kv, admin.Config{}, lendPools, reg, nil)
 }
 
 func TestLendAndReclaim(t *testing.T) {
@@ -158,5 +159,92 @@ func TestParseLend(t *testing.T) {
 	d, ok, err = admin.ParseReclaim([]byte(`{"deadline":"3s"}`))
 	if err != nil || !ok || d != 3*time.Second {
 		t.Errorf("reclaim of 3s: %v %v %v", d, ok, err)
+	}
+}
+
+// TestLendSchedule: a pool lent on its schedule is lent at each window's
+// start until the window's end; a reclaim through the API ends that
+// window's lending, the next window lends again, and a longer lease named
+// through the API stands. A second gateway sharing the store writes the
+// same lease.
+func TestLendSchedule(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	clock := time.Date(2026, 11, 30, 21, 0, 0, 0, time.UTC) // a Monday
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	set := func(s string) {
+		t.Helper()
+		tm, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		clock = tm
+		mu.Unlock()
+	}
+	pcs := append([]pools.PoolConfig(nil), lendPools...)
+	pcs[1].LendSchedule = &pools.LendSchedule{ReclaimDeadline: "10s", Windows: []pools.LendWindow{
+		{Days: []string{"mon", "tue", "wed", "thu", "fri"}, From: "22:00", To: "06:00"},
+	}}
+	kv := memKV(t)
+	a := newFixtureWith(t, kv, admin.Config{}, pcs, nil, now)
+	b := newFixtureWith(t, kv, admin.Config{}, pcs, nil, now)
+	trainer := func(f *fixture) *pools.Pool { return f.reg.Pools[1] }
+	apply := func(f *fixture) {
+		t.Helper()
+		if err := f.svc.ApplyLendSchedules(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until := func(f *fixture) string { return trainer(f).Lease().Until.Format(time.RFC3339) }
+	if !a.svc.HasLendSchedules() {
+		t.Fatal("HasLendSchedules is false with a scheduled pool")
+	}
+
+	apply(a)
+	if trainer(a).Lent() {
+		t.Fatal("lent before the window opens")
+	}
+	set("2026-11-30T22:00:30Z")
+	apply(a)
+	if !trainer(a).Lent() || until(a) != "2026-12-01T06:00:00Z" || trainer(a).Lease().Grace != 10*time.Second {
+		t.Fatalf("in the window: lent %v until %s grace %v; want lent until 2026-12-01T06:00:00Z, grace 10s",
+			trainer(a).Lent(), until(a), trainer(a).Lease().Grace)
+	}
+	// Gateway b reads the lease, and its own schedule changes nothing.
+	if _, err := b.svc.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	apply(b)
+	if !trainer(b).Lent() || until(b) != "2026-12-01T06:00:00Z" {
+		t.Fatalf("gateway b: lent %v until %s", trainer(b).Lent(), until(b))
+	}
+
+	// Reclaimed through the API: the window is not opened again.
+	if err := b.svc.Reclaim(ctx, trainer(b), 0, true); err != nil {
+		t.Fatal(err)
+	}
+	set("2026-12-01T01:00:00Z")
+	if _, err := a.svc.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	apply(a)
+	apply(b)
+	if trainer(a).Lent() || trainer(b).Lent() {
+		t.Fatal("a reclaimed window was lent again")
+	}
+
+	// Tuesday's window lends again; a longer lease through the API stands.
+	set("2026-12-01T22:10:00Z")
+	apply(a)
+	if !trainer(a).Lent() || until(a) != "2026-12-02T06:00:00Z" {
+		t.Fatalf("the next window: lent %v until %s", trainer(a).Lent(), until(a))
+	}
+	if err := a.svc.Lend(ctx, trainer(a), pools.Lease{Until: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC), Grace: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	apply(a)
+	if until(a) != "2026-12-02T08:00:00Z" {
+		t.Fatalf("the API's longer lease became %s", until(a))
 	}
 }

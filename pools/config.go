@@ -72,6 +72,9 @@ type PoolConfig struct {
 	// intake, the flex tier). Default false. A lendable pool has role
 	// both.
 	Lendable bool `yaml:"lendable,omitempty" json:"lendable,omitempty"`
+	// LendSchedule lends a lendable pool in weekly windows, besides (or
+	// instead of) the admin API's lend and reclaim. Optional.
+	LendSchedule *LendSchedule `yaml:"lendSchedule,omitempty" json:"lendSchedule,omitempty"`
 	// Endpoints are the replicas. At least one.
 	Endpoints []EndpointConfig `yaml:"endpoints" json:"endpoints"`
 	// Tokenizer is how the gateway turns the pool's prompts into the
@@ -285,6 +288,12 @@ func ValidatePools(pcs []PoolConfig) error {
 		}
 		if pc.Lendable && pc.Role != "" && pc.Role != RoleBoth {
 			bad(where+".lendable", "a lendable pool takes whole requests: role %q must be both", pc.Role)
+		}
+		if ls := pc.LendSchedule; ls != nil {
+			if !pc.Lendable {
+				bad(where+".lendSchedule", "only a lendable pool is lent: set lendable: true")
+			}
+			ls.Validate(where+".lendSchedule", bad)
 		}
 		if pc.Accelerator != "" {
 			if _, ok := accelerators.LookupAccelerator(pc.Accelerator); !ok {

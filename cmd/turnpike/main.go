@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	_ "time/tzdata" // lending schedules name IANA time zones; hosts may lack zoneinfo
 )
 
 const usage = `turnpike — an OpenAI-compatible gateway for fleets of LLM model servers.

@@ -216,6 +216,10 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // every runs fn every d until ctx ends.
+// lendScheduleInterval is how often the gateway looks for a scheduled
+// lending window to open (pools.LendSchedule).
+const lendScheduleInterval = time.Second
+
 func every(ctx context.Context, d time.Duration, fn func()) {
 	t := time.NewTicker(d)
 	defer t.Stop()
@@ -471,6 +475,24 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 				})
 			}()
 		}), noErr(func() { stopWatch(); <-watched }))
+	}
+	if adm.HasLendSchedules() {
+		// Lendable pools lent in scheduled windows: each window opens
+		// within a second of its start.
+		sched, stopSched := context.WithCancel(run)
+		scheduled := make(chan struct{})
+		st.life.start(ctx, "lending schedules", startNoErr(func() {
+			apply := func() {
+				if err := adm.ApplyLendSchedules(sched); err != nil && sched.Err() == nil {
+					log.Warn("admin: lending on schedule failed", "err", err)
+				}
+			}
+			apply()
+			go func() {
+				defer close(scheduled)
+				every(sched, lendScheduleInterval, apply)
+			}()
+		}), noErr(func() { stopSched(); <-scheduled }))
 	}
 	if st.gw, err = gateway.New(gateway.Options{
 		Registry:  st.reg,
