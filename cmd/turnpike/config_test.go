@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/turnpike-gateway/turnpike/responses"
 )
@@ -15,6 +16,9 @@ func TestExampleConfigLoads(t *testing.T) {
 	}
 	if len(cfg.Pools) != 5 || len(cfg.Pools[0].Endpoints) != 2 || cfg.Pools[2].Role != "prefill" || cfg.Pools[3].Role != "decode" || !cfg.Pools[4].Lendable {
 		t.Fatalf("pools not read: %+v", cfg.Pools)
+	}
+	if ls := cfg.Pools[4].LendSchedule; ls == nil || len(ls.Windows) != 2 || ls.Timezone != "Europe/Paris" || ls.Grace() != 30*time.Second {
+		t.Errorf("lendSchedule not read: %+v", cfg.Pools[4].LendSchedule)
 	}
 	if cfg.Routing.PD.UncachedTokens != 512 {
 		t.Errorf("routing.pd not read: %+v", cfg.Routing.PD)

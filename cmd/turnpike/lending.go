@@ -11,6 +11,7 @@ import (
 
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/bench"
+	"github.com/turnpike-gateway/turnpike/pools"
 )
 
 // lendingMaxNumSeqs is the lending stack's engines' max_num_seqs
@@ -32,7 +33,7 @@ type lendingStack struct {
 // startLendingStack starts own engines on ownCfg for the pool of its own
 // and lent engines on lentCfg for the lendable pool, and a gateway over
 // both.
-func startLendingStack(ctx context.Context, ownCfg, lentCfg sim.Config, own, lent int, policy string, log *slog.Logger) (_ *lendingStack, err error) {
+func startLendingStack(ctx context.Context, ownCfg, lentCfg sim.Config, own, lent int, policy string, sched *pools.LendSchedule, log *slog.Logger) (_ *lendingStack, err error) {
 	ls := &lendingStack{fleet: &fleet{}, adminToken: rand.Text()}
 	defer func() {
 		if err != nil {
@@ -56,6 +57,9 @@ func startLendingStack(ctx context.Context, ownCfg, lentCfg sim.Config, own, len
 		ls.fleet.fleets = append(ls.fleet.fleets, sf)
 		pc := simPool(&c, sf, p.name, "")
 		pc.Lendable = p.name == lendablePool
+		if pc.Lendable {
+			pc.LendSchedule = sched
+		}
 		ls.fleet.pools = append(ls.fleet.pools, pc)
 	}
 	cfg := &Config{Addr: "127.0.0.1:0", DataDir: ls.dataDir}
@@ -117,7 +121,7 @@ func registerLendingFlags(fs *flag.FlagSet, lc *bench.LendingConfig) *int {
 func benchLending(ctx context.Context, cfg *bench.Config, sf *simFlags, lendable int, stdout io.Writer, out string, log *slog.Logger) error {
 	simCfg := sf.config()
 	simCfg.MaxNumSeqs = lendingMaxNumSeqs
-	ls, err := startLendingStack(ctx, simCfg, simCfg, sf.replicas, lendable, sf.policy, log)
+	ls, err := startLendingStack(ctx, simCfg, simCfg, sf.replicas, lendable, sf.policy, nil, log)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
+	"github.com/turnpike-gateway/turnpike/pools"
 )
 
 // TestEmbeddedLending: a lendable pool takes nothing until it is lent;
@@ -24,7 +25,7 @@ func TestEmbeddedLending(t *testing.T) {
 	own := sim.Config{Accelerator: defaultSimAccelerator, Model: defaultSimModel, ServedModelName: defaultSimServedModel}
 	lent := own
 	lent.TimeScale = 1 // real time: a long answer is still streaming when the pool is reclaimed
-	ls, err := startLendingStack(t.Context(), own, lent, 1, 1, "cache-aware", slog.New(slog.DiscardHandler))
+	ls, err := startLendingStack(t.Context(), own, lent, 1, 1, "cache-aware", nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,5 +141,49 @@ func TestEmbeddedLending(t *testing.T) {
 	}
 	if _, err := chat(4); err != nil {
 		t.Errorf("a foreground turn after the reclaim: %v", err)
+	}
+}
+
+// TestLendingOnSchedule: a lendable pool whose schedule has a window open
+// now is lent by the gateway on its own, until the window's end, and a
+// background turn runs there.
+func TestLendingOnSchedule(t *testing.T) {
+	now := time.Now().UTC()
+	clock := func(t time.Time) string { return t.Format("15:04") }
+	// A two-hour window around now (crossing midnight when it must).
+	sched := &pools.LendSchedule{ReclaimDeadline: "5s", Windows: []pools.LendWindow{
+		{From: clock(now.Add(-time.Hour)), To: clock(now.Add(time.Hour))},
+	}}
+	cfg := sim.Config{Accelerator: defaultSimAccelerator, Model: defaultSimModel, ServedModelName: defaultSimServedModel}
+	ls, err := startLendingStack(t.Context(), cfg, cfg, 1, 1, "cache-aware", sched, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ls.Close(t.Context()) })
+	trainer := ls.reg.Pools[1]
+	deadline := time.Now().Add(30 * time.Second)
+	for !trainer.Lent() {
+		if time.Now().After(deadline) {
+			t.Fatal("the pool was not lent in its scheduled window")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	l := trainer.Lease()
+	if want := now.Add(time.Hour).Truncate(time.Minute); !l.Until.Equal(want) || l.Grace != 5*time.Second {
+		t.Fatalf("lease until %v grace %v; want until %v grace 5s", l.Until, l.Grace, want)
+	}
+	// With the gateway's own pool drained, a background turn can only
+	// run on the lent pool.
+	ls.reg.Pools[0].Endpoints[0].SetDraining(true)
+	client := openai.NewClient(option.WithBaseURL("http://"+ls.addr+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	if _, err := client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
+		Model:     defaultSimServedModel,
+		MaxTokens: openai.Int(4),
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Summarise the logs.")},
+	}, option.WithHeader("x-turnpike-priority", "background")); err != nil {
+		t.Fatalf("a background turn on the pool lent on its schedule: %v", err)
+	}
+	if ls.fleet.fleets[1].Engines[0].Stats().Steps == 0 {
+		t.Error("the background turn did not run on the pool lent on its schedule")
 	}
 }
