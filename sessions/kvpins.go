@@ -12,7 +12,9 @@ import (
 )
 
 // KVPinStore keeps pins in a durable namespace of the state store, one
-// key per session: "pin/<tenant>\x00<key>" → {"endpoint","at"}.
+// key per session: "pin/<tenant>\x00<key>" → {"endpoint","at"}; an unpin
+// is a record with no endpoint, kept until the session's TTL has passed
+// so that every gateway sees it.
 type KVPinStore struct {
 	Namespace state.Namespace
 	// Clock stamps pins; nil means time.Now.
@@ -32,9 +34,6 @@ func pinKey(tenant, key string) []byte {
 
 // PutPin implements PinStore.
 func (s *KVPinStore) PutPin(ctx context.Context, tenant, key, endpointID string) error {
-	if endpointID == "" {
-		return s.Namespace.Delete(ctx, pinKey(tenant, key))
-	}
 	now := time.Now
 	if s.Clock != nil {
 		now = s.Clock
@@ -46,6 +45,11 @@ func (s *KVPinStore) PutPin(ctx context.Context, tenant, key, endpointID string)
 	return s.Namespace.Put(ctx, pinKey(tenant, key), b)
 }
 
+// DeletePin implements PinStore.
+func (s *KVPinStore) DeletePin(ctx context.Context, tenant, key string) error {
+	return s.Namespace.Delete(ctx, pinKey(tenant, key))
+}
+
 // LoadPins implements PinStore. Records it cannot read are skipped: a pin
 // is a routing hint, and losing one costs one cold prefill.
 func (s *KVPinStore) LoadPins(ctx context.Context) ([]Pin, error) {
@@ -53,7 +57,7 @@ func (s *KVPinStore) LoadPins(ctx context.Context) ([]Pin, error) {
 	err := s.Namespace.Scan(ctx, state.Prefix([]byte(pinPrefix)), func(k, v []byte) error {
 		tenant, key, ok := strings.Cut(string(k[len(pinPrefix):]), "\x00")
 		var sp storedPin
-		if !ok || json.Unmarshal(v, &sp) != nil || sp.Endpoint == "" {
+		if !ok || json.Unmarshal(v, &sp) != nil {
 			return nil
 		}
 		pins = append(pins, Pin{Tenant: tenant, Key: key, Endpoint: sp.Endpoint, At: sp.At})
@@ -72,7 +76,7 @@ func (s *KVPinStore) GetPin(ctx context.Context, tenant, key string) (Pin, bool,
 		return Pin{}, false, err
 	}
 	var sp storedPin
-	if json.Unmarshal(v, &sp) != nil || sp.Endpoint == "" {
+	if json.Unmarshal(v, &sp) != nil {
 		return Pin{}, false, nil
 	}
 	return Pin{Tenant: tenant, Key: key, Endpoint: sp.Endpoint, At: sp.At}, true, nil
@@ -90,13 +94,19 @@ var errPinQueueFull = errors.New("sessions: pin write queue full")
 
 var errPinStoreClosed = errors.New("sessions: pin store closed")
 
+// pinWrite is a queued PutPin, or DeletePin when delete is set.
+type pinWrite struct {
+	Pin
+	delete bool
+}
+
 // AsyncPinStore writes pins to another PinStore from a goroutine of its
 // own, so that a durable (synced) write never sits on the routing path: a
 // pin is a routing hint, and losing the last few in a crash costs a cold
 // prefill each. Close flushes what is queued.
 type AsyncPinStore struct {
 	inner PinStore
-	queue chan Pin
+	queue chan pinWrite
 	done  chan struct{}
 	// onError, if set, hears every failed write.
 	onError func(error)
@@ -116,7 +126,7 @@ func NewAsyncPinStore(inner PinStore, queue int, onError func(error)) *AsyncPinS
 	if queue <= 0 {
 		queue = DefaultPinQueue
 	}
-	return &AsyncPinStore{inner: inner, queue: make(chan Pin, queue), done: make(chan struct{}), onError: onError}
+	return &AsyncPinStore{inner: inner, queue: make(chan pinWrite, queue), done: make(chan struct{}), onError: onError}
 }
 
 // Start starts the writer goroutine. Calls after the first do nothing.
@@ -124,8 +134,15 @@ func (a *AsyncPinStore) Start() { a.started.Do(func() { go a.run() }) }
 
 func (a *AsyncPinStore) run() {
 	defer close(a.done)
-	for p := range a.queue {
-		if err := a.inner.PutPin(context.Background(), p.Tenant, p.Key, p.Endpoint); err != nil && a.onError != nil {
+	ctx := context.Background()
+	for w := range a.queue {
+		var err error
+		if w.delete {
+			err = a.inner.DeletePin(ctx, w.Tenant, w.Key)
+		} else {
+			err = a.inner.PutPin(ctx, w.Tenant, w.Key, w.Endpoint)
+		}
+		if err != nil && a.onError != nil {
 			a.onError(err)
 		}
 	}
@@ -133,13 +150,23 @@ func (a *AsyncPinStore) run() {
 
 // PutPin implements PinStore: it queues the write and returns at once.
 func (a *AsyncPinStore) PutPin(_ context.Context, tenant, key, endpointID string) error {
+	return a.enqueue(pinWrite{Pin: Pin{Tenant: tenant, Key: key, Endpoint: endpointID}})
+}
+
+// DeletePin implements PinStore: it queues the removal and returns at
+// once.
+func (a *AsyncPinStore) DeletePin(_ context.Context, tenant, key string) error {
+	return a.enqueue(pinWrite{Pin: Pin{Tenant: tenant, Key: key}, delete: true})
+}
+
+func (a *AsyncPinStore) enqueue(w pinWrite) error {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	if a.mu.closed {
 		return errPinStoreClosed
 	}
 	select {
-	case a.queue <- Pin{Tenant: tenant, Key: key, Endpoint: endpointID}:
+	case a.queue <- w:
 		return nil
 	default:
 		return errPinQueueFull

@@ -75,6 +75,16 @@ func TestSweepCollectsPins(t *testing.T) {
 	if len(pins) != 1 || pins[0].Key != "fresh" {
 		t.Fatalf("durable pins after sweep: %+v, want only the fresh one", pins)
 	}
+	// An unpin's record goes with its session too.
+	if _, err := s.Unpin(ctx, "acme", "fresh", PinRemoved); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Sweep(now.Add(200 * time.Minute)); n != 1 {
+		t.Fatalf("swept %d sessions, want 1", n)
+	}
+	if pins, _ := ps.LoadPins(ctx); len(pins) != 0 {
+		t.Fatalf("durable pins after the unpinned session's sweep: %+v, want none", pins)
+	}
 }
 
 // TestLoadPinsCollectsExpired: pins older than the TTL are dropped from

@@ -24,13 +24,18 @@ type Pin struct {
 // must be safe for concurrent use.
 type PinStore interface {
 	// PutPin records that tenant's session key is pinned to endpointID;
-	// an empty endpointID removes the pin.
+	// an empty endpointID records that it was unpinned, with the time, so
+	// that other gateways reading the pin drop theirs.
 	PutPin(ctx context.Context, tenant, key, endpointID string) error
-	// LoadPins returns every pin, in any order.
+	// DeletePin forgets the session's pin record altogether: the session
+	// is gone.
+	DeletePin(ctx context.Context, tenant, key string) error
+	// LoadPins returns every pin record, unpins (no Endpoint) included,
+	// in any order.
 	LoadPins(ctx context.Context) ([]Pin, error)
-	// GetPin returns tenant's session key's pin, and false when it has
-	// none: what Store reads when Options.PinRefresh asks it to look at
-	// pins other gateways wrote.
+	// GetPin returns tenant's session key's pin record (an unpin has no
+	// Endpoint), and false when it has none: what Store reads when
+	// Options.PinRefresh asks it to look at pins other gateways wrote.
 	GetPin(ctx context.Context, tenant, key string) (Pin, bool, error)
 }
 
@@ -87,10 +92,6 @@ func (m *MemPinStore) PutPin(_ context.Context, tenant, key, endpointID string) 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := [2]string{tenant, key}
-	if endpointID == "" {
-		delete(m.mu.pins, k)
-		return nil
-	}
 	if m.mu.pins == nil {
 		m.mu.pins = make(map[[2]string]Pin)
 	}
@@ -99,6 +100,14 @@ func (m *MemPinStore) PutPin(_ context.Context, tenant, key, endpointID string) 
 		p.At = m.Clock()
 	}
 	m.mu.pins[k] = p
+	return nil
+}
+
+// DeletePin implements PinStore.
+func (m *MemPinStore) DeletePin(_ context.Context, tenant, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.mu.pins, [2]string{tenant, key})
 	return nil
 }
 

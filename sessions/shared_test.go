@@ -18,13 +18,7 @@ func TestSharedPins(t *testing.T) {
 	now := t0
 	clock := func() time.Time { return now }
 	const refresh = time.Second
-	open := func() *Store {
-		st, err := NewStore(Options{PinRefresh: refresh, Pins: &KVPinStore{Namespace: db.Namespace("m/sessions/"), Clock: clock}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
+	open := func() *Store { return openShared(t, db, clock, refresh) }
 	a, b := open(), open()
 	ctx := t.Context()
 
@@ -89,4 +83,58 @@ func TestPinnedSharedCachedNoAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { st.Pinned("t", "s", now) }); n != 0 {
 		t.Errorf("a fresh shared pin lookup allocates %v times", n)
 	}
+}
+
+// TestSharedUnpin: an unpin on one gateway reaches the others at their
+// next look at the store, as a moved pin does, and does not make a session
+// a gateway has not seen known there; a pin set after the unpin wins.
+func TestSharedUnpin(t *testing.T) {
+	db := state.NewMemory()
+	defer db.Close()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	const refresh = time.Second
+	open := func() *Store { return openShared(t, db, clock, refresh) }
+	a, b, c := open(), open(), open()
+	ctx := t.Context()
+	a.Touch("t", "s", now)
+	if err := a.Pin(ctx, "t", "s", "e1", 4, PinNew, now); err != nil {
+		t.Fatal(err)
+	}
+	if ep, _ := b.Pinned("t", "s", now); ep != "e1" {
+		t.Fatalf("b: pinned to %q, want a's e1", ep)
+	}
+	now = now.Add(10 * time.Millisecond)
+	if had, err := a.Unpin(ctx, "t", "s", PinRemoved); !had || err != nil {
+		t.Fatalf("Unpin = %v, %v", had, err)
+	}
+	now = now.Add(refresh)
+	if ep, blocks := b.Pinned("t", "s", now); ep != "" || blocks != 0 {
+		t.Fatalf("b after a's unpin: %q %d, want unpinned", ep, blocks)
+	}
+	if ep, _ := c.Pinned("t", "s", now); ep != "" {
+		t.Fatalf("c, which never saw the session: %q", ep)
+	}
+	if _, ok := c.Get("t", "s", now); ok {
+		t.Error("an unpin made the session known to a gateway that never served it")
+	}
+	now = now.Add(10 * time.Millisecond)
+	if err := b.Pin(ctx, "t", "s", "e2", 1, PinNew, now); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(refresh)
+	if ep, _ := a.Pinned("t", "s", now); ep != "e2" {
+		t.Fatalf("a after b pinned again: %q, want e2", ep)
+	}
+}
+
+// openShared is one gateway's session store over db's pins, as with Redis
+// state: reading other gateways' pins once its copy is older than refresh.
+func openShared(t *testing.T, db *state.DB, clock func() time.Time, refresh time.Duration) *Store {
+	t.Helper()
+	st, err := NewStore(Options{PinRefresh: refresh, Pins: &KVPinStore{Namespace: db.Namespace("m/sessions/"), Clock: clock}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

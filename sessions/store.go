@@ -327,7 +327,7 @@ func (s *Store) pinnedShared(tenant, key string, now time.Time) (string, int) {
 		e = nil
 	}
 	if e == nil {
-		if !found || now.Sub(p.At) > s.opts.TTL {
+		if !found || p.Endpoint == "" || now.Sub(p.At) > s.opts.TTL {
 			return "", 0
 		}
 		// A session another gateway has served: known here from now.
@@ -344,8 +344,9 @@ func (s *Store) pinnedShared(tenant, key string, now time.Time) (string, int) {
 		e.pinChecked = now
 	}
 	if found && p.At.After(e.pinAt) && p.Endpoint != e.st.Endpoint {
-		// Another gateway moved the pin: how much of the prefix the new
-		// endpoint holds is for the router to find out.
+		// Another gateway moved the pin, or removed it (no Endpoint): how
+		// much of the prefix the new endpoint holds is for the router to
+		// find out.
 		e.st.Endpoint, e.st.PrefixBlocks, e.pinAt = p.Endpoint, 0, p.At
 	}
 	return e.st.Endpoint, e.st.PrefixBlocks
@@ -416,6 +417,17 @@ func (s *Store) persist(ctx context.Context, tenant, key, endpointID string) err
 	return nil
 }
 
+// forget removes a session's pin record from the PinStore: the session is
+// gone.
+func (s *Store) forget(ctx context.Context, tenant, key string) {
+	if s.opts.Pins == nil {
+		return
+	}
+	if err := s.opts.Pins.DeletePin(ctx, tenant, key); err != nil {
+		s.metrics.pinStoreErrors.Inc()
+	}
+}
+
 // LoadPins brings back the pins of the PinStore, as sessions last seen at
 // now (or when the pin was written, if the store knows), skipping those
 // older than the TTL. It returns how many it loaded. Call it at start-up,
@@ -438,10 +450,13 @@ func (s *Store) LoadPins(ctx context.Context, now time.Time) (int, error) {
 			if now.Sub(p.At) > s.opts.TTL {
 				// Collect it: a pin of a session long gone, perhaps one
 				// forgotten for capacity, that no Sweep will meet again.
-				s.persist(ctx, p.Tenant, p.Key, "")
+				s.forget(ctx, p.Tenant, p.Key)
 				continue
 			}
 			seen = p.At
+		}
+		if p.Endpoint == "" {
+			continue // unpinned: nothing to route by
 		}
 		k := skey{p.Tenant, p.Key}
 		sh := s.shard(k)
@@ -471,7 +486,9 @@ func (s *Store) Sweep(now time.Time) int {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for e := sh.mu.lru.prev; e != &sh.mu.lru && s.expired(e, now); e = sh.mu.lru.prev {
-			if e.st.Endpoint != "" {
+			if e.st.Endpoint != "" || !e.pinAt.IsZero() {
+				// Pinned, or pinned once and unpinned: the store
+				// holds a record.
 				unpinned = append(unpinned, e.k)
 			}
 			s.removeLocked(sh, e)
@@ -481,7 +498,7 @@ func (s *Store) Sweep(now time.Time) int {
 		sh.mu.Unlock()
 	}
 	for _, k := range unpinned {
-		s.persist(context.Background(), k.tenant, k.key, "")
+		s.forget(context.Background(), k.tenant, k.key)
 	}
 	return n
 }

@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -135,7 +136,8 @@ func TestStore(t *testing.T) {
 				pins, _ := ps.LoadPins(ctx)
 				var b strings.Builder
 				for _, p := range pins {
-					fmt.Fprintf(&b, "%s/%s → %s\n", p.Tenant, p.Key, p.Endpoint)
+					ep := cmp.Or(p.Endpoint, "unpinned")
+					fmt.Fprintf(&b, "%s/%s → %s\n", p.Tenant, p.Key, ep)
 				}
 				return b.String()
 			case "pin-changes":
