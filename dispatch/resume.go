@@ -26,18 +26,28 @@ func (t *Turn) resumePrompt(tok prompt.Tokenizer) bool {
 	blockBytes := blockTokens * prompt.ApproxBytesPerToken
 
 	t.bufs = bufferPool.Get().(*buffers)
-	render, ends := prompt.AppendRenderEnds(t.bufs.render[:0], p, make([]int, 0, len(p.Messages)))
-	t.bufs.render = render
-	reuse := 0 // blocks of the earlier chain that this prompt has too
-	var shared []uint64
+	// The blocks of the earlier chain that lie wholly within the messages
+	// both turns have are this prompt's too; only the rendering past them
+	// is made, encoded and hashed. The shared messages' rendering ends
+	// where the earlier turn's did, or nothing is reused.
+	reuse := 0
 	tools := prompt.ToolsKey(p.Tools)
-	if c := pr.Chain(); c != nil && c.Model == spec.Model && c.Tools == tools && c.BlockBytes == blockBytes {
-		if k := pr.Messages; k > 0 && k <= len(c.Ends) && k <= len(ends) && c.Ends[k-1] == ends[k-1] {
-			reuse = min(len(c.Blocks), c.Ends[k-1]/blockBytes)
-			shared = c.Blocks[:reuse]
-		}
+	c := pr.Chain()
+	k := pr.Messages
+	if c != nil && c.Model == spec.Model && c.Tools == tools && c.BlockBytes == blockBytes && k > 0 && k <= len(c.Ends) && k <= len(p.Messages) {
+		reuse = min(len(c.Blocks), c.Ends[k-1]/blockBytes)
 	}
-	t.bufs.tokens = tok.Encode(t.bufs.tokens[:0], bytesString(render[reuse*blockBytes:]))
+	render, ends := prompt.AppendRenderEndsFrom(t.bufs.render[:0], p, make([]int, 0, len(p.Messages)), reuse*blockBytes)
+	if reuse > 0 && ends[k-1] != c.Ends[k-1] {
+		reuse = 0
+		render, ends = prompt.AppendRenderEnds(render[:0], p, ends[:0])
+	}
+	t.bufs.render = render
+	var shared []uint64
+	if reuse > 0 {
+		shared = c.Blocks[:reuse]
+	}
+	t.bufs.tokens = tok.Encode(t.bufs.tokens[:0], bytesString(render))
 	t.tokens = t.bufs.tokens
 	t.route.PromptTokens = reuse*blockTokens + len(t.tokens)
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"sync"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -49,53 +50,77 @@ type Prompt struct {
 // not valid JSON render no tools section. When Messages is nil the result is
 // Text alone.
 func AppendRender(dst []byte, p *Prompt) []byte {
-	return appendRender(dst, p, nil)
+	return appendRender(dst, p, nil, 0)
 }
 
 // AppendRenderEnds is AppendRender that also appends to ends, for each
 // message, the length of dst just past its rendering.
 func AppendRenderEnds(dst []byte, p *Prompt, ends []int) ([]byte, []int) {
-	dst = appendRender(dst, p, &ends)
+	dst = appendRender(dst, p, &ends, 0)
 	return dst, ends
 }
 
-// appendRender is AppendRender, appending message ends to *ends unless
-// ends is nil.
-func appendRender(dst []byte, p *Prompt, ends *[]int) []byte {
+// AppendRenderEndsFrom is AppendRenderEnds that appends only the rendering
+// past its first skip bytes, which it does not copy: an agent's next turn
+// shares most of its rendering with the last one, whose hashes it already
+// has. The ends are still offsets in the whole rendering (plus len(dst)).
+func AppendRenderEndsFrom(dst []byte, p *Prompt, ends []int, skip int) ([]byte, []int) {
+	dst = appendRender(dst, p, &ends, skip)
+	return dst, ends
+}
+
+// appendRender is AppendRender of the rendering past its first skip bytes,
+// appending message ends to *ends unless ends is nil.
+func appendRender(dst []byte, p *Prompt, ends *[]int, skip int) []byte {
+	r := renderer{dst: dst, base: len(dst), skip: skip}
 	if p.Messages == nil {
-		return append(dst, p.Text...)
+		r.put(p.Text)
+		return r.dst
 	}
 	if canon := canonicalTools(p.Tools); canon != nil {
-		dst = append(dst, "<|tools|>\n"...)
-		dst = append(dst, canon...)
-		dst = append(dst, '\n')
+		r.put("<|tools|>\n")
+		r.putBytes(canon)
+		r.put("\n")
 	}
 	for i := range p.Messages {
 		m := &p.Messages[i]
-		dst = append(dst, "<|"...)
-		dst = append(dst, m.Role...)
-		dst = append(dst, "|>\n"...)
-		dst = append(dst, m.Content...)
-		dst = append(dst, '\n')
-		if m.Role != "assistant" {
-			if ends != nil {
-				*ends = append(*ends, len(dst))
+		r.put("<|")
+		r.put(m.Role)
+		r.put("|>\n")
+		r.put(m.Content)
+		r.put("\n")
+		if m.Role == "assistant" {
+			for _, tc := range m.ToolCalls {
+				r.put("<|tool_call|>")
+				r.put(tc.Name)
+				r.put(" ")
+				r.put(tc.Arguments)
+				r.put("\n")
 			}
-			continue
-		}
-		for _, tc := range m.ToolCalls {
-			dst = append(dst, "<|tool_call|>"...)
-			dst = append(dst, tc.Name...)
-			dst = append(dst, ' ')
-			dst = append(dst, tc.Arguments...)
-			dst = append(dst, '\n')
 		}
 		if ends != nil {
-			*ends = append(*ends, len(dst))
+			*ends = append(*ends, r.base+r.off)
 		}
 	}
-	return append(dst, "<|assistant|>\n"...)
+	r.put("<|assistant|>\n")
+	return r.dst
 }
+
+// renderer appends a rendering to dst piece by piece, leaving out its
+// first skip bytes; off is the rendering's length so far.
+type renderer struct {
+	dst             []byte
+	base, off, skip int
+}
+
+func (r *renderer) put(s string) {
+	if r.off+len(s) > r.skip {
+		r.dst = append(r.dst, s[max(r.skip-r.off, 0):]...)
+	}
+	r.off += len(s)
+}
+
+func (r *renderer) putBytes(b []byte) { r.put(unsafe.String(unsafe.SliceData(b), len(b))) }
 
 // toolsCache remembers canonical renderings of tools arrays. Agents send the
 // same tools on every turn, and canonicalising through encoding/json allocates,

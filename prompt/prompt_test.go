@@ -1,6 +1,7 @@
 package prompt
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
 	"slices"
@@ -72,6 +73,9 @@ func TestAppendRender(t *testing.T) {
 		t.Fatalf("AppendRender:\n got %q\nwant %q", got, want)
 	}
 
+	t.Run("from any offset", func(t *testing.T) {
+		checkRenderFrom(t, p, want)
+	})
 	t.Run("no tools", func(t *testing.T) {
 		p := &Prompt{Messages: []Message{{Role: "user", Content: "hi"}}}
 		if got, want := string(AppendRender(nil, p)), "<|user|>\nhi\n<|assistant|>\n"; got != want {
@@ -125,4 +129,40 @@ func TestApproxEncodeLengths(t *testing.T) {
 			t.Fatalf("Encode of %d bytes differs from the rule", n)
 		}
 	}
+}
+
+// checkRenderFrom holds AppendRenderEndsFrom, at every offset of the
+// rendering full of p and past it, to the part of full past the offset,
+// appended to what dst had, with the whole rendering's message ends.
+func checkRenderFrom(t *testing.T, p *Prompt, full string) {
+	t.Helper()
+	_, wantEnds := AppendRenderEnds([]byte("xy"), p, nil)
+	for skip := 0; skip <= len(full)+2; skip++ {
+		got, ends := AppendRenderEndsFrom([]byte("xy"), p, nil, skip)
+		if want := "xy" + full[min(skip, len(full)):]; string(got) != want {
+			t.Fatalf("skip %d: got %q, want %q", skip, got, want)
+		}
+		if !slices.Equal(ends, wantEnds) {
+			t.Fatalf("skip %d: ends %v, want %v", skip, ends, wantEnds)
+		}
+	}
+}
+
+// FuzzAppendRenderFrom: for any chat body and offset, the rendering past
+// the offset is the whole rendering's tail.
+func FuzzAppendRenderFrom(f *testing.F) {
+	f.Add([]byte(`{"model":"m","tools":[{"type":"function"}],"messages":[{"role":"user","content":"hi"},{"role":"assistant","tool_calls":[{"function":{"name":"ls","arguments":"{}"}}]}]}`), 7)
+	f.Add(agentBody(4<<10), 1000)
+	f.Fuzz(func(t *testing.T, body []byte, skip int) {
+		req, err := ParseChat(body)
+		if err != nil {
+			return
+		}
+		full := AppendRender(nil, &req.Prompt)
+		skip = max(skip, 0) % (len(full) + 3)
+		got, _ := AppendRenderEndsFrom(nil, &req.Prompt, nil, skip)
+		if !bytes.Equal(got, full[min(skip, len(full)):]) {
+			t.Fatalf("skip %d: got %q, want %q", skip, got, full[min(skip, len(full)):])
+		}
+	})
 }
