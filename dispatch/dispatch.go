@@ -324,7 +324,7 @@ func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error)
 		t.ticket = ticket
 		t.route.Interactive = ticket.Band() == turns.Interactive
 		t.route.Band = ticket.Band().String()
-		t.lent = ticket.Band() == turns.Background
+		t.lent, t.onLent = ticket.OnLent(), ticket.OnLent()
 	} else {
 		band := turns.Classify(turns.Tenant{}, hints)
 		t.route.Interactive = band == turns.Interactive
@@ -397,7 +397,7 @@ func (t *Turn) countPrompt() {
 func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) error {
 	d, spec := t.d, t.spec
 	var buf [16]*pools.Endpoint
-	candidates := pools.KeepAdmitting(d.reg.EndpointsFor(buf[:0], spec.Model), t.lent)
+	candidates := t.candidates(d.reg.EndpointsFor(buf[:0], spec.Model))
 	if exclude != nil && len(candidates) > 1 {
 		candidates = without(candidates, exclude)
 	}
@@ -452,6 +452,22 @@ func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) e
 		candidates = without(candidates, ep)
 	}
 	return lastErr
+}
+
+// candidates keeps of eps, in place, the endpoints the turn may be sent
+// to. A turn flow control granted on a lent pool's room goes to a lent
+// pool's endpoint while one is available, and to any endpoint once none
+// is (its pool reclaimed: the turn is retried or moved elsewhere); any
+// other turn goes to a lent pool only when it may (lent).
+func (t *Turn) candidates(eps []*pools.Endpoint) []*pools.Endpoint {
+	if t.onLent {
+		var buf [16]*pools.Endpoint
+		if lent := pools.KeepLent(append(buf[:0], eps...)); len(lent) > 0 {
+			return append(eps[:0], lent...)
+		}
+		return eps
+	}
+	return pools.KeepAdmitting(eps, t.lent)
 }
 
 // engineHeader is what the engine is told besides the body: the client's

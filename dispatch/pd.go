@@ -150,7 +150,7 @@ func (t *Turn) sendPD(ctx context.Context) error {
 		t.header.Set("X-Request-Id", newRequestID())
 	}
 	var buf [16]*pools.Endpoint
-	decoders := pools.KeepAdmitting(d.reg.EndpointsFor(buf[:0], spec.Model), t.lent)
+	decoders := t.candidates(d.reg.EndpointsFor(buf[:0], spec.Model))
 	if len(decoders) == 0 {
 		return d.modelNotFound(spec.Model)
 	}

@@ -51,8 +51,11 @@ type Turn struct {
 	sessionKey string
 	touched    bool
 	ticket     turns.Ticket
-	// lent: the turn is of the background band, which lent pools take.
-	lent bool
+	// lent: the turn may go to a lent pool (it is of the background band,
+	// and flow control, if any, granted it on a lent pool's room); onLent:
+	// flow control granted it there, so it goes there while one of them is
+	// available (see candidates).
+	lent, onLent bool
 	// tokens is the prompt encoded, when it was; bufs holds the pooled
 	// buffers behind tokens and route.Hashes.
 	tokens []uint32

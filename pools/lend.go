@@ -232,6 +232,19 @@ func (p *Pool) track(ctx context.Context) (_ context.Context, release func()) {
 // takes turns of the background band only, and only while lent.
 func (e *Endpoint) BackgroundOnly() bool { return e.Pool != nil && e.Pool.Config.Lendable }
 
+// KeepLent compacts to the front of eps the endpoints of lent pools that
+// are available: where a background turn granted on their room goes.
+func KeepLent(eps []*Endpoint) []*Endpoint {
+	n := 0
+	for _, ep := range eps {
+		if ep.BackgroundOnly() && ep.Available() {
+			eps[n] = ep
+			n++
+		}
+	}
+	return eps[:n]
+}
+
 // KeepAdmitting compacts to the front of eps the endpoints a turn may be
 // sent to: all but those of lent pools, unless lent is set (a turn of the
 // background band, which lent pools take). Endpoints of a lendable pool

@@ -67,10 +67,13 @@ type Measurement struct {
 	// LentSlack is Slack's count over the endpoints of lent pools
 	// (pools.PoolConfig.Lendable), which take Background turns only: the
 	// fields above leave those endpoints out, so that admission of the
-	// other bands never counts room they cannot use. Their slots are in
-	// Slots and their requests in InFlight, since Background turns sent
-	// there count among the pool's dispatched turns.
-	LentSlack int
+	// other bands never counts room they cannot use. LentSlots and
+	// LentInFlight are Slots and InFlight over the lent endpoints: a turn
+	// granted on their room is sent only to them (Ticket.OnLent) and
+	// counts against them alone.
+	LentSlack    int
+	LentSlots    int
+	LentInFlight int64
 }
 
 // measured fills Lower and Slack, when a Capacity left Lower zero (one
@@ -272,8 +275,8 @@ func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl, lane int,
 			if ec.slack && ec.lower.saturation < 1 {
 				m.LentSlack++
 			}
-			m.InFlight += e.InFlight()
-			m.Slots += ec.slots
+			m.LentInFlight += e.InFlight()
+			m.LentSlots += ec.slots
 			continue
 		}
 		m.Endpoints++

@@ -178,10 +178,16 @@ type Ticket struct {
 	gen    uint64
 	band   Band
 	waited time.Duration
+	onLent bool
 }
 
 // Band is the band the turn was dispatched in.
 func (t Ticket) Band() Band { return t.band }
+
+// OnLent reports whether the turn was granted on the room of a lent pool's
+// idle engines (Measurement.LentSlack): it must be sent to a lent pool's
+// endpoint, and only there. A turn not granted so must not be sent to one.
+func (t Ticket) OnLent() bool { return t.onLent }
 
 // Waited is how long the turn waited in Acquire.
 func (t Ticket) Waited() time.Duration { return t.waited }
@@ -278,7 +284,7 @@ func (c *Controller) collect(w *waiter) (Ticket, error) {
 		c.putWaiter(w)
 		return Ticket{}, err
 	}
-	return Ticket{w: w, gen: w.gen, band: w.band, waited: w.grantedAt.Sub(w.queuedAt)}, nil
+	return Ticket{w: w, gen: w.gen, band: w.band, waited: w.grantedAt.Sub(w.queuedAt), onLent: w.onLent}, nil
 }
 
 // Release ends the turn: it frees the turn's slot in its pool, corrects
@@ -302,7 +308,11 @@ func (t Ticket) Release(actualTokens int) {
 		panic("turns: ticket released twice")
 	}
 	pq := w.pool
-	pq.dispatched--
+	if w.onLent {
+		pq.lentDispatched--
+	} else {
+		pq.dispatched--
+	}
 	if w.band == Interactive {
 		pq.interactive--
 	}
@@ -357,21 +367,25 @@ func (c *Controller) dispatchLocked(pq *poolQueue, m *Measurement, now time.Time
 	// Background turns take only endpoints whose engines queue nothing,
 	// one a pass each (the next measurement sees the grant in flight).
 	// Lent pools' idle engines take Background turns besides, one a pass
-	// each, whatever the room of the others.
-	slack, lentSlack := m.Slack, m.LentSlack
+	// each, whatever the room of the others, less the turns granted there
+	// and not yet sent.
+	slack := m.Slack
+	lentSlack := pq.lentRoom(m)
 	granted := false
 	for pq.queued > 0 {
 		open := m.Open > 0 && m.Saturation < cfg.HoldAt && all.left(granted)
 		shared := open && lower.left(granted) && pq.roomForLower(m, cfg)
 		interactive := pq.dispatched < m.Slots && (open || pq.interactive < m.Reserved)
 		onSlack := shared && slack > 0
-		bq := pq.pickBand(shared, interactive, onSlack || (lentSlack > 0 && pq.dispatched < m.Slots))
+		bq := pq.pickBand(shared, interactive, onSlack || lentSlack > 0)
 		if bq == nil {
 			return
 		}
 		w := pq.pop(bq, cfg)
-		if w.band == Background && !onSlack {
+		w.onLent = w.band == Background && !onSlack
+		if w.onLent {
 			lentSlack-- // the lent pool's room, not the others'
+			pq.lentDispatched++
 		} else {
 			all.take(w.cost)
 			lower.take(w.cost)
@@ -379,9 +393,9 @@ func (c *Controller) dispatchLocked(pq *poolQueue, m *Measurement, now time.Time
 				slack--
 			}
 			granted = true
+			pq.dispatched++
 		}
 		w.tenant.queued[w.band.index()].Dec()
-		pq.dispatched++
 		if w.band == Interactive {
 			pq.interactive++
 		}
@@ -444,10 +458,18 @@ func (pq *poolQueue) roomForLower(m *Measurement, cfg *FlowControl) bool {
 // turn of band b now: roomForLower for the lower bands, and for Background
 // also an idle engine of a lent pool.
 func (pq *poolQueue) roomForBand(b Band, m *Measurement, cfg *FlowControl) bool {
-	if b == Background && m.LentSlack > 0 && pq.dispatched < m.Slots {
+	if b == Background && pq.lentRoom(m) > 0 {
 		return true
 	}
 	return pq.roomForLower(m, cfg)
+}
+
+// lentRoom is how many Background turns the lent pools' idle engines may
+// still be granted, as measured by m: their slack less the turns granted
+// there and not yet sent, within their slots.
+func (pq *poolQueue) lentRoom(m *Measurement) int {
+	unsent := max(pq.lentDispatched-int(m.LentInFlight), 0)
+	return max(min(m.LentSlack-unsent, m.LentSlots-pq.lentDispatched), 0)
 }
 
 // expireLocked sheds every turn of the pool that has waited its band's TTL:

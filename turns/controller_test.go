@@ -268,7 +268,7 @@ func (h *controllerHarness) endpoint(t *testing.T, d *datadriven.TestData) strin
 	out += fmt.Sprintf("%s: open=%d/%d saturation=%.2f room=%d lower: open=%d saturation=%.2f room=%d slack=%d",
 		name, m.Open, m.Endpoints, m.Saturation, m.Room, m.Lower.Open, m.Lower.Saturation, m.Lower.Room, m.Slack)
 	if m.LentSlack > 0 || e.lent {
-		out += fmt.Sprintf(" lent-slack=%d slots=%d", m.LentSlack, m.Slots)
+		out += fmt.Sprintf(" lent-slack=%d lent-slots=%d", m.LentSlack, m.LentSlots)
 	}
 	return out + "\n"
 }

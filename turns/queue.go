@@ -61,6 +61,7 @@ type waiter struct {
 	gen         uint64 // bumped on every return to the free pool
 	err         *ShedError
 	grantedAt   time.Time
+	onLent      bool // granted on lent pools' room: see Ticket.OnLent
 	dispatchSeq uint64
 	ready       chan struct{} // buffered 1: one send per use
 }
@@ -106,7 +107,11 @@ type poolQueue struct {
 	cap        Capacity // the latest one Acquire was given
 	bands      [numBands]bandQueue
 	queued     int
-	dispatched int // tickets outstanding
+	dispatched int // tickets outstanding, but those granted on lent room
+	// lentDispatched is the tickets outstanding that were granted on the
+	// room of lent pools' engines (Ticket.OnLent), which count against
+	// those engines alone.
+	lentDispatched int
 	// interactive is how many of the tickets outstanding are Interactive:
 	// those may use the reserve while the pool is held.
 	interactive     int

@@ -180,7 +180,7 @@ func TestControllerConcurrent(t *testing.T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, pq := range c.mu.pools {
-		if pq.queued != 0 || pq.dispatched != 0 {
+		if pq.queued != 0 || pq.dispatched != 0 || pq.lentDispatched != 0 {
 			t.Errorf("pool %s: queued %d, dispatched %d after all released", name, pq.queued, pq.dispatched)
 		}
 	}
