@@ -439,7 +439,20 @@ func (s *Service) ApplyLendSchedules(ctx context.Context) error {
 			continue
 		}
 		_, end, ok := sched.WindowAt(now)
-		if !ok || !p.Lease().Until.Before(end) {
+		cur := p.Lease()
+		if !ok || !cur.Until.Before(end) {
+			continue
+		}
+		if cur.Admits(now) && cur.Until.Sub(now) > scheduleRenewAhead {
+			continue // renewed later, not at every tick of a schedule that never closes
+		}
+		// Another gateway may have written the lease since this one last
+		// read the store, or reclaimed it: the store has the last word.
+		if stored, found, err := s.storedLease(ctx, p); err != nil {
+			errs = append(errs, err)
+			continue
+		} else if found && !stored.Until.Before(end) {
+			p.SetLease(stored, now)
 			continue
 		}
 		l := pools.Lease{Until: end.UTC(), Grace: sched.Grace()}
@@ -448,6 +461,27 @@ func (s *Service) ApplyLendSchedules(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// scheduleRenewAhead is how long before its end a scheduled lease is
+// extended when its window goes on (windows that join run up to a week
+// ahead).
+const scheduleRenewAhead = 24 * time.Hour
+
+// storedLease reads p's lease from the store; found is false when it has
+// none.
+func (s *Service) storedLease(ctx context.Context, p *pools.Pool) (l pools.Lease, found bool, err error) {
+	b, err := s.deps.Store.Get(ctx, []byte(kvLendPrefix+p.Name()))
+	if errors.Is(err, state.ErrNotFound) {
+		return l, false, nil
+	}
+	if err != nil {
+		return l, false, fmt.Errorf("admin: reading the lease of pool %q: %w", p.Name(), err)
+	}
+	if err := json.Unmarshal(b, &l); err != nil {
+		return l, false, fmt.Errorf("admin: stored lease of pool %q: %w", p.Name(), err)
+	}
+	return l, true, nil
 }
 
 // HasLendSchedules reports whether a pool of the fleet is lent on a

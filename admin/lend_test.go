@@ -220,11 +220,18 @@ func TestLendSchedule(t *testing.T) {
 		t.Fatalf("gateway b: lent %v until %s", trainer(b).Lent(), until(b))
 	}
 
-	// Reclaimed through the API: the window is not opened again.
+	// Reclaimed through the API: the window is not opened again, even by
+	// a gateway that has not read the store since (a stale copy here).
+	stale := newFixtureWith(t, kv, admin.Config{}, pcs, nil, now)
 	if err := b.svc.Reclaim(ctx, trainer(b), 0, true); err != nil {
 		t.Fatal(err)
 	}
 	set("2026-12-01T01:00:00Z")
+	trainer(stale).SetLease(pools.Lease{}, now())
+	apply(stale)
+	if trainer(stale).Lent() {
+		t.Fatal("a gateway that had not read the reclaim lent the window again")
+	}
 	if _, err := a.svc.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}

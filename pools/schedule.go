@@ -119,11 +119,34 @@ func clockMinutes(v string) (int, bool) {
 // Grace is how long work in flight may run on once a window ends.
 func (s *LendSchedule) Grace() time.Duration { return s.grace }
 
+// maxJoined bounds how far WindowAt joins windows that follow each other
+// without a gap (a schedule may cover every hour of the week).
+const maxJoined = 7 * 24 * time.Hour
+
 // WindowAt returns the window that contains now, as its start and end;
-// ok is false when now is in none. Of windows that overlap, the one that
-// ends last is returned, so that lending never stops while a window is
-// open. The schedule must have been validated.
+// ok is false when now is in none. Windows that overlap or follow each
+// other without a gap are one window, ending where the last of them ends
+// (at most a week on), so that lending never stops between them. The
+// schedule must have been validated.
 func (s *LendSchedule) WindowAt(now time.Time) (start, end time.Time, ok bool) {
+	start, end, ok = s.containing(now)
+	for ok && end.Sub(now) < maxJoined {
+		_, next, more := s.containing(end)
+		if !more {
+			break
+		}
+		end = next
+	}
+	if limit := now.Add(maxJoined); end.After(limit) {
+		end = limit
+	}
+	return start, end, ok
+}
+
+// containing is the window that contains t, the one that ends last of
+// those that do.
+func (s *LendSchedule) containing(t time.Time) (start, end time.Time, ok bool) {
+	now := t
 	local := now.In(s.loc)
 	midnight := time.Date(local.Year(), local.Month(), local.Day(), 0, 0, 0, 0, s.loc)
 	// A window that contains now started today or, crossing midnight,
