@@ -498,7 +498,7 @@ func (s *Service) unpinSession(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.deps.Sessions.Unpin(c.Request().Context(), st.Tenant, st.Key, sessions.PinRemoved); err != nil {
+	if _, err := s.deps.Sessions.Unpin(c.Request().Context(), st.Tenant, st.Key, sessions.PinRemoved, s.now()); err != nil {
 		return err
 	}
 	st, err = s.session(c)

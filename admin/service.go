@@ -58,7 +58,7 @@ type FlowController interface {
 // *sessions.Store implements it.
 type Sessions interface {
 	Get(tenant, key string, now time.Time) (sessions.State, bool)
-	Unpin(ctx context.Context, tenant, key string, reason sessions.PinReason) (bool, error)
+	Unpin(ctx context.Context, tenant, key string, reason sessions.PinReason, now time.Time) (bool, error)
 }
 
 // Keys of the Store namespace.

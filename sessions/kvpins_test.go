@@ -35,7 +35,7 @@ func TestKVPinStoreSurvivesRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s1.Unpin(ctx, "acme", "sess-2", PinRemoved); err != nil {
+	if _, err := s1.Unpin(ctx, "acme", "sess-2", PinRemoved, now); err != nil {
 		t.Fatal(err)
 	}
 	async.Close() // the gateway closes it at shutdown: every queued pin is written
@@ -76,7 +76,7 @@ func TestSweepCollectsPins(t *testing.T) {
 		t.Fatalf("durable pins after sweep: %+v, want only the fresh one", pins)
 	}
 	// An unpin's record goes with its session too.
-	if _, err := s.Unpin(ctx, "acme", "fresh", PinRemoved); err != nil {
+	if _, err := s.Unpin(ctx, "acme", "fresh", PinRemoved, now.Add(60*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if n := s.Sweep(now.Add(200 * time.Minute)); n != 1 {

@@ -105,7 +105,7 @@ func TestSharedUnpin(t *testing.T) {
 		t.Fatalf("b: pinned to %q, want a's e1", ep)
 	}
 	now = now.Add(10 * time.Millisecond)
-	if had, err := a.Unpin(ctx, "t", "s", PinRemoved); !had || err != nil {
+	if had, err := a.Unpin(ctx, "t", "s", PinRemoved, now); !had || err != nil {
 		t.Fatalf("Unpin = %v, %v", had, err)
 	}
 	now = now.Add(refresh)

@@ -387,9 +387,9 @@ func (s *Store) Pin(ctx context.Context, tenant, key, endpointID string, prefixB
 	return s.persist(ctx, tenant, key, endpointID)
 }
 
-// Unpin removes the pin of tenant's session key, for reason; the session
-// stays. It reports whether there was a pin.
-func (s *Store) Unpin(ctx context.Context, tenant, key string, reason PinReason) (bool, error) {
+// Unpin removes the pin of tenant's session key at now, for reason; the
+// session stays. It reports whether there was a pin.
+func (s *Store) Unpin(ctx context.Context, tenant, key string, reason PinReason, now time.Time) (bool, error) {
 	k := skey{tenant, key}
 	sh := s.shard(k)
 	sh.mu.Lock()
@@ -397,6 +397,10 @@ func (s *Store) Unpin(ctx context.Context, tenant, key string, reason PinReason)
 	had := e != nil && e.st.Endpoint != ""
 	if had {
 		e.st.Endpoint, e.st.PrefixBlocks = "", 0
+		// As fresh as the store, and later than the pin it replaces: a
+		// look at the store before the unpin is written there does not
+		// bring that pin back.
+		e.pinAt, e.pinChecked = now, now
 	}
 	sh.mu.Unlock()
 	if !had {

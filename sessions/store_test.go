@@ -125,7 +125,7 @@ func TestStore(t *testing.T) {
 				if reason == "" {
 					reason = "removed"
 				}
-				had, err := s.Unpin(ctx, tenant, key, parseReason(t, reason))
+				had, err := s.Unpin(ctx, tenant, key, parseReason(t, reason), now)
 				if err != nil {
 					return err.Error()
 				}
