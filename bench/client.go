@@ -70,7 +70,9 @@ type outcome struct {
 
 // sender owns one OpenAI client per API key and sends calls.
 type sender struct {
-	clients    map[string]openai.Client
+	clients map[string]openai.Client
+	// transports are the clients' connection pools, closed by close.
+	transports []*http.Transport
 	base       []option.RequestOption
 	model      string
 	freeOutput bool
@@ -126,9 +128,17 @@ func (s *sender) prepare(keys ...string) {
 			IdleConnTimeout:     90 * time.Second,
 			ForceAttemptHTTP2:   false,
 		}
+		s.transports = append(s.transports, transport)
 		opts := append(append([]option.RequestOption(nil), s.base...),
 			option.WithHTTPClient(&http.Client{Transport: transport}), option.WithAPIKey(k))
 		s.clients[k] = openai.NewClient(opts...)
+	}
+}
+
+// close closes the clients' idle connections once a run is over.
+func (s *sender) close() {
+	for _, t := range s.transports {
+		t.CloseIdleConnections()
 	}
 }
 

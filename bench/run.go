@@ -199,6 +199,7 @@ func measure(ctx context.Context, cfg Config, target Target, label string, total
 	stopBatch := startBatchLoad(ctx, cfg, target)
 	drive(ctx, r)
 	wall := time.Since(r.start)
+	r.snd.close()
 	interference := stopInterference()
 	batch := stopBatch(r.start.Add(wall))
 	r.prog.close()

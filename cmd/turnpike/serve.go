@@ -215,11 +215,11 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return st.Close(context.Background())
 }
 
-// every runs fn every d until ctx ends.
 // lendScheduleInterval is how often the gateway looks for a scheduled
 // lending window to open (pools.LendSchedule).
 const lendScheduleInterval = time.Second
 
+// every runs fn every d until ctx ends.
 func every(ctx context.Context, d time.Duration, fn func()) {
 	t := time.NewTicker(d)
 	defer t.Stop()
