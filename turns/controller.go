@@ -476,12 +476,13 @@ func (pq *poolQueue) lentRoom(m *Measurement) int {
 // 408 ttl-expired, or 503 no-endpoints when the pool, measured as m, still
 // has no available endpoint, which is then why the turn never ran.
 func (c *Controller) expireLocked(pq *poolQueue, m *Measurement, now time.Time, cfg *FlowControl) {
-	reason := ReasonTTLExpired
-	if m.Endpoints == 0 {
-		reason = ReasonNoEndpoints
-	}
 	for i := range pq.bands {
 		bq := &pq.bands[i]
+		// Background turns may also run on lent pools' endpoints.
+		reason := ReasonTTLExpired
+		if m.Endpoints == 0 && (bq.band != Background || m.LentSlots == 0) {
+			reason = ReasonNoEndpoints
+		}
 		ttl := cfg.Bands.band(bq.band).TTL
 		for bq.head != nil && now.Sub(bq.head.queuedAt) >= ttl {
 			c.dropLocked(bq.head, shed(reason, cfg.RetryAfter), cfg)
