@@ -461,11 +461,7 @@ func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) e
 // other turn goes to a lent pool only when it may (lent).
 func (t *Turn) candidates(eps []*pools.Endpoint) []*pools.Endpoint {
 	if t.onLent {
-		var buf [16]*pools.Endpoint
-		if lent := pools.KeepLent(append(buf[:0], eps...)); len(lent) > 0 {
-			return append(eps[:0], lent...)
-		}
-		return eps
+		return pools.PreferLent(eps)
 	}
 	return pools.KeepAdmitting(eps, t.lent)
 }

@@ -3,6 +3,7 @@ package pools
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -232,12 +233,17 @@ func (p *Pool) track(ctx context.Context) (_ context.Context, release func()) {
 // takes turns of the background band only, and only while lent.
 func (e *Endpoint) BackgroundOnly() bool { return e.Pool != nil && e.Pool.Config.Lendable }
 
-// KeepLent compacts to the front of eps the endpoints of lent pools that
-// are available: where a background turn granted on their room goes.
-func KeepLent(eps []*Endpoint) []*Endpoint {
+// PreferLent compacts to the front of eps the available endpoints of lent
+// pools, where a background turn granted on their room goes, and returns
+// them; when there is none it returns eps as it is.
+func PreferLent(eps []*Endpoint) []*Endpoint {
+	lent := func(ep *Endpoint) bool { return ep.BackgroundOnly() && ep.Available() }
+	if !slices.ContainsFunc(eps, lent) {
+		return eps
+	}
 	n := 0
 	for _, ep := range eps {
-		if ep.BackgroundOnly() && ep.Available() {
+		if lent(ep) {
 			eps[n] = ep
 			n++
 		}
