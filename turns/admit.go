@@ -113,7 +113,7 @@ func (c *Controller) admitLocked(w *waiter, m *Measurement, now time.Time, cfg *
 		case Background:
 			// A lent pool's idle engine is room the saturation of the
 			// others does not measure.
-			if m.LentSlack == 0 && c.shedsLocked(&cfg.Shed, m.Saturation) {
+			if w.pool.lentRoom(m) == 0 && c.shedsLocked(&cfg.Shed, m.Saturation) {
 				return shed(ReasonSaturated, cfg.RetryAfter)
 			}
 		case Standard:
