@@ -344,12 +344,10 @@ func (s *Service) loadLeasesLocked(ctx context.Context) error {
 	}
 	leases := map[string]pools.Lease{}
 	err := s.deps.Store.Scan(ctx, state.Prefix([]byte(kvLendPrefix)), func(k, v []byte) error {
-		var l pools.Lease
-		if err := json.Unmarshal(v, &l); err != nil {
-			return fmt.Errorf("admin: stored lease %q: %w", k, err)
-		}
-		leases[strings.TrimPrefix(string(k), kvLendPrefix)] = l
-		return nil
+		name := strings.TrimPrefix(string(k), kvLendPrefix)
+		l, err := decodeLease(name, v)
+		leases[name] = l
+		return err
 	})
 	if err != nil {
 		return err
@@ -478,10 +476,17 @@ func (s *Service) storedLease(ctx context.Context, p *pools.Pool) (l pools.Lease
 	if err != nil {
 		return l, false, fmt.Errorf("admin: reading the lease of pool %q: %w", p.Name(), err)
 	}
-	if err := json.Unmarshal(b, &l); err != nil {
-		return l, false, fmt.Errorf("admin: stored lease of pool %q: %w", p.Name(), err)
+	l, err = decodeLease(p.Name(), b)
+	return l, err == nil, err
+}
+
+// decodeLease reads the stored lease of the pool called name.
+func decodeLease(name string, v []byte) (pools.Lease, error) {
+	var l pools.Lease
+	if err := json.Unmarshal(v, &l); err != nil {
+		return pools.Lease{}, fmt.Errorf("admin: stored lease of pool %q: %w", name, err)
 	}
-	return l, true, nil
+	return l, nil
 }
 
 // HasLendSchedules reports whether a pool of the fleet is lent on a

@@ -143,10 +143,9 @@ func (s *LendSchedule) WindowAt(now time.Time) (start, end time.Time, ok bool) {
 	return start, end, ok
 }
 
-// containing is the window that contains t, the one that ends last of
+// containing is the window that contains now, the one that ends last of
 // those that do.
-func (s *LendSchedule) containing(t time.Time) (start, end time.Time, ok bool) {
-	now := t
+func (s *LendSchedule) containing(now time.Time) (start, end time.Time, ok bool) {
 	local := now.In(s.loc)
 	midnight := time.Date(local.Year(), local.Month(), local.Day(), 0, 0, 0, 0, s.loc)
 	// A window that contains now started today or, crossing midnight,
