@@ -171,9 +171,10 @@ type memoTrack struct {
 	seen bool
 }
 
-// newMemoTrack follows a messages array at base of about n messages.
-func newMemoTrack(base, n int) *memoTrack {
-	return &memoTrack{base: base, hashed: base, digest: *xxhash.New(), ends: make([]int, 0, n), sums: make([]uint64, 0, n)}
+// newMemoTrack follows a messages array at base. Its ends and sums are
+// made by memoResume, or by the messages loop when nothing resumed.
+func newMemoTrack(base int) *memoTrack {
+	return &memoTrack{base: base, hashed: base, digest: *xxhash.New()}
 }
 
 // openingBytes is how much of a messages array keys the memo: the start
@@ -198,9 +199,16 @@ func (p *parser) memoResume() int {
 		return 0
 	}
 	t.from, t.resumed, t.digest = from, k, digest
+	// The slices are sized for the k messages taken and a guess at the
+	// rest of the array, not at all of it: an agent's next turn adds a
+	// message or two to a long history.
+	n := k + messagesGuess(len(array)-from.ends[k-1])
+	if cap(p.msgs)-len(p.msgs) < n {
+		p.msgs = append(make([]Message, 0, len(p.msgs)+n), p.msgs...)
+	}
 	p.msgs = append(p.msgs, from.msgs[:k]...)
-	t.ends = append(t.ends, from.ends[:k]...)
-	t.sums = append(t.sums, from.sums[:k]...)
+	t.ends = append(make([]int, 0, n), from.ends[:k]...)
+	t.sums = append(make([]uint64, 0, n), from.sums[:k]...)
 	p.off = t.base + from.ends[k-1]
 	t.hashed = p.off
 	return k

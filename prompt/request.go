@@ -378,22 +378,23 @@ func (p *parser) messages() error {
 		return p.skip()
 	}
 	p.hasMessages = true
-	if p.msgs == nil {
-		// A guess from the rest of the body, generous for agents' many
-		// short turns (the waste is bounded by a fifth of the body);
-		// append grows it when short.
-		p.msgs = make([]Message, 0, 4+(len(p.data)-p.off)/256)
-	}
 	if p.memo != nil {
 		p.messagesSeen++
-		p.track = newMemoTrack(p.off, cap(p.msgs))
+		p.track = newMemoTrack(p.off)
 	}
 	more, err := p.enterArray()
 	i := 0
 	if more && err == nil && p.track != nil {
+		// An earlier turn's messages come sized for the rest (memoResume).
 		if i = p.memoResume(); i > 0 {
 			more, err = p.nextElement()
 		}
+	}
+	if cap(p.msgs) == 0 {
+		p.msgs = make([]Message, 0, messagesGuess(len(p.data)-p.off))
+	}
+	if t := p.track; t != nil && t.ends == nil {
+		t.ends, t.sums = make([]int, 0, cap(p.msgs)), make([]uint64, 0, cap(p.msgs))
 	}
 	for ; more && err == nil; i++ {
 		p.msgs = append(p.msgs, Message{})
@@ -416,6 +417,11 @@ func (p *parser) messages() error {
 	}
 	return err
 }
+
+// messagesGuess is how many messages n bytes of a messages array are
+// taken to hold: generous for agents' many short turns (the waste is
+// bounded by a fifth of the bytes); append grows the slices when short.
+func messagesGuess(n int) int { return 4 + n/256 }
 
 func (p *parser) messagesMismatch() {
 	if p.msgErr == nil {
