@@ -38,8 +38,9 @@ func (c wholeBodyConn) ReadFrom(r io.Reader) (int64, error) {
 	return io.Copy(c.Conn, r)
 }
 
-// errPastLimit is a body longer than its limit: net/http then reads what
-// is left and fails the request for a body longer than its ContentLength.
+// errPastLimit is a body longer than its limit (the request's
+// ContentLength): the limit's bytes are written and the request fails with
+// this error, as a failed body read.
 var errPastLimit = errors.New("pools: request body longer than its length")
 
 // cappedWriter writes at most left bytes to w.
@@ -51,7 +52,7 @@ type cappedWriter struct {
 func (c *cappedWriter) Write(p []byte) (int, error) {
 	var err error
 	if int64(len(p)) > c.left {
-		p, err = p[:c.left], errPastLimit
+		p, err = p[:max(c.left, 0)], errPastLimit
 	}
 	n, werr := c.w.Write(p)
 	c.left -= int64(n)

@@ -70,6 +70,11 @@ func TestWholeBodyConnKeepsTheLimit(t *testing.T) {
 	if r.Len() != 4000 {
 		t.Errorf("%d bytes left in the body, want the 4000 past the limit", r.Len())
 	}
+	// A negative limit writes nothing.
+	w = &writeCounter{}
+	if n, err := (wholeBodyConn{w}).ReadFrom(&io.LimitedReader{R: bytes.NewReader(body), N: -2}); n != 0 || err == nil || w.buf.Len() != 0 {
+		t.Errorf("a negative limit: wrote %d (returned %d, %v), want nothing and an error", w.buf.Len(), n, err)
+	}
 }
 
 // countingConn counts the writes to a real connection.
