@@ -241,14 +241,7 @@ func PreferLent(eps []*Endpoint) []*Endpoint {
 	if !slices.ContainsFunc(eps, lent) {
 		return eps
 	}
-	n := 0
-	for _, ep := range eps {
-		if lent(ep) {
-			eps[n] = ep
-			n++
-		}
-	}
-	return eps[:n]
+	return slices.DeleteFunc(eps, func(ep *Endpoint) bool { return !lent(ep) })
 }
 
 // KeepAdmitting compacts to the front of eps the endpoints a turn may be
@@ -259,12 +252,5 @@ func KeepAdmitting(eps []*Endpoint, lent bool) []*Endpoint {
 	if lent {
 		return eps
 	}
-	n := 0
-	for _, ep := range eps {
-		if !ep.BackgroundOnly() {
-			eps[n] = ep
-			n++
-		}
-	}
-	return eps[:n]
+	return slices.DeleteFunc(eps, (*Endpoint).BackgroundOnly)
 }
