@@ -12,20 +12,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/turnpike-gateway/turnpike/gossip"
 )
 
 // PeerTransport carries routing records between the gateways that route
 // onto one fleet: every message Publish sends reaches every subscriber,
 // the sender's own included, at most once, in no promised order. Redis
 // pub/sub is one (state.Broadcast).
-type PeerTransport interface {
-	// Publish sends msg to every subscriber.
-	Publish(ctx context.Context, msg []byte) error
-	// Subscribe calls fn with each message until ctx ends, from one
-	// goroutine; msg is valid only during the call. It returns when ctx
-	// ends, or with the error that broke the subscription.
-	Subscribe(ctx context.Context, fn func(msg []byte)) error
-}
+type PeerTransport = gossip.Transport
 
 // Defaults of PeersConfig.
 const (

@@ -4,61 +4,20 @@ import (
 	"bytes"
 	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/turnpike-gateway/turnpike/gossip"
 )
 
 // bus is an in-process PeerTransport: every message published reaches
 // every subscriber, as Redis pub/sub does.
-type bus struct {
-	mu   sync.Mutex
-	subs map[int]chan []byte
-	next int
-}
+type bus = gossip.Loopback
 
-func newBus() *bus { return &bus{subs: map[int]chan []byte{}} }
-
-func (b *bus) Publish(_ context.Context, msg []byte) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, ch := range b.subs {
-		ch <- bytes.Clone(msg)
-	}
-	return nil
-}
-
-func (b *bus) Subscribe(ctx context.Context, fn func([]byte)) error {
-	ch := make(chan []byte, 1024)
-	b.mu.Lock()
-	id := b.next
-	b.next++
-	b.subs[id] = ch
-	b.mu.Unlock()
-	defer func() {
-		b.mu.Lock()
-		delete(b.subs, id)
-		b.mu.Unlock()
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case m := <-ch:
-			fn(m)
-		}
-	}
-}
-
-// subscribers is how many subscriptions are live.
-func (b *bus) subscribers() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.subs)
-}
+func newBus() *bus { return &gossip.Loopback{} }
 
 // tap is a transport that shows each message published to see.
 type tap struct {
@@ -85,10 +44,10 @@ func startPeer(t *testing.T, b *bus, names []string) *peerGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := b.subscribers()
+	n := b.Subscribers()
 	g.peers.Start(context.Background())
 	t.Cleanup(g.peers.Close)
-	for b.subscribers() == n {
+	for b.Subscribers() == n {
 		time.Sleep(time.Millisecond)
 	}
 	return g
