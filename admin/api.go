@@ -345,11 +345,16 @@ type Endpoint struct {
 	Draining  bool `json:"draining"`
 	// Breaker is "closed", "half-open" or "open".
 	Breaker string `json:"breaker"`
-	// InFlight and InFlightTokens are the gateway's requests on the
+	// InFlight and InFlightTokens are this gateway's requests on the
 	// endpoint and their estimated tokens.
-	InFlight       int64        `json:"inFlight"`
-	InFlightTokens int64        `json:"inFlightTokens"`
-	Load           EndpointLoad `json:"load"`
+	InFlight       int64 `json:"inFlight"`
+	InFlightTokens int64 `json:"inFlightTokens"`
+	// PeerInFlight and PeerInFlightTokens are the other gateways' on the
+	// same fleet, as they last reported them (routing.shareLoad); zero on
+	// a gateway alone.
+	PeerInFlight       int64        `json:"peerInFlight"`
+	PeerInFlightTokens int64        `json:"peerInFlightTokens"`
+	Load               EndpointLoad `json:"load"`
 }
 
 // EndpointLoad is what the engine last reported of itself.
@@ -364,16 +369,19 @@ type EndpointLoad struct {
 
 func (s *Service) endpointView(ep *pools.Endpoint) Endpoint {
 	l := ep.Load()
+	peers := ep.Peers()
 	return Endpoint{
-		ID:             ep.ID,
-		Pool:           ep.Pool.Name(),
-		URL:            ep.URL.String(),
-		Available:      ep.Available(),
-		Healthy:        ep.Healthy(),
-		Draining:       ep.Draining(),
-		Breaker:        ep.BreakerState().String(),
-		InFlight:       ep.InFlight(),
-		InFlightTokens: ep.InFlightTokens(),
+		ID:                 ep.ID,
+		Pool:               ep.Pool.Name(),
+		URL:                ep.URL.String(),
+		Available:          ep.Available(),
+		Healthy:            ep.Healthy(),
+		Draining:           ep.Draining(),
+		Breaker:            ep.BreakerState().String(),
+		InFlight:           ep.OwnInFlight(),
+		InFlightTokens:     ep.OwnInFlightTokens(),
+		PeerInFlight:       peers.InFlight,
+		PeerInFlightTokens: peers.InFlightTokens,
 		Load: EndpointLoad{
 			Running:   l.Running,
 			Waiting:   l.Waiting,

@@ -114,6 +114,8 @@ type endpointCollector struct {
 var (
 	descInFlight = prometheus.NewDesc("turnpike_endpoint_in_flight_requests",
 		"Requests this gateway has in flight on the endpoint.", []string{"pool", "endpoint"}, nil)
+	descPeerInFlight = prometheus.NewDesc("turnpike_endpoint_peer_in_flight_requests",
+		"Requests the other gateways on the fleet last reported in flight on the endpoint (routing.shareLoad).", []string{"pool", "endpoint"}, nil)
 	descBreaker = prometheus.NewDesc("turnpike_endpoint_breaker_state",
 		"Circuit breaker state of the endpoint: 0 closed, 1 half-open, 2 open.", []string{"pool", "endpoint"}, nil)
 	descHealthy = prometheus.NewDesc("turnpike_endpoint_healthy",
@@ -125,7 +127,7 @@ var (
 )
 
 func (c *endpointCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInFlight, descBreaker, descHealthy, descQueue, descKV} {
+	for _, d := range []*prometheus.Desc{descInFlight, descPeerInFlight, descBreaker, descHealthy, descQueue, descKV} {
 		ch <- d
 	}
 }
@@ -138,7 +140,8 @@ func (c *endpointCollector) Collect(ch chan<- prometheus.Metric) {
 		if ep.Healthy() {
 			healthy = 1
 		}
-		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(ep.InFlight()), pool, ep.ID)
+		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(ep.OwnInFlight()), pool, ep.ID)
+		ch <- prometheus.MustNewConstMetric(descPeerInFlight, prometheus.GaugeValue, float64(ep.Peers().InFlight), pool, ep.ID)
 		ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, breakerValue(ep.BreakerState()), pool, ep.ID)
 		ch <- prometheus.MustNewConstMetric(descHealthy, prometheus.GaugeValue, healthy, pool, ep.ID)
 		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(l.Waiting), pool, ep.ID)

@@ -74,6 +74,8 @@ type Endpoint struct {
 	// without answering counts both. After each the engine may start the
 	// next request it queued.
 	answered atomic.Int64
+	// peers is the other gateways' load here (LoadShare), nil when none.
+	peers atomic.Pointer[PeerLoad]
 
 	breaker *gobreaker.CircuitBreaker[struct{}]
 	// trials counts the requests in flight that the breaker let through
@@ -118,11 +120,21 @@ func (e *Endpoint) Draining() bool { return e.draining.Load() }
 // SetDraining drains (true) or undrains (false) the endpoint.
 func (e *Endpoint) SetDraining(d bool) { e.draining.Store(d) }
 
-// InFlight is the number of gateway requests currently on this endpoint.
-func (e *Endpoint) InFlight() int64 { return e.inFlight.Load() }
+// InFlight is the number of gateway requests currently on this endpoint:
+// this gateway's, and those the other gateways on the fleet last reported
+// (Peers, with a LoadShare).
+func (e *Endpoint) InFlight() int64 { return e.inFlight.Load() + e.Peers().InFlight }
 
-// InFlightTokens is the estimated token cost of the requests in flight.
-func (e *Endpoint) InFlightTokens() int64 { return e.inFlightTokens.Load() }
+// InFlightTokens is the estimated token cost of the requests in flight,
+// the other gateways' reported ones included.
+func (e *Endpoint) InFlightTokens() int64 { return e.inFlightTokens.Load() + e.Peers().InFlightTokens }
+
+// OwnInFlight is the number of this gateway's requests on the endpoint.
+func (e *Endpoint) OwnInFlight() int64 { return e.inFlight.Load() }
+
+// OwnInFlightTokens is the estimated token cost of this gateway's requests
+// in flight there.
+func (e *Endpoint) OwnInFlightTokens() int64 { return e.inFlightTokens.Load() }
 
 // BreakerState is the endpoint's circuit breaker state.
 func (e *Endpoint) BreakerState() gobreaker.State { return e.breaker.State() }

@@ -123,14 +123,15 @@ func (s *Service) createBackground(ctx context.Context, tenant string, req *Crea
 }
 
 // hold admits one more background response of tenant, or answers
-// ErrRateLimited when the service or the tenant holds as many as allowed.
+// ErrRateLimited when the service or the tenant holds as many as allowed:
+// with a HeldExchange running, the other gateways' responses count too.
 func (s *Service) hold(tenant string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.mu.heldByTenant[tenant] >= s.cfg.MaxQueuedPerTenant:
-		return rateLimitedf("Too many background responses: you have %d that have not finished, the most allowed. Wait for some to finish, or cancel some, and try again.", s.mu.heldByTenant[tenant])
-	case s.mu.held >= s.cfg.MaxQueued:
+	switch byTenant := s.mu.heldByTenant[tenant] + s.mu.peers.ByTenant[tenant]; {
+	case byTenant >= s.cfg.MaxQueuedPerTenant:
+		return rateLimitedf("Too many background responses: you have %d that have not finished, the most allowed. Wait for some to finish, or cancel some, and try again.", byTenant)
+	case s.mu.held+s.mu.peers.Total >= s.cfg.MaxQueued:
 		return rateLimitedf("Too many background responses are waiting to run on this server. Try again later.")
 	}
 	s.holdLocked(tenant)

@@ -3,12 +3,15 @@ package responses
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/turnpike-gateway/turnpike/gossip"
 )
 
 // shortLease makes claims run out and cancels be read quickly, so that
@@ -201,4 +204,58 @@ func TestBackgroundTakeOver(t *testing.T) {
 	if len(engB.requests()) != 1 {
 		t.Errorf("b sent %d engine requests, want 1", len(engB.requests()))
 	}
+}
+
+// TestBackgroundQueueCapsAcrossGateways: with a HeldExchange on each, the
+// background caps count both gateways' responses: a tenant at its cap on
+// one gateway is refused on the other, and so is anyone once the two
+// together hold the service's cap; when the responses end, both admit
+// again. Without the exchange each would admit its own cap.
+func TestBackgroundQueueCapsAcrossGateways(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	cfg := shortLease
+	cfg.MaxQueued, cfg.MaxQueuedPerTenant = 3, 2
+	engA, engB := &fakeEngine{block: make(chan struct{})}, &fakeEngine{block: make(chan struct{})}
+	a, b := startOn(t, st, engA, cfg), startOn(t, st, engB, cfg)
+	bus := &gossip.Loopback{}
+	for _, svc := range []*Service{a, b} {
+		x, err := svc.HeldExchange(gossip.Config{Transport: bus, Interval: 5 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.Start(t.Context())
+		t.Cleanup(x.Close)
+	}
+	refused := func(svc *Service, tenant string) {
+		t.Helper()
+		_, err := svc.Create(t.Context(), tenant, mustDecode(t, `{"model":"m","input":"x","background":true}`), nil, nil)
+		if !errors.Is(err, ErrRateLimited) {
+			t.Fatalf("tenant %s over the fleet's cap: %v, want rate_limit_exceeded", tenant, err)
+		}
+	}
+	// peersHold waits until svc has heard that the other gateway holds n.
+	peersHold := func(svc *Service, n int) {
+		t.Helper()
+		waitFor(t, func() bool {
+			svc.mu.Lock()
+			defer svc.mu.Unlock()
+			return svc.mu.peers.Total == n
+		})
+	}
+	r1 := createBackground(t, a, "t", "1")
+	r2 := createBackground(t, a, "t", "2")
+	peersHold(b, 2)
+	refused(b, "t") // the tenant's cap, held on a
+	r3 := createBackground(t, b, "u", "1")
+	peersHold(a, 1)
+	refused(a, "u") // the service's cap: 2 on a, 1 on b
+	refused(b, "v")
+	close(engA.block)
+	close(engB.block)
+	for _, r := range []*Response{r1, r2} {
+		waitEnded(t, a, r.ID)
+	}
+	waitEnded(t, b, r3.ID)
+	peersHold(b, 0)
+	createBackground(t, b, "t", "3")
 }

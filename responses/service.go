@@ -215,6 +215,9 @@ type Service struct {
 		// all and by tenant: from Create's admission to the job's end.
 		held         int
 		heldByTenant map[string]int
+		// peers is what the other gateways on the store hold, as they
+		// last reported it (HeldExchange); zero alone.
+		peers HeldCounts
 	}
 }
 

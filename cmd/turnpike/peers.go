@@ -5,12 +5,22 @@ import (
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/gossip"
 	"github.com/turnpike-gateway/turnpike/kv"
+	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/responses"
 	"github.com/turnpike-gateway/turnpike/state"
 )
 
-// routeRecordsChannel is the broadcast channel of routing records.
-const routeRecordsChannel = "kv-routes"
+// routeRecordsChannel is the broadcast channel of routing records;
+// loadChannel and heldChannel those of the load and background-count
+// reports (gossip).
+const (
+	routeRecordsChannel = "kv-routes"
+	loadChannel         = "gossip-load"
+	heldChannel         = "gossip-background-held"
+)
 
 // startRoutePeers shares the gateway's routing records with the other
 // gateways on the same Redis (routing.shareRecords): names are the
@@ -30,4 +40,43 @@ func startRoutePeers(ctx context.Context, st *stack, cfg *Config, db *state.DB, 
 	}
 	return st.life.start(ctx, "routing records of other gateways",
 		startNoErr(func() { peers.Start(context.WithoutCancel(ctx)) }), noErr(peers.Close))
+}
+
+// startLoadShare shares the gateway's requests in flight on each endpoint
+// with the other gateways on the same Redis (routing.shareLoad), and the
+// prompt context the policy routed lately when it keeps one. It does
+// nothing on a store that reaches no other process.
+func startLoadShare(ctx context.Context, st *stack, cfg *Config, db *state.DB, policy affinity.Policy, metrics *gossip.Metrics, log *slog.Logger) error {
+	if !cfg.Routing.shareLoad(cfg.State.Backend) {
+		return nil
+	}
+	bc := db.Broadcast(loadChannel)
+	if bc == nil {
+		return nil
+	}
+	lc := pools.LoadShareConfig{Registry: st.reg, Transport: bc, Metrics: metrics, Logger: log}
+	if r, ok := policy.(interface{ RoutedTokens(int) float64 }); ok {
+		lc.RoutedTokens = r.RoutedTokens
+	}
+	share, err := pools.NewLoadShare(lc)
+	if err != nil {
+		return err
+	}
+	return st.life.start(ctx, "load of other gateways",
+		startNoErr(func() { share.Start(context.WithoutCancel(ctx)) }), noErr(share.Close))
+}
+
+// startHeldShare makes the background caps count every gateway's
+// background responses on a store shared with other gateways (Redis).
+func startHeldShare(ctx context.Context, st *stack, db *state.DB, svc *responses.Service, metrics *gossip.Metrics, log *slog.Logger) error {
+	bc := db.Broadcast(heldChannel)
+	if bc == nil {
+		return nil
+	}
+	x, err := svc.HeldExchange(gossip.Config{Transport: bc, Metrics: metrics, Logger: log})
+	if err != nil {
+		return err
+	}
+	return st.life.start(ctx, "background responses of other gateways",
+		startNoErr(func() { x.Start(context.WithoutCancel(ctx)) }), noErr(x.Close))
 }

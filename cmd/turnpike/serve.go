@@ -24,6 +24,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/batch"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/gateway"
+	"github.com/turnpike-gateway/turnpike/gossip"
 	"github.com/turnpike-gateway/turnpike/kv"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/responses"
@@ -394,6 +395,13 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 	if err != nil {
 		return st, err
 	}
+	gossipMetrics, err := gossip.NewMetrics(metrics)
+	if err != nil {
+		return st, err
+	}
+	if err := startLoadShare(ctx, st, cfg, db, policy, gossipMetrics, log); err != nil {
+		return st, err
+	}
 	flow, err := turns.New(turns.Config{FlowControl: cfg.FlowControl}, turns.WithRegisterer(metrics))
 	if err != nil {
 		return st, err
@@ -420,6 +428,9 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 		JobLease: cfg.Responses.JobLease, JobPoll: cfg.Responses.JobPoll,
 	})
 	if err := st.life.start(ctx, "responses", svc.Start, func(context.Context) error { return svc.Close() }); err != nil {
+		return st, err
+	}
+	if err := startHeldShare(ctx, st, db, svc, gossipMetrics, log); err != nil {
 		return st, err
 	}
 

@@ -1,0 +1,221 @@
+package pools
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/turnpike-gateway/turnpike/gossip"
+)
+
+// PeerLoad is what the other gateways routing onto the fleet last reported
+// of their requests on one endpoint (LoadShare): the sums over every
+// gateway heard from within LoadShareConfig.MaxAge.
+type PeerLoad struct {
+	// InFlight and InFlightTokens are the other gateways' requests in
+	// flight there and their estimated tokens (prompt and output budget).
+	InFlight, InFlightTokens int64
+	// RoutedTokens is the prompt context the other gateways routed there
+	// lately (LoadShareConfig.RoutedTokens).
+	RoutedTokens float64
+}
+
+// Peers returns the other gateways' load on e; zero with no LoadShare or
+// no peer heard from lately.
+func (e *Endpoint) Peers() PeerLoad {
+	if p := e.peers.Load(); p != nil {
+		return *p
+	}
+	return PeerLoad{}
+}
+
+// Defaults of LoadShareConfig.
+const (
+	DefaultLoadShareInterval = 100 * time.Millisecond
+	DefaultLoadShareMaxAge   = time.Second
+)
+
+// LoadShareConfig configures LoadShare.
+type LoadShareConfig struct {
+	// Registry is the fleet whose endpoints' load is shared. Required.
+	Registry *Registry
+	// Transport carries the reports. Required.
+	Transport gossip.Transport
+	// Origin tells this gateway's reports from its peers'. Empty: random.
+	Origin string
+	// Interval is how often the gateway reports its load. Default
+	// DefaultLoadShareInterval.
+	Interval time.Duration
+	// MaxAge forgets a peer not heard from for this long: a gateway that
+	// stopped (or lost its link) no longer counts. At least twice
+	// Interval; default DefaultLoadShareMaxAge.
+	MaxAge time.Duration
+	// RoutedTokens, when set, is the prompt context this gateway routed to
+	// endpoint lately, reported with its requests in flight.
+	RoutedTokens func(endpoint int) float64
+	// Metrics counts the reports (gossip.NewMetrics); nil counts none.
+	Metrics *gossip.Metrics
+	// Logger reports transport failures; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// LoadShare gives every gateway on one fleet the load of all: each reports
+// its requests in flight on every endpoint (count and estimated tokens)
+// and the prompt context it routed there lately, every Interval, and adds
+// what the others report to each endpoint's Peers. Routing and admission
+// read an endpoint's InFlight and InFlightTokens with the peers' included,
+// so two gateways behind one Service spread their turns as one gateway
+// would, and neither fills an engine the other has already filled. The
+// engines' scraped queues count everyone's requests already; what the
+// reports add is the requests sent since the last scrape and the tokens
+// each gateway estimated for them.
+//
+// A report is a snapshot, not a change (gossip.Exchange): a lost one
+// costs an Interval of staleness, and a gateway that stops reporting is
+// forgotten after MaxAge. A gateway with nothing to report reports once,
+// then stays silent until it has.
+type LoadShare struct {
+	*gossip.Exchange[[]PeerLoad]
+}
+
+// LoadShareExchange names the load share's exchange (gossip.Config.Name).
+const LoadShareExchange = "load"
+
+// NewLoadShare validates cfg and builds a LoadShare; nothing runs until
+// Start.
+func NewLoadShare(cfg LoadShareConfig) (*LoadShare, error) {
+	if cfg.Registry == nil {
+		return nil, errors.New("pools: load share: Registry required")
+	}
+	c := &loadCodec{reg: cfg.Registry, routed: cfg.RoutedTokens, ids: make(map[string]int, len(cfg.Registry.Endpoints))}
+	for _, ep := range cfg.Registry.Endpoints {
+		c.ids[ep.ID] = ep.Index
+	}
+	x, err := gossip.New(gossip.Config{Name: LoadShareExchange, Transport: cfg.Transport, Origin: cfg.Origin,
+		Interval: cmp.Or(cfg.Interval, DefaultLoadShareInterval), MaxAge: cmp.Or(cfg.MaxAge, DefaultLoadShareMaxAge),
+		Metrics: cfg.Metrics, Logger: cfg.Logger, Now: cfg.Now}, gossip.Codec[[]PeerLoad](c))
+	if err != nil {
+		return nil, fmt.Errorf("pools: load share: %w", err)
+	}
+	return &LoadShare{x}, nil
+}
+
+// loadCodec is the load share's report: per endpoint with something to
+// report, all integers unsigned varints,
+//
+//	n                          entries
+//	n × (len name, in flight, in-flight tokens, routed tokens)
+//
+// A name is the endpoint's ID (host:port), which every gateway derives
+// alike from the pools' URLs; a peer's snapshot is by this gateway's
+// endpoint index, and leaves out the engines it does not route to.
+type loadCodec struct {
+	reg    *Registry
+	routed func(endpoint int) float64
+	ids    map[string]int
+}
+
+// own is this gateway's own load on ep, as reported.
+func (c *loadCodec) own(ep *Endpoint) PeerLoad {
+	l := PeerLoad{InFlight: max(ep.OwnInFlight(), 0), InFlightTokens: max(ep.OwnInFlightTokens(), 0)}
+	if c.routed != nil {
+		if t := c.routed(ep.Index); t >= 1 && t < maxFigure {
+			l.RoutedTokens = math.Round(t)
+		}
+	}
+	return l
+}
+
+// maxFigure bounds each figure of a report, so that the sums over
+// gossip.MaxPeers peers stay exact in int64 and float64.
+const maxFigure = 1 << 53
+
+// Report implements gossip.Codec.
+func (c *loadCodec) Report(dst []byte) ([]byte, bool) {
+	var n int
+	for _, ep := range c.reg.Endpoints {
+		if c.own(ep) != (PeerLoad{}) {
+			n++
+		}
+	}
+	if n == 0 {
+		return dst, true
+	}
+	dst = binary.AppendUvarint(dst, uint64(n))
+	for _, ep := range c.reg.Endpoints {
+		l := c.own(ep)
+		if l == (PeerLoad{}) {
+			continue
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(ep.ID)))
+		dst = append(dst, ep.ID...)
+		dst = binary.AppendUvarint(dst, uint64(l.InFlight))
+		dst = binary.AppendUvarint(dst, uint64(l.InFlightTokens))
+		dst = binary.AppendUvarint(dst, uint64(l.RoutedTokens))
+	}
+	return dst, false
+}
+
+// errBadReport is what Decode says of a body it cannot read.
+var errBadReport = errors.New("pools: malformed load report")
+
+// Decode implements gossip.Codec.
+func (c *loadCodec) Decode(b []byte) ([]PeerLoad, error) {
+	uv := func() (uint64, bool) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
+	}
+	count, ok := uv()
+	// Each entry takes at least five bytes: a bound before reading on.
+	if !ok || count == 0 || count > uint64(len(b))/5 {
+		return nil, errBadReport
+	}
+	load := make([]PeerLoad, len(c.reg.Endpoints))
+	for range count {
+		n, ok := uv()
+		if !ok || n == 0 || n > 255 || n > uint64(len(b)) {
+			return nil, errBadReport
+		}
+		name := b[:n]
+		b = b[n:]
+		inFlight, ok1 := uv()
+		tokens, ok2 := uv()
+		routed, ok3 := uv()
+		if !ok1 || !ok2 || !ok3 || inFlight > maxFigure || tokens > maxFigure || routed > maxFigure {
+			return nil, errBadReport
+		}
+		if i, ok := c.ids[string(name)]; ok {
+			load[i] = PeerLoad{InFlight: int64(inFlight), InFlightTokens: int64(tokens), RoutedTokens: float64(routed)}
+		}
+	}
+	if len(b) != 0 {
+		return nil, errBadReport
+	}
+	return load, nil
+}
+
+// Peers implements gossip.Codec: it publishes each endpoint's sums.
+func (c *loadCodec) Peers(snapshots [][]PeerLoad) {
+	for i, ep := range c.reg.Endpoints {
+		var sum PeerLoad
+		for _, s := range snapshots {
+			sum.InFlight += s[i].InFlight
+			sum.InFlightTokens += s[i].InFlightTokens
+			sum.RoutedTokens += s[i].RoutedTokens
+		}
+		if old := ep.peers.Load(); old == nil && sum == (PeerLoad{}) || old != nil && *old == sum {
+			continue
+		}
+		ep.peers.Store(&sum)
+	}
+}

@@ -1,0 +1,157 @@
+package pools
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/turnpike-gateway/turnpike/gossip"
+)
+
+// eventually polls cond until it holds; the bound is only for a failure.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestLoadShareTwoGateways: two gateways' registries over one broadcast.
+// What one has in flight on an endpoint the other counts in InFlight and
+// InFlightTokens, under the same endpoint, whatever its index there; when
+// the requests end, and when the gateway stops, the other stops counting
+// them.
+func TestLoadShareTwoGateways(t *testing.T) {
+	bc := &gossip.Loopback{}
+	ra := newTestRegistry(t, "http://e1:8000", "http://e2:8000")
+	rb := newTestRegistry(t, "http://e2:8000", "http://e1:8000") // other order: ids, not indexes, cross
+	routed := map[int]float64{1: 4096}
+	a, err := NewLoadShare(LoadShareConfig{Registry: ra, Transport: bc, Origin: "a", Interval: 5 * time.Millisecond,
+		RoutedTokens: func(ep int) float64 { return routed[ep] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewLoadShare(LoadShareConfig{Registry: rb, Transport: bc, Origin: "b", Interval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Start(t.Context())
+	b.Start(t.Context())
+	defer b.Close()
+
+	// A has three requests on e1 (its endpoint 0), one on e2.
+	ra.Endpoints[0].inFlight.Add(3)
+	ra.Endpoints[0].inFlightTokens.Add(30_000)
+	ra.Endpoints[1].inFlight.Add(1)
+	ra.Endpoints[1].inFlightTokens.Add(500)
+	e1, e2 := rb.Endpoints[1], rb.Endpoints[0]
+	eventually(t, "B counts A's requests", func() bool {
+		return e1.InFlight() == 3 && e1.InFlightTokens() == 30_000 && e2.InFlight() == 1 && e2.InFlightTokens() == 500
+	})
+	if got := e2.Peers().RoutedTokens; got != 4096 {
+		t.Errorf("B's e2 peer routed tokens = %v, want A's 4096", got)
+	}
+	if e1.OwnInFlight() != 0 || e1.OwnInFlightTokens() != 0 {
+		t.Errorf("B's own count on e1 = %d (%d tokens), want 0: peers' are not its own", e1.OwnInFlight(), e1.OwnInFlightTokens())
+	}
+	// B's own request adds to A's, and A sees it too.
+	e1.inFlight.Add(1)
+	eventually(t, "A counts B's request", func() bool { return ra.Endpoints[0].InFlight() == 4 })
+	if got := e1.InFlight(); got != 4 {
+		t.Errorf("B's e1 in flight = %d, want 3 of A's and 1 of its own", got)
+	}
+
+	// A's requests end.
+	ra.Endpoints[0].inFlight.Add(-3)
+	ra.Endpoints[0].inFlightTokens.Add(-30_000)
+	eventually(t, "B sees A's e1 requests end", func() bool { return e1.InFlight() == 1 && e1.Peers() == PeerLoad{} })
+	if e2.InFlight() != 1 {
+		t.Errorf("B's e2 in flight = %d, want A's 1", e2.InFlight())
+	}
+	// A stops: B forgets it at once, not after MaxAge.
+	a.Close()
+	eventually(t, "B forgets A once it stops", func() bool { return e2.Peers() == PeerLoad{} })
+	if got := b.Fresh(); got != 0 {
+		t.Errorf("B hears %d peers after A stopped, want 0", got)
+	}
+}
+
+// TestLoadReportRoundTrip: a report decodes, on a gateway that lists the
+// engines in another order and one more, to what was reported, by that
+// gateway's endpoint indexes; an idle gateway reports nothing; damaged
+// bodies are refused.
+func TestLoadReportRoundTrip(t *testing.T) {
+	r := newTestRegistry(t, "http://e1:8000", "http://e2:8000", "http://e3:8000")
+	routing := false
+	c := &loadCodec{reg: r, routed: func(ep int) float64 {
+		if !routing {
+			return 0
+		}
+		return float64(ep) * 1000.4
+	}}
+	if _, empty := c.Report(nil); !empty {
+		t.Fatal("an idle gateway's report is not empty")
+	}
+	routing = true
+	r.Endpoints[2].inFlight.Store(5)
+	r.Endpoints[2].inFlightTokens.Store(1 << 40)
+	body, empty := c.Report(nil)
+	if empty {
+		t.Fatal("a busy gateway's report is empty")
+	}
+	peer := newTestRegistry(t, "http://e3:8000", "http://e0:8000", "http://e2:8000", "http://e1:8000")
+	pc := &loadCodec{reg: peer, ids: map[string]int{}}
+	for _, ep := range peer.Endpoints {
+		pc.ids[ep.ID] = ep.Index
+	}
+	got, err := pc.Decode(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// e2 has routed tokens and nothing in flight: listed too. e1 nothing.
+	want := []PeerLoad{{InFlight: 5, InFlightTokens: 1 << 40, RoutedTokens: 2001}, {}, {RoutedTokens: 1000}, {}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("decoded %v, want %v", got, want)
+	}
+	for _, bad := range [][]byte{nil, {0}, append(bytes.Clone(body), 0), body[:len(body)-1]} {
+		if _, err := pc.Decode(bad); err == nil {
+			t.Errorf("Decode(%q) accepted it", bad)
+		}
+	}
+}
+
+// FuzzDecodeLoadReport: a report body from the wire either decodes, to a
+// snapshot of the gateway's endpoints with no negative figure, or is
+// refused; it never panics.
+func FuzzDecodeLoadReport(f *testing.F) {
+	r, err := NewRegistry([]PoolConfig{{Name: "p", ServedModels: []string{"m"}, Endpoints: []EndpointConfig{{URL: "http://e1:8000"}, {URL: "http://e2:8000"}}}}, Options{}, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	c := &loadCodec{reg: r, ids: map[string]int{"e1:8000": 0, "e2:8000": 1}}
+	r.Endpoints[1].inFlight.Store(3)
+	seed, _ := c.Report(nil)
+	f.Add(seed)
+	f.Add([]byte{1, 1, 'x', 0, 0, 0})
+	f.Add([]byte{1, 7, 'e', '1', ':', '8', '0', '0', '0', 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		load, err := c.Decode(body)
+		if err != nil {
+			return
+		}
+		if len(load) != len(r.Endpoints) {
+			t.Fatalf("snapshot of %d endpoints, want %d", len(load), len(r.Endpoints))
+		}
+		c.Peers([][]PeerLoad{load, load})
+		for _, ep := range r.Endpoints {
+			if p := ep.Peers(); p.InFlight < 0 || p.InFlightTokens < 0 || p.RoutedTokens < 0 {
+				t.Fatalf("negative peer load %+v", p)
+			}
+		}
+	})
+}
