@@ -173,6 +173,19 @@ func (t *Turn) Next() (Line, error) {
 	}
 }
 
+// Pending reports whether Next has a whole line to return without
+// waiting for the engine: the engine sent more than has been read. A
+// consumer that writes to its client as it reads uses it to write a burst
+// of lines at once when it falls behind, and each line at once when it
+// keeps up.
+func (t *Turn) Pending() bool {
+	if t.br == nil || t.br.Buffered() == 0 {
+		return false
+	}
+	b, _ := t.br.Peek(t.br.Buffered())
+	return bytes.IndexByte(b, '\n') >= 0
+}
+
 // next reads one whole line of the current leg.
 func (t *Turn) next() (Line, error) {
 	raw, err := t.br.ReadSlice('\n')

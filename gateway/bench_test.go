@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -156,6 +157,60 @@ func BenchmarkResponsesTurn(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// BenchmarkStreamBurst measures a streamed answer whose tokens the engine
+// sent faster than the gateway read them (here all at once, 256 tokens),
+// on a real loopback connection to a client that reads it whole: the chat
+// relay and the Responses stream, each writing to the client for every
+// event or for every burst.
+func BenchmarkStreamBurst(b *testing.B) {
+	const tokens = 256
+	run := func(b *testing.B, url, body string) {
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				resp, err := http.Post(url, "application/json", strings.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, _ := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || n < tokens*20 {
+					b.Fatalf("status %d, %d bytes", resp.StatusCode, n)
+				}
+			}
+		})
+	}
+	b.Run("chat", func(b *testing.B) {
+		_, front, _ := newGateway(b, nil, newBackend(b, burstEngine(tokens)))
+		run(b, front.URL+"/v1/chat/completions", `{"model":"test-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	})
+	b.Run("responses", func(b *testing.B) {
+		st := newResponsesStack(b, 0)
+		st.engine.h = burstEngine(tokens)
+		run(b, st.front.URL+"/v1/responses", `{"model":"test-model","input":"hi","stream":true}`)
+	})
+}
+
+// burstEngine streams tokens chat chunks in one write, as an engine does
+// whose tokens came faster than the gateway read them.
+func burstEngine(tokens int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			return
+		}
+		io.Copy(io.Discard, r.Body)
+		var b strings.Builder
+		for i := range tokens {
+			fmt.Fprintf(&b, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d \"}}]}\n\n", i)
+		}
+		b.WriteString("data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n")
+		b.WriteString("data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":40,\"total_tokens\":45}}\n\ndata: [DONE]\n\n")
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, b.String())
 	}
 }
 

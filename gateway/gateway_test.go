@@ -155,18 +155,28 @@ func TestProxyChatNonStream(t *testing.T) {
 
 // TestProxyChatStreamIsIncremental holds the engine after its first chunk:
 // the client must see that chunk before the engine sends the rest.
-func TestProxyChatStreamIsIncremental(t *testing.T) {
-	release := make(chan struct{})
-	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+// firstThenWait is an engine that streams the token "first", then waits
+// for release before it streams " second" and ends.
+func firstThenWait(release <-chan struct{}) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			return
+		}
+		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"first\"}}]}\n\n")
+		fmt.Fprint(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"first\"}}]}\n\n")
 		w.(http.Flusher).Flush()
 		select {
 		case <-release:
-		case <-time.After(5 * time.Second):
+		case <-time.After(20 * time.Second):
 		}
-		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"second\"}}]}\n\ndata: [DONE]\n\n")
-	})
+		fmt.Fprint(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" second\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}
+}
+
+func TestProxyChatStreamIsIncremental(t *testing.T) {
+	release := make(chan struct{})
+	b := newBackend(t, firstThenWait(release))
 	_, front, _ := newGateway(t, nil, b)
 	resp := post(t, front.URL, `{"model":"test-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {

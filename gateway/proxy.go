@@ -208,7 +208,9 @@ var (
 )
 
 // relayStream copies an engine's SSE stream to the client line by line,
-// flushing at every event boundary; with strip, the usage chunk is not
+// flushing at every event boundary after which the engine has sent
+// nothing more yet (so each event at once while the gateway keeps up, and
+// a burst of them in one write when it falls behind); with strip, the usage chunk is not
 // passed on (the client did not ask for it). If the engine fails
 // mid-stream the client gets an error event and the stream ends without
 // [DONE]: the status line has long been sent. A line the failure cut
@@ -222,8 +224,9 @@ func (s *Server) relayStream(c echo.Context, t *dispatch.Turn, strip bool) error
 	w.Flush()
 
 	// inEvent: an event's lines were written and its blank line was not
-	// yet; skipBlank: the event being dropped still has its blank line.
-	inEvent, skipBlank := false, false
+	// yet; skipBlank: the event being dropped still has its blank line;
+	// unflushed: lines were written since the last flush.
+	inEvent, skipBlank, unflushed := false, false, false
 	for {
 		l, err := t.Next()
 		shutdown := err != nil && errors.Is(context.Cause(c.Request().Context()), ErrShuttingDown)
@@ -249,19 +252,20 @@ func (s *Server) relayStream(c echo.Context, t *dispatch.Turn, strip bool) error
 		switch {
 		case l.Usage && strip:
 			skipBlank = true
-			continue
 		case l.Blank && skipBlank:
 			skipBlank = false
-			continue
+		default:
+			if _, err := w.Write(l.Raw); err != nil {
+				return err
+			}
+			inEvent = !l.Blank
+			unflushed = true
 		}
-		if _, err := w.Write(l.Raw); err != nil {
-			return err
-		}
-		if l.Blank {
+		if unflushed && !inEvent && !t.Pending() {
+			// What the engine sent while the gateway was behind goes out
+			// in one write.
 			w.Flush()
-			inEvent = false
-		} else {
-			inEvent = true
+			unflushed = false
 		}
 	}
 }

@@ -89,14 +89,27 @@ func (h *responsesAPI) observe(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // sse writes Responses events as server-sent events, sending the status
-// line with the first one and flushing every event.
+// line with the first one and flushing every event, or, while held
+// (responses.Holder), every burst of them.
 type sse struct {
 	c       echo.Context
 	started bool
 	buf     []byte
+	// held: events are written and not yet flushed; unflushed: some are.
+	held, unflushed bool
 }
 
-func (w *sse) sink(typ string, data []byte) error {
+// Hold implements responses.Holder.
+func (w *sse) Hold(hold bool) {
+	w.held = hold
+	if !hold && w.unflushed {
+		w.unflushed = false
+		w.c.Response().Flush()
+	}
+}
+
+// Event implements responses.Sink.
+func (w *sse) Event(typ string, data []byte) error {
 	resp := w.c.Response()
 	if !w.started {
 		w.started = true
@@ -112,6 +125,10 @@ func (w *sse) sink(typ string, data []byte) error {
 	w.buf = append(w.buf, "\n\n"...)
 	if _, err := resp.Write(w.buf); err != nil {
 		return err
+	}
+	if w.held {
+		w.unflushed = true
+		return nil
 	}
 	resp.Flush()
 	return nil
@@ -150,11 +167,11 @@ func (h *responsesAPI) create(c echo.Context) error {
 		return c.JSON(http.StatusOK, resp)
 	}
 	w := &sse{c: c}
-	resp, err := h.svc.Create(ctx, tenant, req, c.Request().Header, w.sink)
+	resp, err := h.svc.Create(ctx, tenant, req, c.Request().Header, w)
 	endResponseSpan(ctx, resp, err)
 	if err == nil && req.Background {
 		// The background response runs on without this client; follow it.
-		err = h.svc.Stream(ctx, tenant, resp.ID, -1, w.sink)
+		err = h.svc.Stream(ctx, tenant, resp.ID, -1, w)
 	}
 	return w.finish(err)
 }
@@ -236,7 +253,7 @@ func (h *responsesAPI) get(c echo.Context) error {
 		after = n
 	}
 	w := &sse{c: c}
-	return w.finish(h.svc.Stream(ctx, tenant, id, after, w.sink))
+	return w.finish(h.svc.Stream(ctx, tenant, id, after, w))
 }
 
 // streamInBody reads {"stream": true} from a GET's body, where the

@@ -99,21 +99,29 @@ func newResponsesStackSim(t testing.TB, simCfg sim.Config, cfg tpresponses.Confi
 // round-robin.
 func newResponsesFleet(t testing.TB, simCfg sim.Config, cfg tpresponses.Config, n int) *responsesStack {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
 	simCfg.ServedModelName = testModel
-	var recs []*recorder
-	var eps []pools.EndpointConfig
+	var engines []http.Handler
 	for range n {
 		eng, err := sim.New(simCfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := &recorder{h: eng.Handler()}
+		t.Cleanup(func() { eng.Close() })
+		engines = append(engines, eng.Handler())
+	}
+	return newResponsesOn(t, cfg, engines...)
+}
+
+// newResponsesOn is a responses stack over the given engines.
+func newResponsesOn(t testing.TB, cfg tpresponses.Config, engines ...http.Handler) *responsesStack {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	var recs []*recorder
+	var eps []pools.EndpointConfig
+	for _, h := range engines {
+		rec := &recorder{h: h}
 		backend := httptest.NewServer(rec)
-		t.Cleanup(func() {
-			backend.Close()
-			eng.Close()
-		})
+		t.Cleanup(backend.Close)
 		recs = append(recs, rec)
 		eps = append(eps, pools.EndpointConfig{URL: backend.URL})
 	}

@@ -224,7 +224,7 @@ func (ws *wsConn) serve(ctx context.Context, data []byte) {
 		ctx, span = tr.StartTurn(tr.Extract(ctx, ws.hdr), tracing.OpResponses, req.Model)
 		defer span.End()
 	}
-	resp, err := ws.h.svc.Create(ctx, ws.tenant, req, ws.hdr, ws.write)
+	resp, err := ws.h.svc.Create(ctx, ws.tenant, req, ws.hdr, responses.SinkFunc(ws.write))
 	endResponseSpan(ctx, resp, err)
 	if err != nil {
 		ws.m.messages.WithLabelValues("error").Inc()

@@ -81,7 +81,7 @@ func (j *job) follow(ctx context.Context, after int, sink Sink) {
 		changed, done := j.mu.changed, j.mu.done
 		j.mu.Unlock()
 		for _, ev := range evs {
-			if sink(ev.typ, ev.data) != nil {
+			if sink.Event(ev.typ, ev.data) != nil {
 				return
 			}
 			next++
@@ -187,14 +187,14 @@ func (s *Service) start(t *turn, hdr http.Header, creator trace.SpanContext) {
 	// by whoever runs r: this goroutine until the go statement below,
 	// then the job's; so next needs no lock.
 	next := 0
-	sink := func(typ string, data []byte) error {
+	sink := SinkFunc(func(typ string, data []byte) error {
 		if err := s.store.AppendEvent(context.Background(), id, next, data); err != nil {
 			s.log.Warn("keeping a stream event failed", "response", id, "err", err)
 		}
 		next++
 		j.publish(typ, data)
 		return nil
-	}
+	})
 	r := s.newRun(t, sink, 0)
 	r.emitResponse("response.created")
 	r.emitResponse("response.queued")

@@ -181,12 +181,12 @@ func TestBackgroundEndStoredFirst(t *testing.T) {
 	var mu sync.Mutex
 	var live []string
 	resp := createBackground(t, svc, "a", "x")
-	go svc.Stream(context.Background(), "a", resp.ID, -1, func(typ string, _ []byte) error {
+	go svc.Stream(context.Background(), "a", resp.ID, -1, SinkFunc(func(typ string, _ []byte) error {
 		mu.Lock()
 		live = append(live, typ)
 		mu.Unlock()
 		return nil
-	})
+	}))
 	waitEnded(t, svc, resp.ID)
 	rec, err := st.GetResponse(t.Context(), "a", resp.ID)
 	if err != nil || rec.Response.Ended() || rec.Job == nil {

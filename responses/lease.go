@@ -229,7 +229,7 @@ func (s *Service) sendStored(ctx context.Context, id string, after *int, sink Si
 			Seq  int    `json:"sequence_number"`
 		}
 		json.Unmarshal(data, &h)
-		if sink(h.Type, data) != nil {
+		if sink.Event(h.Type, data) != nil {
 			return n, true, nil
 		}
 		n++

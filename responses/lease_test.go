@@ -110,14 +110,14 @@ func TestBackgroundStreamOtherGateway(t *testing.T) {
 	var got []ev
 	done := make(chan error, 1)
 	go func() {
-		done <- b.Stream(t.Context(), "a", resp.ID, 1, func(typ string, data []byte) error {
+		done <- b.Stream(t.Context(), "a", resp.ID, 1, SinkFunc(func(typ string, data []byte) error {
 			var e Event
 			json.Unmarshal(data, &e)
 			mu.Lock()
 			got = append(got, ev{typ, e.SequenceNumber})
 			mu.Unlock()
 			return nil
-		})
+		}))
 	}()
 	// The follower is waiting on events a has not made yet.
 	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) > 0 })

@@ -14,7 +14,29 @@ import (
 // Sink receives a response's stream events, each as its type and its JSON
 // data, in sequence order. An error stops delivery to that sink (the
 // client went away); the response itself runs on.
-type Sink func(eventType string, data []byte) error
+type Sink interface {
+	Event(eventType string, data []byte) error
+}
+
+// SinkFunc is a Sink that is a function.
+type SinkFunc func(eventType string, data []byte) error
+
+// Event implements Sink.
+func (f SinkFunc) Event(eventType string, data []byte) error { return f(eventType, data) }
+
+// A Holder is a Sink that can hold events back to send several at once.
+// While a turn's engine stream has more lines ready to read, the run
+// holds its sink: the events of those lines are sent together when it
+// releases it, as soon as the stream has nothing more ready, so that a
+// gateway that falls behind its engines writes (and wakes its clients)
+// once for a burst of tokens instead of once for each. Events come
+// unheld otherwise, and each is sent at once.
+type Holder interface {
+	Sink
+	// Hold holds the events that follow (true), or sends those held and
+	// stops holding (false).
+	Hold(hold bool)
+}
 
 // Event is one Responses streaming event. Fields a type does not use are
 // left zero and omitted.
@@ -171,7 +193,7 @@ func (r *run) event(ev *Event) []byte {
 func (r *run) emit(ev *Event) {
 	b := r.event(ev)
 	if r.sink != nil {
-		if r.sink(ev.Type, b) != nil {
+		if r.sink.Event(ev.Type, b) != nil {
 			r.sink = nil
 		}
 	}
@@ -187,7 +209,16 @@ func (r *run) emitResponse(typ string) {
 // end and ends the turn.
 func (r *run) consume(t *dispatch.Turn) error {
 	defer r.takeUsage(t)
+	holder, _ := r.sink.(Holder)
+	if holder != nil {
+		defer holder.Hold(false)
+	}
 	for {
+		if holder != nil {
+			// Hold the events of the lines already read, until the
+			// engine has sent nothing more.
+			holder.Hold(t.Pending())
+		}
 		l, err := t.Next()
 		if errors.Is(err, io.EOF) {
 			return r.ended()

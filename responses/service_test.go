@@ -340,11 +340,11 @@ func TestEngineFailureMidStream(t *testing.T) {
 	ctx := context.Background()
 	var types []string
 	var last []byte
-	sink := func(typ string, data []byte) error {
+	sink := SinkFunc(func(typ string, data []byte) error {
 		types = append(types, typ)
 		last = data
 		return nil
-	}
+	})
 	resp, err := svc.Create(ctx, "a", mustDecode(t, `{"model":"m","input":"x","stream":true}`), nil, sink)
 	if err != nil {
 		t.Fatal(err)
@@ -479,10 +479,10 @@ func TestNamespacedCallMappedBack(t *testing.T) {
 	eng := &fakeEngine{contextLength: 100000}
 	svc, _ := newTestService(t, eng)
 	var events []string
-	sink := func(typ string, data []byte) error {
+	sink := SinkFunc(func(typ string, data []byte) error {
 		events = append(events, string(data))
 		return nil
-	}
+	})
 	body := `{"model":"m","input":"go","tools":[{"type":"namespace","name":"multi_agent_v1","description":"agents","tools":[{"type":"function","name":"spawn_agent","parameters":{"type":"object"}}]},{"type":"function","name":"exec_command"}]}`
 	resp, err := svc.Create(t.Context(), "a", mustDecode(t, body), nil, sink)
 	if err != nil {

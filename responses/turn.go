@@ -548,6 +548,6 @@ func (s *Service) endTurn(ctx context.Context, t *turn, r *run, j *job) {
 	if j != nil {
 		j.publish(typ, data)
 	} else if r.sink != nil {
-		r.sink(typ, data)
+		r.sink.Event(typ, data)
 	}
 }
