@@ -25,3 +25,41 @@ func Members(data []byte, member func(key, value []byte) error) error {
 	}
 	return d.end()
 }
+
+// Elements reads data, one JSON array, whole, and calls element for each
+// of its elements with the element's raw JSON, aliasing data. It checks
+// the document as Members does: one that is not valid JSON, or not an
+// array, is an error, and so is the first error element returns.
+func Elements(data []byte, element func(value []byte) error) error {
+	d := decoder{data: data}
+	d.ws()
+	if d.peek() != '[' {
+		return d.syntaxError()
+	}
+	if err := d.elements(func(int) error {
+		start := d.off
+		if err := d.skip(); err != nil {
+			return err
+		}
+		return element(data[start:d.off])
+	}); err != nil {
+		return err
+	}
+	return d.end()
+}
+
+// String decodes data, one JSON string, as encoding/json decodes it
+// (escapes, and U+FFFD for what is not UTF-8). A string that needs no
+// decoding aliases data: copy it to keep it past data's life.
+func String(data []byte) (string, error) {
+	d := decoder{data: data}
+	d.ws()
+	if d.peek() != '"' {
+		return "", d.syntaxError()
+	}
+	s, err := d.str()
+	if err != nil {
+		return "", err
+	}
+	return s, d.end()
+}

@@ -64,27 +64,31 @@ var zero = 0
 
 // chatChunk is the part of an engine's chat.completion.chunk turnpike reads.
 type chatChunk struct {
-	Choices []struct {
-		Delta struct {
-			Content *string `json:"content"`
-			// ReasoningContent is a reasoning model's thinking, as vLLM
-			// streams it; newer vLLM names it reasoning.
-			ReasoningContent *string `json:"reasoning_content"`
-			Reasoning        *string `json:"reasoning"`
-			ToolCalls        []struct {
-				Index    int    `json:"index"`
-				ID       string `json:"id"`
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Error *struct {
+	Choices []chunkChoice `json:"choices"`
+	Error   *struct {
 		Message string `json:"message"`
 	} `json:"error"`
+}
+
+type chunkChoice struct {
+	Delta        chunkDelta `json:"delta"`
+	FinishReason *string    `json:"finish_reason"`
+}
+
+type chunkDelta struct {
+	Content *string `json:"content"`
+	// ReasoningContent is a reasoning model's thinking, as vLLM streams
+	// it; newer vLLM names it reasoning.
+	ReasoningContent *string `json:"reasoning_content"`
+	Reasoning        *string `json:"reasoning"`
+	ToolCalls        []struct {
+		Index    int    `json:"index"`
+		ID       string `json:"id"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
 }
 
 // run translates one engine stream into a response and its events. It is
@@ -97,6 +101,8 @@ type run struct {
 	// openCall the engine's tool call index when it is a function call.
 	open     int
 	openCall int
+	// chunkBuf is chunk's decoded chunk, reused.
+	chunkBuf chatChunk
 	text     strings.Builder
 	finish   string
 	// names maps the engine's names of namespaced functions back to
@@ -271,8 +277,8 @@ func (r *run) ended() error {
 }
 
 func (r *run) chunk(data []byte) error {
-	var c chatChunk
-	if err := json.Unmarshal(data, &c); err != nil {
+	c := &r.chunkBuf
+	if err := readChunk(data, c); err != nil {
 		return fmt.Errorf("the model server sent an unreadable chunk: %w", err)
 	}
 	if c.Error != nil {
