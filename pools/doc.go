@@ -1,6 +1,7 @@
 // Package pools owns the fleet as turnpike sees it: pools of engine
 // endpoints from the config, each endpoint's live load (scraped engine
-// metrics, the gateway's own in-flight counts), active health checks, a
+// metrics, the in-flight counts of this gateway and, through a LoadShare,
+// of the others on the fleet), active health checks, a
 // circuit breaker per endpoint, and the engine client that sends requests
 // through that breaker.
 //

@@ -90,7 +90,8 @@
 // A foreground response is owned by the request's goroutine from
 // Create to endTurn; a client disconnect cancels the engine request and
 // the response ends cancelled. A background response is first admitted
-// against Config.MaxQueued and MaxQueuedPerTenant (else Create answers
+// against Config.MaxQueued and MaxQueuedPerTenant, counting the other
+// gateways' responses when a HeldExchange runs (else Create answers
 // ErrRateLimited and stores nothing), then stored queued (synced) before
 // Create returns; from then its job goroutine owns it until endTurn, and
 // Cancel or Delete only ask it to stop and wait. When the engine refuses

@@ -45,9 +45,10 @@ type Config struct {
 	// has been started this often, then marked failed. Default 2.
 	MaxAttempts int
 	// MaxQueued bounds the background responses the service holds that
-	// have not ended, running ones included. Beyond it Create answers
-	// ErrRateLimited (429, rate_limit_exceeded) before storing anything.
-	// Default 10000.
+	// have not ended, running ones included, and with a HeldExchange
+	// running those the other gateways on the store hold. Beyond it Create
+	// answers ErrRateLimited (429, rate_limit_exceeded) before storing
+	// anything. Default 10000.
 	MaxQueued int
 	// MaxQueuedPerTenant is MaxQueued for each tenant. Default 1000.
 	MaxQueuedPerTenant int
