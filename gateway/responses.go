@@ -144,7 +144,7 @@ func (w *sse) finish(err error) error {
 }
 
 func (h *responsesAPI) create(c echo.Context) error {
-	body, err := io.ReadAll(c.Request().Body)
+	body, err := readAllBody(c.Request())
 	if err != nil {
 		return err
 	}
@@ -193,7 +193,7 @@ func endResponseSpan(ctx context.Context, resp *responses.Response, err error) {
 }
 
 func (h *responsesAPI) compact(c echo.Context) error {
-	body, err := io.ReadAll(c.Request().Body)
+	body, err := readAllBody(c.Request())
 	if err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func (h *responsesAPI) compact(c echo.Context) error {
 }
 
 func (h *responsesAPI) inputTokens(c echo.Context) error {
-	body, err := io.ReadAll(c.Request().Body)
+	body, err := readAllBody(c.Request())
 	if err != nil {
 		return err
 	}
@@ -259,7 +259,7 @@ func (h *responsesAPI) get(c echo.Context) error {
 // streamInBody reads {"stream": true} from a GET's body, where the
 // OpenAI SDKs put it when they retrieve a response as a stream.
 func streamInBody(c echo.Context) (bool, error) {
-	b, err := io.ReadAll(c.Request().Body)
+	b, err := readAllBody(c.Request())
 	if err != nil || len(bytes.TrimSpace(b)) == 0 {
 		return false, err
 	}
@@ -319,8 +319,32 @@ func (h *responsesAPI) inputItems(c echo.Context) error {
 	return c.JSON(http.StatusOK, l)
 }
 
+// readAllBody reads a request's body whole, into one buffer sized from
+// its length when it states one (the body limit has bounded it), where
+// io.ReadAll would grow its buffer a dozen times for an agent's history.
+func readAllBody(r *http.Request) ([]byte, error) {
+	n := r.ContentLength
+	if n <= 0 || n > 64<<20 {
+		return io.ReadAll(r.Body)
+	}
+	b := make([]byte, 0, n+1) // +1: room for the read that finds the end
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // longer than stated: net/http fails the read
+		}
+		m, err := r.Body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
 func readBody(c echo.Context) ([]byte, error) {
-	b, err := io.ReadAll(c.Request().Body)
+	b, err := readAllBody(c.Request())
 	if err != nil {
 		return nil, fmt.Errorf("reading the request body: %w", err)
 	}
