@@ -49,11 +49,6 @@ func (p *CacheAware) Name() string { return p.name }
 // reports to them.
 func (p *CacheAware) RoutedTokens(endpoint int) float64 { return p.routed.Tokens(endpoint) }
 
-// Backlog is the prompt tokens this gateway routed to endpoint that its
-// TTFT model takes the engine not to have prefilled yet, without what
-// other gateways report: what a LoadShare reports to them.
-func (p *CacheAware) Backlog(endpoint int) float64 { return p.model.Backlog(endpoint, p.now()) }
-
 // NeedsHashes reports whether the gateway should hash prompts: only when
 // there is an index to look them up in.
 func (p *CacheAware) NeedsHashes() bool { return p.index != nil }

@@ -151,21 +151,6 @@ func runPolicySpec(t *testing.T, path string) {
 					fmt.Fprintf(&sb, "ep%d: queued=%.0f uncached=%.0f sequences=%.0f ttft=%v\n", ep.Index, p.Queued, p.Uncached, p.Sequences, p.TTFT.Round(time.Microsecond))
 				}
 				return sb.String()
-			case "peers":
-				// What other gateways report of their load here (a
-				// pools.LoadShare).
-				var p pools.PeerLoad
-				var n int
-				if d.MaybeScanArgs(t, "inflight", &n) {
-					p.InFlight = int64(n)
-				}
-				if d.MaybeScanArgs(t, "backlog", &n) {
-					p.Backlog = float64(n)
-				}
-				epArg(d).SetPeers(p)
-				return ""
-			case "backlog":
-				return fmt.Sprintf("%.0f", pol.Backlog(epArg(d).Index))
 			case "model":
 				rate, per := pol.model.Coefficients(epArg(d).Index)
 				return fmt.Sprintf("prefill %.0f tokens/s, decode %.2fms a sequence", rate, per*1000)

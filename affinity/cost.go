@@ -133,7 +133,7 @@ func (e *endpointModel) drainLocked(now time.Time) {
 func (m *TTFTModel) predictLocked(ep *pools.Endpoint, uncached float64, now time.Time) Prediction {
 	e := m.entryLocked(ep.Index)
 	e.drainLocked(now)
-	p := Prediction{Queued: e.backlog + ep.Peers().Backlog, Uncached: uncached, Sequences: float64(ep.InFlight())}
+	p := Prediction{Queued: e.backlog, Uncached: uncached, Sequences: float64(ep.InFlight())}
 	l := ep.Load()
 	if kv := l.KVTokens(); kv > 0 {
 		working := float64(ep.InFlightTokens())
@@ -163,17 +163,6 @@ func (m *TTFTModel) Predict(ep *pools.Endpoint, uncached float64, now time.Time)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.predictLocked(ep, uncached, now)
-}
-
-// Backlog is the uncached tokens this gateway routed to endpoint that the
-// model takes the engine not to have prefilled by now: what a LoadShare
-// reports to the other gateways, whose predictions add it.
-func (m *TTFTModel) Backlog(endpoint int, now time.Time) float64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e := m.entryLocked(endpoint)
-	e.drainLocked(now)
-	return e.backlog
 }
 
 // Routed adds a prompt's uncached tokens to endpoint's backlog, and

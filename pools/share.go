@@ -22,15 +22,7 @@ type PeerLoad struct {
 	// RoutedTokens is the prompt context the other gateways routed there
 	// lately (LoadShareConfig.RoutedTokens).
 	RoutedTokens float64
-	// Backlog is the prompt tokens the other gateways routed there that
-	// the engine has not yet had time to prefill, as they estimated it
-	// (LoadShareConfig.Backlog).
-	Backlog float64
 }
-
-// SetPeers publishes the other gateways' load on e. Used by LoadShare and
-// by tests.
-func (e *Endpoint) SetPeers(p PeerLoad) { e.peers.Store(&p) }
 
 // Peers returns the other gateways' load on e; zero with no LoadShare or
 // no peer heard from lately.
@@ -65,9 +57,6 @@ type LoadShareConfig struct {
 	// RoutedTokens, when set, is the prompt context this gateway routed to
 	// endpoint lately, reported with its requests in flight.
 	RoutedTokens func(endpoint int) float64
-	// Backlog, when set, is the prompt tokens this gateway routed to
-	// endpoint that it estimates the engine has not prefilled yet.
-	Backlog func(endpoint int) float64
 	// Metrics counts the reports (gossip.NewMetrics); nil counts none.
 	Metrics *gossip.Metrics
 	// Logger reports transport failures; nil discards them.
@@ -104,7 +93,7 @@ func NewLoadShare(cfg LoadShareConfig) (*LoadShare, error) {
 	if cfg.Registry == nil {
 		return nil, errors.New("pools: load share: Registry required")
 	}
-	c := &loadCodec{reg: cfg.Registry, routed: cfg.RoutedTokens, backlog: cfg.Backlog, ids: make(map[string]int, len(cfg.Registry.Endpoints))}
+	c := &loadCodec{reg: cfg.Registry, routed: cfg.RoutedTokens, ids: make(map[string]int, len(cfg.Registry.Endpoints))}
 	for _, ep := range cfg.Registry.Endpoints {
 		c.ids[ep.ID] = ep.Index
 	}
@@ -121,35 +110,26 @@ func NewLoadShare(cfg LoadShareConfig) (*LoadShare, error) {
 // report, all integers unsigned varints,
 //
 //	n                          entries
-//	n × (len name, in flight, in-flight tokens, routed tokens, backlog)
+//	n × (len name, in flight, in-flight tokens, routed tokens)
 //
 // A name is the endpoint's ID (host:port), which every gateway derives
 // alike from the pools' URLs; a peer's snapshot is by this gateway's
 // endpoint index, and leaves out the engines it does not route to.
 type loadCodec struct {
-	reg             *Registry
-	routed, backlog func(endpoint int) float64
-	ids             map[string]int
+	reg    *Registry
+	routed func(endpoint int) float64
+	ids    map[string]int
 }
 
 // own is this gateway's own load on ep, as reported.
 func (c *loadCodec) own(ep *Endpoint) PeerLoad {
 	l := PeerLoad{InFlight: max(ep.OwnInFlight(), 0), InFlightTokens: max(ep.OwnInFlightTokens(), 0)}
-	l.RoutedTokens = figure(c.routed, ep.Index)
-	l.Backlog = figure(c.backlog, ep.Index)
+	if c.routed != nil {
+		if t := c.routed(ep.Index); t >= 1 && t < maxFigure {
+			l.RoutedTokens = math.Round(t)
+		}
+	}
 	return l
-}
-
-// figure is f's figure for endpoint, rounded, as reported: 0 without f
-// or out of bounds.
-func figure(f func(endpoint int) float64, endpoint int) float64 {
-	if f == nil {
-		return 0
-	}
-	if t := f(endpoint); t >= 1 && t < maxFigure {
-		return math.Round(t)
-	}
-	return 0
 }
 
 // maxFigure bounds each figure of a report, so that the sums over
@@ -178,7 +158,6 @@ func (c *loadCodec) Report(dst []byte) ([]byte, bool) {
 		dst = binary.AppendUvarint(dst, uint64(l.InFlight))
 		dst = binary.AppendUvarint(dst, uint64(l.InFlightTokens))
 		dst = binary.AppendUvarint(dst, uint64(l.RoutedTokens))
-		dst = binary.AppendUvarint(dst, uint64(l.Backlog))
 	}
 	return dst, false
 }
@@ -197,8 +176,8 @@ func (c *loadCodec) Decode(b []byte) ([]PeerLoad, error) {
 		return v, true
 	}
 	count, ok := uv()
-	// Each entry takes at least six bytes: a bound before reading on.
-	if !ok || count == 0 || count > uint64(len(b))/6 {
+	// Each entry takes at least five bytes: a bound before reading on.
+	if !ok || count == 0 || count > uint64(len(b))/5 {
 		return nil, errBadReport
 	}
 	load := make([]PeerLoad, len(c.reg.Endpoints))
@@ -212,12 +191,11 @@ func (c *loadCodec) Decode(b []byte) ([]PeerLoad, error) {
 		inFlight, ok1 := uv()
 		tokens, ok2 := uv()
 		routed, ok3 := uv()
-		backlog, ok4 := uv()
-		if !ok1 || !ok2 || !ok3 || !ok4 || inFlight > maxFigure || tokens > maxFigure || routed > maxFigure || backlog > maxFigure {
+		if !ok1 || !ok2 || !ok3 || inFlight > maxFigure || tokens > maxFigure || routed > maxFigure {
 			return nil, errBadReport
 		}
 		if i, ok := c.ids[string(name)]; ok {
-			load[i] = PeerLoad{InFlight: int64(inFlight), InFlightTokens: int64(tokens), RoutedTokens: float64(routed), Backlog: float64(backlog)}
+			load[i] = PeerLoad{InFlight: int64(inFlight), InFlightTokens: int64(tokens), RoutedTokens: float64(routed)}
 		}
 	}
 	if len(b) != 0 {
@@ -234,11 +212,10 @@ func (c *loadCodec) Peers(snapshots [][]PeerLoad) {
 			sum.InFlight += s[i].InFlight
 			sum.InFlightTokens += s[i].InFlightTokens
 			sum.RoutedTokens += s[i].RoutedTokens
-			sum.Backlog += s[i].Backlog
 		}
 		if old := ep.peers.Load(); old == nil && sum == (PeerLoad{}) || old != nil && *old == sum {
 			continue
 		}
-		ep.SetPeers(sum)
+		ep.peers.Store(&sum)
 	}
 }

@@ -58,9 +58,6 @@ func startLoadShare(ctx context.Context, st *stack, cfg *Config, db *state.DB, p
 	if r, ok := policy.(interface{ RoutedTokens(int) float64 }); ok {
 		lc.RoutedTokens = r.RoutedTokens
 	}
-	if b, ok := policy.(interface{ Backlog(int) float64 }); ok {
-		lc.Backlog = b.Backlog
-	}
 	share, err := pools.NewLoadShare(lc)
 	if err != nil {
 		return err
