@@ -44,11 +44,6 @@ type CacheAware struct {
 // Name implements Policy.
 func (p *CacheAware) Name() string { return p.name }
 
-// RoutedTokens is the prompt context this gateway routed to endpoint lately
-// (RoutedLoad), without what other gateways report: what a LoadShare
-// reports to them.
-func (p *CacheAware) RoutedTokens(endpoint int) float64 { return p.routed.Tokens(endpoint) }
-
 // NeedsHashes reports whether the gateway should hash prompts: only when
 // there is an index to look them up in.
 func (p *CacheAware) NeedsHashes() bool { return p.index != nil }

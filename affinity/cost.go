@@ -138,7 +138,7 @@ func (m *TTFTModel) predictLocked(ep *pools.Endpoint, uncached float64, now time
 	if kv := l.KVTokens(); kv > 0 {
 		working := float64(ep.InFlightTokens())
 		if m.routed != nil {
-			working = max(working, m.routed.Tokens(ep.Index)+ep.Peers().RoutedTokens)
+			working = max(working, m.routed.Tokens(ep.Index))
 		}
 		p.Overflow = max(working+uncached-float64(kv), 0)
 	}

@@ -75,7 +75,7 @@ func (s *RoutedTokens) Score(_ *Cycle, candidates []*pools.Endpoint, scores []fl
 	var most float64
 	s.Load.mu.Lock()
 	for i, ep := range candidates {
-		scores[i] = s.Load.tokensLocked(ep.Index) + ep.Peers().RoutedTokens
+		scores[i] = s.Load.tokensLocked(ep.Index)
 		most = max(most, scores[i])
 	}
 	s.Load.mu.Unlock()

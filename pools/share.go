@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/gossip"
@@ -19,9 +18,6 @@ type PeerLoad struct {
 	// InFlight and InFlightTokens are the other gateways' requests in
 	// flight there and their estimated tokens (prompt and output budget).
 	InFlight, InFlightTokens int64
-	// RoutedTokens is the prompt context the other gateways routed there
-	// lately (LoadShareConfig.RoutedTokens).
-	RoutedTokens float64
 }
 
 // Peers returns the other gateways' load on e; zero with no LoadShare or
@@ -54,9 +50,6 @@ type LoadShareConfig struct {
 	// stopped (or lost its link) no longer counts. At least twice
 	// Interval; default DefaultLoadShareMaxAge.
 	MaxAge time.Duration
-	// RoutedTokens, when set, is the prompt context this gateway routed to
-	// endpoint lately, reported with its requests in flight.
-	RoutedTokens func(endpoint int) float64
 	// Metrics counts the reports (gossip.NewMetrics); nil counts none.
 	Metrics *gossip.Metrics
 	// Logger reports transport failures; nil discards them.
@@ -67,7 +60,7 @@ type LoadShareConfig struct {
 
 // LoadShare gives every gateway on one fleet the load of all: each reports
 // its requests in flight on every endpoint (count and estimated tokens)
-// and the prompt context it routed there lately, every Interval, and adds
+// every Interval, and adds
 // what the others report to each endpoint's Peers. Routing and admission
 // read an endpoint's InFlight and InFlightTokens with the peers' included,
 // so two gateways behind one Service spread their turns as one gateway
@@ -93,7 +86,7 @@ func NewLoadShare(cfg LoadShareConfig) (*LoadShare, error) {
 	if cfg.Registry == nil {
 		return nil, errors.New("pools: load share: Registry required")
 	}
-	c := &loadCodec{reg: cfg.Registry, routed: cfg.RoutedTokens, ids: make(map[string]int, len(cfg.Registry.Endpoints))}
+	c := &loadCodec{reg: cfg.Registry, ids: make(map[string]int, len(cfg.Registry.Endpoints))}
 	for _, ep := range cfg.Registry.Endpoints {
 		c.ids[ep.ID] = ep.Index
 	}
@@ -110,26 +103,19 @@ func NewLoadShare(cfg LoadShareConfig) (*LoadShare, error) {
 // report, all integers unsigned varints,
 //
 //	n                          entries
-//	n × (len name, in flight, in-flight tokens, routed tokens)
+//	n × (len name, in flight, in-flight tokens)
 //
 // A name is the endpoint's ID (host:port), which every gateway derives
 // alike from the pools' URLs; a peer's snapshot is by this gateway's
 // endpoint index, and leaves out the engines it does not route to.
 type loadCodec struct {
-	reg    *Registry
-	routed func(endpoint int) float64
-	ids    map[string]int
+	reg *Registry
+	ids map[string]int
 }
 
 // own is this gateway's own load on ep, as reported.
 func (c *loadCodec) own(ep *Endpoint) PeerLoad {
-	l := PeerLoad{InFlight: max(ep.OwnInFlight(), 0), InFlightTokens: max(ep.OwnInFlightTokens(), 0)}
-	if c.routed != nil {
-		if t := c.routed(ep.Index); t >= 1 && t < maxFigure {
-			l.RoutedTokens = math.Round(t)
-		}
-	}
-	return l
+	return PeerLoad{InFlight: min(max(ep.OwnInFlight(), 0), maxFigure), InFlightTokens: min(max(ep.OwnInFlightTokens(), 0), maxFigure)}
 }
 
 // maxFigure bounds each figure of a report, so that the sums over
@@ -157,7 +143,6 @@ func (c *loadCodec) Report(dst []byte) ([]byte, bool) {
 		dst = append(dst, ep.ID...)
 		dst = binary.AppendUvarint(dst, uint64(l.InFlight))
 		dst = binary.AppendUvarint(dst, uint64(l.InFlightTokens))
-		dst = binary.AppendUvarint(dst, uint64(l.RoutedTokens))
 	}
 	return dst, false
 }
@@ -176,8 +161,8 @@ func (c *loadCodec) Decode(b []byte) ([]PeerLoad, error) {
 		return v, true
 	}
 	count, ok := uv()
-	// Each entry takes at least five bytes: a bound before reading on.
-	if !ok || count == 0 || count > uint64(len(b))/5 {
+	// Each entry takes at least four bytes: a bound before reading on.
+	if !ok || count == 0 || count > uint64(len(b))/4 {
 		return nil, errBadReport
 	}
 	load := make([]PeerLoad, len(c.reg.Endpoints))
@@ -190,12 +175,11 @@ func (c *loadCodec) Decode(b []byte) ([]PeerLoad, error) {
 		b = b[n:]
 		inFlight, ok1 := uv()
 		tokens, ok2 := uv()
-		routed, ok3 := uv()
-		if !ok1 || !ok2 || !ok3 || inFlight > maxFigure || tokens > maxFigure || routed > maxFigure {
+		if !ok1 || !ok2 || inFlight > maxFigure || tokens > maxFigure {
 			return nil, errBadReport
 		}
 		if i, ok := c.ids[string(name)]; ok {
-			load[i] = PeerLoad{InFlight: int64(inFlight), InFlightTokens: int64(tokens), RoutedTokens: float64(routed)}
+			load[i] = PeerLoad{InFlight: int64(inFlight), InFlightTokens: int64(tokens)}
 		}
 	}
 	if len(b) != 0 {
@@ -211,7 +195,6 @@ func (c *loadCodec) Peers(snapshots [][]PeerLoad) {
 		for _, s := range snapshots {
 			sum.InFlight += s[i].InFlight
 			sum.InFlightTokens += s[i].InFlightTokens
-			sum.RoutedTokens += s[i].RoutedTokens
 		}
 		if old := ep.peers.Load(); old == nil && sum == (PeerLoad{}) || old != nil && *old == sum {
 			continue

@@ -79,11 +79,10 @@ type RoutingConfig struct {
 	// there is one gateway.
 	ShareRecords *bool `yaml:"shareRecords"`
 	// ShareLoad, with state.backend redis, reports this gateway's
-	// requests in flight on each endpoint (and their tokens, and the
-	// prompt context it routed there lately) to the other gateways on the
-	// same Redis every 100 ms, and counts theirs in routing and admission,
-	// so that gateways behind one Service see one fleet's load
-	// (docs/state.md). Default true; ignored with pebble.
+	// requests in flight on each endpoint (and their tokens) to the other
+	// gateways on the same Redis every 100 ms, and counts theirs in
+	// routing and admission, so that gateways behind one Service see one
+	// fleet's load (docs/state.md). Default true; ignored with pebble.
 	ShareLoad *bool `yaml:"shareLoad"`
 }
 

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/gossip"
 	"github.com/turnpike-gateway/turnpike/kv"
 	"github.com/turnpike-gateway/turnpike/pools"
@@ -43,10 +42,9 @@ func startRoutePeers(ctx context.Context, st *stack, cfg *Config, db *state.DB, 
 }
 
 // startLoadShare shares the gateway's requests in flight on each endpoint
-// with the other gateways on the same Redis (routing.shareLoad), and the
-// prompt context the policy routed lately when it keeps one. It does
+// with the other gateways on the same Redis (routing.shareLoad). It does
 // nothing on a store that reaches no other process.
-func startLoadShare(ctx context.Context, st *stack, cfg *Config, db *state.DB, policy affinity.Policy, metrics *gossip.Metrics, log *slog.Logger) error {
+func startLoadShare(ctx context.Context, st *stack, cfg *Config, db *state.DB, metrics *gossip.Metrics, log *slog.Logger) error {
 	if !cfg.Routing.shareLoad(cfg.State.Backend) {
 		return nil
 	}
@@ -54,11 +52,7 @@ func startLoadShare(ctx context.Context, st *stack, cfg *Config, db *state.DB, p
 	if bc == nil {
 		return nil
 	}
-	lc := pools.LoadShareConfig{Registry: st.reg, Transport: bc, Metrics: metrics, Logger: log}
-	if r, ok := policy.(interface{ RoutedTokens(int) float64 }); ok {
-		lc.RoutedTokens = r.RoutedTokens
-	}
-	share, err := pools.NewLoadShare(lc)
+	share, err := pools.NewLoadShare(pools.LoadShareConfig{Registry: st.reg, Transport: bc, Metrics: metrics, Logger: log})
 	if err != nil {
 		return err
 	}

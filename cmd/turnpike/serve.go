@@ -399,7 +399,7 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 	if err != nil {
 		return st, err
 	}
-	if err := startLoadShare(ctx, st, cfg, db, policy, gossipMetrics, log); err != nil {
+	if err := startLoadShare(ctx, st, cfg, db, gossipMetrics, log); err != nil {
 		return st, err
 	}
 	flow, err := turns.New(turns.Config{FlowControl: cfg.FlowControl}, turns.WithRegisterer(metrics))
