@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -137,7 +136,6 @@ type Exchange[T any] struct {
 		// list is Peers' argument, reused.
 		list []T
 	}
-	fresh atomic.Int64
 
 	published, applied prometheus.Counter
 	dropped            *prometheus.CounterVec // by exchange and reason
@@ -210,7 +208,11 @@ func (x *Exchange[T]) drop(reason string) { x.dropped.WithLabelValues(x.cfg.Name
 
 // Fresh is how many peers were heard from within MaxAge, as of the last
 // change.
-func (x *Exchange[T]) Fresh() int { return int(x.fresh.Load()) }
+func (x *Exchange[T]) Fresh() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.mu.peers)
+}
 
 // Start starts reporting and applying until Close.
 func (x *Exchange[T]) Start(ctx context.Context) {
@@ -282,18 +284,27 @@ func (x *Exchange[T]) publishLoop(ctx context.Context) {
 
 func (x *Exchange[T]) subscribeLoop(ctx context.Context) {
 	defer x.wg.Done()
+	Follow(ctx, x.cfg.Transport, x.apply, func(err error) {
+		x.cfg.Logger.Warn("gossip: subscription to other gateways' reports lost; retrying", "exchange", x.cfg.Name, "err", err)
+	})
+}
+
+// Follow calls fn with each message t carries until ctx ends, as
+// Transport.Subscribe does, and subscribes again a second after each
+// subscription that breaks, telling lost why.
+func Follow(ctx context.Context, t Transport, fn func(msg []byte), lost func(err error)) {
 	for ctx.Err() == nil {
-		err := x.cfg.Transport.Subscribe(ctx, x.apply)
+		err := t.Subscribe(ctx, fn)
 		if ctx.Err() != nil {
 			return
 		}
-		x.cfg.Logger.Warn("gossip: subscription to other gateways' reports lost; retrying", "exchange", x.cfg.Name, "err", err)
-		t := time.NewTimer(time.Second)
+		lost(err)
+		wait := time.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
-		case <-t.C:
+		case <-wait.C:
 		}
-		t.Stop()
+		wait.Stop()
 	}
 }
 
@@ -448,7 +459,6 @@ func (x *Exchange[T]) expireLocked(now time.Time) bool {
 
 // changedLocked hands the codec the peers' snapshots.
 func (x *Exchange[T]) changedLocked() {
-	x.fresh.Store(int64(len(x.mu.peers)))
 	x.peersGauge.Set(float64(len(x.mu.peers)))
 	list := x.mu.list[:0]
 	for _, p := range x.mu.peers {

@@ -289,19 +289,9 @@ func (p *Peers) publishLoop(ctx context.Context) {
 
 func (p *Peers) subscribeLoop(ctx context.Context) {
 	defer p.wg.Done()
-	for ctx.Err() == nil {
-		err := p.cfg.Transport.Subscribe(ctx, p.apply)
-		if ctx.Err() != nil {
-			return
-		}
+	gossip.Follow(ctx, p.cfg.Transport, p.apply, func(err error) {
 		p.cfg.Logger.Warn("kv: subscription to other gateways' routing records lost; retrying", "err", err)
-		t := time.NewTimer(time.Second)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-	}
+	})
 }
 
 // apply applies a message of a peer to the index; this gateway's own are
