@@ -1,19 +1,16 @@
 package pools
 
 import (
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
-	"time"
 
 	"github.com/turnpike-gateway/turnpike/gossip"
 )
 
 // PeerLoad is what the other gateways routing onto the fleet last reported
 // of their requests on one endpoint (LoadShare): the sums over every
-// gateway heard from within LoadShareConfig.MaxAge.
+// gateway heard from within the exchange's MaxAge.
 type PeerLoad struct {
 	// InFlight and InFlightTokens are the other gateways' requests in
 	// flight there and their estimated tokens (prompt and output budget).
@@ -29,74 +26,41 @@ func (e *Endpoint) Peers() PeerLoad {
 	return PeerLoad{}
 }
 
-// Defaults of LoadShareConfig.
-const (
-	DefaultLoadShareInterval = 100 * time.Millisecond
-	DefaultLoadShareMaxAge   = time.Second
-)
-
-// LoadShareConfig configures LoadShare.
-type LoadShareConfig struct {
-	// Registry is the fleet whose endpoints' load is shared. Required.
-	Registry *Registry
-	// Transport carries the reports. Required.
-	Transport gossip.Transport
-	// Origin tells this gateway's reports from its peers'. Empty: random.
-	Origin string
-	// Interval is how often the gateway reports its load. Default
-	// DefaultLoadShareInterval.
-	Interval time.Duration
-	// MaxAge forgets a peer not heard from for this long: a gateway that
-	// stopped (or lost its link) no longer counts. At least twice
-	// Interval; default DefaultLoadShareMaxAge.
-	MaxAge time.Duration
-	// Metrics counts the reports (gossip.NewMetrics); nil counts none.
-	Metrics *gossip.Metrics
-	// Logger reports transport failures; nil discards them.
-	Logger *slog.Logger
-	// Now is the clock; nil is time.Now.
-	Now func() time.Time
-}
-
 // LoadShare gives every gateway on one fleet the load of all: each reports
 // its requests in flight on every endpoint (count and estimated tokens)
-// every Interval, and adds
-// what the others report to each endpoint's Peers. Routing and admission
-// read an endpoint's InFlight and InFlightTokens with the peers' included,
-// so two gateways behind one Service spread their turns as one gateway
-// would, and neither fills an engine the other has already filled. The
-// engines' scraped queues count everyone's requests already; what the
-// reports add is the requests sent since the last scrape and the tokens
-// each gateway estimated for them.
+// every interval, and adds what the others report to each endpoint's
+// Peers. Routing and admission read an endpoint's InFlight and
+// InFlightTokens with the peers' included, so two gateways behind one
+// Service spread their turns as one gateway would, and neither fills an
+// engine the other has already filled. The engines' scraped queues count
+// everyone's requests already; what the reports add is the requests sent
+// since the last scrape and the tokens each gateway estimated for them.
 //
 // A report is a snapshot, not a change (gossip.Exchange): a lost one
-// costs an Interval of staleness, and a gateway that stops reporting is
-// forgotten after MaxAge. A gateway with nothing to report reports once,
-// then stays silent until it has.
-type LoadShare struct {
-	*gossip.Exchange[[]PeerLoad]
-}
+// costs an interval of staleness, and a gateway that stops reporting is
+// forgotten after the exchange's MaxAge. A gateway with nothing to report
+// reports once, then stays silent until it has.
+type LoadShare = gossip.Exchange[[]PeerLoad]
 
 // LoadShareExchange names the load share's exchange (gossip.Config.Name).
 const LoadShareExchange = "load"
 
-// NewLoadShare validates cfg and builds a LoadShare; nothing runs until
-// Start.
-func NewLoadShare(cfg LoadShareConfig) (*LoadShare, error) {
-	if cfg.Registry == nil {
+// NewLoadShare builds the load share of reg's endpoints on the exchange
+// cfg configures (its Name is set here); nothing runs until Start.
+func NewLoadShare(reg *Registry, cfg gossip.Config) (*LoadShare, error) {
+	if reg == nil {
 		return nil, errors.New("pools: load share: Registry required")
 	}
-	c := &loadCodec{reg: cfg.Registry, ids: make(map[string]int, len(cfg.Registry.Endpoints))}
-	for _, ep := range cfg.Registry.Endpoints {
+	c := &loadCodec{reg: reg, ids: make(map[string]int, len(reg.Endpoints))}
+	for _, ep := range reg.Endpoints {
 		c.ids[ep.ID] = ep.Index
 	}
-	x, err := gossip.New(gossip.Config{Name: LoadShareExchange, Transport: cfg.Transport, Origin: cfg.Origin,
-		Interval: cmp.Or(cfg.Interval, DefaultLoadShareInterval), MaxAge: cmp.Or(cfg.MaxAge, DefaultLoadShareMaxAge),
-		Metrics: cfg.Metrics, Logger: cfg.Logger, Now: cfg.Now}, gossip.Codec[[]PeerLoad](c))
+	cfg.Name = LoadShareExchange
+	x, err := gossip.New(cfg, gossip.Codec[[]PeerLoad](c))
 	if err != nil {
 		return nil, fmt.Errorf("pools: load share: %w", err)
 	}
-	return &LoadShare{x}, nil
+	return x, nil
 }
 
 // loadCodec is the load share's report: per endpoint with something to
@@ -119,7 +83,7 @@ func (c *loadCodec) own(ep *Endpoint) PeerLoad {
 }
 
 // maxFigure bounds each figure of a report, so that the sums over
-// gossip.MaxPeers peers stay exact in int64 and float64.
+// gossip.MaxPeers peers cannot overflow an int64.
 const maxFigure = 1 << 53
 
 // Report implements gossip.Codec.

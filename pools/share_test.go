@@ -9,18 +9,6 @@ import (
 	"github.com/turnpike-gateway/turnpike/gossip"
 )
 
-// eventually polls cond until it holds; the bound is only for a failure.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // TestLoadShareTwoGateways: two gateways' registries over one broadcast.
 // What one has in flight on an endpoint the other counts in InFlight and
 // InFlightTokens, under the same endpoint, whatever its index there; when
@@ -30,11 +18,11 @@ func TestLoadShareTwoGateways(t *testing.T) {
 	bc := &gossip.Loopback{}
 	ra := newTestRegistry(t, "http://e1:8000", "http://e2:8000")
 	rb := newTestRegistry(t, "http://e2:8000", "http://e1:8000") // other order: ids, not indexes, cross
-	a, err := NewLoadShare(LoadShareConfig{Registry: ra, Transport: bc, Origin: "a", Interval: 5 * time.Millisecond})
+	a, err := NewLoadShare(ra, gossip.Config{Transport: bc, Origin: "a", Interval: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewLoadShare(LoadShareConfig{Registry: rb, Transport: bc, Origin: "b", Interval: 5 * time.Millisecond})
+	b, err := NewLoadShare(rb, gossip.Config{Transport: bc, Origin: "b", Interval: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +36,7 @@ func TestLoadShareTwoGateways(t *testing.T) {
 	ra.Endpoints[1].inFlight.Add(1)
 	ra.Endpoints[1].inFlightTokens.Add(500)
 	e1, e2 := rb.Endpoints[1], rb.Endpoints[0]
-	eventually(t, "B counts A's requests", func() bool {
+	waitFor(t, "B counts A's requests", func() bool {
 		return e1.InFlight() == 3 && e1.InFlightTokens() == 30_000 && e2.InFlight() == 1 && e2.InFlightTokens() == 500
 	})
 	if e1.OwnInFlight() != 0 || e1.OwnInFlightTokens() != 0 {
@@ -56,7 +44,7 @@ func TestLoadShareTwoGateways(t *testing.T) {
 	}
 	// B's own request adds to A's, and A sees it too.
 	e1.inFlight.Add(1)
-	eventually(t, "A counts B's request", func() bool { return ra.Endpoints[0].InFlight() == 4 })
+	waitFor(t, "A counts B's request", func() bool { return ra.Endpoints[0].InFlight() == 4 })
 	if got := e1.InFlight(); got != 4 {
 		t.Errorf("B's e1 in flight = %d, want 3 of A's and 1 of its own", got)
 	}
@@ -64,13 +52,13 @@ func TestLoadShareTwoGateways(t *testing.T) {
 	// A's requests end.
 	ra.Endpoints[0].inFlight.Add(-3)
 	ra.Endpoints[0].inFlightTokens.Add(-30_000)
-	eventually(t, "B sees A's e1 requests end", func() bool { return e1.InFlight() == 1 && e1.Peers() == PeerLoad{} })
+	waitFor(t, "B sees A's e1 requests end", func() bool { return e1.InFlight() == 1 && e1.Peers() == PeerLoad{} })
 	if e2.InFlight() != 1 {
 		t.Errorf("B's e2 in flight = %d, want A's 1", e2.InFlight())
 	}
 	// A stops: B forgets it at once, not after MaxAge.
 	a.Close()
-	eventually(t, "B forgets A once it stops", func() bool { return e2.Peers() == PeerLoad{} })
+	waitFor(t, "B forgets A once it stops", func() bool { return e2.Peers() == PeerLoad{} })
 	if got := b.Fresh(); got != 0 {
 		t.Errorf("B hears %d peers after A stopped, want 0", got)
 	}

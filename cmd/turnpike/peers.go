@@ -41,36 +41,34 @@ func startRoutePeers(ctx context.Context, st *stack, cfg *Config, db *state.DB, 
 		startNoErr(func() { peers.Start(context.WithoutCancel(ctx)) }), noErr(peers.Close))
 }
 
+// startExchange starts the gossip exchange build makes, on the broadcast
+// channel called channel, until the stack closes. It does nothing on a
+// store that reaches no other process.
+func startExchange[T any](ctx context.Context, st *stack, db *state.DB, channel, what string, metrics *gossip.Metrics, log *slog.Logger,
+	build func(gossip.Config) (*gossip.Exchange[T], error)) error {
+	bc := db.Broadcast(channel)
+	if bc == nil {
+		return nil
+	}
+	x, err := build(gossip.Config{Transport: bc, Metrics: metrics, Logger: log})
+	if err != nil {
+		return err
+	}
+	return st.life.start(ctx, what, startNoErr(func() { x.Start(context.WithoutCancel(ctx)) }), noErr(x.Close))
+}
+
 // startLoadShare shares the gateway's requests in flight on each endpoint
-// with the other gateways on the same Redis (routing.shareLoad). It does
-// nothing on a store that reaches no other process.
+// with the other gateways on the same Redis (routing.shareLoad).
 func startLoadShare(ctx context.Context, st *stack, cfg *Config, db *state.DB, metrics *gossip.Metrics, log *slog.Logger) error {
 	if !cfg.Routing.shareLoad(cfg.State.Backend) {
 		return nil
 	}
-	bc := db.Broadcast(loadChannel)
-	if bc == nil {
-		return nil
-	}
-	share, err := pools.NewLoadShare(pools.LoadShareConfig{Registry: st.reg, Transport: bc, Metrics: metrics, Logger: log})
-	if err != nil {
-		return err
-	}
-	return st.life.start(ctx, "load of other gateways",
-		startNoErr(func() { share.Start(context.WithoutCancel(ctx)) }), noErr(share.Close))
+	return startExchange(ctx, st, db, loadChannel, "load of other gateways", metrics, log,
+		func(c gossip.Config) (*pools.LoadShare, error) { return pools.NewLoadShare(st.reg, c) })
 }
 
 // startHeldShare makes the background caps count every gateway's
 // background responses on a store shared with other gateways (Redis).
 func startHeldShare(ctx context.Context, st *stack, db *state.DB, svc *responses.Service, metrics *gossip.Metrics, log *slog.Logger) error {
-	bc := db.Broadcast(heldChannel)
-	if bc == nil {
-		return nil
-	}
-	x, err := svc.HeldExchange(gossip.Config{Transport: bc, Metrics: metrics, Logger: log})
-	if err != nil {
-		return err
-	}
-	return st.life.start(ctx, "background responses of other gateways",
-		startNoErr(func() { x.Start(context.WithoutCancel(ctx)) }), noErr(x.Close))
+	return startExchange(ctx, st, db, heldChannel, "background responses of other gateways", metrics, log, svc.HeldExchange)
 }
