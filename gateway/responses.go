@@ -327,20 +327,10 @@ func readAllBody(r *http.Request) ([]byte, error) {
 	if n <= 0 || n > 64<<20 {
 		return io.ReadAll(r.Body)
 	}
-	b := make([]byte, 0, n+1) // +1: room for the read that finds the end
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // longer than stated: net/http fails the read
-		}
-		m, err := r.Body.Read(b[len(b):cap(b)])
-		b = b[:len(b)+m]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-	}
+	// MinRead spare: ReadFrom's last read, which finds the end, then fits.
+	buf := bytes.NewBuffer(make([]byte, 0, n+bytes.MinRead))
+	_, err := buf.ReadFrom(r.Body)
+	return buf.Bytes(), err
 }
 
 func readBody(c echo.Context) ([]byte, error) {
