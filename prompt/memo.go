@@ -2,6 +2,7 @@ package prompt
 
 import (
 	"container/list"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -203,9 +204,7 @@ func (p *parser) memoResume() int {
 	// rest of the array, not at all of it: an agent's next turn adds a
 	// message or two to a long history.
 	n := k + messagesGuess(len(array)-from.ends[k-1])
-	if cap(p.msgs)-len(p.msgs) < n {
-		p.msgs = append(make([]Message, 0, len(p.msgs)+n), p.msgs...)
-	}
+	p.msgs = slices.Grow(p.msgs, n)
 	p.msgs = append(p.msgs, from.msgs[:k]...)
 	t.ends = append(make([]int, 0, n), from.ends[:k]...)
 	t.sums = append(make([]uint64, 0, n), from.sums[:k]...)
