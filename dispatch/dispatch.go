@@ -305,6 +305,13 @@ func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error)
 	}
 	hints := turns.Hints{Priority: spec.ClientHeader.Get(PriorityHeader), ServiceTier: spec.ServiceTier, Background: spec.Background}
 	if d.flow != nil {
+		// The pinned endpoint held PrefixBlocks of the session's prompt
+		// when its last turn was routed: at least that much of this
+		// prompt is cached, so only the rest is the turn's prefill.
+		cached := 0
+		if state.Endpoint != "" {
+			cached = min(state.PrefixBlocks*d.hasher.BlockTokens(), t.route.PromptTokens)
+		}
 		actx, span := d.tr.Start(ctx, tracing.SpanAdmission, trace.SpanKindInternal)
 		ticket, err := d.flow.Acquire(actx, &turns.Turn{
 			Tenant:               spec.Tenant,
@@ -314,6 +321,7 @@ func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error)
 			SessionTurns:         state.Turns,
 			MeanGap:              state.MeanGap,
 			InputTokens:          t.route.PromptTokens,
+			CachedTokens:         cached,
 			ExpectedOutputTokens: spec.MaxOutputTokens,
 			Enqueued:             t.start,
 		}, capacity)

@@ -42,6 +42,8 @@ func TestScoreDataDriven(t *testing.T) {
 		var turn Turn
 		var gap, wait string
 		d.MaybeScanArgs(t, "turns", &turn.SessionTurns)
+		d.MaybeScanArgs(t, "tokens", &turn.InputTokens)
+		d.MaybeScanArgs(t, "cached", &turn.CachedTokens)
 		d.MaybeScanArgs(t, "gap", &gap)
 		d.MaybeScanArgs(t, "wait", &wait)
 		turn.Warm = d.HasArg("warm")
@@ -57,7 +59,7 @@ func TestScoreDataDriven(t *testing.T) {
 		}
 		turn.MeanGap = parse(gap)
 		turn.Enqueued = now.Add(-parse(wait))
-		return fmt.Sprintf("%.3f (loop %.2f)", Score(&turn, now), loopiness(turn.SessionTurns, turn.MeanGap))
+		return fmt.Sprintf("%.3f (loop %.2f, short %.2f)", Score(&turn, now), loopiness(turn.SessionTurns, turn.MeanGap), shortness(turn.InputTokens-turn.CachedTokens))
 	})
 }
 

@@ -181,18 +181,19 @@ func (h *controllerHarness) run(t *testing.T, d *datadriven.TestData) string {
 
 func (h *controllerHarness) acquire(t *testing.T, d *datadriven.TestData) string {
 	var id, tenant, pool, bandName, session, gap string
-	tokens, out, turns := 100, 0, 0
+	tokens, cached, out, turns := 100, 0, 0, 0
 	pool = "p"
 	d.ScanArgs(t, "id", &id)
 	d.ScanArgs(t, "tenant", &tenant)
 	d.MaybeScanArgs(t, "pool", &pool)
 	d.MaybeScanArgs(t, "band", &bandName)
 	d.MaybeScanArgs(t, "tokens", &tokens)
+	d.MaybeScanArgs(t, "cached", &cached)
 	d.MaybeScanArgs(t, "out", &out)
 	d.MaybeScanArgs(t, "session", &session)
 	d.MaybeScanArgs(t, "turns", &turns)
 	d.MaybeScanArgs(t, "gap", &gap)
-	turn := &Turn{Tenant: tenant, SessionKey: session, InputTokens: tokens, ExpectedOutputTokens: out, SessionTurns: turns, Warm: d.HasArg("warm")}
+	turn := &Turn{Tenant: tenant, SessionKey: session, InputTokens: tokens, CachedTokens: cached, ExpectedOutputTokens: out, SessionTurns: turns, Warm: d.HasArg("warm")}
 	if bandName != "" {
 		b, err := ParseBand(bandName)
 		if err != nil {

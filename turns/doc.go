@@ -26,7 +26,8 @@
 // ones; within a band,
 // tenants share by weighted fair queuing on tokens, sessions within a tenant
 // share equally, and Score (warm KV first, human pace before long fast
-// agent loops, aging) buys a session a bounded head start. Saturation comes
+// agent loops, short prefills before long ones, aging) buys a session a
+// bounded head start. Saturation comes
 // from the pools' scraped metrics through the Capacity interface;
 // PoolCapacity reads a *pools.Pool. Data leaves as Tickets, ShedErrors and
 // Prometheus metrics.

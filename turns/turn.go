@@ -1,6 +1,9 @@
 package turns
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Turn is one request as flow control sees it: who sent it, how urgent it
 // is, what it will cost, and what the session says about it. The turn path
@@ -29,6 +32,10 @@ type Turn struct {
 	MeanGap time.Duration
 	// InputTokens is the prompt length, in tokens.
 	InputTokens int
+	// CachedTokens is how many of them an endpoint is believed to hold
+	// already (the session's pinned prefix); the rest is the prefill the
+	// turn will cost. Zero when unknown.
+	CachedTokens int
 	// ExpectedOutputTokens is the gateway's estimate of the output length
 	// (max_output_tokens or a per-model guess), in tokens.
 	ExpectedOutputTokens int
@@ -52,10 +59,24 @@ const (
 	// ScoreHuman is what a human-paced session is worth over a long, fast
 	// agent loop; a person is waiting on every one of their turns.
 	ScoreHuman = 2.0
+	// ScoreShort is what a short prefill is worth over a long one: served
+	// first, it is done soon and frees its place, so the queue's median
+	// wait falls the most for the least delay to the rest.
+	ScoreShort = 1.0
 	// ScoreAgePerSecond is what each second of waiting is worth, so a turn
 	// that waits long enough overtakes any younger one: after
-	// (ScoreHuman + ScoreWarm) / ScoreAgePerSecond = 30 s of extra wait.
+	// (ScoreHuman + ScoreWarm + ScoreShort) / ScoreAgePerSecond = 40 s of
+	// extra wait.
 	ScoreAgePerSecond = 0.1
+)
+
+// What makes a prefill short: at or under ShortPrefillFull uncached
+// tokens it is worth all of ScoreShort, at ShortPrefillNone or more
+// nothing, and between on a log scale, so that each doubling of the work
+// costs the same.
+const (
+	ShortPrefillFull = 2 << 10
+	ShortPrefillNone = 32 << 10
 )
 
 // What makes a session an agent loop rather than a person.
@@ -74,16 +95,21 @@ const (
 
 // Score is a turn's priority within its band and tenant: higher goes first.
 //
-//	Score = ScoreWarm·warm + ScoreHuman·(1 − loop) + ScoreAgePerSecond·waited
+//	Score = ScoreWarm·warm + ScoreHuman·(1 − loop) + ScoreShort·short + ScoreAgePerSecond·waited
 //
-// warm is 1 when an endpoint holds the session's KV prefix, else 0. waited
+// warm is 1 when an endpoint holds the session's KV prefix, else 0. short
+// ∈ [0,1] is how short the turn's prefill is: 1 at ShortPrefillFull
+// uncached tokens or fewer, 0 at ShortPrefillNone or more, linear in the
+// log of the tokens between. waited
 // is seconds since t.Enqueued. loop ∈ [0,1] says how much the session looks
 // like a runaway agent loop: the product of how long it has run (0 at
 // LoopTurnsFrom turns, 1 at LoopTurnsFull, linear between) and how fast
 // (0 at a mean gap of LoopGapTo, 1 at LoopGapFull or under, linear between).
 // A session without a measured gap is not fast. So a long, fast loop scores
 // up to ScoreHuman less than a human turn, a warm turn ScoreWarm more than a
-// cold one, and age overtakes both in bounded time: nothing starves.
+// cold one, a short prefill up to ScoreShort more than a long one (shortest
+// first is what shortens a queue's median wait most), and age overtakes
+// them all in bounded time: nothing starves.
 //
 // Score is a pure function; the queues use its age-free part, which orders
 // turns the same way at every instant because every queued turn ages at the
@@ -99,7 +125,13 @@ func baseScore(t *Turn) float64 {
 	if t.Warm {
 		s += ScoreWarm
 	}
-	return s
+	return s + ScoreShort*shortness(t.InputTokens-t.CachedTokens)
+}
+
+// shortness is how short a prefill of n uncached tokens is, 0..1.
+func shortness(n int) float64 {
+	x := math.Log2(float64(max(n, 1)))
+	return 1 - ramp(x, math.Log2(ShortPrefillFull), math.Log2(ShortPrefillNone))
 }
 
 // loopiness is how much a session with the given history looks like an
