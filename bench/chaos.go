@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	dto "github.com/prometheus/client_model/go"
 	"io"
 	"iter"
 	"maps"
@@ -278,45 +279,34 @@ type gatewayCounters struct {
 }
 
 func scrapeGateway(ctx context.Context, url string) (gatewayCounters, error) {
-	var g gatewayCounters
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	fams, err := scrapeFamilies(ctx, &http.Client{Timeout: 10 * time.Second}, url)
 	if err != nil {
-		return g, fmt.Errorf("bench: scrape %s: %w", url, err)
+		return gatewayCounters{}, err
 	}
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	if err != nil {
-		return g, fmt.Errorf("bench: scrape %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return g, fmt.Errorf("bench: scrape %s: status %d", url, resp.StatusCode)
-	}
-	return parseGatewayCounters(resp.Body)
+	return gatewayCountersOf(fams), nil
 }
 
 // parseGatewayCounters reads the migration counter by its result label
 // and the retry counter from a Prometheus text exposition.
 func parseGatewayCounters(r io.Reader) (gatewayCounters, error) {
-	g := gatewayCounters{migrations: map[string]float64{}}
 	fams, err := parseFamilies(r)
 	if err != nil {
-		return g, err
+		return gatewayCounters{migrations: map[string]float64{}}, err
 	}
+	return gatewayCountersOf(fams), nil
+}
+
+func gatewayCountersOf(fams map[string]*dto.MetricFamily) gatewayCounters {
+	g := gatewayCounters{migrations: map[string]float64{}}
 	for _, name := range []string{gatewayMigrations, gatewayMigrations + "_total"} {
-		for _, m := range fams[name].GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" {
-					g.migrations[l.GetValue()] += m.GetCounter().GetValue()
-				}
-			}
-		}
+		byLabel(fams, name, "result", g.migrations)
 	}
 	for _, name := range []string{gatewayRetries, gatewayRetries + "_total"} {
 		for _, m := range fams[name].GetMetric() {
 			g.retries += m.GetCounter().GetValue()
 		}
 	}
-	return g, nil
+	return g
 }
 
 // gatewayMetricsURL is GatewayMetricsURL, or the base URL's root plus

@@ -50,6 +50,11 @@ func ParseEngineMetrics(r io.Reader) (EngineMetrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	return sumFamilies(fams), nil
+}
+
+// sumFamilies is ParseEngineMetrics on families already parsed.
+func sumFamilies(fams map[string]*dto.MetricFamily) EngineMetrics {
 	out := EngineMetrics{}
 	for name, f := range fams {
 		key := strings.TrimSuffix(name, "_total")
@@ -78,7 +83,27 @@ func ParseEngineMetrics(r io.Reader) (EngineMetrics, error) {
 			delete(out, key)
 		}
 	}
-	return out, nil
+	return out
+}
+
+// byLabel sums family name's samples by the value of label, adding them
+// to into.
+func byLabel(fams map[string]*dto.MetricFamily, name, label string, into map[string]float64) {
+	f := fams[name]
+	if f == nil {
+		return
+	}
+	for _, m := range f.GetMetric() {
+		v, ok := sampleValue(f.GetType(), m)
+		if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == label {
+				into[lp.GetValue()] += v
+			}
+		}
+	}
 }
 
 // parseFamilies parses the Prometheus text exposition format into its
@@ -167,6 +192,15 @@ func scrapeAll(ctx context.Context, urls []string) ([]EngineMetrics, []string) {
 }
 
 func scrape(ctx context.Context, cl *http.Client, url string) (EngineMetrics, error) {
+	fams, err := scrapeFamilies(ctx, cl, url)
+	if err != nil {
+		return nil, err
+	}
+	return sumFamilies(fams), nil
+}
+
+// scrapeFamilies reads one /metrics into its families.
+func scrapeFamilies(ctx context.Context, cl *http.Client, url string) (map[string]*dto.MetricFamily, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("bench: scrape %s: %w", url, err)
@@ -180,11 +214,11 @@ func scrape(ctx context.Context, cl *http.Client, url string) (EngineMetrics, er
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("bench: scrape %s: status %d", url, resp.StatusCode)
 	}
-	m, err := ParseEngineMetrics(resp.Body)
+	fams, err := parseFamilies(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("bench: scrape %s: %w", url, err)
 	}
-	return m, nil
+	return fams, nil
 }
 
 // engineDelta computes the run's engine figures from before and after

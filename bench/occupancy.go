@@ -3,7 +3,10 @@ package bench
 import (
 	"context"
 	"net/http"
+	neturl "net/url"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Occupancy is the fleet sampled once a second through a run: each
@@ -19,7 +22,12 @@ type Occupancy struct {
 	// gateway's queue was not empty while an engine had free room: no
 	// request waiting in its own queue, fewer running than its
 	// max_num_seqs (when it reports one) and KV cache to spare (under
-	// kvFull in use). A work-conserving gateway keeps this at zero.
+	// kvFull in use). The requests the gateway already has in flight to an
+	// engine beyond those it counts running or waiting were sent and are
+	// still being read or queued by it: they take its room though its own
+	// gauges do not show them yet, a sequence each and its running
+	// sequences' mean KV cache each. A work-conserving gateway keeps this at
+	// zero.
 	IdleWhileQueuedSeconds int `json:"idle_while_queued_seconds"`
 	// MaxGatewayQueued is the longest gateway queue seen.
 	MaxGatewayQueued float64 `json:"max_gateway_queued"`
@@ -32,6 +40,10 @@ type OccupancySample struct {
 	// Running and Waiting are per engine; -1 where a scrape failed.
 	Running []float64 `json:"running"`
 	Waiting []float64 `json:"waiting"`
+	// Sent is per engine, the requests the gateway had in flight to it
+	// (turnpike_endpoint_in_flight_requests, its peers' included); -1
+	// where the gateway did not say.
+	Sent []float64 `json:"sent,omitempty"`
 	// KVUsage is per engine, the fraction of its KV cache in use; -1
 	// where a scrape failed.
 	KVUsage []float64 `json:"kv_usage"`
@@ -46,10 +58,13 @@ type OccupancySample struct {
 // occupancyInterval spaces the samples.
 const occupancyInterval = time.Second
 
-// Engine labels and gauges the occupancy reads (vLLM's and SGLang's names).
+// Engine labels and gauges the occupancy reads (vLLM's and SGLang's
+// names), and the gateway's.
 var (
-	labelsMaxSeqs = []string{"vllm:cache_config_info.max_num_seqs", "sglang:cache_config_info.max_running_requests"}
-	gatewayQueued = "turnpike_turns_queued"
+	labelsMaxSeqs  = []string{"vllm:cache_config_info.max_num_seqs", "sglang:cache_config_info.max_running_requests"}
+	gatewayQueued  = "turnpike_turns_queued"
+	gatewayInWork  = []string{"turnpike_endpoint_in_flight_requests", "turnpike_endpoint_peer_in_flight_requests"}
+	gatewayEPLabel = "endpoint"
 )
 
 // kvFull is the KV cache use at which an engine is taken to have no room
@@ -58,24 +73,56 @@ var (
 const kvFull = 0.9
 
 // hasRoom reports whether an engine, as scraped, could start another
-// sequence now.
-func hasRoom(m EngineMetrics) bool {
-	if firstOf(m, gaugesWaiting) > 0 || firstOf(m, gaugesKV) >= kvFull {
+// sequence now, given that the gateway has sent it requests in flight
+// (negative: unknown). Those it counts neither running nor waiting are on
+// their way into it: they take a sequence each, and as much KV cache as
+// its running sequences hold on average (all of its room when it runs
+// none yet).
+func hasRoom(m EngineMetrics, sent float64) bool {
+	running, kv := firstOf(m, gaugesRunning), firstOf(m, gaugesKV)
+	waiting := firstOf(m, gaugesWaiting)
+	if waiting > 0 || kv >= kvFull {
 		return false
+	}
+	if coming := sent - running - waiting; coming > 0 {
+		if running == 0 {
+			return false
+		}
+		running += coming
+		kv += coming * kv / (running - coming)
+		if kv >= kvFull {
+			return false
+		}
 	}
 	for _, n := range labelsMaxSeqs {
 		if limit, ok := m[n]; ok && limit > 0 {
-			return firstOf(m, gaugesRunning) < limit
+			return running < limit
 		}
 	}
 	return true
 }
 
-// sample folds one scrape of the engines and the gateway into a sample.
-func occupancySample(at time.Duration, engines []EngineMetrics, gateway EngineMetrics) OccupancySample {
+// gatewayScrape is what the occupancy reads from the gateway: its
+// metrics summed by family, and its requests in flight by endpoint (host
+// and port, as the gateway names an endpoint).
+type gatewayScrape struct {
+	metrics  EngineMetrics
+	inFlight map[string]float64
+}
+
+// sample folds one scrape of the engines (hosts[i] names engine i as the
+// gateway does) and the gateway into a sample.
+func occupancySample(at time.Duration, engines []EngineMetrics, hosts []string, gateway *gatewayScrape) OccupancySample {
 	s := OccupancySample{AtSeconds: at.Seconds(), GatewayQueued: -1}
 	room := false
-	for _, m := range engines {
+	for i, m := range engines {
+		sent := -1.0
+		if gateway != nil && i < len(hosts) {
+			if v, ok := gateway.inFlight[hosts[i]]; ok {
+				sent = v
+			}
+		}
+		s.Sent = append(s.Sent, sent)
 		if m == nil {
 			s.Running = append(s.Running, -1)
 			s.Waiting = append(s.Waiting, -1)
@@ -85,13 +132,41 @@ func occupancySample(at time.Duration, engines []EngineMetrics, gateway EngineMe
 		s.Running = append(s.Running, firstOf(m, gaugesRunning))
 		s.Waiting = append(s.Waiting, firstOf(m, gaugesWaiting))
 		s.KVUsage = append(s.KVUsage, firstOf(m, gaugesKV))
-		room = room || hasRoom(m)
+		room = room || hasRoom(m, sent)
 	}
 	if gateway != nil {
-		s.GatewayQueued = gateway[gatewayQueued]
+		s.GatewayQueued = gateway.metrics[gatewayQueued]
 	}
 	s.IdleWhileQueued = room && s.GatewayQueued > 0
 	return s
+}
+
+// scrapeOccupancy reads the gateway's /metrics for the occupancy.
+func scrapeOccupancy(ctx context.Context, cl *http.Client, url string) (*gatewayScrape, error) {
+	fams, err := scrapeFamilies(ctx, cl, url)
+	if err != nil {
+		return nil, err
+	}
+	return gatewayScrapeOf(fams), nil
+}
+
+func gatewayScrapeOf(fams map[string]*dto.MetricFamily) *gatewayScrape {
+	g := &gatewayScrape{metrics: sumFamilies(fams), inFlight: map[string]float64{}}
+	for _, name := range gatewayInWork {
+		byLabel(fams, name, gatewayEPLabel, g.inFlight)
+	}
+	return g
+}
+
+// engineHosts names each engine of a metrics URL by its host and port.
+func engineHosts(urls []string) []string {
+	hosts := make([]string, len(urls))
+	for i, u := range urls {
+		if p, err := neturl.Parse(u); err == nil {
+			hosts[i] = p.Host
+		}
+	}
+	return hosts
 }
 
 func (o *Occupancy) add(s OccupancySample) {
@@ -112,6 +187,7 @@ func sampleOccupancy(ctx context.Context, engines []string, gateway string, star
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan *Occupancy, 1)
+	hosts := engineHosts(engines)
 	go func() {
 		o := &Occupancy{IntervalSeconds: occupancyInterval.Seconds()}
 		cl := &http.Client{Timeout: 5 * occupancyInterval} // a loaded host answers slowly
@@ -128,12 +204,12 @@ func sampleOccupancy(ctx context.Context, engines []string, gateway string, star
 			case <-t.C:
 			}
 			ms, _ := scrapeAll(ctx, engines)
-			var gm EngineMetrics
+			var gs *gatewayScrape
 			if gateway != "" {
-				gm, _ = scrape(ctx, cl, gateway)
+				gs, _ = scrapeOccupancy(ctx, cl, gateway)
 			}
 			if ctx.Err() == nil {
-				o.add(occupancySample(time.Since(start), ms, gm))
+				o.add(occupancySample(time.Since(start), ms, hosts, gs))
 			}
 		}
 	}()

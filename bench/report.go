@@ -202,7 +202,8 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 		" ideal hit is what an ideal router could reuse, captured the engine hit over it;"+
 		" load spread is the busiest engine's tokens over the mean;"+
 		" idle-while-queued counts the seconds the gateway queued turns while an engine had room"+
-		" (nothing waiting, fewer running than its max_num_seqs).")
+		" (nothing waiting, fewer running than its max_num_seqs and KV cache under 90%,"+
+		" counting the requests the gateway has sent it that it does not show yet).")
 	if err := writeCost(w, results, nil, md); err != nil {
 		return err
 	}
