@@ -329,7 +329,10 @@ type Pool struct {
 	Models      []string `json:"servedModels"`
 	// Lendable pools take traffic only while lent; Lending is their
 	// lending state, nil for other pools.
-	Lendable  bool       `json:"lendable"`
+	Lendable bool `json:"lendable"`
+	// Priority: the engines schedule by request priority
+	// (pools.PoolConfig.PriorityScheduling).
+	Priority  bool       `json:"priorityScheduling"`
 	Lending   *Lending   `json:"lending,omitempty"`
 	Endpoints []Endpoint `json:"endpoints"`
 }

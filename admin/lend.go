@@ -202,6 +202,7 @@ func (s *Service) poolView(p *pools.Pool) Pool {
 		Model:       p.Config.Model,
 		Models:      p.Config.ServedModels,
 		Lendable:    p.Lendable(),
+		Priority:    p.Config.PriorityScheduling,
 		Lending:     lendingView(p, s.now()),
 		Endpoints:   make([]Endpoint, 0, len(p.Endpoints)),
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -329,12 +330,13 @@ func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error)
 		if err != nil {
 			return nil, err
 		}
-		t.ticket = ticket
+		t.ticket, t.band = ticket, ticket.Band()
 		t.route.Interactive = ticket.Band() == turns.Interactive
 		t.route.Band = ticket.Band().String()
 		t.lent, t.onLent = ticket.OnLent(), ticket.OnLent()
 	} else {
 		band := turns.Classify(turns.Tenant{}, hints)
+		t.band = band
 		t.route.Interactive = band == turns.Interactive
 		t.route.Band = band.String()
 		t.lent = band == turns.Background
@@ -438,7 +440,7 @@ func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) e
 			return fmt.Errorf("%w: %w", ErrNoEndpoint, err)
 		}
 		ectx, span := d.tr.Start(ctx, tracing.SpanEngine, trace.SpanKindClient)
-		resp, err := d.reg.Client().Send(ectx, ep, spec.Path, body, d.traced(ectx, header), tokens)
+		resp, err := d.reg.Client().Send(ectx, ep, spec.Path, t.bodyFor(ep, body), d.traced(ectx, header), tokens)
 		startEngine(span, ep, resp, err)
 		if err == nil {
 			t.resp, t.ep, t.engine = resp, ep, span
@@ -460,6 +462,27 @@ func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) e
 		candidates = without(candidates, ep)
 	}
 	return lastErr
+}
+
+// bodyFor is body as ep is sent it: with the turn's band as its priority
+// when ep's engine schedules by priority (pools.PoolConfig.
+// PriorityScheduling), lower first as vLLM and SGLang read it:
+// interactive 0, standard 1, background 2. The member goes last, so it is
+// the one an engine reads if the client sent a priority of its own. A
+// body that is not a JSON object goes as it is, for the engine to refuse.
+func (t *Turn) bodyFor(ep *pools.Endpoint, body []byte) []byte {
+	if !ep.Prioritizes() || !t.band.Valid() {
+		return body
+	}
+	if t.prioritized == nil {
+		member := strconv.AppendInt([]byte(`"priority":`), int64(t.band.Priority()), 10)
+		b, err := spliceMembers(body, !emptyObject(body), member)
+		if err != nil {
+			return body
+		}
+		t.prioritized = b
+	}
+	return t.prioritized
 }
 
 // candidates keeps of eps, in place, the endpoints the turn may be sent

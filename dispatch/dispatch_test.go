@@ -586,3 +586,52 @@ func TestResendWholeAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestPriorityForPrioritizingEngines: an engine whose pool schedules by
+// priority is sent the turn's band as the request's priority (lower
+// first), spliced into the client's body; any other engine gets the body
+// as the client sent it.
+func TestPriorityForPrioritizingEngines(t *testing.T) {
+	var got atomic.Pointer[[]byte]
+	e := newEngine(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got.Store(&b)
+		streamOK(w, r)
+	})
+	f := newFixture(t, e)
+	run := func(tenant string) map[string]json.RawMessage {
+		t.Helper()
+		spec := chatSpec(false)
+		spec.Tenant = tenant
+		tr, err := f.d.Begin(t.Context(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.ReadAll()
+		tr.End(nil)
+		<-f.probe.outcomes
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(*got.Load(), &fields); err != nil {
+			t.Fatalf("engine body %q: %v", *got.Load(), err)
+		}
+		if string(fields["messages"]) != `[{"role":"user","content":"hi"}]` {
+			t.Fatalf("engine body %q lost the client's messages", *got.Load())
+		}
+		return fields
+	}
+	if p, ok := run("other")["priority"]; ok {
+		t.Fatalf("a first-come engine was sent priority %s", p)
+	}
+	if string(*got.Load()) != string(chatSpec(false).Body) {
+		t.Fatalf("a first-come engine got %q, want the client's bytes", *got.Load())
+	}
+
+	f.reg.Endpoints[0].Pool.Config.PriorityScheduling = true
+	// other asks for interactive and may have it; acme's maximum band is
+	// standard.
+	for tenant, want := range map[string]string{"other": "0", "acme": "1"} {
+		if p := string(run(tenant)["priority"]); p != want {
+			t.Errorf("%s: priority %q, want %s", tenant, p, want)
+		}
+	}
+}

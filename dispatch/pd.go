@@ -353,6 +353,13 @@ func decodeBody(body []byte, fields map[string]json.RawMessage, params json.RawM
 	return spliceMembers(body, len(fields) > 0, []byte(`"kv_transfer_params":`), params)
 }
 
+// emptyObject reports whether body is a JSON object without members
+// ({}, whitespace aside).
+func emptyObject(body []byte) bool {
+	b := bytes.TrimSpace(body)
+	return len(b) >= 2 && b[0] == '{' && len(bytes.TrimSpace(b[1:len(b)-1])) == 0
+}
+
 // spliceMembers is body, a JSON object with members when nonEmpty, with
 // the bytes of parts (members, comma-separated by the caller) added
 // before its closing brace.

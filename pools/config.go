@@ -72,6 +72,16 @@ type PoolConfig struct {
 	// intake, the flex tier). Default false. A lendable pool has role
 	// both.
 	Lendable bool `yaml:"lendable,omitempty" json:"lendable,omitempty"`
+	// PriorityScheduling says the pool's engines schedule by each
+	// request's priority field (vLLM's --scheduling-policy priority,
+	// SGLang's --enable-priority-scheduling with lower values first): the
+	// gateway then sends every request its band as priority (interactive
+	// 0, standard 1, background 2), and dispatches interactive turns to
+	// the pool whenever it has a slot, however saturated, since the engine
+	// puts them ahead of the lower bands it queues. Default false: the
+	// engines serve first come, first served, and the gateway keeps room
+	// for interactive turns instead.
+	PriorityScheduling bool `yaml:"priorityScheduling,omitempty" json:"priorityScheduling,omitempty"`
 	// LendSchedule lends a lendable pool in weekly windows, besides (or
 	// instead of) the admin API's lend and reclaim. Optional.
 	LendSchedule *LendSchedule `yaml:"lendSchedule,omitempty" json:"lendSchedule,omitempty"`

@@ -233,6 +233,10 @@ func (p *Pool) track(ctx context.Context) (_ context.Context, release func()) {
 // takes turns of the background band only, and only while lent.
 func (e *Endpoint) BackgroundOnly() bool { return e.Pool != nil && e.Pool.Config.Lendable }
 
+// Prioritizes reports whether the endpoint's engine schedules by each
+// request's priority (PoolConfig.PriorityScheduling).
+func (e *Endpoint) Prioritizes() bool { return e.Pool != nil && e.Pool.Config.PriorityScheduling }
+
 // PreferLent compacts to the front of eps the available endpoints of lent
 // pools, where a background turn granted on their room goes, and returns
 // them; when there is none it returns eps as it is.

@@ -36,6 +36,10 @@ func (b Band) index() int { return int(b) - 1 }
 // Valid reports whether b is one of the three bands (not unset).
 func (b Band) Valid() bool { return b >= Interactive && b <= Background }
 
+// Priority is the band as an engine's request priority, lower first:
+// Interactive 0, Standard 1, Background 2.
+func (b Band) Priority() int { return b.index() }
+
 // String is the band's name as headers, config and metrics spell it.
 func (b Band) String() string {
 	if b.Valid() {

@@ -74,6 +74,12 @@ type Measurement struct {
 	LentSlack    int
 	LentSlots    int
 	LentInFlight int64
+	// Prioritized reports that every available endpoint's engine
+	// schedules by each request's priority (pools.PoolConfig.
+	// PriorityScheduling): Interactive turns go to it whenever the pool
+	// has a slot, held or not, since the engine takes them ahead of the
+	// lower bands it queues.
+	Prioritized bool
 }
 
 // measured fills Lower and Slack, when a Capacity left Lower zero (one
@@ -228,6 +234,8 @@ type endpointLoad interface {
 	// BackgroundOnly reports whether the endpoint's pool takes only
 	// Background turns (a lendable pool; available only while lent).
 	BackgroundOnly() bool
+	// Prioritizes reports whether its engine schedules by priority.
+	Prioritizes() bool
 }
 
 // endpointCapacity is one endpoint's calibrated capacity and how much of
@@ -258,7 +266,7 @@ type endpointCapacity struct {
 // Without reserve, the lower bands' room is the whole room: no endpoint
 // keeps any for Interactive turns.
 func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl, lane int, reserve bool) Measurement {
-	var m Measurement
+	m := Measurement{Prioritized: true}
 	var sum, lowerSum float64
 	slotsKept := 0
 	if reserve {
@@ -280,6 +288,7 @@ func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl, lane int,
 			continue
 		}
 		m.Endpoints++
+		m.Prioritized = m.Prioritized && e.Prioritizes()
 		ec := endpointCapacityOf(e, now, cfg, reserve)
 		if m.Endpoints <= lane {
 			ec.lower.saturation = 1
@@ -304,7 +313,7 @@ func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl, lane int,
 		m.Reserved += min(slotsKept, ec.slots-1)
 	}
 	if m.Endpoints == 0 {
-		m.Saturation, m.Lower.Saturation = 1, 1
+		m.Saturation, m.Lower.Saturation, m.Prioritized = 1, 1, false
 		return m
 	}
 	m.Saturation = sum / float64(m.Endpoints)

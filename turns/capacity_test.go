@@ -13,6 +13,7 @@ import (
 type fakeEndpoint struct {
 	available, stale bool
 	lent             bool // on a lent pool: Background only
+	prioritizes      bool // its engine schedules by priority
 	load             pools.Load
 	inFlight         int64
 	inFlightTokens   int64
@@ -29,6 +30,7 @@ func (e *fakeEndpoint) EngineQueue(time.Time) int64 {
 
 func (e *fakeEndpoint) Waiting(time.Time) int64 { return int64(e.load.Waiting) }
 func (e *fakeEndpoint) BackgroundOnly() bool    { return e.lent }
+func (e *fakeEndpoint) Prioritizes() bool       { return e.prioritizes }
 
 var _ endpointLoad = (*fakeEndpoint)(nil)
 

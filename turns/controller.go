@@ -375,7 +375,7 @@ func (c *Controller) dispatchLocked(pq *poolQueue, m *Measurement, now time.Time
 	for pq.queued > 0 {
 		open := m.Open > 0 && m.Saturation < cfg.HoldAt && all.left(granted)
 		shared := open && lower.left(granted) && pq.roomForLower(m, cfg)
-		interactive := pq.dispatched < m.Slots && (open || pq.interactive < m.Reserved)
+		interactive := pq.dispatched < m.Slots && (open || pq.interactive < m.Reserved || m.Prioritized)
 		onSlack := shared && slack > 0
 		bq := pq.pickBand(shared, interactive, onSlack || lentSlack > 0)
 		if bq == nil {

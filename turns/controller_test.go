@@ -95,7 +95,7 @@ func (h *controllerHarness) run(t *testing.T, d *datadriven.TestData) string {
 		d.MaybeScanArgs(t, "slots", &slots)
 		d.MaybeScanArgs(t, "reserved", &reserved)
 		d.MaybeScanArgs(t, "sat", &sat)
-		m := Measurement{Endpoints: endpoints, Slots: slots, Reserved: reserved, Saturation: sat}
+		m := Measurement{Endpoints: endpoints, Slots: slots, Reserved: reserved, Saturation: sat, Prioritized: d.HasArg("prioritized")}
 		if p := h.pools[name]; p == nil {
 			h.pools[name] = newFakeCapacity(name, endpoints, slots, sat)
 		}

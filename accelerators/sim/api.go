@@ -97,6 +97,9 @@ type ChatCompletionRequest struct {
 	// IgnoreEOS is vLLM's extension: generate exactly the maximum tokens.
 	IgnoreEOS bool `json:"ignore_eos,omitempty"`
 	N         *int `json:"n,omitempty"`
+	// Priority is vLLM's extension: under the priority scheduling policy,
+	// lower values are served first. Default 0.
+	Priority int `json:"priority,omitempty"`
 	// KVTransferParams disaggregates prefill and decode (see
 	// KVTransferParams).
 	KVTransferParams *KVTransferParams `json:"kv_transfer_params,omitempty"`
@@ -127,7 +130,9 @@ type CompletionRequest struct {
 	StreamOptions *StreamOptions  `json:"stream_options,omitempty"`
 	MaxTokens     *int            `json:"max_tokens,omitempty"`
 	IgnoreEOS     bool            `json:"ignore_eos,omitempty"`
-	N             *int            `json:"n,omitempty"`
+	// Priority is as ChatCompletionRequest's.
+	Priority int  `json:"priority,omitempty"`
+	N        *int `json:"n,omitempty"`
 	// KVTransferParams disaggregates prefill and decode (see
 	// KVTransferParams).
 	KVTransferParams *KVTransferParams `json:"kv_transfer_params,omitempty"`

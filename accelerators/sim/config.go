@@ -30,6 +30,12 @@ const (
 	RoleDecode  = "decode"
 )
 
+// Scheduling policies, as vLLM's --scheduling-policy.
+const (
+	SchedulingFCFS     = "fcfs"
+	SchedulingPriority = "priority"
+)
+
 // Defaults applied by EnsureDefaults.
 const (
 	DefaultName                 = "sim"
@@ -91,6 +97,12 @@ type Config struct {
 	// MaxBatchedTokens is the token budget of one step (prefill chunks plus
 	// one token per decoding sequence). Default 8192.
 	MaxBatchedTokens int
+	// SchedulingPolicy is vLLM's --scheduling-policy: SchedulingFCFS
+	// (default) admits waiting requests in arrival order; SchedulingPriority
+	// by each request's priority field (lower first), then arrival, and
+	// preempts the lowest-priority running request when the KV cache
+	// cannot grow.
+	SchedulingPolicy string
 	// BlockSize is tokens per KV cache block. Default 16.
 	BlockSize int
 	// NumBlocks overrides the KV cache size in blocks. 0 means sized from
@@ -215,6 +227,9 @@ func (cfg *Config) EnsureDefaults() *Config {
 	if cfg.MaxNumSeqs == 0 {
 		cfg.MaxNumSeqs = DefaultMaxNumSeqs
 	}
+	if cfg.SchedulingPolicy == "" {
+		cfg.SchedulingPolicy = SchedulingFCFS
+	}
 	if cfg.MaxBatchedTokens == 0 {
 		cfg.MaxBatchedTokens = DefaultMaxBatchedTokens
 	}
@@ -268,6 +283,11 @@ func (cfg *Config) Validate() error {
 	case RoleBoth, RolePrefill, RoleDecode:
 	default:
 		bad("role %q is not %q, %q or %q", cfg.Role, RoleBoth, RolePrefill, RoleDecode)
+	}
+	switch cfg.SchedulingPolicy {
+	case SchedulingFCFS, SchedulingPriority:
+	default:
+		bad("scheduling policy %q is not %q or %q", cfg.SchedulingPolicy, SchedulingFCFS, SchedulingPriority)
 	}
 	if cfg.BootstrapTimeout < 0 {
 		bad("bootstrap timeout %v is negative", cfg.BootstrapTimeout)

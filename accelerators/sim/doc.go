@@ -64,11 +64,13 @@
 // A handler draws the request's fault, validates it (model, max_model_len,
 // KV capacity) and builds its sequence; until submit the handler owns it.
 // Submit queues it; the loop enqueues it at the next step boundary and
-// admits it first come, first served once the token budget, MaxNumSeqs and
-// free blocks allow, taking references on the cached blocks of its prefix
-// (those are its cached_tokens). Prefill proceeds in chunks; each step that
-// completes the sequence's context samples one token, which the handler
-// streams. When the KV cache cannot grow, the newest running sequence is
+// admits it first come, first served (or, under the priority scheduling
+// policy, by its request's priority, then arrival) once the token budget,
+// MaxNumSeqs and free blocks allow, taking references on the cached blocks
+// of its prefix (those are its cached_tokens). Prefill proceeds in chunks;
+// each step that completes the sequence's context samples one token, which
+// the handler streams. When the KV cache cannot grow, the newest running
+// sequence (under the priority policy, the one of the lowest priority) is
 // preempted and recomputed later, mostly from the cache. The loop ends the
 // sequence exactly once, with finish: success, the client gone (the handler
 // marked it cancelled), or the engine closed. Its blocks return to the

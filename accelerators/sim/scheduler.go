@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"cmp"
+	"slices"
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/accelerators"
@@ -19,6 +21,10 @@ type scheduler struct {
 	blockSize  int
 	maxSeqs    int
 	maxBatched int
+	// byPriority is the priority scheduling policy: the waiting queue in
+	// (priority, arrival) order and the lowest-priority running sequence
+	// preempted first; else first come, first served.
+	byPriority bool
 
 	kv      *kvCache
 	metrics *metrics
@@ -56,6 +62,7 @@ func newScheduler(cfg *Config, acc accelerators.Accelerator, model accelerators.
 		blockSize:     cfg.BlockSize,
 		maxSeqs:       cfg.MaxNumSeqs,
 		maxBatched:    cfg.MaxBatchedTokens,
+		byPriority:    cfg.SchedulingPolicy == SchedulingPriority,
 		kv:            kv,
 		metrics:       m,
 		leases:        &leaseTable{m: map[string]*lease{}},
@@ -68,7 +75,37 @@ func newScheduler(cfg *Config, acc accelerators.Accelerator, model accelerators.
 // enqueue queues a new sequence at the current simulated time.
 func (s *scheduler) enqueue(q *sequence) {
 	q.arrival = s.clock
-	s.waiting = append(s.waiting, q)
+	s.requeue(q, false)
+}
+
+// requeue puts q in the waiting queue: under first come, first served
+// last, or first when preempted (as vLLM prepends it); under the priority
+// policy in (priority, arrival) order.
+func (s *scheduler) requeue(q *sequence, preempted bool) {
+	at := len(s.waiting)
+	if s.byPriority {
+		at, _ = slices.BinarySearchFunc(s.waiting, q, func(w, q *sequence) int {
+			return cmp.Or(cmp.Compare(w.priority, q.priority), cmp.Compare(w.arrival, q.arrival), cmp.Compare(w.id, q.id))
+		})
+	} else if preempted {
+		at = 0
+	}
+	s.waiting = slices.Insert(s.waiting, at, q)
+}
+
+// victim is the index of the running sequence to preempt when the cache
+// cannot grow: the newest, or under the priority policy the one of the
+// lowest priority (the highest value), the newest among those.
+func (s *scheduler) victim() int {
+	v := len(s.running) - 1
+	if s.byPriority {
+		for i, q := range s.running {
+			if w := s.running[v]; q.priority > w.priority || (q.priority == w.priority && q.arrival > w.arrival) {
+				v = i
+			}
+		}
+	}
+	return v
 }
 
 // schedule plans the next step and returns its simulated duration. An
@@ -89,10 +126,24 @@ func (s *scheduler) schedule() time.Duration {
 		}
 		n := min(q.numTokens()-q.computed, budget)
 		for !s.growBlocks(q, q.computed+n) {
-			// Out of blocks: preempt the newest running sequence (it may be
-			// q itself) and recompute it later, as vLLM does.
-			victim := s.running[len(s.running)-1]
-			s.running = s.running[:len(s.running)-1]
+			// Out of blocks: preempt the newest running sequence, or the
+			// lowest-priority one (it may be q itself), and recompute it
+			// later, as vLLM does.
+			v := s.victim()
+			victim := s.running[v]
+			s.running = slices.Delete(s.running, v, v+1)
+			if v < i {
+				// Already given its share of this step: take it back.
+				i--
+				for j, b := range s.batch {
+					if b.q == victim {
+						budget += b.n
+						s.batch = slices.Delete(s.batch, j, j+1)
+						break
+					}
+				}
+				n = min(q.numTokens()-q.computed, budget)
+			}
 			s.preempt(victim)
 			preempted = true
 			if victim == q {
@@ -391,9 +442,7 @@ func (s *scheduler) preempt(q *sequence) {
 	s.freeBlocks(q)
 	q.computed = 0
 	q.loading, q.remote = false, 0
-	s.waiting = append(s.waiting, nil)
-	copy(s.waiting[1:], s.waiting)
-	s.waiting[0] = q
+	s.requeue(q, true)
 }
 
 // dropCancelled removes sequences whose client went away.

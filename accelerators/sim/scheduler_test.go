@@ -258,3 +258,84 @@ func TestSimStepDoesNotAllocate(t *testing.T) {
 		t.Errorf("a warm step allocates %v times", allocs)
 	}
 }
+
+// TestSchedulerPriorityPolicy: under the priority policy waiting
+// sequences start lowest priority value first, then by arrival; first
+// come, first served starts them in arrival order.
+func TestSchedulerPriorityPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		want   string
+	}{
+		{SchedulingFCFS, "1 2 3 4 5"},
+		{SchedulingPriority, "1 3 5 4 2"},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			s := newTestScheduler(t, 1000, 1, 8192)
+			s.byPriority = tc.policy == SchedulingPriority
+			// Sequence 1 starts at once; the others wait for its slot.
+			for i, prio := range []int{0, 2, 0, 1, 0} {
+				q := testSeq(uint64(i+1), prompt(i, 400), 3)
+				q.priority = prio
+				s.enqueue(q)
+				if i == 0 {
+					s.apply(s.schedule())
+				}
+			}
+			var order []string
+			seen := map[uint64]bool{}
+			drain(t, s, 1000, func() {
+				for _, q := range s.running {
+					if !seen[q.id] {
+						seen[q.id] = true
+						order = append(order, fmt.Sprint(q.id))
+					}
+				}
+			})
+			if got := strings.Join(order, " "); got != tc.want {
+				t.Fatalf("started %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSchedulerPreemptsLowestPriority: when the KV cache cannot grow, the
+// priority policy preempts the running sequence of the lowest priority
+// (the highest value), not the newest as first come, first served does.
+func TestSchedulerPreemptsLowestPriority(t *testing.T) {
+	for _, tc := range []struct {
+		policy    string
+		preempted uint64
+	}{
+		{SchedulingFCFS, 2},
+		{SchedulingPriority, 1},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			// Two sequences whose prompts fill the cache but for a block:
+			// the first decode step that needs a new block preempts one.
+			s := newTestScheduler(t, 13, 256, 8192)
+			s.byPriority = tc.policy == SchedulingPriority
+			low := testSeq(1, prompt(1, 6*16*TokenBytes-TokenBytes), 40)
+			low.priority = 2
+			high := testSeq(2, prompt(2, 6*16*TokenBytes-TokenBytes), 40)
+			s.enqueue(low)
+			s.enqueue(high)
+			var preempted uint64
+			drain(t, s, 10000, func() {
+				for _, q := range s.waiting {
+					if q.admitted && preempted == 0 {
+						preempted = q.id
+					}
+				}
+			})
+			if preempted != tc.preempted {
+				t.Fatalf("preempted sequence %d first, want %d", preempted, tc.preempted)
+			}
+			for _, q := range []*sequence{low, high} {
+				if !q.done.Load() || q.err != nil || q.generated != 40 {
+					t.Errorf("seq %d: done %v err %v generated %d", q.id, q.done.Load(), q.err, q.generated)
+				}
+			}
+		})
+	}
+}

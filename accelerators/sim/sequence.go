@@ -29,6 +29,9 @@ type sequence struct {
 	leaseID    string
 	promptHash uint64
 	remote     int
+	// priority orders it under the priority scheduling policy (lower
+	// first).
+	priority int
 
 	// Owned by the engine loop.
 	computed     int      // tokens whose KV is computed

@@ -74,6 +74,8 @@ type genRequest struct {
 	kv *KVTransferParams
 	// bootstrap disaggregates them as SGLang does (see Bootstrap).
 	bootstrap BootstrapFields
+	// priority orders the request under the priority scheduling policy.
+	priority int
 }
 
 func (e *Engine) handleChat(w http.ResponseWriter, r *http.Request) {
@@ -113,6 +115,7 @@ func (e *Engine) handleChat(w http.ResponseWriter, r *http.Request) {
 		format:       req.format,
 		kv:           req.KVTransferParams,
 		bootstrap:    req.BootstrapFields,
+		priority:     req.Priority,
 	}
 	switch {
 	case req.ContinueFinalMessage:
@@ -151,6 +154,7 @@ func (e *Engine) handleCompletion(w http.ResponseWriter, r *http.Request) {
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
 		kv:           req.KVTransferParams,
 		bootstrap:    req.BootstrapFields,
+		priority:     req.Priority,
 	})
 }
 
@@ -223,6 +227,7 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request, g genRequest) 
 	} else {
 		q = newSequence(e.nextID.Add(1), g.prompt, out)
 	}
+	q.priority = g.priority
 	a := answer{e: e, g: &g, q: q, created: time.Now().Unix()}
 	a.id = e.responseID(g.chat, q.id)
 	if kv := g.kv; kv != nil && (kv.DoRemoteDecode || kv.DoRemotePrefill) {

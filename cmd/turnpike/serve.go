@@ -60,6 +60,8 @@ type simFlags struct {
 	// policy is bench's --policy, for --compare entries naming a
 	// topology.
 	policy string
+	// scheduling is the engines' scheduling policy (sim.Config).
+	scheduling string
 	// tokenizer is a model directory whose chat template and tokenizer
 	// the engines (and the gateway's pool) use; "" keeps the simulator's
 	// documented rules.
@@ -81,6 +83,7 @@ func (f *simFlags) register(fs *flag.FlagSet, prefix, replicasFlag string) {
 	fs.IntVar(&f.kvCPUBlocks, prefix+"kv-cpu-blocks", 0, "KV blocks of host memory per replica that blocks evicted from HBM move to (0: none)")
 	fs.IntVar(&f.kvDiskBlocks, prefix+"kv-disk-blocks", 0, "KV blocks of local disk per replica, below the CPU tier (0: none)")
 	fs.IntVar(&f.kvSharedBlocks, prefix+"kv-shared-blocks", 0, "KV blocks of a store shared by every replica of the pool, below the local tiers (0: none)")
+	fs.StringVar(&f.scheduling, prefix+"scheduling-policy", sim.SchedulingFCFS, "engines' scheduling policy, as vLLM's --scheduling-policy: fcfs, or priority (each request's priority field first, lowest value first; the embedded pool then sets priorityScheduling and runs without the interactive lane)")
 	fs.StringVar(&f.tokenizer, prefix+"tokenizer", "", "model directory (tokenizer.json or .json.gz, tokenizer_config.json): the engines render chats with its chat template and tokenize with it, as a real engine of the model would; the embedded fleet's pool then uses tokenizer kind hf with it")
 	if prefix != "" {
 		fs.StringVar(&f.topology, prefix+"topology", topologyAggregated, "aggregated (every replica prefills and decodes), pd (a prefill pool and a decode pool, disaggregated by the gateway), hbm (aggregated, no KV tier below HBM) cpu-tier (aggregated, with a CPU tier of --"+prefix+"kv-cpu-blocks, default "+fmt.Sprint(defaultCPUTierFactor)+"× HBM) or mixed (an H200 pool and a TPU v6e pool of one model, half the replicas each)")
@@ -130,15 +133,16 @@ func (f *simFlags) fleet() (*simFleet, error) {
 
 func (f *simFlags) config() sim.Config {
 	return sim.Config{
-		Flavor:          f.flavor,
-		Accelerator:     f.accelerator,
-		Model:           f.model,
-		ServedModelName: f.served,
-		TimeScale:       f.timeScale,
-		NumBlocks:       f.numBlocks,
-		KVCPUBlocks:     f.kvCPUBlocks,
-		KVDiskBlocks:    f.kvDiskBlocks,
-		KVSharedBlocks:  f.kvSharedBlocks,
+		Flavor:           f.flavor,
+		Accelerator:      f.accelerator,
+		Model:            f.model,
+		ServedModelName:  f.served,
+		TimeScale:        f.timeScale,
+		NumBlocks:        f.numBlocks,
+		KVCPUBlocks:      f.kvCPUBlocks,
+		KVDiskBlocks:     f.kvDiskBlocks,
+		KVSharedBlocks:   f.kvSharedBlocks,
+		SchedulingPolicy: f.scheduling,
 		// Each engine publishes its KV events on a port of its own.
 		KVEventsAddr: "tcp://127.0.0.1:0",
 	}
@@ -276,6 +280,11 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 		}
 		st.life.start(ctx, "simulated fleet", nil, func(context.Context) error { return st.fleet.Close() })
 		cfg.Pools = st.fleet.pools
+		if sf.cfg.SchedulingPolicy == sim.SchedulingPriority && cfg.Routing.InteractiveLane == affinity.DefaultInteractiveLane {
+			// Engines that take interactive turns ahead of the rest
+			// need no endpoint kept for them.
+			cfg.Routing.InteractiveLane = -1
+		}
 		if err := cfg.Validate(); err != nil {
 			return st, err
 		}
@@ -558,6 +567,8 @@ func simPool(simCfg *sim.Config, fleet *sim.Fleet, name, role string) pools.Pool
 		Model:        simCfg.Model,
 		ServedModels: []string{simCfg.ServedModelName},
 		Role:         role,
+		// The engines' policy, which the pool's config states.
+		PriorityScheduling: simCfg.SchedulingPolicy == sim.SchedulingPriority,
 	}
 	for i, u := range fleet.URLs {
 		pc.Endpoints = append(pc.Endpoints, pools.EndpointConfig{URL: u, KVEvents: fleet.Engines[i].KVEventsAddr()})
