@@ -470,19 +470,30 @@ func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) e
 // interactive 0, standard 1, background 2. The member goes last, so it is
 // the one an engine reads if the client sent a priority of its own. A
 // body that is not a JSON object goes as it is, for the engine to refuse.
+// The last body made is kept for the retries of the same body; send alone
+// calls it (the legs of a split, sent beside it, call withPriority).
 func (t *Turn) bodyFor(ep *pools.Endpoint, body []byte) []byte {
-	if !ep.Prioritizes() || !t.band.Valid() {
+	if !ep.Prioritizes() || !t.band.Valid() || len(body) == 0 {
 		return body
 	}
-	if t.prioritized == nil {
-		member := strconv.AppendInt([]byte(`"priority":`), int64(t.band.Priority()), 10)
-		b, err := spliceMembers(body, !emptyObject(body), member)
-		if err != nil {
-			return body
-		}
-		t.prioritized = b
+	if len(t.prioritizedFrom) == len(body) && &t.prioritizedFrom[0] == &body[0] {
+		return t.prioritized
 	}
+	t.prioritized, t.prioritizedFrom = t.withPriority(ep, body), body
 	return t.prioritized
+}
+
+// withPriority is bodyFor without keeping what it made.
+func (t *Turn) withPriority(ep *pools.Endpoint, body []byte) []byte {
+	if !ep.Prioritizes() || !t.band.Valid() || len(body) == 0 {
+		return body
+	}
+	member := strconv.AppendInt([]byte(`"priority":`), int64(t.band.Priority()), 10)
+	b, err := spliceMembers(body, !emptyObject(body), member)
+	if err != nil {
+		return body
+	}
+	return b
 }
 
 // candidates keeps of eps, in place, the endpoints the turn may be sent

@@ -283,7 +283,7 @@ func (t *Turn) prefillDone(req *affinity.Request, ep *pools.Endpoint, usage Usag
 // it answers.
 func (t *Turn) prefillOn(ctx context.Context, ep *pools.Endpoint, leg []byte, tokens int64) (json.RawMessage, Usage, error) {
 	ctx, span := t.d.tr.Start(ctx, tracing.SpanEngine, trace.SpanKindClient)
-	resp, err := t.d.reg.Client().Send(ctx, ep, t.spec.Path, leg, t.d.traced(ctx, t.header), tokens)
+	resp, err := t.d.reg.Client().Send(ctx, ep, t.spec.Path, t.withPriority(ep, leg), t.d.traced(ctx, t.header), tokens)
 	startEngine(span, ep, resp, err)
 	defer span.End()
 	if err != nil {

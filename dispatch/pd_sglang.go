@@ -249,7 +249,7 @@ func (t *Turn) runSGLangPrefill(ctx context.Context, span trace.Span, ep *pools.
 // usage of a 200, the engine's error otherwise.
 func (t *Turn) drainPrefill(ctx context.Context, ep *pools.Endpoint, body []byte, tokens int64) (Usage, error) {
 	ctx, span := t.d.tr.Start(ctx, tracing.SpanEngine, trace.SpanKindClient)
-	resp, err := t.d.reg.Client().Send(ctx, ep, t.spec.Path, body, t.d.traced(ctx, t.header), tokens)
+	resp, err := t.d.reg.Client().Send(ctx, ep, t.spec.Path, t.withPriority(ep, body), t.d.traced(ctx, t.header), tokens)
 	startEngine(span, ep, resp, err)
 	defer span.End()
 	if err != nil {

@@ -512,3 +512,27 @@ func checkPrefillerCacheReported(t *testing.T, d *Dispatcher, content string, st
 		t.Errorf("second turn: %d of %d cached, want the prefiller's hit though its decoder held nothing", u.PromptTokensDetails.CachedTokens, u.PromptTokens)
 	}
 }
+
+// TestPDLegsCarryPriority: both legs of a split turn tell engines that
+// schedule by priority the turn's band (background: 2).
+func TestPDLegsCarryPriority(t *testing.T) {
+	f := newPDFixture(t, 1, 1, sim.Config{})
+	for _, ep := range append(f.prefillEP, f.decodeEP...) {
+		ep.Pool.Config.PriorityScheduling = true
+	}
+	spec := pdSpec(longPrompt(3, 2000), false, "")
+	spec.ClientHeader.Set(PriorityHeader, "background")
+	tr, err := f.d.Begin(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readTurn(t, tr, false)
+	tr.End(nil)
+	pl, dl := f.prefill[0].received(), f.decode[0].received()
+	if len(pl) != 1 || len(dl) != 1 {
+		t.Fatalf("%d prefill legs, %d decode legs: want 1 each", len(pl), len(dl))
+	}
+	if p, d := string(pl[0].body["priority"]), string(dl[0].body["priority"]); p != "2" || d != "2" {
+		t.Errorf("priority: prefill leg %q, decode leg %q; want 2 on both", p, d)
+	}
+}
