@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	dto "github.com/prometheus/client_model/go"
 	"io"
 	"iter"
 	"maps"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Replicas is the fleet the chaos workload crashes. Kill stops replica i

@@ -41,8 +41,10 @@ type OccupancySample struct {
 	Running []float64 `json:"running"`
 	Waiting []float64 `json:"waiting"`
 	// Sent is per engine, the requests the gateway had in flight to it
-	// (turnpike_endpoint_in_flight_requests, its peers' included); -1
-	// where the gateway did not say.
+	// (turnpike_endpoint_in_flight_requests, its peers' included, matched
+	// by the host and port of the engine's metrics URL as written: a pool
+	// that names the engine otherwise shows -1); -1 where the gateway did
+	// not say.
 	Sent []float64 `json:"sent,omitempty"`
 	// KVUsage is per engine, the fraction of its KV cache in use; -1
 	// where a scrape failed.
@@ -76,8 +78,8 @@ const kvFull = 0.9
 // sequence now, given that the gateway has sent it requests in flight
 // (negative: unknown). Those it counts neither running nor waiting are on
 // their way into it: they take a sequence each, and as much KV cache as
-// its running sequences hold on average (all of its room when it runs
-// none yet).
+// its running sequences hold on average (nothing known when it runs none
+// yet).
 func hasRoom(m EngineMetrics, sent float64) bool {
 	running, kv := firstOf(m, gaugesRunning), firstOf(m, gaugesKV)
 	waiting := firstOf(m, gaugesWaiting)
@@ -85,11 +87,10 @@ func hasRoom(m EngineMetrics, sent float64) bool {
 		return false
 	}
 	if coming := sent - running - waiting; coming > 0 {
-		if running == 0 {
-			return false
+		if running > 0 {
+			kv += coming * kv / running
 		}
 		running += coming
-		kv += coming * kv / (running - coming)
 		if kv >= kvFull {
 			return false
 		}

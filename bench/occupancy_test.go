@@ -73,6 +73,10 @@ vllm:kv_cache_usage_perc 0.2
 	idleEngine := engineScrape(t, `vllm:num_requests_running 0
 vllm:num_requests_waiting 0
 `)
+	idleOneSlot := engineScrape(t, `vllm:cache_config_info{block_size="16",max_num_seqs="1"} 1
+vllm:num_requests_running 0
+vllm:num_requests_waiting 0
+`)
 	twoComing := gatewayFrom(t, `turnpike_turns_queued{band="standard",tenant="a"} 2
 turnpike_endpoint_in_flight_requests{endpoint="e1:8000",pool="p"} 4
 `)
@@ -100,7 +104,8 @@ turnpike_endpoint_in_flight_requests{endpoint="e1:8000",pool="p"} 2
 		{"below max_num_seqs, fewer sent than running", []EngineMetrics{full, roomy}, sentRoomy, true},
 		{"KV cache filled by the requests on their way", []EngineMetrics{full, kvHalf}, twoComing, false},
 		{"KV cache to spare after the requests on their way", []EngineMetrics{full, kvLow}, oneComing, true},
-		{"requests on their way to an engine that runs none yet", []EngineMetrics{full, idleEngine}, oneComing, false},
+		{"requests on their way to an engine that runs none yet", []EngineMetrics{full, idleEngine}, oneComing, true},
+		{"a request on its way takes an idle engine's one slot", []EngineMetrics{full, idleOneSlot}, oneComing, false},
 		{"an idle engine with nothing on its way", []EngineMetrics{full, idleEngine}, queued, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -90,7 +90,7 @@ func newPDFixtureWith(t *testing.T, prefillers, decoders int, pcfg sim.Config, p
 	t.Helper()
 	f := &pdFixture{metrics: prometheus.NewRegistry()}
 	pool := func(name, role string, n int, cfg sim.Config) ([]*simEngine, pools.PoolConfig) {
-		pc := pools.PoolConfig{Name: name, Role: role, ServedModels: []string{testModel}}
+		pc := pools.PoolConfig{Name: name, Role: role, ServedModels: []string{testModel}, PriorityScheduling: cfg.SchedulingPolicy == sim.SchedulingPriority}
 		var engines []*simEngine
 		for range n {
 			cfg.Role = role
@@ -102,7 +102,7 @@ func newPDFixtureWith(t *testing.T, prefillers, decoders int, pcfg sim.Config, p
 	}
 	var ppc, dpc pools.PoolConfig
 	f.prefill, ppc = pool("prefill", pools.RolePrefill, prefillers, pcfg)
-	f.decode, dpc = pool("decode", pools.RoleDecode, decoders, sim.Config{})
+	f.decode, dpc = pool("decode", pools.RoleDecode, decoders, sim.Config{SchedulingPolicy: pcfg.SchedulingPolicy})
 	reg, err := pools.NewRegistry([]pools.PoolConfig{ppc, dpc}, pools.Options{BreakerFailures: 3, BreakerOpenFor: time.Minute}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -516,10 +516,7 @@ func checkPrefillerCacheReported(t *testing.T, d *Dispatcher, content string, st
 // TestPDLegsCarryPriority: both legs of a split turn tell engines that
 // schedule by priority the turn's band (background: 2).
 func TestPDLegsCarryPriority(t *testing.T) {
-	f := newPDFixture(t, 1, 1, sim.Config{})
-	for _, ep := range append(f.prefillEP, f.decodeEP...) {
-		ep.Pool.Config.PriorityScheduling = true
-	}
+	f := newPDFixture(t, 1, 1, sim.Config{SchedulingPolicy: sim.SchedulingPriority})
 	spec := pdSpec(longPrompt(3, 2000), false, "")
 	spec.ClientHeader.Set(PriorityHeader, "background")
 	tr, err := f.d.Begin(t.Context(), spec)

@@ -84,13 +84,18 @@ func (s *scheduler) enqueue(q *sequence) {
 func (s *scheduler) requeue(q *sequence, preempted bool) {
 	at := len(s.waiting)
 	if s.byPriority {
-		at, _ = slices.BinarySearchFunc(s.waiting, q, func(w, q *sequence) int {
-			return cmp.Or(cmp.Compare(w.priority, q.priority), cmp.Compare(w.arrival, q.arrival), cmp.Compare(w.id, q.id))
-		})
+		at, _ = slices.BinarySearchFunc(s.waiting, q, waitOrder)
 	} else if preempted {
 		at = 0
 	}
 	s.waiting = slices.Insert(s.waiting, at, q)
+}
+
+// waitOrder orders sequences under the priority policy: lower priority
+// value first, then earlier arrival, then lower id (arrival ties between
+// the sequences enqueued at one step).
+func waitOrder(a, b *sequence) int {
+	return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(a.arrival, b.arrival), cmp.Compare(a.id, b.id))
 }
 
 // victim is the index of the running sequence to preempt when the cache
@@ -100,7 +105,7 @@ func (s *scheduler) victim() int {
 	v := len(s.running) - 1
 	if s.byPriority {
 		for i, q := range s.running {
-			if w := s.running[v]; q.priority > w.priority || (q.priority == w.priority && q.arrival > w.arrival) {
+			if w := s.running[v]; waitOrder(q, w) > 0 {
 				v = i
 			}
 		}

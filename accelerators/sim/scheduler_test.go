@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -337,5 +338,46 @@ func TestSchedulerPreemptsLowestPriority(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSchedulerPreemptsEarlierLowPriority: under the priority policy the
+// victim can run ahead of the sequence that needs its blocks; its share
+// of the step, already planned, is taken back, so no step computes a
+// sequence that is no longer running.
+func TestSchedulerPreemptsEarlierLowPriority(t *testing.T) {
+	s := newTestScheduler(t, 13, 256, 8192)
+	s.byPriority = true
+	low := testSeq(1, prompt(1, 6*16*TokenBytes-TokenBytes), 40)
+	low.priority = 2
+	s.enqueue(low)
+	s.apply(s.schedule()) // low runs first, its prompt in 6 of the 13 blocks
+	high := testSeq(2, prompt(2, 6*16*TokenBytes-TokenBytes), 40)
+	s.enqueue(high)
+	preemptedBehind := false
+	for steps := 0; s.busy(); steps++ {
+		if steps > 10000 {
+			t.Fatal("still busy after 10000 steps")
+		}
+		wasFirst := len(s.running) == 2 && s.running[0] == low
+		d := s.schedule()
+		for _, b := range s.batch {
+			if !slices.Contains(s.running, b.q) {
+				t.Fatalf("step %d computes sequence %d, which is not running", steps, b.q.id)
+			}
+		}
+		if wasFirst && slices.Contains(s.waiting, low) {
+			preemptedBehind = true
+		}
+		s.apply(d)
+		checkInvariants(t, s)
+	}
+	if !preemptedBehind {
+		t.Fatal("low was never preempted from ahead of high")
+	}
+	for _, q := range []*sequence{low, high} {
+		if !q.done.Load() || q.err != nil || q.generated != 40 {
+			t.Errorf("seq %d: done %v err %v generated %d", q.id, q.done.Load(), q.err, q.generated)
+		}
 	}
 }

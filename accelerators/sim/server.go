@@ -189,6 +189,11 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request, g genRequest) 
 	if !e.modelOK(w, g.model) {
 		return
 	}
+	if g.priority != 0 && e.cfg.SchedulingPolicy != SchedulingPriority {
+		// As vLLM answers a priority it would not honour.
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("Got priority %d but priority scheduling is not enabled.", g.priority), "priority")
+		return
+	}
 	promptTokens := CountTokens(g.prompt)
 	var ids []uint32
 	if tok := e.cfg.Tokenizer; tok != nil {

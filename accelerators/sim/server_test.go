@@ -183,6 +183,7 @@ func TestRequestErrors(t *testing.T) {
 		{"bad role", "/v1/chat/completions", `{"messages":[{"role":"wizard","content":"x"}]}`, 400, "messages"},
 		{"max_tokens 0", "/v1/completions", `{"prompt":"x","max_tokens":0}`, 400, "max_tokens"},
 		{"prompt not string", "/v1/completions", `{"prompt":{"a":1}}`, 400, "prompt"},
+		{"priority without priority scheduling", "/v1/chat/completions", chatBody("x", `,"priority":1`), 400, "priority"},
 		{"named tool missing", "/v1/chat/completions", chatBody("x", `,"tools":[{"type":"function","function":{"name":"a"}}],"tool_choice":{"type":"function","function":{"name":"b"}}`), 400, "tool_choice"},
 	}
 	for _, tt := range tests {
