@@ -28,8 +28,7 @@ func (t *Turn) resumePrompt(tok prompt.Tokenizer) bool {
 	t.bufs = bufferPool.Get().(*buffers)
 	// The blocks of the earlier chain that lie wholly within the messages
 	// both turns have are this prompt's too; only the rendering past them
-	// is made, encoded and hashed. The shared messages' rendering ends
-	// where the earlier turn's did, or nothing is reused.
+	// is made, encoded and hashed.
 	reuse := 0
 	tools := prompt.ToolsKey(p.Tools)
 	c := pr.Chain()
@@ -37,11 +36,14 @@ func (t *Turn) resumePrompt(tok prompt.Tokenizer) bool {
 	if c != nil && c.Model == spec.Model && c.Tools == tools && c.BlockBytes == blockBytes && k > 0 && k <= len(c.Ends) && k <= len(p.Messages) {
 		reuse = min(len(c.Blocks), c.Ends[k-1]/blockBytes)
 	}
-	render, ends := prompt.AppendRenderEndsFrom(t.bufs.render[:0], p, make([]int, 0, len(p.Messages)), reuse*blockBytes)
-	if reuse > 0 && ends[k-1] != c.Ends[k-1] {
-		reuse = 0
-		render, ends = prompt.AppendRenderEnds(render[:0], p, ends[:0])
+	// The shared messages render as the earlier turn's did (the memo
+	// matched their bytes, and the tools are the same), so the walk
+	// starts at the message the reused blocks end in.
+	var known []int
+	if reuse > 0 {
+		known = c.Ends[:k]
 	}
+	render, ends := prompt.AppendRenderEndsFrom(t.bufs.render[:0], p, make([]int, 0, len(p.Messages)), reuse*blockBytes, known)
 	t.bufs.render = render
 	var shared []uint64
 	if reuse > 0 {

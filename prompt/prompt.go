@@ -3,6 +3,7 @@ package prompt
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -50,13 +51,13 @@ type Prompt struct {
 // not valid JSON render no tools section. When Messages is nil the result is
 // Text alone.
 func AppendRender(dst []byte, p *Prompt) []byte {
-	return appendRender(dst, p, nil, 0)
+	return appendRender(dst, p, nil, 0, 0, 0)
 }
 
 // AppendRenderEnds is AppendRender that also appends to ends, for each
 // message, the length of dst just past its rendering.
 func AppendRenderEnds(dst []byte, p *Prompt, ends []int) ([]byte, []int) {
-	dst = appendRender(dst, p, &ends, 0)
+	dst = appendRender(dst, p, &ends, 0, 0, 0)
 	return dst, ends
 }
 
@@ -64,25 +65,47 @@ func AppendRenderEnds(dst []byte, p *Prompt, ends []int) ([]byte, []int) {
 // past its first skip bytes, which it does not copy: an agent's next turn
 // shares most of its rendering with the last one, whose hashes it already
 // has. The ends are still offsets in the whole rendering (plus len(dst)).
-func AppendRenderEndsFrom(dst []byte, p *Prompt, ends []int, skip int) ([]byte, []int) {
-	dst = appendRender(dst, p, &ends, skip)
+//
+// known, when not nil, are the message ends (offsets from the start) of
+// an earlier rendering with p's tools whose first len(known) messages
+// were p's: the messages that end at or before skip are not walked, their
+// ends taken from known.
+func AppendRenderEndsFrom(dst []byte, p *Prompt, ends []int, skip int, known []int) ([]byte, []int) {
+	first, off := 0, 0
+	if p.Messages != nil {
+		// The first message that ends past skip starts the walk.
+		first, _ = slices.BinarySearch(known, skip+1)
+		first = min(first, len(p.Messages))
+		base := len(dst)
+		for _, e := range known[:first] {
+			ends = append(ends, base+e)
+		}
+		if first > 0 {
+			off = known[first-1]
+		}
+	}
+	dst = appendRender(dst, p, &ends, skip, first, off)
 	return dst, ends
 }
 
 // appendRender is AppendRender of the rendering past its first skip bytes,
-// appending message ends to *ends unless ends is nil.
-func appendRender(dst []byte, p *Prompt, ends *[]int, skip int) []byte {
-	r := renderer{dst: dst, base: len(dst), skip: skip}
+// appending message ends to *ends unless ends is nil, from message first
+// on, which starts off bytes into the rendering (the tools section is
+// rendered only when first is 0).
+func appendRender(dst []byte, p *Prompt, ends *[]int, skip, first, off int) []byte {
+	r := renderer{dst: dst, base: len(dst), off: off, skip: skip}
 	if p.Messages == nil {
 		r.put(p.Text)
 		return r.dst
 	}
-	if canon := canonicalTools(p.Tools); canon != nil {
-		r.put("<|tools|>\n")
-		r.putBytes(canon)
-		r.put("\n")
+	if first == 0 {
+		if canon := canonicalTools(p.Tools); canon != nil {
+			r.put("<|tools|>\n")
+			r.putBytes(canon)
+			r.put("\n")
+		}
 	}
-	for i := range p.Messages {
+	for i := first; i < len(p.Messages); i++ {
 		m := &p.Messages[i]
 		r.put("<|")
 		r.put(m.Role)

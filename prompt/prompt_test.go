@@ -133,17 +133,21 @@ func TestApproxEncodeLengths(t *testing.T) {
 
 // checkRenderFrom holds AppendRenderEndsFrom, at every offset of the
 // rendering full of p and past it, to the part of full past the offset,
-// appended to what dst had, with the whole rendering's message ends.
+// appended to what dst had, with the whole rendering's message ends;
+// and so when it is told the ends of any number of p's first messages.
 func checkRenderFrom(t *testing.T, p *Prompt, full string) {
 	t.Helper()
 	_, wantEnds := AppendRenderEnds([]byte("xy"), p, nil)
+	_, known := AppendRenderEnds(nil, p, nil)
 	for skip := 0; skip <= len(full)+2; skip++ {
-		got, ends := AppendRenderEndsFrom([]byte("xy"), p, nil, skip)
-		if want := "xy" + full[min(skip, len(full)):]; string(got) != want {
-			t.Fatalf("skip %d: got %q, want %q", skip, got, want)
-		}
-		if !slices.Equal(ends, wantEnds) {
-			t.Fatalf("skip %d: ends %v, want %v", skip, ends, wantEnds)
+		for k := 0; k <= len(known); k++ {
+			got, ends := AppendRenderEndsFrom([]byte("xy"), p, nil, skip, known[:k])
+			if want := "xy" + full[min(skip, len(full)):]; string(got) != want {
+				t.Fatalf("skip %d, %d ends known: got %q, want %q", skip, k, got, want)
+			}
+			if !slices.Equal(ends, wantEnds) {
+				t.Fatalf("skip %d, %d ends known: ends %v, want %v", skip, k, ends, wantEnds)
+			}
 		}
 	}
 }
@@ -158,11 +162,16 @@ func FuzzAppendRenderFrom(f *testing.F) {
 		if err != nil {
 			return
 		}
-		full := AppendRender(nil, &req.Prompt)
+		full, known := AppendRenderEnds(nil, &req.Prompt, nil)
 		skip = max(skip, 0) % (len(full) + 3)
-		got, _ := AppendRenderEndsFrom(nil, &req.Prompt, nil, skip)
-		if !bytes.Equal(got, full[min(skip, len(full)):]) {
-			t.Fatalf("skip %d: got %q, want %q", skip, got, full[min(skip, len(full)):])
+		for _, k := range []int{0, len(known) / 2, len(known)} {
+			got, ends := AppendRenderEndsFrom(nil, &req.Prompt, nil, skip, known[:k])
+			if !bytes.Equal(got, full[min(skip, len(full)):]) {
+				t.Fatalf("skip %d, %d ends known: got %q, want %q", skip, k, got, full[min(skip, len(full)):])
+			}
+			if !slices.Equal(ends, known) {
+				t.Fatalf("skip %d, %d ends known: ends %v, want %v", skip, k, ends, known)
+			}
 		}
 	})
 }
