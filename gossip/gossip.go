@@ -356,40 +356,16 @@ type header struct {
 var errBadReport = errors.New("gossip: malformed report")
 
 func decodeHeader(msg []byte) (header, error) {
-	var h header
-	if len(msg) < 2 || msg[0] != magic || msg[1] != version {
-		return h, errBadReport
+	r := NewReader(msg)
+	if r.Byte() != magic || r.Byte() != version {
+		return header{}, errBadReport
 	}
-	b := msg[2:]
-	bytesOf := func() ([]byte, bool) {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > 255 || n > uint64(len(b)-k) {
-			return nil, false
-		}
-		s := b[k : k+int(n)]
-		b = b[k+int(n):]
-		return s, true
-	}
-	var ok bool
-	if h.name, ok = bytesOf(); !ok {
-		return h, errBadReport
-	}
-	if h.origin, ok = bytesOf(); !ok {
-		return h, errBadReport
-	}
-	sent, k := binary.Varint(b)
-	if k <= 0 || len(b) == k {
-		return h, errBadReport
-	}
-	h.sent = sent
-	flags := b[k]
-	if flags&^flagEmpty != 0 {
-		return h, errBadReport
-	}
+	h := header{name: r.Bytes(), origin: r.Bytes(), sent: r.Varint()}
+	flags := r.Byte()
 	h.empty = flags&flagEmpty != 0
-	h.body = b[k+1:]
-	if h.empty && len(h.body) != 0 {
-		return h, errBadReport
+	h.body = r.Rest()
+	if !r.OK() || len(h.name) > 255 || len(h.origin) > 255 || flags&^flagEmpty != 0 || h.empty && len(h.body) != 0 {
+		return header{}, errBadReport
 	}
 	return h, nil
 }

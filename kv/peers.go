@@ -408,102 +408,44 @@ var errPeerWire = errors.New("kv: malformed routing record batch")
 // decodePeerBatch parses a message of another gateway: outside input,
 // checked against every length it claims.
 func decodePeerBatch(msg []byte) (*peerBatch, error) {
-	r := wireReader{b: msg}
-	if v := r.byte(); v != peerWireVersion {
+	r := gossip.NewReader(msg)
+	if v := r.Byte(); v != peerWireVersion {
 		return nil, fmt.Errorf("%w: version %d", errPeerWire, v)
 	}
-	b := &peerBatch{origin: r.bytes()}
-	sentMS := r.uvarint()
+	b := &peerBatch{origin: r.Bytes()}
+	sentMS := r.Uvarint()
 	if sentMS > 1<<53 {
-		r.fail()
+		r.Fail()
 	}
 	sent := time.UnixMilli(int64(sentMS))
-	nNames := r.count(1)
+	nNames := r.Count(1)
 	b.names = make([][]byte, 0, nNames)
 	for range nNames {
-		b.names = append(b.names, r.bytes())
+		b.names = append(b.names, r.Bytes())
 	}
-	nRecs := r.count(4)
+	nRecs := r.Count(4)
 	b.recs = make([]wireRecord, 0, nRecs)
 	for range nRecs {
-		name := r.uvarint()
-		op := r.byte()
-		age := r.uvarint()
-		n := r.count(8)
-		if r.err != nil {
+		name := r.Uvarint()
+		op := r.Byte()
+		age := r.Uvarint()
+		n := r.Count(8)
+		if !r.OK() {
 			break
 		}
 		if name >= uint64(len(b.names)) || op > peerRecordAfter || (op == peerRecordAfter && n < 2) || age > 1<<40 {
-			r.fail()
+			r.Fail()
 			break
 		}
 		first := len(b.hashes)
 		for range n {
-			b.hashes = append(b.hashes, BlockHash(binary.LittleEndian.Uint64(r.take(8))))
+			b.hashes = append(b.hashes, BlockHash(binary.LittleEndian.Uint64(r.Take(8))))
 		}
 		b.recs = append(b.recs, wireRecord{name: int(name), op: op,
 			at: sent.Add(-time.Duration(age) * time.Millisecond), first: first, n: n})
 	}
-	if r.err == nil && len(r.b) != 0 {
-		r.fail()
-	}
-	if r.err != nil {
-		return nil, r.err
+	if !r.OK() || r.Len() != 0 {
+		return nil, errPeerWire
 	}
 	return b, nil
-}
-
-// wireReader reads a message; the first short or bad read sets err and
-// every later read returns zeros.
-type wireReader struct {
-	b   []byte
-	err error
-}
-
-func (r *wireReader) fail() {
-	if r.err == nil {
-		r.err = errPeerWire
-	}
-	r.b = nil
-}
-
-func (r *wireReader) take(n int) []byte {
-	if r.err != nil || n < 0 || len(r.b) < n {
-		r.fail()
-		return make([]byte, max(n, 8))
-	}
-	s := r.b[:n]
-	r.b = r.b[n:]
-	return s
-}
-
-func (r *wireReader) byte() byte { return r.take(1)[0] }
-
-func (r *wireReader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-// count reads a count of items of at least minSize bytes each, refusing
-// one the rest of the message cannot hold.
-func (r *wireReader) count(minSize int) int {
-	v := r.uvarint()
-	if v > uint64(len(r.b)/minSize) {
-		r.fail()
-		return 0
-	}
-	return int(v)
-}
-
-func (r *wireReader) bytes() []byte {
-	n := r.count(1)
-	return r.take(n)
 }

@@ -116,37 +116,24 @@ var errBadReport = errors.New("pools: malformed load report")
 
 // Decode implements gossip.Codec.
 func (c *loadCodec) Decode(b []byte) ([]PeerLoad, error) {
-	uv := func() (uint64, bool) {
-		v, n := binary.Uvarint(b)
-		if n <= 0 {
-			return 0, false
-		}
-		b = b[n:]
-		return v, true
-	}
-	count, ok := uv()
+	r := gossip.NewReader(b)
 	// Each entry takes at least four bytes: a bound before reading on.
-	if !ok || count == 0 || count > uint64(len(b))/4 {
+	count := r.Count(4)
+	if count == 0 {
 		return nil, errBadReport
 	}
 	load := make([]PeerLoad, len(c.reg.Endpoints))
 	for range count {
-		n, ok := uv()
-		if !ok || n == 0 || n > 255 || n > uint64(len(b)) {
-			return nil, errBadReport
-		}
-		name := b[:n]
-		b = b[n:]
-		inFlight, ok1 := uv()
-		tokens, ok2 := uv()
-		if !ok1 || !ok2 || inFlight > maxFigure || tokens > maxFigure {
+		name := r.Bytes()
+		inFlight, tokens := r.Uvarint(), r.Uvarint()
+		if !r.OK() || len(name) == 0 || len(name) > 255 || inFlight > maxFigure || tokens > maxFigure {
 			return nil, errBadReport
 		}
 		if i, ok := c.ids[string(name)]; ok {
 			load[i] = PeerLoad{InFlight: int64(inFlight), InFlightTokens: int64(tokens)}
 		}
 	}
-	if len(b) != 0 {
+	if r.Len() != 0 {
 		return nil, errBadReport
 	}
 	return load, nil

@@ -44,6 +44,9 @@ type heldCodec struct{ s *Service }
 // this (whichever come first), and all of their responses in its total.
 const maxHeldTenants = 4096
 
+// maxHeldCount bounds each count of a report.
+const maxHeldCount = 1 << 31
+
 // Report implements gossip.Codec.
 func (c heldCodec) Report(dst []byte) ([]byte, bool) {
 	s := c.s
@@ -71,40 +74,24 @@ var errBadHeld = errors.New("responses: malformed background counts")
 
 // Decode implements gossip.Codec.
 func (heldCodec) Decode(b []byte) (HeldCounts, error) {
-	var h HeldCounts
-	uv := func() (int, bool) {
-		v, n := binary.Uvarint(b)
-		if n <= 0 || v > 1<<31 {
-			return 0, false
-		}
-		b = b[n:]
-		return int(v), true
-	}
-	total, ok := uv()
-	if !ok {
-		return h, errBadHeld
-	}
-	n, ok := uv()
+	r := gossip.NewReader(b)
+	total := r.Uvarint()
 	// Each tenant takes at least three bytes: a bound before allocating.
-	if !ok || n > maxHeldTenants || n > len(b)/3 {
-		return h, errBadHeld
+	n := r.Count(3)
+	if !r.OK() || total > maxHeldCount || n > maxHeldTenants {
+		return HeldCounts{}, errBadHeld
 	}
-	h.Total, h.ByTenant = total, make(map[string]int, n)
+	h := HeldCounts{Total: int(total), ByTenant: make(map[string]int, n)}
 	for range n {
-		l, ok := uv()
-		if !ok || l == 0 || l > len(b) {
-			return h, errBadHeld
+		tenant := r.Bytes()
+		held := r.Uvarint()
+		if _, dup := h.ByTenant[string(tenant)]; !r.OK() || len(tenant) == 0 || dup || held == 0 || held > maxHeldCount {
+			return HeldCounts{}, errBadHeld
 		}
-		tenant := string(b[:l])
-		b = b[l:]
-		held, ok := uv()
-		if _, dup := h.ByTenant[tenant]; !ok || dup || held == 0 {
-			return h, errBadHeld
-		}
-		h.ByTenant[tenant] = held
+		h.ByTenant[string(tenant)] = int(held)
 	}
-	if len(b) != 0 {
-		return h, fmt.Errorf("%w: %d bytes after the counts", errBadHeld, len(b))
+	if r.Len() != 0 {
+		return HeldCounts{}, fmt.Errorf("%w: %d bytes after the counts", errBadHeld, r.Len())
 	}
 	return h, nil
 }
