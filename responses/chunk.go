@@ -32,102 +32,85 @@ func readChunk(data []byte, c *chatChunk) error {
 // errUnusualChunk is scanChunk's answer where encoding/json must decide.
 var errUnusualChunk = errors.New("responses: chunk of an unusual shape")
 
+// The members of a chunk, a choice and a delta that the scan reads.
+var (
+	chunkKeys  = []string{"choices", "error"}
+	choiceKeys = []string{"delta", "finish_reason"}
+	deltaKeys  = []string{"content", "reasoning_content", "reasoning", "tool_calls"}
+)
+
 func scanChunk(data []byte, c *chatChunk) error {
-	var seenChoices bool
-	return prompt.Members(data, func(key, value []byte) error {
+	return scanMembers(data, chunkKeys, func(i int, value []byte) error {
 		switch {
-		case string(key) == "choices":
-			if seenChoices {
-				return errUnusualChunk
-			}
-			seenChoices = true
-			if string(value) == "null" {
-				return nil
-			}
-			return prompt.Elements(value, func(elem []byte) error {
-				c.Choices = append(c.Choices, chunkChoice{})
-				return scanChoice(elem, &c.Choices[len(c.Choices)-1])
-			})
-		case string(key) == "error":
-			if string(value) != "null" {
-				return errUnusualChunk
-			}
-		case bytes.EqualFold(key, []byte("choices")), bytes.EqualFold(key, []byte("error")):
-			return errUnusualChunk
+		case string(value) == "null":
+			return nil
+		case i == 1:
+			return errUnusualChunk // an error: encoding/json reads it
 		}
-		return nil
+		return prompt.Elements(value, func(elem []byte) error {
+			c.Choices = append(c.Choices, chunkChoice{})
+			return scanChoice(elem, &c.Choices[len(c.Choices)-1])
+		})
 	})
 }
 
 func scanChoice(data []byte, ch *chunkChoice) error {
-	if len(data) == 0 || data[0] != '{' {
-		return errUnusualChunk
-	}
-	var seen [2]bool
-	return prompt.Members(data, func(key, value []byte) error {
-		switch {
-		case string(key) == "delta":
-			if seen[0] {
-				return errUnusualChunk
-			}
-			seen[0] = true
+	return scanMembers(data, choiceKeys, func(i int, value []byte) error {
+		if i == 0 {
 			if string(value) == "null" {
 				return nil
 			}
-			if value[0] != '{' {
-				return errUnusualChunk
-			}
 			return scanDelta(value, &ch.Delta)
-		case string(key) == "finish_reason":
-			if seen[1] {
-				return errUnusualChunk
-			}
-			seen[1] = true
-			s, err := nullableString(value)
-			if s != nil {
-				// Kept past the line: a copy.
-				*s = strings.Clone(*s)
-			}
-			ch.FinishReason = s
-			return err
-		case bytes.EqualFold(key, []byte("delta")), bytes.EqualFold(key, []byte("finish_reason")):
-			return errUnusualChunk
 		}
-		return nil
+		s, err := nullableString(value)
+		if s != nil {
+			// Kept past the line: a copy.
+			*s = strings.Clone(*s)
+		}
+		ch.FinishReason = s
+		return err
 	})
 }
 
-// deltaKeys are the members of a delta scanDelta reads.
-var deltaKeys = [...]string{"content", "reasoning_content", "reasoning", "tool_calls"}
-
 func scanDelta(data []byte, d *chunkDelta) error {
-	var seen [len(deltaKeys)]bool
+	return scanMembers(data, deltaKeys, func(i int, value []byte) error {
+		var err error
+		switch i {
+		case 0:
+			d.Content, err = nullableString(value)
+		case 1:
+			d.ReasoningContent, err = nullableString(value)
+		case 2:
+			d.Reasoning, err = nullableString(value)
+		case 3:
+			if string(value) != "null" {
+				return errUnusualChunk // tool calls: encoding/json reads them
+			}
+		}
+		return err
+	})
+}
+
+// scanMembers reads data, one JSON object, with prompt.Members, and calls
+// member with the index in keys of each member whose key is one of them;
+// it skips the others. A key met twice, or one that matches a key only
+// case-insensitively (encoding/json would read it as that key), is
+// errUnusualChunk; data that is not an object is Members' error.
+func scanMembers(data []byte, keys []string, member func(i int, value []byte) error) error {
+	var seen uint64
 	return prompt.Members(data, func(key, value []byte) error {
-		for i, k := range deltaKeys {
+		for i, k := range keys {
 			if string(key) != k {
 				if bytes.EqualFold(key, []byte(k)) {
 					return errUnusualChunk
 				}
 				continue
 			}
-			if seen[i] {
+			if seen&(1<<i) != 0 {
 				return errUnusualChunk
 			}
-			seen[i] = true
-			var err error
-			switch i {
-			case 0:
-				d.Content, err = nullableString(value)
-			case 1:
-				d.ReasoningContent, err = nullableString(value)
-			case 2:
-				d.Reasoning, err = nullableString(value)
-			case 3:
-				if string(value) != "null" {
-					return errUnusualChunk // tool calls: encoding/json reads them
-				}
-			}
-			return err
+			seen |= 1 << i
+			return member(i, value)
 		}
 		return nil
 	})
