@@ -142,15 +142,24 @@ func readPooledBody(c echo.Context) (*bytes.Buffer, error) {
 	r := c.Request()
 	buf := bodyBufs.Get().(*bytes.Buffer)
 	buf.Reset()
-	if n := r.ContentLength; n > 0 && n <= 64<<20 {
-		buf.Grow(int(n) + 1)
-	}
-	_, err := buf.ReadFrom(r.Body)
-	if err != nil {
+	if err := readBodyInto(buf, r); err != nil {
 		putBody(buf)
 		return nil, err
 	}
 	return buf, nil
+}
+
+// readBodyInto reads r's body into buf, which it first grows to hold the
+// length the body states (the body limit has bounded it), so that an
+// agent's history is read in one allocation, not a dozen.
+func readBodyInto(buf *bytes.Buffer, r *http.Request) error {
+	if n := r.ContentLength; n > 0 && n <= 64<<20 {
+		// MinRead spare: ReadFrom's last read, which finds the end, then
+		// fits.
+		buf.Grow(int(n) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(r.Body)
+	return err
 }
 
 func putBody(buf *bytes.Buffer) {

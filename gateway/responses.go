@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -319,17 +318,10 @@ func (h *responsesAPI) inputItems(c echo.Context) error {
 	return c.JSON(http.StatusOK, l)
 }
 
-// readAllBody reads a request's body whole, into one buffer sized from
-// its length when it states one (the body limit has bounded it), where
-// io.ReadAll would grow its buffer a dozen times for an agent's history.
+// readAllBody reads a request's body whole (readBodyInto).
 func readAllBody(r *http.Request) ([]byte, error) {
-	n := r.ContentLength
-	if n <= 0 || n > 64<<20 {
-		return io.ReadAll(r.Body)
-	}
-	// MinRead spare: ReadFrom's last read, which finds the end, then fits.
-	buf := bytes.NewBuffer(make([]byte, 0, n+bytes.MinRead))
-	_, err := buf.ReadFrom(r.Body)
+	var buf bytes.Buffer
+	err := readBodyInto(&buf, r)
 	return buf.Bytes(), err
 }
 
