@@ -153,8 +153,6 @@ func TestProxyChatNonStream(t *testing.T) {
 	}
 }
 
-// TestProxyChatStreamIsIncremental holds the engine after its first chunk:
-// the client must see that chunk before the engine sends the rest.
 // firstThenWait is an engine that streams the token "first", then waits
 // for release before it streams " second" and ends.
 func firstThenWait(release <-chan struct{}) http.HandlerFunc {
@@ -174,6 +172,8 @@ func firstThenWait(release <-chan struct{}) http.HandlerFunc {
 	}
 }
 
+// TestProxyChatStreamIsIncremental holds the engine after its first chunk:
+// the client must see that chunk before the engine sends the rest.
 func TestProxyChatStreamIsIncremental(t *testing.T) {
 	release := make(chan struct{})
 	b := newBackend(t, firstThenWait(release))

@@ -569,7 +569,7 @@ func deref(s *string) string {
 	return *s
 }
 
-// readAllBody reads a body of stated length in one allocation, and reads
+// TestReadAllBody: a body of stated length is read in one allocation, and
 // bodies of unstated length, or longer than stated, whole.
 func TestReadAllBody(t *testing.T) {
 	body := strings.Repeat("x", 170<<10)
