@@ -440,7 +440,7 @@ func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) e
 			return fmt.Errorf("%w: %w", ErrNoEndpoint, err)
 		}
 		ectx, span := d.tr.Start(ctx, tracing.SpanEngine, trace.SpanKindClient)
-		resp, err := d.reg.Client().Send(ectx, ep, spec.Path, t.bodyFor(ep, body), d.traced(ectx, header), tokens)
+		resp, err := d.reg.Client().Send(ectx, ep, spec.Path, t.withPriority(ep, body), d.traced(ectx, header), tokens)
 		startEngine(span, ep, resp, err)
 		if err == nil {
 			t.resp, t.ep, t.engine = resp, ep, span
@@ -464,26 +464,12 @@ func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) e
 	return lastErr
 }
 
-// bodyFor is body as ep is sent it: with the turn's band as its priority
-// when ep's engine schedules by priority (pools.PoolConfig.
+// withPriority is body as ep is sent it: with the turn's band as its
+// priority when ep's engine schedules by priority (pools.PoolConfig.
 // PriorityScheduling), lower first as vLLM and SGLang read it:
 // interactive 0, standard 1, background 2. The member goes last, so it is
 // the one an engine reads if the client sent a priority of its own. A
 // body that is not a JSON object goes as it is, for the engine to refuse.
-// The last body made is kept for the retries of the same body; send alone
-// calls it (the legs of a split, sent beside it, call withPriority).
-func (t *Turn) bodyFor(ep *pools.Endpoint, body []byte) []byte {
-	if !ep.Prioritizes() || !t.band.Valid() || len(body) == 0 {
-		return body
-	}
-	if len(t.prioritizedFrom) == len(body) && &t.prioritizedFrom[0] == &body[0] {
-		return t.prioritized
-	}
-	t.prioritized, t.prioritizedFrom = t.withPriority(ep, body), body
-	return t.prioritized
-}
-
-// withPriority is bodyFor without keeping what it made.
 func (t *Turn) withPriority(ep *pools.Endpoint, body []byte) []byte {
 	if !ep.Prioritizes() || !t.band.Valid() || len(body) == 0 {
 		return body

@@ -56,11 +56,9 @@ type Turn struct {
 	// flow control granted it there, so it goes there while one of them is
 	// available (see candidates).
 	lent, onLent bool
-	// band is the turn's band; prioritized is the body prioritizedFrom
-	// with the band spliced in as the engine's priority, for endpoints that
-	// schedule by priority (see bodyFor).
-	band                         turns.Band
-	prioritized, prioritizedFrom []byte
+	// band is the turn's band, sent as the engine's priority where it
+	// schedules by priority (see withPriority).
+	band turns.Band
 	// tokens is the prompt encoded, when it was; bufs holds the pooled
 	// buffers behind tokens and route.Hashes.
 	tokens []uint32
