@@ -142,24 +142,23 @@ func readPooledBody(c echo.Context) (*bytes.Buffer, error) {
 	r := c.Request()
 	buf := bodyBufs.Get().(*bytes.Buffer)
 	buf.Reset()
-	if err := readBodyInto(buf, r); err != nil {
+	buf.Grow(bodyRoom(r))
+	if _, err := buf.ReadFrom(r.Body); err != nil {
 		putBody(buf)
 		return nil, err
 	}
 	return buf, nil
 }
 
-// readBodyInto reads r's body into buf, which it first grows to hold the
-// length the body states (the body limit has bounded it), so that an
-// agent's history is read in one allocation, not a dozen.
-func readBodyInto(buf *bytes.Buffer, r *http.Request) error {
+// bodyRoom is the room to read r's body into at once: the length it
+// states (the body limit has bounded it), so that an agent's history is
+// read in one allocation, not a dozen, with bytes.MinRead spare for
+// ReadFrom's last read, which finds the end; 0 when it states none.
+func bodyRoom(r *http.Request) int {
 	if n := r.ContentLength; n > 0 && n <= 64<<20 {
-		// MinRead spare: ReadFrom's last read, which finds the end, then
-		// fits.
-		buf.Grow(int(n) + bytes.MinRead)
+		return int(n) + bytes.MinRead
 	}
-	_, err := buf.ReadFrom(r.Body)
-	return err
+	return 0
 }
 
 func putBody(buf *bytes.Buffer) {

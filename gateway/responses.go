@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -318,10 +319,15 @@ func (h *responsesAPI) inputItems(c echo.Context) error {
 	return c.JSON(http.StatusOK, l)
 }
 
-// readAllBody reads a request's body whole (readBodyInto).
+// readAllBody reads a request's body whole, into one buffer of bodyRoom
+// when the body states its length.
 func readAllBody(r *http.Request) ([]byte, error) {
-	var buf bytes.Buffer
-	err := readBodyInto(&buf, r)
+	n := bodyRoom(r)
+	if n == 0 {
+		return io.ReadAll(r.Body)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, n))
+	_, err := buf.ReadFrom(r.Body)
 	return buf.Bytes(), err
 }
 
