@@ -183,13 +183,14 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return writeResults(stdout, *out, res, nil)
 	}
 
+	benchKeys(&cfg)
 	policies := []string{*policy}
 	if *compare != "" {
 		policies = strings.Split(*compare, ",")
 	}
 	sf.ttftTarget = *ttftTarget
 	start := func(ctx context.Context, entry string) (bench.Target, func() error, error) {
-		return startBenchStack(ctx, entry, &sf, &gws, &cfg, log)
+		return startBenchStack(ctx, entry, &sf, &gws, cfg, log)
 	}
 	if len(policies) == 1 {
 		t, stop, err := start(ctx, policies[0])
@@ -213,7 +214,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // startBenchStack starts a fresh simulated fleet and gateway with the given
 // policy on ephemeral ports: fresh engine caches for every policy.
-func startBenchStack(ctx context.Context, entry string, sf *simFlags, gws *benchGateways, bc *bench.Config, log *slog.Logger) (bench.Target, func() error, error) {
+func startBenchStack(ctx context.Context, entry string, sf *simFlags, gws *benchGateways, bc bench.Config, log *slog.Logger) (bench.Target, func() error, error) {
 	entry, gateways, onRedis, err := gatewaysOf(entry, gws.count)
 	if err != nil {
 		return bench.Target{}, nil, err
@@ -233,9 +234,7 @@ func startBenchStack(ctx context.Context, entry string, sf *simFlags, gws *bench
 	cfg := &Config{Addr: "127.0.0.1:0", DataDir: dataDir}
 	cfg.Routing.Policy = policy
 	cfg.EnsureDefaults()
-	if err := benchTenants(cfg, bc); err != nil {
-		return bench.Target{}, nil, err
-	}
+	benchTenants(cfg, bc)
 	fl, err := sf.fleet()
 	if err != nil {
 		os.RemoveAll(dataDir)
@@ -408,28 +407,36 @@ func benchFleetDefaults(fs *flag.FlagSet, workload string) error {
 	return nil
 }
 
-// benchTenants gives the isolation scenario its two tenants on the
-// embedded gateway, with fresh random keys: tenant A runs interactive
-// turns, tenant B's agent loops are capped at the standard band. Other
-// workloads run open.
-func benchTenants(cfg *Config, bc *bench.Config) error {
+// benchKeys picks the isolation scenario's tenant keys, fresh and random,
+// once for the whole command: every stack a --compare starts is given the
+// same tenants (benchTenants), and every run sends the keys bc holds when
+// it starts. Other workloads run open.
+func benchKeys(bc *bench.Config) {
 	if bc.Workload != bench.WorkloadIsolation {
-		return nil
+		return
 	}
-	keyA, keyB := rand.Text(), rand.Text()
-	bc.Isolation.KeyA, bc.Isolation.KeyB = keyA, keyB
+	bc.Isolation.KeyA, bc.Isolation.KeyB = rand.Text(), rand.Text()
+	if bc.BatchLoad.Lines > 0 {
+		bc.BatchLoad.Key = rand.Text()
+	}
+}
+
+// benchTenants gives the isolation scenario its tenants on the embedded
+// gateway, with benchKeys' keys: tenant A runs interactive turns, tenant
+// B's agent loops are capped at the standard band, and a batch beside them
+// has a tenant of its own held to the background band.
+func benchTenants(cfg *Config, bc bench.Config) {
+	if bc.Workload != bench.WorkloadIsolation {
+		return
+	}
 	cfg.Admin.Tenants = []admin.TenantConfig{
-		{Tenant: turns.Tenant{Name: "tenant-a", Weight: 1, DefaultBand: turns.Interactive, MaxBand: turns.Interactive}, Keys: []string{auth.HashKey(keyA).String()}},
-		{Tenant: turns.Tenant{Name: "tenant-b", Weight: 1, DefaultBand: turns.Standard, MaxBand: turns.Standard}, Keys: []string{auth.HashKey(keyB).String()}},
+		{Tenant: turns.Tenant{Name: "tenant-a", Weight: 1, DefaultBand: turns.Interactive, MaxBand: turns.Interactive}, Keys: []string{auth.HashKey(bc.Isolation.KeyA).String()}},
+		{Tenant: turns.Tenant{Name: "tenant-b", Weight: 1, DefaultBand: turns.Standard, MaxBand: turns.Standard}, Keys: []string{auth.HashKey(bc.Isolation.KeyB).String()}},
 	}
 	if bc.BatchLoad.Lines > 0 {
-		// The batch's own tenant, held to the background band.
-		keyC := rand.Text()
-		bc.BatchLoad.Key = keyC
 		cfg.Admin.Tenants = append(cfg.Admin.Tenants, admin.TenantConfig{
 			Tenant: turns.Tenant{Name: "tenant-batch", Weight: 1, DefaultBand: turns.Background, MaxBand: turns.Background},
-			Keys:   []string{auth.HashKey(keyC).String()},
+			Keys:   []string{auth.HashKey(bc.BatchLoad.Key).String()},
 		})
 	}
-	return nil
 }

@@ -109,3 +109,36 @@ func runBench(t *testing.T, v any, args ...string) (stdout string) {
 	}
 	return outb.String()
 }
+
+// The isolation scenario compared across policies: each stack has the two
+// tenants, and every run sends their keys, so no turn of either policy is
+// refused for its key.
+func TestBenchIsolationCompare(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two embedded fleets and gateways")
+	}
+	var cmp bench.Comparison
+	runBench(t, &cmp,
+		"--workload", "isolation", "--compare", "round-robin,cache-aware",
+		"--isolation-duration", "1s", "--sim-replicas", "1", "--sim-time-scale", "0.05",
+	)
+	if len(cmp.Results) != 2 {
+		t.Fatalf("%d results, want 2", len(cmp.Results))
+	}
+	for _, r := range cmp.Results {
+		iso := r.Isolation
+		if iso == nil || iso.Baseline == nil {
+			t.Fatalf("%s: no isolation report", r.Policy)
+		}
+		// B's loops may be shed (429); no request is refused its key, and
+		// none of A's interactive turns fails.
+		for name, s := range map[string]bench.Summary{"baseline": iso.Baseline.Total, "burst": r.Total} {
+			if s.Requests == 0 || s.ErrorsByClass["http_401"] != 0 {
+				t.Errorf("%s %s: %d requests, errors %v", r.Policy, name, s.Requests, s.ErrorsByClass)
+			}
+		}
+		if a := iso.BurstA; a.Requests == 0 || a.Errors != 0 {
+			t.Errorf("%s: tenant A under the burst: %d requests, errors %v", r.Policy, a.Requests, a.ErrorsByClass)
+		}
+	}
+}

@@ -125,7 +125,7 @@ func TestBenchApproximateStack(t *testing.T) {
 	var bc bench.Config
 	bc.EnsureDefaults()
 	for entry, events := range map[string]bool{"cache-aware@approximate": false, "cache-aware@precise": true} {
-		tg, stop, err := startBenchStack(t.Context(), entry, &sf, &benchGateways{count: 1}, &bc, slog.New(slog.DiscardHandler))
+		tg, stop, err := startBenchStack(t.Context(), entry, &sf, &benchGateways{count: 1}, bc, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
