@@ -3,11 +3,15 @@ package responses
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/turnpike-gateway/turnpike/apierror"
+	"github.com/turnpike-gateway/turnpike/prompt"
 )
 
 // CreateRequest is a decoded, validated POST /v1/responses body.
@@ -98,6 +102,8 @@ const (
 // DecodeCreateRequest decodes a POST /v1/responses body strictly: an
 // unknown parameter, a wrong type or a value out of range is an
 // *apierror.Error of class ErrInvalid that names the parameter. Nothing is silently dropped.
+// The request keeps body, and the raw JSON it echoes (tools, tool_choice,
+// text.format) aliases it: body must not change after.
 func DecodeCreateRequest(body []byte) (*CreateRequest, error) {
 	fields, err := decodeObject(body, "")
 	if err != nil {
@@ -229,8 +235,14 @@ func DecodeItems(raw json.RawMessage, param string) ([]Item, error) {
 // decodeList decodes a JSON array element by element, naming the element
 // ("param[i]") in any error; want describes the array in a type error.
 func decodeList[T any](raw json.RawMessage, param, want string, elem func(json.RawMessage, string) (T, error)) ([]T, error) {
+	if kindOf(raw) != "an array" {
+		return nil, typeError(param, want, raw)
+	}
 	var elems []json.RawMessage
-	if kindOf(raw) != "an array" || json.Unmarshal(raw, &elems) != nil {
+	if prompt.Elements(raw, func(e []byte) error {
+		elems = append(elems, e)
+		return nil
+	}) != nil {
 		return nil, typeError(param, want, raw)
 	}
 	out := make([]T, 0, len(elems))
@@ -622,8 +634,40 @@ func DecodeMetadata(raw json.RawMessage) (map[string]string, error) {
 	return m, nil
 }
 
-// decodeObject reads a JSON object into its fields. param "" is the body.
+// decodeObject reads a JSON object into its fields, each value aliasing
+// raw. param "" is the body: one that is not JSON, or not an object, is
+// invalid_json, with encoding/json's words for what is wrong.
+//
+// prompt.Members checks the object as encoding/json does in the same pass
+// that splits it, so each level of a body is read once, not once to check
+// and again to split as json.Unmarshal would. Duplicate keys keep the last
+// value, as encoding/json does; an object with a key that is not UTF-8 is
+// left to encoding/json, which reads it with U+FFFD in place of the bad
+// bytes.
 func decodeObject(raw json.RawMessage, param string) (map[string]json.RawMessage, error) {
+	if param != "" && kindOf(raw) != "an object" {
+		return nil, typeError(param, "an object", raw)
+	}
+	f := make(map[string]json.RawMessage, 8)
+	err := prompt.Members(raw, func(k, v []byte) error {
+		if !utf8.Valid(k) {
+			return errKeyNotUTF8
+		}
+		f[string(k)] = v
+		return nil
+	})
+	if err == nil {
+		return f, nil
+	}
+	return decodeObjectSlowly(raw, param)
+}
+
+// errKeyNotUTF8 sends decodeObject to encoding/json.
+var errKeyNotUTF8 = errors.New("responses: a key that is not UTF-8")
+
+// decodeObjectSlowly is decodeObject with encoding/json: the words of its
+// errors, and its reading of keys that are not UTF-8.
+func decodeObjectSlowly(raw json.RawMessage, param string) (map[string]json.RawMessage, error) {
 	raw = bytes.TrimSpace(raw)
 	if param == "" {
 		if !json.Valid(raw) {
@@ -638,8 +682,6 @@ func decodeObject(raw json.RawMessage, param string) (map[string]json.RawMessage
 		if kindOf(raw) != "an object" {
 			return nil, invalidf("", "invalid_json", "The request body must be a JSON object.")
 		}
-	} else if kindOf(raw) != "an object" {
-		return nil, typeError(param, "an object", raw)
 	}
 	var f map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &f); err != nil {
@@ -699,11 +741,13 @@ func decodeString(raw json.RawMessage, param string) (string, error) {
 		}
 		return "", typeError(param, "a string", raw)
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	s, err := prompt.String(raw)
+	if err != nil {
 		return "", typeError(param, "a string", raw)
 	}
-	return s, nil
+	// A copy: a string kept past the request (a model name, an item's
+	// text in a chain) must not keep the whole body alive.
+	return strings.Clone(s), nil
 }
 
 // ptr is a decoder's result as the optional field it fills: a pointer,

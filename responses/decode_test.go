@@ -3,7 +3,9 @@ package responses
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -370,5 +372,53 @@ func TestDecodeSDKRequest(t *testing.T) {
 	}
 	if len(req.Tools) != 2 || req.Tools[1].EngineName() != "crm__lookup" || len(req.HostedTools) != 5 {
 		t.Errorf("tools %+v, hosted %+v", req.Tools, req.HostedTools)
+	}
+}
+
+// agentRequestBody is an agent's turn as a client without
+// previous_response_id sends it: a long system prompt, tool schemas, and
+// rounds of tool calls with their outputs.
+func agentRequestBody(rounds int) []byte {
+	var tools []map[string]any
+	for i := range 12 {
+		tools = append(tools, map[string]any{
+			"type": "function", "name": fmt.Sprintf("tool_%d", i), "description": strings.Repeat("Runs a step of the build. ", 8),
+			"parameters": map[string]any{"type": "object", "properties": map[string]any{
+				"path": map[string]any{"type": "string", "description": "the file"}, "line": map[string]any{"type": "integer"},
+			}, "required": []string{"path"}},
+		})
+	}
+	input := []map[string]any{
+		{"role": "system", "content": strings.Repeat("You are a careful coding agent working in a large repository. ", 120)},
+		{"role": "user", "content": "Fix the failing test in the parser and explain the change."},
+	}
+	for i := range rounds {
+		call := fmt.Sprintf("call_%d", i)
+		input = append(input,
+			map[string]any{"type": "function_call", "call_id": call, "name": "tool_1", "arguments": `{"path":"parser/lex.go","line":120}`},
+			map[string]any{"type": "function_call_output", "call_id": call, "output": strings.Repeat("func lex(s string) []token {\n\treturn nil\n}\n", 40)},
+		)
+	}
+	b, err := json.Marshal(map[string]any{"model": "m", "stream": true, "store": true, "input": input, "tools": tools, "tool_choice": "auto", "max_output_tokens": 512})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func BenchmarkDecodeCreateRequest(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		body []byte
+	}{{"codex", []byte(codexRequest)}, {"agent-8", agentRequestBody(8)}, {"agent-64", agentRequestBody(64)}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bc.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := DecodeCreateRequest(bc.body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
