@@ -41,6 +41,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.API, "api", bench.DefaultAPI, "agentic: responses (previous_response_id chains) or chat (full history)")
 	fs.StringVar(&cfg.Model, "model", "", "model name to request (embedded: the fleet's served model)")
 	fs.Int64Var(&cfg.Seed, "seed", bench.DefaultSeed, "workload seed")
+	fs.BoolVar(&cfg.KeepSamples, "samples", false, "put every request's record (start, TTFT, tokens, status, tenant, band) in results.json")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "cap on requests per second (0: none)")
 	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", 0, "cap on concurrent requests (0: none)")
 	fs.DurationVar((*time.Duration)(&cfg.MaxDuration), "max-duration", 0, "stop after this long (0: when the workload ends)")
