@@ -71,6 +71,13 @@ func newGateway(t testing.TB, policy affinity.Policy, backends ...*backend) (*Se
 
 func newGatewayWith(t testing.TB, opts pools.Options, policy affinity.Policy, backends ...*backend) (*Server, *httptest.Server, *pools.Registry) {
 	t.Helper()
+	return newGatewayGated(t, opts, policy, 0, backends...)
+}
+
+// newGatewayGated is newGatewayWith with a gate of gateSlots
+// (dispatch.Options.GateSlots).
+func newGatewayGated(t testing.TB, opts pools.Options, policy affinity.Policy, gateSlots int, backends ...*backend) (*Server, *httptest.Server, *pools.Registry) {
+	t.Helper()
 	var eps []pools.EndpointConfig
 	for _, b := range backends {
 		eps = append(eps, pools.EndpointConfig{URL: b.URL})
@@ -86,7 +93,7 @@ func newGatewayWith(t testing.TB, opts pools.Options, policy affinity.Policy, ba
 		policy = &affinity.RoundRobin{}
 	}
 	metrics := prometheus.NewRegistry()
-	d, err := dispatch.New(dispatch.Options{Registry: reg, Policy: policy, Logger: slog.New(slog.DiscardHandler), Metrics: metrics})
+	d, err := dispatch.New(dispatch.Options{Registry: reg, Policy: policy, Logger: slog.New(slog.DiscardHandler), Metrics: metrics, GateSlots: gateSlots})
 	if err != nil {
 		t.Fatal(err)
 	}
