@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -82,17 +81,7 @@ type Options struct {
 	// requests under the span of Begin's context, and sends its context
 	// to engines as traceparent; nil traces nothing.
 	Tracer *tracing.Tracer
-	// GateSlots is how many requests of the bands below Interactive
-	// the gateway decodes, renders and encodes at once before admission
-	// (Enter). 0 means DefaultGateSlotsPerCPU per CPU the process may
-	// use; negative means no bound.
-	GateSlots int
 }
-
-// DefaultGateSlotsPerCPU sizes the gate: enough requests per core
-// that one waiting on a state read leaves the core others' work, few
-// enough that an interactive request shares the CPU with a handful.
-const DefaultGateSlotsPerCPU = 4
 
 // Dispatcher runs turns on the fleet. Build it with New.
 type Dispatcher struct {
@@ -122,8 +111,6 @@ type Dispatcher struct {
 	pdModels map[string]bool
 	pdm      *pdMetrics
 	tr       *tracing.Tracer
-	// gate bounds the lower bands' work before admission; nil, none.
-	gate *gate
 }
 
 // New builds a Dispatcher. It starts nothing.
@@ -187,16 +174,8 @@ func New(opts Options) (*Dispatcher, error) {
 		d.capacity[m] = turns.NewModelCapacity(opts.Registry, m, opts.Lane)
 		d.pdModels[m] = opts.Registry.Disaggregated(m)
 	}
-	collectors := append([]prometheus.Collector{d.retries, d.migrations, d.resumedTokens}, d.pdm.collectors()...)
-	if slots := opts.GateSlots; slots >= 0 {
-		if slots == 0 {
-			slots = DefaultGateSlotsPerCPU * runtime.GOMAXPROCS(0)
-		}
-		d.gate = newGate(slots)
-		collectors = append(collectors, d.gate.collectors()...)
-	}
 	if opts.Metrics != nil {
-		for _, c := range collectors {
+		for _, c := range append([]prometheus.Collector{d.retries, d.migrations, d.resumedTokens}, d.pdm.collectors()...) {
 			if err := opts.Metrics.Register(c); err != nil {
 				return nil, fmt.Errorf("dispatch: %w", err)
 			}
@@ -326,8 +305,6 @@ func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error)
 		state, _ = d.sessions.Get(spec.Tenant, t.sessionKey, t.start)
 	}
 	hints := turns.Hints{Priority: spec.ClientHeader.Get(PriorityHeader), ServiceTier: spec.ServiceTier, Background: spec.Background}
-	// The work before admission is done: the next request may start its.
-	leaveGate(ctx)
 	if d.flow != nil {
 		// The pinned endpoint held PrefixBlocks of the session's prompt
 		// when its last turn was routed: at least that much of this

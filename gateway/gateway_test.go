@@ -71,13 +71,6 @@ func newGateway(t testing.TB, policy affinity.Policy, backends ...*backend) (*Se
 
 func newGatewayWith(t testing.TB, opts pools.Options, policy affinity.Policy, backends ...*backend) (*Server, *httptest.Server, *pools.Registry) {
 	t.Helper()
-	return newGatewayGated(t, opts, policy, 0, backends...)
-}
-
-// newGatewayGated is newGatewayWith with a gate of gateSlots
-// (dispatch.Options.GateSlots).
-func newGatewayGated(t testing.TB, opts pools.Options, policy affinity.Policy, gateSlots int, backends ...*backend) (*Server, *httptest.Server, *pools.Registry) {
-	t.Helper()
 	var eps []pools.EndpointConfig
 	for _, b := range backends {
 		eps = append(eps, pools.EndpointConfig{URL: b.URL})
@@ -93,7 +86,7 @@ func newGatewayGated(t testing.TB, opts pools.Options, policy affinity.Policy, g
 		policy = &affinity.RoundRobin{}
 	}
 	metrics := prometheus.NewRegistry()
-	d, err := dispatch.New(dispatch.Options{Registry: reg, Policy: policy, Logger: slog.New(slog.DiscardHandler), Metrics: metrics, GateSlots: gateSlots})
+	d, err := dispatch.New(dispatch.Options{Registry: reg, Policy: policy, Logger: slog.New(slog.DiscardHandler), Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}

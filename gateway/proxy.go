@@ -36,11 +36,6 @@ func (s *Server) proxyCompletion(c echo.Context, path string, parse func([]byte)
 	}
 	// The body is reused for another request once this one has ended.
 	defer putBody(buf)
-	ctx, leave, err := s.dispatch.Enter(c.Request().Context(), tenantOf(c), c.Request().Header)
-	if err != nil {
-		return err
-	}
-	defer leave()
 	body := buf.Bytes()
 	// req aliases body, so body is never written to: it is forwarded as
 	// it is, or copied by withStreamUsage.
@@ -75,9 +70,10 @@ func (s *Server) proxyCompletion(c echo.Context, path string, parse func([]byte)
 			spec.Body, strip = b, true
 		}
 	}
+	ctx := c.Request().Context()
 	var span trace.Span
 	if tr := s.opts.Tracer; tr.On() {
-		ctx, span = s.startTurn(ctx, c, path, spec.Model)
+		ctx, span = s.startTurn(c, path, spec.Model)
 		defer span.End()
 	}
 	t, err := s.dispatch.Begin(ctx, spec)
@@ -114,13 +110,13 @@ func (s *Server) proxyCompletion(c echo.Context, path string, parse func([]byte)
 
 // startTurn starts the span of a chat or text completion turn, under the
 // client's trace context.
-func (s *Server) startTurn(ctx context.Context, c echo.Context, path, model string) (context.Context, trace.Span) {
+func (s *Server) startTurn(c echo.Context, path, model string) (context.Context, trace.Span) {
 	op := tracing.OpChat
 	if path == "/v1/completions" {
 		op = tracing.OpTextCompletion
 	}
 	tr := s.opts.Tracer
-	return tr.StartTurn(tr.Extract(ctx, c.Request().Header), op, model)
+	return tr.StartTurn(tr.Extract(c.Request().Context(), c.Request().Header), op, model)
 }
 
 // endTurnSpan notes the answer's id and the turn's failure on its span;

@@ -148,16 +148,11 @@ func (h *responsesAPI) create(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	tenant := tenantOf(c)
-	ctx, leave, err := h.s.dispatch.Enter(c.Request().Context(), tenant, c.Request().Header)
-	if err != nil {
-		return err
-	}
-	defer leave()
 	req, err := responses.DecodeCreateRequest(body)
 	if err != nil {
 		return err
 	}
+	ctx, tenant := c.Request().Context(), tenantOf(c)
 	if tr := h.s.opts.Tracer; tr.On() {
 		var span trace.Span
 		ctx, span = tr.StartTurn(tr.Extract(ctx, c.Request().Header), tracing.OpResponses, req.Model)
@@ -175,9 +170,7 @@ func (h *responsesAPI) create(c echo.Context) error {
 	resp, err := h.svc.Create(ctx, tenant, req, c.Request().Header, w)
 	endResponseSpan(ctx, resp, err)
 	if err == nil && req.Background {
-		// The background response runs on without this client; follow it,
-		// with no intake slot: that was for its creation.
-		leave()
+		// The background response runs on without this client; follow it.
 		err = h.svc.Stream(ctx, tenant, resp.ID, -1, w)
 	}
 	return w.finish(err)

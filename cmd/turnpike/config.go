@@ -59,12 +59,6 @@ type Config struct {
 	Admin admin.Config `yaml:",inline"`
 	// BodyLimit bounds request bodies, in bytes. Default 32 MiB.
 	BodyLimit int64 `yaml:"bodyLimit"`
-	// GateSlots is how many requests of the bands below interactive
-	// are decoded, rendered and encoded at once before admission, so that
-	// an interactive turn arriving in a burst is not queued for the CPU
-	// behind it (see dispatch.Options.GateSlots). Default 0: 4 per CPU;
-	// negative: no bound.
-	GateSlots int `yaml:"gateSlots"`
 	// Tracing exports OpenTelemetry traces over OTLP/HTTP (see
 	// tracing.Config). Default off, unless OTEL_EXPORTER_OTLP_ENDPOINT is
 	// set.

@@ -420,7 +420,7 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 	if err != nil {
 		return st, err
 	}
-	d, err := dispatch.New(dispatch.Options{Registry: st.reg, Policy: policy, Sessions: sess, Flow: flow, Lane: interactiveLane(&cfg.Routing.Config), Hasher: hasher, Tokenizers: toks, Logger: log, Metrics: metrics, PD: &cfg.Routing.PD, Tracer: tracer, GateSlots: cfg.GateSlots})
+	d, err := dispatch.New(dispatch.Options{Registry: st.reg, Policy: policy, Sessions: sess, Flow: flow, Lane: interactiveLane(&cfg.Routing.Config), Hasher: hasher, Tokenizers: toks, Logger: log, Metrics: metrics, PD: &cfg.Routing.PD, Tracer: tracer})
 	if err != nil {
 		return st, err
 	}
