@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // ChatMessage is one message of a chat completion request, as the
@@ -39,6 +40,15 @@ func (c *MessageContent) UnmarshalJSON(b []byte) error {
 		*c = MessageContent{}
 		return nil
 	case b[0] == '"':
+		// encoding/json has checked b: a string with no escapes and only
+		// UTF-8 is its own text, so it need not be read again. (The other
+		// checks keep a direct call with anything else on the slow path.)
+		if n := len(b); n >= 2 && b[n-1] == '"' {
+			if t := b[1 : n-1]; bytes.IndexByte(t, '\\') < 0 && bytes.IndexByte(t, '"') < 0 && utf8.Valid(t) {
+				*c = MessageContent{text: string(t)}
+				return nil
+			}
+		}
 		*c = MessageContent{}
 		return json.Unmarshal(b, &c.text)
 	case b[0] == '[':
