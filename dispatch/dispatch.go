@@ -330,16 +330,12 @@ func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error)
 		if err != nil {
 			return nil, err
 		}
-		t.ticket, t.band = ticket, ticket.Band()
-		t.route.Interactive = ticket.Band() == turns.Interactive
-		t.route.Band = ticket.Band().String()
+		t.ticket = ticket
+		t.classified(ticket.Band())
 		t.lent, t.onLent = ticket.OnLent(), ticket.OnLent()
 	} else {
-		band := turns.Classify(turns.Tenant{}, hints)
-		t.band = band
-		t.route.Interactive = band == turns.Interactive
-		t.route.Band = band.String()
-		t.lent = band == turns.Background
+		t.classified(turns.Classify(turns.Tenant{}, hints))
+		t.lent = t.band == turns.Background
 	}
 	if tracked {
 		d.sessions.Touch(spec.Tenant, t.sessionKey, time.Now())
@@ -464,9 +460,17 @@ func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) e
 	return lastErr
 }
 
+// classified records the turn's band, and routing's view of it.
+func (t *Turn) classified(band turns.Band) {
+	t.band = band
+	t.route.Interactive = band == turns.Interactive
+	t.route.Band = band.String()
+}
+
 // withPriority is body as ep is sent it: with the turn's band as its
 // priority when ep's engine schedules by priority (pools.PoolConfig.
-// PriorityScheduling), lower first as vLLM and SGLang read it:
+// PriorityScheduling), lower first as vLLM reads it (and SGLang with
+// --schedule-low-priority-values-first):
 // interactive 0, standard 1, background 2. The member goes last, so it is
 // the one an engine reads if the client sent a priority of its own. A
 // body that is not a JSON object goes as it is, for the engine to refuse.

@@ -40,15 +40,12 @@ func (t *Turn) resumePrompt(tok prompt.Tokenizer) bool {
 	// matched their bytes, and the tools are the same), so the walk
 	// starts at the message the reused blocks end in.
 	var known []int
+	var shared []uint64
 	if reuse > 0 {
-		known = c.Ends[:k]
+		known, shared = c.Ends[:k], c.Blocks[:reuse]
 	}
 	render, ends := prompt.AppendRenderEndsFrom(t.bufs.render[:0], p, make([]int, 0, len(p.Messages)), reuse*blockBytes, known)
 	t.bufs.render = render
-	var shared []uint64
-	if reuse > 0 {
-		shared = c.Blocks[:reuse]
-	}
 	t.bufs.tokens = tok.Encode(t.bufs.tokens[:0], bytesString(render))
 	t.tokens = t.bufs.tokens
 	t.route.PromptTokens = reuse*blockTokens + len(t.tokens)
