@@ -35,12 +35,14 @@ func (r *Reader) Rest() []byte {
 	return s
 }
 
-// Take returns the next n bytes; on failure, n zero bytes (at least
-// eight, so a fixed-size read of them stays in range).
+// Take returns the next n bytes. After a failure it returns eight zero
+// bytes whatever n asked: a fixed-size read of up to eight stays in
+// range, and a length read off a bad message allocates nothing of its
+// size (variable lengths go through Bytes, which Count bounds).
 func (r *Reader) Take(n int) []byte {
 	if r.bad || n < 0 || len(r.b) < n {
 		r.Fail()
-		return make([]byte, max(n, 8))
+		return make([]byte, 8)
 	}
 	s := r.b[:n]
 	r.b = r.b[n:]
