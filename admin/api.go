@@ -330,11 +330,11 @@ type Pool struct {
 	// Lendable pools take traffic only while lent; Lending is their
 	// lending state, nil for other pools.
 	Lendable bool `json:"lendable"`
-	// Priority: the engines schedule by request priority
+	// PriorityScheduling: the engines schedule by request priority
 	// (pools.PoolConfig.PriorityScheduling).
-	Priority  bool       `json:"priorityScheduling"`
-	Lending   *Lending   `json:"lending,omitempty"`
-	Endpoints []Endpoint `json:"endpoints"`
+	PriorityScheduling bool       `json:"priorityScheduling"`
+	Lending            *Lending   `json:"lending,omitempty"`
+	Endpoints          []Endpoint `json:"endpoints"`
 }
 
 // Endpoint is an endpoint as the API shows it, read live.

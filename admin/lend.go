@@ -195,16 +195,16 @@ func lendingView(p *pools.Pool, now time.Time) *Lending {
 
 func (s *Service) poolView(p *pools.Pool) Pool {
 	v := Pool{
-		Name:        p.Name(),
-		Engine:      p.Config.Engine,
-		Role:        p.Config.Role,
-		Accelerator: p.Config.Accelerator,
-		Model:       p.Config.Model,
-		Models:      p.Config.ServedModels,
-		Lendable:    p.Lendable(),
-		Priority:    p.Config.PriorityScheduling,
-		Lending:     lendingView(p, s.now()),
-		Endpoints:   make([]Endpoint, 0, len(p.Endpoints)),
+		Name:               p.Name(),
+		Engine:             p.Config.Engine,
+		Role:               p.Config.Role,
+		Accelerator:        p.Config.Accelerator,
+		Model:              p.Config.Model,
+		Models:             p.Config.ServedModels,
+		Lendable:           p.Lendable(),
+		PriorityScheduling: p.Config.PriorityScheduling,
+		Lending:            lendingView(p, s.now()),
+		Endpoints:          make([]Endpoint, 0, len(p.Endpoints)),
 	}
 	for _, ep := range p.Endpoints {
 		v.Endpoints = append(v.Endpoints, s.endpointView(ep))
