@@ -77,6 +77,34 @@ func TestMeasure(t *testing.T) {
 	}
 }
 
+// TestMeasurePrioritized: a model's endpoints count as prioritized only
+// when every available one that takes more than Background turns has an
+// engine that schedules by priority; with none available they do not.
+func TestMeasurePrioritized(t *testing.T) {
+	var cfg FlowControl
+	cfg.EnsureDefaults()
+	prio := func() *fakeEndpoint { return &fakeEndpoint{available: true, prioritizes: true} }
+	fcfs := func() *fakeEndpoint { return &fakeEndpoint{available: true} }
+	for _, tc := range []struct {
+		name string
+		eps  []*fakeEndpoint
+		want bool
+	}{
+		{"every endpoint prioritizes", []*fakeEndpoint{prio(), prio()}, true},
+		{"one serves first come, first served", []*fakeEndpoint{prio(), fcfs()}, false},
+		{"an unavailable first-come endpoint is left out", []*fakeEndpoint{prio(), {available: false}}, true},
+		{"a lent first-come pool is left out", []*fakeEndpoint{prio(), {available: true, lent: true}}, true},
+		{"none available", []*fakeEndpoint{{available: false, prioritizes: true}}, false},
+		{"no endpoints", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := measure(tc.eps, time.Now(), &cfg, 0, true).Prioritized; got != tc.want {
+				t.Fatalf("Prioritized %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestMeasureWithoutReserve(t *testing.T) {
 	cfg := FlowControl{InteractiveReservedPerEndpoint: -1}
 	cfg.EnsureDefaults()
