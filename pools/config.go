@@ -73,14 +73,15 @@ type PoolConfig struct {
 	// both.
 	Lendable bool `yaml:"lendable,omitempty" json:"lendable,omitempty"`
 	// PriorityScheduling says the pool's engines schedule by each
-	// request's priority field (vLLM's --scheduling-policy priority,
-	// SGLang's --enable-priority-scheduling with lower values first): the
-	// gateway then sends every request its band as priority (interactive
-	// 0, standard 1, background 2), and dispatches interactive turns to
-	// the pool whenever it has a slot, however saturated, since the engine
-	// puts them ahead of the lower bands it queues. Default false: the
-	// engines serve first come, first served, and the gateway keeps room
-	// for interactive turns instead.
+	// request's priority field, lower values first (vLLM's
+	// --scheduling-policy priority; SGLang's --enable-priority-scheduling
+	// with --schedule-low-priority-values-first): the gateway then sends
+	// every request its band as priority (interactive 0, standard 1,
+	// background 2). While every available endpoint of a model is in such
+	// pools, flow control dispatches the model's interactive turns whenever
+	// it has a slot, however saturated, since the engines put them ahead of
+	// the lower bands they queue. Default false: the engines serve first
+	// come, first served.
 	PriorityScheduling bool `yaml:"priorityScheduling,omitempty" json:"priorityScheduling,omitempty"`
 	// LendSchedule lends a lendable pool in weekly windows, besides (or
 	// instead of) the admin API's lend and reclaim. Optional.

@@ -353,8 +353,10 @@ func (c *Controller) poolLocked(pool Capacity) *poolQueue {
 // this pass has granted the open endpoints' token or queue room for its
 // band. The lower bands share the slots above the Interactive reserve, and
 // only below HoldAt; Interactive turns may also take the reserved slots,
-// and while the pool is held they may still run as many as the reserve,
-// so a person's turn never waits behind a held agent backlog.
+// and while the pool is held they may still run as many as the reserve
+// (any number up to the slots when its engines schedule by priority,
+// Measurement.Prioritized), so a person's turn never waits behind a held
+// agent backlog.
 func (c *Controller) dispatchLocked(pq *poolQueue, m *Measurement, now time.Time, cfg *FlowControl) {
 	pq.saturation.Set(m.Saturation)
 	pq.lowerSaturation.Set(m.Lower.Saturation)

@@ -42,7 +42,9 @@ func (c *MessageContent) UnmarshalJSON(b []byte) error {
 	case b[0] == '"':
 		// encoding/json has checked b: a string with no escapes and only
 		// UTF-8 is its own text, so it need not be read again. (The other
-		// checks keep a direct call with anything else on the slow path.)
+		// checks keep a direct call with anything else on the slow path.
+		// The gateway's prompt.String does this and more, but the
+		// simulator imports nothing of the gateway's.)
 		if n := len(b); n >= 2 && b[n-1] == '"' {
 			if t := b[1 : n-1]; bytes.IndexByte(t, '\\') < 0 && bytes.IndexByte(t, '"') < 0 && utf8.Valid(t) {
 				*c = MessageContent{text: string(t)}
