@@ -546,4 +546,9 @@ type Target struct {
 	Cost *CostSetup
 	// Lending is the lendable pool of the lending workload; nil: none.
 	Lending *LendingTarget
+	// Tenant sends each of the isolation scenario's tenants from a
+	// process of its own, so that B's load generator shares no Go
+	// scheduler with A's client, nor either with the gateway. nil: both
+	// run in this process.
+	Tenant TenantRunner
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -68,6 +69,7 @@ func runIsolation(ctx context.Context, cfg Config, target Target, label string) 
 	phase.BatchLoad.Lines = 0
 	var batch func(time.Time) *BatchLoadReport
 	var burstEnded time.Time
+	var baseErr, burstErr error
 	keyA, keyB := orKey(ic.KeyA, target.APIKey), orKey(ic.KeyB, target.APIKey)
 	nA := int(math.Ceil(dur.Seconds() * ic.ARate))
 
@@ -75,8 +77,11 @@ func runIsolation(ctx context.Context, cfg Config, target Target, label string) 
 	baseline, baseSamples := measure(ctx, phase, target, label+" baseline", nA, func(ctx context.Context, r *runner) {
 		stop := sampleFleet(ctx, target.EngineMetricsURLs, r.start.Add(burstAt), &baseFleet)
 		defer stop()
-		r.interactive(ctx, keyA)
+		baseErr = r.tenant(ctx, target.Tenant, TenantA, keyA)
 	})
+	if baseErr != nil {
+		return nil, baseErr
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("bench: isolation baseline: %w", err)
 	}
@@ -84,18 +89,21 @@ func runIsolation(ctx context.Context, cfg Config, target Target, label string) 
 		stop := sampleFleet(ctx, target.EngineMetricsURLs, r.start.Add(burstAt), &burstFleet)
 		defer stop()
 		var wg sync.WaitGroup
-		wg.Go(func() { r.interactive(ctx, keyA) })
-		for i := range loops {
-			wg.Go(func() { r.agentLoop(ctx, i, burstAt, keyB, ic.BPriority) })
-		}
+		var errA, errB error
+		wg.Go(func() { errA = r.tenant(ctx, target.Tenant, TenantA, keyA) })
+		wg.Go(func() { errB = r.tenant(ctx, target.Tenant, TenantB, keyB) })
 		if cfg.BatchLoad.Lines > 0 && sleepUntil(ctx, r.start.Add(burstAt)) {
 			batch = startBatchLoad(ctx, cfg, target)
 		}
 		wg.Wait()
+		burstErr = errors.Join(errA, errB)
 		burstEnded = time.Now()
 	})
 	if batch != nil {
 		burst.BatchLoad = batch(burstEnded)
+	}
+	if burstErr != nil {
+		return nil, burstErr
 	}
 
 	inWindow := func(samples []*Sample, tenant string) []*Sample {

@@ -235,6 +235,8 @@ type runner struct {
 	start  time.Time
 	stopAt time.Time // zero: none
 	prog   *progress
+	// emit, when set, is handed every request as it is recorded.
+	emit func(*Sample)
 
 	mu struct {
 		sync.Mutex
@@ -320,11 +322,19 @@ func (r *runner) do(ctx context.Context, c call, l labels) (*Sample, outcome) {
 		ResponseID: o.responseID, PreviousResponseID: c.previousID,
 		itl: o.itl,
 	}
+	r.record(s)
+	return s, o
+}
+
+// record keeps s as one of the run's requests.
+func (r *runner) record(s *Sample) {
 	r.mu.Lock()
 	r.mu.samples = append(r.mu.samples, s)
 	r.mu.Unlock()
 	r.prog.add(s.Error != "")
-	return s, o
+	if r.emit != nil {
+		r.emit(s)
+	}
 }
 
 // maxRetryAfter bounds how long a session honours a shed's Retry-After.

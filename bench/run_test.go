@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -191,7 +192,50 @@ func TestRunShedAndErrors(t *testing.T) {
 	}
 }
 
-func TestRunIsolation(t *testing.T) {
+func TestRunIsolation(t *testing.T) { testRunIsolation(t, nil) }
+
+// The tenants sent from processes of their own: each spec and each
+// request crosses a JSON boundary, as between `turnpike bench` and
+// `turnpike bench tenant`.
+func TestRunIsolationTenantsApart(t *testing.T) {
+	var mu sync.Mutex
+	ran := map[string]int{}
+	apart := func(ctx context.Context, spec TenantSpec, record func(TenantSample)) error {
+		b, err := json.Marshal(spec)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(b, []byte("key-a")) != (spec.Tenant == TenantA) || bytes.Contains(b, []byte("key-b")) != (spec.Tenant == TenantB) {
+			t.Errorf("tenant %s's spec carries another tenant's key: %s", spec.Tenant, b)
+		}
+		var got TenantSpec
+		if err := json.Unmarshal(b, &got); err != nil {
+			return err
+		}
+		return RunTenant(ctx, got, func(s TenantSample) {
+			b, err := json.Marshal(s)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			var back TenantSample
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			ran[spec.Tenant+"/"+back.Tenant]++
+			mu.Unlock()
+			record(back)
+		})
+	}
+	testRunIsolation(t, apart)
+	if ran["A/A"] == 0 || ran["B/B"] == 0 || len(ran) != 2 {
+		t.Errorf("requests by process/tenant: %v", ran)
+	}
+}
+
+func testRunIsolation(t *testing.T, tenants TenantRunner) {
 	f := newFakeGateway(t)
 	f.shedBand = BandBackground
 	cfg := Config{
@@ -201,7 +245,9 @@ func TestRunIsolation(t *testing.T) {
 		Isolation: IsolationConfig{KeyA: "key-a", KeyB: "key-b", Duration: Duration(400 * time.Millisecond), ARate: 20,
 			FleetSlots: 2, BurstMultiple: 2, BurstStart: 0.25, BPriority: BandBackground},
 	}
-	res, err := Run(context.Background(), cfg, f.target())
+	target := f.target()
+	target.Tenant = tenants
+	res, err := Run(context.Background(), cfg, target)
 	if err != nil {
 		t.Fatal(err)
 	}

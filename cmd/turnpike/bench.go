@@ -62,6 +62,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Trace.Limit, "trace-limit", 0, "trace: replay only the first N requests (0: all)")
 	fs.StringVar(&cfg.Isolation.KeyA, "key-a", "", "isolation with --url: tenant A's API key")
 	fs.StringVar(&cfg.Isolation.KeyB, "key-b", "", "isolation with --url: tenant B's API key")
+	fs.BoolVar(&sf.apart, "isolation-processes", true, "isolation: send each tenant from a process of its own (`turnpike bench tenant`) and run the embedded engines in two (`turnpike sim`: the interactive lane's engine, then the rest), as tenants and engines on other machines would be; false: all in this process beside tenant A's client and the gateway")
 	fs.DurationVar((*time.Duration)(&cfg.Isolation.Duration), "isolation-duration", bench.DefaultIsolationDuration, "isolation: length of each run")
 	fs.DurationVar((*time.Duration)(&cfg.Chaos.FirstKill), "chaos-first-kill", bench.DefaultChaosFirstKill, "chaos: first kill, from the run's start")
 	fs.DurationVar((*time.Duration)(&cfg.Chaos.KillInterval), "chaos-interval", bench.DefaultChaosKillInterval, "chaos: time between kills")
@@ -169,8 +170,12 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return benchLending(ctx, &cfg, &sf, *lendable, stdout, *out, log)
 	}
+	var tenants bench.TenantRunner
+	if sf.apart && cfg.Workload == bench.WorkloadIsolation {
+		tenants = tenantProcess(stderr)
+	}
 	if *url != "" {
-		t := bench.Target{BaseURL: *url, APIKey: *apiKey, KVCapacityTokens: *kvCapacity}
+		t := bench.Target{BaseURL: *url, APIKey: *apiKey, KVCapacityTokens: *kvCapacity, Tenant: tenants}
 		if *engineMetrics != "" {
 			t.EngineMetricsURLs = strings.Split(*engineMetrics, ",")
 		}
@@ -191,7 +196,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	sf.ttftTarget = *ttftTarget
 	start := func(ctx context.Context, entry string) (bench.Target, func() error, error) {
-		return startBenchStack(ctx, entry, &sf, &gws, cfg, log)
+		t, stop, err := startBenchStack(ctx, entry, &sf, &gws, cfg, log)
+		t.Tenant = tenants
+		return t, stop, err
 	}
 	if len(policies) == 1 {
 		t, stop, err := start(ctx, policies[0])
@@ -242,6 +249,15 @@ func startBenchStack(ctx context.Context, entry string, sf *simFlags, gws *bench
 		return bench.Target{}, nil, err
 	}
 	benchTTFTTargets(cfg, sf.timeScale, sf.ttftTarget)
+	if sf.apart && bc.Workload == bench.WorkloadIsolation && gateways == 1 && !onRedis &&
+		fl.prefill == 0 && !fl.mixed && fl.cfg.KVSharedBlocks == 0 {
+		// The interactive lane (the first endpoint) in one process, the
+		// rest in another: under round-robin too, the same fleet.
+		fl.apart = []int{1}
+		if fl.replicas > 1 {
+			fl.apart = append(fl.apart, fl.replicas-1)
+		}
+	}
 	if index == indexApproximate {
 		// Engines that publish no KV events: the gateway subscribes to
 		// none, and its index holds only what it routed.

@@ -120,7 +120,7 @@ func TestBenchIsolationCompare(t *testing.T) {
 	var cmp bench.Comparison
 	runBench(t, &cmp,
 		"--workload", "isolation", "--compare", "round-robin,cache-aware",
-		"--isolation-duration", "1s", "--sim-replicas", "1", "--sim-time-scale", "0.05",
+		"--isolation-duration", "1s", "--sim-replicas", "2", "--sim-time-scale", "0.05",
 	)
 	if len(cmp.Results) != 2 {
 		t.Fatalf("%d results, want 2", len(cmp.Results))

@@ -168,11 +168,9 @@ func benchTarget(st *stack, sf *simFlags, fl *simFleet) bench.Target {
 	if tok, ok := fl.cfg.Tokenizer.(simTokenizer); ok {
 		t.SystemTokens = tok.systemTokens
 	}
-	engines := st.fleet.Engines()
-	for i, u := range st.fleet.URLs() {
+	for _, u := range st.fleet.URLs() {
 		t.EngineMetricsURLs = append(t.EngineMetricsURLs, u+"/metrics")
-		e := engines[i]
-		t.KVCapacityTokens += e.NumBlocks() * e.Config().BlockSize
 	}
+	t.KVCapacityTokens = st.fleet.kvCapacityTokens()
 	return t
 }

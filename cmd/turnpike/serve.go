@@ -68,6 +68,8 @@ type simFlags struct {
 	tokenizer string
 	// ttftTarget is bench's --ttft-target, on the simulated clock.
 	ttftTarget time.Duration
+	// apart is bench's --isolation-processes.
+	apart bool
 }
 
 // register adds the flags, named prefix+name; the replica count is
@@ -560,7 +562,17 @@ func stateWhere(cfg *Config) string {
 // simPool is the pool config, named name with role role ("" for both),
 // that serves a simulated fleet.
 func simPool(simCfg *sim.Config, fleet *sim.Fleet, name, role string) pools.PoolConfig {
-	pc := pools.PoolConfig{
+	pc := simPoolOf(simCfg, name, role)
+	for i, u := range fleet.URLs {
+		pc.Endpoints = append(pc.Endpoints, pools.EndpointConfig{URL: u, KVEvents: fleet.Engines[i].KVEventsAddr()})
+	}
+	return pc
+}
+
+// simPoolOf is the pool config of simulated engines configured by simCfg,
+// without its endpoints.
+func simPoolOf(simCfg *sim.Config, name, role string) pools.PoolConfig {
+	return pools.PoolConfig{
 		Name:         name,
 		Engine:       simCfg.Flavor,
 		Accelerator:  simCfg.Accelerator,
@@ -570,10 +582,6 @@ func simPool(simCfg *sim.Config, fleet *sim.Fleet, name, role string) pools.Pool
 		// The engines' policy, which the pool's config states.
 		PriorityScheduling: simCfg.SchedulingPolicy == sim.SchedulingPriority,
 	}
-	for i, u := range fleet.URLs {
-		pc.Endpoints = append(pc.Endpoints, pools.EndpointConfig{URL: u, KVEvents: fleet.Engines[i].KVEventsAddr()})
-	}
-	return pc
 }
 
 // startNoErr adapts a start that cannot fail.

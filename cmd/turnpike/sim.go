@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 )
@@ -20,6 +22,8 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	reasoning := fs.Bool("reasoning", false, "serve a reasoning model: chat answers stream reasoning_content before the content")
 	role := fs.String("role", sim.RoleBoth, "prefill/decode role: prefill (holds KV for remote decoders), decode (pulls it) or both")
 	kvLease := fs.Duration("kv-lease", sim.DefaultKVLease, "prefill role: how long prefilled KV is held for a decoder, in simulated time")
+	kvEvents := fs.Bool("kv-events", false, "publish KV events, each engine on an ephemeral port (printed); --kv-events-base-port chooses the ports instead")
+	reportJSON := fs.Bool("report-json", false, "print the engines as one line of JSON once they serve (url, kv_events, kv_capacity_tokens), instead of the lines for people")
 	var sf simFlags
 	sf.register(fs, "", "n")
 	if err := fs.Parse(args); err != nil {
@@ -37,14 +41,24 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 	}
-	if *kvEventsBase != 0 {
+	switch {
+	case *kvEventsBase != 0:
 		cfg.KVEventsAddr = fmt.Sprintf("tcp://%s:%d", *host, *kvEventsBase)
+	case *kvEvents:
+		cfg.KVEventsAddr = "tcp://" + net.JoinHostPort(*host, "0")
 	}
 	f, err := sim.StartFleet(ctx, sf.replicas, cfg, *host, *basePort)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	if *reportJSON {
+		if err := json.NewEncoder(stdout).Encode(reportEngines(f)); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return nil
+	}
 	for i, u := range f.URLs {
 		line := fmt.Sprintf("engine %s  %s  (%s %s on %s, role %s, %d KV blocks)", f.Engines[i].Config().Name, u, sf.flavor, sf.model, sf.accelerator, cfg.Role, f.Engines[i].NumBlocks())
 		if c := f.Engines[i].Config(); c.KVCPUBlocks+c.KVDiskBlocks+c.KVSharedBlocks > 0 {
@@ -58,4 +72,20 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintln(stdout, "serving; stop with Ctrl-C")
 	<-ctx.Done()
 	return nil
+}
+
+// engineReport is one engine as `turnpike sim --report-json` prints it.
+type engineReport struct {
+	URL              string `json:"url"`
+	KVEvents         string `json:"kv_events,omitempty"`
+	KVCapacityTokens int    `json:"kv_capacity_tokens"`
+}
+
+func reportEngines(f *sim.Fleet) []engineReport {
+	out := make([]engineReport, len(f.URLs))
+	for i, u := range f.URLs {
+		e := f.Engines[i]
+		out[i] = engineReport{URL: u, KVEvents: e.KVEventsAddr(), KVCapacityTokens: e.NumBlocks() * e.Config().BlockSize}
+	}
+	return out
 }

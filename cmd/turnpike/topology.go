@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"os/exec"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/accelerators"
@@ -136,6 +141,10 @@ type simFleet struct {
 	// mixed is the mixed topology: the replicas split between
 	// mixedPools, whose accelerators and flavours replace cfg's.
 	mixed bool
+	// apart runs the replicas in `turnpike sim` processes of their own,
+	// apart[i] of them in process i (the aggregated topology only).
+	// Empty: in this process.
+	apart []int
 }
 
 // fleet is the embedded fleet: one simulated fleet per pool, its
@@ -143,6 +152,11 @@ type simFleet struct {
 type fleet struct {
 	pools  []pools.PoolConfig
 	fleets []*sim.Fleet
+	// procs are the engine processes of a fleet apart (simFleet.apart)
+	// and remote their engines, in order; fleets is then empty.
+	procs     []*exec.Cmd
+	remote    []engineReport
+	closeOnce sync.Once
 }
 
 // startFleet starts the engines of sf and the pool configs serving them.
@@ -152,6 +166,9 @@ func startFleet(ctx context.Context, sf simFleet) (*fleet, error) {
 		n          int
 		// accelerator and flavor replace the config's when set.
 		accelerator, flavor string
+	}
+	if len(sf.apart) > 0 {
+		return startFleetApart(ctx, sf)
 	}
 	parts := []part{{name: "sim", role: sim.RoleBoth, n: sf.replicas}}
 	if sf.mixed {
@@ -212,9 +229,94 @@ func urlPort(raw string) int {
 	return port
 }
 
+// startFleetApart starts sf's replicas in `turnpike sim` processes of
+// this binary, sf.apart[i] in process i, and the one pool serving them.
+// A process is a machine of its own to the Go scheduler: engines in
+// different processes take no scheduler time from each other's requests,
+// as engines on different accelerators do not.
+func startFleetApart(ctx context.Context, sf simFleet) (_ *fleet, err error) {
+	if sf.prefill > 0 || sf.mixed || sf.cfg.KVSharedBlocks > 0 {
+		// A shared tier is one store in one process.
+		return nil, fmt.Errorf("sim: only the aggregated topology without a shared KV tier runs its engines apart")
+	}
+	c := &sf.cfg
+	flags := []string{
+		"--flavor", c.Flavor, "--accelerator", c.Accelerator, "--model", c.Model, "--served-model", c.ServedModelName,
+		"--time-scale", strconv.FormatFloat(c.TimeScale, 'g', -1, 64), "--num-blocks", strconv.Itoa(c.NumBlocks),
+		"--kv-cpu-blocks", strconv.Itoa(c.KVCPUBlocks), "--kv-disk-blocks", strconv.Itoa(c.KVDiskBlocks),
+		"--scheduling-policy", c.SchedulingPolicy,
+	}
+	if sf.tokenizer != "" {
+		flags = append(flags, "--tokenizer", sf.tokenizer)
+	}
+	if c.KVEventsAddr != "" {
+		flags = append(flags, "--kv-events")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	f := &fleet{}
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
+	for _, n := range sf.apart {
+		args := append([]string{"sim", "-n", strconv.Itoa(n), "--base-port", "0", "--report-json"}, flags...)
+		cmd := exec.Command(exe, args...)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("sim: engine process: %w", err)
+		}
+		f.procs = append(f.procs, cmd)
+		var engines []engineReport
+		line, err := bufio.NewReader(out).ReadBytes('\n')
+		if err == nil {
+			err = json.Unmarshal(line, &engines)
+		}
+		if err != nil || len(engines) != n {
+			return nil, fmt.Errorf("sim: engine process: reading its %d engines: %v", n, err)
+		}
+		f.remote = append(f.remote, engines...)
+	}
+	pc := simPoolOf(&sf.cfg, "sim", sim.RoleBoth)
+	for _, e := range f.remote {
+		pc.Endpoints = append(pc.Endpoints, pools.EndpointConfig{URL: e.URL, KVEvents: e.KVEvents})
+	}
+	if sf.tokenizer != "" {
+		pc.Tokenizer = pools.TokenizerConfig{Kind: pools.TokenizerHF, Path: sf.tokenizer}
+	}
+	f.pools = []pools.PoolConfig{pc}
+	go func() {
+		<-ctx.Done()
+		f.Close()
+	}()
+	return f, nil
+}
+
+// kvCapacityTokens is the fleet's KV cache in tokens, every replica's.
+func (f *fleet) kvCapacityTokens() int {
+	n := 0
+	for _, e := range f.remote {
+		n += e.KVCapacityTokens
+	}
+	for _, e := range f.Engines() {
+		n += e.NumBlocks() * e.Config().BlockSize
+	}
+	return n
+}
+
 // URLs are every replica's base URL.
 func (f *fleet) URLs() []string {
 	var out []string
+	for _, e := range f.remote {
+		out = append(out, e.URL)
+	}
 	for _, sf := range f.fleets {
 		out = append(out, sf.URLs...)
 	}
@@ -236,6 +338,9 @@ func (f *fleet) locate(i int) (*sim.Fleet, int, error) {
 			return sf, i, nil
 		}
 		i -= len(sf.URLs)
+	}
+	if len(f.remote) > 0 {
+		return nil, 0, fmt.Errorf("sim: replica %d runs in a process of its own", i)
 	}
 	return nil, 0, fmt.Errorf("sim: no replica %d", i)
 }
@@ -264,5 +369,19 @@ func (f *fleet) Close() error {
 	for _, sf := range f.fleets {
 		errs = append(errs, sf.Close())
 	}
+	f.closeOnce.Do(func() {
+		for _, cmd := range f.procs {
+			cmd.Process.Signal(os.Interrupt)
+		}
+		for _, cmd := range f.procs {
+			// Interrupted, it exits with status 0; killed, with an error
+			// that says so.
+			timer := time.AfterFunc(10*time.Second, func() { cmd.Process.Kill() })
+			if err := cmd.Wait(); err != nil {
+				errs = append(errs, fmt.Errorf("sim: engine process: %w", err))
+			}
+			timer.Stop()
+		}
+	})
 	return errors.Join(errs...)
 }
