@@ -200,7 +200,7 @@ func TestRunIsolation(t *testing.T) { testRunIsolation(t, nil) }
 func TestRunIsolationTenantsApart(t *testing.T) {
 	var mu sync.Mutex
 	ran := map[string]int{}
-	apart := func(ctx context.Context, spec TenantSpec, record func(TenantSample)) error {
+	apart := func(ctx context.Context, spec TenantSpec, record func(TenantLine)) error {
 		b, err := json.Marshal(spec)
 		if err != nil {
 			return err
@@ -212,19 +212,19 @@ func TestRunIsolationTenantsApart(t *testing.T) {
 		if err := json.Unmarshal(b, &got); err != nil {
 			return err
 		}
-		return RunTenant(ctx, got, func(s TenantSample) {
-			b, err := json.Marshal(s)
+		return RunTenant(ctx, got, func(l TenantLine) {
+			b, err := json.Marshal(l)
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			var back TenantSample
-			if err := json.Unmarshal(b, &back); err != nil {
-				t.Error(err)
+			var back TenantLine
+			if err := json.Unmarshal(b, &back); err != nil || back.Request == nil {
+				t.Errorf("line %s: %v", b, err)
 				return
 			}
 			mu.Lock()
-			ran[spec.Tenant+"/"+back.Tenant]++
+			ran[spec.Tenant+"/"+back.Request.Tenant]++
 			mu.Unlock()
 			record(back)
 		})

@@ -9,12 +9,18 @@ import (
 	"time"
 )
 
+// TenantBatch names the isolation scenario's batch (Config.BatchLoad) as
+// a tenant of TenantSpec: its client submits the batch as B's burst
+// starts and follows it to its end.
+const TenantBatch = "batch"
+
 // TenantSpec is one tenant's share of an isolation run, for a load
 // generator in a process of its own (Target.Tenant): the run's config,
-// the gateway, the tenant (TenantA or TenantB), its key, and the run's
-// start on the shared wall clock. A sends its interactive turns from
-// Start, B its loops from Start plus the burst's offset, and both stop
-// with the run, as they do in process.
+// the gateway, the tenant (TenantA, TenantB or TenantBatch), its key, and
+// the run's start on the shared wall clock. A sends its interactive turns
+// from Start, B its loops and the batch its submission from Start plus the
+// burst's offset; A and B stop with the run, the batch at its end or
+// deadline, as they do in process.
 type TenantSpec struct {
 	Config  Config    `json:"config"`
 	BaseURL string    `json:"base_url"`
@@ -31,15 +37,22 @@ type TenantSample struct {
 	ITL []time.Duration `json:"itl_ns,omitempty"`
 }
 
+// TenantLine is one line of a tenant's report: a request as it ended, or
+// the batch's report at its end.
+type TenantLine struct {
+	Request *TenantSample    `json:"request,omitempty"`
+	Batch   *BatchLoadReport `json:"batch,omitempty"`
+}
+
 // TenantRunner runs spec's tenant elsewhere (another process), handing
-// record each of its requests as it ends.
-type TenantRunner func(ctx context.Context, spec TenantSpec, record func(TenantSample)) error
+// record each line of its report as it comes.
+type TenantRunner func(ctx context.Context, spec TenantSpec, record func(TenantLine)) error
 
 // RunTenant runs spec's tenant of an isolation run in this process,
-// handing emit each request as it ends (from several goroutines, one at a
+// handing emit each line of its report (from several goroutines, one at a
 // time). It is what a tenant's process runs; with ctx done early it
 // returns once the requests in flight have ended.
-func RunTenant(ctx context.Context, spec TenantSpec, emit func(TenantSample)) error {
+func RunTenant(ctx context.Context, spec TenantSpec, emit func(TenantLine)) error {
 	cfg := spec.Config
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -51,19 +64,34 @@ func RunTenant(ctx context.Context, spec TenantSpec, emit func(TenantSample)) er
 	if spec.Start.IsZero() {
 		return fmt.Errorf("bench: a tenant's process needs the run's start")
 	}
-	if spec.Tenant != TenantA && spec.Tenant != TenantB {
+	target := Target{BaseURL: spec.BaseURL, APIKey: spec.Key}
+	switch spec.Tenant {
+	case TenantA, TenantB:
+	case TenantBatch:
+		if cfg.BatchLoad.Lines <= 0 {
+			return fmt.Errorf("bench: a batch tenant without lines")
+		}
+		cfg.BatchLoad.Key = spec.Key
+		burstAt := time.Duration(float64(cfg.Isolation.Duration.D()) * cfg.Isolation.BurstStart)
+		if !sleepUntil(ctx, spec.Start.Add(burstAt)) {
+			return nil
+		}
+		rep := startBatchLoad(ctx, cfg, target)(time.Now())
+		emit(TenantLine{Batch: rep})
+		return nil
+	default:
 		return fmt.Errorf("bench: no isolation tenant %q", spec.Tenant)
 	}
 	cfg.Progress = io.Discard
 	cfg.MaxDuration = cfg.Isolation.Duration
-	r := newRunner(cfg, Target{BaseURL: spec.BaseURL, APIKey: spec.Key}, spec.Tenant, 0)
+	r := newRunner(cfg, target, spec.Tenant, 0)
 	r.start = spec.Start
 	r.stopAt = r.start.Add(cfg.MaxDuration.D())
 	var mu sync.Mutex
 	r.emit = func(s *Sample) {
 		mu.Lock()
 		defer mu.Unlock()
-		emit(TenantSample{Sample: *s, ITL: s.itl})
+		emit(TenantLine{Request: &TenantSample{Sample: *s, ITL: s.itl}})
 	}
 	if spec.Tenant == TenantA {
 		r.interactive(ctx, spec.Key)
@@ -97,15 +125,29 @@ func (r *runner) tenant(ctx context.Context, run TenantRunner, tenant, key strin
 		}
 		return nil
 	}
-	spec := TenantSpec{Config: r.cfg, BaseURL: r.target.BaseURL, Tenant: tenant, Key: key, Start: r.start}
+	_, err := r.apart(ctx, run, TenantSpec{Config: r.cfg, Tenant: tenant, Key: key})
+	return err
+}
+
+// apart runs spec's tenant through run, on this run's gateway and clock,
+// recording its requests as this run's; it returns the batch's report
+// when the tenant reported one.
+func (r *runner) apart(ctx context.Context, run TenantRunner, spec TenantSpec) (*BatchLoadReport, error) {
+	spec.BaseURL, spec.Start = r.target.BaseURL, r.start
 	spec.Config.Progress = nil
-	err := run(ctx, spec, func(ts TenantSample) {
-		s := ts.Sample
-		s.itl = ts.ITL
-		r.record(&s)
+	var batch *BatchLoadReport
+	err := run(ctx, spec, func(l TenantLine) {
+		if l.Batch != nil {
+			batch = l.Batch
+		}
+		if l.Request != nil {
+			s := l.Request.Sample
+			s.itl = l.Request.ITL
+			r.record(&s)
+		}
 	})
 	if err != nil {
-		return fmt.Errorf("bench: isolation tenant %s: %w", tenant, err)
+		return nil, fmt.Errorf("bench: isolation tenant %s: %w", spec.Tenant, err)
 	}
-	return nil
+	return batch, nil
 }

@@ -121,6 +121,7 @@ func TestBenchIsolationCompare(t *testing.T) {
 	runBench(t, &cmp,
 		"--workload", "isolation", "--compare", "round-robin,cache-aware",
 		"--isolation-duration", "1s", "--sim-replicas", "2", "--sim-time-scale", "0.05",
+		"--batch-lines", "3", "--batch-deadline", "1m",
 	)
 	if len(cmp.Results) != 2 {
 		t.Fatalf("%d results, want 2", len(cmp.Results))
@@ -139,6 +140,11 @@ func TestBenchIsolationCompare(t *testing.T) {
 		}
 		if a := iso.BurstA; a.Requests == 0 || a.Errors != 0 {
 			t.Errorf("%s: tenant A under the burst: %d requests, errors %v", r.Policy, a.Requests, a.ErrorsByClass)
+		}
+		// The batch's client, in a process of its own, submitted it with
+		// its tenant's key and followed it to its end.
+		if b := r.BatchLoad; b == nil || b.Error != "" || b.Completed != 3 || !b.InDeadline || b.RunSeconds <= 0 {
+			t.Errorf("%s: batch %+v", r.Policy, b)
 		}
 	}
 }

@@ -17,10 +17,10 @@ import (
 
 // tenantCmd is `turnpike bench tenant`, which the isolation scenario
 // starts: one tenant's requests of one run, its bench.TenantSpec read from
-// stdin, each request written to stdout as a line of JSON as it ends. In
-// a process of its own, a tenant's load generator takes no Go scheduler
-// time from the other's, nor from the gateway, as a tenant on other
-// machines would not.
+// stdin, each request written to stdout as a line of JSON as it ends (the
+// batch's tenant writes its report at the batch's end). In a process of
+// its own, a tenant's load generator takes no Go scheduler time from the
+// other's, nor from the gateway, as a tenant on other machines would not.
 func tenantCmd(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	var spec bench.TenantSpec
 	if err := json.NewDecoder(io.LimitReader(stdin, 1<<20)).Decode(&spec); err != nil {
@@ -29,11 +29,11 @@ func tenantCmd(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	w := bufio.NewWriter(stdout)
 	enc := json.NewEncoder(w)
 	var encErr error
-	err := bench.RunTenant(ctx, spec, func(s bench.TenantSample) {
+	err := bench.RunTenant(ctx, spec, func(l bench.TenantLine) {
 		if encErr == nil {
 			// One line a request, flushed as it ends: the parent's
 			// progress follows the run.
-			if encErr = enc.Encode(s); encErr == nil {
+			if encErr = enc.Encode(l); encErr == nil {
 				encErr = w.Flush()
 			}
 		}
@@ -50,7 +50,7 @@ func tenantCmd(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 func tenantProcess(stderr io.Writer) bench.TenantRunner {
 	// Both tenants' children write to stderr at once.
 	stderr = &lockedWriter{w: stderr}
-	return func(ctx context.Context, spec bench.TenantSpec, record func(bench.TenantSample)) error {
+	return func(ctx context.Context, spec bench.TenantSpec, record func(bench.TenantLine)) error {
 		exe, err := os.Executable()
 		if err != nil {
 			return err
@@ -76,12 +76,12 @@ func tenantProcess(stderr io.Writer) bench.TenantRunner {
 		sc := bufio.NewScanner(out)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
-			var s bench.TenantSample
-			if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
+			var l bench.TenantLine
+			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 				readErr = fmt.Errorf("tenant %s process: its report: %w", spec.Tenant, err)
 				break
 			}
-			record(s)
+			record(l)
 		}
 		if readErr == nil {
 			readErr = sc.Err()
