@@ -22,7 +22,7 @@ func TestBenchChaos(t *testing.T) {
 		t.Skip("starts an embedded fleet and gateway")
 	}
 	var res bench.Result
-	stdout := runBench(t, &res,
+	stdout, _ := runBench(t, &res,
 		"--workload", "chaos",
 		"--sim-replicas", "2", "--sim-time-scale", "0.05",
 		"--sessions", "4", "--concurrency", "4", "--turns", "100",
@@ -71,7 +71,7 @@ func TestBenchBatchBesideTheRun(t *testing.T) {
 		t.Skip("starts an embedded fleet and gateway")
 	}
 	var res bench.Result
-	stdout := runBench(t, &res,
+	stdout, _ := runBench(t, &res,
 		"--sim-replicas", "1", "--sim-time-scale", "0.05",
 		"--sessions", "2", "--concurrency", "2", "--turns", "2",
 		"--system-tokens", "100", "--tool-schema-tokens", "50", "--tool-result-tokens", "50", "--output-tokens", "16",
@@ -91,7 +91,7 @@ func TestBenchBatchBesideTheRun(t *testing.T) {
 
 // runBench runs turnpike bench with args and an --out of its own, within
 // two minutes, reads its results.json into v and returns what it printed.
-func runBench(t *testing.T, v any, args ...string) (stdout string) {
+func runBench(t *testing.T, v any, args ...string) (stdout, stderr string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -107,7 +107,7 @@ func runBench(t *testing.T, v any, args ...string) (stdout string) {
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatal(err)
 	}
-	return outb.String()
+	return outb.String(), errb.String()
 }
 
 // The isolation scenario compared across policies: each stack has the two
@@ -118,13 +118,17 @@ func TestBenchIsolationCompare(t *testing.T) {
 		t.Skip("starts two embedded fleets and gateways")
 	}
 	var cmp bench.Comparison
-	runBench(t, &cmp,
+	_, stderr := runBench(t, &cmp,
 		"--workload", "isolation", "--compare", "round-robin,cache-aware",
 		"--isolation-duration", "1s", "--sim-replicas", "2", "--sim-time-scale", "0.05",
 		"--batch-lines", "3", "--batch-deadline", "1m",
 	)
 	if len(cmp.Results) != 2 {
 		t.Fatalf("%d results, want 2", len(cmp.Results))
+	}
+	// Each stack stops its KV subscriptions before its engines.
+	if strings.Contains(stderr, "subscription interrupted") {
+		t.Errorf("a KV subscription saw its engine stop first:\n%s", stderr)
 	}
 	for _, r := range cmp.Results {
 		iso := r.Isolation

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -340,13 +341,23 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 		kvMetrics.AddSubscriber(ep.Index, sub)
 		subs = append(subs, sub)
 	}
+	// The KV subscriptions end before the engines they follow (the
+	// embedded fleet stops after this): an engine's stream closing under
+	// a live subscription reads as an interrupted one.
+	subsCtx, stopSubs := context.WithCancel(run)
+	var subsRunning sync.WaitGroup
 	st.life.start(ctx, "fleet view", func(context.Context) error {
 		st.reg.Start(run)
 		for _, sub := range subs {
-			go sub.Run(run)
+			subsRunning.Go(func() { sub.Run(subsCtx) })
 		}
 		return nil
-	}, noErr(st.reg.Close))
+	}, func(ctx context.Context) error {
+		stopSubs()
+		waitGroup(ctx, &subsRunning, subscriptionsStop)
+		st.reg.Close()
+		return nil
+	})
 
 	// Traces, when an OTLP endpoint is configured; closed last, so that
 	// the spans of the requests the gateway finishes are flushed.
@@ -632,4 +643,21 @@ func interactiveLane(rc *affinity.Config) turns.Lane {
 		return turns.Lane{}
 	}
 	return turns.Lane{Endpoints: rc.InteractiveLane, MinFleet: affinity.DefaultInteractiveLaneMinFleet, Hold: rc.InteractiveLaneHold}
+}
+
+// subscriptionsStop bounds the wait for the KV subscriptions to end at
+// shutdown: each ends as soon as its socket sees its context done.
+const subscriptionsStop = 5 * time.Second
+
+// waitGroup waits for wg, at most for d or until ctx is done.
+func waitGroup(ctx context.Context, wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
