@@ -60,8 +60,7 @@ type IsolationReport struct {
 func runIsolation(ctx context.Context, cfg Config, target Target, label string) (*Result, error) {
 	ic := cfg.Isolation
 	dur := ic.Duration.D()
-	burstAt := time.Duration(float64(dur) * ic.BurstStart)
-	loops := int(math.Ceil(ic.BurstMultiple * float64(ic.FleetSlots)))
+	burstAt, loops := ic.burstAt(), ic.loops()
 	phase := cfg
 	phase.MaxDuration = ic.Duration
 	// The baseline has neither burst nor batch; the burst run's batch is
@@ -70,7 +69,7 @@ func runIsolation(ctx context.Context, cfg Config, target Target, label string) 
 	var batch func(time.Time) *BatchLoadReport
 	var burstEnded time.Time
 	var baseErr, burstErr error
-	var apart chan *BatchLoadReport // the batch's report, from its process
+	var batchApart chan *BatchLoadReport // the batch's report, from its process
 	var submitted time.Time
 	keyA, keyB := orKey(ic.KeyA, target.APIKey), orKey(ic.KeyB, target.APIKey)
 	nA := int(math.Ceil(dur.Seconds() * ic.ARate))
@@ -103,13 +102,13 @@ func runIsolation(ctx context.Context, cfg Config, target Target, label string) 
 			submitted = r.start.Add(burstAt)
 			spec := TenantSpec{Config: r.cfg, Tenant: TenantBatch, Key: orKey(cfg.BatchLoad.Key, target.APIKey)}
 			spec.Config.BatchLoad = cfg.BatchLoad
-			apart = make(chan *BatchLoadReport, 1)
+			batchApart = make(chan *BatchLoadReport, 1)
 			go func() {
 				rep, err := r.apart(ctx, target.Tenant, spec)
 				if err != nil {
 					rep = &BatchLoadReport{Lines: cfg.BatchLoad.Lines, Error: err.Error()}
 				}
-				apart <- rep
+				batchApart <- rep
 			}()
 		case sleepUntil(ctx, r.start.Add(burstAt)):
 			batch = startBatchLoad(ctx, cfg, target)
@@ -121,8 +120,8 @@ func runIsolation(ctx context.Context, cfg Config, target Target, label string) 
 	if batch != nil {
 		burst.BatchLoad = batch(burstEnded)
 	}
-	if apart != nil {
-		if burst.BatchLoad = <-apart; burst.BatchLoad == nil {
+	if batchApart != nil {
+		if burst.BatchLoad = <-batchApart; burst.BatchLoad == nil {
 			burst.BatchLoad = &BatchLoadReport{Lines: cfg.BatchLoad.Lines, Error: "the batch's process reported nothing"}
 		}
 		burst.BatchLoad.RunSeconds = burstEnded.Sub(submitted).Seconds()
@@ -334,4 +333,14 @@ func sampleFleet(ctx context.Context, urls []string, from time.Time, out **Fleet
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// burstAt is when B's burst starts, from the run's start.
+func (ic IsolationConfig) burstAt() time.Duration {
+	return time.Duration(float64(ic.Duration.D()) * ic.BurstStart)
+}
+
+// loops is how many agent loops B keeps in flight.
+func (ic IsolationConfig) loops() int {
+	return int(math.Ceil(ic.BurstMultiple * float64(ic.FleetSlots)))
 }

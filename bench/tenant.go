@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"sync"
 	"time"
 )
@@ -72,8 +71,7 @@ func RunTenant(ctx context.Context, spec TenantSpec, emit func(TenantLine)) erro
 			return fmt.Errorf("bench: a batch tenant without lines")
 		}
 		cfg.BatchLoad.Key = spec.Key
-		burstAt := time.Duration(float64(cfg.Isolation.Duration.D()) * cfg.Isolation.BurstStart)
-		if !sleepUntil(ctx, spec.Start.Add(burstAt)) {
+		if !sleepUntil(ctx, spec.Start.Add(cfg.Isolation.burstAt())) {
 			return nil
 		}
 		rep := startBatchLoad(ctx, cfg, target)(time.Now())
@@ -93,23 +91,22 @@ func RunTenant(ctx context.Context, spec TenantSpec, emit func(TenantLine)) erro
 		defer mu.Unlock()
 		emit(TenantLine{Request: &TenantSample{Sample: *s, ITL: s.itl}})
 	}
-	if spec.Tenant == TenantA {
-		r.interactive(ctx, spec.Key)
-	} else {
-		r.burstLoops(ctx, spec.Key)
-	}
+	r.here(ctx, spec.Tenant, spec.Key)
 	r.snd.close()
 	return nil
 }
 
-// burstLoops runs B's loops until the run stops.
-func (r *runner) burstLoops(ctx context.Context, key string) {
+// here sends tenant A's or B's requests of this run from this process,
+// with key, until the run stops.
+func (r *runner) here(ctx context.Context, tenant, key string) {
+	if tenant == TenantA {
+		r.interactive(ctx, key)
+		return
+	}
 	ic := r.cfg.Isolation
-	burstAt := time.Duration(float64(ic.Duration.D()) * ic.BurstStart)
-	loops := int(math.Ceil(ic.BurstMultiple * float64(ic.FleetSlots)))
 	var wg sync.WaitGroup
-	for i := range loops {
-		wg.Go(func() { r.agentLoop(ctx, i, burstAt, key, ic.BPriority) })
+	for i := range ic.loops() {
+		wg.Go(func() { r.agentLoop(ctx, i, ic.burstAt(), key, ic.BPriority) })
 	}
 	wg.Wait()
 }
@@ -118,11 +115,7 @@ func (r *runner) burstLoops(ctx context.Context, key string) {
 // another process when run is set, else here.
 func (r *runner) tenant(ctx context.Context, run TenantRunner, tenant, key string) error {
 	if run == nil {
-		if tenant == TenantA {
-			r.interactive(ctx, key)
-		} else {
-			r.burstLoops(ctx, key)
-		}
+		r.here(ctx, tenant, key)
 		return nil
 	}
 	_, err := r.apart(ctx, run, TenantSpec{Config: r.cfg, Tenant: tenant, Key: key})

@@ -145,8 +145,8 @@ func TestBenchIsolationCompare(t *testing.T) {
 		if a := iso.BurstA; a.Requests == 0 || a.Errors != 0 {
 			t.Errorf("%s: tenant A under the burst: %d requests, errors %v", r.Policy, a.Requests, a.ErrorsByClass)
 		}
-		// The batch's client, in a process of its own, submitted it with
-		// its tenant's key and followed it to its end.
+		// The batch's client (a tenant's process, by default) submitted it
+		// with its tenant's key and followed it to its end.
 		if b := r.BatchLoad; b == nil || b.Error != "" || b.Completed != 3 || !b.InDeadline || b.RunSeconds <= 0 {
 			t.Errorf("%s: batch %+v", r.Policy, b)
 		}

@@ -51,19 +51,15 @@ func tenantProcess(stderr io.Writer) bench.TenantRunner {
 	// Both tenants' children write to stderr at once.
 	stderr = &lockedWriter{w: stderr}
 	return func(ctx context.Context, spec bench.TenantSpec, record func(bench.TenantLine)) error {
-		exe, err := os.Executable()
-		if err != nil {
-			return err
-		}
 		in, err := json.Marshal(spec)
 		if err != nil {
 			return err
 		}
-		cmd := exec.CommandContext(ctx, exe, "bench", "tenant")
+		cmd, err := child(ctx, stderr, 30*time.Second, "bench", "tenant")
+		if err != nil {
+			return err
+		}
 		cmd.Stdin = bytes.NewReader(in)
-		cmd.Stderr = stderr
-		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-		cmd.WaitDelay = 30 * time.Second
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			return err
@@ -104,4 +100,19 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// child is a command that runs this binary with args, its stderr to
+// stderr: cancelling ctx interrupts it, as Ctrl-C would, and kills it if
+// it has not exited waitDelay later.
+func child(ctx context.Context, stderr io.Writer, waitDelay time.Duration, args ...string) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd.Stderr = stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = waitDelay
+	return cmd, nil
 }

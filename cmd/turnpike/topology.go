@@ -156,6 +156,7 @@ type fleet struct {
 	// and remote their engines, in order; fleets is then empty.
 	procs     []*exec.Cmd
 	remote    []engineReport
+	stopProcs context.CancelFunc
 	closeOnce sync.Once
 }
 
@@ -252,11 +253,9 @@ func startFleetApart(ctx context.Context, sf simFleet) (_ *fleet, err error) {
 	if c.KVEventsAddr != "" {
 		flags = append(flags, "--kv-events")
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	f := &fleet{}
+	// The processes outlive ctx until Close, which stops them.
+	procs, stop := context.WithCancel(context.WithoutCancel(ctx))
+	f := &fleet{stopProcs: stop}
 	defer func() {
 		if err != nil {
 			f.Close()
@@ -264,8 +263,10 @@ func startFleetApart(ctx context.Context, sf simFleet) (_ *fleet, err error) {
 	}()
 	for _, n := range sf.apart {
 		args := append([]string{"sim", "-n", strconv.Itoa(n), "--base-port", "0", "--report-json"}, flags...)
-		cmd := exec.Command(exe, args...)
-		cmd.Stderr = os.Stderr
+		cmd, err := child(procs, os.Stderr, 10*time.Second, args...)
+		if err != nil {
+			return nil, err
+		}
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			return nil, err
@@ -370,17 +371,16 @@ func (f *fleet) Close() error {
 		errs = append(errs, sf.Close())
 	}
 	f.closeOnce.Do(func() {
-		for _, cmd := range f.procs {
-			cmd.Process.Signal(os.Interrupt)
+		if f.stopProcs == nil {
+			return
 		}
+		f.stopProcs()
 		for _, cmd := range f.procs {
-			// Interrupted, it exits with status 0; killed, with an error
-			// that says so.
-			timer := time.AfterFunc(10*time.Second, func() { cmd.Process.Kill() })
-			if err := cmd.Wait(); err != nil {
+			// Interrupted, it exits with status 0, which Wait reports as
+			// the cancellation; killed, with an error that says so.
+			if err := cmd.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 				errs = append(errs, fmt.Errorf("sim: engine process: %w", err))
 			}
-			timer.Stop()
 		}
 	})
 	return errors.Join(errs...)
