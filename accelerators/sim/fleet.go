@@ -46,8 +46,17 @@ type Fleet struct {
 // address with a non-zero port, engine i publishes on that port + i. The
 // fleet closes when ctx is done or Close is called.
 func StartFleet(ctx context.Context, n int, cfg Config, host string, basePort int) (*Fleet, error) {
-	if n < 1 {
-		return nil, fmt.Errorf("sim: fleet of %d engines", n)
+	return StartFleetFrom(ctx, 0, n, cfg, host, basePort)
+}
+
+// StartFleetFrom is StartFleet for engines first to first+n-1 of a fleet
+// whose engines run in more than one process: engine i of this part is
+// named and seeded as engine first+i of the whole, so that the parts
+// together are the fleet StartFleet would start in one. Ports (basePort,
+// KV events) count from the part's own first engine.
+func StartFleetFrom(ctx context.Context, first, n int, cfg Config, host string, basePort int) (*Fleet, error) {
+	if n < 1 || first < 0 {
+		return nil, fmt.Errorf("sim: fleet of %d engines from engine %d", n, first)
 	}
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -60,8 +69,8 @@ func StartFleet(ctx context.Context, n int, cfg Config, host string, basePort in
 	f := &Fleet{ctx: ctx, stop: stop}
 	for i := range n {
 		c := cfg
-		c.Name = fmt.Sprintf("%s-%d", cfg.Name, i)
-		c.Seed = cfg.Seed + uint64(i)
+		c.Name = fmt.Sprintf("%s-%d", cfg.Name, first+i)
+		c.Seed = cfg.Seed + uint64(first+i)
 		if cfg.KVEventsAddr != "" {
 			addr, err := offsetPort(cfg.KVEventsAddr, i)
 			if err != nil {

@@ -3,6 +3,7 @@ package sim
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -160,5 +161,23 @@ func TestFleetKillRestart(t *testing.T) {
 	}
 	if err := f.Kill(2); err == nil {
 		t.Error("killed a replica the fleet does not have")
+	}
+}
+
+// TestFleetFrom: the later part of a fleet split over processes names and
+// seeds its engines as the whole fleet would.
+func TestFleetFrom(t *testing.T) {
+	f, err := StartFleetFrom(t.Context(), 2, 2, Config{Name: "demo", NumBlocks: 100, Seed: 10}, "127.0.0.1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for i, e := range f.Engines {
+		if c := e.Config(); c.Name != fmt.Sprintf("demo-%d", 2+i) || c.Seed != uint64(12+i) {
+			t.Errorf("engine %d of the part: named %q, seeded %d", i, c.Name, c.Seed)
+		}
+	}
+	if _, err := StartFleetFrom(t.Context(), -1, 1, Config{}, "127.0.0.1", 0); err == nil {
+		t.Error("a part from engine -1 started")
 	}
 }

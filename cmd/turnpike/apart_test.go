@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -53,6 +54,9 @@ func TestFleetApart(t *testing.T) {
 	if fl.kvCapacityTokens() <= 0 {
 		t.Errorf("KV capacity %d", fl.kvCapacityTokens())
 	}
+	// Each engine is numbered as in one process, so their names, and the
+	// ids of their answers, differ.
+	ids := map[string]int{}
 	for i, ep := range fl.pools[0].Endpoints {
 		if ep.URL != urls[i] || !strings.HasPrefix(ep.KVEvents, "tcp://127.0.0.1:") {
 			t.Errorf("endpoint %d: %+v", i, ep)
@@ -67,6 +71,14 @@ func TestFleetApart(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), `"choices"`) {
 			t.Errorf("engine %d answered %d %s", i, resp.StatusCode, got)
 		}
+		var answer struct{ ID string }
+		if err := json.Unmarshal(got, &answer); err != nil {
+			t.Fatal(err)
+		}
+		if j, seen := ids[answer.ID]; seen {
+			t.Errorf("engines %d and %d both answered with id %q", j, i, answer.ID)
+		}
+		ids[answer.ID] = i
 	}
 	if _, _, err := fl.locate(0); err == nil {
 		t.Error("a replica apart can be killed from here")

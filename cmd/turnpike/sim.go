@@ -23,6 +23,7 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	role := fs.String("role", sim.RoleBoth, "prefill/decode role: prefill (holds KV for remote decoders), decode (pulls it) or both")
 	kvLease := fs.Duration("kv-lease", sim.DefaultKVLease, "prefill role: how long prefilled KV is held for a decoder, in simulated time")
 	kvEvents := fs.Bool("kv-events", false, "publish KV events, each engine on an ephemeral port (printed); --kv-events-base-port chooses the ports instead")
+	first := fs.Int("first-engine", 0, "number the engines from this one (their names and seeds): the later part of a fleet split over processes")
 	reportJSON := fs.Bool("report-json", false, "print the engines as one line of JSON once they serve (url, kv_events, kv_capacity_tokens), instead of the lines for people")
 	var sf simFlags
 	sf.register(fs, "", "n")
@@ -47,7 +48,7 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case *kvEvents:
 		cfg.KVEventsAddr = "tcp://" + net.JoinHostPort(*host, "0")
 	}
-	f, err := sim.StartFleet(ctx, sf.replicas, cfg, *host, *basePort)
+	f, err := sim.StartFleetFrom(ctx, *first, sf.replicas, cfg, *host, *basePort)
 	if err != nil {
 		return err
 	}

@@ -261,8 +261,10 @@ func startFleetApart(ctx context.Context, sf simFleet) (_ *fleet, err error) {
 			f.Close()
 		}
 	}()
+	first := 0
 	for _, n := range sf.apart {
-		args := append([]string{"sim", "-n", strconv.Itoa(n), "--base-port", "0", "--report-json"}, flags...)
+		args := append([]string{"sim", "-n", strconv.Itoa(n), "--first-engine", strconv.Itoa(first), "--base-port", "0", "--report-json"}, flags...)
+		first += n
 		cmd, err := child(procs, os.Stderr, 10*time.Second, args...)
 		if err != nil {
 			return nil, err
