@@ -29,7 +29,9 @@ import (
 //
 // Only bodies of at least MinMemoBody bytes are remembered. The memo
 // holds at most its byte budget of decoded text and hashes, evicting the
-// least recently used.
+// least recently used. Text that several turns share (a conversation's
+// history, or the system prompt of an agent's sessions) is held, and
+// counted, once.
 //
 // A Memo is safe for concurrent use. Its zero value is not; use NewMemo.
 type Memo struct {
@@ -67,15 +69,39 @@ type memoEntry struct {
 	// messages array's '['; sums[i] the xxhash64 of the array up to it.
 	ends []int
 	sums []uint64
-	// msgs are the messages, their strings owned by the memo.
-	msgs []Message
-	// text is the bytes of the strings msgs point to, owned by this entry
-	// or the earlier ones it shares them with; size is what the memo
-	// counts for the entry: text, its tables and its chain.
-	text, size int64
-	elem       *list.Element
-	chain      atomic.Pointer[Chain]
+	// msgs are the messages, their strings owned by the memo: in the
+	// arenas of texts, texts[i] holding those of the messages from
+	// texts[i].first to the next span's first.
+	msgs  []Message
+	texts []textSpan
+	// size is what the memo counts for the entry besides its texts, which
+	// it counts once however many entries share them: its tables and its
+	// chain.
+	size  int64
+	elem  *list.Element
+	chain atomic.Pointer[Chain]
 }
+
+// memoText is an arena of message text. The turn that decoded the
+// messages owns it, and the later turns of the conversation that resume
+// from them share it; the memo counts its bytes once, while any
+// remembered entry holds it.
+type memoText struct {
+	bytes   int64
+	holders int // remembered entries holding it; under Memo.mu
+}
+
+// textSpan is the arena of an entry's messages from first on.
+type textSpan struct {
+	first int
+	text  *memoText
+}
+
+// maxTextSpans bounds the arenas one entry's messages are spread over:
+// each turn that resumes from the last adds one for its new messages, and
+// past this many the entry copies all its text into one of its own, so
+// that a long session's entries do not each carry a span a turn.
+const maxTextSpans = 8
 
 // Chain is what the routing of a remembered turn computed from its
 // prompt, kept for the next turn of its conversation: the render offsets
@@ -296,6 +322,18 @@ func (m *Memo) remember(p *parser) *Prior {
 	e.msgs = make([]Message, len(p.msgs))
 	copy(e.msgs, p.msgs)
 	start := t.resumed // the first message whose strings alias the body
+	if start > 0 {
+		// The shared messages' arenas, as far as they go.
+		for _, sp := range t.from.texts {
+			if sp.first >= start {
+				break
+			}
+			e.texts = append(e.texts, sp)
+		}
+		if len(e.texts) >= maxTextSpans {
+			e.texts, start = e.texts[:0], 0
+		}
+	}
 	n, ncalls := 0, 0
 	for i := start; i < len(e.msgs); i++ {
 		n += messageBytes(&e.msgs[i])
@@ -324,11 +362,11 @@ func (m *Memo) remember(p *parser) *Prior {
 	// The request reads the memo's copies from now on: they outlive the
 	// body.
 	copy(p.msgs, e.msgs)
-	e.text = int64(cap(arena)) + int64(cap(calls))*int64(unsafe.Sizeof(ToolCall{}))
-	if t.from != nil {
-		e.text += t.from.text
+	if start < len(e.msgs) {
+		own := int64(cap(arena)) + int64(cap(calls))*int64(unsafe.Sizeof(ToolCall{}))
+		e.texts = append(e.texts, textSpan{first: start, text: &memoText{bytes: own}})
 	}
-	e.size = e.text + int64(len(e.ends))*(16+int64(unsafe.Sizeof(Message{})))
+	e.size = int64(len(e.ends))*(16+int64(unsafe.Sizeof(Message{}))) + int64(cap(e.texts))*int64(unsafe.Sizeof(textSpan{}))
 
 	m.publish(e, t)
 	return &Prior{Messages: t.resumed, from: t.from, self: e, memo: m}
@@ -354,6 +392,12 @@ func (m *Memo) publish(e *memoEntry, t *memoTrack) {
 	m.byOpening[e.opening] = kept
 	e.elem = m.lru.PushFront(e)
 	m.size += e.size
+	for _, sp := range e.texts {
+		if sp.text.holders == 0 {
+			m.size += sp.text.bytes
+		}
+		sp.text.holders++
+	}
 	for m.size > m.max && m.lru.Len() > 1 {
 		old := m.lru.Back().Value.(*memoEntry)
 		m.drop(old)
@@ -381,6 +425,11 @@ func (m *Memo) drop(e *memoEntry) {
 		m.lru.Remove(e.elem)
 		e.elem = nil
 		m.size -= e.size
+		for _, sp := range e.texts {
+			if sp.text.holders--; sp.text.holders == 0 {
+				m.size -= sp.text.bytes
+			}
+		}
 	}
 }
 

@@ -149,6 +149,47 @@ func TestMemoBounded(t *testing.T) {
 	}
 }
 
+// Sessions that share a system prompt share its text in the memo, and the
+// memo counts it once: each session's first remembered turn resumes from
+// another's, and its accounted size must not carry the other's text too,
+// or the budget would fill with text nobody holds twice and evict the
+// sessions' own turns.
+func TestMemoCountsSharedTextOnce(t *testing.T) {
+	const sessions, turns = 16, 30
+	m := NewMemo(64 << 20)
+	all := make([][][]byte, sessions)
+	for s := range all {
+		// Each task is long, so that what a session does not share with
+		// the others is most of its text.
+		task := fmt.Appendf(nil, "Task %d: %s", s, strings.Repeat("a line of the task's context; ", 700))
+		all[s] = sessionBodies(s, turns)
+		for i, b := range all[s] {
+			all[s][i] = bytes.Replace(b, fmt.Appendf(nil, "Task %d:", s), task, 1)
+		}
+	}
+	held := 0 // no more text than the last bodies hold, whole
+	for turn := range turns {
+		for s := range all {
+			r := memoParse(t, m, all[s][turn])
+			if turn > 1 && r.Prior.Messages != len(r.Prompt.Messages)-2 {
+				t.Fatalf("session %d, turn %d: resumed %d of %d messages", s, turn, r.Prior.Messages, len(r.Prompt.Messages))
+			}
+		}
+	}
+	for s := range all {
+		held += len(all[s][turns-1])
+	}
+	if st := m.Stats(); st.Entries != sessions || st.Bytes > int64(held) {
+		t.Errorf("stats %+v: want one entry a session and at most the %d bytes of their last bodies", st, held)
+	}
+	// A long session's turns keep a bounded number of arenas each.
+	for e := m.lru.Front(); e != nil; e = e.Next() {
+		if n := len(e.Value.(*memoEntry).texts); n > maxTextSpans {
+			t.Errorf("an entry spread over %d arenas", n)
+		}
+	}
+}
+
 func TestMemoChain(t *testing.T) {
 	m := NewMemo(64 << 20)
 	bodies := sessionBodies(1, 3)
