@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,12 +55,14 @@ func BenchmarkProxyChat(b *testing.B) {
 		// An agent's session: each request is the next turn, the
 		// session's history and one new message. "cold": every request
 		// opens a session of its own, so nothing of it was seen before.
+		// "shared-prompt": the sessions share their system prompt, as
+		// an agent's do, and differ from their task on, 16 at once.
 		for _, turns := range []struct {
-			name string
-			cold bool
-		}{{"168KB-next-turn", false}, {"168KB-cold", true}} {
+			name         string
+			cold, shared bool
+		}{{"168KB-next-turn", false, false}, {"168KB-cold", true, false}, {"168KB-next-turn-shared-prompt", false, true}} {
 			b.Run("cache-aware/"+mode+"/"+turns.name, func(b *testing.B) {
-				benchTurns(b, cacheAware(b), agentChat(stream, 168<<10), stream, turns.cold)
+				benchTurns(b, cacheAware(b), agentChat(stream, 168<<10), stream, turns.cold, turns.shared)
 			})
 		}
 	}
@@ -67,15 +70,23 @@ func BenchmarkProxyChat(b *testing.B) {
 
 // benchTurns is benchChat with each request a new turn of a session made
 // from body: its system prompt names the session (one a goroutine,
-// or one a request when cold) and a last message, new each time, is added.
-func benchTurns(b *testing.B, policy affinity.Policy, body string, stream, cold bool) {
+// or one a request when cold), or with shared its first user message
+// does, and a last message, new each time, is added.
+func benchTurns(b *testing.B, policy affinity.Policy, body string, stream, cold, shared bool) {
 	s, _, _ := newGateway(b, policy, newBackend(b, instantChat))
 	h := s.Handler()
 	const opening = `"content":"`
 	open := strings.Index(body, opening+"You are a coding agent.") + len(opening)
+	if shared {
+		// The user message after the system prompt (json.Marshal sorts
+		// the keys).
+		const user = `"role":"system"},{"content":"`
+		open = strings.Index(body, user) + len(user)
+		b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
+	}
 	end := strings.LastIndex(body, `],"model":`)
-	if open < len(opening) || end < 0 {
-		b.Fatal("the agent body has no system prompt or messages end")
+	if open < len(opening) || end < open {
+		b.Fatal("the agent body has no system prompt, user message or messages end")
 	}
 	var sessions atomic.Int64
 	b.ReportAllocs()

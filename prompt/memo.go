@@ -74,6 +74,7 @@ type memoEntry struct {
 	// texts[i].first to the next span's first.
 	msgs  []Message
 	texts []textSpan
+	own   memoText // the arena of the messages this turn decoded
 	// size is what the memo counts for the entry besides its texts, which
 	// it counts once however many entries share them: its tables and its
 	// chain.
@@ -323,6 +324,7 @@ func (m *Memo) remember(p *parser) *Prior {
 	copy(e.msgs, p.msgs)
 	start := t.resumed // the first message whose strings alias the body
 	if start > 0 {
+		e.texts = make([]textSpan, 0, min(len(t.from.texts), maxTextSpans)+1)
 		// The shared messages' arenas, as far as they go.
 		for _, sp := range t.from.texts {
 			if sp.first >= start {
@@ -363,8 +365,8 @@ func (m *Memo) remember(p *parser) *Prior {
 	// body.
 	copy(p.msgs, e.msgs)
 	if start < len(e.msgs) {
-		own := int64(cap(arena)) + int64(cap(calls))*int64(unsafe.Sizeof(ToolCall{}))
-		e.texts = append(e.texts, textSpan{first: start, text: &memoText{bytes: own}})
+		e.own.bytes = int64(cap(arena)) + int64(cap(calls))*int64(unsafe.Sizeof(ToolCall{}))
+		e.texts = append(e.texts, textSpan{first: start, text: &e.own})
 	}
 	e.size = int64(len(e.ends))*(16+int64(unsafe.Sizeof(Message{}))) + int64(cap(e.texts))*int64(unsafe.Sizeof(textSpan{}))
 
