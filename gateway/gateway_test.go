@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -501,7 +502,21 @@ func TestWithStreamUsage(t *testing.T) {
 		{"own, without it", `{"model":"m","stream":true,"stream_options":{},"messages":[]}`, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, ok := withStreamUsage([]byte(tc.body), tc.options)
+			out, ok := withStreamUsage([]byte(tc.body), 0, tc.options)
+			// With room before the body, the member goes in there: the same
+			// body, and the bytes after the opening brace, which the parsed
+			// request reads, stay where they were, unchanged.
+			for _, lead := range []string{"", " \n\t", strings.Repeat(" ", 2*bodyHeadroom)} {
+				room := append(bytes.Repeat([]byte{'x'}, bodyHeadroom), lead+tc.body...)
+				tail := bytes.Clone(room[bodyHeadroom+len(lead)+1:])
+				in, inOK := withStreamUsage(room, bodyHeadroom, tc.options)
+				if inOK != ok || string(bytes.TrimLeft(in, " \n\t")) != string(out) {
+					t.Fatalf("lead %q: in place %q, %v; copied %q, %v", lead, in, inOK, out, ok)
+				}
+				if !tc.options && (!bytes.Equal(room[bodyHeadroom+len(lead)+1:], tail) || &in[len(in)-1] != &room[len(room)-1]) {
+					t.Fatalf("lead %q: the body after its brace moved or changed", lead)
+				}
+			}
 			var got struct {
 				Model         string                     `json:"model"`
 				Messages      []any                      `json:"messages"`

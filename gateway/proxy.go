@@ -36,9 +36,9 @@ func (s *Server) proxyCompletion(c echo.Context, path string, parse func([]byte)
 	}
 	// The body is reused for another request once this one has ended.
 	defer putBody(buf)
-	body := buf.Bytes()
+	body := buf.Bytes()[bodyHeadroom:]
 	// req aliases body, so body is never written to: it is forwarded as
-	// it is, or copied by withStreamUsage.
+	// it is, or with a member spliced in before it by withStreamUsage.
 	req, err := parse(body)
 	if err != nil {
 		return err
@@ -66,7 +66,7 @@ func (s *Server) proxyCompletion(c echo.Context, path string, parse func([]byte)
 	// the extra usage chunk is then kept from the client.
 	strip := false
 	if req.Stream && !req.IncludeUsage {
-		if b, ok := withStreamUsage(body, req.HasStreamOptions); ok {
+		if b, ok := withStreamUsage(buf.Bytes(), bodyHeadroom, req.HasStreamOptions); ok {
 			spec.Body, strip = b, true
 		}
 	}
@@ -136,13 +136,15 @@ var bodyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 const maxPooledBody = 4 << 20
 
 // readPooledBody reads the request body into a pooled buffer sized from its
-// length. The caller gives it back with putBody once nothing refers to
-// the body any more.
+// length, after bodyHeadroom bytes of room: the body is
+// buf.Bytes()[bodyHeadroom:]. The caller gives it back with putBody once
+// nothing refers to the body any more.
 func readPooledBody(c echo.Context) (*bytes.Buffer, error) {
 	r := c.Request()
 	buf := bodyBufs.Get().(*bytes.Buffer)
 	buf.Reset()
-	buf.Grow(bodyRoom(r))
+	buf.Grow(bodyHeadroom + bodyRoom(r))
+	buf.Write(make([]byte, bodyHeadroom))
 	if _, err := buf.ReadFrom(r.Body); err != nil {
 		putBody(buf)
 		return nil, err
@@ -173,7 +175,14 @@ func putBody(buf *bytes.Buffer) {
 // (include_usage false or absent, rarer) is re-encoded with the member
 // merged in, since a duplicate key would not be read alike by every
 // engine.
-func withStreamUsage(body []byte, hasOptions bool) ([]byte, bool) {
+//
+// The body is buf[at:]. With at least len(usageMember) bytes of room
+// before it (readPooledBody leaves them), the member is spliced in place:
+// the opening (the brace and any space before it) moves back into the
+// room and the member takes its place, and the rest of the body, which
+// the parsed request aliases, is neither copied nor written to.
+func withStreamUsage(buf []byte, at int, hasOptions bool) ([]byte, bool) {
+	body := buf[at:]
 	open := bytes.IndexByte(body, '{')
 	if open < 0 {
 		return nil, false
@@ -181,13 +190,25 @@ func withStreamUsage(body []byte, hasOptions bool) ([]byte, bool) {
 	if hasOptions {
 		return mergeStreamUsage(body)
 	}
-	const member = `"stream_options":{"include_usage":true},`
-	out := make([]byte, 0, len(body)+len(member))
+	if at >= len(usageMember) {
+		start := at - len(usageMember)
+		copy(buf[start:], body[:open+1])
+		copy(buf[start+open+1:], usageMember)
+		return buf[start:], true
+	}
+	out := make([]byte, 0, len(body)+len(usageMember))
 	out = append(out, body[:open+1]...)
-	out = append(out, member...)
+	out = append(out, usageMember...)
 	out = append(out, body[open+1:]...)
 	return out, true
 }
+
+// usageMember asks an engine for a stream's usage.
+const usageMember = `"stream_options":{"include_usage":true},`
+
+// bodyHeadroom is the room readPooledBody leaves before a body: what
+// withStreamUsage needs to splice usageMember in without a copy.
+const bodyHeadroom = len(usageMember)
 
 // mergeStreamUsage sets include_usage in the body's own stream_options.
 func mergeStreamUsage(body []byte) ([]byte, bool) {
