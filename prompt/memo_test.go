@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -44,6 +45,21 @@ func sessionBodies(session, turns int) [][]byte {
 			message{Role: "tool", Content: []any{map[string]any{"type": "text", "text": fmt.Sprintf("package f%d\n\n\t\"quoted\" é\n", turn)}, map[string]any{"type": "text", "text": strings.Repeat("x", turn)}}})
 	}
 	return bodies
+}
+
+// longTaskSessions are sessionBodies of sessions whose tasks are long, so
+// that what a session does not share with the others (the system prompt)
+// is most of its text.
+func longTaskSessions(sessions, turns int) [][][]byte {
+	all := make([][][]byte, sessions)
+	for s := range all {
+		task := fmt.Appendf(nil, "Task %d: %s", s, strings.Repeat("a line of the task's context; ", 700))
+		all[s] = sessionBodies(s, turns)
+		for i, b := range all[s] {
+			all[s][i] = bytes.Replace(b, fmt.Appendf(nil, "Task %d:", s), task, 1)
+		}
+	}
+	return all
 }
 
 // memoParse parses body from a scratch copy through m, then overwrites the
@@ -157,16 +173,7 @@ func TestMemoBounded(t *testing.T) {
 func TestMemoCountsSharedTextOnce(t *testing.T) {
 	const sessions, turns = 16, 30
 	m := NewMemo(64 << 20)
-	all := make([][][]byte, sessions)
-	for s := range all {
-		// Each task is long, so that what a session does not share with
-		// the others is most of its text.
-		task := fmt.Appendf(nil, "Task %d: %s", s, strings.Repeat("a line of the task's context; ", 700))
-		all[s] = sessionBodies(s, turns)
-		for i, b := range all[s] {
-			all[s][i] = bytes.Replace(b, fmt.Appendf(nil, "Task %d:", s), task, 1)
-		}
-	}
+	all := longTaskSessions(sessions, turns)
 	held := 0 // no more text than the last bodies hold, whole
 	for turn := range turns {
 		for s := range all {
@@ -187,6 +194,36 @@ func TestMemoCountsSharedTextOnce(t *testing.T) {
 		if n := len(e.Value.(*memoEntry).texts); n > maxTextSpans {
 			t.Errorf("an entry spread over %d arenas", n)
 		}
+	}
+}
+
+// Sessions parsed at once, each remembering its chain as the dispatcher
+// does, keep one entry each and their text counted once (run with -race:
+// the arenas' holders are counted under the memo's lock).
+func TestMemoConcurrentSessions(t *testing.T) {
+	const sessions, turns = 8, 40
+	m := NewMemo(64 << 20)
+	held := 0
+	all := longTaskSessions(sessions, turns)
+	for s := range all {
+		held += len(all[s][turns-1])
+	}
+	var wg sync.WaitGroup
+	for s := range all {
+		wg.Go(func() {
+			for _, b := range all[s] {
+				r, err := m.ParseChat(bytes.Clone(b))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				r.Prior.Remember(&Chain{Ends: make([]int, len(r.Prompt.Messages)), Blocks: make([]uint64, 16)})
+			}
+		})
+	}
+	wg.Wait()
+	if st := m.Stats(); st.Entries != sessions || st.Bytes > int64(held) {
+		t.Errorf("stats %+v: want one entry a session and at most the %d bytes of their last bodies", st, held)
 	}
 }
 
