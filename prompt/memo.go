@@ -74,7 +74,6 @@ type memoEntry struct {
 	// texts[i].first to the next span's first.
 	msgs  []Message
 	texts []textSpan
-	own   memoText // the arena of the messages this turn decoded
 	// size is what the memo counts for the entry besides its texts, which
 	// it counts once however many entries share them: its tables and its
 	// chain.
@@ -365,8 +364,10 @@ func (m *Memo) remember(p *parser) *Prior {
 	// body.
 	copy(p.msgs, e.msgs)
 	if start < len(e.msgs) {
-		e.own.bytes = int64(cap(arena)) + int64(cap(calls))*int64(unsafe.Sizeof(ToolCall{}))
-		e.texts = append(e.texts, textSpan{first: start, text: &e.own})
+		// A memoText of its own, not a field of e: the later turns that
+		// share the arena must not keep the rest of e alive.
+		own := &memoText{bytes: int64(cap(arena)) + int64(cap(calls))*int64(unsafe.Sizeof(ToolCall{}))}
+		e.texts = append(e.texts, textSpan{first: start, text: own})
 	}
 	e.size = int64(len(e.ends))*(16+int64(unsafe.Sizeof(Message{}))) + int64(cap(e.texts))*int64(unsafe.Sizeof(textSpan{}))
 

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"weak"
 )
 
 // sessionBodies are the bodies of one agent session's turns: each resends
@@ -225,6 +227,30 @@ func TestMemoConcurrentSessions(t *testing.T) {
 	if st := m.Stats(); st.Entries != sessions || st.Bytes > int64(held) {
 		t.Errorf("stats %+v: want one entry a session and at most the %d bytes of their last bodies", st, held)
 	}
+}
+
+// A turn that replaces the one it extends shares that turn's text, not
+// the rest of its entry: once dropped, the earlier entry (its tables, its
+// chain) is garbage.
+func TestMemoDropsReplacedEntries(t *testing.T) {
+	m := NewMemo(64 << 20)
+	bodies := sessionBodies(1, 4)
+	memoParse(t, m, bodies[0]) // the probe
+	memoParse(t, m, bodies[1])
+	m.mu.Lock()
+	first := weak.Make(m.lru.Front().Value.(*memoEntry))
+	m.mu.Unlock()
+	memoParse(t, m, bodies[2])
+	memoParse(t, m, bodies[3])
+	if st := m.Stats(); st.Entries != 1 {
+		t.Fatalf("stats %+v: want the session's last turn alone", st)
+	}
+	runtime.GC()
+	runtime.GC()
+	if first.Value() != nil {
+		t.Error("a replaced entry is still reachable from the turns that share its text")
+	}
+	runtime.KeepAlive(m)
 }
 
 func TestMemoChain(t *testing.T) {
