@@ -66,7 +66,7 @@ func (s *Server) proxyCompletion(c echo.Context, path string, parse func([]byte)
 	// the extra usage chunk is then kept from the client.
 	strip := false
 	if req.Stream && !req.IncludeUsage {
-		if b, ok := withStreamUsage(buf.Bytes(), bodyHeadroom, req.HasStreamOptions); ok {
+		if b, ok := withStreamUsage(buf.Bytes(), req.HasStreamOptions); ok {
 			spec.Body, strip = b, true
 		}
 	}
@@ -144,7 +144,8 @@ func readPooledBody(c echo.Context) (*bytes.Buffer, error) {
 	buf := bodyBufs.Get().(*bytes.Buffer)
 	buf.Reset()
 	buf.Grow(bodyHeadroom + bodyRoom(r))
-	buf.Write(make([]byte, bodyHeadroom))
+	var room [bodyHeadroom]byte
+	buf.Write(room[:])
 	if _, err := buf.ReadFrom(r.Body); err != nil {
 		putBody(buf)
 		return nil, err
@@ -176,13 +177,13 @@ func putBody(buf *bytes.Buffer) {
 // merged in, since a duplicate key would not be read alike by every
 // engine.
 //
-// The body is buf[at:]. With at least len(usageMember) bytes of room
-// before it (readPooledBody leaves them), the member is spliced in place:
-// the opening (the brace and any space before it) moves back into the
-// room and the member takes its place, and the rest of the body, which
-// the parsed request aliases, is neither copied nor written to.
-func withStreamUsage(buf []byte, at int, hasOptions bool) ([]byte, bool) {
-	body := buf[at:]
+// buf is what readPooledBody read: bodyHeadroom bytes of room, then the
+// body. The member is spliced in place: the opening (the brace and any
+// space before it) moves back into the room and the member takes its
+// place, so the rest of the body, which the parsed request aliases, is
+// neither copied nor written to.
+func withStreamUsage(buf []byte, hasOptions bool) ([]byte, bool) {
+	body := buf[bodyHeadroom:]
 	open := bytes.IndexByte(body, '{')
 	if open < 0 {
 		return nil, false
@@ -190,17 +191,10 @@ func withStreamUsage(buf []byte, at int, hasOptions bool) ([]byte, bool) {
 	if hasOptions {
 		return mergeStreamUsage(body)
 	}
-	if at >= len(usageMember) {
-		start := at - len(usageMember)
-		copy(buf[start:], body[:open+1])
-		copy(buf[start+open+1:], usageMember)
-		return buf[start:], true
-	}
-	out := make([]byte, 0, len(body)+len(usageMember))
-	out = append(out, body[:open+1]...)
-	out = append(out, usageMember...)
-	out = append(out, body[open+1:]...)
-	return out, true
+	start := bodyHeadroom - len(usageMember)
+	copy(buf[start:], body[:open+1])
+	copy(buf[start+open+1:], usageMember)
+	return buf[start:], true
 }
 
 // usageMember asks an engine for a stream's usage.
