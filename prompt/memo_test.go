@@ -176,7 +176,6 @@ func TestMemoCountsSharedTextOnce(t *testing.T) {
 	const sessions, turns = 16, 30
 	m := NewMemo(64 << 20)
 	all := longTaskSessions(sessions, turns)
-	held := 0 // no more text than the last bodies hold, whole
 	for turn := range turns {
 		for s := range all {
 			r := memoParse(t, m, all[s][turn])
@@ -185,12 +184,7 @@ func TestMemoCountsSharedTextOnce(t *testing.T) {
 			}
 		}
 	}
-	for s := range all {
-		held += len(all[s][turns-1])
-	}
-	if st := m.Stats(); st.Entries != sessions || st.Bytes > int64(held) {
-		t.Errorf("stats %+v: want one entry a session and at most the %d bytes of their last bodies", st, held)
-	}
+	checkHeldOnce(t, m, all)
 	// A long session's turns keep a bounded number of arenas each.
 	for e := m.lru.Front(); e != nil; e = e.Next() {
 		if n := len(e.Value.(*memoEntry).texts); n > maxTextSpans {
@@ -205,11 +199,7 @@ func TestMemoCountsSharedTextOnce(t *testing.T) {
 func TestMemoConcurrentSessions(t *testing.T) {
 	const sessions, turns = 8, 40
 	m := NewMemo(64 << 20)
-	held := 0
 	all := longTaskSessions(sessions, turns)
-	for s := range all {
-		held += len(all[s][turns-1])
-	}
 	var wg sync.WaitGroup
 	for s := range all {
 		wg.Go(func() {
@@ -224,7 +214,18 @@ func TestMemoConcurrentSessions(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if st := m.Stats(); st.Entries != sessions || st.Bytes > int64(held) {
+	checkHeldOnce(t, m, all)
+}
+
+// checkHeldOnce: after every turn of the sessions all, m holds one entry a
+// session and counts no more than their last bodies hold, whole.
+func checkHeldOnce(t *testing.T, m *Memo, all [][][]byte) {
+	t.Helper()
+	held := 0
+	for _, bodies := range all {
+		held += len(bodies[len(bodies)-1])
+	}
+	if st := m.Stats(); st.Entries != int64(len(all)) || st.Bytes > int64(held) {
 		t.Errorf("stats %+v: want one entry a session and at most the %d bytes of their last bodies", st, held)
 	}
 }
