@@ -195,6 +195,42 @@ func TestProxyChatStreamIsIncremental(t *testing.T) {
 	}
 }
 
+// TestProxyChatStreamStatusBeforeFirstEvent holds the engine after its
+// status line, before any event: the client must have the status and the
+// stream's headers while the engine is still working on its first token.
+func TestProxyChatStreamStatusBeforeFirstEvent(t *testing.T) {
+	release := make(chan struct{})
+	var sent atomic.Bool // the engine is past its wait, sending the event
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			return
+		}
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-time.After(5 * time.Second):
+		}
+		sent.Store(true)
+		fmt.Fprint(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"late\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	})
+	_, front, _ := newGateway(t, nil, b)
+	resp := post(t, front.URL, `{"model":"test-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if sent.Load() {
+		t.Fatal("the status reached the client only with the engine's first event")
+	}
+	close(release)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	rest, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(rest), "late") || !strings.Contains(string(rest), "[DONE]") {
+		t.Fatalf("stream missing its event: %q", rest)
+	}
+}
+
 func TestRetryBeforeFirstByte(t *testing.T) {
 	bad := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"overloaded"}}`, http.StatusServiceUnavailable)

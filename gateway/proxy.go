@@ -244,7 +244,11 @@ func (s *Server) relayStream(c echo.Context, t *dispatch.Turn, strip bool) error
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	w.Flush()
+	if !t.Pending() {
+		// The status goes out at once, for a client that waits on it, unless
+		// the first event is already here to go with it.
+		w.Flush()
+	}
 
 	// inEvent: an event's lines were written and its blank line was not
 	// yet; skipBlank: the event being dropped still has its blank line;
@@ -268,8 +272,9 @@ func (s *Server) relayStream(c echo.Context, t *dispatch.Turn, strip bool) error
 			return err
 		}
 		if err != nil {
-			// io.EOF: the stream ended on a line boundary.
-			w.Flush()
+			// io.EOF: the stream ended on a line boundary. What is unflushed
+			// goes out with the end of the response body, in one write, when
+			// the handler returns.
 			return ignoreEOF(err)
 		}
 		switch {
