@@ -64,6 +64,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Isolation.KeyB, "key-b", "", "isolation with --url: tenant B's API key")
 	fs.BoolVar(&sf.apart, "isolation-processes", true, "isolation: send each tenant from a process of its own (`turnpike bench tenant`) and run the embedded engines in two (`turnpike sim`: the interactive lane's engine, then the rest), as tenants and engines on other machines would be; false: all in this process beside tenant A's client and the gateway")
 	fs.DurationVar((*time.Duration)(&cfg.Isolation.Duration), "isolation-duration", bench.DefaultIsolationDuration, "isolation: length of each run")
+	fs.Float64Var(&cfg.Isolation.ARate, "isolation-a-rate", bench.DefaultIsolationARate, "isolation: tenant A's interactive turns per second")
 	fs.DurationVar((*time.Duration)(&cfg.Chaos.FirstKill), "chaos-first-kill", bench.DefaultChaosFirstKill, "chaos: first kill, from the run's start")
 	fs.DurationVar((*time.Duration)(&cfg.Chaos.KillInterval), "chaos-interval", bench.DefaultChaosKillInterval, "chaos: time between kills")
 	fs.DurationVar((*time.Duration)(&cfg.Chaos.Downtime), "chaos-downtime", bench.DefaultChaosDowntime, "chaos: how long a killed replica stays down")
