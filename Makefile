@@ -15,7 +15,7 @@ race: ## run the tests with the race detector
 bench: ## run the micro-benchmarks with allocation counts
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-overhead: ## proxy overhead: direct, haproxy and turnpike in front of an instant engine (OVERHEAD_ARGS="--stream ...")
+overhead: ## proxy overhead: direct, haproxy, Go's reverse proxy and turnpike in front of an instant engine (OVERHEAD_ARGS="--stream ...")
 	bash scripts/overhead.sh $(OVERHEAD_ARGS)
 
 fuzz: ## run each fuzz target for 20s

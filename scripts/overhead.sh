@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # overhead.sh — what a proxy costs in front of an engine that answers at
 # once: large agent-like chat bodies from closed-loop clients, sent direct
-# to the engine, through haproxy, and through turnpike (cache-aware and
+# to the engine, through haproxy, through Go's standard reverse proxy (the
+# floor of any gateway on net/http), and through turnpike (cache-aware and
 # round-robin), each target in its own process, side by side in one run.
 #
 # The engine (`turnpike bench engine`) and the load generator (`turnpike
@@ -10,7 +11,8 @@
 #   scripts/overhead.sh [--body-bytes N] [--concurrency N] [--duration D]
 #                       [--warmup D] [--rounds N] [--stream] [--sessions]
 #                       [--turns next|repeat|cold]
-#                       [--no-haproxy] [--no-round-robin] [--port-base P]
+#                       [--no-haproxy] [--no-go-proxy] [--no-round-robin]
+#                       [--port-base P]
 #                       [--out DIR]
 set -euo pipefail
 
@@ -23,11 +25,12 @@ stream=false
 sessions=false
 turns=next
 haproxy=true
+go_proxy=true
 round_robin=true
 port_base=18700
 out=bench-results/overhead
 
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [[ $# -gt 0 ]]; do
 	case "$1" in
@@ -40,6 +43,7 @@ while [[ $# -gt 0 ]]; do
 	--sessions) sessions=true; shift ;;
 	--turns) turns=$2; shift 2 ;;
 	--no-haproxy) haproxy=false; shift ;;
+	--no-go-proxy) go_proxy=false; shift ;;
 	--no-round-robin) round_robin=false; shift ;;
 	--port-base) port_base=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
@@ -67,7 +71,8 @@ engine_port=$port_base
 haproxy_port=$((port_base + 1))
 ca_port=$((port_base + 2))
 rr_port=$((port_base + 3))
-for p in "$engine_port" "$haproxy_port" "$ca_port" "$rr_port"; do
+go_proxy_port=$((port_base + 4))
+for p in "$engine_port" "$haproxy_port" "$ca_port" "$rr_port" "$go_proxy_port"; do
 	if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 		echo "overhead.sh: port $p is in use; pass --port-base" >&2
 		exit 1
@@ -120,6 +125,16 @@ EOF
 	pids+=("$haproxy_pid")
 	targets+=(--target "haproxy=http://127.0.0.1:$haproxy_port,pid=$haproxy_pid")
 	echo "haproxy $(haproxy -v | head -1 | awk '{print $3}')" >&2
+fi
+
+if [[ $go_proxy == true ]]; then
+	# Go's net/http/httputil.ReverseProxy with keep-alive to the engine and
+	# nothing else: what turnpike's HTTP stack costs before turnpike does
+	# anything.
+	"$bin" bench proxy --addr "127.0.0.1:$go_proxy_port" --upstream "http://127.0.0.1:$engine_port" >"$tmp/go-proxy.log" 2>&1 &
+	go_proxy_pid=$!
+	pids+=("$go_proxy_pid")
+	targets+=(--target "go-reverse-proxy=http://127.0.0.1:$go_proxy_port,pid=$go_proxy_pid")
 fi
 
 # turnpike: one process per policy, each with its own state directory.

@@ -135,6 +135,14 @@ func startRoundRobin(backends []*url.URL) (*roundRobin, error) {
 	if err != nil {
 		return nil, err
 	}
+	rr := &roundRobin{Addr: ln.Addr().String(), srv: &http.Server{Handler: roundRobinHandler(backends)}}
+	go rr.srv.Serve(ln)
+	return rr, nil
+}
+
+// roundRobinHandler is Go's standard reverse proxy sending each request to
+// the next of backends in turn, streams flushed as they come.
+func roundRobinHandler(backends []*url.URL) http.Handler {
 	var next atomic.Uint64
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
@@ -149,13 +157,10 @@ func startRoundRobin(backends []*url.URL) (*roundRobin, error) {
 	// streams back. Without it the server discards and closes whatever
 	// of the body the proxy has not yet read once the answer's headers
 	// are flushed, and the proxy's copy of that request fails.
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.NewResponseController(w).EnableFullDuplex()
 		proxy.ServeHTTP(w, r)
 	})
-	rr := &roundRobin{Addr: ln.Addr().String(), srv: &http.Server{Handler: handler}}
-	go rr.srv.Serve(ln)
-	return rr, nil
 }
 
 // Close stops the front; the gateways behind it stay.

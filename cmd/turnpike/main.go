@@ -24,6 +24,7 @@ Usage:
   turnpike bench [flags]     run the load generator against a gateway or the embedded fleet
   turnpike bench overhead    measure proxies in front of an instant engine (scripts/overhead.sh)
   turnpike bench engine      run an engine that answers at once
+  turnpike bench proxy       run Go's standard reverse proxy in front of one upstream
   turnpike bench tenant      one isolation tenant's requests, spec on stdin (started by turnpike bench)
 
 Run 'turnpike <command> -h' for a command's flags.
@@ -59,6 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return overheadCmd(ctx, args[1:], stdout, stderr)
 			case "engine":
 				return engineCmd(ctx, args[1:], stdout, stderr)
+			case "proxy":
+				return proxyCmd(ctx, args[1:], stdout, stderr)
 			case "tenant":
 				return tenantCmd(ctx, os.Stdin, stdout)
 			}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,8 +103,37 @@ func engineCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: bench.NewInstantEngine(cfg), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "instant engine serving %s on http://%s; stop with Ctrl-C\n", cfg.Model, ln.Addr())
+	return serveUntil(ctx, ln, bench.NewInstantEngine(cfg))
+}
+
+// proxyCmd runs Go's standard reverse proxy (net/http/httputil) in front
+// of one upstream, with no routing and no parsing: what any gateway built
+// on net/http pays at least, for scripts/overhead.sh to set beside turnpike.
+func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench proxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8002", "listen address")
+	upstream := fs.String("upstream", "", "the URL requests are sent to (required)")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	u, err := url.Parse(*upstream)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		fmt.Fprintf(stderr, "bench proxy: --upstream %q: want an http:// or https:// URL\n", *upstream)
+		return errUsage
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "reverse proxy on http://%s to %s; stop with Ctrl-C\n", ln.Addr(), u)
+	return serveUntil(ctx, ln, roundRobinHandler([]*url.URL{u}))
+}
+
+// serveUntil serves h on ln until ctx ends, then shuts down within 5s.
+func serveUntil(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
