@@ -48,9 +48,12 @@ type Client struct {
 }
 
 func newClient(opts Options) *Client {
-	tr := &http.Transport{
+	dial := (&net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
+	// What h1Transport does not take (https engines) goes through
+	// net/http's.
+	fallback := &http.Transport{
 		Proxy:                 nil,
-		DialContext:           dialWholeBody((&net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext),
+		DialContext:           dialWholeBody(dial),
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       90 * time.Second,
@@ -59,7 +62,7 @@ func newClient(opts Options) *Client {
 		// delay the first token.
 		DisableCompression: true,
 	}
-	return &Client{http: &http.Client{Transport: tr}, timeout: opts.RequestTimeout}
+	return &Client{http: &http.Client{Transport: newH1Transport(dial, fallback)}, timeout: opts.RequestTimeout}
 }
 
 // Send POSTs body to path on ep and returns the engine's response once its

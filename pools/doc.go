@@ -34,4 +34,10 @@
 // included), are held until then. A 5xx, a connection error or a timeout
 // before the answer's headers counts against the endpoint's breaker; a 4xx
 // is the client's fault and never does, nor does a client going away.
+//
+// The client speaks HTTP/1.1 to plain http:// engines itself (h1Transport):
+// the caller's goroutine writes the request's head and body in one writev
+// and reads the answer, a kept-alive connection going back to the idle
+// list once its answer has been read to the end and closed; an https engine
+// goes through net/http's Transport.
 package pools
