@@ -134,17 +134,34 @@ func (t *h1Transport) conn(ctx context.Context, addr string) (*h1Conn, error) {
 	return &h1Conn{Conn: nc, br: bufio.NewReaderSize(nc, h1ReadBuffer)}, nil
 }
 
-// put keeps c for the next request to addr.
+// put keeps c for the next request to addr, and closes the connections
+// to addr that have been idle too long (the oldest are first), so that
+// those the engine has closed do not linger.
 func (t *h1Transport) put(addr string, c *h1Conn) {
 	c.idleSince = time.Now()
+	var expired []*h1Conn
 	t.mu.Lock()
-	if list := t.idle[addr]; len(list) < t.maxIdle {
-		t.idle[addr] = append(list, c)
-		t.mu.Unlock()
-		return
+	list := t.idle[addr]
+	n := 0
+	for n < len(list) && c.idleSince.Sub(list[n].idleSince) >= t.idleTimeout {
+		n++
 	}
+	if n > 0 {
+		expired = append(expired, list[:n]...)
+		list = append(list[:0], list[n:]...)
+		clear(list[len(list):cap(list)][:n])
+	}
+	if len(list) < t.maxIdle {
+		list, c = append(list, c), nil
+	}
+	t.idle[addr] = list
 	t.mu.Unlock()
-	c.Close()
+	if c != nil {
+		expired = append(expired, c)
+	}
+	for _, e := range expired {
+		e.Close()
+	}
 }
 
 // CloseIdleConnections closes the idle connections, here and in fallback.
