@@ -517,6 +517,7 @@ func TestMetricsExposed(t *testing.T) {
 		`turnpike_time_to_first_token_seconds_count{route="/v1/chat/completions"} 1`,
 		"turnpike_request_duration_seconds_bucket",
 		"turnpike_endpoint_in_flight_requests",
+		`turnpike_engine_connections_total{kind="reused"}`,
 		"turnpike_endpoint_breaker_state",
 	} {
 		if !strings.Contains(string(b), name) {

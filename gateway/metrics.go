@@ -66,7 +66,7 @@ func newMetrics(reg *prometheus.Registry, fleet *pools.Registry, memo *prompt.Me
 			Help: "Responses WebSocket connections ended, by reason: client, limit (the connection time limit) or shutdown.",
 		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.requests, m.errors, m.ttft, m.duration, &endpointCollector{fleet: fleet},
+	reg.MustRegister(m.requests, m.errors, m.ttft, m.duration, &endpointCollector{fleet: fleet}, connCollector{fleet},
 		m.ws.open, m.ws.messages, m.ws.closed)
 	if memo != nil {
 		reg.MustRegister(memoCollector{memo})
@@ -95,6 +95,21 @@ func (c memoCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(memoEntriesDesc, prometheus.GaugeValue, float64(st.Entries))
 	ch <- prometheus.MustNewConstMetric(memoLookupsDesc, prometheus.CounterValue, float64(st.Hits), "hit")
 	ch <- prometheus.MustNewConstMetric(memoLookupsDesc, prometheus.CounterValue, float64(st.Misses), "miss")
+}
+
+var engineConnsDesc = prometheus.NewDesc("turnpike_engine_connections_total",
+	"Engine requests by the connection they went out on: new (a connection opened), reused (a kept-alive one) or resent (again on a new one, the kept-alive one having been closed by its engine).", []string{"kind"}, nil)
+
+// connCollector reads the engine client's connection counts at scrape time.
+type connCollector struct{ fleet *pools.Registry }
+
+func (c connCollector) Describe(ch chan<- *prometheus.Desc) { ch <- engineConnsDesc }
+
+func (c connCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.fleet.Client().ConnStats()
+	ch <- prometheus.MustNewConstMetric(engineConnsDesc, prometheus.CounterValue, float64(st.New), "new")
+	ch <- prometheus.MustNewConstMetric(engineConnsDesc, prometheus.CounterValue, float64(st.Reused), "reused")
+	ch <- prometheus.MustNewConstMetric(engineConnsDesc, prometheus.CounterValue, float64(st.Resent), "resent")
 }
 
 func (m *metrics) observeRequest(route string, status int, start time.Time, ttft time.Duration) {

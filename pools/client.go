@@ -187,6 +187,24 @@ func (b *trackedBody) Close() error {
 	return err
 }
 
+// ConnStats counts the connections the client's requests to plain-http
+// engines went out on.
+type ConnStats struct {
+	// New is connections opened; Reused, requests sent on a kept-alive
+	// one; Resent, requests sent again on a new connection after a
+	// kept-alive one turned out closed by its engine.
+	New, Reused, Resent uint64
+}
+
+// ConnStats reports the client's connection counts.
+func (c *Client) ConnStats() ConnStats {
+	t, ok := c.http.Transport.(*h1Transport)
+	if !ok {
+		return ConnStats{}
+	}
+	return ConnStats{New: t.dials.Load(), Reused: t.reuses.Load(), Resent: t.resends.Load()}
+}
+
 // Get performs a GET on ep outside the breaker (models listing, tokenize).
 func (c *Client) Get(ctx context.Context, ep *Endpoint, path string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ep.URL.JoinPath(path).String(), nil)

@@ -46,6 +46,9 @@ type h1Transport struct {
 
 	mu   sync.Mutex
 	idle map[string][]*h1Conn // by host:port, the most recent last
+
+	// Counted for ConnStats.
+	dials, reuses, resends atomic.Uint64
 }
 
 // h1Conn is one connection to an engine and its reader.
@@ -97,6 +100,7 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		// The engine closed the kept-alive connection while it was idle:
 		// the same request on a new one.
+		t.resends.Add(1)
 		if body, err = req.GetBody(); err != nil {
 			return nil, err
 		}
@@ -122,6 +126,7 @@ func (t *h1Transport) conn(ctx context.Context, addr string) (*h1Conn, error) {
 		if now.Sub(c.idleSince) < t.idleTimeout {
 			t.mu.Unlock()
 			c.reused = true
+			t.reuses.Add(1)
 			return c, nil
 		}
 		c.Close()
@@ -131,6 +136,7 @@ func (t *h1Transport) conn(ctx context.Context, addr string) (*h1Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.dials.Add(1)
 	return &h1Conn{Conn: nc, br: bufio.NewReaderSize(nc, h1ReadBuffer)}, nil
 }
 

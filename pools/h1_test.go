@@ -90,6 +90,9 @@ func TestH1KeepsOneConnection(t *testing.T) {
 	if n := conns.Load(); n != 1 {
 		t.Errorf("%d connections for six requests in a row, want 1", n)
 	}
+	if d, r := tr.dials.Load(), tr.reuses.Load(); d != 1 || r != 5 {
+		t.Errorf("counted %d new and %d reused connections, want 1 and 5", d, r)
+	}
 }
 
 // A kept-alive connection the engine closed while it was idle costs the
@@ -110,6 +113,9 @@ func TestH1ResendsOnAConnectionClosedWhileIdle(t *testing.T) {
 	}
 	if n := conns.Load(); n < 3 {
 		t.Errorf("%d connections, want a new one for each request", n)
+	}
+	if n := tr.resends.Load(); n != 2 {
+		t.Errorf("counted %d requests sent again, want the 2 that found their connection closed", n)
 	}
 }
 
