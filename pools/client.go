@@ -49,11 +49,11 @@ type Client struct {
 
 func newClient(opts Options) *Client {
 	dial := (&net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
-	// What h1Transport does not take (https engines) goes through
-	// net/http's.
+	// What h1Transport does not take (https engines, a body of unknown
+	// length) goes through net/http's.
 	fallback := &http.Transport{
 		Proxy:                 nil,
-		DialContext:           dialWholeBody(dial),
+		DialContext:           dial,
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       90 * time.Second,

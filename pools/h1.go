@@ -20,8 +20,8 @@ import (
 // net/http's Transport gives every connection a reader and a writer
 // goroutine and hands each request and answer between them and the caller
 // over channels; on a proxy path where the engine answers at once those
-// hand-offs, their wakeups and the 32 KiB copy of the body cost about as
-// much as everything else the gateway does for a request (docs/benchmarks.md,
+// hand-offs and their wakeups cost about as much as everything else the
+// gateway does for a request (docs/benchmarks.md,
 // "Proxy overhead: a client of its own for the engines"). Here the caller's
 // goroutine does it all: it writes the request's head and its in-memory
 // body in one writev, reads the answer's head with http.ReadResponse, and
@@ -117,21 +117,30 @@ func (e *staleConnError) Unwrap() error { return e.err }
 // conn is an idle connection to addr that has not been idle too long, or a
 // new one.
 func (t *h1Transport) conn(ctx context.Context, addr string) (*h1Conn, error) {
-	now := time.Now()
+	// The list runs from the oldest to the most recent: when the most
+	// recent has been idle too long, so have all.
+	var found *h1Conn
+	var expired []*h1Conn
 	t.mu.Lock()
-	for list := t.idle[addr]; len(list) > 0; list = t.idle[addr] {
-		c := list[len(list)-1]
-		list[len(list)-1] = nil
-		t.idle[addr] = list[:len(list)-1]
-		if now.Sub(c.idleSince) < t.idleTimeout {
-			t.mu.Unlock()
-			c.reused = true
-			t.reuses.Add(1)
-			return c, nil
-		}
-		c.Close()
+	list := t.idle[addr]
+	switch n := len(list); {
+	case n > 0 && time.Since(list[n-1].idleSince) < t.idleTimeout:
+		found = list[n-1]
+		list[n-1] = nil
+		t.idle[addr] = list[:n-1]
+	case n > 0:
+		expired = list
+		delete(t.idle, addr)
 	}
 	t.mu.Unlock()
+	for _, e := range expired {
+		e.Close()
+	}
+	if found != nil {
+		found.reused = true
+		t.reuses.Add(1)
+		return found, nil
+	}
 	nc, err := t.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
@@ -200,23 +209,8 @@ func (t *h1Transport) send(ctx context.Context, c *h1Conn, addr string, req *htt
 		}
 		return nil, err
 	}
-	head := appendRequestHead(make([]byte, 0, 512), req)
-	w := &headFirst{conn: c.Conn, head: head}
-	if body != nil && body != http.NoBody {
-		n, err := io.Copy(w, body)
-		body.Close()
-		if err != nil {
-			return fail(err)
-		}
-		if n != req.ContentLength {
-			stop()
-			return nil, fmt.Errorf("pools: request body of %d bytes, want its Content-Length %d", n, req.ContentLength)
-		}
-	}
-	if w.head != nil {
-		if _, err := c.Write(w.head); err != nil {
-			return fail(err)
-		}
+	if err := writeRequest(c.Conn, req, body); err != nil {
+		return fail(err)
 	}
 	if _, err := c.br.Peek(1); err != nil {
 		return fail(err)
@@ -238,6 +232,52 @@ func (t *h1Transport) send(ctx context.Context, c *h1Conn, addr string, req *htt
 	b.done.Store(resp.Body == http.NoBody)
 	resp.Body = b
 	return resp, nil
+}
+
+// writeRequest writes req's head and body to conn: a body held in memory
+// (an io.WriterTo: bytes.Reader, strings.Reader) in one writev with the
+// head, and never more of it than req.ContentLength says, so that no byte
+// of it can be read as another request.
+func writeRequest(conn net.Conn, req *http.Request, body io.ReadCloser) error {
+	w := &headFirst{conn: conn, head: appendRequestHead(make([]byte, 0, 512), req)}
+	if body != nil && body != http.NoBody {
+		n, err := io.Copy(&cappedWriter{w: w, left: req.ContentLength}, body)
+		body.Close()
+		if err != nil {
+			return err
+		}
+		if n != req.ContentLength {
+			return fmt.Errorf("pools: request body of %d bytes, want its Content-Length %d", n, req.ContentLength)
+		}
+	}
+	if w.head == nil {
+		return nil
+	}
+	_, err := conn.Write(w.head)
+	return err
+}
+
+// errPastLimit is a body longer than its request's Content-Length: the
+// Content-Length's bytes are written and the request fails with it.
+var errPastLimit = errors.New("pools: request body longer than its length")
+
+// cappedWriter writes at most left bytes to w.
+type cappedWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	var err error
+	if int64(len(p)) > c.left {
+		p, err = p[:max(c.left, 0)], errPastLimit
+	}
+	n, werr := c.w.Write(p)
+	c.left -= int64(n)
+	if werr != nil {
+		return n, werr
+	}
+	return n, err
 }
 
 // appendRequestHead appends req's request line and headers, Host and
