@@ -72,7 +72,7 @@ const (
 	DefaultTracePath = "../shared/workloads/mooncake/conversation_trace.jsonl"
 	DefaultTimeScale = 1.0
 
-	DefaultIsolationDuration  = 30 * time.Second
+	DefaultIsolationDuration  = 90 * time.Second
 	DefaultIsolationARate     = 2.0
 	DefaultIsolationFleetSlot = 16
 	DefaultBurstMultiple      = 5.0
@@ -261,7 +261,9 @@ type IsolationConfig struct {
 	// KeyA and KeyB are the two tenants' API keys. Empty: Target.APIKey.
 	KeyA string `json:"-" yaml:"key_a"`
 	KeyB string `json:"-" yaml:"key_b"`
-	// Duration is the length of each of the two runs. Default 30s.
+	// Duration is the length of each of the two runs. Default 90s: with
+	// BurstStart's 0.2 and ARate's 2, A's window holds 144 turns, so that
+	// its p99 is a percentile and not its slowest turn.
 	Duration Duration `json:"duration" yaml:"duration"`
 	// ARate is tenant A's interactive turns per second. Default 2.
 	ARate float64 `json:"a_rate" yaml:"a_rate"`
