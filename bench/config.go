@@ -76,7 +76,8 @@ const (
 	DefaultIsolationARate     = 2.0
 	DefaultIsolationFleetSlot = 16
 	DefaultBurstMultiple      = 5.0
-	DefaultBurstStart         = 0.2
+	DefaultIsolationRounds    = 3
+	DefaultIsolationSettle    = 0.2
 
 	// The chaos schedule's defaults fit a 60s run: five rounds, each
 	// replica of four killed at least once, every restart given a breaker
@@ -256,15 +257,21 @@ type TraceConfig struct {
 }
 
 // IsolationConfig shapes the isolation scenario: tenant A's interactive
-// turns at a steady rate, with and without tenant B's agent burst.
+// turns at a steady rate, with and without tenant B's agent burst, in one
+// run that alternates the two (see isolationPlan).
 type IsolationConfig struct {
 	// KeyA and KeyB are the two tenants' API keys. Empty: Target.APIKey.
 	KeyA string `json:"-" yaml:"key_a"`
 	KeyB string `json:"-" yaml:"key_b"`
-	// Duration is the length of each of the two runs. Default 90s: with
-	// BurstStart's 0.2 and ARate's 2, A's window holds 144 turns, so that
-	// its p99 is a percentile and not its slowest turn.
+	// Duration is how long A is measured alone, and how long under B's
+	// burst, each in Rounds stretches. Default 90s: at ARate's 2, A's
+	// figures hold 180 turns each, so that its p99 is a percentile and not
+	// its slowest turn.
 	Duration Duration `json:"duration" yaml:"duration"`
+	// Rounds is how many times the run goes from A alone to A under the
+	// burst. Default 3: a host that slows for a minute slows both
+	// conditions, not one, as it would when each had a run of its own.
+	Rounds int `json:"rounds" yaml:"rounds"`
 	// ARate is tenant A's interactive turns per second. Default 2.
 	ARate float64 `json:"a_rate" yaml:"a_rate"`
 	// FleetSlots is how many sequences the fleet runs at once (the sum of the
@@ -273,9 +280,10 @@ type IsolationConfig struct {
 	// BurstMultiple is how many agent loops B keeps in flight, as a multiple
 	// of FleetSlots. Default 5.
 	BurstMultiple float64 `json:"burst_multiple" yaml:"burst_multiple"`
-	// BurstStart is when B's burst starts, as a share of Duration; A's
-	// figures are taken from that point on in both runs. Default 0.2.
-	BurstStart float64 `json:"burst_start" yaml:"burst_start"`
+	// Settle is the warm-up before A's first stretch alone, and the pause
+	// after each burst in which B's last requests end, as a share of a
+	// stretch (Duration/Rounds). Default 0.2.
+	Settle float64 `json:"settle" yaml:"settle"`
 	// BPriority is the x-turnpike-priority B sends; "" (default) sends none.
 	BPriority string `json:"b_priority,omitempty" yaml:"b_priority"`
 }
@@ -347,7 +355,8 @@ func (c *Config) EnsureDefaults() {
 	setDefault(&i.ARate, DefaultIsolationARate)
 	setDefault(&i.FleetSlots, DefaultIsolationFleetSlot)
 	setDefault(&i.BurstMultiple, DefaultBurstMultiple)
-	setDefault(&i.BurstStart, DefaultBurstStart)
+	setDefault(&i.Rounds, DefaultIsolationRounds)
+	setDefault(&i.Settle, DefaultIsolationSettle)
 
 	ch := &c.Chaos
 	setDefault(&ch.FirstKill, Duration(DefaultChaosFirstKill))
@@ -478,8 +487,11 @@ func (c *Config) Validate() error {
 	if !(i.BurstMultiple > 0) || math.IsInf(i.BurstMultiple, 0) {
 		bad("isolation.burst_multiple %v: want > 0", i.BurstMultiple)
 	}
-	if !(i.BurstStart >= 0 && i.BurstStart < 1) {
-		bad("isolation.burst_start %v: want in [0,1)", i.BurstStart)
+	if i.Rounds < 1 || i.Rounds > 100 {
+		bad("isolation.rounds %d: want 1 to 100", i.Rounds)
+	}
+	if !(i.Settle >= 0 && i.Settle < 1) {
+		bad("isolation.settle %v: want in [0,1)", i.Settle)
 	}
 	if !validPriority(i.BPriority) {
 		bad("isolation.b_priority %q: want interactive, standard, background or empty", i.BPriority)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 )
@@ -20,149 +21,263 @@ const (
 const isolationPromptTenant = 1000
 
 // IsolationReport is the isolation scenario's verdict: tenant A's
-// interactive latency without and with tenant B's burst, and what the
-// gateway shed. A's figures cover the same window in both runs: from the
-// burst's start to the end.
+// interactive latency alone and under tenant B's burst, and what the
+// gateway shed. Both conditions come from one run that alternates them
+// (isolationPlan): A's figures alone are its turns sent in its stretches
+// alone, from the moment B's previous burst had ended; under the burst,
+// its turns sent while B's loops were sending.
 type IsolationReport struct {
+	// WindowStartSeconds is when A's first stretch alone began, after the
+	// warm-up.
 	WindowStartSeconds float64 `json:"window_start_seconds"`
 	// BLoops is how many agent loops B kept in flight during the burst.
 	BLoops int `json:"b_loops"`
-	// BaselineA and BurstA are A's requests in the window of each run;
+	// BaselineA and BurstA are A's requests alone and under the burst;
 	// BurstB is B's requests.
 	BaselineA Summary `json:"baseline_a"`
 	BurstA    Summary `json:"burst_a"`
 	BurstB    Summary `json:"burst_b"`
-	// P99TTFT of A in the window, and burst/baseline (0 when undefined).
+	// P99TTFT of A in each condition, and burst/baseline (0 when undefined).
 	BaselineAP99TTFTMs float64 `json:"baseline_a_p99_ttft_ms"`
 	BurstAP99TTFTMs    float64 `json:"burst_a_p99_ttft_ms"`
 	P99TTFTRatio       float64 `json:"p99_ttft_ratio"`
-	// Sheds counts the burst run's shed requests by band, then reason.
+	// Rounds are the stretches of the run, in order, with A's p99 in each.
+	Rounds []IsolationRound `json:"rounds"`
+	// Sheds counts the requests shed under the burst by band, then reason.
 	Sheds map[string]map[string]int `json:"sheds,omitempty"`
 	// BMeanInFlight is how many of B's requests were in flight on average
-	// in the window (the sum of their durations over the window), and
-	// BurstMultipleAchieved is that over FleetSlots: the burst the run
-	// really offered, to set against the configured BurstMultiple.
+	// under the burst (the sum of their durations over the burst's
+	// stretches), and BurstMultipleAchieved is that over FleetSlots: the
+	// burst the run really offered, to set against the configured
+	// BurstMultiple.
 	BMeanInFlight         float64 `json:"b_mean_in_flight"`
 	BurstMultipleAchieved float64 `json:"burst_multiple_achieved"`
-	// BaselineFleet and BurstFleet are the engines' own occupancy in the
-	// window of each run, sampled from their /metrics; nil without
+	// BaselineFleet and BurstFleet are the engines' own occupancy in each
+	// condition's stretches, sampled from their /metrics; nil without
 	// Target.EngineMetricsURLs. Engines that queue (MaxWaiting > 0) or run
 	// near their KV capacity were past their capacity; engines that never
 	// queue were not, whatever the burst multiple says.
 	BaselineFleet *FleetLoad `json:"baseline_fleet,omitempty"`
 	BurstFleet    *FleetLoad `json:"burst_fleet,omitempty"`
-	// Baseline is the whole baseline run.
+	// Baseline is A's turns alone as a result of their own.
 	Baseline *Result `json:"baseline"`
 }
 
-// runIsolation runs the scenario twice, without and with B's burst, and
-// returns the burst run with the report attached.
-func runIsolation(ctx context.Context, cfg Config, target Target, label string) (*Result, error) {
-	ic := cfg.Isolation
-	dur := ic.Duration.D()
-	burstAt, loops := ic.burstAt(), ic.loops()
-	phase := cfg
-	phase.MaxDuration = ic.Duration
-	// The baseline has neither burst nor batch; the burst run's batch is
-	// submitted as the burst starts, not by measure.
-	phase.BatchLoad.Lines = 0
-	var batch func(time.Time) *BatchLoadReport
-	var burstEnded time.Time
-	var baseErr, burstErr error
-	var batchApart chan *BatchLoadReport // the batch's report, from its process
-	var submitted time.Time
-	keyA, keyB := orKey(ic.KeyA, target.APIKey), orKey(ic.KeyB, target.APIKey)
-	nA := int(math.Ceil(dur.Seconds() * ic.ARate))
+// IsolationRound is one round of the run: A's stretch alone (from when
+// B's previous burst had ended) and its stretch under B's burst, in
+// seconds from the run's start, with A's p99 TTFT in each.
+type IsolationRound struct {
+	AloneFromSeconds float64 `json:"alone_from_s"`
+	AloneToSeconds   float64 `json:"alone_to_s"`
+	BurstFromSeconds float64 `json:"burst_from_s"`
+	BurstToSeconds   float64 `json:"burst_to_s"`
+	AloneP99TTFTMs   float64 `json:"alone_p99_ttft_ms"`
+	BurstP99TTFTMs   float64 `json:"burst_p99_ttft_ms"`
+	// BDrainSeconds is how long B's last requests of this burst ran past
+	// its stretch; the next stretch alone starts after them.
+	BDrainSeconds float64 `json:"b_drain_s"`
+}
 
-	var baseFleet, burstFleet *FleetLoad
-	baseline, baseSamples := measure(ctx, phase, target, label+" baseline", nA, func(ctx context.Context, r *runner) {
-		stop := sampleFleet(ctx, target.EngineMetricsURLs, r.start.Add(burstAt), &baseFleet)
-		defer stop()
-		baseErr = r.tenant(ctx, target.Tenant, TenantA, keyA)
-	})
-	if baseErr != nil {
-		return nil, baseErr
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("bench: isolation baseline: %w", err)
-	}
-	burst, burstSamples := measure(ctx, phase, target, label+" burst", 0, func(ctx context.Context, r *runner) {
-		stop := sampleFleet(ctx, target.EngineMetricsURLs, r.start.Add(burstAt), &burstFleet)
-		defer stop()
-		var wg sync.WaitGroup
-		var errA, errB error
-		wg.Go(func() { errA = r.tenant(ctx, target.Tenant, TenantA, keyA) })
-		wg.Go(func() { errB = r.tenant(ctx, target.Tenant, TenantB, keyB) })
-		switch {
-		case cfg.BatchLoad.Lines == 0:
-		case target.Tenant != nil:
-			// The batch's client, too, in a process of its own: it
-			// submits as the burst starts and follows the batch past the
-			// run's end, up to its deadline.
-			submitted = r.start.Add(burstAt)
-			spec := TenantSpec{Config: r.cfg, Tenant: TenantBatch, Key: orKey(cfg.BatchLoad.Key, target.APIKey)}
-			spec.Config.BatchLoad = cfg.BatchLoad
-			batchApart = make(chan *BatchLoadReport, 1)
-			go func() {
-				rep, err := r.apart(ctx, target.Tenant, spec)
-				if err != nil {
-					rep = &BatchLoadReport{Lines: cfg.BatchLoad.Lines, Error: err.Error()}
-				}
-				batchApart <- rep
-			}()
-		case sleepUntil(ctx, r.start.Add(burstAt)):
-			batch = startBatchLoad(ctx, cfg, target)
-		}
-		wg.Wait()
-		burstErr = errors.Join(errA, errB)
-		burstEnded = time.Now()
-	})
-	if batch != nil {
-		burst.BatchLoad = batch(burstEnded)
-	}
-	if batchApart != nil {
-		if burst.BatchLoad = <-batchApart; burst.BatchLoad == nil {
-			burst.BatchLoad = &BatchLoadReport{Lines: cfg.BatchLoad.Lines, Error: "the batch's process reported nothing"}
-		}
-		burst.BatchLoad.RunSeconds = burstEnded.Sub(submitted).Seconds()
-	}
-	if burstErr != nil {
-		return nil, burstErr
-	}
+// isolationPlan is the isolation run's schedule, from its start: a
+// warm-up of A alone, then rounds rounds, each a stretch of A alone and a
+// stretch under B's burst, the rounds a pause apart in which the burst's
+// last requests end. A sends throughout. The two conditions take turns,
+// so that the host's drift, which on a shared machine moves a p99 as much
+// as the burst does, falls on both.
+type isolationPlan struct {
+	rounds                int
+	warm, stretch, settle time.Duration
+}
 
-	inWindow := func(samples []*Sample, tenant string) []*Sample {
-		var out []*Sample
-		for _, s := range samples {
-			if s.Tenant == tenant && s.Start >= burstAt {
-				out = append(out, s)
+func (ic IsolationConfig) plan() isolationPlan {
+	n := max(ic.Rounds, 1)
+	stretch := ic.Duration.D() / time.Duration(n)
+	settle := time.Duration(float64(stretch) * ic.Settle)
+	return isolationPlan{rounds: n, warm: settle, stretch: stretch, settle: settle}
+}
+
+// alone is round k's stretch of A alone, as planned (runIsolation starts
+// it later if B's previous burst is still ending).
+func (p isolationPlan) alone(k int) (from, to time.Duration) {
+	from = p.warm + time.Duration(k)*(2*p.stretch+p.settle)
+	return from, from + p.stretch
+}
+
+// burst is round k's stretch under B's burst.
+func (p isolationPlan) burst(k int) (from, to time.Duration) {
+	_, from = p.alone(k)
+	return from, from + p.stretch
+}
+
+// total is the run's length: it ends with the last burst.
+func (p isolationPlan) total() time.Duration {
+	_, end := p.burst(p.rounds - 1)
+	return end
+}
+
+// in reports whether at lies in one of the stretches stretch gives.
+func (p isolationPlan) in(stretch func(int) (time.Duration, time.Duration)) func(time.Duration) bool {
+	return func(at time.Duration) bool {
+		for k := range p.rounds {
+			if from, to := stretch(k); at >= from && at < to {
+				return true
 			}
 		}
-		return out
+		return false
 	}
-	window := func(res *Result) time.Duration {
-		return max(time.Duration(res.DurationSeconds*float64(time.Second))-burstAt, time.Millisecond)
+}
+
+// runIsolation runs the scenario's one run (isolationPlan) and returns it
+// with the report attached.
+func runIsolation(ctx context.Context, cfg Config, target Target, label string) (*Result, error) {
+	ic := cfg.Isolation
+	plan, loops := ic.plan(), ic.loops()
+	phase := cfg
+	phase.MaxDuration = Duration(plan.total())
+	// A batch is submitted as each burst starts, not by measure.
+	phase.BatchLoad.Lines = 0
+	keyA, keyB := orKey(ic.KeyA, target.APIKey), orKey(ic.KeyB, target.APIKey)
+
+	var aloneFleet, burstFleet *FleetLoad
+	var errA error
+	errB := make([]error, plan.rounds)
+	batches := make([]*BatchLoadReport, plan.rounds)
+	// B's requests are not known in advance, so the progress has no total.
+	res, samples := measure(ctx, phase, target, label, 0, func(ctx context.Context, r *runner) {
+		stopAlone := sampleFleet(ctx, target.EngineMetricsURLs, r.start, plan.in(plan.alone), &aloneFleet)
+		stopBurst := sampleFleet(ctx, target.EngineMetricsURLs, r.start, plan.in(plan.burst), &burstFleet)
+		defer stopAlone()
+		defer stopBurst()
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			errA = r.tenant(ctx, target.Tenant, TenantSpec{Tenant: TenantA, Key: keyA, From: r.start, Until: r.stopAt})
+		})
+		for k := range plan.rounds {
+			from, to := plan.burst(k)
+			spec := TenantSpec{Tenant: TenantB, Key: keyB, Round: k, From: r.start.Add(from), Until: r.start.Add(to)}
+			wg.Go(func() { errB[k] = r.tenant(ctx, target.Tenant, spec) })
+			if cfg.BatchLoad.Lines > 0 {
+				spec := TenantSpec{Tenant: TenantBatch, Key: orKey(cfg.BatchLoad.Key, target.APIKey), Round: k, From: spec.From, Until: spec.Until}
+				spec.Config = r.cfg
+				spec.Config.BatchLoad = cfg.BatchLoad
+				wg.Go(func() { batches[k] = r.batch(ctx, target, spec) })
+			}
+		}
+		wg.Wait()
+	})
+	if err := errors.Join(append(errB, errA)...); err != nil {
+		return nil, err
 	}
-	bWindow := inWindow(burstSamples, TenantB)
-	rep := &IsolationReport{
-		WindowStartSeconds: burstAt.Seconds(),
-		BLoops:             loops,
-		BaselineA:          aggregate(inWindow(baseSamples, TenantA), window(baseline)),
-		BurstA:             aggregate(inWindow(burstSamples, TenantA), window(burst)),
-		BurstB:             aggregate(bWindow, window(burst)),
-		Sheds:              burst.Total.Sheds,
-		BMeanInFlight:      meanInFlight(bWindow, window(burst)),
-		BaselineFleet:      baseFleet,
-		BurstFleet:         burstFleet,
-		Baseline:           baseline,
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("bench: isolation: %w", err)
 	}
+	if cfg.BatchLoad.Lines > 0 {
+		res.BatchLoad = mergeBatchReports(batches)
+	}
+
+	rep := &IsolationReport{BLoops: loops}
+	var aloneA, burstA, burstAll, burstB []*Sample
+	var aloneWall, burstWall time.Duration
+	ended := time.Duration(0) // when the last burst's last request, or its batch, ended
+	for k := range plan.rounds {
+		from, to := plan.alone(k)
+		from = min(max(from, ended), to)
+		bFrom, bTo := plan.burst(k)
+		round := IsolationRound{AloneFromSeconds: from.Seconds(), AloneToSeconds: to.Seconds(), BurstFromSeconds: bFrom.Seconds(), BurstToSeconds: bTo.Seconds()}
+		var alone, under []*Sample
+		for _, s := range samples {
+			switch {
+			case s.Tenant == TenantA && s.Start >= from && s.Start < to:
+				alone = append(alone, s)
+			case s.Start >= bFrom && s.Start < bTo:
+				burstAll = append(burstAll, s)
+				if s.Tenant == TenantA {
+					under = append(under, s)
+				} else if s.Tenant == TenantB {
+					burstB = append(burstB, s)
+					ended = max(ended, s.Start+s.E2E)
+				}
+			}
+		}
+		if b := batches[k]; b != nil && b.Seconds > 0 {
+			ended = max(ended, bFrom+time.Duration(b.Seconds*float64(time.Second)))
+		}
+		round.BDrainSeconds = max(ended-bTo, 0).Seconds()
+		round.AloneP99TTFTMs = aggregate(alone, to-from).TTFT.P99Ms
+		round.BurstP99TTFTMs = aggregate(under, bTo-bFrom).TTFT.P99Ms
+		rep.Rounds = append(rep.Rounds, round)
+		aloneA, burstA = append(aloneA, alone...), append(burstA, under...)
+		aloneWall, burstWall = aloneWall+to-from, burstWall+bTo-bFrom
+	}
+	aloneWall, burstWall = max(aloneWall, time.Millisecond), max(burstWall, time.Millisecond)
+	rep.WindowStartSeconds = rep.Rounds[0].AloneFromSeconds
+	rep.BaselineA = aggregate(aloneA, aloneWall)
+	rep.BurstA = aggregate(burstA, burstWall)
+	rep.BurstB = aggregate(burstB, burstWall)
+	rep.Sheds = aggregate(burstAll, burstWall).Sheds
+	rep.BMeanInFlight = meanInFlight(burstB, burstWall)
 	rep.BurstMultipleAchieved = rep.BMeanInFlight / float64(ic.FleetSlots)
+	rep.BaselineFleet, rep.BurstFleet = aloneFleet, burstFleet
+	rep.Baseline = buildResult(phase, res.Started, aloneWall, aloneA)
 	rep.BaselineAP99TTFTMs = rep.BaselineA.TTFT.P99Ms
 	rep.BurstAP99TTFTMs = rep.BurstA.TTFT.P99Ms
 	if rep.BaselineAP99TTFTMs > 0 {
 		rep.P99TTFTRatio = rep.BurstAP99TTFTMs / rep.BaselineAP99TTFTMs
 	}
-	burst.Isolation = rep
-	return burst, nil
+	res.Isolation = rep
+	return res, nil
+}
+
+// batch submits spec's batch at spec.From, here or through run when the
+// tenants run apart, and follows it to its end or deadline.
+func (r *runner) batch(ctx context.Context, target Target, spec TenantSpec) *BatchLoadReport {
+	var rep *BatchLoadReport
+	if target.Tenant != nil {
+		var err error
+		if rep, err = r.apart(ctx, target.Tenant, spec); err != nil {
+			rep = &BatchLoadReport{Lines: spec.Config.BatchLoad.Lines, Error: err.Error()}
+		} else if rep == nil {
+			rep = &BatchLoadReport{Lines: spec.Config.BatchLoad.Lines, Error: "the batch's process reported nothing"}
+		}
+	} else {
+		if !sleepUntil(ctx, spec.From) {
+			return nil
+		}
+		rep = startBatchLoad(ctx, spec.Config, target)(spec.Until)
+	}
+	if rep != nil {
+		rep.RunSeconds = spec.Until.Sub(spec.From).Seconds()
+	}
+	return rep
+}
+
+// mergeBatchReports sums the batches of a run's bursts into one report:
+// their lines, what became of them, the slowest one's time and status
+// when any fell short.
+func mergeBatchReports(reps []*BatchLoadReport) *BatchLoadReport {
+	out := &BatchLoadReport{Status: "completed", InDeadline: true}
+	var ids, errs []string
+	for _, b := range reps {
+		if b == nil {
+			continue
+		}
+		ids = append(ids, b.ID)
+		if b.Error != "" {
+			errs = append(errs, b.Error)
+		}
+		out.Lines += b.Lines
+		out.Completed += b.Completed
+		out.Failed += b.Failed
+		out.Seconds = max(out.Seconds, b.Seconds)
+		out.RunSeconds = max(out.RunSeconds, b.RunSeconds)
+		out.InDeadline = out.InDeadline && b.InDeadline
+		if b.Status != "completed" {
+			out.Status = b.Status
+		}
+	}
+	out.ID = strings.Join(ids, ",")
+	out.Error = strings.Join(errs, "; ")
+	return out
 }
 
 func orKey(k, fallback string) string {
@@ -200,12 +315,12 @@ func (r *runner) interactive(ctx context.Context, key string) {
 	wg.Wait()
 }
 
-// agentLoop is one of tenant B's loops: from burstAt on, agent sessions
-// back to back with no think time, until the run stops.
-func (r *runner) agentLoop(ctx context.Context, loop int, burstAt time.Duration, key, priority string) {
+// agentLoop is one of tenant B's loops in burst burst: from from on, agent
+// sessions back to back with no think time, until the runner stops.
+func (r *runner) agentLoop(ctx context.Context, burst, loop int, from time.Duration, key, priority string) {
 	for round := 0; !r.stopped(ctx); round++ {
-		s := burstSession(r.cfg, loop, round)
-		s.Start += burstAt
+		s := burstSession(r.cfg, burst, loop, round)
+		s.Start += from
 		if round > 0 {
 			s.Start = 0
 		}
@@ -213,14 +328,14 @@ func (r *runner) agentLoop(ctx context.Context, loop int, burstAt time.Duration,
 	}
 }
 
-// burstSession is round round of B's loop loop: one agent session of
+// burstSession is round round of B's loop loop in burst burst: one agent session of
 // tool turns sent back to back. A loop with gaps between its turns keeps a
 // request in flight only part of the time, so BLoops loops would offer the
 // fleet a fraction of BurstMultiple × FleetSlots; without gaps each loop
 // holds one request in flight all the time, as IsolationConfig promises.
-func burstSession(cfg Config, loop, round int) Session {
+func burstSession(cfg Config, burst, loop, round int) Session {
 	c := cfg
-	c.Seed = int64(mix(uint64(cfg.Seed), 0xb, uint64(loop), uint64(round)) >> 1)
+	c.Seed = int64(mix(uint64(cfg.Seed), 0xb, uint64(burst), uint64(loop), uint64(round)) >> 1)
 	c.Agentic.Sessions, c.Agentic.Waves, c.Agentic.Tenants = 1, 1, 1
 	c.Agentic.HumanTurnShare = -1
 	c.Agentic.LoopGap = 0
@@ -297,10 +412,11 @@ func firstOf(m EngineMetrics, names []string) float64 {
 	return 0
 }
 
-// sampleFleet scrapes urls every fleetSampleInterval from from until the
-// returned stop is called, then stores what it saw in *out (left nil when
-// there are no urls or no sample succeeded). stop waits for the sampler.
-func sampleFleet(ctx context.Context, urls []string, from time.Time, out **FleetLoad) (stop func()) {
+// sampleFleet scrapes urls every fleetSampleInterval while in holds for
+// the time since start, until the returned stop is called, then stores
+// what it saw in *out (left nil when there are no urls or no sample
+// succeeded). stop waits for the sampler.
+func sampleFleet(ctx context.Context, urls []string, start time.Time, in func(time.Duration) bool, out **FleetLoad) (stop func()) {
 	if len(urls) == 0 {
 		return func() {}
 	}
@@ -314,17 +430,16 @@ func sampleFleet(ctx context.Context, urls []string, from time.Time, out **Fleet
 				*out = &l
 			}
 		}()
-		if !sleepUntil(ctx, from) {
-			return
-		}
 		t := time.NewTicker(fleetSampleInterval)
 		defer t.Stop()
 		for {
-			scrape, _ := scrapeAll(ctx, urls)
-			if ctx.Err() != nil {
-				return
+			if in(time.Since(start)) {
+				scrape, _ := scrapeAll(ctx, urls)
+				if ctx.Err() != nil {
+					return
+				}
+				l.add(scrape)
 			}
-			l.add(scrape)
 			select {
 			case <-ctx.Done():
 				return
@@ -333,11 +448,6 @@ func sampleFleet(ctx context.Context, urls []string, from time.Time, out **Fleet
 		}
 	}()
 	return func() { cancel(); <-done }
-}
-
-// burstAt is when B's burst starts, from the run's start.
-func (ic IsolationConfig) burstAt() time.Duration {
-	return time.Duration(float64(ic.Duration.D()) * ic.BurstStart)
 }
 
 // loops is how many agent loops B keeps in flight.

@@ -20,7 +20,7 @@ func TestBurstSessionHasNoGaps(t *testing.T) {
 		t.Fatal("the default loop gap is zero; the test proves nothing")
 	}
 	for round := range 3 {
-		s := burstSession(cfg, 7, round)
+		s := burstSession(cfg, 0, 7, round)
 		if len(s.Turns) != cfg.Agentic.TurnsPerSession {
 			t.Fatalf("round %d: %d turns, want %d", round, len(s.Turns), cfg.Agentic.TurnsPerSession)
 		}
@@ -33,8 +33,11 @@ func TestBurstSessionHasNoGaps(t *testing.T) {
 			}
 		}
 	}
-	if a, b := burstSession(cfg, 1, 0), burstSession(cfg, 2, 0); a.ID == b.ID {
+	if a, b := burstSession(cfg, 0, 1, 0), burstSession(cfg, 0, 2, 0); a.ID == b.ID {
 		t.Errorf("loops 1 and 2 planned the same session %s", a.ID)
+	}
+	if a, b := burstSession(cfg, 0, 1, 0), burstSession(cfg, 1, 1, 0); a.ID == b.ID {
+		t.Errorf("bursts 0 and 1 planned the same session %s for loop 1", a.ID)
 	}
 }
 
@@ -104,16 +107,72 @@ func TestSampleFleet(t *testing.T) {
 	defer srv.Close()
 
 	var none *FleetLoad
-	sampleFleet(context.Background(), nil, time.Now(), &none)()
+	always := func(time.Duration) bool { return true }
+	sampleFleet(context.Background(), nil, time.Now(), always, &none)()
 	if none != nil {
 		t.Fatalf("no engines: %+v, want nil", none)
 	}
 
 	var l *FleetLoad
-	stop := sampleFleet(context.Background(), []string{srv.URL}, time.Now(), &l)
+	stop := sampleFleet(context.Background(), []string{srv.URL}, time.Now(), always, &l)
 	time.Sleep(fleetSampleInterval + fleetSampleInterval/2)
 	stop()
 	if l == nil || l.Samples < 2 || l.MaxWaiting != 1 || l.MaxRunning < 2 {
 		t.Fatalf("sampled %+v, want at least 2 samples, waiting 1, running rising", l)
+	}
+
+	// Outside its stretches the sampler does not scrape.
+	var never *FleetLoad
+	scraped := running
+	stop = sampleFleet(context.Background(), []string{srv.URL}, time.Now(), func(time.Duration) bool { return false }, &never)
+	time.Sleep(fleetSampleInterval + fleetSampleInterval/2)
+	stop()
+	if never != nil || running != scraped {
+		t.Errorf("sampled %+v and scraped %d times outside its stretches", never, running-scraped)
+	}
+}
+
+// The run alternates A alone and A under the burst: the stretches follow
+// one another without overlapping, each Duration/Rounds long, a settling
+// pause after each burst, the run ending with the last burst.
+func TestIsolationPlan(t *testing.T) {
+	ic := IsolationConfig{Duration: Duration(90 * time.Second), Rounds: 3, Settle: 0.2}
+	p := ic.plan()
+	s := time.Second
+	want := [][4]time.Duration{{6 * s, 36 * s, 36 * s, 66 * s}, {72 * s, 102 * s, 102 * s, 132 * s}, {138 * s, 168 * s, 168 * s, 198 * s}}
+	for k, w := range want {
+		af, at := p.alone(k)
+		bf, bt := p.burst(k)
+		if got := [4]time.Duration{af, at, bf, bt}; got != w {
+			t.Errorf("round %d: alone [%v, %v), burst [%v, %v); want %v", k, af, at, bf, bt, w)
+		}
+	}
+	if p.total() != 198*s {
+		t.Errorf("total %v, want 198s", p.total())
+	}
+	alone, burst := p.in(p.alone), p.in(p.burst)
+	for _, tc := range []struct {
+		at           time.Duration
+		alone, burst bool
+	}{{0, false, false}, {6 * s, true, false}, {36 * s, false, true}, {66 * s, false, false}, {70 * s, false, false}, {72 * s, true, false}, {197 * s, false, true}, {198 * s, false, false}} {
+		if alone(tc.at) != tc.alone || burst(tc.at) != tc.burst {
+			t.Errorf("at %v: alone %v burst %v, want %v %v", tc.at, alone(tc.at), burst(tc.at), tc.alone, tc.burst)
+		}
+	}
+	if one := (IsolationConfig{Duration: Duration(10 * time.Second), Rounds: 1}).plan(); one.total() != 20*s {
+		t.Errorf("one round without settling: %v, want 20s", one.total())
+	}
+}
+
+// Each burst's batch is summed into the run's report.
+func TestMergeBatchReports(t *testing.T) {
+	got := mergeBatchReports([]*BatchLoadReport{
+		{ID: "b1", Status: "completed", Lines: 4, Completed: 4, Seconds: 2, InDeadline: true, RunSeconds: 30},
+		nil,
+		{ID: "b2", Status: "in_progress", Lines: 4, Completed: 3, Failed: 1, Seconds: 5, RunSeconds: 30, Error: "late"},
+	})
+	want := BatchLoadReport{ID: "b1,b2", Status: "in_progress", Lines: 8, Completed: 7, Failed: 1, Seconds: 5, RunSeconds: 30, Error: "late"}
+	if *got != want {
+		t.Errorf("merged %+v, want %+v", *got, want)
 	}
 }

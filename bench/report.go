@@ -223,6 +223,13 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 		if iso := r.Isolation; iso != nil {
 			fmt.Fprintf(w, "\nisolation: tenant A p99 TTFT %s ms alone, %s ms under B's burst (%d loops) = %s; A shed %d, B shed %d\n",
 				ms(iso.BaselineAP99TTFTMs), ms(iso.BurstAP99TTFTMs), iso.BLoops, times(iso.P99TTFTRatio), iso.BurstA.Shed, iso.BurstB.Shed)
+			if len(iso.Rounds) > 1 {
+				parts := make([]string, len(iso.Rounds))
+				for i, rd := range iso.Rounds {
+					parts[i] = fmt.Sprintf("%s/%s", ms(rd.AloneP99TTFTMs), ms(rd.BurstP99TTFTMs))
+				}
+				fmt.Fprintf(w, "A's p99 TTFT by round, alone/under the burst (ms): %s\n", strings.Join(parts, ", "))
+			}
 			if f := failuresText(Summary{Sheds: iso.Sheds}); f != "" {
 				fmt.Fprintf(w, "sheds in the burst: %s\n", f)
 			}

@@ -237,6 +237,8 @@ type runner struct {
 	prog   *progress
 	// emit, when set, is handed every request as it is recorded.
 	emit func(*Sample)
+	// into, when set, records this runner's requests in its stead (until).
+	into *runner
 
 	mu struct {
 		sync.Mutex
@@ -273,6 +275,15 @@ func (r *runner) tenantKey(i int) string {
 		return r.cfg.TenantKeys[i]
 	}
 	return r.target.APIKey
+}
+
+// until is a runner that sends as r does, on its clock, sender and caps,
+// and records into r, but stops at t (or when r does, if sooner).
+func (r *runner) until(t time.Time) *runner {
+	if !r.stopAt.IsZero() && r.stopAt.Before(t) {
+		t = r.stopAt
+	}
+	return &runner{cfg: r.cfg, target: r.target, snd: r.snd, pace: r.pace, slots: r.slots, prog: r.prog, start: r.start, stopAt: t, into: r}
 }
 
 func (r *runner) stopped(ctx context.Context) bool {
@@ -328,6 +339,10 @@ func (r *runner) do(ctx context.Context, c call, l labels) (*Sample, outcome) {
 
 // record keeps s as one of the run's requests.
 func (r *runner) record(s *Sample) {
+	if r.into != nil {
+		r.into.record(s)
+		return
+	}
 	r.mu.Lock()
 	r.mu.samples = append(r.mu.samples, s)
 	r.mu.Unlock()

@@ -242,8 +242,8 @@ func testRunIsolation(t *testing.T, tenants TenantRunner) {
 		Workload: WorkloadIsolation, Progress: io.Discard,
 		Agentic: AgenticConfig{SystemPromptTokens: 50, ToolSchemaTokens: 10, ToolResultTokens: 20, OutputTokens: 3,
 			TurnsPerSession: 3, LoopGap: Duration(5 * time.Millisecond)},
-		Isolation: IsolationConfig{KeyA: "key-a", KeyB: "key-b", Duration: Duration(400 * time.Millisecond), ARate: 20,
-			FleetSlots: 2, BurstMultiple: 2, BurstStart: 0.25, BPriority: BandBackground},
+		Isolation: IsolationConfig{KeyA: "key-a", KeyB: "key-b", Duration: Duration(600 * time.Millisecond), Rounds: 2, ARate: 20,
+			FleetSlots: 2, BurstMultiple: 2, Settle: 0.25, BPriority: BandBackground},
 	}
 	target := f.target()
 	target.Tenant = tenants
@@ -257,6 +257,22 @@ func testRunIsolation(t *testing.T, tenants TenantRunner) {
 	}
 	if iso.BLoops != 4 || iso.BaselineA.Succeeded == 0 || iso.BurstA.Succeeded == 0 || iso.BurstA.Errors != 0 {
 		t.Errorf("report %+v", iso)
+	}
+	// A's stretches alone start only once the burst before has ended, and
+	// no turn of B's counts in them.
+	if len(iso.Rounds) != 2 {
+		t.Fatalf("%d rounds, want 2", len(iso.Rounds))
+	}
+	for k, rd := range iso.Rounds {
+		if !(rd.AloneFromSeconds <= rd.AloneToSeconds && rd.AloneToSeconds <= rd.BurstFromSeconds && rd.BurstFromSeconds < rd.BurstToSeconds) {
+			t.Errorf("round %d: stretches out of order: %+v", k, rd)
+		}
+		if k > 0 && rd.AloneFromSeconds < iso.Rounds[k-1].BurstToSeconds+iso.Rounds[k-1].BDrainSeconds {
+			t.Errorf("round %d: A alone from %.3fs, before burst %d ended at %.3fs", k, rd.AloneFromSeconds, k-1, iso.Rounds[k-1].BurstToSeconds+iso.Rounds[k-1].BDrainSeconds)
+		}
+	}
+	if b, ok := iso.Baseline.ByTenant[TenantB]; ok {
+		t.Errorf("A's baseline holds %d of B's requests", b.Requests)
 	}
 	if iso.BurstB.Shed == 0 || iso.Sheds[BandBackground]["saturated"] != iso.BurstB.Shed {
 		t.Errorf("B shed %d, sheds %v", iso.BurstB.Shed, iso.Sheds)

@@ -15,17 +15,22 @@ const TenantBatch = "batch"
 
 // TenantSpec is one tenant's share of an isolation run, for a load
 // generator in a process of its own (Target.Tenant): the run's config,
-// the gateway, the tenant (TenantA, TenantB or TenantBatch), its key, and
-// the run's start on the shared wall clock. A sends its interactive turns
-// from Start, B its loops and the batch its submission from Start plus the
-// burst's offset; A and B stop with the run, the batch at its end or
-// deadline, as they do in process.
+// the gateway, the tenant (TenantA, TenantB or TenantBatch), its key, the
+// run's start on the shared wall clock, and when the tenant sends. A
+// sends its interactive turns from Start until Until; B's loops send one
+// burst, from From until Until; the batch's client submits at From and
+// follows the batch to its end or deadline, as they do in process.
 type TenantSpec struct {
 	Config  Config    `json:"config"`
 	BaseURL string    `json:"base_url"`
 	Tenant  string    `json:"tenant"`
 	Key     string    `json:"key"`
 	Start   time.Time `json:"start"`
+	From    time.Time `json:"from"`
+	Until   time.Time `json:"until"`
+	// Round is which of the run's bursts B sends, so that each burst's
+	// sessions are its own.
+	Round int `json:"round,omitempty"`
 }
 
 // TenantSample is one request as a tenant's process reports it: the
@@ -60,8 +65,8 @@ func RunTenant(ctx context.Context, spec TenantSpec, emit func(TenantLine)) erro
 	if cfg.Workload != WorkloadIsolation {
 		return fmt.Errorf("bench: a tenant's process runs the isolation workload, not %q", cfg.Workload)
 	}
-	if spec.Start.IsZero() {
-		return fmt.Errorf("bench: a tenant's process needs the run's start")
+	if spec.Start.IsZero() || spec.Until.Before(spec.From) || spec.From.Before(spec.Start) {
+		return fmt.Errorf("bench: a tenant's process needs the run's start, then when it sends from and until")
 	}
 	target := Target{BaseURL: spec.BaseURL, APIKey: spec.Key}
 	switch spec.Tenant {
@@ -71,54 +76,56 @@ func RunTenant(ctx context.Context, spec TenantSpec, emit func(TenantLine)) erro
 			return fmt.Errorf("bench: a batch tenant without lines")
 		}
 		cfg.BatchLoad.Key = spec.Key
-		if !sleepUntil(ctx, spec.Start.Add(cfg.Isolation.burstAt())) {
+		if !sleepUntil(ctx, spec.From) {
 			return nil
 		}
-		rep := startBatchLoad(ctx, cfg, target)(time.Now())
+		rep := startBatchLoad(ctx, cfg, target)(spec.Until)
 		emit(TenantLine{Batch: rep})
 		return nil
 	default:
 		return fmt.Errorf("bench: no isolation tenant %q", spec.Tenant)
 	}
 	cfg.Progress = io.Discard
-	cfg.MaxDuration = cfg.Isolation.Duration
+	cfg.MaxDuration = Duration(spec.Until.Sub(spec.Start))
 	r := newRunner(cfg, target, spec.Tenant, 0)
 	r.start = spec.Start
-	r.stopAt = r.start.Add(cfg.MaxDuration.D())
+	r.stopAt = spec.Until
 	var mu sync.Mutex
 	r.emit = func(s *Sample) {
 		mu.Lock()
 		defer mu.Unlock()
 		emit(TenantLine{Request: &TenantSample{Sample: *s, ITL: s.itl}})
 	}
-	r.here(ctx, spec.Tenant, spec.Key)
+	r.here(ctx, spec)
 	r.snd.close()
 	return nil
 }
 
-// here sends tenant A's or B's requests of this run from this process,
-// with key, until the run stops.
-func (r *runner) here(ctx context.Context, tenant, key string) {
-	if tenant == TenantA {
-		r.interactive(ctx, key)
+// here sends spec's requests, tenant A's or one burst of B's, from this
+// process until the runner stops.
+func (r *runner) here(ctx context.Context, spec TenantSpec) {
+	if spec.Tenant == TenantA {
+		r.interactive(ctx, spec.Key)
 		return
 	}
 	ic := r.cfg.Isolation
+	from := spec.From.Sub(r.start)
 	var wg sync.WaitGroup
 	for i := range ic.loops() {
-		wg.Go(func() { r.agentLoop(ctx, i, ic.burstAt(), key, ic.BPriority) })
+		wg.Go(func() { r.agentLoop(ctx, spec.Round, i, from, spec.Key, ic.BPriority) })
 	}
 	wg.Wait()
 }
 
-// tenant sends tenant's requests of this run, with key: through run in
-// another process when run is set, else here.
-func (r *runner) tenant(ctx context.Context, run TenantRunner, tenant, key string) error {
+// tenant sends spec's requests of this run (its tenant, key and times):
+// through run in another process when run is set, else here.
+func (r *runner) tenant(ctx context.Context, run TenantRunner, spec TenantSpec) error {
 	if run == nil {
-		r.here(ctx, tenant, key)
+		r.until(spec.Until).here(ctx, spec)
 		return nil
 	}
-	_, err := r.apart(ctx, run, TenantSpec{Config: r.cfg, Tenant: tenant, Key: key})
+	spec.Config = r.cfg
+	_, err := r.apart(ctx, run, spec)
 	return err
 }
 

@@ -359,11 +359,11 @@ func TestConfig(t *testing.T) {
 	bad.Workload, bad.Priority = "storm", "urgent"
 	bad.Agentic.Sessions = 0
 	bad.Trace.TimeScale = -1
-	bad.Isolation.BurstStart = 1
+	bad.Isolation.Settle = 1
 	bad.Chaos.Downtime = bad.Chaos.KillInterval
 	bad.Chaos.AtOnce = 0
 	err := bad.Validate()
-	for _, want := range []string{"workload", "priority", "agentic.sessions", "trace.time_scale", "isolation.burst_start", "chaos.downtime", "chaos.at_once"} {
+	for _, want := range []string{"workload", "priority", "agentic.sessions", "trace.time_scale", "isolation.settle", "chaos.downtime", "chaos.at_once"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v; want it to name %s", err, want)
 		}

@@ -145,9 +145,12 @@ func TestBenchIsolationCompare(t *testing.T) {
 		if a := iso.BurstA; a.Requests == 0 || a.Errors != 0 {
 			t.Errorf("%s: tenant A under the burst: %d requests, errors %v", r.Policy, a.Requests, a.ErrorsByClass)
 		}
-		// The batch's client (a tenant's process, by default) submitted it
-		// with its tenant's key and followed it to its end.
-		if b := r.BatchLoad; b == nil || b.Error != "" || b.Completed != 3 || !b.InDeadline || b.RunSeconds <= 0 {
+		// The batch's client (a tenant's process, by default) submitted one
+		// as each of the run's bursts started, with its tenant's key, and
+		// followed each to its end.
+		rounds := bench.DefaultIsolationRounds
+		if b := r.BatchLoad; b == nil || b.Error != "" || b.Lines != 3*rounds || b.Completed != 3*rounds || !b.InDeadline || b.RunSeconds <= 0 ||
+			strings.Count(b.ID, ",") != rounds-1 {
 			t.Errorf("%s: batch %+v", r.Policy, b)
 		}
 	}
