@@ -19,9 +19,11 @@
 //     output_length, hash_ids). Each hash id becomes a fixed 512-token block of
 //     text (BlockText), so equal ids are equal prefixes; requests go out open
 //     loop at their scaled timestamps, on chat completions, with no session id.
-//   - isolation: tenant A's interactive turns at a steady rate, run once alone
-//     and once while tenant B keeps BurstMultiple × FleetSlots agent loops in
-//     flight; the report compares A's p99 TTFT and lists sheds by band/reason.
+//   - isolation: tenant A's interactive turns at a steady rate through one
+//     run in which stretches of A alone take turns with stretches where
+//     tenant B keeps BurstMultiple × FleetSlots agent loops in flight
+//     (isolationPlan); the report compares A's p99 TTFT in the two, round by
+//     round and overall, and lists sheds by band/reason.
 //   - chaos: the agentic sessions, alternately on chat completions and the
 //     Responses API, while Target.Replicas kills replicas and restarts them
 //     on a schedule (ChaosConfig, PlanChaos). ChaosReport sorts failures by
