@@ -74,10 +74,12 @@ func writeHTML(w io.Writer, title string, results []*Result, cmp *Comparison) er
 				fmt.Fprintf(&b, "<p>Sheds in the burst: %s</p>\n", esc(f))
 			}
 			base := *iso.Baseline
-			base.Policy = r.name() + " baseline"
-			burst := *r
-			burst.Policy = r.name() + " burst"
-			plotted = []*Result{&base, &burst}
+			base.Policy = r.name() + " A alone"
+			// The run holds A's stretches alone and both tenants' under
+			// the burst.
+			whole := *r
+			whole.Policy = r.name() + " whole run"
+			plotted = []*Result{&base, &whole}
 		}
 	}
 
