@@ -120,7 +120,9 @@ func TestBenchIsolationCompare(t *testing.T) {
 	var cmp bench.Comparison
 	_, stderr := runBench(t, &cmp,
 		"--workload", "isolation", "--compare", "round-robin,cache-aware",
-		"--isolation-duration", "1s", "--sim-replicas", "2", "--sim-time-scale", "0.05",
+		// Three rounds of 0.5 s stretches, with A's turns 0.1 s apart so
+		// that each stretch holds several.
+		"--isolation-duration", "1.5s", "--isolation-a-rate", "10", "--sim-replicas", "2", "--sim-time-scale", "0.05",
 		"--batch-lines", "3", "--batch-deadline", "1m",
 	)
 	if len(cmp.Results) != 2 {
