@@ -73,6 +73,10 @@ type IsolationRound struct {
 	BurstToSeconds   float64 `json:"burst_to_s"`
 	AloneP99TTFTMs   float64 `json:"alone_p99_ttft_ms"`
 	BurstP99TTFTMs   float64 `json:"burst_p99_ttft_ms"`
+	// AloneTurns and BurstTurns are A's turns in each stretch: a stretch
+	// alone that a long drain cut short holds fewer.
+	AloneTurns int `json:"alone_turns"`
+	BurstTurns int `json:"burst_turns"`
 	// BDrainSeconds is how long B's last requests of this burst ran past
 	// its stretch; the next stretch alone starts after them.
 	BDrainSeconds float64 `json:"b_drain_s"`
@@ -203,6 +207,7 @@ func runIsolation(ctx context.Context, cfg Config, target Target, label string) 
 			ended = max(ended, bFrom+time.Duration(b.Seconds*float64(time.Second)))
 		}
 		round.BDrainSeconds = max(ended-bTo, 0).Seconds()
+		round.AloneTurns, round.BurstTurns = len(alone), len(under)
 		round.AloneP99TTFTMs = aggregate(alone, to-from).TTFT.P99Ms
 		round.BurstP99TTFTMs = aggregate(under, bTo-bFrom).TTFT.P99Ms
 		rep.Rounds = append(rep.Rounds, round)

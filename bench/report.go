@@ -224,11 +224,14 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 			fmt.Fprintf(w, "\nisolation: tenant A p99 TTFT %s ms alone, %s ms under B's burst (%d loops) = %s; A shed %d, B shed %d\n",
 				ms(iso.BaselineAP99TTFTMs), ms(iso.BurstAP99TTFTMs), iso.BLoops, times(iso.P99TTFTRatio), iso.BurstA.Shed, iso.BurstB.Shed)
 			if len(iso.Rounds) > 1 {
-				parts := make([]string, len(iso.Rounds))
+				p99s, turns, drains := make([]string, len(iso.Rounds)), make([]string, len(iso.Rounds)), make([]string, len(iso.Rounds))
 				for i, rd := range iso.Rounds {
-					parts[i] = fmt.Sprintf("%s/%s", ms(rd.AloneP99TTFTMs), ms(rd.BurstP99TTFTMs))
+					p99s[i] = fmt.Sprintf("%s/%s", ms(rd.AloneP99TTFTMs), ms(rd.BurstP99TTFTMs))
+					turns[i] = fmt.Sprintf("%d/%d", rd.AloneTurns, rd.BurstTurns)
+					drains[i] = fmt.Sprintf("%.1f", rd.BDrainSeconds)
 				}
-				fmt.Fprintf(w, "A's p99 TTFT by round, alone/under the burst (ms): %s\n", strings.Join(parts, ", "))
+				fmt.Fprintf(w, "A's p99 TTFT by round, alone/under the burst (ms): %s\n", strings.Join(p99s, ", "))
+				fmt.Fprintf(w, "A's turns by round, alone/under the burst: %s; B's last requests ended %s s after each burst\n", strings.Join(turns, ", "), strings.Join(drains, ", "))
 			}
 			if f := failuresText(Summary{Sheds: iso.Sheds}); f != "" {
 				fmt.Fprintf(w, "sheds in the burst: %s\n", f)

@@ -271,6 +271,14 @@ func testRunIsolation(t *testing.T, tenants TenantRunner) {
 			t.Errorf("round %d: A alone from %.3fs, before burst %d ended at %.3fs", k, rd.AloneFromSeconds, k-1, iso.Rounds[k-1].BurstToSeconds+iso.Rounds[k-1].BDrainSeconds)
 		}
 	}
+	alone, under := 0, 0
+	for _, rd := range iso.Rounds {
+		alone, under = alone+rd.AloneTurns, under+rd.BurstTurns
+	}
+	if alone != iso.BaselineA.Requests || under != iso.BurstA.Requests || iso.Rounds[0].AloneTurns == 0 {
+		t.Errorf("A's turns by round add up to %d alone and %d under the burst, want %d and %d; round 1 alone %d",
+			alone, under, iso.BaselineA.Requests, iso.BurstA.Requests, iso.Rounds[0].AloneTurns)
+	}
 	if b, ok := iso.Baseline.ByTenant[TenantB]; ok {
 		t.Errorf("A's baseline holds %d of B's requests", b.Requests)
 	}
