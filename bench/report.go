@@ -220,23 +220,7 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 		if r.Engines != nil && len(r.Engines.Errors) > 0 {
 			fmt.Fprintf(w, "\nengine scrape errors: %s\n", strings.Join(r.Engines.Errors, "; "))
 		}
-		if iso := r.Isolation; iso != nil {
-			fmt.Fprintf(w, "\nisolation: tenant A p99 TTFT %s ms alone, %s ms under B's burst (%d loops) = %s; A shed %d, B shed %d\n",
-				ms(iso.BaselineAP99TTFTMs), ms(iso.BurstAP99TTFTMs), iso.BLoops, times(iso.P99TTFTRatio), iso.BurstA.Shed, iso.BurstB.Shed)
-			if len(iso.Rounds) > 1 {
-				p99s, turns, drains := make([]string, len(iso.Rounds)), make([]string, len(iso.Rounds)), make([]string, len(iso.Rounds))
-				for i, rd := range iso.Rounds {
-					p99s[i] = fmt.Sprintf("%s/%s", ms(rd.AloneP99TTFTMs), ms(rd.BurstP99TTFTMs))
-					turns[i] = fmt.Sprintf("%d/%d", rd.AloneTurns, rd.BurstTurns)
-					drains[i] = fmt.Sprintf("%.1f", rd.BDrainSeconds)
-				}
-				fmt.Fprintf(w, "A's p99 TTFT by round, alone/under the burst (ms): %s\n", strings.Join(p99s, ", "))
-				fmt.Fprintf(w, "A's turns by round, alone/under the burst: %s; B's last requests ended %s s after each burst\n", strings.Join(turns, ", "), strings.Join(drains, ", "))
-			}
-			if f := failuresText(Summary{Sheds: iso.Sheds}); f != "" {
-				fmt.Fprintf(w, "sheds in the burst: %s\n", f)
-			}
-		}
+		writeIsolation(w, r)
 		if r.Overload != nil {
 			writeOverload(w, r.Overload)
 		}
@@ -258,6 +242,30 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 	return nil
 }
 
+// writeIsolation prints the isolation scenario's verdict of r, if it has
+// one: A's p99 alone and under the burst, by round, and the sheds.
+func writeIsolation(w io.Writer, r *Result) {
+	iso := r.Isolation
+	if iso == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nisolation: tenant A p99 TTFT %s ms alone, %s ms under B's burst (%d loops) = %s; A shed %d, B shed %d\n",
+		ms(iso.BaselineAP99TTFTMs), ms(iso.BurstAP99TTFTMs), iso.BLoops, times(iso.P99TTFTRatio), iso.BurstA.Shed, iso.BurstB.Shed)
+	if len(iso.Rounds) > 1 {
+		p99s, turns, drains := make([]string, len(iso.Rounds)), make([]string, len(iso.Rounds)), make([]string, len(iso.Rounds))
+		for i, rd := range iso.Rounds {
+			p99s[i] = fmt.Sprintf("%s/%s", ms(rd.AloneP99TTFTMs), ms(rd.BurstP99TTFTMs))
+			turns[i] = fmt.Sprintf("%d/%d", rd.AloneTurns, rd.BurstTurns)
+			drains[i] = fmt.Sprintf("%.1f", rd.BDrainSeconds)
+		}
+		fmt.Fprintf(w, "A's p99 TTFT by round, alone/under the burst (ms): %s\n", strings.Join(p99s, ", "))
+		fmt.Fprintf(w, "A's turns by round, alone/under the burst: %s; B's last requests ended %s s after each burst\n", strings.Join(turns, ", "), strings.Join(drains, ", "))
+	}
+	if f := failuresText(Summary{Sheds: iso.Sheds}); f != "" {
+		fmt.Fprintf(w, "sheds in the burst: %s\n", f)
+	}
+}
+
 // WriteText prints the comparison: every policy's figures, then the ratios
 // to the baseline.
 func (c *Comparison) WriteText(w io.Writer) error {
@@ -269,6 +277,12 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "\nagainst %s:\n", c.Baseline)
 	if err := ratioTable(c).writeText(w); err != nil {
 		return err
+	}
+	for _, r := range c.Results {
+		if r.Isolation != nil {
+			fmt.Fprintf(w, "\n%s:", r.name())
+			writeIsolation(w, r)
+		}
 	}
 	return writeCost(w, c.Results, c, false)
 }

@@ -302,6 +302,19 @@ func testRunIsolation(t *testing.T, tenants TenantRunner) {
 			t.Errorf("unexpected authorization %q", r.Auth)
 		}
 	}
+	// The verdict is printed by round, alone and in a comparison.
+	var text bytes.Buffer
+	if err := WriteText(&text, res); err != nil {
+		t.Fatal(err)
+	}
+	cmp := &Comparison{Results: []*Result{res}}
+	cmp.computeRatios()
+	if err := cmp.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(text.String(), "A's p99 TTFT by round"); got != 2 {
+		t.Errorf("the verdict by round printed %d times, want 2 (run, comparison):\n%s", got, text.String())
+	}
 	var html bytes.Buffer
 	if err := WriteHTML(&html, res); err != nil {
 		t.Fatal(err)
