@@ -89,21 +89,21 @@ type IsolationRound struct {
 // so that the host's drift, which on a shared machine moves a p99 as much
 // as the burst does, falls on both.
 type isolationPlan struct {
-	rounds                int
-	warm, stretch, settle time.Duration
+	rounds int
+	// settle is both the warm-up and the pause after each burst.
+	stretch, settle time.Duration
 }
 
 func (ic IsolationConfig) plan() isolationPlan {
 	n := max(ic.Rounds, 1)
 	stretch := ic.Duration.D() / time.Duration(n)
-	settle := time.Duration(float64(stretch) * ic.Settle)
-	return isolationPlan{rounds: n, warm: settle, stretch: stretch, settle: settle}
+	return isolationPlan{rounds: n, stretch: stretch, settle: time.Duration(float64(stretch) * ic.Settle)}
 }
 
 // alone is round k's stretch of A alone, as planned (runIsolation starts
 // it later if B's previous burst is still ending).
 func (p isolationPlan) alone(k int) (from, to time.Duration) {
-	from = p.warm + time.Duration(k)*(2*p.stretch+p.settle)
+	from = p.settle + time.Duration(k)*(2*p.stretch+p.settle)
 	return from, from + p.stretch
 }
 

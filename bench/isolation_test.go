@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -99,10 +100,10 @@ func TestFleetLoadAdd(t *testing.T) {
 }
 
 func TestSampleFleet(t *testing.T) {
-	running := 0
+	var running atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		running++
-		fmt.Fprintf(w, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running %d\n# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 1\n", running)
+		n := running.Add(1)
+		fmt.Fprintf(w, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running %d\n# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 1\n", n)
 	}))
 	defer srv.Close()
 
@@ -123,12 +124,12 @@ func TestSampleFleet(t *testing.T) {
 
 	// Outside its stretches the sampler does not scrape.
 	var never *FleetLoad
-	scraped := running
+	scraped := running.Load()
 	stop = sampleFleet(context.Background(), []string{srv.URL}, time.Now(), func(time.Duration) bool { return false }, &never)
 	time.Sleep(fleetSampleInterval + fleetSampleInterval/2)
 	stop()
-	if never != nil || running != scraped {
-		t.Errorf("sampled %+v and scraped %d times outside its stretches", never, running-scraped)
+	if n := running.Load(); never != nil || n != scraped {
+		t.Errorf("sampled %+v and scraped %d times outside its stretches", never, n-scraped)
 	}
 }
 

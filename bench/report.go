@@ -220,7 +220,7 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 		if r.Engines != nil && len(r.Engines.Errors) > 0 {
 			fmt.Fprintf(w, "\nengine scrape errors: %s\n", strings.Join(r.Engines.Errors, "; "))
 		}
-		writeIsolation(w, r)
+		writeIsolation(w, r, "")
 		if r.Overload != nil {
 			writeOverload(w, r.Overload)
 		}
@@ -243,14 +243,18 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 }
 
 // writeIsolation prints the isolation scenario's verdict of r, if it has
-// one: A's p99 alone and under the burst, by round, and the sheds.
-func writeIsolation(w io.Writer, r *Result) {
+// one: A's p99 alone and under the burst, by round, and the sheds; label,
+// when not empty, names the run first.
+func writeIsolation(w io.Writer, r *Result, label string) {
 	iso := r.Isolation
 	if iso == nil {
 		return
 	}
-	fmt.Fprintf(w, "\nisolation: tenant A p99 TTFT %s ms alone, %s ms under B's burst (%d loops) = %s; A shed %d, B shed %d\n",
-		ms(iso.BaselineAP99TTFTMs), ms(iso.BurstAP99TTFTMs), iso.BLoops, times(iso.P99TTFTRatio), iso.BurstA.Shed, iso.BurstB.Shed)
+	if label != "" {
+		label += " "
+	}
+	fmt.Fprintf(w, "\n%sisolation: tenant A p99 TTFT %s ms alone, %s ms under B's burst (%d loops) = %s; A shed %d, B shed %d\n",
+		label, ms(iso.BaselineAP99TTFTMs), ms(iso.BurstAP99TTFTMs), iso.BLoops, times(iso.P99TTFTRatio), iso.BurstA.Shed, iso.BurstB.Shed)
 	if len(iso.Rounds) > 1 {
 		p99s, turns, drains := make([]string, len(iso.Rounds)), make([]string, len(iso.Rounds)), make([]string, len(iso.Rounds))
 		for i, rd := range iso.Rounds {
@@ -279,10 +283,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 		return err
 	}
 	for _, r := range c.Results {
-		if r.Isolation != nil {
-			fmt.Fprintf(w, "\n%s:", r.name())
-			writeIsolation(w, r)
-		}
+		writeIsolation(w, r, r.name())
 	}
 	return writeCost(w, c.Results, c, false)
 }

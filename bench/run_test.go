@@ -239,11 +239,13 @@ func testRunIsolation(t *testing.T, tenants TenantRunner) {
 	f := newFakeGateway(t)
 	f.shedBand = BandBackground
 	cfg := Config{
-		Workload: WorkloadIsolation, Progress: io.Discard,
+		Workload: WorkloadIsolation, Progress: io.Discard, KeepSamples: true,
 		Agentic: AgenticConfig{SystemPromptTokens: 50, ToolSchemaTokens: 10, ToolResultTokens: 20, OutputTokens: 3,
 			TurnsPerSession: 3, LoopGap: Duration(5 * time.Millisecond)},
 		Isolation: IsolationConfig{KeyA: "key-a", KeyB: "key-b", Duration: Duration(600 * time.Millisecond), Rounds: 2, ARate: 20,
-			FleetSlots: 2, BurstMultiple: 2, Settle: 0.25, BPriority: BandBackground},
+			FleetSlots: 2, BurstMultiple: 2, BPriority: BandBackground,
+			// A pause shorter than B's requests: A's next stretch alone must wait for them.
+			Settle: 0.001},
 	}
 	target := f.target()
 	target.Tenant = tenants
@@ -279,8 +281,17 @@ func testRunIsolation(t *testing.T, tenants TenantRunner) {
 		t.Errorf("A's turns by round add up to %d alone and %d under the burst, want %d and %d; round 1 alone %d",
 			alone, under, iso.BaselineA.Requests, iso.BurstA.Requests, iso.Rounds[0].AloneTurns)
 	}
-	if b, ok := iso.Baseline.ByTenant[TenantB]; ok {
-		t.Errorf("A's baseline holds %d of B's requests", b.Requests)
+	// No request of B's was in flight during a stretch of A alone.
+	for _, smp := range res.Samples {
+		if smp.Tenant != TenantB {
+			continue
+		}
+		start, end := smp.Start.Seconds(), (smp.Start + smp.E2E).Seconds()
+		for k, rd := range iso.Rounds {
+			if start < rd.AloneToSeconds && end > rd.AloneFromSeconds {
+				t.Errorf("B's request of %.3f–%.3fs overlaps A's stretch alone %d [%.3f, %.3f)", start, end, k, rd.AloneFromSeconds, rd.AloneToSeconds)
+			}
+		}
 	}
 	if iso.BurstB.Shed == 0 || iso.Sheds[BandBackground]["saturated"] != iso.BurstB.Shed {
 		t.Errorf("B shed %d, sheds %v", iso.BurstB.Shed, iso.Sheds)
