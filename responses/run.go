@@ -314,9 +314,8 @@ func (r *run) textDelta(d string) {
 			Part: &ContentPart{Type: "output_text"}})
 	}
 	r.text.WriteString(d)
-	var noLogprobs []string
-	r.emit(&Event{Type: "response.output_text.delta", OutputIndex: &r.open, ItemID: r.resp.Output[r.open].ID,
-		ContentIndex: &zero, Delta: &d, Logprobs: &noLogprobs})
+	r.emitDelta("response.output_text.delta", delta{outputIndex: r.open, itemID: r.resp.Output[r.open].ID,
+		contentIndex: 0, summaryIndex: -1, text: d, logprobs: true})
 }
 
 // reasoningDelta streams the model's thinking into a reasoning item: as
@@ -339,9 +338,9 @@ func (r *run) reasoningDelta(d string) {
 	r.text.WriteString(d)
 	id := r.resp.Output[r.open].ID
 	if r.summarize {
-		r.emit(&Event{Type: "response.reasoning_summary_text.delta", OutputIndex: &r.open, ItemID: id, SummaryIndex: &zero, Delta: &d})
+		r.emitDelta("response.reasoning_summary_text.delta", delta{outputIndex: r.open, itemID: id, contentIndex: -1, summaryIndex: 0, text: d})
 	} else {
-		r.emit(&Event{Type: "response.reasoning_text.delta", OutputIndex: &r.open, ItemID: id, ContentIndex: &zero, Delta: &d})
+		r.emitDelta("response.reasoning_text.delta", delta{outputIndex: r.open, itemID: id, contentIndex: 0, summaryIndex: -1, text: d})
 	}
 }
 
@@ -397,9 +396,9 @@ func (r *run) callDelta(index int, callID, name, args string) {
 		it.Arguments += args
 		switch it.Type {
 		case ItemFunctionCall:
-			r.emit(&Event{Type: "response.function_call_arguments.delta", OutputIndex: &r.open, ItemID: it.ID, Delta: &args})
+			r.emitDelta("response.function_call_arguments.delta", delta{outputIndex: r.open, itemID: it.ID, contentIndex: -1, summaryIndex: -1, text: args})
 		case ItemMCPCall:
-			r.emit(&Event{Type: "response.mcp_call_arguments.delta", OutputIndex: &r.open, ItemID: it.ID, Delta: &args})
+			r.emitDelta("response.mcp_call_arguments.delta", delta{outputIndex: r.open, itemID: it.ID, contentIndex: -1, summaryIndex: -1, text: args})
 		}
 	}
 }
@@ -458,7 +457,7 @@ func (r *run) closeOpen(status string) {
 			it.Arguments = input
 		}
 		in := it.Arguments
-		r.emit(&Event{Type: "response.custom_tool_call_input.delta", OutputIndex: &idx, ItemID: it.ID, Delta: &in})
+		r.emitDelta("response.custom_tool_call_input.delta", delta{outputIndex: idx, itemID: it.ID, contentIndex: -1, summaryIndex: -1, text: in})
 		r.emit(&Event{Type: "response.custom_tool_call_input.done", OutputIndex: &idx, ItemID: it.ID, Input: &in})
 	default:
 		args := it.Arguments

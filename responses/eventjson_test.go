@@ -1,0 +1,78 @@
+package responses
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// jsonStrings are the strings whose encoding differs most between JSON
+// writers: quotes and backslashes, every kind of control character, HTML's
+// three, the two line separators JavaScript reads as line ends, invalid
+// UTF-8 (a stray continuation byte, a cut sequence, an encoded surrogate)
+// and characters of two, three and four bytes.
+var jsonStrings = []string{
+	"", "plain text", `say "hi" \ there`, "\x00\x01\x1f\x7f", "\b\f\n\r\t",
+	"<b>&amp;</b>", "line\u2028para\u2029end", "\xff", "a\x80b", "\xe2\x82", "\xed\xa0\x80",
+	"é€😀", "tok\u00a0en", " 42",
+}
+
+func TestAppendJSONStringMatchesMarshal(t *testing.T) {
+	for _, s := range jsonStrings {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendJSONString(nil, s); string(got) != string(want) {
+			t.Errorf("%q: got %s, json.Marshal %s", s, got, want)
+		}
+	}
+}
+
+// TestDeltaEventMatchesMarshal checks each delta event a run emits
+// against json.Marshal of the same Event.
+func TestDeltaEventMatchesMarshal(t *testing.T) {
+	idx := 3
+	var noLogprobs []string
+	for _, s := range jsonStrings {
+		for _, c := range []struct {
+			d  delta
+			ev Event
+		}{
+			{delta{outputIndex: 3, itemID: "msg_1", contentIndex: 0, summaryIndex: -1, text: s, logprobs: true},
+				Event{OutputIndex: &idx, ItemID: "msg_1", ContentIndex: &zero, Logprobs: &noLogprobs}},
+			{delta{outputIndex: 3, itemID: "rs_1", contentIndex: -1, summaryIndex: 0, text: s},
+				Event{OutputIndex: &idx, ItemID: "rs_1", SummaryIndex: &zero}},
+			{delta{outputIndex: 0, itemID: "rs_<2>", contentIndex: 0, summaryIndex: -1, text: s},
+				Event{OutputIndex: &zero, ItemID: "rs_<2>", ContentIndex: &zero}},
+			{delta{outputIndex: 3, contentIndex: -1, summaryIndex: -1, text: s},
+				Event{OutputIndex: &idx}},
+		} {
+			for _, seq := range []int{0, 7, 123456} {
+				ev := c.ev
+				ev.Type, ev.SequenceNumber, ev.Delta = "response.output_text.delta", seq, &s
+				want, err := json.Marshal(&ev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := appendDelta(nil, ev.Type, seq, &c.d); string(got) != string(want) {
+					t.Errorf("%+v:\n got %s\nwant %s", c.d, got, want)
+				}
+			}
+		}
+	}
+}
+
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range jsonStrings {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendJSONString(nil, s); string(got) != string(want) {
+			t.Fatalf("%q: got %s, json.Marshal %s", s, got, want)
+		}
+	})
+}
