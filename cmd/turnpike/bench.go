@@ -160,6 +160,10 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
+	if *url == "" {
+		// The gateway runs in this process, as turnpike serve runs it.
+		GoRuntime{}.apply(os.Getenv, log)
+	}
 
 	if cfg.Workload == bench.WorkloadLending {
 		if *url != "" || *compare != "" {

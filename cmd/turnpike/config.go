@@ -63,6 +63,9 @@ type Config struct {
 	// tracing.Config). Default off, unless OTEL_EXPORTER_OTLP_ENDPOINT is
 	// set.
 	Tracing tracing.Config `yaml:"tracing"`
+	// Runtime tunes the Go runtime's garbage collector (see GoRuntime).
+	// Default gcPercent 400.
+	Runtime GoRuntime `yaml:"runtime"`
 }
 
 // RoutingConfig is the routing section: the policy's keys and pd.
@@ -194,6 +197,7 @@ func (c *Config) EnsureDefaults() {
 	c.Fleet.EnsureDefaults()
 	c.Admin.EnsureDefaults()
 	c.Tracing.EnsureDefaults()
+	c.Runtime.EnsureDefaults()
 	if c.Responses.Retention == 0 {
 		c.Responses.Retention = responses.DefaultTTL
 	}
@@ -227,6 +231,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Tracing.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Runtime.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Responses.Retention < 0 || c.Responses.Workers < 0 || c.Responses.MCPTimeout < 0 || c.Responses.JobLease < 0 || c.Responses.JobPoll < 0 {

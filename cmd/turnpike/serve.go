@@ -198,6 +198,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
+	cfg.Runtime.apply(os.Getenv, log)
 	var embedded *simFleet
 	if *configPath == "" {
 		if embedded, err = sf.fleet(); err != nil {

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"errors"
+	"log/slog"
+	"runtime/debug"
+)
+
+// GoRuntime tunes the Go runtime under the gateway: its garbage
+// collector. GOGC and GOMEMLIMIT in the environment win over both keys,
+// as for any Go program.
+type GoRuntime struct {
+	// GCPercent is GOGC: how far the heap may grow past what the last
+	// collection left live, in percent, before the next collection.
+	// Default 400. Most of what a turn allocates (its body's decode, its
+	// prompt's block hashes, its answer's events) is dead once the turn
+	// ends, while the live heap (the prompt memo, the KV index, sessions)
+	// is small, so Go's default of 100 collects several times a second
+	// under load; 400 takes a few percent less CPU a request (see
+	// docs/benchmarks.md, "Proxy overhead: the collector") for a heap up
+	// to five times what is live. -1 turns the collector off but for
+	// MemoryLimit.
+	GCPercent int `yaml:"gcPercent"`
+	// MemoryLimit is GOMEMLIMIT, in bytes: a soft limit on the Go
+	// runtime's memory, under which the collector works harder rather
+	// than let the heap grow past it. Default 0: none. Set it below the
+	// container's memory limit when the heap GCPercent allows could
+	// reach that.
+	MemoryLimit int64 `yaml:"memoryLimit"`
+}
+
+// DefaultGCPercent is GoRuntime.GCPercent's default.
+const DefaultGCPercent = 400
+
+// EnsureDefaults fills unset fields.
+func (g *GoRuntime) EnsureDefaults() {
+	if g.GCPercent == 0 {
+		g.GCPercent = DefaultGCPercent
+	}
+}
+
+// Validate reports a value the runtime cannot take.
+func (g *GoRuntime) Validate() error {
+	var errs []error
+	if g.GCPercent < -1 {
+		errs = append(errs, errors.New("runtime.gcPercent: must be -1 (off) or more than 0"))
+	}
+	if g.MemoryLimit < 0 {
+		errs = append(errs, errors.New("runtime.memoryLimit: must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// apply sets the collector as g says, where the environment (getenv) does
+// not: the process's own GOGC or GOMEMLIMIT is the operator's word.
+func (g GoRuntime) apply(getenv func(string) string, log *slog.Logger) {
+	g.EnsureDefaults()
+	if v := getenv("GOGC"); v != "" {
+		log.Debug("go runtime: GOGC from the environment", "GOGC", v)
+	} else {
+		debug.SetGCPercent(g.GCPercent)
+	}
+	if v := getenv("GOMEMLIMIT"); v != "" {
+		log.Debug("go runtime: GOMEMLIMIT from the environment", "GOMEMLIMIT", v)
+	} else if g.MemoryLimit > 0 {
+		debug.SetMemoryLimit(g.MemoryLimit)
+	}
+}

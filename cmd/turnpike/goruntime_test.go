@@ -1,0 +1,61 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"testing"
+)
+
+const runtimePools = "pools:\n  - name: p\n    engine: vllm\n    servedModels: [m]\n    endpoints:\n      - url: http://127.0.0.1:1\n"
+
+func TestRuntimeConfig(t *testing.T) {
+	cfg, err := parseConfig([]byte(runtimePools))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Runtime.GCPercent != DefaultGCPercent || cfg.Runtime.MemoryLimit != 0 {
+		t.Errorf("defaults: %+v", cfg.Runtime)
+	}
+	cfg, err = parseConfig([]byte(runtimePools + "runtime:\n  gcPercent: 150\n  memoryLimit: 1073741824\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Runtime.GCPercent != 150 || cfg.Runtime.MemoryLimit != 1<<30 {
+		t.Errorf("not read: %+v", cfg.Runtime)
+	}
+	_, err = parseConfig([]byte(runtimePools + "runtime:\n  gcPercent: -5\n  memoryLimit: -1\n"))
+	if err == nil || !strings.Contains(err.Error(), "runtime.gcPercent") || !strings.Contains(err.Error(), "runtime.memoryLimit") {
+		t.Errorf("bad values: %v", err)
+	}
+}
+
+// TestRuntimeApply checks that the config sets the collector, and that
+// GOGC and GOMEMLIMIT in the environment win over it.
+func TestRuntimeApply(t *testing.T) {
+	gc, limit := debug.SetGCPercent(100), debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetGCPercent(gc); debug.SetMemoryLimit(limit) })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	noEnv := func(string) string { return "" }
+
+	GoRuntime{}.apply(noEnv, log)
+	if got := debug.SetGCPercent(100); got != DefaultGCPercent {
+		t.Errorf("default: GC percent %d, want %d", got, DefaultGCPercent)
+	}
+	GoRuntime{GCPercent: 250, MemoryLimit: 3 << 30}.apply(noEnv, log)
+	if got := debug.SetGCPercent(100); got != 250 {
+		t.Errorf("GC percent %d, want 250", got)
+	}
+	if got := debug.SetMemoryLimit(limit); got != 3<<30 {
+		t.Errorf("memory limit %d, want %d", got, int64(3<<30))
+	}
+	env := map[string]string{"GOGC": "100", "GOMEMLIMIT": "1GiB"}
+	GoRuntime{GCPercent: 250, MemoryLimit: 3 << 30}.apply(func(k string) string { return env[k] }, log)
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("with GOGC set: GC percent %d, want the environment's 100", got)
+	}
+	if got := debug.SetMemoryLimit(limit); got != limit {
+		t.Errorf("with GOMEMLIMIT set: memory limit %d, want it unchanged (%d)", got, limit)
+	}
+}
