@@ -12,8 +12,12 @@
 #                       [--warmup D] [--rounds N] [--stream] [--sessions]
 #                       [--turns next|repeat|cold]
 #                       [--no-haproxy] [--no-go-proxy] [--no-round-robin]
-#                       [--port-base P]
+#                       [--also-env 'K=V …'] [--port-base P]
 #                       [--out DIR]
+#
+# --also-env adds one more cache-aware turnpike, with those variables in
+# its environment (say GOGC=100, the Go collector's old default), to
+# compare a setting against the default in the same run.
 set -euo pipefail
 
 body_bytes=$((168 << 10))
@@ -27,10 +31,11 @@ turns=next
 haproxy=true
 go_proxy=true
 round_robin=true
+also_env=
 port_base=18700
 out=bench-results/overhead
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [[ $# -gt 0 ]]; do
 	case "$1" in
@@ -45,6 +50,7 @@ while [[ $# -gt 0 ]]; do
 	--no-haproxy) haproxy=false; shift ;;
 	--no-go-proxy) go_proxy=false; shift ;;
 	--no-round-robin) round_robin=false; shift ;;
+	--also-env) also_env=$2; shift 2 ;;
 	--port-base) port_base=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
@@ -72,7 +78,8 @@ haproxy_port=$((port_base + 1))
 ca_port=$((port_base + 2))
 rr_port=$((port_base + 3))
 go_proxy_port=$((port_base + 4))
-for p in "$engine_port" "$haproxy_port" "$ca_port" "$rr_port" "$go_proxy_port"; do
+env_port=$((port_base + 5))
+for p in "$engine_port" "$haproxy_port" "$ca_port" "$rr_port" "$go_proxy_port" "$env_port"; do
 	if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 		echo "overhead.sh: port $p is in use; pass --port-base" >&2
 		exit 1
@@ -139,7 +146,7 @@ fi
 
 # turnpike: one process per policy, each with its own state directory.
 start_turnpike() {
-	local name=$1 port=$2 policy=$3
+	local name=$1 port=$2 policy=$3 env=${4:-}
 	mkdir -p "$tmp/$name"
 	cat >"$tmp/$name/turnpike.yaml" <<EOF
 addr: 127.0.0.1:$port
@@ -153,7 +160,8 @@ pools:
 routing:
   policy: $policy
 EOF
-	"$bin" serve --config "$tmp/$name/turnpike.yaml" --log-level warn >"$tmp/$name/log" 2>&1 &
+	# shellcheck disable=SC2086 # env is a list of K=V words
+	env $env "$bin" serve --config "$tmp/$name/turnpike.yaml" --log-level warn >"$tmp/$name/log" 2>&1 &
 	local pid=$!
 	pids+=("$pid")
 	targets+=(--target "$name=http://127.0.0.1:$port,pid=$pid")
@@ -161,6 +169,9 @@ EOF
 start_turnpike turnpike-cache-aware "$ca_port" cache-aware
 if [[ $round_robin == true ]]; then
 	start_turnpike turnpike-round-robin "$rr_port" round-robin
+fi
+if [[ -n $also_env ]]; then
+	start_turnpike turnpike-cache-aware-also-env "$env_port" cache-aware "$also_env"
 fi
 
 flags=(--body-bytes "$body_bytes" --concurrency "$concurrency" --duration "$duration"
