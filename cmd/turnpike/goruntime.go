@@ -16,10 +16,10 @@ type GoRuntime struct {
 	// prompt's block hashes, its answer's events) is dead once the turn
 	// ends, while the live heap (the prompt memo, the KV index, sessions)
 	// is small, so Go's default of 100 collects several times a second
-	// under load; 400 takes a few percent less CPU a request (see
-	// docs/benchmarks.md, "Proxy overhead: the collector") for a heap up
-	// to five times what is live. -1 turns the collector off but for
-	// MemoryLimit.
+	// under load; 400 takes a few percent less CPU a request for a heap
+	// up to five times what is live (docs/benchmarks.md, "Proxy
+	// overhead: the collector, and a Responses stream's deltas"). -1
+	// turns the collector off but for MemoryLimit.
 	GCPercent int `yaml:"gcPercent"`
 	// MemoryLimit is GOMEMLIMIT, in bytes: a soft limit on the Go
 	// runtime's memory, under which the collector works harder rather
