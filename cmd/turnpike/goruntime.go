@@ -45,6 +45,11 @@ func (g *GoRuntime) Validate() error {
 	if g.GCPercent < -1 {
 		errs = append(errs, errors.New("runtime.gcPercent: must be -1 (off) or more than 0"))
 	}
+	if g.GCPercent == -1 && g.MemoryLimit <= 0 {
+		// Nothing would ever collect: the heap would grow until the
+		// process is killed.
+		errs = append(errs, errors.New("runtime.gcPercent: -1 (off) needs runtime.memoryLimit"))
+	}
 	if g.MemoryLimit < 0 {
 		errs = append(errs, errors.New("runtime.memoryLimit: must not be negative"))
 	}

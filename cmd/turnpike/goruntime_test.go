@@ -29,6 +29,12 @@ func TestRuntimeConfig(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "runtime.gcPercent") || !strings.Contains(err.Error(), "runtime.memoryLimit") {
 		t.Errorf("bad values: %v", err)
 	}
+	if _, err = parseConfig([]byte(runtimePools + "runtime:\n  gcPercent: -1\n")); err == nil || !strings.Contains(err.Error(), "needs runtime.memoryLimit") {
+		t.Errorf("collector off with no limit: %v", err)
+	}
+	if _, err = parseConfig([]byte(runtimePools + "runtime:\n  gcPercent: -1\n  memoryLimit: 1073741824\n")); err != nil {
+		t.Errorf("collector off under a limit: %v", err)
+	}
 }
 
 // TestRuntimeApply checks that the config sets the collector, and that
