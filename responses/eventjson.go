@@ -13,13 +13,15 @@ import (
 // (TestDeltaEventMatchesMarshal, FuzzAppendJSONString).
 
 // delta is a delta event's members past its type and sequence number, in
-// the order the Event's JSON has them. An index below zero is absent.
+// the order the Event's JSON has them. Its zero value has neither a
+// content nor a summary index: a delta of a part says which it is in.
 type delta struct {
-	outputIndex  int
-	itemID       string
-	contentIndex int
-	summaryIndex int
-	text         string
+	outputIndex int
+	itemID      string
+	// inContent writes "content_index":0, inSummary "summary_index":0:
+	// the one part a message or reasoning item streams into.
+	inContent, inSummary bool
+	text                 string
 	// logprobs writes "logprobs":null, as output_text deltas carry it.
 	logprobs bool
 }
@@ -46,26 +48,23 @@ func appendDelta(b []byte, typ string, seq int, d *delta) []byte {
 	b = appendJSONString(b, typ)
 	b = append(b, `,"sequence_number":`...)
 	b = strconv.AppendInt(b, int64(seq), 10)
-	b = appendIndex(b, `,"output_index":`, d.outputIndex)
+	b = strconv.AppendInt(append(b, `,"output_index":`...), int64(d.outputIndex), 10)
 	if d.itemID != "" {
 		b = append(b, `,"item_id":`...)
 		b = appendJSONString(b, d.itemID)
 	}
-	b = appendIndex(b, `,"content_index":`, d.contentIndex)
-	b = appendIndex(b, `,"summary_index":`, d.summaryIndex)
+	if d.inContent {
+		b = append(b, `,"content_index":0`...)
+	}
+	if d.inSummary {
+		b = append(b, `,"summary_index":0`...)
+	}
 	b = append(b, `,"delta":`...)
 	b = appendJSONString(b, d.text)
 	if d.logprobs {
 		b = append(b, `,"logprobs":null`...)
 	}
 	return append(b, '}')
-}
-
-func appendIndex(b []byte, key string, v int) []byte {
-	if v < 0 {
-		return b
-	}
-	return strconv.AppendInt(append(b, key...), int64(v), 10)
 }
 
 // appendJSONString appends s as a JSON string the way json.Marshal

@@ -38,13 +38,15 @@ func TestDeltaEventMatchesMarshal(t *testing.T) {
 			d  delta
 			ev Event
 		}{
-			{delta{outputIndex: 3, itemID: "msg_1", contentIndex: 0, summaryIndex: -1, text: s, logprobs: true},
+			{delta{outputIndex: 3, itemID: "msg_1", inContent: true, text: s, logprobs: true},
 				Event{OutputIndex: &idx, ItemID: "msg_1", ContentIndex: &zero, Logprobs: &noLogprobs}},
-			{delta{outputIndex: 3, itemID: "rs_1", contentIndex: -1, summaryIndex: 0, text: s},
+			{delta{outputIndex: 3, itemID: "rs_1", inSummary: true, text: s},
 				Event{OutputIndex: &idx, ItemID: "rs_1", SummaryIndex: &zero}},
-			{delta{outputIndex: 0, itemID: "rs_<2>", contentIndex: 0, summaryIndex: -1, text: s},
+			{delta{outputIndex: 0, itemID: "rs_<2>", inContent: true, text: s},
 				Event{OutputIndex: &zero, ItemID: "rs_<2>", ContentIndex: &zero}},
-			{delta{outputIndex: 3, contentIndex: -1, summaryIndex: -1, text: s},
+			{delta{outputIndex: 3, itemID: "fc_1", text: s},
+				Event{OutputIndex: &idx, ItemID: "fc_1"}},
+			{delta{outputIndex: 3, text: s},
 				Event{OutputIndex: &idx}},
 		} {
 			for _, seq := range []int{0, 7, 123456} {

@@ -315,7 +315,7 @@ func (r *run) textDelta(d string) {
 	}
 	r.text.WriteString(d)
 	r.emitDelta("response.output_text.delta", delta{outputIndex: r.open, itemID: r.resp.Output[r.open].ID,
-		contentIndex: 0, summaryIndex: -1, text: d, logprobs: true})
+		inContent: true, text: d, logprobs: true})
 }
 
 // reasoningDelta streams the model's thinking into a reasoning item: as
@@ -338,9 +338,9 @@ func (r *run) reasoningDelta(d string) {
 	r.text.WriteString(d)
 	id := r.resp.Output[r.open].ID
 	if r.summarize {
-		r.emitDelta("response.reasoning_summary_text.delta", delta{outputIndex: r.open, itemID: id, contentIndex: -1, summaryIndex: 0, text: d})
+		r.emitDelta("response.reasoning_summary_text.delta", delta{outputIndex: r.open, itemID: id, inSummary: true, text: d})
 	} else {
-		r.emitDelta("response.reasoning_text.delta", delta{outputIndex: r.open, itemID: id, contentIndex: 0, summaryIndex: -1, text: d})
+		r.emitDelta("response.reasoning_text.delta", delta{outputIndex: r.open, itemID: id, inContent: true, text: d})
 	}
 }
 
@@ -396,9 +396,9 @@ func (r *run) callDelta(index int, callID, name, args string) {
 		it.Arguments += args
 		switch it.Type {
 		case ItemFunctionCall:
-			r.emitDelta("response.function_call_arguments.delta", delta{outputIndex: r.open, itemID: it.ID, contentIndex: -1, summaryIndex: -1, text: args})
+			r.emitDelta("response.function_call_arguments.delta", delta{outputIndex: r.open, itemID: it.ID, text: args})
 		case ItemMCPCall:
-			r.emitDelta("response.mcp_call_arguments.delta", delta{outputIndex: r.open, itemID: it.ID, contentIndex: -1, summaryIndex: -1, text: args})
+			r.emitDelta("response.mcp_call_arguments.delta", delta{outputIndex: r.open, itemID: it.ID, text: args})
 		}
 	}
 }
@@ -457,7 +457,7 @@ func (r *run) closeOpen(status string) {
 			it.Arguments = input
 		}
 		in := it.Arguments
-		r.emitDelta("response.custom_tool_call_input.delta", delta{outputIndex: idx, itemID: it.ID, contentIndex: -1, summaryIndex: -1, text: in})
+		r.emitDelta("response.custom_tool_call_input.delta", delta{outputIndex: idx, itemID: it.ID, text: in})
 		r.emit(&Event{Type: "response.custom_tool_call_input.done", OutputIndex: &idx, ItemID: it.ID, Input: &in})
 	default:
 		args := it.Arguments

@@ -79,7 +79,17 @@ ca_port=$((port_base + 2))
 rr_port=$((port_base + 3))
 go_proxy_port=$((port_base + 4))
 env_port=$((port_base + 5))
-for p in "$engine_port" "$haproxy_port" "$ca_port" "$rr_port" "$go_proxy_port" "$env_port"; do
+ports=("$engine_port" "$haproxy_port" "$ca_port" "$rr_port" "$go_proxy_port")
+if [[ -n $also_env ]]; then
+	for kv in $also_env; do
+		if [[ ! $kv =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; then
+			echo "overhead.sh: --also-env takes NAME=VALUE words; $kv is not one" >&2
+			exit 2
+		fi
+	done
+	ports+=("$env_port")
+fi
+for p in "${ports[@]}"; do
 	if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 		echo "overhead.sh: port $p is in use; pass --port-base" >&2
 		exit 1
@@ -171,6 +181,7 @@ if [[ $round_robin == true ]]; then
 	start_turnpike turnpike-round-robin "$rr_port" round-robin
 fi
 if [[ -n $also_env ]]; then
+	echo "turnpike-cache-aware-also-env: $also_env" >&2
 	start_turnpike turnpike-cache-aware-also-env "$env_port" cache-aware "$also_env"
 fi
 

@@ -7,8 +7,8 @@ import (
 )
 
 // GoRuntime tunes the Go runtime under the gateway: its garbage
-// collector. GOGC and GOMEMLIMIT in the environment win over both keys,
-// as for any Go program.
+// collector. GOGC in the environment wins over gcPercent, and GOMEMLIMIT
+// over memoryLimit, as for any Go program.
 type GoRuntime struct {
 	// GCPercent is GOGC: how far the heap may grow past what the last
 	// collection left live, in percent, before the next collection.
@@ -47,7 +47,8 @@ func (g *GoRuntime) Validate() error {
 	}
 	if g.GCPercent == -1 && g.MemoryLimit <= 0 {
 		// Nothing would ever collect: the heap would grow until the
-		// process is killed.
+		// process is killed. (A GOMEMLIMIT of the environment's is not
+		// counted: the file alone must be safe.)
 		errs = append(errs, errors.New("runtime.gcPercent: -1 (off) needs runtime.memoryLimit"))
 	}
 	if g.MemoryLimit < 0 {
@@ -61,12 +62,12 @@ func (g *GoRuntime) Validate() error {
 func (g GoRuntime) apply(getenv func(string) string, log *slog.Logger) {
 	g.EnsureDefaults()
 	if v := getenv("GOGC"); v != "" {
-		log.Debug("go runtime: GOGC from the environment", "GOGC", v)
+		log.Info("go runtime: GOGC from the environment, over runtime.gcPercent", "GOGC", v)
 	} else {
 		debug.SetGCPercent(g.GCPercent)
 	}
 	if v := getenv("GOMEMLIMIT"); v != "" {
-		log.Debug("go runtime: GOMEMLIMIT from the environment", "GOMEMLIMIT", v)
+		log.Info("go runtime: GOMEMLIMIT from the environment, over runtime.memoryLimit", "GOMEMLIMIT", v)
 	} else if g.MemoryLimit > 0 {
 		debug.SetMemoryLimit(g.MemoryLimit)
 	}

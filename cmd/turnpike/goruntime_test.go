@@ -49,6 +49,9 @@ func TestRuntimeApply(t *testing.T) {
 	if got := debug.SetGCPercent(100); got != DefaultGCPercent {
 		t.Errorf("default: GC percent %d, want %d", got, DefaultGCPercent)
 	}
+	if got := debug.SetMemoryLimit(-1); got != limit {
+		t.Errorf("default: memory limit %d, want it unchanged (%d)", got, limit)
+	}
 	GoRuntime{GCPercent: 250, MemoryLimit: 3 << 30}.apply(noEnv, log)
 	if got := debug.SetGCPercent(100); got != 250 {
 		t.Errorf("GC percent %d, want 250", got)
