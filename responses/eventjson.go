@@ -28,22 +28,15 @@ type delta struct {
 
 // emitDelta is emit for a delta event.
 func (r *run) emitDelta(typ string, d delta) {
-	seq := r.seq
-	r.seq++
-	if r.sink == nil {
-		return
-	}
-	if r.sink.Event(typ, appendDelta(nil, typ, seq, &d)) != nil {
-		r.sink = nil
+	if seq, listened := r.number(); listened {
+		r.send(typ, encodeDelta(typ, seq, &d))
 	}
 }
 
-// appendDelta appends the delta event typ, number seq, as json.Marshal
+// encodeDelta encodes the delta event typ, number seq, as json.Marshal
 // would encode its Event.
-func appendDelta(b []byte, typ string, seq int, d *delta) []byte {
-	if b == nil {
-		b = make([]byte, 0, 112+len(typ)+len(d.itemID)+len(d.text)+len(d.text)/8)
-	}
+func encodeDelta(typ string, seq int, d *delta) []byte {
+	b := make([]byte, 0, 112+len(typ)+len(d.itemID)+len(d.text)+len(d.text)/8)
 	b = append(b, `{"type":`...)
 	b = appendJSONString(b, typ)
 	b = append(b, `,"sequence_number":`...)

@@ -56,7 +56,7 @@ func TestDeltaEventMatchesMarshal(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := appendDelta(nil, ev.Type, seq, &c.d); string(got) != string(want) {
+				if got := encodeDelta(ev.Type, seq, &c.d); string(got) != string(want) {
 					t.Errorf("%+v:\n got %s\nwant %s", c.d, got, want)
 				}
 			}

@@ -182,11 +182,27 @@ func (r *run) openType() string {
 	return r.resp.Output[r.open].Type
 }
 
+// number gives the next event its sequence number, and reports whether
+// anything listens for it.
+func (r *run) number() (seq int, listened bool) {
+	seq = r.seq
+	r.seq++
+	return seq, r.sink != nil
+}
+
+// send hands an encoded event to the sink, which is dropped once it
+// fails.
+func (r *run) send(typ string, data []byte) {
+	if r.sink.Event(typ, data) != nil {
+		r.sink = nil
+	}
+}
+
 // event numbers ev and encodes it; nil data when nothing listens.
 func (r *run) event(ev *Event) []byte {
-	ev.SequenceNumber = r.seq
-	r.seq++
-	if r.sink == nil {
+	seq, listened := r.number()
+	ev.SequenceNumber = seq
+	if !listened {
 		return nil
 	}
 	b, err := json.Marshal(ev)
@@ -197,11 +213,8 @@ func (r *run) event(ev *Event) []byte {
 }
 
 func (r *run) emit(ev *Event) {
-	b := r.event(ev)
-	if r.sink != nil {
-		if r.sink.Event(ev.Type, b) != nil {
-			r.sink = nil
-		}
+	if b := r.event(ev); r.sink != nil {
+		r.send(ev.Type, b)
 	}
 }
 
