@@ -4,16 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 )
 
-// Comparison is the same workload run once per policy, with each policy's
-// ratios to the baseline.
+// Comparison is the same workload run once per policy, or Repeat times
+// per policy, with each policy's ratios to the baseline.
 type Comparison struct {
 	// Baseline is the policy the ratios are against: "round-robin" when it
 	// ran, else the first policy.
 	Baseline string    `json:"baseline"`
 	Results  []*Result `json:"results"`
 	Ratios   []Ratio   `json:"ratios"`
+	// Repeat is how many times each policy ran (Results holds every run,
+	// each marked with its Run); 0 or 1 when once.
+	Repeat int `json:"repeat,omitempty"`
+	// Medians are each policy's figures, the median over its runs, and
+	// how many of its runs were at least as good as the baseline's run of
+	// the same repetition; only when Repeat > 1.
+	Medians []PolicyMedian `json:"medians,omitempty"`
 }
 
 // Ratio compares one policy with the baseline. A ratio whose baseline
@@ -41,32 +49,112 @@ type Ratio struct {
 	CachedShareX float64 `json:"cached_share_x"`
 }
 
-// Compare runs cfg's workload once per policy. For each policy it calls
-// start to bring up a fresh fleet running that policy (fresh engine caches),
-// runs against the Target start returns, then calls the stop function start
-// returned. A policy whose start fails stops the comparison with an error;
-// the stop function is always called once start succeeded.
-func Compare(ctx context.Context, cfg Config, policies []string, start func(ctx context.Context, policy string) (Target, func() error, error)) (*Comparison, error) {
+// PolicyMedian is one policy's figures over the runs of a repeated
+// comparison: each the median of its runs' (the mean of the middle two
+// for an even count).
+type PolicyMedian struct {
+	Policy string `json:"policy"`
+	Runs   int    `json:"runs"`
+	// TTFT percentiles in ms, output tokens/s, failed requests and
+	// idle-while-queued seconds (-1 when the runs had no occupancy).
+	TTFTP50Ms              float64 `json:"ttft_p50_ms"`
+	TTFTP90Ms              float64 `json:"ttft_p90_ms"`
+	TTFTP99Ms              float64 `json:"ttft_p99_ms"`
+	OutputTokensPerSec     float64 `json:"output_tokens_per_sec"`
+	Errors                 float64 `json:"errors"`
+	IdleWhileQueuedSeconds float64 `json:"idle_while_queued_seconds"`
+	// AtLeastAsGood counts, for each figure (the names in medianFigures),
+	// the runs in which this policy did at least as well as the
+	// baseline's run of the same repetition; Compared the runs where both
+	// had the figure.
+	AtLeastAsGood map[string]int `json:"at_least_as_good"`
+	Compared      map[string]int `json:"compared"`
+}
+
+// medianFigures are the figures a repeated comparison takes the median of,
+// in report order: each one's name, its label in a report, its value in a
+// run (ok false when the run has none), whether higher is better, and
+// where a PolicyMedian keeps it.
+var medianFigures = []struct {
+	name, label string
+	value       func(*Result) (float64, bool)
+	higher      bool
+	field       func(*PolicyMedian) *float64
+}{
+	{"ttft_p50", "p50", func(r *Result) (float64, bool) { return r.Total.TTFT.P50Ms, true }, false,
+		func(m *PolicyMedian) *float64 { return &m.TTFTP50Ms }},
+	{"ttft_p90", "p90", func(r *Result) (float64, bool) { return r.Total.TTFT.P90Ms, true }, false,
+		func(m *PolicyMedian) *float64 { return &m.TTFTP90Ms }},
+	{"ttft_p99", "p99", func(r *Result) (float64, bool) { return r.Total.TTFT.P99Ms, true }, false,
+		func(m *PolicyMedian) *float64 { return &m.TTFTP99Ms }},
+	{"throughput", "out tok/s", func(r *Result) (float64, bool) { return r.Total.OutputTokensPerSec, true }, true,
+		func(m *PolicyMedian) *float64 { return &m.OutputTokensPerSec }},
+	{"errors", "errors", func(r *Result) (float64, bool) { return float64(r.Total.Errors), true }, false,
+		func(m *PolicyMedian) *float64 { return &m.Errors }},
+	{"idle_while_queued", "idle", func(r *Result) (float64, bool) {
+		if r.Occupancy == nil {
+			return 0, false
+		}
+		return float64(r.Occupancy.IdleWhileQueuedSeconds), true
+	}, false, func(m *PolicyMedian) *float64 { return &m.IdleWhileQueuedSeconds }},
+}
+
+// Compare runs cfg's workload once per policy, repeat times, the policies'
+// order reversed every other time (round-robin, cache-aware, then
+// cache-aware, round-robin, …) so that a machine's drift falls on each
+// policy alike. For each run it calls start to bring up a fresh fleet
+// running that policy (fresh engine caches), runs against the Target start
+// returns, then calls the stop function start returned. It keeps every run
+// and, when repeat > 1, each figure's median over a policy's runs. A
+// policy whose start fails stops the comparison with an error; the stop
+// function is always called once start succeeded.
+func Compare(ctx context.Context, cfg Config, policies []string, repeat int, start func(ctx context.Context, policy string) (Target, func() error, error)) (*Comparison, error) {
 	if len(policies) == 0 {
 		return nil, errors.New("bench: compare: no policies")
+	}
+	if repeat < 1 {
+		return nil, fmt.Errorf("bench: compare: repeat %d, want at least 1", repeat)
 	}
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cmp := &Comparison{}
-	for _, p := range policies {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("bench: compare: %w", err)
+	if repeat > 1 {
+		cmp.Repeat = repeat
+	}
+	for k, order := range repeatOrder(policies, repeat) {
+		for _, p := range order {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("bench: compare: %w", err)
+			}
+			res, err := runPolicy(ctx, cfg, p, start)
+			if err != nil {
+				return nil, err
+			}
+			if repeat > 1 {
+				res.Run = k + 1
+			}
+			cmp.Results = append(cmp.Results, res)
 		}
-		res, err := runPolicy(ctx, cfg, p, start)
-		if err != nil {
-			return nil, err
-		}
-		cmp.Results = append(cmp.Results, res)
 	}
 	cmp.computeRatios()
+	cmp.computeMedians(policies)
 	return cmp, nil
+}
+
+// repeatOrder is the order of each of repeat runs of policies: as given,
+// then reversed, and so on.
+func repeatOrder(policies []string, repeat int) [][]string {
+	out := make([][]string, repeat)
+	for k := range out {
+		order := slices.Clone(policies)
+		if k%2 == 1 {
+			slices.Reverse(order)
+		}
+		out[k] = order
+	}
+	return out
 }
 
 func runPolicy(ctx context.Context, cfg Config, policy string, start func(context.Context, string) (Target, func() error, error)) (res *Result, err error) {
@@ -90,23 +178,42 @@ func runPolicy(ctx context.Context, cfg Config, policy string, start func(contex
 	return res, nil
 }
 
-// computeRatios fills Baseline and Ratios from Results.
+// baselineOf is the baseline policy's result of r's run.
+func (c *Comparison) baselineOf(r *Result) *Result {
+	return baselineIn(c.Results, c.Baseline, r)
+}
+
+// baselineIn is, among results, baseline's result of r's run.
+func baselineIn(results []*Result, baseline string, r *Result) *Result {
+	for _, b := range results {
+		if b.Policy == baseline && b.Run == r.Run {
+			return b
+		}
+	}
+	return nil
+}
+
+// computeRatios fills Baseline and Ratios from Results: each result
+// against the baseline's result of the same run.
 func (c *Comparison) computeRatios() {
 	if len(c.Results) == 0 {
 		return
 	}
-	base := c.Results[0]
+	c.Baseline = c.Results[0].Policy
 	for _, r := range c.Results {
 		if r.Policy == BaselinePolicy {
-			base = r
+			c.Baseline = r.Policy
 			break
 		}
 	}
-	c.Baseline = base.Policy
 	c.Ratios = c.Ratios[:0]
 	for _, r := range c.Results {
+		base := c.baselineOf(r)
+		if base == nil {
+			continue
+		}
 		c.Ratios = append(c.Ratios, Ratio{
-			Policy:              r.Policy,
+			Policy:              r.name(),
 			TTFTP50ReductionPct: reduction(base.Total.TTFT.P50Ms, r.Total.TTFT.P50Ms),
 			TTFTP99ReductionPct: reduction(base.Total.TTFT.P99Ms, r.Total.TTFT.P99Ms),
 			ITLP99LowerX:        ratio(base.Total.ITL.P99Ms, r.Total.ITL.P99Ms),
@@ -117,6 +224,63 @@ func (c *Comparison) computeRatios() {
 			CachedShareX:        ratio(r.Total.CachedTokenShare, base.Total.CachedTokenShare),
 		})
 	}
+}
+
+// computeMedians fills Medians, policy by policy, when the runs repeat.
+func (c *Comparison) computeMedians(policies []string) {
+	c.Medians = nil
+	if c.Repeat < 2 {
+		return
+	}
+	for _, p := range policies {
+		m := PolicyMedian{Policy: p, AtLeastAsGood: map[string]int{}, Compared: map[string]int{}, IdleWhileQueuedSeconds: -1}
+		cols := make([][]float64, len(medianFigures))
+		for _, r := range c.Results {
+			if r.Policy != p {
+				continue
+			}
+			m.Runs++
+			base := c.baselineOf(r)
+			for i, f := range medianFigures {
+				v, ok := f.value(r)
+				if !ok {
+					continue
+				}
+				cols[i] = append(cols[i], v)
+				if base == nil {
+					continue
+				}
+				b, ok := f.value(base)
+				if !ok {
+					continue
+				}
+				// Every figure compared has a count, none included.
+				m.Compared[f.name]++
+				n := m.AtLeastAsGood[f.name]
+				if f.higher && v >= b || !f.higher && v <= b {
+					n++
+				}
+				m.AtLeastAsGood[f.name] = n
+			}
+		}
+		for i, f := range medianFigures {
+			if len(cols[i]) > 0 {
+				*f.field(&m) = median(cols[i])
+			}
+		}
+		c.Medians = append(c.Medians, m)
+	}
+}
+
+// median of v (sorted in place): the middle value, or the mean of the
+// middle two.
+func median(v []float64) float64 {
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
 }
 
 // engineTTFTP50 is the engines' own TTFT p50 of r, 0 when unknown.

@@ -256,23 +256,18 @@ func costTables(results []*Result, cmp *Comparison) []titledTable {
 	if cmp == nil {
 		return out
 	}
-	var base *Result
-	for _, r := range results {
-		if r.Policy == cmp.Baseline {
-			base = r
-		}
-	}
-	if base == nil || base.Cost == nil {
-		return out
-	}
 	t := &table{header: []string{"policy", "$/Mtok", "saving", "busy $/Mtok", "busy saving", "SLO attainment"}}
 	for _, r := range results {
-		if r.Cost == nil {
+		base := baselineIn(results, cmp.Baseline, r)
+		if r.Cost == nil || base == nil || base.Cost == nil {
 			continue
 		}
 		o, b := r.Cost.Overall, base.Cost.Overall
 		t.add(r.name(), dollars(o.PerMtok), signedPct(reduction(b.PerMtok, o.PerMtok)),
 			dollars(o.BusyPerMtok), signedPct(reduction(b.BusyPerMtok, o.BusyPerMtok)), pct(r.Cost.SLOAttainment))
+	}
+	if len(t.rows) == 0 {
+		return out
 	}
 	return append(out, titledTable{title: "cost against " + cmp.Baseline, table: t})
 }

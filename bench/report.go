@@ -83,7 +83,10 @@ func signedPct(v float64) string { return fmt.Sprintf("%+.1f%%", v) }
 
 // name labels a result in tables and plots.
 func (r *Result) name() string {
-	if r.Policy != "" {
+	switch {
+	case r.Policy != "" && r.Run > 0:
+		return fmt.Sprintf("%s #%d", r.Policy, r.Run)
+	case r.Policy != "":
 		return r.Policy
 	}
 	return r.Workload
@@ -151,6 +154,34 @@ func ratioTable(c *Comparison) *table {
 	for _, q := range c.Ratios {
 		t.add(q.Policy, signedPct(q.TTFTP50ReductionPct), signedPct(q.TTFTP99ReductionPct), times(q.ITLP99LowerX), times(q.EngineITLP99LowerX), times(q.EngineTTFTP50LowerX),
 			times(q.ThroughputX), times(q.HitRateX), times(q.CachedShareX))
+	}
+	return t
+}
+
+// medianTable puts one row per policy of a repeated comparison: each
+// figure's median over its runs, then how many of its runs were at least
+// as good as the baseline's, figure by figure.
+func medianTable(c *Comparison) *table {
+	header := []string{"policy", "runs", "TTFT p50", "TTFT p90", "TTFT p99", "out tok/s", "errors", "idle-while-queued s"}
+	for _, f := range medianFigures {
+		header = append(header, "≥ "+f.label)
+	}
+	t := &table{header: header}
+	for _, m := range c.Medians {
+		idle := "-"
+		if m.IdleWhileQueuedSeconds >= 0 {
+			idle = fmt.Sprintf("%.1f", m.IdleWhileQueuedSeconds)
+		}
+		row := []string{m.Policy, fmt.Sprint(m.Runs), ms(m.TTFTP50Ms), ms(m.TTFTP90Ms), ms(m.TTFTP99Ms),
+			fmt.Sprintf("%.1f", m.OutputTokensPerSec), fmt.Sprintf("%.1f", m.Errors), idle}
+		for _, f := range medianFigures {
+			if m.Policy == c.Baseline || m.Compared[f.name] == 0 {
+				row = append(row, "-")
+				continue
+			}
+			row = append(row, fmt.Sprintf("%d/%d", m.AtLeastAsGood[f.name], m.Compared[f.name]))
+		}
+		t.add(row...)
 	}
 	return t
 }
@@ -282,6 +313,12 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	if err := ratioTable(c).writeText(w); err != nil {
 		return err
 	}
+	if c.Repeat > 1 {
+		fmt.Fprintf(w, "\nmedian of %d runs each, the policies' order reversed every other run; runs at least as good as %s's of the same repetition (≥):\n", c.Repeat, c.Baseline)
+		if err := medianTable(c).writeText(w); err != nil {
+			return err
+		}
+	}
 	for _, r := range c.Results {
 		writeIsolation(w, r, r.name())
 	}
@@ -298,6 +335,12 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(w, "\nAgainst %s:\n\n", c.Baseline)
 	if err := ratioTable(c).writeMarkdown(w); err != nil {
 		return err
+	}
+	if c.Repeat > 1 {
+		fmt.Fprintf(w, "\nMedian of %d runs each, the policies' order reversed every other run; runs at least as good as %s's of the same repetition (≥):\n\n", c.Repeat, c.Baseline)
+		if err := medianTable(c).writeMarkdown(w); err != nil {
+			return err
+		}
 	}
 	return writeCost(w, c.Results, c, true)
 }

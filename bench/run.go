@@ -56,7 +56,10 @@ type Sample struct {
 // Result is the outcome of one run. It marshals to JSON as is.
 type Result struct {
 	// Policy is the routing policy the fleet ran (set by Compare).
-	Policy   string    `json:"policy,omitempty"`
+	Policy string `json:"policy,omitempty"`
+	// Run is which of a repeated comparison's runs this is, from 1; 0
+	// when the policy ran once.
+	Run      int       `json:"run,omitempty"`
 	Workload string    `json:"workload"`
 	API      string    `json:"api"`
 	Config   Config    `json:"config"`

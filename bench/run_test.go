@@ -350,9 +350,12 @@ func TestCompare(t *testing.T) {
 	}
 	cfg := smallAgentic(APIResponses)
 	cfg.KeepSamples = false
-	cmp, err := Compare(context.Background(), cfg, []string{"prefix-aware", BaselinePolicy}, start)
+	cmp, err := Compare(context.Background(), cfg, []string{"prefix-aware", BaselinePolicy}, 1, start)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cmp.Repeat != 0 || cmp.Medians != nil || cmp.Results[0].Run != 0 || cmp.Results[0].name() != "prefix-aware" {
+		t.Errorf("a single run: repeat %d, medians %v, run %d named %q", cmp.Repeat, cmp.Medians, cmp.Results[0].Run, cmp.Results[0].name())
 	}
 	if !slices.Equal(started, stopped) || len(started) != 2 {
 		t.Errorf("started %v, stopped %v", started, stopped)
@@ -389,8 +392,115 @@ func TestCompare(t *testing.T) {
 	failing := func(ctx context.Context, policy string) (Target, func() error, error) {
 		return Target{}, nil, errors.New("no fleet")
 	}
-	if _, err := Compare(context.Background(), cfg, []string{BaselinePolicy}, failing); err == nil || !strings.Contains(err.Error(), "no fleet") {
+	if _, err := Compare(context.Background(), cfg, []string{BaselinePolicy}, 1, failing); err == nil || !strings.Contains(err.Error(), "no fleet") {
 		t.Errorf("failing start: err = %v", err)
+	}
+	if _, err := Compare(context.Background(), cfg, []string{BaselinePolicy}, 0, start); err == nil {
+		t.Error("repeat 0 accepted")
+	}
+}
+
+// A repeated comparison runs the policies in turn, the order reversed
+// every other time, each run on a fresh stack, and sets every run against
+// the baseline's run of the same repetition.
+func TestCompareRepeat(t *testing.T) {
+	var started []string
+	start := func(ctx context.Context, policy string) (Target, func() error, error) {
+		f := newFakeGateway(t)
+		started = append(started, policy)
+		return f.target(), func() error { f.srv.Close(); return nil }, nil
+	}
+	cfg := smallAgentic(APIResponses)
+	cfg.KeepSamples = false
+	cmp, err := Compare(context.Background(), cfg, []string{BaselinePolicy, "prefix-aware"}, 3, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{BaselinePolicy, "prefix-aware", "prefix-aware", BaselinePolicy, BaselinePolicy, "prefix-aware"}
+	if !slices.Equal(started, want) {
+		t.Errorf("started %v, want %v", started, want)
+	}
+	if cmp.Repeat != 3 || len(cmp.Results) != 6 || len(cmp.Ratios) != 6 {
+		t.Fatalf("repeat %d, %d results, %d ratios", cmp.Repeat, len(cmp.Results), len(cmp.Ratios))
+	}
+	for i, r := range cmp.Results {
+		if wantRun := i/2 + 1; r.Run != wantRun || r.Policy != started[i] {
+			t.Errorf("result %d: %s run %d, want %s run %d", i, r.Policy, r.Run, started[i], wantRun)
+		}
+		if q := cmp.Ratios[i]; q.Policy != r.name() || r.Policy == BaselinePolicy && q.ThroughputX != 1 {
+			t.Errorf("ratio %d: %+v for %s", i, q, r.name())
+		}
+	}
+	if len(cmp.Medians) != 2 || cmp.Medians[0].Policy != BaselinePolicy || cmp.Medians[1].Runs != 3 || cmp.Medians[1].Compared["ttft_p50"] != 3 {
+		t.Fatalf("medians %+v", cmp.Medians)
+	}
+	for name, write := range map[string]func(io.Writer) error{"text": cmp.WriteText, "markdown": cmp.WriteMarkdown, "html": cmp.WriteHTML} {
+		var b bytes.Buffer
+		if err := write(&b); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		wants := []string{"prefix-aware #3", BaselinePolicy + " #2"}
+		if name != "html" {
+			wants = append(wants, "edian of 3 runs")
+		}
+		for _, want := range wants {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("%s report lacks %q:\n%s", name, want, b.String())
+			}
+		}
+	}
+}
+
+// Each figure's median is over a policy's runs, and a run counts as at
+// least as good as the baseline's of its repetition on a tie too.
+func TestComparisonMedians(t *testing.T) {
+	run := func(policy string, k int, p50, tput float64, errs int, idle *int) *Result {
+		r := &Result{Policy: policy, Run: k}
+		r.Total.TTFT.P50Ms, r.Total.OutputTokensPerSec, r.Total.Errors = p50, tput, errs
+		if idle != nil {
+			r.Occupancy = &Occupancy{IdleWhileQueuedSeconds: *idle}
+		}
+		return r
+	}
+	zero, one := 0, 1
+	c := &Comparison{Repeat: 4, Baseline: BaselinePolicy, Results: []*Result{
+		run(BaselinePolicy, 1, 100, 10, 2, &zero), run("cache-aware", 1, 90, 11, 2, &zero),
+		run(BaselinePolicy, 2, 100, 10, 2, &zero), run("cache-aware", 2, 100, 9, 3, &one),
+		run(BaselinePolicy, 3, 120, 12, 0, nil), run("cache-aware", 3, 130, 12, 0, nil),
+		run(BaselinePolicy, 4, 80, 10, 1, &zero), run("cache-aware", 4, 70, 14, 1, &zero),
+	}}
+	for _, r := range c.Results {
+		// cache-aware's p99 is the higher in every run.
+		r.Total.TTFT.P99Ms = 100
+		if r.Policy == "cache-aware" {
+			r.Total.TTFT.P99Ms = 200
+		}
+	}
+	c.computeMedians([]string{BaselinePolicy, "cache-aware"})
+	if len(c.Medians) != 2 {
+		t.Fatalf("medians %+v", c.Medians)
+	}
+	base, ca := c.Medians[0], c.Medians[1]
+	if base.TTFTP50Ms != 100 || base.OutputTokensPerSec != 10 || base.Errors != 1.5 || base.IdleWhileQueuedSeconds != 0 {
+		t.Errorf("baseline medians %+v", base)
+	}
+	if ca.TTFTP50Ms != 95 || ca.OutputTokensPerSec != 11.5 || ca.Errors != 1.5 || ca.IdleWhileQueuedSeconds != 0 {
+		t.Errorf("cache-aware medians %+v", ca)
+	}
+	for fig, want := range map[string][2]int{"ttft_p50": {3, 4}, "throughput": {3, 4}, "errors": {3, 4}, "idle_while_queued": {2, 3}} {
+		if got := [2]int{ca.AtLeastAsGood[fig], ca.Compared[fig]}; got != want {
+			t.Errorf("%s: at least as good in %d of %d, want %d of %d", fig, got[0], got[1], want[0], want[1])
+		}
+	}
+	if n, ok := c.Medians[1].AtLeastAsGood["ttft_p99"]; !ok || n != 0 {
+		t.Errorf("p99, at least as good in no run: %d, %v", n, ok)
+	}
+	var b bytes.Buffer
+	if err := medianTable(c).writeText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "3/4") || !strings.Contains(b.String(), "2/3") {
+		t.Errorf("median table:\n%s", b.String())
 	}
 }
 

@@ -64,6 +64,22 @@ func TestBenchChaosNeedsTheEmbeddedFleet(t *testing.T) {
 	}
 }
 
+// --repeat repeats a comparison: it needs two policies or more to set
+// against each other.
+func TestBenchRepeatNeedsACompare(t *testing.T) {
+	for _, args := range [][]string{
+		{"--repeat", "3"},
+		{"--repeat", "2", "--compare", "cache-aware"},
+		{"--repeat", "0", "--compare", "round-robin,cache-aware"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := benchCmd(context.Background(), append(args, "--out", t.TempDir()), &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), "--repeat") {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+}
+
 // A batch beside an agentic run goes through the embedded gateway's Batch
 // API and is reported apart from the run's turns.
 func TestBenchBatchBesideTheRun(t *testing.T) {
