@@ -259,6 +259,7 @@ func startBenchStack(ctx context.Context, entry string, sf *simFlags, gws *bench
 		return bench.Target{}, nil, err
 	}
 	benchTTFTTargets(cfg, sf.timeScale, sf.ttftTarget)
+	benchScrapes(cfg, sf.timeScale)
 	if sf.apart && bc.Workload == bench.WorkloadIsolation && gateways == 1 && !onRedis &&
 		fl.prefill == 0 && !fl.mixed && fl.cfg.KVSharedBlocks == 0 {
 		// The interactive lane (the first endpoint) in one process, the

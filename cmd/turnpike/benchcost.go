@@ -6,6 +6,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/accelerators"
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/bench"
+	"github.com/turnpike-gateway/turnpike/pools"
 )
 
 // wallTime is d on the simulated clock as wall time: timeScale wall
@@ -25,6 +26,25 @@ func benchTTFTTargets(cfg *Config, timeScale float64, target time.Duration) {
 	cfg.Routing.Cost.TTFTTargets = map[string]time.Duration{
 		affinity.BandInteractive: wall, affinity.BandStandard: wall, affinity.BandBackground: wall,
 	}
+}
+
+// minBenchScrape bounds how often the embedded gateway scrapes each
+// simulated engine.
+const minBenchScrape = 10 * time.Millisecond
+
+// benchScrapes runs the embedded gateway's engine scrapes on the simulated
+// fleet's clock, as benchTTFTTargets does its targets: a fleet ten times
+// faster than real time empties and fills its queues ten times as fast,
+// so the gateway reads them ten times as often (the default 200 ms of
+// modelled time, 20 ms of wall time at --sim-time-scale 0.1), and a queue
+// that has emptied holds turns at the gateway no longer, in the engines'
+// time, than it would on the hardware they model. A config that sets the
+// interval keeps it.
+func benchScrapes(cfg *Config, timeScale float64) {
+	if cfg.Fleet.ScrapeInterval > 0 || timeScale <= 0 || timeScale >= 1 {
+		return
+	}
+	cfg.Fleet.ScrapeInterval = max(wallTime(pools.DefaultScrapeInterval, timeScale), minBenchScrape)
 }
 
 // benchCost prices an embedded bench run: each pool of the fleet at its
