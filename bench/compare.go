@@ -16,7 +16,7 @@ type Comparison struct {
 	Results  []*Result `json:"results"`
 	Ratios   []Ratio   `json:"ratios"`
 	// Repeat is how many times each policy ran (Results holds every run,
-	// each marked with its Run); 0 or 1 when once.
+	// each marked with its Run); 0 when once.
 	Repeat int `json:"repeat,omitempty"`
 	// Medians are each policy's figures, the median over its runs, and
 	// how many of its runs were at least as good as the baseline's run of
@@ -50,8 +50,8 @@ type Ratio struct {
 }
 
 // PolicyMedian is one policy's figures over the runs of a repeated
-// comparison: each the median of its runs' (the mean of the middle two
-// for an even count).
+// comparison: each the median of its runs' (Percentile 50: the mean of
+// the middle two for an even count).
 type PolicyMedian struct {
 	Policy string `json:"policy"`
 	Runs   int    `json:"runs"`
@@ -178,11 +178,6 @@ func runPolicy(ctx context.Context, cfg Config, policy string, start func(contex
 	return res, nil
 }
 
-// baselineOf is the baseline policy's result of r's run.
-func (c *Comparison) baselineOf(r *Result) *Result {
-	return baselineIn(c.Results, c.Baseline, r)
-}
-
 // baselineIn is, among results, baseline's result of r's run.
 func baselineIn(results []*Result, baseline string, r *Result) *Result {
 	for _, b := range results {
@@ -200,15 +195,12 @@ func (c *Comparison) computeRatios() {
 		return
 	}
 	c.Baseline = c.Results[0].Policy
-	for _, r := range c.Results {
-		if r.Policy == BaselinePolicy {
-			c.Baseline = r.Policy
-			break
-		}
+	if slices.ContainsFunc(c.Results, func(r *Result) bool { return r.Policy == BaselinePolicy }) {
+		c.Baseline = BaselinePolicy
 	}
 	c.Ratios = c.Ratios[:0]
 	for _, r := range c.Results {
-		base := c.baselineOf(r)
+		base := baselineIn(c.Results, c.Baseline, r)
 		if base == nil {
 			continue
 		}
@@ -240,7 +232,7 @@ func (c *Comparison) computeMedians(policies []string) {
 				continue
 			}
 			m.Runs++
-			base := c.baselineOf(r)
+			base := baselineIn(c.Results, c.Baseline, r)
 			for i, f := range medianFigures {
 				v, ok := f.value(r)
 				if !ok {
@@ -265,22 +257,12 @@ func (c *Comparison) computeMedians(policies []string) {
 		}
 		for i, f := range medianFigures {
 			if len(cols[i]) > 0 {
-				*f.field(&m) = median(cols[i])
+				slices.Sort(cols[i])
+				*f.field(&m) = Percentile(cols[i], 50)
 			}
 		}
 		c.Medians = append(c.Medians, m)
 	}
-}
-
-// median of v (sorted in place): the middle value, or the mean of the
-// middle two.
-func median(v []float64) float64 {
-	slices.Sort(v)
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
 }
 
 // engineTTFTP50 is the engines' own TTFT p50 of r, 0 when unknown.
