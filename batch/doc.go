@@ -1,52 +1,40 @@
-// Package batch is the OpenAI Files and Batch API on turnpike's fleet:
-// a client uploads a JSONL file of requests (POST /v1/files, purpose
-// "batch"), creates a batch of it (POST /v1/batches), polls it, and
-// downloads the output and error files, as OpenAI's SDKs do.
+// Package batch is the OpenAI Files and Batch API on turnpike's fleet: a client uploads a JSONL
+// file of requests (POST /v1/files, purpose "batch"), creates a batch of it (POST /v1/batches),
+// polls it and downloads its output and error files, as OpenAI's SDKs do.
 //
 // # Overview
 //
-// Files live in the store (package state), cut into 1 MiB chunks under the
-// batch namespace, with the tenant that uploaded them; every read checks
-// the tenant, and another tenant's id is a 404. A batch is a record in the
-// same namespace; its status moves validating → in_progress → finalizing
-// → completed, or ends failed (its input file was refused: errors.data
-// names each bad line), expired (the completion window passed; requests
-// not run are error lines with code batch_expired) or, through
-// cancelling, cancelled (batch_cancelled). Each request runs through the
-// turn path (dispatch.Begin) as a background turn, whatever its own
-// service_tier says: flow control (turns) admits it only below the pool's
-// hold point and queues and sheds the background band before any other,
-// so batches use slack capacity. A shed is retried after its Retry-After
-// (at least the backoff) for as long as the batch's window lasts; a
-// failure on the fleet's side (an engine's 5xx, no endpoint) up to
-// MaxRetries times; an engine's 4xx is the request's answer. Each result
-// is stored as it comes, with the batch's request counts, so a batch
-// survives a restart: Start resumes every unfinished batch from the
-// requests that have no result. Finalizing writes the output file (2xx
-// answers) and the error file (the rest) in input order, in one write
-// with the batch's end.
+// Files live in the store (package state), in 1 MiB chunks under the batch namespace, with the
+// tenant that uploaded them; every read checks the tenant, and another tenant's id is a 404. A
+// batch is a record in the same namespace; its status moves validating → in_progress →
+// finalizing → completed, or ends failed (a refused input file: errors.data names each bad
+// line), expired (the window passed; requests not run are batch_expired error lines) or, through
+// cancelling, cancelled (batch_cancelled). Each request runs through the turn path
+// (dispatch.Begin) as a background turn, whatever its service_tier says, so batches use slack
+// capacity. A shed, or an engine's 429, is retried after its wait for as long as the window
+// lasts; another failure on the fleet's side (a 5xx, no endpoint) up to MaxRetries times; an
+// engine's other 4xx is the request's answer. Each result is stored as it comes, so a batch
+// survives a restart; finalizing writes the output file (2xx answers) and the error file (the
+// rest) in input order, in one write with the batch's end.
 //
-// The Intake (intake.go, off unless configured) feeds the same runner
-// from a Redis stream: each entry a request with an id, a tenant, a
-// priority and a deadline, each answer an entry of the result stream
-// under that id with a code (completed, deadline_exceeded, cancelled,
-// refused, engine_error, invalid_request). Entries are acknowledged with
-// their result, in one transaction, so a gateway that stops leaves its
-// requests pending for the next start, and one that dies leaves them for
-// another gateway to claim.
+// A batch runs on the one gateway that holds its lease in the store (Options.Holder, Lease):
+// the gateway that created it, or, at Start and every half lease after, any gateway that finds
+// an unfinished batch whose lease is free or ran out. It resumes from the requests that have no
+// result. A cancel asked of another gateway marks the batch cancelling in the store; its runner
+// finds the mark at its next renewal.
+//
+// The Intake (off unless configured) feeds the same runner from a Redis stream: each entry a
+// request with an id, tenant, priority and deadline, each answer an entry of the result stream
+// written with the entry's acknowledgement in one transaction. A gateway that stops leaves its
+// entries pending for its next start; one that dies, for another to claim after ClaimIdle.
 //
 // # Concurrency model
 //
-// A Service runs one goroutine per unfinished batch (its job), and at
-// most Concurrency request goroutines across batches. The job owns its
-// batch's record: handlers read it through the job (snapshot) and cancel
-// through it (requestCancel), and every write of the record takes the
-// job's lock. A batch that no job of this process runs is read from the
-// store. New starts nothing; Start resumes stored batches and lets
-// handlers start new ones; Close stops every job and waits for them,
-// leaving the requests in flight to run again at the next Start.
-//
-// One gateway runs a batch: several gateways sharing a Redis store each
-// resume the unfinished batches they find at Start, so run batches on
-// one of them.
+// A running batch has its job's goroutine, which owns the record (handlers read it through
+// snapshot and cancel through requestCancel; every write takes the job's lock), and a keeper
+// that renews the lease every third of it. A renewal refused, or failing for a whole lease,
+// stops the batch here without ending it. At most Concurrency requests run at once across
+// batches and the Intake. New starts nothing; Start claims stored batches and starts the
+// takeover loop; Close stops every job, waits for them and releases their leases, leaving
+// requests in flight to run again wherever the batch is taken up next.
 package batch
