@@ -31,6 +31,10 @@ type Config struct {
 	Replicas int `yaml:"replicas"`
 	// ReplicaTimeout bounds that wait. Default 1s.
 	ReplicaTimeout time.Duration `yaml:"replicaTimeout"`
+	// HealthInterval is how often an idle or unavailable Redis is pinged
+	// (RedisOptions.HealthInterval): the longest a gateway takes to see
+	// Redis back and take writes again. Default 1s.
+	HealthInterval time.Duration `yaml:"healthInterval"`
 }
 
 // EnsureDefaults fills the zero fields.
@@ -48,7 +52,7 @@ func (c *Config) Validate() error {
 		for _, f := range []struct {
 			name string
 			set  bool
-		}{{"url", c.URL != ""}, {"keyPrefix", c.KeyPrefix != ""}, {"replicas", c.Replicas != 0}, {"replicaTimeout", c.ReplicaTimeout != 0}} {
+		}{{"url", c.URL != ""}, {"keyPrefix", c.KeyPrefix != ""}, {"replicas", c.Replicas != 0}, {"replicaTimeout", c.ReplicaTimeout != 0}, {"healthInterval", c.HealthInterval != 0}} {
 			if f.set {
 				errs = append(errs, fmt.Errorf("state.%s: only for backend redis", f.name))
 			}
@@ -72,7 +76,7 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) redisOptions() RedisOptions {
-	return RedisOptions{KeyPrefix: c.KeyPrefix, Replicas: c.Replicas, ReplicaTimeout: c.ReplicaTimeout}
+	return RedisOptions{KeyPrefix: c.KeyPrefix, Replicas: c.Replicas, ReplicaTimeout: c.ReplicaTimeout, HealthInterval: c.HealthInterval}
 }
 
 // Open opens the store c names: Pebble in dataDir, or the Redis at c.URL.
@@ -82,7 +86,9 @@ func Open(ctx context.Context, c Config, dataDir string, log *slog.Logger) (*DB,
 		return nil, err
 	}
 	if c.Backend == BackendRedis {
-		return OpenRedis(ctx, c.URL, c.redisOptions())
+		o := c.redisOptions()
+		o.Logger = log
+		return OpenRedis(ctx, c.URL, o)
 	}
 	return OpenPebble(dataDir, PebbleOptions{Logger: log})
 }

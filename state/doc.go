@@ -34,6 +34,20 @@
 // DB: with Close waiting, the nested call would wait for ever. Collect
 // what the callback finds and act on it after Scan returns.
 //
+// # Health
+//
+// A failure of the store's own (Redis unreachable, timing out or
+// refusing; a disk refusing a write) is returned wrapped in
+// ErrUnavailable, and takes the DB down; an operation begun after that
+// failure and answered brings it back. DB.Health (and each Namespace's)
+// reads that state with one atomic load, so an owner asks it before work
+// that must be stored, such as a turn an engine would answer for nothing.
+// On Redis, a probe pings every RedisOptions.HealthInterval while no
+// operation has been answered since the last ping: it finds an outage
+// when nothing else is asking, and the server's return while owners
+// refuse their work. A missing key, a scan callback's error and a caller
+// that gave up (its context ended) say nothing of the store.
+//
 // # Redis
 //
 // A namespace is one hash tag, <KeyPrefix>{<prefix>}: its values are

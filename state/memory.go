@@ -10,7 +10,7 @@ import (
 // NewMemory is a DB in memory, for tests and for a gateway that keeps no
 // state across restarts. Every write is "durable" at once; Close drops
 // the data.
-func NewMemory() *DB { return newDB(newFlat(&memEngine{})) }
+func NewMemory() *DB { return newDB(newFlat(&memEngine{}), nil) }
 
 // memEngine keeps entries in a slice sorted by key: a scan is a binary
 // search and a copy, a write a binary search and a move of the tail, which

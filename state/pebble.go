@@ -34,7 +34,7 @@ func OpenPebble(dir string, opts PebbleOptions) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state: opening the store in %s: %w", dir, err)
 	}
-	return newDB(newFlat(&pebbleEngine{db: db})), nil
+	return newDB(newFlat(&pebbleEngine{db: db}), opts.Logger), nil
 }
 
 // pebbleEngine is the embedded engine. It takes no lock: each apply is a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
@@ -22,7 +23,14 @@ const (
 	DefaultRedisReplicaTimeout = time.Second
 	// DefaultRedisScanPage is the number of keys a scan reads at once.
 	DefaultRedisScanPage = 512
+	// DefaultRedisHealthInterval is how often an idle or unavailable
+	// Redis is pinged.
+	DefaultRedisHealthInterval = time.Second
 )
+
+// minPingTimeout bounds a health ping from below: a ping on a loaded
+// server may take longer than a short interval.
+const minPingTimeout = time.Second
 
 // Redis deployment modes, the mode parameter of a URL.
 const (
@@ -47,6 +55,15 @@ type RedisOptions struct {
 	// ScanPage is the number of keys a scan reads in one step; each step
 	// is a consistent view. Default 512.
 	ScanPage int
+	// HealthInterval is how often Redis is pinged, while no operation has
+	// been answered since the last ping, so that DB.Health learns of an
+	// outage before a request meets it, and of the server's return while
+	// requests are refused. Each ping waits at most the interval, and at
+	// least 1s. Default 1s; negative never pings (only operations tell).
+	HealthInterval time.Duration
+	// Logger hears of Redis becoming unavailable and answering again;
+	// nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // EnsureDefaults fills the zero fields.
@@ -59,6 +76,9 @@ func (o *RedisOptions) EnsureDefaults() {
 	}
 	if o.ScanPage == 0 {
 		o.ScanPage = DefaultRedisScanPage
+	}
+	if o.HealthInterval == 0 {
+		o.HealthInterval = DefaultRedisHealthInterval
 	}
 }
 
@@ -104,7 +124,12 @@ func OpenRedis(ctx context.Context, rawURL string, opts RedisOptions) (*DB, erro
 		client.Close()
 		return nil, fmt.Errorf("state: redis at %s: %w", RedactURL(rawURL), err)
 	}
-	return newDB(&redisEngine{client: client, opts: opts}), nil
+	e := &redisEngine{client: client, opts: opts}
+	db := newDB(e, opts.Logger)
+	if opts.HealthInterval > 0 {
+		db.startProbe(e.ping, opts.HealthInterval, max(opts.HealthInterval, minPingTimeout))
+	}
+	return db, nil
 }
 
 // NewRedisClient makes the go-redis client for a URL as OpenRedis reads
@@ -454,6 +479,14 @@ func (e *redisEngine) release(ctx context.Context, prefix, key []byte, holder st
 	if err := dropLease.Run(ctx, e.client, []string{e.leaseKey(prefix, key)}, holder).Err(); err != nil {
 		e.errs.lease.Add(1)
 		return fmt.Errorf("state: redis: releasing lease %q: %w", key, err)
+	}
+	return nil
+}
+
+// ping asks the server to answer, for the health probe.
+func (e *redisEngine) ping(ctx context.Context) error {
+	if err := e.client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("state: redis: ping: %w", err)
 	}
 	return nil
 }

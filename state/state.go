@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -72,6 +73,9 @@ type Namespace interface {
 	// not hold (any more) is left as it is.
 	// Redis: a Lua script of GET, then DEL when holder's.
 	Release(ctx context.Context, key []byte, holder string) error
+	// Health is the DB's (DB.Health): nil while the store answers, else
+	// an error of class ErrUnavailable. An atomic load, for every request.
+	Health() error
 }
 
 // Range is a span of keys of a namespace: [Start, End).
@@ -259,7 +263,13 @@ func (f flat) close() error { return f.e.close() }
 // OpenRedis and NewMemory make one.
 type DB struct {
 	eng engine
-	mu  struct {
+	// health is the outcome of the latest operation or probe.
+	health health
+	// stopProbe ends the probe of the store, if one runs (Redis), and
+	// probing is done when it has ended.
+	stopProbe context.CancelFunc
+	probing   chan struct{}
+	mu        struct {
 		sync.RWMutex
 		// protects the field below, and eng's life: every operation
 		// holds mu shared, Close holds it exclusively
@@ -272,7 +282,34 @@ type DB struct {
 	}
 }
 
-func newDB(eng engine) *DB { return &DB{eng: eng} }
+// newDB is the DB over eng; log (nil for slog.Default()) hears of the
+// store going down and coming back.
+func newDB(eng engine, log *slog.Logger) *DB {
+	if log == nil {
+		log = slog.Default()
+	}
+	db := &DB{eng: eng}
+	db.health.log = log
+	return db
+}
+
+// startProbe pings the store every interval, each ping bounded by
+// timeout, until Close.
+func (db *DB) startProbe(ping func(context.Context) error, interval, timeout time.Duration) {
+	ctx, stop := context.WithCancel(context.Background())
+	db.stopProbe, db.probing = stop, make(chan struct{})
+	go func() {
+		defer close(db.probing)
+		db.health.probe(ctx, ping, interval, timeout)
+	}()
+}
+
+// Health reports whether the store answered the latest operation to end
+// (or, with Redis, the latest ping, one a second while no operation
+// tells): nil, or an error of class ErrUnavailable naming the failure. It
+// costs an atomic load, so a caller about to do work that must be stored
+// asks it first, and refuses the work while the store is down.
+func (db *DB) Health() error { return db.health.err() }
 
 // Namespace returns the namespace of the keys under prefix. A prefix ends
 // in '/', and no prefix handed out by a DB is a proper prefix of another,
@@ -309,6 +346,10 @@ func (db *DB) Collector() prometheus.Collector {
 // batches are made durable. Operations after Close answer ErrClosed; a
 // second Close does nothing.
 func (db *DB) Close() error {
+	if db.stopProbe != nil {
+		db.stopProbe()
+		<-db.probing
+	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.mu.closed {
@@ -347,7 +388,9 @@ func (n *namespace) Get(ctx context.Context, key []byte) ([]byte, error) {
 		return nil, err
 	}
 	defer n.db.leave()
-	return n.db.eng.get(ctx, n.prefix, key)
+	mark := n.db.health.begin()
+	v, err := n.db.eng.get(ctx, n.prefix, key)
+	return v, n.db.health.end(ctx, mark, err)
 }
 
 func (n *namespace) Put(ctx context.Context, key, value []byte) error {
@@ -368,7 +411,18 @@ func (n *namespace) Scan(ctx context.Context, r Range, fn func(key, value []byte
 	if r.End != nil && bytes.Compare(r.Start, r.End) >= 0 {
 		return nil
 	}
-	return n.db.eng.scan(ctx, n.prefix, r.Start, r.End, r.Reverse, fn)
+	// fn's error is the caller's, returned as it is; only the store's
+	// own failures say anything of its health.
+	var fnErr error
+	mark := n.db.health.begin()
+	err := n.db.eng.scan(ctx, n.prefix, r.Start, r.End, r.Reverse, func(k, v []byte) error {
+		fnErr = fn(k, v)
+		return fnErr
+	})
+	if err != nil && err == fnErr {
+		return err
+	}
+	return n.db.health.end(ctx, mark, err)
 }
 
 func (n *namespace) Apply(ctx context.Context, b *Batch) error {
@@ -379,7 +433,8 @@ func (n *namespace) Apply(ctx context.Context, b *Batch) error {
 	if len(b.ops) == 0 {
 		return nil
 	}
-	return n.db.eng.apply(ctx, n.prefix, b)
+	mark := n.db.health.begin()
+	return n.db.health.end(ctx, mark, n.db.eng.apply(ctx, n.prefix, b))
 }
 
 // prefixEnd is the first key after every key that begins with p, nil if
@@ -411,7 +466,9 @@ func (n *namespace) lease(ctx context.Context, key []byte, holder string, ttl ti
 		return false, err
 	}
 	defer n.db.leave()
-	return n.db.eng.lease(ctx, n.prefix, key, holder, ttl, take)
+	mark := n.db.health.begin()
+	ok, err := n.db.eng.lease(ctx, n.prefix, key, holder, ttl, take)
+	return ok, n.db.health.end(ctx, mark, err)
 }
 
 func (n *namespace) Release(ctx context.Context, key []byte, holder string) error {
@@ -419,7 +476,10 @@ func (n *namespace) Release(ctx context.Context, key []byte, holder string) erro
 		return err
 	}
 	defer n.db.leave()
-	return n.db.eng.release(ctx, n.prefix, key, holder)
+	mark := n.db.health.begin()
+	return n.db.health.end(ctx, mark, n.db.eng.release(ctx, n.prefix, key, holder))
 }
+
+func (n *namespace) Health() error { return n.db.Health() }
 
 var _ Namespace = (*namespace)(nil)
