@@ -380,39 +380,37 @@ func (s *Service) call(ctx context.Context, tenant, band string, l *Line, reqID 
 // (wait 0), or keep final (of kind) as the request's answer. final is
 // also the answer once retries run out.
 func (s *Service) classify(err error, attempt int) (wait time.Duration, retry bool, final *apierror.Error, kind string) {
+	final, ok := dispatch.APIError(err)
+	if !ok {
+		return 0, true, apierror.New(http.StatusBadGateway, "upstream_error", "The model server could not answer: no endpoint took the request."), kindEngine
+	}
 	var se *dispatch.ShedError
 	if errors.As(err, &se) {
-		return max(se.RetryAfter, s.backoff(min(attempt, 6))), true, apierror.New(se.Status, "rate_limit_exceeded", "The request was not admitted: %s.", se.Reason), kindEngine
+		return max(se.RetryAfter, s.backoff(min(attempt, 6))), true, final, kindEngine
 	}
 	var ee *dispatch.EngineError
 	if errors.As(err, &ee) {
-		code := ee.Code
-		if code == "" {
-			code = "engine_error"
-		}
 		switch {
 		case ee.Status == http.StatusTooManyRequests:
-			return s.backoff(min(attempt, 6)), true, apierror.New(ee.Status, code, "%s", ee.Message), kindEngine
+			return s.backoff(min(attempt, 6)), true, final, kindEngine
 		case ee.Status >= 400 && ee.Status < 500:
-			return 0, false, apierror.New(ee.Status, code, "%s", ee.Message).WithParam(ee.Param), kindRefused
+			return 0, false, final, kindRefused
 		}
-		return 0, true, apierror.New(http.StatusBadGateway, code, "The model server failed with status %d: %s", ee.Status, ee.Message), kindEngine
+		return 0, true, final, kindEngine
 	}
-	if ae := lineAPIError(err); ae != nil {
-		return 0, false, ae, kindInvalid
+	if lineAPIError(err) != nil {
+		return 0, false, final, kindInvalid
 	}
-	return 0, true, apierror.New(http.StatusBadGateway, "upstream_error", "The model server could not answer: no endpoint took the request."), kindEngine
+	return 0, true, final, kindEngine
 }
 
 // lineAPIError is the answer kept for a request the gateway refused
 // before any engine saw it; nil for an error that is not of that kind.
 func lineAPIError(err error) *apierror.Error {
 	var fe *prompt.FieldError
-	switch {
-	case errors.As(err, &fe):
-		return apierror.Invalid(fe.Param, fe.Code, "%s", fe.Message)
-	case errors.Is(err, dispatch.ErrModelNotFound):
-		return apierror.NotFound("model", "model_not_found", "%s", err.Error())
+	if errors.As(err, &fe) || errors.Is(err, dispatch.ErrModelNotFound) {
+		ae, _ := dispatch.APIError(err)
+		return ae
 	}
 	return nil
 }

@@ -524,5 +524,20 @@ func without(eps []*pools.Endpoint, ep *pools.Endpoint) []*pools.Endpoint {
 }
 
 func (d *Dispatcher) modelNotFound(model string) error {
-	return fmt.Errorf("%w: the model '%s' does not exist or is not served here", ErrModelNotFound, model)
+	return ModelNotFound(model)
 }
+
+// ModelNotFound is ErrModelNotFound naming model, for a layer above that
+// finds it first.
+func ModelNotFound(model string) error {
+	return &modelError{model: model}
+}
+
+// modelError is ErrModelNotFound naming the model.
+type modelError struct{ model string }
+
+func (e *modelError) Error() string {
+	return fmt.Sprintf("%v: the model '%s' does not exist or is not served here", ErrModelNotFound, e.model)
+}
+
+func (e *modelError) Is(target error) bool { return target == ErrModelNotFound }

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/turnpike-gateway/turnpike/apierror"
+	"github.com/turnpike-gateway/turnpike/dispatch"
 )
 
 // Error classes. Every error the Service returns to a caller is an
@@ -46,6 +47,13 @@ func notFoundf(param, code, format string, args ...any) *apierror.Error {
 // not allow, not a 409.
 func conflictf(param, code, format string, args ...any) *apierror.Error {
 	return apierror.Invalid(param, code, format, args...).WithClass(ErrConflict)
+}
+
+// modelNotFound is the 404 for a model no pool serves, as dispatch.APIError
+// words it for every API.
+func modelNotFound(model string) *apierror.Error {
+	ae, _ := dispatch.APIError(dispatch.ModelNotFound(model))
+	return ae.WithClass(ErrNotFound)
 }
 
 // contextLengthf is the 400 of a conversation too long for the model.

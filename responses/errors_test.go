@@ -28,8 +28,8 @@ func TestErrorClasses(t *testing.T) {
 		{"engine length", engineError(&dispatch.EngineError{Status: 400, Message: "This model's maximum context length is 10 tokens."}),
 			ErrContextLength, "400 invalid_request_error context_length_exceeded input"},
 		{"engine 4xx", engineError(&dispatch.EngineError{Status: 422, Message: "bad tool", Code: "invalid_tool"}), ErrEngine, "422 invalid_request_error invalid_tool "},
-		{"engine numeric code", engineError(&dispatch.EngineError{Status: 400, Message: "bad"}), ErrEngine, "400 invalid_request_error  "},
-		{"engine 5xx", engineError(&dispatch.EngineError{Status: 500, Message: "boom"}), ErrEngine, "500 server_error  "},
+		{"engine numeric code", engineError(&dispatch.EngineError{Status: 400, Message: "bad"}), ErrEngine, "400 invalid_request_error bad_request "},
+		{"engine 5xx", engineError(&dispatch.EngineError{Status: 500, Message: "boom"}), ErrEngine, "502 server_error upstream_error "},
 		{"refused by quota", refusedError(&dispatch.ShedError{Status: 429, Reason: "quota-rpm", RetryAfter: time.Second}), ErrRateLimited, "429 rate_limit_error rate_limit_exceeded "},
 		{"refused by overload", refusedError(&dispatch.ShedError{Status: 503, Reason: "saturated", RetryAfter: time.Second}), ErrEngine, "503 server_error server_overloaded "},
 	} {

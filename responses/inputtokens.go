@@ -39,9 +39,6 @@ func (s *Service) InputTokens(ctx context.Context, tenant string, req *CreateReq
 	if s.engine == nil {
 		return nil, errors.New("responses: service not started")
 	}
-	if !s.engine.Serves(req.Model) {
-		return nil, notFoundf("model", "model_not_found", "The model '%s' does not exist or is not served here.", req.Model)
-	}
 	t, items, err := s.load(ctx, tenant, req, newID("resp_"), s.cfg.Now().Unix())
 	if err != nil {
 		return nil, err

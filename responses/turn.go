@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/prompt"
 	"github.com/turnpike-gateway/turnpike/tracing"
@@ -58,6 +57,9 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 	if err != nil {
 		return nil, err
 	}
+	if len(items) == 0 {
+		return nil, invalidf("input", "empty_array", "Invalid 'input': empty array. Expected at least one input item, or a previous_response_id or conversation that holds some.")
+	}
 	t.items = items
 	if err := s.fit(t, items); err != nil {
 		return nil, err
@@ -69,6 +71,9 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 // whole context, compacted, which the engine request is yet to be
 // rendered from.
 func (s *Service) load(ctx context.Context, tenant string, req *CreateRequest, id string, created int64) (*turn, []Item, error) {
+	if !s.engine.Serves(req.Model) {
+		return nil, nil, modelNotFound(req.Model)
+	}
 	if err := s.hostedTools(req); err != nil {
 		return nil, nil, err
 	}
@@ -149,6 +154,13 @@ func (s *Service) hostedTools(req *CreateRequest) error {
 		s.log.Debug("hosted tools dropped from a request", "types", types, "model", req.Model)
 	}
 	return nil
+}
+
+// WarmupResponse is the response object of a request that prepares a
+// turn and runs none (WebSocket mode's generate:false): made as every
+// response is, with a new id, in progress.
+func WarmupResponse(req *CreateRequest, created int64) *Response {
+	return newResponse(req, newID("resp_"), created)
 }
 
 func newResponse(req *CreateRequest, id string, created int64) *Response {
@@ -284,8 +296,20 @@ const fitAttempts = 4
 func (s *Service) fit(t *turn, items []Item) error {
 	req := t.req
 	limit := s.engine.ContextLength(req.Model)
+	if limit <= 0 {
+		// No window known: nothing to fit, and nothing counted here.
+		var err error
+		if t.body, t.prompt, err = renderChat(req, items); err != nil {
+			return fmt.Errorf("responses: rendering the engine request: %w", err)
+		}
+		return nil
+	}
 	budget := limit
 	if req.MaxOutputTokens != nil {
+		if *req.MaxOutputTokens >= limit {
+			return invalidf("max_output_tokens", "context_length_exceeded",
+				"This model's maximum context length is %d tokens. However, you requested %d output tokens (max_output_tokens), which leaves no room for the input. Please reduce max_output_tokens.", limit, *req.MaxOutputTokens)
+		}
 		budget -= *req.MaxOutputTokens
 	}
 	tok := s.engine.Tokenizer(req.Model)
@@ -297,9 +321,6 @@ func (s *Service) fit(t *turn, items []Item) error {
 		}
 		if t.body, t.prompt, err = renderChat(req, kept); err != nil {
 			return fmt.Errorf("responses: rendering the engine request: %w", err)
-		}
-		if limit <= 0 {
-			return nil
 		}
 		t.promptTokens, t.tokens = countPrompt(tok, t)
 		if t.promptTokens <= budget {
@@ -351,8 +372,7 @@ func (t *turn) chainKey() string {
 }
 
 // fitItems chooses the items that fit budget by their token counts, and
-// returns them with their total. A budget of 0 or less with no context
-// window known keeps everything.
+// returns them with their total.
 func fitItems(tok prompt.Tokenizer, req *CreateRequest, items []Item, budget int) ([]Item, int, error) {
 	total := 0
 	if req.Instructions != nil {
@@ -438,28 +458,36 @@ func (s *Service) begin(ctx context.Context, t *turn, hdr http.Header) (*dispatc
 	return dt, err
 }
 
-// engineError classifies an engine's refusal, keeping the engine's
-// message and status.
+// engineError classifies an engine's refusal as dispatch.APIError maps it
+// for every API, keeping the engine's message and status; a prompt too
+// long for the window is the input's.
 func engineError(e *dispatch.EngineError) error {
 	if e.ContextLength() {
 		return contextLengthf("Your input exceeds the context window of this model: %s", e.Message)
 	}
-	status := e.Status
-	if status < 400 || status > 599 {
-		status = http.StatusBadGateway
-	}
-	return apierror.New(status, e.Code, "The model server refused the request: %s", e.Message).WithParam(e.Param).WithClass(ErrEngine)
+	ae, _ := dispatch.APIError(e)
+	return ae.WithClass(ErrEngine)
 }
 
 // Create makes a response. A background request is stored queued and
 // returned at once; its events go to its event log (see Stream).
 // Otherwise the turn runs now: sink, if not nil, gets every event as it
 // happens, and Create returns the ended response. An error returned means
-// no event was sent; once events flow, a failure ends the stream with
-// response.failed instead.
+// no event was sent; once events flow, a failure ends the stream instead:
+// the engine's with response.failed, the store's with an error event.
+//
+// A response is acknowledged only once it is stored: while the state
+// store is down, a response that is to be stored is refused (ErrUnavailable,
+// 503) before any engine is asked, and one the store fails to keep at its
+// end is answered with the store's error, never as a response.
 func (s *Service) Create(ctx context.Context, tenant string, req *CreateRequest, hdr http.Header, sink Sink) (*Response, error) {
 	if s.engine == nil {
 		return nil, errors.New("responses: service not started")
+	}
+	if req.Store {
+		if err := s.store.Health(); err != nil {
+			return nil, err
+		}
 	}
 	if req.Background {
 		return s.createBackground(ctx, tenant, req, hdr.Clone())
@@ -498,14 +526,18 @@ func (s *Service) Create(ctx context.Context, tenant string, req *CreateRequest,
 		engErr = context.Cause(ctx)
 	}
 	r.end(engErr, cancelled, s.cfg.Now().Unix())
-	s.endTurn(context.WithoutCancel(ctx), t, r, nil)
+	if err := s.endTurn(context.WithoutCancel(ctx), t, r, nil); err != nil && sink == nil {
+		return nil, err
+	}
 	return t.rec.Response, nil
 }
 
 // endTurn stores the ended response (when it is stored) and only then
 // announces its end, so a client never sees an end that a crash could
-// take back.
-func (s *Service) endTurn(ctx context.Context, t *turn, r *run, j *job) {
+// take back. When the store fails, the end is not announced: those
+// listening get an error event instead, and endTurn returns the error
+// for a client that listens to nothing (storeFailure).
+func (s *Service) endTurn(ctx context.Context, t *turn, r *run, j *job) error {
 	resp := t.rec.Response
 	if resp.Status == StatusFailed && resp.Error != nil {
 		s.log.Warn("response failed", "response", resp.ID, "err", resp.Error.Message)
@@ -535,16 +567,23 @@ func (s *Service) endTurn(ctx context.Context, t *turn, r *run, j *job) {
 			// the next Start takes it over. Only those listening now hear
 			// of the failure.
 			s.log.Error("storing a response failed", "response", resp.ID, "err", err)
+			ae := storeFailure(err)
 			resp.Status, resp.CompletedAt = StatusFailed, nil
-			resp.Error = &ResponseError{Code: "server_error", Message: "The response could not be stored."}
-			typ = "response.failed"
+			resp.Error = &ResponseError{Code: ae.Code, Message: ae.Message}
 			r.seq = seq
-			data = r.event(&Event{Type: typ, Response: resp})
+			s.announce(r, j, "error", r.errorEvent(ae))
+			return ae
 		}
 	}
-	if typ == "" {
-		return
+	if typ != "" {
+		s.announce(r, j, typ, data)
 	}
+	return nil
+}
+
+// announce sends a response's last event to those listening: the
+// followers of its job, or the client's sink.
+func (s *Service) announce(r *run, j *job, typ string, data []byte) {
 	if j != nil {
 		j.publish(typ, data)
 	} else if r.sink != nil {
