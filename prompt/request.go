@@ -305,7 +305,7 @@ func (p *parser) optInt(dst **int, slot int, param string) error {
 		*dst = nil
 		return p.literal("null")
 	case c != '-' && !isDigit(c):
-		p.mismatch(&p.typeErr, param, "a number")
+		p.mismatch(&p.typeErr, param, "an integer")
 		return p.skip()
 	}
 	num, integer, err := p.number()
@@ -313,10 +313,14 @@ func (p *parser) optInt(dst **int, slot int, param string) error {
 		return err
 	}
 	n, perr := strconv.ParseInt(unsafe.String(unsafe.SliceData(num), len(num)), 10, strconv.IntSize)
+	switch {
+	case p.typeErr != nil:
+	case !integer:
+		p.typeErr = typeError(param, "an integer", "a decimal number ("+string(num)+")")
+	case perr != nil:
+		p.typeErr = typeError(param, "an integer", "a number out of range ("+string(num)+")")
+	}
 	if !integer || perr != nil {
-		if p.typeErr == nil {
-			p.typeErr = typeError(param, "a number", "number "+string(num))
-		}
 		return nil
 	}
 	if p.ints == nil {

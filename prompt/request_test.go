@@ -1,6 +1,7 @@
 package prompt
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -263,5 +264,19 @@ func TestParseChatAllocs(t *testing.T) {
 		if allocs > want {
 			t.Errorf("%s: %v allocations, want at most %v", bb.name, allocs, want)
 		}
+	}
+}
+
+// TestParseChatIntegerWording: a fraction where an integer belongs is
+// called what it is, not "a number, but got number" (issue 32, item 9).
+func TestParseChatIntegerWording(t *testing.T) {
+	_, err := ParseChat([]byte(`{"model":"m","max_tokens":1.5,"messages":[{"role":"user","content":"hi"}]}`))
+	var fe *FieldError
+	if !errors.As(err, &fe) {
+		t.Fatalf("err = %v, want a *FieldError", err)
+	}
+	want := "Invalid type for 'max_tokens': expected an integer, but got a decimal number (1.5) instead."
+	if fe.Message != want {
+		t.Errorf("message = %q, want %q", fe.Message, want)
 	}
 }
