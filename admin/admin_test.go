@@ -204,6 +204,10 @@ func TestTenantCRUD(t *testing.T) {
 			want: map[string]string{"error.code": "tenant_exists", "error.param": "name"}},
 		{name: "create bad name", method: "POST", path: "/admin/v1/tenants", body: `{"name":"a/b"}`, status: 400,
 			want: map[string]string{"error.param": "name", "error.type": "invalid_request_error"}},
+		// Open mode's data is stored as tenant "default": a tenant of that
+		// name would read it (issue 32, item 5).
+		{name: "create reserved name", method: "POST", path: "/admin/v1/tenants", body: `{"name":"default"}`, status: 400,
+			want: map[string]string{"error.param": "name", "error.type": "invalid_request_error"}},
 		{name: "create bad weight", method: "POST", path: "/admin/v1/tenants", body: `{"name":"b","weight":-1}`, status: 400,
 			want: map[string]string{"error.param": "weight"}},
 		{name: "create bad band", method: "POST", path: "/admin/v1/tenants", body: `{"name":"b","maxBand":"urgent"}`, status: 400},
@@ -765,5 +769,16 @@ func TestRefreshSharedStore(t *testing.T) {
 	}
 	if _, err := a.svc.Tenant("acme"); err == nil {
 		t.Error("a still has the tenant b deleted")
+	}
+}
+
+// TestConfigRefusesDefaultTenant: the config file cannot name a tenant
+// "default" either: it would read what was stored while the gateway ran
+// open (issue 32, item 5).
+func TestConfigRefusesDefaultTenant(t *testing.T) {
+	cfg := admin.Config{Tenants: []admin.TenantConfig{{Tenant: turns.Tenant{Name: auth.DefaultTenant}}}}
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), "reserved") {
+		t.Fatalf("Validate() = %v, want the name refused as reserved", err)
 	}
 }

@@ -110,10 +110,15 @@ func parseKeyRef(ref string) (h auth.KeyHash, env string, err error) {
 }
 
 // checkName allows tenant names that are safe in a URL path, a store key
-// and a metric label.
+// and a metric label, and refuses auth.DefaultTenant: that name owns what
+// was stored while the gateway ran open, which a tenant made later must
+// not read.
 func checkName(name string) error {
 	if name == "" {
 		return errors.New("required")
+	}
+	if name == auth.DefaultTenant {
+		return fmt.Errorf("%q is reserved: it is the tenant of every request while the gateway runs open, and what was stored then stays its own", name)
 	}
 	if len(name) > 64 {
 		return fmt.Errorf("%d characters, more than 64", len(name))
