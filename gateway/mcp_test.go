@@ -15,7 +15,15 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
+	tpresponses "github.com/turnpike-gateway/turnpike/responses"
 )
+
+// newMCPStack is a responses stack allowed to call MCP servers on
+// loopback, and one such server.
+func newMCPStack(t *testing.T) (*responsesStack, *mcpServer) {
+	t.Helper()
+	return newResponsesStackWith(t, 0, tpresponses.Config{MCPAllowedURLs: []string{"http://127.0.0.1:"}}), newMCPServer(t)
+}
 
 // mcpServer is an in-process MCP server over streamable HTTP with two
 // tools: add (integers a and b; answers their sum) and fail (always
@@ -88,8 +96,7 @@ func addResult(t *testing.T, arguments string) string {
 // and the engine answers from the result; the tool's headers reach the
 // server and are not echoed.
 func TestSDKMCPCall(t *testing.T) {
-	st := newResponsesStack(t, 0)
-	m := newMCPServer(t)
+	st, m := newMCPStack(t)
 	before := len(st.engine.bodies)
 	evs, r := streamed(t, st, responses.ResponseNewParams{Model: testModel, Input: text("add 2 and 3"),
 		Tools: []responses.ToolUnionParam{m.tool("add", "never")}})
@@ -143,8 +150,7 @@ func TestSDKMCPCall(t *testing.T) {
 // next turn makes the call (or refuses it, which the model hears), with
 // no second listing of the tools.
 func TestSDKMCPApproval(t *testing.T) {
-	st := newResponsesStack(t, 0)
-	m := newMCPServer(t)
+	st, m := newMCPStack(t)
 	ctx := context.Background()
 	tools := []responses.ToolUnionParam{m.tool("add", "always")}
 	r1, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text("add 4 and 5"), Tools: tools})
@@ -199,8 +205,7 @@ func TestSDKMCPApproval(t *testing.T) {
 // and max_tool_calls are items' errors, and the response completes with
 // the model's answer.
 func TestSDKMCPFailures(t *testing.T) {
-	st := newResponsesStack(t, 0)
-	m := newMCPServer(t)
+	st, m := newMCPStack(t)
 	ctx := context.Background()
 
 	r, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text("try it"), Tools: []responses.ToolUnionParam{m.tool("fail", "never")}})

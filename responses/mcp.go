@@ -243,15 +243,19 @@ func (ms *mcpSessions) session(ctx context.Context, srv *MCPServer) (*mcp.Client
 	return c, nil
 }
 
-// mcpAllowed checks a server URL against Config.MCPAllowedURLs.
+// mcpAllowed checks a server URL against Config.MCPAllowedURLs: none is
+// allowed unless a prefix names it. A prefix matches at a boundary only
+// (its own end in '/' or ':', or the URL's next character one of "/?#"),
+// so that "https://tools.internal" does not admit
+// "https://tools.internal.example.com".
 func (s *Service) mcpAllowed(url string) error {
-	if len(s.cfg.MCPAllowedURLs) == 0 {
-		return nil
-	}
 	for _, p := range s.cfg.MCPAllowedURLs {
-		if strings.HasPrefix(url, p) {
+		if p != "" && strings.HasPrefix(url, p) && (len(url) == len(p) || strings.ContainsRune("/:", rune(p[len(p)-1])) || strings.ContainsRune("/?#", rune(url[len(p)]))) {
 			return nil
 		}
+	}
+	if len(s.cfg.MCPAllowedURLs) == 0 {
+		return fmt.Errorf("the gateway calls no MCP server until its operator allows some by URL prefix (responses.mcpAllowedURLs); %s is not allowed", url)
 	}
 	return fmt.Errorf("the MCP server %s is not among the servers this gateway may call (responses.mcpAllowedURLs)", url)
 }

@@ -35,6 +35,38 @@ func TestMCPApprovalPolicy(t *testing.T) {
 	}
 }
 
+// TestMCPAllowedURLsDefault: with no MCPAllowedURLs the gateway calls no
+// MCP server, and the error names the setting (issue 32, item 6).
+func TestMCPAllowedURLsDefault(t *testing.T) {
+	s := New(openStore(t, t.TempDir()), &fakeEngine{}, Config{CollectInterval: -1})
+	ms := &mcpSessions{s: s}
+	it := ms.list(t.Context(), &MCPServer{Label: "x", URL: "http://169.254.169.254/mcp"})
+	if it.Type != ItemMCPListTools || !strings.Contains(it.Error, "responses.mcpAllowedURLs") || len(ms.conns) != 0 {
+		t.Fatalf("list with no server allowed: %+v", it)
+	}
+}
+
+// TestMCPAllowedURLsBoundary: a prefix matches at a boundary only.
+func TestMCPAllowedURLsBoundary(t *testing.T) {
+	s := New(openStore(t, t.TempDir()), &fakeEngine{}, Config{CollectInterval: -1,
+		MCPAllowedURLs: []string{"https://tools.internal", "http://127.0.0.1:"}})
+	for url, want := range map[string]bool{
+		"https://tools.internal":                  true,
+		"https://tools.internal/mcp":              true,
+		"https://tools.internal?x=1":              true,
+		"https://tools.internal.example.com/":     false,
+		"https://tools.internal:8443/mcp":         false,
+		"https://tools.internalx/mcp":             false,
+		"http://127.0.0.1:8080/mcp":               true,
+		"http://127.0.0.10:8080/mcp":              false,
+		"http://169.254.169.254/latest/meta-data": false,
+	} {
+		if got := s.mcpAllowed(url) == nil; got != want {
+			t.Errorf("mcpAllowed(%q) allowed = %v, want %v", url, got, want)
+		}
+	}
+}
+
 // TestMCPAllowedURLs: with MCPAllowedURLs set, a server outside them
 // lists nothing: its list item carries the error and no request leaves.
 func TestMCPAllowedURLs(t *testing.T) {

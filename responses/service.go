@@ -98,10 +98,12 @@ type Config struct {
 	// MCPTimeout bounds each request to an MCP server (connect, list
 	// tools, one call). Default 60s.
 	MCPTimeout time.Duration
-	// MCPAllowedURLs, when not empty, are the URL prefixes of the MCP
-	// servers the gateway may call for mcp tools; a tool on another
-	// server lists and calls nothing (its items carry the error). Empty
-	// (the default) allows any server a client names.
+	// MCPAllowedURLs are the URL prefixes of the MCP servers the gateway
+	// may call for mcp tools ("https://tools.internal/"; "http://" allows
+	// every plain-HTTP server); a tool on another server lists and calls
+	// nothing (its items carry the error). Empty (the default) allows
+	// none: a client must not make the gateway reach into the operator's
+	// network.
 	MCPAllowedURLs []string
 	// Metrics, when not nil, registers the service's metrics.
 	Metrics prometheus.Registerer

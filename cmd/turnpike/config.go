@@ -133,7 +133,7 @@ type ResponsesConfig struct {
 	// Default 60s.
 	MCPTimeout time.Duration `yaml:"mcpTimeout"`
 	// MCPAllowedURLs are the URL prefixes of the MCP servers mcp tools may
-	// name. Default none: any server.
+	// name. Default none: no MCP server is called.
 	MCPAllowedURLs []string `yaml:"mcpAllowedURLs"`
 	// JobLease is how long a gateway's claim on a background response
 	// lasts unrenewed; another gateway on the same state takes over a
