@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -247,31 +245,8 @@ func (ws *wsConn) write(_ string, data []byte) error {
 // with previous_response_id, that turn then carrying the warmup's input.
 // The warmup reaches no engine; it is kept on the connection only.
 func (ws *wsConn) warmup(req *responses.CreateRequest) {
-	var b [16]byte
-	rand.Read(b[:])
 	now := time.Now().Unix()
-	resp := &responses.Response{
-		ID: "resp_" + hex.EncodeToString(b[:]), Object: "response", CreatedAt: now,
-		Status: responses.StatusInProgress, Model: req.Model, Output: []responses.Item{},
-		Instructions: req.Instructions, MaxOutputTokens: req.MaxOutputTokens, Store: req.Store,
-		ParallelToolCalls: req.ParallelToolCalls == nil || *req.ParallelToolCalls,
-		Temperature:       valueOr(req.Temperature, 1), TopP: valueOr(req.TopP, 1),
-		Text: req.Text, ToolChoice: req.ToolChoice, Tools: append([]json.RawMessage{}, req.ToolsRaw...),
-		Truncation: req.Truncation, Metadata: req.Metadata, Reasoning: req.Reasoning,
-		PromptCacheKey: req.PromptCacheKey, ServiceTier: req.ServiceTier,
-	}
-	if len(resp.ToolChoice) == 0 {
-		resp.ToolChoice = json.RawMessage(`"auto"`)
-	}
-	if resp.Metadata == nil {
-		resp.Metadata = map[string]string{}
-	}
-	if resp.ServiceTier == "" {
-		resp.ServiceTier = "auto"
-	}
-	if req.PreviousResponseID != "" {
-		resp.PreviousResponseID = &req.PreviousResponseID
-	}
+	resp := responses.WarmupResponse(req, now)
 	if ws.sendEvent(&responses.Event{Type: "response.created", SequenceNumber: 0, Response: resp}) != nil {
 		return
 	}
@@ -281,13 +256,6 @@ func (ws *wsConn) warmup(req *responses.CreateRequest) {
 		return
 	}
 	ws.warm = &wsWarmup{id: resp.ID, prev: req.PreviousResponseID, input: req.Input}
-}
-
-func valueOr(p *float64, v float64) float64 {
-	if p != nil {
-		return *p
-	}
-	return v
 }
 
 func (ws *wsConn) sendEvent(ev *responses.Event) error {

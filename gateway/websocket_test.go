@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -444,6 +445,54 @@ func BenchmarkWebSocketTurn(b *testing.B) {
 			}
 			prev = ev.Response.ID
 			break
+		}
+	}
+}
+
+// TestWebSocketWarmupIsAResponse: the warmup's response object is made by
+// the constructor every response is made by, so it echoes what the
+// request set (user, safety_identifier, max_tool_calls, top_logprobs,
+// prompt_cache_retention…) and has the members an HTTP create's response
+// has (issue 32, item 8: it was built by hand and had drifted).
+func TestWebSocketWarmupIsAResponse(t *testing.T) {
+	st := newResponsesStack(t, 0)
+	conn := sdkConn(t, st)
+	const fields = `"model":"` + testModel + `","store":false,"input":"hi","user":"u-1","safety_identifier":"sid-1","max_tool_calls":3,` +
+		`"top_logprobs":2,"prompt_cache_retention":"24h","prompt_cache_key":"k-1","metadata":{"a":"b"},"max_output_tokens":8`
+	sdkSend(t, conn, `{"type":"response.create","generate":false,`+fields+`}`)
+	var members []map[string]json.RawMessage
+	for range 2 {
+		raw, err := conn.RecvRaw(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev struct {
+			Response map[string]json.RawMessage `json:"response"`
+		}
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			t.Fatal(err)
+		}
+		members = append(members, ev.Response)
+	}
+	warm := members[1]
+	for k, want := range map[string]string{"user": `"u-1"`, "safety_identifier": `"sid-1"`, "max_tool_calls": `3`,
+		"top_logprobs": `2`, "prompt_cache_retention": `"24h"`, "prompt_cache_key": `"k-1"`, "status": `"completed"`} {
+		if got := string(warm[k]); got != want {
+			t.Errorf("warmup response %s = %s, want %s", k, got, want)
+		}
+	}
+	resp, err := http.Post(st.front.URL+"/v1/responses", "application/json", strings.NewReader(`{`+fields+`}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var created map[string]json.RawMessage
+	if err := json.NewDecoder(resp.Body).Decode(&created); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("create: %d %v", resp.StatusCode, err)
+	}
+	for k := range created {
+		if _, ok := warm[k]; !ok {
+			t.Errorf("the warmup's response lacks %q, which a created response has", k)
 		}
 	}
 }
