@@ -1,15 +1,3 @@
-// Package gossip keeps, in every gateway of a fleet, the latest snapshot
-// that each other gateway reports of something it alone knows (its
-// requests in flight on each engine, the background responses it holds),
-// over a broadcast channel that every gateway hears: Redis pub/sub
-// (state.Broadcast). It is for figures that may be a moment stale, never
-// for state: a report is a whole snapshot that replaces its sender's last
-// one, a lost report costs one interval, and a sender not heard from for
-// MaxAge is forgotten.
-//
-// The exchange owns the framing (who sent a report and when) and the
-// bookkeeping of peers; its user owns the body: what to report and how to
-// read a peer's.
 package gossip
 
 import (

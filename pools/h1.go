@@ -22,7 +22,7 @@ import (
 // over channels; on a proxy path where the engine answers at once those
 // hand-offs and their wakeups cost about as much as everything else the
 // gateway does for a request (docs/benchmarks.md,
-// "Proxy overhead: a client of its own for the engines"). Here the caller's
+// "Proxy overhead", "A client of its own for the engines"). Here the caller's
 // goroutine does it all: it writes the request's head and its in-memory
 // body in one writev, reads the answer's head with http.ReadResponse, and
 // reads the body itself, the connection going back to the idle list once
