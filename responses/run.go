@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 )
 
@@ -505,6 +506,37 @@ func (r *run) end(engErr error, cancelled bool, now int64) {
 		r.resp.Status = StatusCompleted
 		r.resp.CompletedAt = &now
 	}
+}
+
+// errorEvent is the event that ends a stream whose response could not
+// end as it is told (it could not be stored): the error's code, message
+// and param at the top, as OpenAI's reference has them, and again under
+// error, as its servers send them and as the SDKs raise them.
+type errorEvent struct {
+	Type           string          `json:"type"`
+	SequenceNumber int             `json:"sequence_number"`
+	Code           string          `json:"code"`
+	Message        string          `json:"message"`
+	Param          *string         `json:"param"`
+	Error          *apierror.Error `json:"error"`
+}
+
+// errorEvent numbers and encodes the error event of ae; nil data when
+// nothing listens.
+func (r *run) errorEvent(ae *apierror.Error) []byte {
+	seq, listened := r.number()
+	if !listened {
+		return nil
+	}
+	ev := errorEvent{Type: "error", SequenceNumber: seq, Code: ae.Code, Message: ae.Message, Error: ae}
+	if ae.Param != "" {
+		ev.Param = &ae.Param
+	}
+	b, err := json.Marshal(&ev)
+	if err != nil {
+		panic(fmt.Sprintf("responses: encoding an error event: %v", err))
+	}
+	return b
 }
 
 // terminalEvent is the event that announces the response's end, "" for a

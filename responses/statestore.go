@@ -140,22 +140,27 @@ func ttlKey(at int64, kind byte, id string) []byte {
 }
 
 // classify gives an error of the state store the class the Store
-// promises: ErrNotFound for a missing key, ErrClosed for a closed store.
+// promises: ErrNotFound for a missing key, ErrClosed for a closed store,
+// the 503 of ErrUnavailable for a store that failed (storeUnavailable).
 func classify(err error) error {
 	switch {
+	case err == nil:
+		return nil
 	case errors.Is(err, state.ErrNotFound):
 		return ErrNotFound
 	case errors.Is(err, state.ErrClosed):
 		return ErrClosed
+	case errors.Is(err, state.ErrUnavailable):
+		return storeUnavailable(err)
 	}
 	return err
 }
 
 // unavailable reports an error that says nothing of the key read: the
-// store is closed or the caller has given up. A read whose failure means
-// "not found" or "start afresh" passes these on instead.
+// store is closed or failed, or the caller has given up. A read whose
+// failure means "not found" or "start afresh" passes these on instead.
 func unavailable(err error) bool {
-	return errors.Is(err, ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	return errors.Is(err, ErrClosed) || errors.Is(err, ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 func (s *StateStore) apply(ctx context.Context, b *state.Batch) error {
@@ -341,7 +346,11 @@ func (s *StateStore) EndResponse(ctx context.Context, rec *Record, base []Segmen
 			if sg.Chain == chain {
 				continue
 			}
-			if oh, err := s.readHead(ctx, sg.Chain); err == nil {
+			oh, err := s.readHead(ctx, sg.Chain)
+			if unavailable(err) {
+				return err
+			}
+			if err == nil {
 				if err := s.writeHeadLocked(&b, sg.Chain, oh); err != nil {
 					return err
 				}

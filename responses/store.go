@@ -88,6 +88,10 @@ type Store interface {
 	// Collect deletes what expired before now and reports how many records
 	// it removed.
 	Collect(ctx context.Context, now time.Time) (int, error)
+
+	// Health is nil while the store answers, else an error of class
+	// ErrUnavailable; it asks the store nothing (state.DB.Health).
+	Health() error
 }
 
 // Record is what the store keeps for a response: the client-visible object

@@ -566,7 +566,7 @@ func (s *Service) endTurn(ctx context.Context, t *turn, r *run, j *job) error {
 			// Nothing was written: a background record stays pending and
 			// the next Start takes it over. Only those listening now hear
 			// of the failure.
-			s.log.Error("storing a response failed", "response", resp.ID, "err", err)
+			s.log.Error("storing a response failed", "response", resp.ID, "err", cause(err))
 			ae := storeFailure(err)
 			resp.Status, resp.CompletedAt = StatusFailed, nil
 			resp.Error = &ResponseError{Code: ae.Code, Message: ae.Message}
