@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/turnpike-gateway/turnpike/accelerators/enginemetrics"
 )
 
 // Engine latency histograms the benchmark reads: the engines' own
@@ -14,10 +16,10 @@ import (
 // simulator, unscaled), free of the load generator's and the host's
 // scheduling noise.
 const (
-	vllmITL    = "vllm:inter_token_latency_seconds"
-	sglangITL  = "sglang:inter_token_latency_seconds"
-	vllmTTFT   = "vllm:time_to_first_token_seconds"
-	sglangTTFT = "sglang:time_to_first_token_seconds"
+	vllmITL    = enginemetrics.VLLMInterTokenLatency
+	sglangITL  = enginemetrics.SGLangInterTokenLatency
+	vllmTTFT   = enginemetrics.VLLMTimeToFirstToken
+	sglangTTFT = enginemetrics.SGLangTimeToFirstToken
 )
 
 // latencyHistograms are the histograms ParseEngineMetrics keeps.

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/turnpike-gateway/turnpike/accelerators/enginemetrics"
 )
 
 // Defaults of InstantConfig.
@@ -203,15 +205,19 @@ func (e *InstantEngine) metrics(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	m := strconv.Quote(e.cfg.Model)
 	req := e.requests.Load()
-	fmt.Fprintf(w, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=%s} %d\n", m, e.running.Load())
-	fmt.Fprintf(w, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=%s} 0\n", m)
-	fmt.Fprintf(w, "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{model_name=%s} 0\n", m)
-	fmt.Fprintf(w, "# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"%d\"} 1\n", e.cfg.NumGPUBlocks)
-	fmt.Fprintf(w, "# TYPE vllm:prefix_cache_queries_total counter\nvllm:prefix_cache_queries_total{model_name=%s} %d\n", m, e.promptTokens.Load())
-	fmt.Fprintf(w, "# TYPE vllm:prefix_cache_hits_total counter\nvllm:prefix_cache_hits_total{model_name=%s} 0\n", m)
-	fmt.Fprintf(w, "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{model_name=%s} %d\n", m, e.promptTokens.Load())
-	fmt.Fprintf(w, "# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{model_name=%s} %d\n", m, e.generatedTk.Load())
-	fmt.Fprintf(w, "# TYPE vllm:request_success_total counter\nvllm:request_success_total{model_name=%s} %d\n", m, req)
+	series := func(name, typ string, v int64) {
+		fmt.Fprintf(w, "# TYPE %[1]s %[2]s\n%[1]s{%[3]s=%[4]s} %[5]d\n", name, typ, enginemetrics.LabelModelName, m, v)
+	}
+	series(enginemetrics.VLLMNumRequestsRunning, "gauge", e.running.Load())
+	series(enginemetrics.VLLMNumRequestsWaiting, "gauge", 0)
+	series(enginemetrics.VLLMKVCacheUsagePerc, "gauge", 0)
+	fmt.Fprintf(w, "# TYPE %[1]s gauge\n%[1]s{%[2]s=\"16\",%[3]s=\"%[4]d\"} 1\n",
+		enginemetrics.VLLMCacheConfigInfo, enginemetrics.LabelBlockSize, enginemetrics.LabelNumGPUBlocks, e.cfg.NumGPUBlocks)
+	series(enginemetrics.VLLMPrefixCacheQueries, "counter", e.promptTokens.Load())
+	series(enginemetrics.VLLMPrefixCacheHits, "counter", 0)
+	series(enginemetrics.VLLMPromptTokens, "counter", e.promptTokens.Load())
+	series(enginemetrics.VLLMGenerationTokens, "counter", e.generatedTk.Load())
+	series(enginemetrics.VLLMRequestSuccess, "counter", req)
 }
 
 var _ http.Handler = (*InstantEngine)(nil)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/accelerators/enginemetrics"
 )
 
 // Tenant labels of the isolation scenario.
@@ -374,9 +376,9 @@ type FleetLoad struct {
 
 // Engine gauges FleetLoad reads, vLLM's and SGLang's names.
 var (
-	gaugesRunning = []string{"vllm:num_requests_running", "sglang:num_running_reqs"}
-	gaugesWaiting = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs"}
-	gaugesKV      = []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"}
+	gaugesRunning = []string{enginemetrics.VLLMNumRequestsRunning, enginemetrics.SGLangNumRunningReqs}
+	gaugesWaiting = []string{enginemetrics.VLLMNumRequestsWaiting, enginemetrics.SGLangNumQueueReqs}
+	gaugesKV      = []string{enginemetrics.VLLMKVCacheUsagePerc, enginemetrics.VLLMGPUCacheUsagePerc, enginemetrics.SGLangTokenUsage}
 )
 
 // fleetSampleInterval spaces the engine scrapes of sampleFleet: often

@@ -13,22 +13,28 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/turnpike-gateway/turnpike/accelerators/enginemetrics"
 )
 
-// Engine metric names the benchmark reads. Counters are exposed with a
-// _total suffix; both spellings of a family are accepted.
-const (
-	vllmQueries      = "vllm:prefix_cache_queries"
-	vllmHits         = "vllm:prefix_cache_hits"
-	vllmGPUQueries   = "vllm:gpu_prefix_cache_queries" // vLLM before v0.10
-	vllmGPUHits      = "vllm:gpu_prefix_cache_hits"
-	vllmPrompt       = "vllm:prompt_tokens"
-	vllmGeneration   = "vllm:generation_tokens"
-	sglangPrompt     = "sglang:prompt_tokens"
-	sglangGeneration = "sglang:generation_tokens"
-	sglangCached     = "sglang:cached_tokens"
-	sglangHitRate    = "sglang:cache_hit_rate"
+// Engine metric names the benchmark reads, as EngineMetrics keys them.
+var (
+	vllmQueries      = metricKey(enginemetrics.VLLMPrefixCacheQueries)
+	vllmHits         = metricKey(enginemetrics.VLLMPrefixCacheHits)
+	vllmGPUQueries   = metricKey(enginemetrics.VLLMGPUPrefixCacheQueries) // vLLM before v0.10
+	vllmGPUHits      = metricKey(enginemetrics.VLLMGPUPrefixCacheHits)
+	vllmPrompt       = metricKey(enginemetrics.VLLMPromptTokens)
+	vllmGeneration   = metricKey(enginemetrics.VLLMGenerationTokens)
+	sglangPrompt     = metricKey(enginemetrics.SGLangPromptTokens)
+	sglangGeneration = metricKey(enginemetrics.SGLangGenerationTokens)
+	sglangCached     = metricKey(enginemetrics.SGLangCachedTokens)
+	sglangHitRate    = metricKey(enginemetrics.SGLangCacheHitRate)
 )
+
+// metricKey is the EngineMetrics key of a family: its name without a
+// _total suffix, so that a counter exposed with or without one is read
+// the same.
+func metricKey(name string) string { return strings.TrimSuffix(name, "_total") }
 
 // EngineMetrics holds the values of one scrape of one engine's /metrics,
 // summed over label sets, keyed by family name without a _total suffix.
@@ -57,7 +63,7 @@ func ParseEngineMetrics(r io.Reader) (EngineMetrics, error) {
 func sumFamilies(fams map[string]*dto.MetricFamily) EngineMetrics {
 	out := EngineMetrics{}
 	for name, f := range fams {
-		key := strings.TrimSuffix(name, "_total")
+		key := metricKey(name)
 		if f.GetType() == dto.MetricType_HISTOGRAM && latencyHistograms[name] {
 			for _, m := range f.GetMetric() {
 				addBuckets(out, name, m)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/turnpike-gateway/turnpike/accelerators/enginemetrics"
 )
 
 // Occupancy is the fleet sampled once a second through a run: each
@@ -63,7 +65,7 @@ const occupancyInterval = time.Second
 // Engine labels and gauges the occupancy reads (vLLM's and SGLang's
 // names), and the gateway's.
 var (
-	labelsMaxSeqs  = []string{"vllm:cache_config_info.max_num_seqs", "sglang:cache_config_info.max_running_requests"}
+	labelsMaxSeqs  = []string{enginemetrics.VLLMCacheConfigInfo + "." + enginemetrics.LabelMaxNumSeqs, enginemetrics.SGLangCacheConfigInfo + "." + enginemetrics.LabelMaxRunningRequests}
 	gatewayQueued  = "turnpike_turns_queued"
 	gatewayInWork  = []string{"turnpike_endpoint_in_flight_requests", "turnpike_endpoint_peer_in_flight_requests"}
 	gatewayEPLabel = "endpoint"

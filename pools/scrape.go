@@ -15,6 +15,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/turnpike-gateway/turnpike/accelerators/enginemetrics"
 )
 
 // maxMetricsBytes bounds one scrape's body; an engine's exposition is a few
@@ -31,42 +33,41 @@ type metricNames struct {
 	legacyKVUsage, legacyPrefixQueries, legacyPrefixHits string
 }
 
+// vllmNames are vLLM's.
+var vllmNames = metricNames{
+	running:          enginemetrics.VLLMNumRequestsRunning,
+	waiting:          enginemetrics.VLLMNumRequestsWaiting,
+	kvUsage:          enginemetrics.VLLMKVCacheUsagePerc,
+	cacheConfig:      enginemetrics.VLLMCacheConfigInfo,
+	prefixQueries:    enginemetrics.VLLMPrefixCacheQueries,
+	prefixHits:       enginemetrics.VLLMPrefixCacheHits,
+	promptTokens:     enginemetrics.VLLMPromptTokens,
+	generationTokens: enginemetrics.VLLMGenerationTokens,
+}
+
 var flavours = map[string]metricNames{
-	EngineVLLM: {
-		running:          "vllm:num_requests_running",
-		waiting:          "vllm:num_requests_waiting",
-		kvUsage:          "vllm:kv_cache_usage_perc",
-		cacheConfig:      "vllm:cache_config_info",
-		prefixQueries:    "vllm:prefix_cache_queries_total",
-		prefixHits:       "vllm:prefix_cache_hits_total",
-		promptTokens:     "vllm:prompt_tokens_total",
-		generationTokens: "vllm:generation_tokens_total",
-	},
+	EngineVLLM: vllmNames,
 	// vLLM on TPU runs vLLM's engine core and metric loggers (the TPU
 	// backend replaces the platform, worker and model runner), so it
 	// exports vLLM's names; images built on releases before the rename
 	// of the KV cache series export the gpu_ spellings instead.
-	EngineVLLMTPU: {
-		running:             "vllm:num_requests_running",
-		waiting:             "vllm:num_requests_waiting",
-		kvUsage:             "vllm:kv_cache_usage_perc",
-		cacheConfig:         "vllm:cache_config_info",
-		prefixQueries:       "vllm:prefix_cache_queries_total",
-		prefixHits:          "vllm:prefix_cache_hits_total",
-		promptTokens:        "vllm:prompt_tokens_total",
-		generationTokens:    "vllm:generation_tokens_total",
-		legacyKVUsage:       "vllm:gpu_cache_usage_perc",
-		legacyPrefixQueries: "vllm:gpu_prefix_cache_queries_total",
-		legacyPrefixHits:    "vllm:gpu_prefix_cache_hits_total",
-	},
+	EngineVLLMTPU: vllmNames.withLegacy(enginemetrics.VLLMGPUCacheUsagePerc,
+		enginemetrics.VLLMGPUPrefixCacheQueries, enginemetrics.VLLMGPUPrefixCacheHits),
 	EngineSGLang: {
-		running:          "sglang:num_running_reqs",
-		waiting:          "sglang:num_queue_reqs",
-		kvUsage:          "sglang:token_usage",
-		cacheConfig:      "sglang:cache_config_info",
-		promptTokens:     "sglang:prompt_tokens_total",
-		generationTokens: "sglang:generation_tokens_total",
+		running:          enginemetrics.SGLangNumRunningReqs,
+		waiting:          enginemetrics.SGLangNumQueueReqs,
+		kvUsage:          enginemetrics.SGLangTokenUsage,
+		cacheConfig:      enginemetrics.SGLangCacheConfigInfo,
+		promptTokens:     enginemetrics.SGLangPromptTokens,
+		generationTokens: enginemetrics.SGLangGenerationTokens,
 	},
+}
+
+// withLegacy is names reading the older spellings given when its own
+// are missing.
+func (names metricNames) withLegacy(kvUsage, prefixQueries, prefixHits string) metricNames {
+	names.legacyKVUsage, names.legacyPrefixQueries, names.legacyPrefixHits = kvUsage, prefixQueries, prefixHits
+	return names
 }
 
 // keep returns the lines of an exposition that belong to the families
@@ -159,13 +160,13 @@ func (names *metricNames) load(fams map[string]*dto.MetricFamily) Load {
 	if f := fams[names.cacheConfig]; f != nil && len(f.Metric) > 0 {
 		for _, lp := range f.Metric[0].Label {
 			switch lp.GetName() {
-			case "block_size", "page_size":
+			case enginemetrics.LabelBlockSize, enginemetrics.LabelPageSize:
 				l.BlockSize, _ = strconv.Atoi(lp.GetValue())
-			case "num_gpu_blocks", "max_total_num_tokens":
+			case enginemetrics.LabelNumGPUBlocks, enginemetrics.LabelMaxTotalNumTokens:
 				l.NumGPUBlocks, _ = strconv.Atoi(lp.GetValue())
-			case "max_num_seqs", "max_running_requests":
+			case enginemetrics.LabelMaxNumSeqs, enginemetrics.LabelMaxRunningRequests:
 				l.MaxNumSeqs = positive(lp.GetValue())
-			case "max_num_batched_tokens", "chunked_prefill_size":
+			case enginemetrics.LabelMaxNumBatchedTokens, enginemetrics.LabelChunkedPrefillSize:
 				l.MaxBatchedTokens = positive(lp.GetValue())
 			}
 		}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/turnpike-gateway/turnpike/accelerators/enginemetrics"
 )
 
 // Histogram buckets, vLLM's.
@@ -29,42 +31,42 @@ type metricNames struct {
 
 var flavorMetrics = map[string]metricNames{
 	FlavorVLLM: {
-		running:          "vllm:num_requests_running",
-		waiting:          "vllm:num_requests_waiting",
-		usage:            "vllm:kv_cache_usage_perc",
-		cacheInfo:        "vllm:cache_config_info",
-		prefixQueries:    "vllm:prefix_cache_queries_total",
-		prefixHits:       "vllm:prefix_cache_hits_total",
-		promptTokens:     "vllm:prompt_tokens_total",
-		generationTokens: "vllm:generation_tokens_total",
-		ttft:             "vllm:time_to_first_token_seconds",
-		itl:              "vllm:inter_token_latency_seconds",
-		e2e:              "vllm:e2e_request_latency_seconds",
+		running:          enginemetrics.VLLMNumRequestsRunning,
+		waiting:          enginemetrics.VLLMNumRequestsWaiting,
+		usage:            enginemetrics.VLLMKVCacheUsagePerc,
+		cacheInfo:        enginemetrics.VLLMCacheConfigInfo,
+		prefixQueries:    enginemetrics.VLLMPrefixCacheQueries,
+		prefixHits:       enginemetrics.VLLMPrefixCacheHits,
+		promptTokens:     enginemetrics.VLLMPromptTokens,
+		generationTokens: enginemetrics.VLLMGenerationTokens,
+		ttft:             enginemetrics.VLLMTimeToFirstToken,
+		itl:              enginemetrics.VLLMInterTokenLatency,
+		e2e:              enginemetrics.VLLME2ERequestLatency,
 	},
 	FlavorVLLMTPU: {
-		running:          "vllm:num_requests_running",
-		waiting:          "vllm:num_requests_waiting",
-		usage:            "vllm:gpu_cache_usage_perc",
-		cacheInfo:        "vllm:cache_config_info",
-		prefixQueries:    "vllm:gpu_prefix_cache_queries_total",
-		prefixHits:       "vllm:gpu_prefix_cache_hits_total",
-		promptTokens:     "vllm:prompt_tokens_total",
-		generationTokens: "vllm:generation_tokens_total",
-		ttft:             "vllm:time_to_first_token_seconds",
-		itl:              "vllm:inter_token_latency_seconds",
-		e2e:              "vllm:e2e_request_latency_seconds",
+		running:          enginemetrics.VLLMNumRequestsRunning,
+		waiting:          enginemetrics.VLLMNumRequestsWaiting,
+		usage:            enginemetrics.VLLMGPUCacheUsagePerc,
+		cacheInfo:        enginemetrics.VLLMCacheConfigInfo,
+		prefixQueries:    enginemetrics.VLLMGPUPrefixCacheQueries,
+		prefixHits:       enginemetrics.VLLMGPUPrefixCacheHits,
+		promptTokens:     enginemetrics.VLLMPromptTokens,
+		generationTokens: enginemetrics.VLLMGenerationTokens,
+		ttft:             enginemetrics.VLLMTimeToFirstToken,
+		itl:              enginemetrics.VLLMInterTokenLatency,
+		e2e:              enginemetrics.VLLME2ERequestLatency,
 	},
 	FlavorSGLang: {
-		running:          "sglang:num_running_reqs",
-		waiting:          "sglang:num_queue_reqs",
-		usage:            "sglang:token_usage",
-		cacheInfo:        "sglang:cache_config_info",
-		hitRate:          "sglang:cache_hit_rate",
-		promptTokens:     "sglang:prompt_tokens_total",
-		generationTokens: "sglang:generation_tokens_total",
-		ttft:             "sglang:time_to_first_token_seconds",
-		itl:              "sglang:inter_token_latency_seconds",
-		e2e:              "sglang:e2e_request_latency_seconds",
+		running:          enginemetrics.SGLangNumRunningReqs,
+		waiting:          enginemetrics.SGLangNumQueueReqs,
+		usage:            enginemetrics.SGLangTokenUsage,
+		cacheInfo:        enginemetrics.SGLangCacheConfigInfo,
+		hitRate:          enginemetrics.SGLangCacheHitRate,
+		promptTokens:     enginemetrics.SGLangPromptTokens,
+		generationTokens: enginemetrics.SGLangGenerationTokens,
+		ttft:             enginemetrics.SGLangTimeToFirstToken,
+		itl:              enginemetrics.SGLangInterTokenLatency,
+		e2e:              enginemetrics.SGLangE2ERequestLatency,
 	},
 }
 
@@ -98,7 +100,7 @@ type metrics struct {
 func newMetrics(flavor, model string, blockSize, numBlocks, maxNumSeqs, maxBatchedTokens int) *metrics {
 	n := flavorMetrics[flavor]
 	m := &metrics{reg: prometheus.NewRegistry()}
-	labels := prometheus.Labels{"model_name": model}
+	labels := prometheus.Labels{enginemetrics.LabelModelName: model}
 	gauge := func(name, help string) prometheus.Gauge {
 		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels})
 		m.reg.MustRegister(g)
@@ -128,12 +130,12 @@ func newMetrics(flavor, model string, blockSize, numBlocks, maxNumSeqs, maxBatch
 		Name: n.cacheInfo,
 		Help: "Information of the KV cache configuration.",
 		ConstLabels: prometheus.Labels{
-			"block_size":     strconv.Itoa(blockSize),
-			"num_gpu_blocks": strconv.Itoa(numBlocks),
+			enginemetrics.LabelBlockSize:    strconv.Itoa(blockSize),
+			enginemetrics.LabelNumGPUBlocks: strconv.Itoa(numBlocks),
 			// The scheduler's limits, so that a gateway can calibrate how
 			// much the engine takes at once.
-			"max_num_seqs":           strconv.Itoa(maxNumSeqs),
-			"max_num_batched_tokens": strconv.Itoa(maxBatchedTokens),
+			enginemetrics.LabelMaxNumSeqs:          strconv.Itoa(maxNumSeqs),
+			enginemetrics.LabelMaxNumBatchedTokens: strconv.Itoa(maxBatchedTokens),
 		},
 	})
 	info.Set(1)
@@ -145,9 +147,9 @@ func newMetrics(flavor, model string, blockSize, numBlocks, maxNumSeqs, maxBatch
 	m.ttft = hist(n.ttft, "Histogram of time to first token in seconds.", ttftBuckets)
 	m.itl = hist(n.itl, "Histogram of inter-token latency in seconds.", itlBuckets)
 	m.e2e = hist(n.e2e, "Histogram of end to end request latency in seconds.", e2eBuckets)
-	m.xferTime = hist("vllm:nixl_xfer_time_seconds", "Histogram of transfer duration for KV cache pulls from a prefill engine, in seconds.", ttftBuckets)
-	m.xferBytes = hist("vllm:nixl_bytes_transferred", "Histogram of bytes transferred per KV cache pull.", prometheus.ExponentialBuckets(1<<20, 4, 10))
-	m.externalHits = counter("vllm:external_prefix_cache_hits_total", "External prefix cache hits from KV connector cross-instance cache sharing, in tokens.")
+	m.xferTime = hist(enginemetrics.VLLMNIXLXferTime, "Histogram of transfer duration for KV cache pulls from a prefill engine, in seconds.", ttftBuckets)
+	m.xferBytes = hist(enginemetrics.VLLMNIXLBytesTransferred, "Histogram of bytes transferred per KV cache pull.", prometheus.ExponentialBuckets(1<<20, 4, 10))
+	m.externalHits = counter(enginemetrics.VLLMExternalPrefixCacheHits, "External prefix cache hits from KV connector cross-instance cache sharing, in tokens.")
 	m.tierHitTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sim_kv_tier_hit_tokens_total", Help: "Prompt tokens found in a KV tier below HBM and loaded instead of recomputed, by medium.", ConstLabels: labels,
 	}, []string{"medium"})
