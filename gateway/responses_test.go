@@ -115,6 +115,13 @@ func newResponsesFleet(t testing.TB, simCfg sim.Config, cfg tpresponses.Config, 
 // newResponsesOn is a responses stack over the given engines.
 func newResponsesOn(t testing.TB, cfg tpresponses.Config, engines ...http.Handler) *responsesStack {
 	t.Helper()
+	return newResponsesOnWith(t, cfg, dispatch.Options{}, engines...)
+}
+
+// newResponsesOnWith is newResponsesOn with the dispatcher's options
+// (its Registry, Policy and Logger are the stack's own).
+func newResponsesOnWith(t testing.TB, cfg tpresponses.Config, dopts dispatch.Options, engines ...http.Handler) *responsesStack {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	var recs []*recorder
 	var eps []pools.EndpointConfig
@@ -135,7 +142,8 @@ func newResponsesOn(t testing.TB, cfg tpresponses.Config, engines ...http.Handle
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := dispatch.New(dispatch.Options{Registry: reg, Policy: &affinity.RoundRobin{}, Logger: log})
+	dopts.Registry, dopts.Policy, dopts.Logger = reg, &affinity.RoundRobin{}, log
+	d, err := dispatch.New(dopts)
 	if err != nil {
 		t.Fatal(err)
 	}

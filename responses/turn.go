@@ -283,9 +283,10 @@ func itemPrefix(typ string) string {
 	return "msg_"
 }
 
-// fitAttempts bounds how often fit re-renders a conversation whose
-// counted prompt came out longer than its items' counts said.
-const fitAttempts = 4
+// fitAttempts bounds how often fit renders a conversation: whole, then
+// its items chosen again each time the counted prompt came out longer
+// than their counts said.
+const fitAttempts = 5
 
 // fit applies the model's context window to the rebuilt conversation and
 // renders the engine request: "auto" truncation drops the oldest items
@@ -313,12 +314,13 @@ func (s *Service) fit(t *turn, items []Item) error {
 		budget -= *req.MaxOutputTokens
 	}
 	tok := s.engine.Tokenizer(req.Model)
-	slack := 0
+	// The whole context is tried first, rendered and counted as the engine
+	// will see it: the items are counted one by one only when it does not
+	// fit and truncation may drop some, so that a turn that fits costs one
+	// count of its prompt (with an incremental encoder, of its new end).
+	kept, total, slack := items, 0, 0
 	for attempt := 0; ; attempt++ {
-		kept, total, err := fitItems(tok, req, items, budget-slack)
-		if err != nil {
-			return err
-		}
+		var err error
 		if t.body, t.prompt, err = renderChat(req, kept); err != nil {
 			return fmt.Errorf("responses: rendering the engine request: %w", err)
 		}
@@ -329,9 +331,14 @@ func (s *Service) fit(t *turn, items []Item) error {
 		if req.Truncation != "auto" || attempt == fitAttempts-1 || len(kept) == countSystem(kept)+1 {
 			return contextLengthError(max(t.promptTokens, total), budget)
 		}
-		// The items' counts fell short of the rendered prompt's: ask for
-		// that much more room and choose again.
-		slack += t.promptTokens - budget
+		if attempt > 0 {
+			// The items' counts fell short of the rendered prompt's: ask
+			// for that much more room and choose again.
+			slack += t.promptTokens - budget
+		}
+		if kept, total, err = fitItems(tok, req, items, budget-slack); err != nil {
+			return err
+		}
 	}
 }
 
