@@ -70,6 +70,11 @@ type Options struct {
 	// child of the client's traceparent when it sent one; nil traces
 	// nothing. Pass the same tracer to dispatch and responses.
 	Tracer *tracing.Tracer
+	// StoreHealth says whether the state store answers (state.DB.Health,
+	// an atomic load): /readyz answers 503 while it returns an error, so
+	// that a load balancer sends turns that must be stored elsewhere. nil
+	// leaves the store out of readiness.
+	StoreHealth func() error
 }
 
 // DefaultPromptMemoBytes is the default of Options.PromptMemoBytes: about
@@ -286,8 +291,13 @@ func (s *Server) handleHealthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// handleReadyz answers 200 when at least one endpoint can take requests.
+// handleReadyz answers 200 when the state store answers and at least one
+// endpoint can take requests. The store's failure is not told: /readyz
+// is open, and it names the store's address.
 func (s *Server) handleReadyz(c echo.Context) error {
+	if h := s.opts.StoreHealth; h != nil && h() != nil {
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "state store unavailable"})
+	}
 	for _, ep := range s.reg.Endpoints {
 		if ep.Available() {
 			return c.JSON(http.StatusOK, map[string]string{"status": "ready"})

@@ -540,6 +540,9 @@ func startStack(ctx context.Context, cfg *Config, sf *simFleet, log *slog.Logger
 		Auth:      authn,
 		Admin:     adm,
 		Tracer:    tracer,
+		// Not ready while the store is down: the turns it would take
+		// could not be stored.
+		StoreHealth: db.Health,
 	}); err != nil {
 		return st, err
 	}
