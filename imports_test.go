@@ -26,7 +26,7 @@ var floors = map[string][]string{
 	"sessions":         {"kv", "state"},
 	"turns":            {"pools"},
 	"affinity":         {"kv", "sessions", "pools"},
-	"kv":               {"gossip"},
+	"kv":               {"gossip", "internal/lru"},
 	"apierror":         {},
 	"auth":             {},
 	"state":            {},

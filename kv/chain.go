@@ -1,5 +1,7 @@
 package kv
 
+import "github.com/turnpike-gateway/turnpike/internal/lru"
+
 // Closed endpoints.
 //
 // A chain's block hashes are chained: a block's hash names its whole prefix.
@@ -32,7 +34,7 @@ const touchFraction = 4
 // its whole prefix.
 func (e *endpointState) closed() bool {
 	for t := HBM + 1; t < NumTiers; t++ {
-		if e.tiers[t].len > 0 {
+		if e.tiers[t].list.Len() > 0 {
 			return false
 		}
 	}
@@ -59,16 +61,16 @@ func (x *Index) verifyLocked(endpoint int, e *endpointState) {
 	if l.clock < e.verifyAt {
 		return
 	}
-	e.verifyAt = l.clock + uint64(2*l.len) + 64
+	e.verifyAt = l.clock + uint64(2*l.list.Len()) + 64
 	l.epoch++
-	for n := l.nodes[0].next; n != 0; n = l.nodes[n].next {
-		nd := &l.nodes[n]
+	for n := l.list.Front(); n != 0; n = l.list.Next(n) {
+		nd := l.list.Value(n)
 		if !nd.known {
 			return
 		}
 		if nd.parent != 0 {
 			p, ok := x.holdsLocked(nd.parent, endpoint)
-			if !ok || l.nodes[p].mark != l.epoch {
+			if !ok || l.list.Value(p).mark != l.epoch {
 				return
 			}
 		}
@@ -78,7 +80,7 @@ func (x *Index) verifyLocked(endpoint int, e *endpointState) {
 }
 
 // holdsLocked reports whether endpoint holds h in HBM, and its node.
-func (x *Index) holdsLocked(h BlockHash, endpoint int) (int32, bool) {
+func (x *Index) holdsLocked(h BlockHash, endpoint int) (lru.Node, bool) {
 	holders := x.mu.blocks[h]
 	if j := findHolder(holders, endpoint); j >= 0 && holders[j].node[HBM] != 0 {
 		return holders[j].node[HBM], true
@@ -151,7 +153,7 @@ func (x *Index) RecordChain(endpoint int, hashes []BlockHash) {
 		return
 	}
 	anchor, _ := x.holdsLocked(hashes[held-1], endpoint)
-	if l.clock-l.nodes[anchor].seq >= uint64(l.capacity/touchFraction) {
+	if l.clock-l.list.Value(anchor).seq >= uint64(l.capacity/touchFraction) {
 		x.recordLocked(endpoint, HBM, hashes, true)
 		return
 	}
@@ -161,7 +163,7 @@ func (x *Index) RecordChain(endpoint int, hashes []BlockHash) {
 // insertBehindLocked places hashes, the blocks of a chain past the block at
 // node anchor of closed endpoint e, right behind it, and evicts beyond the
 // capacity.
-func (x *Index) insertBehindLocked(endpoint int, e *endpointState, anchor int32, hashes []BlockHash) {
+func (x *Index) insertBehindLocked(endpoint int, e *endpointState, anchor lru.Node, hashes []BlockHash) {
 	l := &e.tiers[HBM]
 	for _, h := range hashes {
 		holders := x.mu.blocks[h]
@@ -179,9 +181,10 @@ func (x *Index) insertBehindLocked(endpoint int, e *endpointState, anchor int32,
 			j = len(holders)
 			holders = append(x.holdersFor(holders), holder{endpoint: int32(endpoint)})
 		}
-		parent := l.nodes[anchor].hash
+		parent := l.list.Value(anchor).hash
 		anchor = l.insertAfter(anchor, h)
-		l.nodes[anchor].parent, l.nodes[anchor].known = parent, true
+		nd := l.list.Value(anchor)
+		nd.parent, nd.known = parent, true
 		holders[j].node[HBM] = anchor
 		x.mu.blocks[h] = holders
 	}

@@ -50,8 +50,8 @@ func checkClosed(t *testing.T, x *Index, tree *chainTree, step int) {
 		l := &e.tiers[HBM]
 		pos := map[BlockHash]int{}
 		i := 0
-		for n := l.nodes[0].next; n != 0; n = l.nodes[n].next {
-			pos[l.nodes[n].hash] = i
+		for n := l.list.Front(); n != 0; n = l.list.Next(n) {
+			pos[l.list.Value(n).hash] = i
 			i++
 		}
 		for h, at := range pos {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/turnpike-gateway/turnpike/internal/lru"
 )
 
 // Tier is where an endpoint holds a block, fastest first.
@@ -122,7 +124,7 @@ type Index struct {
 // block map under the pseudo endpoint groupHolder(g).
 type groupState struct {
 	members   []int32
-	shared    lru
+	shared    tierList
 	evictions uint64
 }
 
@@ -131,10 +133,10 @@ type groupState struct {
 func groupHolder(g int) int { return -(g + 1) }
 
 // holder is one endpoint's hold on a block: per tier, the index of the
-// block's node in that tier's LRU; zero, the sentinel, means not held.
+// block's node in that tier's list; zero means not held.
 type holder struct {
 	endpoint int32
-	node     [NumTiers]int32
+	node     [NumTiers]lru.Node
 }
 
 func (h *holder) fastest() Tier {
@@ -146,11 +148,11 @@ func (h *holder) fastest() Tier {
 	panic("kv: holder holds nothing")
 }
 
-func (h *holder) empty() bool { return h.node == [NumTiers]int32{} }
+func (h *holder) empty() bool { return h.node == [NumTiers]lru.Node{} }
 
 type endpointState struct {
 	stale     atomic.Bool
-	tiers     [NumTiers]lru
+	tiers     [NumTiers]tierList
 	evictions uint64 // under Index.mu (write)
 	// open says a write may have left a block in HBM without its whole
 	// prefix in front of it (see closed); verifyAt is the HBM clock at
@@ -229,7 +231,7 @@ func (x *Index) SetGroup(endpoint, group int) {
 // tierLocked resolves where endpoint's blocks in tier are kept: the holder
 // id, its LRU and its eviction counter. An endpoint's Shared tier is its
 // group's when it has one.
-func (x *Index) tierLocked(endpoint int, tier Tier) (owner int, l *lru, evictions *uint64) {
+func (x *Index) tierLocked(endpoint int, tier Tier) (owner int, l *tierList, evictions *uint64) {
 	e := x.endpointLocked(endpoint)
 	if tier == Shared && endpoint < len(x.mu.groupOf) && x.mu.groupOf[endpoint] != 0 {
 		g := int(x.mu.groupOf[endpoint]) - 1
@@ -295,7 +297,7 @@ func (x *Index) recordLocked(endpoint int, tier Tier, hashes []BlockHash, root b
 		h := hashes[i]
 		holders := x.mu.blocks[h]
 		j := findHolder(holders, owner)
-		var n int32
+		var n lru.Node
 		if j >= 0 && holders[j].node[tier] != 0 {
 			n = holders[j].node[tier]
 			l.moveToFront(n)
@@ -308,11 +310,11 @@ func (x *Index) recordLocked(endpoint int, tier Tier, hashes []BlockHash, root b
 			holders[j].node[tier] = n
 			x.mu.blocks[h] = holders
 		}
-		switch {
+		switch nd := l.list.Value(n); {
 		case i > 0:
-			l.nodes[n].parent, l.nodes[n].known = hashes[i-1], true
+			nd.parent, nd.known = hashes[i-1], true
 		case root:
-			l.nodes[n].parent, l.nodes[n].known = 0, true
+			nd.parent, nd.known = 0, true
 		}
 	}
 	x.evictLocked(owner, l, tier, ev)
@@ -364,7 +366,7 @@ func (x *Index) Remove(endpoint int, tier Tier, hashes []BlockHash) {
 		if j < 0 || holders[j].node[tier] == 0 {
 			continue
 		}
-		l.remove(holders[j].node[tier])
+		l.list.Remove(holders[j].node[tier])
 		x.unholdLocked(h, holders, j, tier)
 		removed = true
 	}
@@ -383,8 +385,8 @@ func (x *Index) Clear(endpoint int) {
 	e := x.endpointLocked(endpoint)
 	for t := range NumTiers {
 		l := &e.tiers[t]
-		for n := l.nodes[0].next; n != 0; n = l.nodes[n].next {
-			h := l.nodes[n].hash
+		for n := l.list.Front(); n != 0; n = l.list.Next(n) {
+			h := l.list.Value(n).hash
 			holders := x.mu.blocks[h]
 			x.unholdLocked(h, holders, findHolder(holders, endpoint), Tier(t))
 		}
@@ -395,11 +397,10 @@ func (x *Index) Clear(endpoint int) {
 
 // evictLocked drops owner's least recently used blocks in tier, list l,
 // beyond its capacity.
-func (x *Index) evictLocked(owner int, l *lru, tier Tier, evictions *uint64) {
-	for l.len > l.capacity {
-		n := l.nodes[0].prev
-		h := l.nodes[n].hash
-		l.remove(n)
+func (x *Index) evictLocked(owner int, l *tierList, tier Tier, evictions *uint64) {
+	for l.list.Len() > l.capacity {
+		n := l.list.Back()
+		h := l.list.Remove(n).hash
 		holders := x.mu.blocks[h]
 		x.unholdLocked(h, holders, findHolder(holders, owner), tier)
 		*evictions++
@@ -457,7 +458,7 @@ func (x *Index) MatchPrefix(hashes []BlockHash, out []Match) int {
 	x.mu.RLock()
 	closed := true
 	for _, g := range x.mu.groups {
-		closed = closed && g.shared.len == 0
+		closed = closed && g.shared.list.Len() == 0
 	}
 	for i, e := range x.mu.endpoints[:min(len(out), len(x.mu.endpoints))] {
 		if e != nil {
@@ -589,31 +590,28 @@ func (x *Index) EndpointStats(endpoint int) EndpointStats {
 	}
 	e := x.mu.endpoints[endpoint]
 	for t := range e.tiers {
-		s.Blocks[t] = e.tiers[t].len
+		s.Blocks[t] = e.tiers[t].list.Len()
 		s.Capacity[t] = e.tiers[t].capacity
 	}
 	s.Evictions = e.evictions
 	if endpoint < len(x.mu.groupOf) && x.mu.groupOf[endpoint] != 0 {
 		g := x.mu.groups[x.mu.groupOf[endpoint]-1]
-		s.Blocks[Shared], s.Capacity[Shared] = g.shared.len, g.shared.capacity
+		s.Blocks[Shared], s.Capacity[Shared] = g.shared.list.Len(), g.shared.capacity
 	}
 	s.Stale = e.stale.Load()
 	return s
 }
 
-// lru is an intrusive doubly linked list of block hashes in a slice, most
-// recent first. nodes[0] is the sentinel: its next is the most recent node
-// and its prev the least recent. Freed nodes are chained through next from
-// free, so a full list churns without allocating.
+// tierList is an endpoint's (or a group's) blocks in one tier, most
+// recently used first, with their bound. Besides the LRU order it keeps a
+// block's place in its chain, and a clock of placements.
 //
 // clock counts the writes that place a node (push, move, insert); a node's
 // seq is the clock when it was last moved to the front, or its anchor's
 // when inserted behind one, so seq never increases from front to back.
-type lru struct {
+type tierList struct {
+	list     lru.List[lruNode]
 	capacity int
-	len      int
-	free     int32
-	nodes    []lruNode
 	clock    uint64
 	epoch    uint32 // of the marks
 }
@@ -622,80 +620,39 @@ type lruNode struct {
 	hash BlockHash
 	// parent is the block before this one in its chain, 0 at a chain's
 	// root; known says whether it is known.
-	parent     BlockHash
-	seq        uint64
-	prev, next int32
-	mark       uint32 // scratch of verifyLocked
-	known      bool
+	parent BlockHash
+	seq    uint64
+	mark   uint32 // scratch of verifyLocked
+	known  bool
 }
 
-func (l *lru) init(capacity int) {
+func (l *tierList) init(capacity int) {
 	l.capacity = capacity
-	l.len = 0
-	l.free = 0
-	l.nodes = append(l.nodes[:0], lruNode{})
+	l.list.Reset()
 }
 
-func (l *lru) pushFront(h BlockHash) int32 {
-	var n int32
-	if l.free != 0 {
-		n = l.free
-		l.free = l.nodes[n].next
-	} else {
-		n = int32(len(l.nodes))
-		l.nodes = append(l.nodes, lruNode{})
-	}
+func (l *tierList) pushFront(h BlockHash) lru.Node {
 	l.clock++
-	l.nodes[n] = lruNode{hash: h, seq: l.clock}
-	l.linkAfter(0, n)
-	l.len++
-	return n
+	return l.list.PushFront(lruNode{hash: h, seq: l.clock})
 }
 
 // insertAfter puts a new node for h right behind node at, as recent as it.
-func (l *lru) insertAfter(at int32, h BlockHash) int32 {
-	n := l.pushFront(h)
-	l.unlink(n)
-	l.nodes[n].seq = l.nodes[at].seq
-	l.linkAfter(at, n)
-	return n
+func (l *tierList) insertAfter(at lru.Node, h BlockHash) lru.Node {
+	l.clock++
+	return l.list.InsertAfter(lruNode{hash: h, seq: l.list.Value(at).seq}, at)
 }
 
 // moveAfter moves node n right behind node at, as recent as it.
-func (l *lru) moveAfter(at, n int32) {
+func (l *tierList) moveAfter(at, n lru.Node) {
 	if at == n {
 		return
 	}
-	l.unlink(n)
-	l.nodes[n].seq = l.nodes[at].seq
-	l.linkAfter(at, n)
+	l.list.Value(n).seq = l.list.Value(at).seq
+	l.list.MoveAfter(n, at)
 }
 
-// linkAfter links n right behind at; at 0, the sentinel, at the front.
-func (l *lru) linkAfter(at, n int32) {
-	next := l.nodes[at].next
-	l.nodes[n].prev = at
-	l.nodes[n].next = next
-	l.nodes[next].prev = n
-	l.nodes[at].next = n
-}
-
-func (l *lru) unlink(n int32) {
-	p, q := l.nodes[n].prev, l.nodes[n].next
-	l.nodes[p].next = q
-	l.nodes[q].prev = p
-}
-
-func (l *lru) moveToFront(n int32) {
-	l.unlink(n)
+func (l *tierList) moveToFront(n lru.Node) {
 	l.clock++
-	l.nodes[n].seq = l.clock
-	l.linkAfter(0, n)
-}
-
-func (l *lru) remove(n int32) {
-	l.unlink(n)
-	l.nodes[n] = lruNode{next: l.free}
-	l.free = n
-	l.len--
+	l.list.Value(n).seq = l.clock
+	l.list.MoveToFront(n)
 }

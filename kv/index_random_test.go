@@ -66,7 +66,7 @@ func checkInvariants(t *testing.T, x *Index) {
 					continue
 				}
 				held++
-				if got := x.mu.endpoints[hd.endpoint].tiers[tier].nodes[n].hash; got != h {
+				if got := x.mu.endpoints[hd.endpoint].tiers[tier].list.Value(n).hash; got != h {
 					t.Fatalf("block %x: endpoint %d %s node holds %x", h, hd.endpoint, Tier(tier), got)
 				}
 			}
@@ -80,11 +80,11 @@ func checkInvariants(t *testing.T, x *Index) {
 		for tier := range e.tiers {
 			l := &e.tiers[tier]
 			n := 0
-			for i := l.nodes[0].next; i != 0; i = l.nodes[i].next {
+			for i := l.list.Front(); i != 0; i = l.list.Next(i) {
 				n++
 			}
-			if n != l.len || l.len > l.capacity {
-				t.Fatalf("list of %d nodes, len %d, capacity %d", n, l.len, l.capacity)
+			if n != l.list.Len() || l.list.Len() > l.capacity {
+				t.Fatalf("list of %d nodes, len %d, capacity %d", n, l.list.Len(), l.capacity)
 			}
 			listed += n
 		}
@@ -136,8 +136,8 @@ func TestIndexRandomAgainstModel(t *testing.T) {
 			var got []BlockHash
 			if ep < len(x.mu.endpoints) && x.mu.endpoints[ep] != nil {
 				l := &x.mu.endpoints[ep].tiers[tier]
-				for i := l.nodes[0].next; i != 0; i = l.nodes[i].next {
-					got = append(got, l.nodes[i].hash)
+				for i := l.list.Front(); i != 0; i = l.list.Next(i) {
+					got = append(got, l.list.Value(i).hash)
 				}
 			}
 			if !slices.Equal(got, m.lists[k]) {

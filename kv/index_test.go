@@ -148,8 +148,8 @@ func TestIndexDataDriven(t *testing.T) {
 				var got []string
 				if ep < len(x.mu.endpoints) && x.mu.endpoints[ep] != nil {
 					l := &x.mu.endpoints[ep].tiers[tierArg()]
-					for n := l.nodes[0].next; n != 0; n = l.nodes[n].next {
-						got = append(got, names.name(l.nodes[n].hash))
+					for n := l.list.Front(); n != 0; n = l.list.Next(n) {
+						got = append(got, names.name(l.list.Value(n).hash))
 					}
 				}
 				return strings.Join(got, " ") + "\n"

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/turnpike-gateway/turnpike/internal/lru"
 )
 
 // Subscriber defaults.
@@ -324,7 +326,7 @@ func (s *Subscriber) applyEvent(ev *Event, limit int) (skipped string) {
 		}
 		parent := ModelSeed(s.cfg.Model)
 		if ev.HasParent {
-			if parent, ok = s.mapping.get(ev.ParentBlockHash); !ok {
+			if parent, ok = s.mapping.Get(ev.ParentBlockHash); !ok {
 				return "unknown parent block"
 			}
 		}
@@ -343,7 +345,7 @@ func (s *Subscriber) applyEvent(ev *Event, limit int) (skipped string) {
 		// the parent of blocks stored later.
 		s.gone = s.gone[:0]
 		for _, eh := range ev.BlockHashes {
-			if h, ok := s.mapping.peek(eh); ok {
+			if h, ok := s.mapping.Peek(eh); ok {
 				s.gone = append(s.gone, h)
 			}
 		}
@@ -361,45 +363,23 @@ func (s *Subscriber) applyEvent(ev *Event, limit int) (skipped string) {
 
 // engineMap maps an endpoint's engine hashes to gateway hashes, bounded
 // with LRU: a mapping in use as a parent stays, one for a block long gone
-// goes.
+// goes. Get marks a mapping used, Peek does not.
 type engineMap struct {
-	m   map[EngineHash]engineMapping
-	lru lru
-}
-
-type engineMapping struct {
-	hash BlockHash
-	node int32
+	lru.Cache[EngineHash, BlockHash]
 }
 
 func (em *engineMap) init() {
-	em.m = make(map[EngineHash]engineMapping)
-	em.lru.init(0)
+	em.Cache = lru.Cache[EngineHash, BlockHash]{}
 }
 
-func (em *engineMap) get(eh EngineHash) (BlockHash, bool) {
-	e, ok := em.m[eh]
-	if ok {
-		em.lru.moveToFront(e.node)
-	}
-	return e.hash, ok
-}
-
-func (em *engineMap) peek(eh EngineHash) (BlockHash, bool) {
-	e, ok := em.m[eh]
-	return e.hash, ok
-}
-
+// put maps eh to h, the most recently used. A new mapping trims the map to
+// limit, least recently used first.
 func (em *engineMap) put(eh EngineHash, h BlockHash, limit int) {
-	if e, ok := em.m[eh]; ok {
-		em.lru.moveToFront(e.node)
-		em.m[eh] = engineMapping{hash: h, node: e.node}
-		return
-	}
-	em.m[eh] = engineMapping{hash: h, node: em.lru.pushFront(BlockHash(eh))}
-	for em.lru.len > limit {
-		n := em.lru.nodes[0].prev
-		delete(em.m, EngineHash(em.lru.nodes[n].hash))
-		em.lru.remove(n)
+	n := em.Len()
+	em.Add(eh, h)
+	if em.Len() > n {
+		for em.Len() > limit {
+			em.RemoveOldest()
+		}
 	}
 }

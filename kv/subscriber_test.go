@@ -145,8 +145,8 @@ func TestSubscriberApply(t *testing.T) {
 			t.Fatalf("stale=%t decode errors=%d", ix.Stale(2), s.Stats().DecodeErrors)
 		}
 		send(batchOf([]any{"AllBlocksCleared"}))
-		if ix.Stale(2) || ix.Len() != 0 || len(s.mapping.m) != 0 {
-			t.Fatalf("after clear: stale=%t len=%d mappings=%d", ix.Stale(2), ix.Len(), len(s.mapping.m))
+		if ix.Stale(2) || ix.Len() != 0 || s.mapping.Len() != 0 {
+			t.Fatalf("after clear: stale=%t len=%d mappings=%d", ix.Stale(2), ix.Len(), s.mapping.Len())
 		}
 	})
 
@@ -166,7 +166,7 @@ func TestSubscriberApply(t *testing.T) {
 			hashes = append(hashes, 1000+i)
 		}
 		send(batchOf(stored(hashes, nil, long, "GPU")))
-		if n := len(s.mapping.m); n != 2*NumTiers {
+		if n := s.mapping.Len(); n != 2*NumTiers {
 			t.Fatalf("%d mappings, want %d", n, 2*NumTiers)
 		}
 		if st := ix.EndpointStats(2); st.Blocks[HBM] != 2 {
