@@ -6,6 +6,14 @@ import (
 	"github.com/turnpike-gateway/turnpike/sessions"
 )
 
+// SessionKey is the session spec's turn belongs to, as Begin derives it
+// (sessions.Derive): a layer above that keys its own caches by session
+// (the incremental token cache) uses this, not a derivation of its own.
+func SessionKey(spec *Spec) string {
+	key, _ := sessions.Derive(sessionInputs(spec))
+	return key
+}
+
 // sessionInputs is what spec carries that may name its session.
 func sessionInputs(spec *Spec) *sessions.Inputs {
 	in := &sessions.Inputs{

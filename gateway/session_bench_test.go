@@ -82,3 +82,43 @@ func toolResult(i int) string {
 	}
 	return s.String()
 }
+
+// TestSessionKeyOnce: a chain whose client sends x-session-id is encoded
+// under the session key dispatch routes it by from its first turn on, so
+// its second turn extends the first in the incremental token cache
+// instead of starting over (issue 33, item 4: responses keyed its first
+// turn by the response's id, dispatch by the header).
+func TestSessionKeyOnce(t *testing.T) {
+	m, err := hf.Load("../prompt/hf/testdata/qwen3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inc := hf.NewIncremental(m.Tokenizer, 64<<20)
+	toks := &hf.Prompts{Model: m, Incremental: inc}
+	st := newResponsesOnWith(t, tpresponses.Config{}, dispatch.Options{Tokenizers: map[string]prompt.Tokenizer{testModel: toks}}, http.HandlerFunc(instantChat))
+	h := st.front.Config.Handler
+	prev := ""
+	for i := range 3 {
+		var body strings.Builder
+		fmt.Fprintf(&body, `{"model":%q,"max_output_tokens":16,`, testModel)
+		if prev != "" {
+			fmt.Fprintf(&body, `"previous_response_id":%q,`, prev)
+		}
+		fmt.Fprintf(&body, `"input":%q}`, toolResult(i))
+		req := httptest.NewRequest(http.MethodPost, "/v1/responses", strings.NewReader(body.String()))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Session-Id", "agent-7")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		var r struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &r); err != nil || w.Code != http.StatusOK {
+			t.Fatalf("turn %d: %d %s", i, w.Code, w.Body.String())
+		}
+		prev = r.ID
+	}
+	if inc.Hits() != 2 || inc.Len() != 1 {
+		t.Errorf("incremental cache: %d hits over %d keys, want 2 hits (turns 2 and 3) under one key", inc.Hits(), inc.Len())
+	}
+}

@@ -110,7 +110,7 @@ func (s *Service) createBackground(ctx context.Context, tenant string, req *Crea
 	if err := s.hold(tenant); err != nil {
 		return nil, err
 	}
-	t, err := s.prepare(ctx, tenant, req, newID("resp_"), s.cfg.Now().Unix())
+	t, err := s.prepare(ctx, tenant, req, hdr, newID("resp_"), s.cfg.Now().Unix())
 	if err == nil {
 		var resp *Response
 		if resp, err = s.enqueue(ctx, t, hdr); err == nil {
@@ -376,7 +376,7 @@ func (s *Service) recover(rec *Record, cancelRequested bool) {
 		fail("The gateway restarted while this background response was running, and its request could not be read again.")
 		return
 	}
-	t, err := s.prepare(s.ctx, rec.Tenant, req, id, rec.Response.CreatedAt)
+	t, err := s.prepare(s.ctx, rec.Tenant, req, nil, id, rec.Response.CreatedAt)
 	if err != nil {
 		fail("The gateway restarted while this background response was running, and it could not be run again: " + err.Error())
 		return

@@ -97,7 +97,7 @@ func (s *Service) Compact(ctx context.Context, tenant string, req *CreateRequest
 	if s.engine == nil || s.sealer == nil {
 		return nil, errors.New("responses: service not started")
 	}
-	t, items, err := s.load(ctx, tenant, req, newID("resp_"), s.cfg.Now().Unix())
+	t, items, err := s.load(ctx, tenant, req, hdr, newID("resp_"), s.cfg.Now().Unix())
 	if err != nil {
 		return nil, err
 	}

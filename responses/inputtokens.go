@@ -39,7 +39,7 @@ func (s *Service) InputTokens(ctx context.Context, tenant string, req *CreateReq
 	if s.engine == nil {
 		return nil, errors.New("responses: service not started")
 	}
-	t, items, err := s.load(ctx, tenant, req, newID("resp_"), s.cfg.Now().Unix())
+	t, items, err := s.load(ctx, tenant, req, nil, newID("resp_"), s.cfg.Now().Unix())
 	if err != nil {
 		return nil, err
 	}

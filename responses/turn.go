@@ -45,13 +45,16 @@ type turn struct {
 	// newChain is the response's own id when it starts a chain, the
 	// session's name when nothing in the request names one.
 	conversation, chainRoot, newChain string
+	// hdr is the client's request header, read for the session and
+	// priority hints; nil when there is none (a recovered job).
+	hdr http.Header
 }
 
 // prepare checks the request against the store and builds the turn:
 // the response object, the whole context and the engine request.
-func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest, id string, created int64) (*turn, error) {
+func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest, hdr http.Header, id string, created int64) (*turn, error) {
 	lctx, span := s.cfg.Tracer.Start(ctx, tracing.SpanStateLoad, trace.SpanKindInternal)
-	t, items, err := s.load(lctx, tenant, req, id, created)
+	t, items, err := s.load(lctx, tenant, req, hdr, id, created)
 	tracing.Fail(span, err)
 	span.End()
 	if err != nil {
@@ -70,7 +73,7 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 // load checks the request against the store and builds the turn with its
 // whole context, compacted, which the engine request is yet to be
 // rendered from.
-func (s *Service) load(ctx context.Context, tenant string, req *CreateRequest, id string, created int64) (*turn, []Item, error) {
+func (s *Service) load(ctx context.Context, tenant string, req *CreateRequest, hdr http.Header, id string, created int64) (*turn, []Item, error) {
 	if !s.engine.Serves(req.Model) {
 		return nil, nil, modelNotFound(req.Model)
 	}
@@ -78,7 +81,7 @@ func (s *Service) load(ctx context.Context, tenant string, req *CreateRequest, i
 		return nil, nil, err
 	}
 	resp := newResponse(req, id, created)
-	t := &turn{req: req, rec: &Record{Tenant: tenant, Response: resp}, newChain: id}
+	t := &turn{req: req, rec: &Record{Tenant: tenant, Response: resp}, newChain: id, hdr: hdr}
 	var history []Item
 	var err error
 	switch {
@@ -343,10 +346,11 @@ func (s *Service) fit(t *turn, items []Item) error {
 }
 
 // countPrompt counts t's prompt with tok. A prompt.PromptTokenizer (the
-// model's own chat template and tokenizer) encodes it under the name of
-// t's chain, so that the chain's next turn, whose prompt extends this one,
-// is encoded from this one's end only; the ids are returned for dispatch,
-// which then hashes them without encoding again.
+// model's own chat template and tokenizer) encodes it under t's session
+// key, the one dispatch routes it by, so that the session's next turn,
+// whose prompt extends this one, is encoded from this one's end only; the
+// ids are returned for dispatch, which then hashes them without encoding
+// again.
 func countPrompt(tok prompt.Tokenizer, t *turn) (int, []uint32) {
 	pt, ok := tok.(prompt.PromptTokenizer)
 	if !ok {
@@ -354,28 +358,31 @@ func countPrompt(tok prompt.Tokenizer, t *turn) (int, []uint32) {
 	}
 	key := ""
 	if !t.aside {
-		key = t.chainKey()
+		key = dispatch.SessionKey(t.spec())
 	}
 	ids := pt.EncodePrompt(nil, t.prompt, key)
 	return len(ids), ids
 }
 
-// chainKey names the session t's prompt belongs to, for the token cache:
-// its conversation, the session of the chain it continues, its
-// prompt_cache_key (a stateless thread), or the chain it starts; "" when
-// nothing names one.
-func (t *turn) chainKey() string {
-	switch {
-	case t.conversation != "":
-		return t.conversation
-	case t.chainRoot != "":
-		return t.chainRoot
-	case t.req.PromptCacheKey != nil:
-		return *t.req.PromptCacheKey
-	case t.newChain != "":
-		return t.newChain
+// spec is the turn as dispatch takes it.
+func (t *turn) spec() *dispatch.Spec {
+	spec := &dispatch.Spec{
+		Tenant: t.rec.Tenant, Model: t.req.Model,
+		Path: "/v1/chat/completions", Body: t.body, ClientHeader: t.hdr,
+		Conversation: t.conversation, ChainRoot: t.chainRoot, NewChain: t.newChain,
+		ServiceTier: t.req.ServiceTier, Background: t.req.Background,
+		Prompt: t.prompt, PromptTokens: t.promptTokens, Tokens: t.tokens,
 	}
-	return ""
+	if t.req.MaxOutputTokens != nil {
+		spec.MaxOutputTokens = *t.req.MaxOutputTokens
+	}
+	if t.req.PromptCacheKey != nil {
+		spec.PromptCacheKey = *t.req.PromptCacheKey
+	}
+	if t.req.SafetyIdentifier != nil {
+		spec.SafetyIdentifier = *t.req.SafetyIdentifier
+	}
+	return spec
 }
 
 // fitItems chooses the items that fit budget by their token counts, and
@@ -434,22 +441,8 @@ func countSystem(items []Item) int {
 // begin sends the turn down the turn path and returns it answered; the
 // caller owns it and ends it.
 func (s *Service) begin(ctx context.Context, t *turn, hdr http.Header) (*dispatch.Turn, error) {
-	spec := &dispatch.Spec{
-		Tenant: t.rec.Tenant, Model: t.req.Model,
-		Path: "/v1/chat/completions", Body: t.body, ClientHeader: hdr,
-		Conversation: t.conversation, ChainRoot: t.chainRoot, NewChain: t.newChain,
-		ServiceTier: t.req.ServiceTier, Background: t.req.Background,
-		Prompt: t.prompt, PromptTokens: t.promptTokens, Tokens: t.tokens,
-	}
-	if t.req.MaxOutputTokens != nil {
-		spec.MaxOutputTokens = *t.req.MaxOutputTokens
-	}
-	if t.req.PromptCacheKey != nil {
-		spec.PromptCacheKey = *t.req.PromptCacheKey
-	}
-	if t.req.SafetyIdentifier != nil {
-		spec.SafetyIdentifier = *t.req.SafetyIdentifier
-	}
+	spec := t.spec()
+	spec.ClientHeader = hdr
 	dt, err := s.engine.Begin(ctx, spec)
 	var ee *dispatch.EngineError
 	if errors.As(err, &ee) {
@@ -499,7 +492,7 @@ func (s *Service) Create(ctx context.Context, tenant string, req *CreateRequest,
 	if req.Background {
 		return s.createBackground(ctx, tenant, req, hdr.Clone())
 	}
-	t, err := s.prepare(ctx, tenant, req, newID("resp_"), s.cfg.Now().Unix())
+	t, err := s.prepare(ctx, tenant, req, hdr, newID("resp_"), s.cfg.Now().Unix())
 	if err != nil {
 		return nil, err
 	}
