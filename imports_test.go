@@ -23,7 +23,7 @@ var floors = map[string][]string{
 	"prompt":           {},
 	"prompt/hf":        {"prompt"},
 	"prompt/enginetok": {"prompt"},
-	"sessions":         {"kv", "state"},
+	"sessions":         {"internal/lru", "kv", "state"},
 	"turns":            {"pools"},
 	"affinity":         {"kv", "sessions", "pools"},
 	"kv":               {"gossip", "internal/lru"},

@@ -11,6 +11,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/turnpike-gateway/turnpike/internal/lru"
 )
 
 // Defaults for Options.
@@ -113,15 +115,14 @@ type Store struct {
 	metrics storeMetrics
 }
 
-// shard is one lock's worth of sessions, with its own LRU list.
+// shard is one lock's worth of sessions, with its own LRU.
 type shard struct {
-	capacity int
-	mu       struct {
+	mu struct {
 		sync.Mutex
 		// protects the fields below
-		m map[skey]*entry
-		// lru is the sentinel of a circular list, most recently seen first.
-		lru entry
+		// sessions are the shard's, most recently seen first, bounded by
+		// the shard's part of MaxSessions.
+		sessions *lru.Cache[skey, *entry]
 	}
 	_ [64]byte // keeps neighbouring shards' locks off one cache line
 }
@@ -130,13 +131,11 @@ type shard struct {
 type skey struct{ tenant, key string }
 
 type entry struct {
-	k  skey
 	st State
 	// pinAt is when the pin here was set (by Pin, or adopted from the
 	// PinStore at the time it was written there); pinChecked when the
 	// PinStore was last read for it (Options.PinRefresh).
 	pinAt, pinChecked time.Time
-	prev, next        *entry
 }
 
 type storeMetrics struct {
@@ -159,10 +158,7 @@ func NewStore(opts Options) (*Store, error) {
 	}
 	s := &Store{opts: opts, shards: make([]shard, n)}
 	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.capacity = (opts.MaxSessions + n - 1) / n
-		sh.mu.m = make(map[skey]*entry)
-		sh.mu.lru.prev, sh.mu.lru.next = &sh.mu.lru, &sh.mu.lru
+		s.shards[i].mu.sessions = lru.NewCache[skey, *entry](int64((opts.MaxSessions+n-1)/n), nil)
 	}
 	if err := s.initMetrics(opts.Metrics); err != nil {
 		return nil, err
@@ -223,17 +219,15 @@ func (s *Store) Touch(tenant, key string, now time.Time) State {
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.mu.m[k]
-	if e != nil && s.expired(e, now) {
-		s.removeLocked(sh, e)
+	e, ok := sh.mu.sessions.Get(k) // now the most recently seen
+	if ok && s.expired(e, now) {
+		sh.mu.sessions.Remove(k)
 		s.metrics.evictedTTL.Inc()
-		e = nil
+		ok = false
 	}
-	if e == nil {
-		e = &entry{k: k, st: State{Tenant: tenant, Key: key, FirstSeen: now}}
-		sh.mu.m[k] = e
+	if !ok {
+		e = &entry{st: State{Tenant: tenant, Key: key, FirstSeen: now}}
 	} else {
-		s.unlinkLocked(e)
 		since := e.st.LastSeen
 		if e.st.LastFinished.After(since) {
 			since = e.st.LastFinished
@@ -248,8 +242,11 @@ func (s *Store) Touch(tenant, key string, now time.Time) State {
 	}
 	e.st.Turns++
 	e.st.LastSeen = now
-	s.pushFrontLocked(sh, e)
-	s.evictLocked(sh, now)
+	if ok {
+		s.expireLocked(sh, now)
+	} else {
+		s.addLocked(sh, k, e, now)
+	}
 	return e.st
 }
 
@@ -260,7 +257,7 @@ func (s *Store) Finish(tenant, key string, now time.Time) {
 	k := skey{tenant, key}
 	sh := s.shard(k)
 	sh.mu.Lock()
-	if e := sh.mu.m[k]; e != nil {
+	if e, ok := sh.mu.sessions.Peek(k); ok {
 		e.st.LastFinished = now
 	}
 	sh.mu.Unlock()
@@ -272,8 +269,8 @@ func (s *Store) Get(tenant, key string, now time.Time) (State, bool) {
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.mu.m[k]
-	if e == nil || s.expired(e, now) {
+	e, ok := sh.mu.sessions.Peek(k)
+	if !ok || s.expired(e, now) {
 		return State{}, false
 	}
 	return e.st, true
@@ -303,8 +300,8 @@ func (s *Store) pinnedShared(tenant, key string, now time.Time) (string, int) {
 	k := skey{tenant, key}
 	sh := s.shard(k)
 	sh.mu.Lock()
-	e := sh.mu.m[k]
-	if e != nil && !s.expired(e, now) && now.Sub(e.pinChecked) < s.opts.PinRefresh {
+	e, ok := sh.mu.sessions.Peek(k)
+	if ok && !s.expired(e, now) && now.Sub(e.pinChecked) < s.opts.PinRefresh {
 		ep, blocks := e.st.Endpoint, e.st.PrefixBlocks
 		sh.mu.Unlock()
 		return ep, blocks
@@ -320,13 +317,13 @@ func (s *Store) pinnedShared(tenant, key string, now time.Time) (string, int) {
 
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e = sh.mu.m[k]
-	if e != nil && s.expired(e, now) {
-		s.removeLocked(sh, e)
+	e, ok = sh.mu.sessions.Peek(k)
+	if ok && s.expired(e, now) {
+		sh.mu.sessions.Remove(k)
 		s.metrics.evictedTTL.Inc()
-		e = nil
+		ok = false
 	}
-	if e == nil {
+	if !ok {
 		if !found || p.Endpoint == "" || now.Sub(p.At) > s.opts.TTL {
 			return "", 0
 		}
@@ -335,10 +332,8 @@ func (s *Store) pinnedShared(tenant, key string, now time.Time) (string, int) {
 		if seen.IsZero() || seen.After(now) {
 			seen = now
 		}
-		e = &entry{k: k, st: State{Tenant: tenant, Key: key, FirstSeen: seen, LastSeen: seen}}
-		sh.mu.m[k] = e
-		s.pushFrontLocked(sh, e)
-		s.evictLocked(sh, now)
+		e = &entry{st: State{Tenant: tenant, Key: key, FirstSeen: seen, LastSeen: seen}}
+		s.addLocked(sh, k, e, now)
 	}
 	if err == nil {
 		e.pinChecked = now
@@ -360,16 +355,14 @@ func (s *Store) Pin(ctx context.Context, tenant, key, endpointID string, prefixB
 	k := skey{tenant, key}
 	sh := s.shard(k)
 	sh.mu.Lock()
-	e := sh.mu.m[k]
-	if e == nil || s.expired(e, now) {
-		if e != nil {
-			s.removeLocked(sh, e)
+	e, ok := sh.mu.sessions.Peek(k)
+	if !ok || s.expired(e, now) {
+		if ok {
+			sh.mu.sessions.Remove(k)
 			s.metrics.evictedTTL.Inc()
 		}
-		e = &entry{k: k, st: State{Tenant: tenant, Key: key, FirstSeen: now, LastSeen: now}}
-		sh.mu.m[k] = e
-		s.pushFrontLocked(sh, e)
-		s.evictLocked(sh, now)
+		e = &entry{st: State{Tenant: tenant, Key: key, FirstSeen: now, LastSeen: now}}
+		s.addLocked(sh, k, e, now)
 	}
 	e.st.PrefixBlocks = prefixBlocks
 	changed := e.st.Endpoint != endpointID
@@ -393,8 +386,8 @@ func (s *Store) Unpin(ctx context.Context, tenant, key string, reason PinReason,
 	k := skey{tenant, key}
 	sh := s.shard(k)
 	sh.mu.Lock()
-	e := sh.mu.m[k]
-	had := e != nil && e.st.Endpoint != ""
+	e, ok := sh.mu.sessions.Peek(k)
+	had := ok && e.st.Endpoint != ""
 	if had {
 		e.st.Endpoint, e.st.PrefixBlocks = "", 0
 		// As fresh as the store, and later than the pin it replaces: a
@@ -465,12 +458,10 @@ func (s *Store) LoadPins(ctx context.Context, now time.Time) (int, error) {
 		k := skey{p.Tenant, p.Key}
 		sh := s.shard(k)
 		sh.mu.Lock()
-		e := sh.mu.m[k]
-		if e == nil {
-			e = &entry{k: k, st: State{Tenant: p.Tenant, Key: p.Key, FirstSeen: seen, LastSeen: seen}}
-			sh.mu.m[k] = e
-			s.pushFrontLocked(sh, e)
-			s.evictLocked(sh, now)
+		e, ok := sh.mu.sessions.Peek(k)
+		if !ok {
+			e = &entry{st: State{Tenant: p.Tenant, Key: p.Key, FirstSeen: seen, LastSeen: seen}}
+			s.addLocked(sh, k, e, now)
 		}
 		e.st.Endpoint = p.Endpoint
 		e.pinAt, e.pinChecked = p.At, now
@@ -489,13 +480,14 @@ func (s *Store) Sweep(now time.Time) int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for e := sh.mu.lru.prev; e != &sh.mu.lru && s.expired(e, now); e = sh.mu.lru.prev {
+		c := sh.mu.sessions
+		for k, e, ok := c.Oldest(); ok && s.expired(e, now); k, e, ok = c.Oldest() {
 			if e.st.Endpoint != "" || !e.pinAt.IsZero() {
 				// Pinned, or pinned once and unpinned: the store
 				// holds a record.
-				unpinned = append(unpinned, e.k)
+				unpinned = append(unpinned, k)
 			}
-			s.removeLocked(sh, e)
+			c.RemoveOldest()
 			s.metrics.evictedTTL.Inc()
 			n++
 		}
@@ -514,42 +506,30 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.mu.m)
+		n += sh.mu.sessions.Len()
 		sh.mu.Unlock()
 	}
 	return n
 }
 
-// evictLocked drops expired sessions from the tail, then the least
-// recently seen beyond capacity. Touch moves a session to the front, so the
-// tail is always the oldest.
-func (s *Store) evictLocked(sh *shard, now time.Time) {
-	for e := sh.mu.lru.prev; e != &sh.mu.lru && s.expired(e, now); e = sh.mu.lru.prev {
-		s.removeLocked(sh, e)
+// addLocked puts e, a session new to sh under k, in front, the most
+// recently seen, after dropping the expired sessions; beyond capacity the
+// least recently seen go.
+func (s *Store) addLocked(sh *shard, k skey, e *entry, now time.Time) {
+	s.expireLocked(sh, now)
+	if n := sh.mu.sessions.Add(k, e); n > 0 {
+		s.metrics.evictedCapacity.Add(float64(n))
+	}
+}
+
+// expireLocked drops expired sessions from the least recently seen end.
+// Touch moves a session to the front, so that end is always the oldest.
+func (s *Store) expireLocked(sh *shard, now time.Time) {
+	c := sh.mu.sessions
+	for _, e, ok := c.Oldest(); ok && s.expired(e, now); _, e, ok = c.Oldest() {
+		c.RemoveOldest()
 		s.metrics.evictedTTL.Inc()
 	}
-	for len(sh.mu.m) > sh.capacity {
-		s.removeLocked(sh, sh.mu.lru.prev)
-		s.metrics.evictedCapacity.Inc()
-	}
-}
-
-func (s *Store) removeLocked(sh *shard, e *entry) {
-	s.unlinkLocked(e)
-	delete(sh.mu.m, e.k)
-}
-
-func (s *Store) pushFrontLocked(sh *shard, e *entry) {
-	head := &sh.mu.lru
-	e.prev, e.next = head, head.next
-	head.next.prev = e
-	head.next = e
-}
-
-func (*Store) unlinkLocked(e *entry) {
-	e.prev.next = e.next
-	e.next.prev = e.prev
-	e.prev, e.next = nil, nil
 }
 
 // String describes the store for debugging.
