@@ -24,7 +24,7 @@ var floors = map[string][]string{
 	"prompt/hf":        {"prompt"},
 	"prompt/enginetok": {"prompt"},
 	"sessions":         {"internal/lru", "kv", "state"},
-	"turns":            {"pools"},
+	"turns":            {"internal/heap", "pools"},
 	"affinity":         {"kv", "sessions", "pools"},
 	"kv":               {"gossip", "internal/lru"},
 	"apierror":         {},

@@ -1,10 +1,11 @@
 package turns
 
 import (
-	"container/heap"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/turnpike-gateway/turnpike/internal/heap"
 )
 
 // The queues of one pool. Everything here is guarded by Controller.mu.
@@ -72,7 +73,7 @@ type sessionFlow struct {
 	vtime   float64
 	sortKey float64 // vtime − PriorityCredit·head priority; smaller first
 	heapIdx int     // in tenantFlow.sessions, −1 when not backlogged
-	turns   turnHeap
+	turns   heap.Heap[*waiter, turnOrder]
 }
 
 // tenantFlow is a tenant's backlog in one band of one pool. It outlives its
@@ -83,7 +84,7 @@ type tenantFlow struct {
 	order    uint64 // creation order, breaks ties
 	heapIdx  int    // in bandQueue.tenants, −1 when not backlogged
 	svtime   float64
-	sessions sessionHeap
+	sessions heap.Heap[*sessionFlow, sessionOrder]
 	byKey    map[string]*sessionFlow
 }
 
@@ -91,7 +92,7 @@ type tenantFlow struct {
 type bandQueue struct {
 	band    Band
 	flows   map[*tenantState]*tenantFlow
-	tenants tenantHeap
+	tenants heap.Heap[*tenantFlow, tenantOrder]
 	vtime   float64 // the band's virtual time: start of the last served tenant
 	count   int
 	tokens  int64
@@ -149,18 +150,18 @@ func (pq *poolQueue) push(w *waiter, credit float64) {
 		}
 	}
 	w.session = sf
-	heap.Push(&sf.turns, w)
+	sf.turns.Push(w)
 	switch {
 	case sf.heapIdx < 0:
 		sf.rekey(credit)
-		heap.Push(&tf.sessions, sf)
-	case sf.turns[0] == w:
+		tf.sessions.Push(sf)
+	case sf.turns.At(0) == w:
 		sf.rekey(credit)
-		heap.Fix(&tf.sessions, sf.heapIdx)
+		tf.sessions.Fix(sf.heapIdx)
 	}
 	if tf.heapIdx < 0 {
 		tf.vtime = max(tf.vtime, bq.vtime)
-		heap.Push(&bq.tenants, tf)
+		bq.tenants.Push(tf)
 	}
 
 	w.prev, w.next = bq.tail, nil
@@ -181,22 +182,22 @@ func (pq *poolQueue) remove(w *waiter, credit float64) {
 	bq := &pq.bands[w.band.index()]
 	sf := w.session
 	tf := bq.flows[w.tenant]
-	heap.Remove(&sf.turns, w.heapIdx)
+	sf.turns.Remove(w.heapIdx)
 	w.session = nil
-	if len(sf.turns) == 0 {
-		heap.Remove(&tf.sessions, sf.heapIdx)
+	if sf.turns.Len() == 0 {
+		tf.sessions.Remove(sf.heapIdx)
 		if sf.key != "" {
 			delete(tf.byKey, sf.key)
 		}
 		pq.freeSession(sf)
 	} else {
 		sf.rekey(credit)
-		heap.Fix(&tf.sessions, sf.heapIdx)
+		tf.sessions.Fix(sf.heapIdx)
 	}
-	if len(tf.sessions) == 0 {
-		heap.Remove(&bq.tenants, tf.heapIdx)
+	if tf.sessions.Len() == 0 {
+		bq.tenants.Remove(tf.heapIdx)
 	} else {
-		heap.Fix(&bq.tenants, tf.heapIdx)
+		bq.tenants.Fix(tf.heapIdx)
 	}
 
 	if w.prev != nil {
@@ -254,9 +255,9 @@ func (pq *poolQueue) pickBand(shared, interactive, background bool) *bandQueue {
 // time, its session with the smallest key, that session's best turn. It
 // advances the virtual times and the bands' share credits.
 func (pq *poolQueue) pop(bq *bandQueue, cfg *FlowControl) *waiter {
-	tf := bq.tenants[0]
-	sf := tf.sessions[0]
-	w := sf.turns[0]
+	tf := bq.tenants.At(0)
+	sf := tf.sessions.At(0)
+	w := sf.turns.At(0)
 	cost := float64(w.cost)
 
 	bq.vtime = tf.vtime
@@ -302,95 +303,44 @@ const maxFreeSessions = 1024
 func (pq *poolQueue) freeSession(sf *sessionFlow) {
 	if len(pq.free) < maxFreeSessions {
 		sf.key = ""
-		sf.turns = sf.turns[:0]
+		sf.turns.Reset()
 		pq.free = append(pq.free, sf)
 	}
 }
 
 func (sf *sessionFlow) rekey(credit float64) {
-	sf.sortKey = sf.vtime - credit*sf.turns[0].priority
+	sf.sortKey = sf.vtime - credit*sf.turns.At(0).priority
 }
 
-// turnHeap orders a session's turns: highest priority first, then arrival.
-type turnHeap []*waiter
+// turnOrder orders a session's turns: highest priority first, then arrival.
+type turnOrder struct{}
 
-func (h turnHeap) Len() int { return len(h) }
-func (h turnHeap) Less(i, j int) bool {
-	if h[i].priority != h[j].priority {
-		return h[i].priority > h[j].priority
+func (turnOrder) Less(a, b *waiter) bool {
+	if a.priority != b.priority {
+		return a.priority > b.priority
 	}
-	return h[i].seq < h[j].seq
+	return a.seq < b.seq
 }
-func (h turnHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx, h[j].heapIdx = i, j
-}
-func (h *turnHeap) Push(x any) {
-	w := x.(*waiter)
-	w.heapIdx = len(*h)
-	*h = append(*h, w)
-}
-func (h *turnHeap) Pop() any {
-	old := *h
-	w := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	w.heapIdx = -1
-	return w
-}
+func (turnOrder) SetIndex(w *waiter, i int) { w.heapIdx = i }
 
-// sessionHeap orders a tenant's backlogged sessions by sort key.
-type sessionHeap []*sessionFlow
+// sessionOrder orders a tenant's backlogged sessions by sort key.
+type sessionOrder struct{}
 
-func (h sessionHeap) Len() int { return len(h) }
-func (h sessionHeap) Less(i, j int) bool {
-	if h[i].sortKey != h[j].sortKey {
-		return h[i].sortKey < h[j].sortKey
+func (sessionOrder) Less(a, b *sessionFlow) bool {
+	if a.sortKey != b.sortKey {
+		return a.sortKey < b.sortKey
 	}
-	return h[i].turns[0].seq < h[j].turns[0].seq
+	return a.turns.At(0).seq < b.turns.At(0).seq
 }
-func (h sessionHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx, h[j].heapIdx = i, j
-}
-func (h *sessionHeap) Push(x any) {
-	sf := x.(*sessionFlow)
-	sf.heapIdx = len(*h)
-	*h = append(*h, sf)
-}
-func (h *sessionHeap) Pop() any {
-	old := *h
-	sf := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	sf.heapIdx = -1
-	return sf
-}
+func (sessionOrder) SetIndex(sf *sessionFlow, i int) { sf.heapIdx = i }
 
-// tenantHeap orders a band's backlogged tenants by virtual time.
-type tenantHeap []*tenantFlow
+// tenantOrder orders a band's backlogged tenants by virtual time.
+type tenantOrder struct{}
 
-func (h tenantHeap) Len() int { return len(h) }
-func (h tenantHeap) Less(i, j int) bool {
-	if h[i].vtime != h[j].vtime {
-		return h[i].vtime < h[j].vtime
+func (tenantOrder) Less(a, b *tenantFlow) bool {
+	if a.vtime != b.vtime {
+		return a.vtime < b.vtime
 	}
-	return h[i].order < h[j].order
+	return a.order < b.order
 }
-func (h tenantHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx, h[j].heapIdx = i, j
-}
-func (h *tenantHeap) Push(x any) {
-	tf := x.(*tenantFlow)
-	tf.heapIdx = len(*h)
-	*h = append(*h, tf)
-}
-func (h *tenantHeap) Pop() any {
-	old := *h
-	tf := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	tf.heapIdx = -1
-	return tf
-}
+func (tenantOrder) SetIndex(tf *tenantFlow, i int) { tf.heapIdx = i }

@@ -139,7 +139,7 @@ func TestFairQueueRemoveKeepsOrder(t *testing.T) {
 		t.Fatalf("popped %d turns, want 8", len(seen))
 	}
 	bq := &f.pq.bands[Standard.index()]
-	if bq.head != nil || bq.tail != nil || bq.count != 0 || bq.tokens != 0 || len(bq.tenants) != 0 {
+	if bq.head != nil || bq.tail != nil || bq.count != 0 || bq.tokens != 0 || bq.tenants.Len() != 0 {
 		t.Fatalf("band not empty after draining: %+v", bq)
 	}
 }

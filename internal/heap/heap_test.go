@@ -16,10 +16,7 @@ type item struct {
 type byKey struct{}
 
 func (byKey) Less(a, b *item) bool {
-	if a.key != b.key {
-		return a.key < b.key
-	}
-	return a.seq < b.seq
+	return a.key < b.key || a.key == b.key && a.seq < b.seq
 }
 func (byKey) SetIndex(x *item, i int) { x.idx = i }
 
