@@ -6,6 +6,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/turnpike-gateway/turnpike/internal/lru"
 )
 
 // Incremental encodes prompts that extend earlier ones, as an agent's
@@ -38,19 +40,17 @@ type Incremental struct {
 	mu           struct {
 		sync.Mutex
 		// protects the fields below
-		entries    map[string]*session
-		head, tail *session // most and least recently used
-		bytes      int64
+		// sessions are bounded by maxBytes, each costing its size.
+		sessions *lru.Cache[string, *session]
 	}
 }
 
 // session is the last prompt seen under a key.
 type session struct {
-	key        string
-	textLen    int
-	textHash   uint64
-	ids        []uint32
-	prev, next *session
+	key      string
+	textLen  int
+	textHash uint64
+	ids      []uint32
 }
 
 // sessionOverhead approximates the bytes of a session besides its ids.
@@ -66,7 +66,7 @@ func NewIncremental(tok *Tokenizer, maxBytes int64) *Incremental {
 	for _, n := range tok.added.lengths {
 		c.overlap = max(c.overlap, n+1)
 	}
-	c.mu.entries = make(map[string]*session)
+	c.mu.sessions = lru.NewCache(maxBytes, func(_ string, s *session) int64 { return s.size() })
 	return c
 }
 
@@ -145,10 +145,7 @@ func (c *Incremental) seam(old string, ids []uint32) (int, int) {
 func (c *Incremental) take(key string) *session {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := c.mu.entries[key]
-	if s != nil {
-		c.unlinkLocked(s)
-	}
+	s, _ := c.mu.sessions.Remove(key)
 	return s
 }
 
@@ -162,41 +159,8 @@ func (c *Incremental) remember(s *session, text string) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if other := c.mu.entries[s.key]; other != nil {
-		c.unlinkLocked(other) // a concurrent call got there first
-	}
-	c.mu.entries[s.key] = s
-	s.next = c.mu.head
-	if c.mu.head != nil {
-		c.mu.head.prev = s
-	}
-	c.mu.head = s
-	if c.mu.tail == nil {
-		c.mu.tail = s
-	}
-	c.mu.bytes += size
-	for c.mu.bytes > c.maxBytes && c.mu.tail != nil {
-		c.unlinkLocked(c.mu.tail)
-	}
-}
-
-func (c *Incremental) unlinkLocked(s *session) {
-	if c.mu.entries[s.key] != s {
-		return
-	}
-	delete(c.mu.entries, s.key)
-	if s.prev != nil {
-		s.prev.next = s.next
-	} else {
-		c.mu.head = s.next
-	}
-	if s.next != nil {
-		s.next.prev = s.prev
-	} else {
-		c.mu.tail = s.prev
-	}
-	s.prev, s.next = nil, nil
-	c.mu.bytes -= s.size()
+	// Replaces the session of a concurrent call that got there first.
+	c.mu.sessions.Add(s.key, s)
 }
 
 func (s *session) size() int64 {
@@ -208,14 +172,14 @@ func (s *session) size() int64 {
 func (c *Incremental) Bytes() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.mu.bytes
+	return c.mu.sessions.Cost()
 }
 
 // Len is the number of keys the cache holds.
 func (c *Incremental) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.mu.entries)
+	return c.mu.sessions.Len()
 }
 
 // Hits and Misses count the calls that reused ids and those that encoded
