@@ -21,7 +21,7 @@ var floors = map[string][]string{
 	"batch":            {"apierror", "dispatch", "prompt", "state"},
 	"dispatch":         {"turns", "affinity", "sessions", "pools", "kv", "prompt", "tracing"},
 	"prompt":           {},
-	"prompt/hf":        {"internal/lru", "prompt"},
+	"prompt/hf":        {"internal/heap", "internal/lru", "prompt"},
 	"prompt/enginetok": {"prompt"},
 	"sessions":         {"internal/lru", "kv", "state"},
 	"turns":            {"internal/heap", "pools"},

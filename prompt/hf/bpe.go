@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/turnpike-gateway/turnpike/internal/heap"
 )
 
 // byteToRune is the byte-level alphabet of GPT-2 style tokenizers: the
@@ -54,7 +56,7 @@ type scratch struct {
 	ids   []uint32
 	ranks []uint32
 	syms  []symbol
-	heap  []candidate
+	cands heap.Heap[candidate, byRank]
 	norm  []byte
 	iter  norm.Iter
 }
@@ -118,9 +120,14 @@ type candidate struct {
 	left, right uint32
 }
 
-func (c candidate) less(d candidate) bool {
+// byRank orders candidates: the lowest rank first, the leftmost among
+// equals.
+type byRank struct{}
+
+func (byRank) Less(c, d candidate) bool {
 	return c.rank < d.rank || (c.rank == d.rank && c.pos < d.pos)
 }
+func (byRank) SetIndex(candidate, int) {}
 
 // encodeLong is encodeWord in O(n log n), for long words.
 func (m *bpe) encodeLong(dst []uint32, word string, sc *scratch) []uint32 {
@@ -129,7 +136,8 @@ func (m *bpe) encodeLong(dst []uint32, word string, sc *scratch) []uint32 {
 		syms = append(syms, symbol{id: m.byteIDs[word[i]], prev: int32(i - 1), next: int32(i + 1)})
 	}
 	syms[len(syms)-1].next = -1
-	h := sc.heap[:0]
+	h := &sc.cands
+	h.Reset()
 	push := func(pos int32) {
 		nx := syms[pos].next
 		if nx < 0 {
@@ -139,14 +147,13 @@ func (m *bpe) encodeLong(dst []uint32, word string, sc *scratch) []uint32 {
 		if r == noRank {
 			return
 		}
-		h = heapPush(h, candidate{rank: r, pos: pos, left: syms[pos].id, right: syms[nx].id})
+		h.Push(candidate{rank: r, pos: pos, left: syms[pos].id, right: syms[nx].id})
 	}
 	for i := range syms {
 		push(int32(i))
 	}
-	for len(h) > 0 {
-		var c candidate
-		c, h = heapPop(h)
+	for h.Len() > 0 {
+		c := h.Pop()
 		s := &syms[c.pos]
 		if s.id != c.left || s.next < 0 || syms[s.next].id != c.right {
 			continue // stale: one side has merged since
@@ -167,46 +174,8 @@ func (m *bpe) encodeLong(dst []uint32, word string, sc *scratch) []uint32 {
 	for i := int32(0); i >= 0; i = syms[i].next {
 		dst = append(dst, syms[i].id)
 	}
-	sc.syms, sc.heap = syms, h
+	sc.syms = syms
 	return dst
-}
-
-func heapPush(h []candidate, c candidate) []candidate {
-	h = append(h, c)
-	i := len(h) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !h[i].less(h[p]) {
-			break
-		}
-		h[i], h[p] = h[p], h[i]
-		i = p
-	}
-	return h
-}
-
-func heapPop(h []candidate) (candidate, []candidate) {
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	i := 0
-	for {
-		l := 2*i + 1
-		if l >= len(h) {
-			break
-		}
-		m := l
-		if r := l + 1; r < len(h) && h[r].less(h[l]) {
-			m = r
-		}
-		if !h[m].less(h[i]) {
-			break
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
-	return top, h
 }
 
 // wordCache remembers the tokens of recent words. It is two-way set

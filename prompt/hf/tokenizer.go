@@ -68,7 +68,7 @@ var countBufs sync.Pool
 const maxPooledIDs = 1 << 20
 
 func putScratch(sc *scratch) {
-	if cap(sc.ids) > 1<<16 || cap(sc.syms) > 1<<16 || cap(sc.heap) > 1<<16 || cap(sc.norm) > 4<<20 {
+	if cap(sc.ids) > 1<<16 || cap(sc.syms) > 1<<16 || sc.cands.Cap() > 1<<16 || cap(sc.norm) > 4<<20 {
 		return
 	}
 	scratchPool.Put(sc)
