@@ -35,7 +35,7 @@ var floors = map[string][]string{
 	"pools":            {"accelerators", "accelerators/enginemetrics", "gossip"},
 	"gossip":           {},
 	"accelerators":     {},
-	"accelerators/sim": {"accelerators", "accelerators/enginemetrics"},
+	"accelerators/sim": {"accelerators", "accelerators/enginemetrics", "internal/lru"},
 	"bench":            {"accelerators/enginemetrics"},
 	// The engines' metric names, the one spelling for pools, sim and bench.
 	"accelerators/enginemetrics": {},

@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/turnpike-gateway/turnpike/internal/lru"
+
 // kvCache is the paged KV cache with prefix caching, modelled on vLLM's
 // block pool: fixed-size blocks, full blocks keyed by their chained
 // BlockHash, reference counts while sequences use them, and LRU eviction
@@ -12,9 +14,9 @@ type kvCache struct {
 	free []int32
 	// byHash finds a cached block by its hash.
 	byHash map[uint64]int32
-	// The LRU list holds cached blocks with ref 0, least recent at head.
-	lruHead, lruTail int32
-	lruLen           int
+	// lru holds the ids of the cached blocks with ref 0, most recently
+	// released first.
+	lru lru.List[int32]
 	// used counts blocks with ref > 0 (vLLM's KV cache usage).
 	used int
 	// events, when not nil, records stores and removals for publishing.
@@ -30,12 +32,9 @@ type kvBlock struct {
 	hash, parent uint64
 	hasParent    bool
 	ref          int32
-	prev, next   int32 // LRU links, -1 at the ends
-	cached       bool  // hash is valid and byHash points here
-	inLRU        bool
+	cached       bool     // hash is valid and byHash points here
+	node         lru.Node // in the LRU; 0 when not there
 }
-
-const noBlock = -1
 
 func newKVCache(numBlocks, blockSize int, events *eventLog) *kvCache {
 	c := &kvCache{
@@ -43,8 +42,6 @@ func newKVCache(numBlocks, blockSize int, events *eventLog) *kvCache {
 		blocks:    make([]kvBlock, numBlocks),
 		free:      make([]int32, numBlocks),
 		byHash:    make(map[uint64]int32, numBlocks),
-		lruHead:   noBlock,
-		lruTail:   noBlock,
 		events:    events,
 		tokens:    make([]uint32, numBlocks*blockSize),
 		lower:     lowerTiers{events: events},
@@ -52,13 +49,13 @@ func newKVCache(numBlocks, blockSize int, events *eventLog) *kvCache {
 	for i := range c.free {
 		// Pop from the end hands out block 0 first.
 		c.free[i] = int32(numBlocks - 1 - i)
-		c.blocks[i].prev, c.blocks[i].next = noBlock, noBlock
 	}
+	c.lru.Grow(numBlocks) // releases never allocate
 	return c
 }
 
 // available is how many blocks can be allocated now, evicting if needed.
-func (c *kvCache) available() int { return len(c.free) + c.lruLen }
+func (c *kvCache) available() int { return len(c.free) + c.lru.Len() }
 
 // usage is the fraction of blocks referenced by running sequences.
 func (c *kvCache) usage() float64 {
@@ -76,12 +73,13 @@ func (c *kvCache) alloc() int32 {
 		id = c.free[n-1]
 		c.free = c.free[:n-1]
 	} else {
-		id = c.lruHead
-		if id == noBlock {
+		n := c.lru.Back()
+		if n == 0 {
 			panic("sim: kv cache alloc with no available block")
 		}
-		c.lruRemove(id)
+		id = c.lru.Remove(n)
 		b := &c.blocks[id]
+		b.node = 0
 		delete(c.byHash, b.hash)
 		b.cached = false
 		c.events.removed(b.hash)
@@ -96,8 +94,9 @@ func (c *kvCache) alloc() int32 {
 // touch takes a reference on a cached block found by a prefix lookup.
 func (c *kvCache) touch(id int32) {
 	b := &c.blocks[id]
-	if b.inLRU {
-		c.lruRemove(id)
+	if b.node != 0 {
+		c.lru.Remove(b.node)
+		b.node = 0
 	}
 	if b.ref == 0 {
 		c.used++
@@ -105,8 +104,8 @@ func (c *kvCache) touch(id int32) {
 	b.ref++
 }
 
-// release drops a reference. A block nobody references goes to the LRU
-// tail if it holds cached content, otherwise back to the free list.
+// release drops a reference. A block nobody references goes to the front
+// of the LRU if it holds cached content, otherwise back to the free list.
 func (c *kvCache) release(id int32) {
 	b := &c.blocks[id]
 	b.ref--
@@ -118,7 +117,7 @@ func (c *kvCache) release(id int32) {
 	}
 	c.used--
 	if b.cached {
-		c.lruPush(id)
+		b.node = c.lru.PushFront(id)
 	} else {
 		c.free = append(c.free, id)
 	}
@@ -150,10 +149,10 @@ func (c *kvCache) lookup(hash uint64) (int32, bool) {
 // reports whether the whole cache is now empty.
 func (c *kvCache) evictUnreferenced() (all bool) {
 	c.lower.clearLocal(c.used > 0)
-	for c.lruHead != noBlock {
-		id := c.lruHead
-		c.lruRemove(id)
+	for c.lru.Len() > 0 {
+		id := c.lru.Remove(c.lru.Back())
 		b := &c.blocks[id]
+		b.node = 0
 		delete(c.byHash, b.hash)
 		b.cached = false
 		c.free = append(c.free, id)
@@ -162,32 +161,4 @@ func (c *kvCache) evictUnreferenced() (all bool) {
 		}
 	}
 	return c.used == 0
-}
-
-func (c *kvCache) lruPush(id int32) {
-	b := &c.blocks[id]
-	b.prev, b.next, b.inLRU = c.lruTail, noBlock, true
-	if c.lruTail != noBlock {
-		c.blocks[c.lruTail].next = id
-	} else {
-		c.lruHead = id
-	}
-	c.lruTail = id
-	c.lruLen++
-}
-
-func (c *kvCache) lruRemove(id int32) {
-	b := &c.blocks[id]
-	if b.prev != noBlock {
-		c.blocks[b.prev].next = b.next
-	} else {
-		c.lruHead = b.next
-	}
-	if b.next != noBlock {
-		c.blocks[b.next].prev = b.prev
-	} else {
-		c.lruTail = b.prev
-	}
-	b.prev, b.next, b.inLRU = noBlock, noBlock, false
-	c.lruLen--
 }

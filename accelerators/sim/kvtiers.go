@@ -1,6 +1,10 @@
 package sim
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/turnpike-gateway/turnpike/internal/lru"
+)
 
 // KV tiers below HBM, as vLLM's offloading connectors and LMCache keep
 // them: a block evicted from HBM moves down to host memory, from there to
@@ -28,12 +32,12 @@ type blockTier struct {
 	blockSize int
 	// bandwidth is the bytes per second a block loads into HBM at.
 	bandwidth float64
-	slots     []tierSlot
-	tokens    []uint32 // slot i's tokens are tokens[i*blockSize:(i+1)*blockSize]
-	byHash    map[uint64]int32
-	free      []int32
-	// LRU of used slots, least recent at head.
-	head, tail int32
+	capacity  int
+	// slots are the blocks held, most recently used first; slot n's
+	// tokens are tokens[(n-1)*blockSize:n*blockSize] (see tokensOf).
+	slots  lru.List[tierSlot]
+	tokens []uint32
+	byHash map[uint64]lru.Node
 	// victim holds the last evicted block's tokens, valid until the next
 	// eviction.
 	victim []uint32
@@ -42,7 +46,6 @@ type blockTier struct {
 type tierSlot struct {
 	hash, parent uint64
 	hasParent    bool
-	prev, next   int32
 }
 
 // tierBlock is a block in transit between tiers.
@@ -57,17 +60,14 @@ func newBlockTier(medium string, capacity, blockSize int, bandwidth float64) *bl
 		medium:    medium,
 		blockSize: blockSize,
 		bandwidth: bandwidth,
-		slots:     make([]tierSlot, capacity),
+		capacity:  capacity,
 		tokens:    make([]uint32, capacity*blockSize),
-		byHash:    make(map[uint64]int32, capacity),
-		free:      make([]int32, capacity),
-		head:      noBlock,
-		tail:      noBlock,
+		byHash:    make(map[uint64]lru.Node, capacity),
 		victim:    make([]uint32, blockSize),
 	}
-	for i := range t.free {
-		t.free[i] = int32(capacity - 1 - i)
-	}
+	// A slot is only freed for the next push, so there are never more
+	// than capacity nodes: their tokens fit, and puts never allocate.
+	t.slots.Grow(capacity)
 	return t
 }
 
@@ -76,10 +76,9 @@ func (t *blockTier) len() int { return len(t.byHash) }
 
 // has reports whether the tier holds hash, and marks it most recent.
 func (t *blockTier) has(hash uint64) bool {
-	id, ok := t.byHash[hash]
+	n, ok := t.byHash[hash]
 	if ok {
-		t.unlink(id)
-		t.pushTail(id)
+		t.slots.MoveToFront(n)
 	}
 	return ok
 }
@@ -92,67 +91,37 @@ func (t *blockTier) put(b tierBlock) (evicted tierBlock, hasEvicted, added bool)
 	if t.has(b.hash) {
 		return tierBlock{}, false, false
 	}
-	if len(t.slots) == 0 {
+	if t.capacity == 0 {
 		return tierBlock{}, false, false
 	}
-	var id int32
-	if n := len(t.free); n > 0 {
-		id = t.free[n-1]
-		t.free = t.free[:n-1]
-	} else {
-		id = t.head
-		t.unlink(id)
-		s := &t.slots[id]
+	if t.slots.Len() == t.capacity {
+		n := t.slots.Back()
+		copy(t.victim, t.tokensOf(n))
+		s := t.slots.Remove(n)
 		delete(t.byHash, s.hash)
-		copy(t.victim, t.tokens[int(id)*t.blockSize:])
 		evicted = tierBlock{hash: s.hash, parent: s.parent, hasParent: s.hasParent, tokens: t.victim}
 		hasEvicted = true
 	}
-	t.slots[id] = tierSlot{hash: b.hash, parent: b.parent, hasParent: b.hasParent}
-	copy(t.tokens[int(id)*t.blockSize:(int(id)+1)*t.blockSize], b.tokens)
-	t.byHash[b.hash] = id
-	t.pushTail(id)
+	n := t.slots.PushFront(tierSlot{hash: b.hash, parent: b.parent, hasParent: b.hasParent})
+	copy(t.tokensOf(n), b.tokens)
+	t.byHash[b.hash] = n
 	return evicted, hasEvicted, true
+}
+
+// tokensOf is where slot n's tokens are kept.
+func (t *blockTier) tokensOf(n lru.Node) []uint32 {
+	at := int(n-1) * t.blockSize
+	return t.tokens[at : at+t.blockSize]
 }
 
 // clear empties the tier and returns the hashes it held.
 func (t *blockTier) clear(dst []uint64) []uint64 {
-	for id := t.head; id != noBlock; id = t.slots[id].next {
-		dst = append(dst, t.slots[id].hash)
+	for n := t.slots.Back(); n != 0; n = t.slots.Prev(n) {
+		dst = append(dst, t.slots.Value(n).hash)
 	}
 	clear(t.byHash)
-	t.free = t.free[:0]
-	for i := range t.slots {
-		t.free = append(t.free, int32(len(t.slots)-1-i))
-	}
-	t.head, t.tail = noBlock, noBlock
+	t.slots.Reset()
 	return dst
-}
-
-func (t *blockTier) pushTail(id int32) {
-	s := &t.slots[id]
-	s.prev, s.next = t.tail, noBlock
-	if t.tail != noBlock {
-		t.slots[t.tail].next = id
-	} else {
-		t.head = id
-	}
-	t.tail = id
-}
-
-func (t *blockTier) unlink(id int32) {
-	s := &t.slots[id]
-	if s.prev != noBlock {
-		t.slots[s.prev].next = s.next
-	} else {
-		t.head = s.next
-	}
-	if s.next != noBlock {
-		t.slots[s.next].prev = s.prev
-	} else {
-		t.tail = s.prev
-	}
-	s.prev, s.next = noBlock, noBlock
 }
 
 // SharedKV is a KV store shared by the engines of one pool, in process:

@@ -65,12 +65,12 @@ func checkInvariants(t testing.TB, s *scheduler) {
 		if b.ref > 0 {
 			used++
 		}
-		if b.inLRU && (b.ref != 0 || !b.cached) {
+		if b.node != 0 && (b.ref != 0 || !b.cached) {
 			t.Fatalf("block %d in LRU with ref %d cached %v", id, b.ref, b.cached)
 		}
 	}
-	if used != kv.used || len(kv.free)+kv.lruLen+used != len(kv.blocks) {
-		t.Fatalf("books: used %d (counted %d), free %d, lru %d, total %d", kv.used, used, len(kv.free), kv.lruLen, len(kv.blocks))
+	if used != kv.used || len(kv.free)+kv.lru.Len()+used != len(kv.blocks) {
+		t.Fatalf("books: used %d (counted %d), free %d, lru %d, total %d", kv.used, used, len(kv.free), kv.lru.Len(), len(kv.blocks))
 	}
 }
 
