@@ -3,11 +3,13 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,7 +68,8 @@ func (g *gate) hold() (arrived <-chan struct{}, open func()) {
 
 // outageStack is a gateway with the Responses API on a real redis-server
 // (state on Redis, as several gateways share it) over a simulated engine
-// behind a gate, with an OpenAI SDK client that does not retry.
+// behind a gate (at timeScale, sim.Config's), with an OpenAI SDK client
+// that does not retry.
 type outageStack struct {
 	redis  *redistest.Server
 	front  *httptest.Server
@@ -75,7 +78,7 @@ type outageStack struct {
 	gate   *gate
 }
 
-func newOutageStack(t *testing.T) *outageStack {
+func newOutageStack(t *testing.T, timeScale float64) *outageStack {
 	t.Helper()
 	srv := redistest.Start(t)
 	log := slog.New(slog.DiscardHandler)
@@ -84,7 +87,7 @@ func newOutageStack(t *testing.T) *outageStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := sim.New(sim.Config{ServedModelName: testModel})
+	eng, err := sim.New(sim.Config{ServedModelName: testModel, TimeScale: timeScale})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +174,7 @@ func wantStoreUnavailable(t *testing.T, what string, err error) {
 // what was stored before the outage is all there.
 func TestSDKStoreOutage(t *testing.T) {
 	ctx := context.Background()
-	st := newOutageStack(t)
+	st := newOutageStack(t, 0)
 	r1, err := st.create(ctx, "The secret word is pelican.", "")
 	if err != nil || r1.Status != responses.ResponseStatusCompleted {
 		t.Fatalf("before the outage: %+v, %v", r1, err)
@@ -246,7 +249,7 @@ func TestSDKStoreOutage(t *testing.T) {
 // response can be read afterwards.
 func TestSDKStoreDiesMidTurn(t *testing.T) {
 	ctx := context.Background()
-	st := newOutageStack(t)
+	st := newOutageStack(t, 0)
 
 	t.Run("not streamed", func(t *testing.T) {
 		st.waitReady(t, http.StatusOK)
@@ -298,4 +301,151 @@ func TestSDKStoreDiesMidTurn(t *testing.T) {
 			t.Errorf("the response whose stream failed: %v, want 404", err)
 		}
 	})
+}
+
+// TestSDKStoreOutageUnderLoad (issue 32, item 3): Redis stopped and
+// restarted under 20 clients writing responses as fast as they are
+// answered, 15 without a stream and 5 streamed, on an engine in real
+// time so that turns are under way when Redis goes. Every answer is a
+// response that ended (completed, or incomplete at max_output_tokens)
+// and reads back as it was answered, or a 5xx (for a stream: a 503
+// before it, or an error event that ends it); never a response that was
+// not stored.
+func TestSDKStoreOutageUnderLoad(t *testing.T) {
+	const writers, streamed = 20, 5
+	ctx := context.Background()
+	st := newOutageStack(t, 1)
+	st.waitReady(t, http.StatusOK)
+
+	var mu sync.Mutex
+	answered := map[string]responses.ResponseStatus{} // by id
+	counts := map[string]int{}
+	count := func(what string) {
+		mu.Lock()
+		defer mu.Unlock()
+		counts[what]++
+	}
+	// answer sorts one answer: a response (kept to read back), a 5xx,
+	// or wrong.
+	answer := func(resp *responses.Response, err error, kind string) {
+		var apiErr *openai.Error
+		var se *ssestream.StreamError
+		switch {
+		case err == nil && (resp.Status == responses.ResponseStatusCompleted || resp.Status == responses.ResponseStatusIncomplete):
+			count(kind + " 200 " + string(resp.Status))
+			mu.Lock()
+			answered[resp.ID] = resp.Status
+			mu.Unlock()
+		case errors.As(err, &apiErr) && apiErr.StatusCode >= 500:
+			count(fmt.Sprintf("%s %d %s", kind, apiErr.StatusCode, apiErr.Code))
+		case errors.As(err, &se) && strings.Contains(string(se.Event.Data), `"code":"store_unavailable"`):
+			count(kind + " error event store_unavailable")
+		default:
+			count(kind + " WRONG")
+			if resp != nil {
+				t.Errorf("%s: an answer that is neither a stored response nor a 5xx: %s %s, %v", kind, resp.ID, resp.Status, err)
+			} else {
+				t.Errorf("%s: an answer that is neither a stored response nor a 5xx: %v", kind, err)
+			}
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	// turns counts each writer's answers.
+	var turns [writers]atomic.Int64
+	for w := range writers {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if w < streamed {
+					resp, err := streamOnce(ctx, st, fmt.Sprintf("writer %d, turn %d", w, i))
+					answer(resp, err, "streamed")
+				} else {
+					resp, err := st.create(ctx, fmt.Sprintf("writer %d, turn %d", w, i), "")
+					answer(resp, err, "plain")
+				}
+				turns[w].Add(1)
+			}
+		})
+	}
+	// Let every writer be answered a few times, stop Redis until the
+	// gateway has refused some, then start it again and let them write on.
+	served := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(answered)
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("waited thirty seconds for %s; %v", what, counts)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("answers before the outage", func() bool { return served() >= 3*writers })
+	st.redis.Kill()
+	// Redis stays down until every writer has been answered twice since:
+	// the turn it had under way when Redis went has ended in the outage.
+	var atKill [writers]int64
+	for w := range turns {
+		atKill[w] = turns[w].Load()
+	}
+	st.waitReady(t, http.StatusServiceUnavailable)
+	waitFor("every writer answered twice in the outage", func() bool {
+		for w := range turns {
+			if turns[w].Load() < atKill[w]+2 {
+				return false
+			}
+		}
+		return true
+	})
+	st.redis.Restart()
+	st.waitReady(t, http.StatusOK)
+	before := served()
+	waitFor("answers after the restart", func() bool { return served() >= before+3*writers })
+	close(stop)
+	wg.Wait()
+
+	readBack, unreadable := 0, 0
+	for id, status := range answered {
+		got, err := st.client.Responses.Get(ctx, id, responses.ResponseGetParams{})
+		if err != nil || got.Status != status {
+			unreadable++
+			t.Errorf("response %s was answered %s, but reads back %v", id, status, err)
+			continue
+		}
+		readBack++
+	}
+	t.Logf("answers: %v", counts)
+	t.Logf("%d responses answered with 200: %d read back as answered, %d not", len(answered), readBack, unreadable)
+}
+
+// streamOnce creates a streamed response and returns how it ended: the
+// response its last event ended (completed or incomplete), or the error
+// that ended the stream.
+func streamOnce(ctx context.Context, st *outageStack, input string) (*responses.Response, error) {
+	s := st.client.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: testModel, Input: text(input), MaxOutputTokens: openai.Int(16)})
+	defer s.Close()
+	var done *responses.Response
+	for s.Next() {
+		switch ev := s.Current(); ev.Type {
+		case "response.completed", "response.incomplete":
+			r := ev.Response
+			done = &r
+		}
+	}
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	if done == nil {
+		return nil, errors.New("the stream ended without its response's end")
+	}
+	return done, nil
 }
