@@ -36,7 +36,7 @@ var floors = map[string][]string{
 	"gossip":           {},
 	"accelerators":     {},
 	"accelerators/sim": {"accelerators", "accelerators/enginemetrics", "internal/lru"},
-	"bench":            {"accelerators/enginemetrics"},
+	"bench":            {"accelerators/enginemetrics", "internal/lru"},
 	// The engines' metric names, the one spelling for pools, sim and bench.
 	"accelerators/enginemetrics": {},
 	// Machinery with no domain, under internal/: it imports nothing of ours.

@@ -1,8 +1,9 @@
 package bench
 
 import (
-	"container/list"
 	"slices"
+
+	"github.com/turnpike-gateway/turnpike/internal/lru"
 )
 
 // Methods of IdealReuse.
@@ -149,12 +150,11 @@ func tenantNumber(label string) (int, bool) {
 func IdealTraceReuse(reqs []TraceRequest, capacityTokens int) IdealReuse {
 	ideal := IdealReuse{Method: IdealGlobalLRU, CapacityTokens: capacityTokens}
 	capBlocks := capacityTokens / BlockTokens
-	lru := list.New() // front: most recent
-	at := map[int64]*list.Element{}
+	cache := lru.NewCache[int64, struct{}](int64(capBlocks), nil) // 0 or less: no bound
 	for _, q := range reqs {
 		hits := 0
 		for _, id := range q.HashIDs {
-			if _, ok := at[id]; !ok {
+			if _, ok := cache.Peek(id); !ok {
 				break
 			}
 			hits++
@@ -162,16 +162,7 @@ func IdealTraceReuse(reqs []TraceRequest, capacityTokens int) IdealReuse {
 		ideal.PromptTokens += float64(q.InputTokens)
 		ideal.CachedTokens += float64(min(hits*BlockTokens, q.InputTokens))
 		for _, id := range q.HashIDs {
-			if e, ok := at[id]; ok {
-				lru.MoveToFront(e)
-				continue
-			}
-			at[id] = lru.PushFront(id)
-			if capBlocks > 0 && lru.Len() > capBlocks {
-				old := lru.Back()
-				lru.Remove(old)
-				delete(at, old.Value.(int64))
-			}
+			cache.Add(id, struct{}{})
 		}
 	}
 	return ideal
