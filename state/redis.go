@@ -126,6 +126,7 @@ func OpenRedis(ctx context.Context, rawURL string, opts RedisOptions) (*DB, erro
 	}
 	e := &redisEngine{client: client, opts: opts}
 	db := newDB(e, opts.Logger)
+	e.health = &db.health
 	if opts.HealthInterval > 0 {
 		db.startProbe(e.ping, opts.HealthInterval, max(opts.HealthInterval, minPingTimeout))
 	}
@@ -213,6 +214,8 @@ type redisEngine struct {
 	opts   RedisOptions
 	// errs count failed operations (not ErrNotFound, not fn's errors).
 	errs struct{ get, scan, apply, lease atomic.Uint64 }
+	// health is the DB's, for the metrics.
+	health *health
 }
 
 // names are the Redis keys of one namespace.
@@ -503,6 +506,7 @@ type redisMetrics struct {
 	e                        *redisEngine
 	hits, misses, timeouts   *prometheus.Desc
 	conns, errs, staleClosed *prometheus.Desc
+	up                       *prometheus.Desc
 }
 
 func newRedisMetrics(e *redisEngine) *redisMetrics {
@@ -517,11 +521,12 @@ func newRedisMetrics(e *redisEngine) *redisMetrics {
 		staleClosed: d("pool_stale_closed_total", "Pooled Redis connections closed as stale."),
 		conns:       d("pool_connections", "Redis connections in the pool, by state.", "state"),
 		errs:        d("errors_total", "State store operations on Redis that failed, by operation.", "op"),
+		up:          d("up", "1 while Redis answers (its last operation or ping succeeded), 0 while it is unavailable: responses that are to be stored are refused with 503 and /readyz is not ready."),
 	}
 }
 
 func (m *redisMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.hits, m.misses, m.timeouts, m.staleClosed, m.conns, m.errs} {
+	for _, d := range []*prometheus.Desc{m.hits, m.misses, m.timeouts, m.staleClosed, m.conns, m.errs, m.up} {
 		ch <- d
 	}
 }
@@ -534,6 +539,11 @@ func (m *redisMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.staleClosed, prometheus.CounterValue, float64(ps.StaleConns))
 	ch <- prometheus.MustNewConstMetric(m.conns, prometheus.GaugeValue, float64(ps.IdleConns), "idle")
 	ch <- prometheus.MustNewConstMetric(m.conns, prometheus.GaugeValue, float64(ps.TotalConns-ps.IdleConns), "in_use")
+	up := 1.0
+	if m.e.health.err() != nil {
+		up = 0
+	}
+	ch <- prometheus.MustNewConstMetric(m.up, prometheus.GaugeValue, up)
 	for op, n := range map[string]uint64{"get": m.e.errs.get.Load(), "scan": m.e.errs.scan.Load(), "apply": m.e.errs.apply.Load(), "lease": m.e.errs.lease.Load()} {
 		ch <- prometheus.MustNewConstMetric(m.errs, prometheus.CounterValue, float64(n), op)
 	}

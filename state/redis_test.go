@@ -298,6 +298,9 @@ func TestRedisMetrics(t *testing.T) {
 	if got["turnpike_state_redis_errors_total{get}"] != 1 || got["turnpike_state_redis_errors_total{apply}"] != 0 {
 		t.Errorf("errors: %v", got)
 	}
+	if v, ok := got["turnpike_state_redis_up"]; !ok || v != 0 {
+		t.Errorf("up with the server killed: %v, %v", v, ok)
+	}
 	if got["turnpike_state_redis_pool_misses_total"] < 1 {
 		t.Errorf("no connection dialled: %v", got)
 	}
