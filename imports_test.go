@@ -20,7 +20,7 @@ var floors = map[string][]string{
 	"responses":        {"apierror", "dispatch", "gossip", "prompt", "state", "tracing"},
 	"batch":            {"apierror", "dispatch", "prompt", "state"},
 	"dispatch":         {"turns", "affinity", "sessions", "pools", "kv", "prompt", "tracing"},
-	"prompt":           {},
+	"prompt":           {"internal/lru"},
 	"prompt/hf":        {"internal/heap", "internal/lru", "prompt"},
 	"prompt/enginetok": {"prompt"},
 	"sessions":         {"internal/lru", "kv", "state"},

@@ -1,13 +1,14 @@
 package prompt
 
 import (
-	"container/list"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/turnpike-gateway/turnpike/internal/lru"
 )
 
 // A Memo remembers the chat bodies of recent turns so that the next turn
@@ -40,7 +41,7 @@ type Memo struct {
 	max, size int64
 	min       int                     // bodies shorter than min are not remembered
 	byOpening map[uint64][]*memoEntry // most recent first
-	lru       list.List               // of *memoEntry, most recent at the front
+	lru       lru.List[*memoEntry]    // most recent at the front
 
 	hits, misses atomic.Uint64
 }
@@ -78,7 +79,7 @@ type memoEntry struct {
 	// it counts once however many entries share them: its tables and its
 	// chain.
 	size  int64
-	elem  *list.Element
+	elem  lru.Node // in Memo.lru; 0 once dropped
 	chain atomic.Pointer[Chain]
 }
 
@@ -149,7 +150,7 @@ func (p *Prior) Remember(c *Chain) {
 	n := int64(8*len(c.Ends) + 8*len(c.Blocks))
 	m := p.memo
 	m.mu.Lock()
-	if p.self.elem != nil {
+	if p.self.elem != 0 {
 		p.self.size += n
 		m.size += n
 	}
@@ -402,7 +403,7 @@ func (m *Memo) publish(e *memoEntry, t *memoTrack) {
 		sp.text.holders++
 	}
 	for m.size > m.max && m.lru.Len() > 1 {
-		old := m.lru.Back().Value.(*memoEntry)
+		old := *m.lru.Value(m.lru.Back())
 		m.drop(old)
 		list := m.byOpening[old.opening]
 		for i, c := range list {
@@ -424,9 +425,9 @@ func (e *memoEntry) probe() bool { return e.msgs == nil }
 
 // drop removes e from the LRU; the caller fixes byOpening.
 func (m *Memo) drop(e *memoEntry) {
-	if e.elem != nil {
+	if e.elem != 0 {
 		m.lru.Remove(e.elem)
-		e.elem = nil
+		e.elem = 0
 		m.size -= e.size
 		for _, sp := range e.texts {
 			if sp.text.holders--; sp.text.holders == 0 {

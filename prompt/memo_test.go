@@ -186,8 +186,8 @@ func TestMemoCountsSharedTextOnce(t *testing.T) {
 	}
 	checkHeldOnce(t, m, all)
 	// A long session's turns keep a bounded number of arenas each.
-	for e := m.lru.Front(); e != nil; e = e.Next() {
-		if n := len(e.Value.(*memoEntry).texts); n > maxTextSpans {
+	for e := m.lru.Front(); e != 0; e = m.lru.Next(e) {
+		if n := len((*m.lru.Value(e)).texts); n > maxTextSpans {
 			t.Errorf("an entry spread over %d arenas", n)
 		}
 	}
@@ -239,7 +239,7 @@ func TestMemoDropsReplacedEntries(t *testing.T) {
 	memoParse(t, m, bodies[0]) // the probe
 	memoParse(t, m, bodies[1])
 	m.mu.Lock()
-	first := weak.Make(m.lru.Front().Value.(*memoEntry))
+	first := weak.Make(*m.lru.Value(m.lru.Front()))
 	m.mu.Unlock()
 	memoParse(t, m, bodies[2])
 	memoParse(t, m, bodies[3])
