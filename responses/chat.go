@@ -289,12 +289,19 @@ func compacted(items []Item) []Item {
 	out := make([]Item, 0, len(items))
 	for i := range items {
 		it := &items[i]
-		if i < last && (it.Type != ItemMessage || it.Role == "assistant") {
+		if i < last && !outlivesCompaction(it.Type, it.Role) {
 			continue
 		}
 		out = append(out, *it)
 	}
 	return out
+}
+
+// outlivesCompaction reports whether an item of type typ and role role
+// stays in a context before its last compaction item: a user, system or
+// developer message does.
+func outlivesCompaction(typ, role string) bool {
+	return typ == ItemMessage && role != "assistant"
 }
 
 // responseFormat maps text.format to chat's response_format; nil for text.

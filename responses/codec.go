@@ -119,6 +119,20 @@ func (d *itemDecoder) parts() []ContentPart {
 	return parts
 }
 
+// storedCompaction reports whether b, written by encodeItem, is a
+// compaction item, reading its type alone: a pass that looks for one
+// decodes nothing. A malformed item is not one; decoding it fails.
+func storedCompaction(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	n, k := binary.Uvarint(b[1:])
+	if k <= 0 || uint64(len(b)-1-k) < n {
+		return false
+	}
+	return string(b[1+k:1+k+int(n)]) == ItemCompaction
+}
+
 // decodeStoredItem reads an item written by encodeItem.
 func decodeStoredItem(b []byte) (Item, error) {
 	if len(b) == 0 || b[0] < itemCodecV1 || b[0] > itemCodecV4 {

@@ -71,6 +71,12 @@
 // has passed. Item ids may be the client's own, so locators are per
 // tenant: reusing an id moves only the tenant's own locator.
 //
+// A response's input items (GET /v1/responses/{id}/input_items) are what
+// its model saw: its manifest up to the end of its own input, read as one
+// list and compacted as the turn was (testdata/input_items). A page is
+// range scans from its cursor, which a locator places in the manifest;
+// a compaction item, which no key marks, is looked for by type alone.
+//
 // # Concurrency model
 //
 // The store takes no global lock: every write is one batch, applied

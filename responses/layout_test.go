@@ -21,6 +21,17 @@ import (
 // removed (-), and what a read returns. It runs on both state stores, so
 // both keep the same keys.
 func TestLayout(t *testing.T) {
+	onEachStateStore(t, func(t *testing.T, db *state.DB) {
+		l := &layout{epoch: time.Unix(1_700_000_000, 0), ns: db.Namespace("rs/")}
+		l.now = l.epoch
+		l.st = NewStore(l.ns, StoreOptions{TTL: time.Hour, Now: func() time.Time { return l.now }})
+		datadriven.RunTest(t, "testdata/layout", l.run)
+	})
+}
+
+// onEachStateStore runs fn on a fresh state store of each kind, in
+// memory and Pebble, so that both are held to one specification.
+func onEachStateStore(t *testing.T, fn func(t *testing.T, db *state.DB)) {
 	for _, impl := range []struct {
 		name string
 		open func(t *testing.T) *state.DB
@@ -31,12 +42,19 @@ func TestLayout(t *testing.T) {
 		t.Run(impl.name, func(t *testing.T) {
 			db := impl.open(t)
 			defer db.Close()
-			l := &layout{epoch: time.Unix(1_700_000_000, 0), ns: db.Namespace("rs/")}
-			l.now = l.epoch
-			l.st = NewStore(l.ns, StoreOptions{TTL: time.Hour, Now: func() time.Time { return l.now }})
-			datadriven.RunTest(t, "testdata/layout", l.run)
+			fn(t, db)
 		})
 	}
+}
+
+// cmdArg is the first value of d's argument name, "" without one.
+func cmdArg(d *datadriven.TestData, name string) string {
+	for _, a := range d.CmdArgs {
+		if a.Key == name && len(a.Vals) > 0 {
+			return a.Vals[0]
+		}
+	}
+	return ""
 }
 
 type layout struct {
@@ -48,14 +66,7 @@ type layout struct {
 
 func (l *layout) run(t *testing.T, d *datadriven.TestData) string {
 	ctx := context.Background()
-	arg := func(name string) string {
-		for _, a := range d.CmdArgs {
-			if a.Key == name && len(a.Vals) > 0 {
-				return a.Vals[0]
-			}
-		}
-		return ""
-	}
+	arg := func(name string) string { return cmdArg(d, name) }
 	var out strings.Builder
 	before := l.snapshot(t)
 	var err error

@@ -3,6 +3,7 @@ package responses
 import (
 	"context"
 	"errors"
+	"slices"
 )
 
 // getRecord reads a response record, not found in the OpenAI shape.
@@ -77,7 +78,11 @@ func (s *Service) Cancel(ctx context.Context, tenant, id string) (*Response, err
 	return s.Get(ctx, tenant, id)
 }
 
-// InputItems pages through a response's own input items.
+// InputItems pages through the input items of response id: what its
+// model saw before it answered. A response created with
+// previous_response_id saw its whole chain, every earlier turn's input
+// and output, then its own input, compacted as load rebuilt it; one in a
+// conversation lists its own turn's input.
 func (s *Service) InputItems(ctx context.Context, tenant, id string, opts ListOptions) (*ItemList, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -87,14 +92,64 @@ func (s *Service) InputItems(ctx context.Context, tenant, id string, opts ListOp
 		return nil, err
 	}
 	if rec.Job != nil || rec.Input != nil {
-		return pageSlice(rec.Input, opts)
+		items, err := s.pendingInput(ctx, rec)
+		if err != nil {
+			return nil, err
+		}
+		return pageSlice(items, opts)
 	}
-	seg := Segment{Chain: rec.Own.Chain, From: rec.Own.From, To: rec.Own.From + uint32(rec.Inputs)}
-	items, more, err := s.store.ListItems(ctx, tenant, seg, opts)
+	var items []Item
+	var more bool
+	if rec.Conversation != "" {
+		items, more, err = s.store.ListItems(ctx, tenant, ownInput(rec), opts)
+	} else {
+		items, more, err = s.store.ListContext(ctx, tenant, inputContext(rec), opts)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return newItemList(items, more), nil
+}
+
+// ownInput is the segment of an ended response's own input items.
+func ownInput(rec *Record) Segment {
+	return Segment{Chain: rec.Own.Chain, From: rec.Own.From, To: rec.Own.From + uint32(rec.Inputs)}
+}
+
+// inputContext is the part of an ended response's context its model saw:
+// all of it but its own output, which ends it. A context that does not
+// end with the response's own items, as EndResponse writes it, gives its
+// own input alone.
+func inputContext(rec *Record) []Segment {
+	n := len(rec.Context)
+	if n == 0 || rec.Context[n-1].Chain != rec.Own.Chain || rec.Context[n-1].To != rec.Own.To {
+		return []Segment{ownInput(rec)}
+	}
+	segs := slices.Clone(rec.Context)
+	segs[n-1].To = ownInput(rec).To
+	return segs
+}
+
+// pendingInput is what the model of a response that has not ended sees:
+// its previous response's context (if it is still stored), then its own
+// input, compacted; in a conversation, its own input.
+func (s *Service) pendingInput(ctx context.Context, rec *Record) ([]Item, error) {
+	if rec.Conversation != "" {
+		return rec.Input, nil
+	}
+	var history []Item
+	if prev := rec.Response.PreviousResponseID; prev != nil {
+		p, err := s.store.GetResponse(ctx, rec.Tenant, *prev)
+		switch {
+		case err == nil:
+			if history, err = s.store.LoadContext(ctx, p.Context); err != nil {
+				return nil, err
+			}
+		case !errors.Is(err, ErrNotFound):
+			return nil, err
+		}
+	}
+	return compacted(append(history, rec.Input...)), nil
 }
 
 // Stream replays a background response's events after sequence number
@@ -149,7 +204,7 @@ func pageSlice(all []Item, opts ListOptions) (*ItemList, error) {
 			}
 		}
 		if start < 0 {
-			return nil, invalidf("after", "invalid_value", "Invalid 'after': no item with id '%s' in this list.", opts.After)
+			return nil, unknownAfter(opts.After)
 		}
 	}
 	page := ordered[start:]
@@ -158,6 +213,11 @@ func pageSlice(all []Item, opts ListOptions) (*ItemList, error) {
 		page = page[:opts.Limit]
 	}
 	return newItemList(page, more), nil
+}
+
+// unknownAfter refuses a cursor that names no item of the list.
+func unknownAfter(id string) error {
+	return invalidf("after", "invalid_value", "Invalid 'after': no item with id '%s' in this list.", id)
 }
 
 func newItemList(items []Item, more bool) *ItemList {

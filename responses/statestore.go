@@ -415,48 +415,220 @@ func (s *StateStore) LoadContext(ctx context.Context, segs []Segment) ([]Item, e
 	return items, nil
 }
 
-// errPageFull stops a scan that has filled its page.
-var errPageFull = errors.New("responses: page full")
+// errStopScan stops a scan that has what it came for.
+var errStopScan = errors.New("responses: scan stopped")
 
 // ListItems implements Store.
 func (s *StateStore) ListItems(ctx context.Context, tenant string, seg Segment, opts ListOptions) ([]Item, bool, error) {
-	lo, hi := seg.From, seg.To
-	if opts.After != "" {
-		var loc locator
-		if err := s.getJSON(ctx, locKey(tenant, opts.After), &loc); unavailable(err) {
+	return s.list(ctx, tenant, []Segment{seg}, opts, false)
+}
+
+// ListContext implements Store.
+func (s *StateStore) ListContext(ctx context.Context, tenant string, segs []Segment, opts ListOptions) ([]Item, bool, error) {
+	return s.list(ctx, tenant, segs, opts, true)
+}
+
+// place is where an item lies in a list of segments: in segment seg, at
+// seq of its chain.
+type place struct {
+	seg int
+	seq uint32
+}
+
+func (p place) before(q place) bool {
+	return p.seg < q.seg || p.seg == q.seg && p.seq < q.seq
+}
+
+// list pages through the items of segs read as one list; compact reads
+// it as a model saw it: before the last compaction item, only the items
+// that outlive one (compacted, chat.go).
+//
+// A page reads what lies between its cursor (or the end of the list it
+// starts from) and its last item, and on to the next item kept, for
+// has_more. Which items a compaction item drops is known only from where
+// the last one lies, and the layout keeps no index of them: a page in asc
+// order, or one after a cursor, first looks for it from the cursor (or
+// the start) on, back from the end and by type alone; a first page in
+// desc order meets it on its way.
+func (s *StateStore) list(ctx context.Context, tenant string, segs []Segment, opts ListOptions, compact bool) ([]Item, bool, error) {
+	desc := opts.Order != "asc"
+	lo, hi := place{}, place{seg: len(segs)}
+	var cmp compaction
+	var err error
+	switch {
+	case opts.After != "":
+		var at place
+		if at, cmp, err = s.cursor(ctx, tenant, segs, opts.After, compact); err != nil {
 			return nil, false, err
-		} else if err != nil || loc.Tenant != tenant || loc.Chain != seg.Chain || loc.Seq < seg.From || loc.Seq >= seg.To {
-			return nil, false, invalidf("after", "invalid_value", "Invalid 'after': no item with id '%s' in this list.", opts.After)
 		}
-		if opts.Order == "asc" {
-			lo = loc.Seq + 1
+		if desc {
+			hi = at
 		} else {
-			hi = loc.Seq
+			lo = place{at.seg, at.seq + 1}
+		}
+	case compact && !desc:
+		if cmp, err = s.lastCompaction(ctx, segs, lo); err != nil {
+			return nil, false, err
 		}
 	}
-	if lo >= hi {
-		return []Item{}, false, nil
-	}
-	items := make([]Item, 0, min(opts.Limit, int(hi-lo)))
-	r := state.Range{Start: itemKey(seg.Chain, lo), End: itemKey(seg.Chain, hi), Reverse: opts.Order != "asc"}
-	err := s.scan(ctx, r, func(k, v []byte) error {
-		if len(items) == opts.Limit {
-			return errPageFull
+	items := make([]Item, 0, min(opts.Limit, span(segs, lo, hi)))
+	more := false
+	err = s.scanPlaces(ctx, segs, lo, hi, desc, func(p place, k, v []byte) error {
+		if compact && !cmp.found && storedCompaction(v) {
+			// Met going back from the end: the last one.
+			cmp = compaction{at: p, found: true}
 		}
 		item, err := decodeStoredItem(v)
 		if err != nil {
 			return fmt.Errorf("responses: item %q: %w", k, err)
 		}
+		if cmp.drops(p, &item) {
+			return nil
+		}
+		if len(items) == opts.Limit {
+			more = true
+			return errStopScan
+		}
 		items = append(items, item)
 		return nil
 	})
-	if err == errPageFull {
-		return items, true, nil
-	}
-	if err != nil {
+	if err != nil && err != errStopScan {
 		return nil, false, err
 	}
-	return items, false, nil
+	return items, more, nil
+}
+
+// compaction is where the last compaction item of a list lies, once
+// found.
+type compaction struct {
+	at    place
+	found bool
+}
+
+// drops reports whether the compaction item stands for it, at p.
+func (c compaction) drops(p place, it *Item) bool {
+	return c.found && p.before(c.at) && !outlivesCompaction(it.Type, it.Role)
+}
+
+// cursor places tenant's item id, a paging cursor, in segs. With compact
+// it also finds the last compaction item from the cursor on (any before
+// it drops nothing the page holds), and refuses a cursor that the
+// compaction item drops: that is no item of the list.
+func (s *StateStore) cursor(ctx context.Context, tenant string, segs []Segment, id string, compact bool) (place, compaction, error) {
+	at, err := s.locate(ctx, tenant, segs, id)
+	if err != nil || !compact {
+		return at, compaction{}, err
+	}
+	cmp, err := s.lastCompaction(ctx, segs, at)
+	if err != nil || !cmp.found || !at.before(cmp.at) {
+		return at, cmp, err
+	}
+	it, err := s.itemAt(ctx, segs, at)
+	if err != nil {
+		return place{}, compaction{}, err
+	}
+	if cmp.drops(at, &it) {
+		return place{}, compaction{}, unknownAfter(id)
+	}
+	return at, cmp, nil
+}
+
+// locate finds tenant's item id in segs.
+func (s *StateStore) locate(ctx context.Context, tenant string, segs []Segment, id string) (place, error) {
+	var loc locator
+	err := s.getJSON(ctx, locKey(tenant, id), &loc)
+	if unavailable(err) {
+		return place{}, err
+	}
+	if err == nil && loc.Tenant == tenant {
+		for i, sg := range segs {
+			if sg.Chain == loc.Chain && sg.From <= loc.Seq && loc.Seq < sg.To {
+				return place{i, loc.Seq}, nil
+			}
+		}
+	}
+	return place{}, unknownAfter(id)
+}
+
+// lastCompaction finds the last compaction item of segs at or after
+// from, going back from the end and reading types alone.
+func (s *StateStore) lastCompaction(ctx context.Context, segs []Segment, from place) (compaction, error) {
+	var cmp compaction
+	err := s.scanPlaces(ctx, segs, from, place{seg: len(segs)}, true, func(p place, _, v []byte) error {
+		if !storedCompaction(v) {
+			return nil
+		}
+		cmp = compaction{at: p, found: true}
+		return errStopScan
+	})
+	if err != nil && err != errStopScan {
+		return compaction{}, err
+	}
+	return cmp, nil
+}
+
+// itemAt reads the item at p of segs.
+func (s *StateStore) itemAt(ctx context.Context, segs []Segment, p place) (Item, error) {
+	k := itemKey(segs[p.seg].Chain, p.seq)
+	v, err := s.ns.Get(ctx, k)
+	if err != nil {
+		return Item{}, classify(err)
+	}
+	item, err := decodeStoredItem(v)
+	if err != nil {
+		return Item{}, fmt.Errorf("responses: item %q: %w", k, err)
+	}
+	return item, nil
+}
+
+// clip is the part of segs[i] between lo and hi, as seqs [from, to).
+func clip(segs []Segment, i int, lo, hi place) (from, to uint32) {
+	from, to = segs[i].From, segs[i].To
+	if i < lo.seg || i > hi.seg {
+		return 0, 0
+	}
+	if i == lo.seg {
+		from = max(from, lo.seq)
+	}
+	if i == hi.seg {
+		to = min(to, hi.seq)
+	}
+	return from, max(from, to)
+}
+
+// span counts the places of segs between lo and hi.
+func span(segs []Segment, lo, hi place) int {
+	n := 0
+	for i := range segs {
+		from, to := clip(segs, i, lo, hi)
+		n += int(to - from)
+	}
+	return n
+}
+
+// scanPlaces calls fn with each stored item of segs between lo and hi,
+// in order, or back from hi when reverse: one range scan per segment it
+// reaches. fn's errStopScan ends it.
+func (s *StateStore) scanPlaces(ctx context.Context, segs []Segment, lo, hi place, reverse bool, fn func(p place, k, v []byte) error) error {
+	for n := range segs {
+		i := n
+		if reverse {
+			i = len(segs) - 1 - n
+		}
+		from, to := clip(segs, i, lo, hi)
+		if from == to {
+			continue
+		}
+		chain := segs[i].Chain
+		r := state.Range{Start: itemKey(chain, from), End: itemKey(chain, to), Reverse: reverse}
+		err := s.scan(ctx, r, func(k, v []byte) error {
+			return fn(place{i, binary.BigEndian.Uint32(k[len(k)-4:])}, k, v)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // GetItem implements Store.

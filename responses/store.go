@@ -39,6 +39,11 @@ type Store interface {
 	// ListItems pages through the items of one segment; opts.After names
 	// an item of tenant's in it.
 	ListItems(ctx context.Context, tenant string, seg Segment, opts ListOptions) ([]Item, bool, error)
+	// ListContext pages through the items of segs read as one list, as a
+	// model saw them: before the last compaction item, only the messages
+	// that outlive one (compacted); opts.After names an item of tenant's
+	// in it.
+	ListContext(ctx context.Context, tenant string, segs []Segment, opts ListOptions) ([]Item, bool, error)
 	// GetItem reads an item by id, wherever it is stored.
 	GetItem(ctx context.Context, tenant, id string) (Item, Segment, error)
 
