@@ -6,7 +6,7 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/turnpike-gateway/turnpike/prompt"
+	"github.com/turnpike-gateway/turnpike/internal/jsonscan"
 )
 
 // parseUsage reads the top-level "usage" object of an engine's answer or
@@ -16,7 +16,7 @@ import (
 //
 // and reports whether there was one. Every answer and every chunk of a
 // stream passes through it, so the common shapes are read without
-// allocating, by the request parser's decoder (prompt.Members), which
+// allocating, by the request parser's scanner (jsonscan.Members), which
 // checks the document whole as encoding/json does. Anything it does not
 // read exactly as encoding/json would (a key that only matches
 // case-insensitively, a repeated member, a number that is not a plain
@@ -44,7 +44,7 @@ var errUnusual = errors.New("dispatch: usage of an unusual shape")
 // scanUsage reads data's usage member, if it has one.
 func scanUsage(data []byte) (u Usage, found bool, err error) {
 	var raw []byte
-	err = prompt.Members(data, func(key, value []byte) error {
+	err = jsonscan.Members(data, func(key, value []byte) error {
 		switch {
 		case string(key) == "usage":
 			if raw != nil {
@@ -59,7 +59,7 @@ func scanUsage(data []byte) (u Usage, found bool, err error) {
 	if err != nil || raw == nil || string(raw) == "null" {
 		return u, false, err // a null pointer: no usage
 	}
-	err = prompt.Members(raw, func(key, value []byte) error {
+	err = jsonscan.Members(raw, func(key, value []byte) error {
 		switch string(key) {
 		case "prompt_tokens":
 			return plainInt(value, &u.PromptTokens)
@@ -94,7 +94,7 @@ func details(value []byte, name string, n *int) error {
 		return nil
 	}
 	seen := false
-	err := prompt.Members(value, func(key, v []byte) error {
+	err := jsonscan.Members(value, func(key, v []byte) error {
 		switch {
 		case string(key) == name:
 			if seen {

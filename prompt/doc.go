@@ -15,10 +15,10 @@
 // use the count. Approx is the default tokenizer: exact against the
 // simulator, an estimate against real engines.
 //
-// ParseChat and ParseCompletion read a client's body in one pass with a
-// decoder of their own (decode.go) that accepts, refuses and decodes what
-// encoding/json would, with the same Param and Code, except that keys
-// match exactly; a reference parser built on encoding/json lives in the
+// ParseChat and ParseCompletion read a client's body in one pass, walking
+// it with the JSON scanner of internal/jsonscan, and accept, refuse and
+// decode what encoding/json would, with the same Param and Code, except
+// that keys match exactly; a reference parser built on encoding/json lives in the
 // tests, and the fuzz targets hold the two to each other.
 //
 // A Memo remembers recent chat bodies: an agent resends its whole history

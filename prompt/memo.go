@@ -8,6 +8,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/turnpike-gateway/turnpike/internal/jsonscan"
 	"github.com/turnpike-gateway/turnpike/internal/lru"
 )
 
@@ -168,9 +169,9 @@ func (m *Memo) ParseChat(body []byte) (*Request, error) {
 	if m == nil || len(body) < m.min {
 		return ParseChat(body)
 	}
-	p := parser{decoder: decoder{data: body, skims: true}, chat: true, r: new(Request), contentErr: -1, memo: m}
+	p := parser{Decoder: jsonscan.Decoder{Data: body, Skims: true}, chat: true, r: new(Request), contentErr: -1, memo: m}
 	if err := p.body(); err != nil {
-		return nil, err
+		return nil, jsonError(err)
 	}
 	if err := p.check(); err != nil {
 		return nil, err
@@ -216,7 +217,7 @@ const openingBytes = 512
 // them. It returns how many it took.
 func (p *parser) memoResume() int {
 	t := p.track
-	array := p.data[t.base:]
+	array := p.Data[t.base:]
 	t.opening = xxhash.Sum64(array[:min(len(array), openingBytes)])
 	from, k, digest, seen := p.memo.lookup(t.opening, array)
 	t.seen = seen
@@ -235,18 +236,18 @@ func (p *parser) memoResume() int {
 	p.msgs = append(p.msgs, from.msgs[:k]...)
 	t.ends = append(make([]int, 0, n), from.ends[:k]...)
 	t.sums = append(make([]uint64, 0, n), from.sums[:k]...)
-	p.off = t.base + from.ends[k-1]
-	t.hashed = p.off
+	p.Off = t.base + from.ends[k-1]
+	t.hashed = p.Off
 	return k
 }
 
 // memoStep is called by the messages loop after each message it parsed,
-// which ends at p.off: it hashes the array up to there.
+// which ends at p.Off: it hashes the array up to there.
 func (p *parser) memoStep() {
 	t := p.track
-	t.digest.Write(p.data[t.hashed:p.off])
-	t.hashed = p.off
-	t.ends = append(t.ends, p.off-t.base)
+	t.digest.Write(p.Data[t.hashed:p.Off])
+	t.hashed = p.Off
+	t.ends = append(t.ends, p.Off-t.base)
 	t.sums = append(t.sums, t.digest.Sum64())
 }
 

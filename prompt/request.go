@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"unsafe"
+
+	"github.com/turnpike-gateway/turnpike/internal/jsonscan"
 )
 
 // Request is what the turn path reads of a client's chat or text
@@ -65,6 +67,15 @@ func fieldError(param, code, format string, args ...any) *FieldError {
 	return &FieldError{Param: param, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
+// jsonError is err, from reading a body, with a syntax error told in the
+// client's terms.
+func jsonError(err error) error {
+	if se, ok := err.(*jsonscan.SyntaxError); ok {
+		return fieldError("", "invalid_json", "We could not parse the JSON body of your request: %s.", se.Reason())
+	}
+	return err
+}
+
 // ParseChat reads a /v1/chat/completions body in one pass. It refuses a
 // body that is not a JSON object, lacks model or messages, or gives a
 // field of the wrong type, with a *FieldError. The Request aliases body.
@@ -83,7 +94,7 @@ func ParseCompletion(body []byte) (*Request, error) { return parse(body, false) 
 // is the one reported; the first type error at each level is kept and
 // reported, in order, by check.
 type parser struct {
-	decoder
+	jsonscan.Decoder
 	chat bool
 	r    *Request
 	ints *[2]int // where MaxTokens and MaxCompletionTokens point
@@ -109,9 +120,9 @@ type parser struct {
 }
 
 func parse(body []byte, chat bool) (*Request, error) {
-	p := parser{decoder: decoder{data: body}, chat: chat, r: new(Request), contentErr: -1}
+	p := parser{Decoder: jsonscan.Decoder{Data: body}, chat: chat, r: new(Request), contentErr: -1}
 	if err := p.body(); err != nil {
-		return nil, err
+		return nil, jsonError(err)
 	}
 	if err := p.check(); err != nil {
 		return nil, err
@@ -120,8 +131,8 @@ func parse(body []byte, chat bool) (*Request, error) {
 }
 
 func (p *parser) body() error {
-	p.ws()
-	switch p.peek() {
+	p.SkipSpace()
+	switch p.Peek() {
 	case '{':
 		if err := p.object(); err != nil {
 			return err
@@ -129,23 +140,23 @@ func (p *parser) body() error {
 	case 'n':
 		// encoding/json reads null into a struct as nothing at all: the
 		// request then lacks its model.
-		if err := p.literal("null"); err != nil {
+		if err := p.Literal("null"); err != nil {
 			return err
 		}
 	default:
 		p.mismatch(&p.typeErr, "", "an object")
-		if err := p.skip(); err != nil {
+		if err := p.Skip(); err != nil {
 			return err
 		}
 	}
-	return p.end()
+	return p.End()
 }
 
 // object reads the body's members. Of duplicates the last wins, and null
 // stands for absent, as when encoding/json reads into pointers.
 func (p *parser) object() error {
 	r := p.r
-	return p.members(func(k []byte) error {
+	return p.Members(func(k []byte) error {
 		switch string(k) {
 		case "model":
 			return p.optString(&r.Model, "model")
@@ -174,7 +185,7 @@ func (p *parser) object() error {
 				return p.prompt()
 			}
 		}
-		return p.skip()
+		return p.Skip()
 	})
 }
 
@@ -225,7 +236,7 @@ func (p *parser) check() error {
 // at off is not of the type want names; the caller skips the value.
 func (p *parser) mismatch(first **FieldError, param, want string) {
 	if *first == nil {
-		*first = typeError(param, want, kindAt(p.peek()))
+		*first = typeError(param, want, kindAt(p.Peek()))
 	}
 }
 
@@ -265,50 +276,50 @@ func (p *parser) plainString(dst *string, param string) error {
 // stringField reads a string into dst, recording a value of another type
 // in *first.
 func (p *parser) stringField(dst *string, nullClears bool, first **FieldError, param string) error {
-	switch p.peek() {
+	switch p.Peek() {
 	case '"':
-		s, err := p.str()
+		s, err := p.Str()
 		*dst = s
 		return err
 	case 'n':
 		if nullClears {
 			*dst = ""
 		}
-		return p.literal("null")
+		return p.Literal("null")
 	}
 	p.mismatch(first, param, "a string")
-	return p.skip()
+	return p.Skip()
 }
 
 // optBool reads a boolean that null clears.
 func (p *parser) optBool(dst *bool, param string) error {
-	switch p.peek() {
+	switch p.Peek() {
 	case 't':
 		*dst = true
-		return p.literal("true")
+		return p.Literal("true")
 	case 'f':
 		*dst = false
-		return p.literal("false")
+		return p.Literal("false")
 	case 'n':
 		*dst = false
-		return p.literal("null")
+		return p.Literal("null")
 	}
 	p.mismatch(&p.typeErr, param, "a boolean")
-	return p.skip()
+	return p.Skip()
 }
 
 // optInt reads an int that null clears into p.ints[slot]. encoding/json
 // refuses a fraction, an exponent or an overflow, as a type error.
 func (p *parser) optInt(dst **int, slot int, param string) error {
-	switch c := p.peek(); {
+	switch c := p.Peek(); {
 	case c == 'n':
 		*dst = nil
-		return p.literal("null")
+		return p.Literal("null")
 	case c != '-' && !isDigit(c):
 		p.mismatch(&p.typeErr, param, "an integer")
-		return p.skip()
+		return p.Skip()
 	}
-	num, integer, err := p.number()
+	num, integer, err := p.Number()
 	if err != nil {
 		return err
 	}
@@ -336,35 +347,35 @@ func (p *parser) optInt(dst **int, slot int, param string) error {
 // has already set.
 func (p *parser) streamOptions() error {
 	r := p.r
-	switch p.peek() {
+	switch p.Peek() {
 	case 'n':
 		r.HasStreamOptions, r.IncludeUsage = false, false
-		return p.literal("null")
+		return p.Literal("null")
 	case '{':
 	default:
 		p.mismatch(&p.typeErr, "stream_options", "an object")
-		return p.skip()
+		return p.Skip()
 	}
 	r.HasStreamOptions = true
-	return p.members(func(k []byte) error {
+	return p.Members(func(k []byte) error {
 		if string(k) == "include_usage" {
 			return p.optBool(&r.IncludeUsage, "stream_options.include_usage")
 		}
-		return p.skip()
+		return p.Skip()
 	})
 }
 
 // tools keeps the tools value as it is in the body.
 func (p *parser) tools() error {
-	if p.peek() == 'n' {
+	if p.Peek() == 'n' {
 		p.r.Prompt.Tools = nil
-		return p.literal("null")
+		return p.Literal("null")
 	}
-	start := p.off
-	if err := p.skip(); err != nil {
+	start := p.Off
+	if err := p.Skip(); err != nil {
 		return err
 	}
-	p.r.Prompt.Tools = p.data[start:p.off:p.off]
+	p.r.Prompt.Tools = p.Data[start:p.Off:p.Off]
 	return nil
 }
 
@@ -372,44 +383,44 @@ func (p *parser) tools() error {
 // member said.
 func (p *parser) messages() error {
 	p.hasMessages, p.msgs, p.calls, p.msgErr, p.contentErr = false, p.msgs[:0], p.calls[:0], nil, -1
-	switch p.peek() {
+	switch p.Peek() {
 	case 'n':
-		return p.literal("null")
+		return p.Literal("null")
 	case '[':
 	default:
 		p.hasMessages = true
 		p.messagesMismatch()
-		return p.skip()
+		return p.Skip()
 	}
 	p.hasMessages = true
 	if p.memo != nil {
 		p.messagesSeen++
-		p.track = newMemoTrack(p.off)
+		p.track = newMemoTrack(p.Off)
 	}
-	more, err := p.enterArray()
+	more, err := p.EnterArray()
 	i := 0
 	if more && err == nil && p.track != nil {
 		// An earlier turn's messages come sized for the rest (memoResume).
 		if i = p.memoResume(); i > 0 {
-			more, err = p.nextElement()
+			more, err = p.NextElement()
 		}
 	}
 	if cap(p.msgs) == 0 {
-		p.msgs = make([]Message, 0, messagesGuess(len(p.data)-p.off))
+		p.msgs = make([]Message, 0, messagesGuess(len(p.Data)-p.Off))
 	}
 	if t := p.track; t != nil && t.ends == nil {
 		t.ends, t.sums = make([]int, 0, cap(p.msgs)), make([]uint64, 0, cap(p.msgs))
 	}
 	for ; more && err == nil; i++ {
 		p.msgs = append(p.msgs, Message{})
-		switch p.peek() {
+		switch p.Peek() {
 		case '{':
 			err = p.message(&p.msgs[i], i)
 		case 'n':
-			err = p.literal("null")
+			err = p.Literal("null")
 		default:
 			p.messagesMismatch()
-			err = p.skip()
+			err = p.Skip()
 		}
 		if err != nil {
 			break
@@ -417,7 +428,7 @@ func (p *parser) messages() error {
 		if p.track != nil {
 			p.memoStep()
 		}
-		more, err = p.nextElement()
+		more, err = p.NextElement()
 	}
 	return err
 }
@@ -439,7 +450,7 @@ func (p *parser) messagesMismatch() {
 func (p *parser) message(m *Message, i int) error {
 	base := len(p.calls) // this message's tool calls start here
 	calls, contentBad := 0, false
-	err := p.members(func(k []byte) error {
+	err := p.Members(func(k []byte) error {
 		var err error
 		switch string(k) {
 		case "role":
@@ -449,7 +460,7 @@ func (p *parser) message(m *Message, i int) error {
 		case "tool_calls":
 			calls, err = p.toolCalls(base)
 		default:
-			err = p.skip()
+			err = p.Skip()
 		}
 		return err
 	})
@@ -465,21 +476,21 @@ func (p *parser) message(m *Message, i int) error {
 // content reads a message's content, a string or an array of parts whose
 // texts it joins; bad reports a value of another type.
 func (p *parser) content(dst *string) (bad bool, err error) {
-	switch p.peek() {
+	switch p.Peek() {
 	case '"':
-		*dst, err = p.str()
+		*dst, err = p.Str()
 		return false, err
 	case 'n':
 		*dst = ""
-		return false, p.literal("null")
+		return false, p.Literal("null")
 	case '[':
 	default:
-		return true, p.skip()
+		return true, p.Skip()
 	}
 	var texts [8]string
 	parts := texts[:0]
-	err = p.elements(func(int) error {
-		switch p.peek() {
+	err = p.Elements(func(int) error {
+		switch p.Peek() {
 		case '{':
 			text, ok, err := p.part()
 			bad = bad || !ok
@@ -488,12 +499,12 @@ func (p *parser) content(dst *string) (bad bool, err error) {
 			}
 			return err
 		case 'n':
-			return p.literal("null")
+			return p.Literal("null")
 		}
 		bad = true
-		return p.skip()
+		return p.Skip()
 	})
-	*dst = p.join(parts)
+	*dst = p.Join(parts)
 	return bad, err
 }
 
@@ -501,19 +512,19 @@ func (p *parser) content(dst *string) (bad bool, err error) {
 // string.
 func (p *parser) part() (text string, ok bool, err error) {
 	ok = true
-	err = p.members(func(k []byte) error {
-		switch c := p.peek(); {
+	err = p.Members(func(k []byte) error {
+		switch c := p.Peek(); {
 		case string(k) != "text":
 		case c == '"':
 			var err error
-			text, err = p.str()
+			text, err = p.Str()
 			return err
 		case c == 'n':
-			return p.literal("null")
+			return p.Literal("null")
 		default:
 			ok = false
 		}
-		return p.skip()
+		return p.Skip()
 	})
 	return text, ok, err
 }
@@ -524,33 +535,33 @@ func (p *parser) part() (text string, ok bool, err error) {
 // calls up to the longest list read since it last emptied are kept and
 // updated, not zeroed.
 func (p *parser) toolCalls(base int) (int, error) {
-	switch p.peek() {
+	switch p.Peek() {
 	case 'n':
 		p.calls = p.calls[:base]
-		return 0, p.literal("null")
+		return 0, p.Literal("null")
 	case '[':
 	default:
 		p.mismatch(&p.msgErr, "messages.tool_calls", "an array")
-		return 0, p.skip()
+		return 0, p.Skip()
 	}
 	n := 0
-	err := p.elements(func(j int) error {
+	err := p.Elements(func(j int) error {
 		n = j + 1
 		if base+j == len(p.calls) {
 			if p.calls == nil {
 				// As for messages, a guess from the rest of the body.
-				p.calls = make([]ToolCall, 0, 4+(len(p.data)-p.off)/512)
+				p.calls = make([]ToolCall, 0, 4+(len(p.Data)-p.Off)/512)
 			}
 			p.calls = append(p.calls, ToolCall{})
 		}
-		switch p.peek() {
+		switch p.Peek() {
 		case '{':
 			return p.toolCall(&p.calls[base+j])
 		case 'n':
-			return p.literal("null")
+			return p.Literal("null")
 		}
 		p.mismatch(&p.msgErr, "messages.tool_calls", "an object")
-		return p.skip()
+		return p.Skip()
 	})
 	if n == 0 {
 		p.calls = p.calls[:base]
@@ -561,25 +572,25 @@ func (p *parser) toolCalls(base int) (int, error) {
 // toolCall reads a tool call into tc; a second function member updates
 // the first.
 func (p *parser) toolCall(tc *ToolCall) error {
-	return p.members(func(k []byte) error {
-		switch c := p.peek(); {
+	return p.Members(func(k []byte) error {
+		switch c := p.Peek(); {
 		case string(k) != "function":
 		case c == '{':
-			return p.members(func(k []byte) error {
+			return p.Members(func(k []byte) error {
 				switch string(k) {
 				case "name":
 					return p.plainString(&tc.Name, "messages.tool_calls.function.name")
 				case "arguments":
 					return p.plainString(&tc.Arguments, "messages.tool_calls.function.arguments")
 				}
-				return p.skip()
+				return p.Skip()
 			})
 		case c == 'n':
-			return p.literal("null")
+			return p.Literal("null")
 		default:
 			p.mismatch(&p.msgErr, "messages.tool_calls.function", "an object")
 		}
-		return p.skip()
+		return p.Skip()
 	})
 }
 
@@ -589,28 +600,28 @@ func (p *parser) toolCall(tc *ToolCall) error {
 func (p *parser) prompt() error {
 	r := p.r
 	p.hasPrompt, p.promptBad, r.Prompt.Text, r.TokenIDs = false, false, "", nil
-	switch p.peek() {
+	switch p.Peek() {
 	case 'n':
-		return p.literal("null")
+		return p.Literal("null")
 	case '"':
 		p.hasPrompt = true
 		var err error
-		r.Prompt.Text, err = p.str()
+		r.Prompt.Text, err = p.Str()
 		return err
 	case '[':
 	default:
 		p.hasPrompt, p.promptBad = true, true
-		return p.skip()
+		return p.Skip()
 	}
 	p.hasPrompt = true
 	var texts [8]string
 	strs, ids, batches := texts[:0], []uint32(nil), []uint32(nil)
 	isStrs, isIDs, isBatches := true, true, true
-	err := p.elements(func(int) error {
-		switch c := p.peek(); {
+	err := p.Elements(func(int) error {
+		switch c := p.Peek(); {
 		case c == '"':
 			isIDs, isBatches = false, false
-			s, err := p.str()
+			s, err := p.Str()
 			if isStrs && s != "" {
 				strs = append(strs, s)
 			}
@@ -619,7 +630,7 @@ func (p *parser) prompt() error {
 			if isIDs {
 				ids = append(ids, 0)
 			}
-			return p.literal("null")
+			return p.Literal("null")
 		case c == '[':
 			isStrs, isIDs = false, false
 			var err error
@@ -636,11 +647,11 @@ func (p *parser) prompt() error {
 			return err
 		}
 		isStrs, isIDs, isBatches = false, false, false
-		return p.skip()
+		return p.Skip()
 	})
 	switch {
 	case isStrs:
-		r.Prompt.Text = p.join(strs)
+		r.Prompt.Text = p.Join(strs)
 	case isIDs:
 		r.TokenIDs = ids
 	case isBatches:
@@ -656,13 +667,13 @@ func (p *parser) prompt() error {
 
 // tokenIDs reads an array of token ids, appending them to ids while ok.
 func (p *parser) tokenIDs(ids []uint32, ok bool) ([]uint32, bool, error) {
-	err := p.elements(func(int) error {
-		switch c := p.peek(); {
+	err := p.Elements(func(int) error {
+		switch c := p.Peek(); {
 		case c == 'n':
 			if ok {
 				ids = append(ids, 0)
 			}
-			return p.literal("null")
+			return p.Literal("null")
 		case c == '-' || isDigit(c):
 			id, idOK, err := p.tokenID()
 			if !idOK {
@@ -673,17 +684,20 @@ func (p *parser) tokenIDs(ids []uint32, ok bool) ([]uint32, bool, error) {
 			return err
 		}
 		ok = false
-		return p.skip()
+		return p.Skip()
 	})
 	return ids, ok, err
 }
 
 // tokenID reads a number and reports whether it is a uint32.
 func (p *parser) tokenID() (uint32, bool, error) {
-	num, integer, err := p.number()
+	num, integer, err := p.Number()
 	if err != nil || !integer || num[0] == '-' {
 		return 0, false, err
 	}
 	n, perr := strconv.ParseUint(unsafe.String(unsafe.SliceData(num), len(num)), 10, 32)
 	return uint32(n), perr == nil, nil
 }
+
+// isDigit reports whether c is an ASCII digit: it, or '-', starts a number.
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }

@@ -6,14 +6,14 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/turnpike-gateway/turnpike/prompt"
+	"github.com/turnpike-gateway/turnpike/internal/jsonscan"
 )
 
 // readChunk reads an engine's chat.completion.chunk into c, as
 // json.Unmarshal reads it into a zero chatChunk. Every streamed token
 // passes through here, so the common shapes (text and reasoning deltas, a
-// finish reason) are read by the request parser's decoder
-// (prompt.Members, prompt.Elements, prompt.String), which checks the
+// finish reason) are read by the request parser's scanner
+// (jsonscan.Members, jsonscan.Elements, jsonscan.String), which checks the
 // document whole as encoding/json does and keeps c's slice from chunk to
 // chunk. Anything else (tool calls, an error, a key that matches only
 // case-insensitively, a repeated member, a value of another type) is left
@@ -47,7 +47,7 @@ func scanChunk(data []byte, c *chatChunk) error {
 		case i == 1:
 			return errUnusualChunk // an error: encoding/json reads it
 		}
-		return prompt.Elements(value, func(elem []byte) error {
+		return jsonscan.Elements(value, func(elem []byte) error {
 			c.Choices = append(c.Choices, chunkChoice{})
 			return scanChoice(elem, &c.Choices[len(c.Choices)-1])
 		})
@@ -91,14 +91,14 @@ func scanDelta(data []byte, d *chunkDelta) error {
 	})
 }
 
-// scanMembers reads data, one JSON object, with prompt.Members, and calls
+// scanMembers reads data, one JSON object, with jsonscan.Members, and calls
 // member with the index in keys of each member whose key is one of them;
 // it skips the others. A key met twice, or one that matches a key only
 // case-insensitively (encoding/json would read it as that key), is
 // errUnusualChunk; data that is not an object is Members' error.
 func scanMembers(data []byte, keys []string, member func(i int, value []byte) error) error {
 	var seen uint64
-	return prompt.Members(data, func(key, value []byte) error {
+	return jsonscan.Members(data, func(key, value []byte) error {
 		for i, k := range keys {
 			if string(key) != k {
 				if bytes.EqualFold(key, []byte(k)) {
@@ -125,7 +125,7 @@ func nullableString(value []byte) (*string, error) {
 	if value[0] != '"' {
 		return nil, errUnusualChunk
 	}
-	s, err := prompt.String(value)
+	s, err := jsonscan.String(value)
 	if err != nil {
 		return nil, err
 	}

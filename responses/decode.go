@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/turnpike-gateway/turnpike/apierror"
-	"github.com/turnpike-gateway/turnpike/prompt"
+	"github.com/turnpike-gateway/turnpike/internal/jsonscan"
 )
 
 // CreateRequest is a decoded, validated POST /v1/responses body.
@@ -109,6 +109,22 @@ func DecodeCreateRequest(body []byte) (*CreateRequest, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodeCreate(fields, body)
+}
+
+// DecodeCreateFields is DecodeCreateRequest of a body already split into
+// its members (a WebSocket response.create, less its own members), each
+// decoded once, here. The request keeps no raw body: it cannot run in the
+// background.
+func DecodeCreateFields(fields map[string]json.RawMessage) (*CreateRequest, error) {
+	r, err := decodeCreate(fields, nil)
+	if err == nil && r.Background {
+		return nil, invalidf("background", "unsupported_value", "Background responses are not supported here.")
+	}
+	return r, err
+}
+
+func decodeCreate(fields map[string]json.RawMessage, body []byte) (*CreateRequest, error) {
 	r := &CreateRequest{Store: true, Truncation: "disabled", raw: body}
 	// Decode in a fixed order so the same bad body always names the same param.
 	for _, k := range sortedKeys(fields) {
@@ -239,7 +255,7 @@ func decodeList[T any](raw json.RawMessage, param, want string, elem func(json.R
 		return nil, typeError(param, want, raw)
 	}
 	var elems []json.RawMessage
-	if prompt.Elements(raw, func(e []byte) error {
+	if jsonscan.Elements(raw, func(e []byte) error {
 		elems = append(elems, e)
 		return nil
 	}) != nil {
@@ -638,7 +654,7 @@ func DecodeMetadata(raw json.RawMessage) (map[string]string, error) {
 // raw. param "" is the body: one that is not JSON, or not an object, is
 // invalid_json, with encoding/json's words for what is wrong.
 //
-// prompt.Members checks the object as encoding/json does in the same pass
+// jsonscan.Members checks the object as encoding/json does in the same pass
 // that splits it, so each level of a body is read once, not once to check
 // and again to split as json.Unmarshal would. Duplicate keys keep the last
 // value, as encoding/json does; an object with a key that is not UTF-8 is
@@ -649,7 +665,7 @@ func decodeObject(raw json.RawMessage, param string) (map[string]json.RawMessage
 		return nil, typeError(param, "an object", raw)
 	}
 	f := make(map[string]json.RawMessage, 8)
-	err := prompt.Members(raw, func(k, v []byte) error {
+	err := jsonscan.Members(raw, func(k, v []byte) error {
 		if !utf8.Valid(k) {
 			return errKeyNotUTF8
 		}
@@ -741,7 +757,7 @@ func decodeString(raw json.RawMessage, param string) (string, error) {
 		}
 		return "", typeError(param, "a string", raw)
 	}
-	s, err := prompt.String(raw)
+	s, err := jsonscan.String(raw)
 	if err != nil {
 		return "", typeError(param, "a string", raw)
 	}

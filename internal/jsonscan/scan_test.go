@@ -1,4 +1,4 @@
-package prompt
+package jsonscan
 
 import (
 	"bytes"
@@ -13,31 +13,36 @@ func FuzzMembers(f *testing.F) {
 	for _, s := range []string{`{}`, ` {"a":1,"b":[true,null,"x\u00e9"]} `, `{"a":}`, `[1]`, `null`, `{"a":1}x`, `{"k\"q":{"n":{}}}`} {
 		f.Add([]byte(s))
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var want map[string]json.RawMessage
-		wantErr := json.Unmarshal(data, &want) != nil || want == nil
-		last := map[string][]byte{}
-		err := Members(data, func(key, value []byte) error {
-			// Bytes of a key that are not UTF-8 are handed out as
-			// they are; encoding/json replaces each with U+FFFD.
-			last[string([]rune(string(key)))] = bytes.Clone(value)
-			return nil
-		})
-		if (err != nil) != wantErr {
-			t.Fatalf("%q: Members error %v, encoding/json error %v", data, err, wantErr)
-		}
-		if err != nil {
-			return
-		}
-		if len(last) != len(want) {
-			t.Fatalf("%q: %d keys, encoding/json %d", data, len(last), len(want))
-		}
-		for k, v := range want {
-			if !bytes.Equal(last[k], v) {
-				t.Fatalf("%q: key %q value %q, encoding/json %q", data, k, last[k], v)
-			}
-		}
+	f.Fuzz(checkMembers)
+}
+
+// checkMembers reads data with Members and fails on any difference from
+// encoding/json: in whether it is refused, or in the members it reads.
+func checkMembers(t *testing.T, data []byte) {
+	t.Helper()
+	var want map[string]json.RawMessage
+	wantErr := json.Unmarshal(data, &want) != nil || want == nil
+	last := map[string][]byte{}
+	err := Members(data, func(key, value []byte) error {
+		// Bytes of a key that are not UTF-8 are handed out as they are;
+		// encoding/json replaces each with U+FFFD.
+		last[string([]rune(string(key)))] = bytes.Clone(value)
+		return nil
 	})
+	if (err != nil) != wantErr {
+		t.Fatalf("%q: Members error %v, encoding/json error %v", data, err, wantErr)
+	}
+	if err != nil {
+		return
+	}
+	if len(last) != len(want) {
+		t.Fatalf("%q: %d keys, encoding/json %d", data, len(last), len(want))
+	}
+	for k, v := range want {
+		if !bytes.Equal(last[k], v) {
+			t.Fatalf("%q: key %q value %q, encoding/json %q", data, k, last[k], v)
+		}
+	}
 }
 
 // FuzzElements: Elements accepts exactly the JSON arrays encoding/json
@@ -77,15 +82,20 @@ func FuzzString(f *testing.F) {
 	for _, s := range []string{`""`, ` "a\"b\\c\u00e9\ud83d\ude00" `, `"\ud800"`, "\"\xff\xfe\"", `"a`, `1`, `"a"x`, `null`} {
 		f.Add([]byte(s))
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var want *string
-		wantErr := json.Unmarshal(data, &want) != nil || want == nil
-		got, err := String(data)
-		if (err != nil) != wantErr {
-			t.Fatalf("%q: String error %v, encoding/json error %v", data, err, wantErr)
-		}
-		if err == nil && got != *want {
-			t.Fatalf("%q: String %q, encoding/json %q", data, got, *want)
-		}
-	})
+	f.Fuzz(checkString)
+}
+
+// checkString reads data with String and fails on any difference from
+// encoding/json: in whether it is refused, or in the text it decodes.
+func checkString(t *testing.T, data []byte) {
+	t.Helper()
+	var want *string
+	wantErr := json.Unmarshal(data, &want) != nil || want == nil
+	got, err := String(data)
+	if (err != nil) != wantErr {
+		t.Fatalf("%q: String error %v, encoding/json error %v", data, err, wantErr)
+	}
+	if err == nil && got != *want {
+		t.Fatalf("%q: String %q, encoding/json %q", data, got, *want)
+	}
 }

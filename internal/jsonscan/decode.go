@@ -1,4 +1,4 @@
-package prompt
+package jsonscan
 
 import (
 	"encoding/binary"
@@ -9,302 +9,353 @@ import (
 	"unsafe"
 )
 
-// maxDepth is how deeply arrays and objects may nest, counting the body's
-// own object: encoding/json's limit, so that both refuse the same bodies.
+// maxDepth is how deeply arrays and objects may nest, counting the
+// document's own value: encoding/json's limit, so that both refuse the
+// same documents.
 const maxDepth = 10000
 
-// decoder reads one JSON body front to back, at off. It accepts exactly
-// what encoding/json accepts: the JSON grammar, no control characters in
-// strings, nesting to maxDepth, nothing but white space after the value.
-// Strings come out as encoding/json makes them, escapes decoded and bytes
-// that are not UTF-8 replaced by U+FFFD.
+// Decoder reads one JSON document front to back, from Off. It accepts
+// exactly what encoding/json accepts: the JSON grammar, no control
+// characters in strings, nesting to encoding/json's depth limit, nothing
+// but white space after the value. Strings come out as encoding/json makes
+// them, escapes decoded and bytes that are not UTF-8 replaced by U+FFFD.
 //
-// A string with nothing to decode is not copied: it aliases data, which
+// A string with nothing to decode is not copied: it aliases Data, which
 // must therefore outlive what the decoder returns and never change. The
-// others are decoded into text, a buffer shared by the whole body so that
-// a body full of escaped strings costs a few allocations, not one a string.
-type decoder struct {
-	data  []byte
-	off   int
+// others are decoded into a buffer shared by the whole document, so that
+// a document full of escaped strings costs a few allocations, not one a
+// string.
+//
+// A reader of a document's grammar (a request parser) embeds a Decoder
+// and walks the document with its methods: each reads the value, key or
+// punctuation at Off and leaves Off past it. The zero Decoder with Data
+// set reads Data from its start.
+type Decoder struct {
+	// Data is the document.
+	Data []byte
+	// Off is where the next read starts.
+	Off int
+	// Skims tells that much of Data may be skipped unread (by a reader
+	// that moves Off past parts it has read before), so that the buffer
+	// of decoded strings is not sized for all of it.
+	Skims bool
+
 	depth int
 	text  []byte
-	// skims: much of data may be skipped unread (Memo), so text is not
-	// sized for all of it.
-	skims bool
 }
 
-// syntaxError is the error for the byte at off, or for the end of data.
-func (d *decoder) syntaxError() error {
-	if d.off >= len(d.data) {
-		return fieldError("", "invalid_json", "We could not parse the JSON body of your request: unexpected end of JSON input.")
+// SyntaxError is a document that is not valid JSON.
+type SyntaxError struct {
+	// Offset is the byte at fault, or the document's length where it
+	// ends too soon.
+	Offset int
+	fault  fault
+	c      byte // the byte at fault, for badByte
+}
+
+type fault uint8
+
+const (
+	badByte fault = iota
+	tooShort
+	tooDeep
+)
+
+// Error is Reason, prefixed with the package.
+func (e *SyntaxError) Error() string { return "jsonscan: " + e.Reason() }
+
+// Reason says what is wrong in encoding/json's words: "unexpected end of
+// JSON input", "invalid character 'x' at offset 7", "exceeded max depth
+// at offset 7".
+func (e *SyntaxError) Reason() string {
+	switch e.fault {
+	case tooShort:
+		return "unexpected end of JSON input"
+	case tooDeep:
+		return "exceeded max depth at offset " + strconv.Itoa(e.Offset)
 	}
-	return fieldError("", "invalid_json", "We could not parse the JSON body of your request: invalid character %s at offset %d.", strconv.QuoteRune(rune(d.data[d.off])), d.off)
+	return "invalid character " + strconv.QuoteRune(rune(e.c)) + " at offset " + strconv.Itoa(e.Offset)
 }
 
-// peek is the byte at off, or 0, which starts no JSON value, at the end.
-func (d *decoder) peek() byte {
-	if d.off < len(d.data) {
-		return d.data[d.off]
+// SyntaxError is the error for the byte at Off, or for the end of Data.
+// It is kept out of line: inlined, the cold path of every read would
+// crowd the hot one.
+//
+//go:noinline
+func (d *Decoder) SyntaxError() error {
+	if d.Off >= len(d.Data) {
+		return &SyntaxError{Offset: len(d.Data), fault: tooShort}
+	}
+	return &SyntaxError{Offset: d.Off, fault: badByte, c: d.Data[d.Off]}
+}
+
+// Peek is the byte at Off, or 0, which starts no JSON value, at the end.
+func (d *Decoder) Peek() byte {
+	if d.Off < len(d.Data) {
+		return d.Data[d.Off]
 	}
 	return 0
 }
 
-func (d *decoder) ws() {
-	for d.off < len(d.data) {
-		switch d.data[d.off] {
+// SkipSpace moves Off past white space.
+func (d *Decoder) SkipSpace() {
+	for d.Off < len(d.Data) {
+		switch d.Data[d.Off] {
 		case ' ', '\t', '\n', '\r':
-			d.off++
+			d.Off++
 		default:
 			return
 		}
 	}
 }
 
-// end checks that nothing but white space follows the body's value.
-func (d *decoder) end() error {
-	d.ws()
-	if d.off != len(d.data) {
-		return d.syntaxError()
+// End checks that nothing but white space follows the document's value.
+func (d *Decoder) End() error {
+	d.SkipSpace()
+	if d.Off != len(d.Data) {
+		return d.SyntaxError()
 	}
 	return nil
 }
 
-// enterObject consumes the '{' at off and reports whether a member
-// follows; if one does, off is at its key.
-func (d *decoder) enterObject() (bool, error) {
+// EnterObject consumes the '{' at Off and reports whether a member
+// follows; if one does, Off is at its key.
+func (d *Decoder) EnterObject() (bool, error) {
 	return d.enter('}')
 }
 
-// enterArray consumes the '[' at off and reports whether an element
-// follows; if one does, off is at it.
-func (d *decoder) enterArray() (bool, error) {
+// EnterArray consumes the '[' at Off and reports whether an element
+// follows; if one does, Off is at it.
+func (d *Decoder) EnterArray() (bool, error) {
 	return d.enter(']')
 }
 
-func (d *decoder) enter(closing byte) (bool, error) {
+func (d *Decoder) enter(closing byte) (bool, error) {
 	d.depth++
 	if d.depth > maxDepth {
-		return false, fieldError("", "invalid_json", "We could not parse the JSON body of your request: exceeded max depth at offset %d.", d.off)
+		return false, &SyntaxError{Offset: d.Off, fault: tooDeep}
 	}
-	d.off++
-	d.ws()
-	if d.peek() == closing {
-		d.off++
+	d.Off++
+	d.SkipSpace()
+	if d.Peek() == closing {
+		d.Off++
 		d.depth--
 		return false, nil
 	}
 	return true, nil
 }
 
-// key reads a member's key and the colon after it, leaving off at the
-// value. The key is unquoted when it has to be.
-func (d *decoder) key() ([]byte, error) {
-	if j := d.shortString(false); j >= 0 && j+1 < len(d.data) && d.data[j+1] == ':' {
-		k := d.data[d.off+1 : j]
-		d.off = j + 2
-		d.ws()
+// Key reads a member's key and the colon after it, leaving Off at the
+// value. The key is unquoted when it has to be; bytes of it that are not
+// UTF-8 are kept as they are.
+func (d *Decoder) Key() ([]byte, error) {
+	if j := d.ShortString(false); j >= 0 && j+1 < len(d.Data) && d.Data[j+1] == ':' {
+		k := d.Data[d.Off+1 : j]
+		d.Off = j + 2
+		d.SkipSpace()
 		return k, nil
 	}
-	if d.peek() != '"' {
-		return nil, d.syntaxError()
+	if d.Peek() != '"' {
+		return nil, d.SyntaxError()
 	}
-	keyOff := d.off
-	start, end, escaped, err := d.skipString()
+	keyOff := d.Off
+	start, end, escaped, err := d.SkipString()
 	if err != nil {
 		return nil, err
 	}
-	k := d.data[start:end]
+	k := d.Data[start:end]
 	if escaped {
 		// Rare: decode it again, the slow way.
-		d.off = keyOff
+		d.Off = keyOff
 		s, err := d.decodeString(keyOff+1, keyOff+1)
 		if err != nil {
 			return nil, err
 		}
 		k = unsafe.Slice(unsafe.StringData(s), len(s))
 	}
-	d.ws()
-	if d.peek() != ':' {
-		return nil, d.syntaxError()
+	d.SkipSpace()
+	if d.Peek() != ':' {
+		return nil, d.SyntaxError()
 	}
-	d.off++
-	d.ws()
+	d.Off++
+	d.SkipSpace()
 	return k, nil
 }
 
-// members reads the object at off, calling member for each member with
-// its key and off at its value, which member must read.
-func (d *decoder) members(member func(key []byte) error) error {
-	more, err := d.enterObject()
+// Members reads the object at Off, calling member for each member with
+// its key and Off at its value, which member must read.
+func (d *Decoder) Members(member func(key []byte) error) error {
+	more, err := d.EnterObject()
 	for more && err == nil {
 		var k []byte
-		if k, err = d.key(); err == nil {
+		if k, err = d.Key(); err == nil {
 			err = member(k)
 		}
 		if err == nil {
-			more, err = d.nextMember()
+			more, err = d.NextMember()
 		}
 	}
 	return err
 }
 
-// elements reads the array at off, calling element for each element with
-// its index and off at it, which element must read.
-func (d *decoder) elements(element func(i int) error) error {
-	more, err := d.enterArray()
+// Elements reads the array at Off, calling element for each element with
+// its index and Off at it, which element must read.
+func (d *Decoder) Elements(element func(i int) error) error {
+	more, err := d.EnterArray()
 	for i := 0; more && err == nil; i++ {
 		if err = element(i); err == nil {
-			more, err = d.nextElement()
+			more, err = d.NextElement()
 		}
 	}
 	return err
 }
 
-// nextMember consumes what follows a member's value: a comma, reporting
+// NextMember consumes what follows a member's value: a comma, reporting
 // that another member follows, or the closing brace.
-func (d *decoder) nextMember() (bool, error) {
+func (d *Decoder) NextMember() (bool, error) {
 	return d.next('}')
 }
 
-// nextElement consumes what follows an element: a comma, reporting that
+// NextElement consumes what follows an element: a comma, reporting that
 // another element follows, or the closing bracket.
-func (d *decoder) nextElement() (bool, error) {
+func (d *Decoder) NextElement() (bool, error) {
 	return d.next(']')
 }
 
-func (d *decoder) next(closing byte) (bool, error) {
-	d.ws()
-	switch d.peek() {
+func (d *Decoder) next(closing byte) (bool, error) {
+	d.SkipSpace()
+	switch d.Peek() {
 	case ',':
-		d.off++
-		d.ws()
+		d.Off++
+		d.SkipSpace()
 		return true, nil
 	case closing:
-		d.off++
+		d.Off++
 		d.depth--
 		return false, nil
 	}
-	return false, d.syntaxError()
+	return false, d.SyntaxError()
 }
 
-// skip reads over the value at off, checking it.
-func (d *decoder) skip() error {
-	switch c := d.peek(); c {
+// Skip reads over the value at Off, checking it.
+func (d *Decoder) Skip() error {
+	switch c := d.Peek(); c {
 	case '"':
-		if j := d.shortString(false); j >= 0 {
-			d.off = j + 1
+		if j := d.ShortString(false); j >= 0 {
+			d.Off = j + 1
 			return nil
 		}
-		_, _, _, err := d.skipString()
+		_, _, _, err := d.SkipString()
 		return err
 	case '{':
-		more, err := d.enterObject()
+		more, err := d.EnterObject()
 		for more && err == nil {
 			if err = d.rawKey(); err != nil {
 				return err
 			}
-			if err = d.skip(); err != nil {
+			if err = d.Skip(); err != nil {
 				return err
 			}
-			more, err = d.nextMember()
+			more, err = d.NextMember()
 		}
 		return err
 	case '[':
-		more, err := d.enterArray()
+		more, err := d.EnterArray()
 		for more && err == nil {
-			if err = d.skip(); err != nil {
+			if err = d.Skip(); err != nil {
 				return err
 			}
-			more, err = d.nextElement()
+			more, err = d.NextElement()
 		}
 		return err
 	case 't':
-		return d.literal("true")
+		return d.Literal("true")
 	case 'f':
-		return d.literal("false")
+		return d.Literal("false")
 	case 'n':
-		return d.literal("null")
+		return d.Literal("null")
 	}
-	_, _, err := d.number()
+	_, _, err := d.Number()
 	return err
 }
 
 // rawKey is key for a value that is skipped: the key is checked, not
 // unquoted.
-func (d *decoder) rawKey() error {
-	if j := d.shortString(false); j >= 0 && j+1 < len(d.data) && d.data[j+1] == ':' {
-		d.off = j + 2
-		d.ws()
+func (d *Decoder) rawKey() error {
+	if j := d.ShortString(false); j >= 0 && j+1 < len(d.Data) && d.Data[j+1] == ':' {
+		d.Off = j + 2
+		d.SkipSpace()
 		return nil
 	}
-	if d.peek() != '"' {
-		return d.syntaxError()
+	if d.Peek() != '"' {
+		return d.SyntaxError()
 	}
-	if _, _, _, err := d.skipString(); err != nil {
+	if _, _, _, err := d.SkipString(); err != nil {
 		return err
 	}
-	d.ws()
-	if d.peek() != ':' {
-		return d.syntaxError()
+	d.SkipSpace()
+	if d.Peek() != ':' {
+		return d.SyntaxError()
 	}
-	d.off++
-	d.ws()
+	d.Off++
+	d.SkipSpace()
 	return nil
 }
 
-func (d *decoder) literal(word string) error {
-	if len(d.data)-d.off >= len(word) && string(d.data[d.off:d.off+len(word)]) == word {
-		d.off += len(word)
+// Literal reads word (true, false or null) at Off.
+func (d *Decoder) Literal(word string) error {
+	if len(d.Data)-d.Off >= len(word) && string(d.Data[d.Off:d.Off+len(word)]) == word {
+		d.Off += len(word)
 		return nil
 	}
 	// Point at the first byte that differs, or at the end.
-	for i := 0; d.off < len(d.data) && d.data[d.off] == word[i]; i++ {
-		d.off++
+	for i := 0; d.Off < len(d.Data) && d.Data[d.Off] == word[i]; i++ {
+		d.Off++
 	}
-	return d.syntaxError()
+	return d.SyntaxError()
 }
 
-// number reads the number at off, -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?,
+// Number reads the number at Off, -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?,
 // and returns its text and whether it has neither fraction nor exponent.
-func (d *decoder) number() (num []byte, integer bool, err error) {
-	start := d.off
-	if d.peek() == '-' {
-		d.off++
+func (d *Decoder) Number() (num []byte, integer bool, err error) {
+	start := d.Off
+	if d.Peek() == '-' {
+		d.Off++
 	}
-	switch c := d.peek(); {
+	switch c := d.Peek(); {
 	case c == '0':
-		d.off++
+		d.Off++
 	case '1' <= c && c <= '9':
 		d.digits()
 	default:
-		return nil, false, d.syntaxError()
+		return nil, false, d.SyntaxError()
 	}
 	integer = true
-	if d.peek() == '.' {
-		d.off++
-		if !isDigit(d.peek()) {
-			return nil, false, d.syntaxError()
+	if d.Peek() == '.' {
+		d.Off++
+		if !isDigit(d.Peek()) {
+			return nil, false, d.SyntaxError()
 		}
 		d.digits()
 		integer = false
 	}
-	if c := d.peek(); c == 'e' || c == 'E' {
-		d.off++
-		if c := d.peek(); c == '+' || c == '-' {
-			d.off++
+	if c := d.Peek(); c == 'e' || c == 'E' {
+		d.Off++
+		if c := d.Peek(); c == '+' || c == '-' {
+			d.Off++
 		}
-		if !isDigit(d.peek()) {
-			return nil, false, d.syntaxError()
+		if !isDigit(d.Peek()) {
+			return nil, false, d.SyntaxError()
 		}
 		d.digits()
 		integer = false
 	}
-	return d.data[start:d.off], integer, nil
+	return d.Data[start:d.Off], integer, nil
 }
 
-func (d *decoder) digits() {
-	for d.off < len(d.data) && isDigit(d.data[d.off]) {
-		d.off++
+func (d *Decoder) digits() {
+	for d.Off < len(d.Data) && isDigit(d.Data[d.Off]) {
+		d.Off++
 	}
 }
 
@@ -315,7 +366,7 @@ const (
 	msb = 0x8080808080808080
 )
 
-// The string scanners cross plain runs, most of a prompt, eight bytes at a
+// The string scanners cross plain runs, most of a chat body, eight bytes at a
 // step. Each load is a little-endian word, the first byte in the low bits,
 // and a stop mask marks, in the top bit of each byte, where a run ends.
 // Only a mask's lowest mark is exact (a borrow can mark bytes above it),
@@ -355,12 +406,12 @@ func textRun(data []byte, i int) int {
 	return i
 }
 
-// skipString reads over the string at off (the opening quote), checking
+// SkipString reads over the string at Off (the opening quote), checking
 // it, and returns the bounds of its contents and whether it has escapes.
 // Bytes that are not UTF-8 are no syntax error, so it does not look at them.
-func (d *decoder) skipString() (start, end int, escaped bool, err error) {
-	data := d.data
-	start = d.off + 1
+func (d *Decoder) SkipString() (start, end int, escaped bool, err error) {
+	data := d.Data
+	start = d.Off + 1
 	i := start
 	for {
 		if i+8 <= len(data) {
@@ -375,8 +426,8 @@ func (d *decoder) skipString() (start, end int, escaped bool, err error) {
 				i++
 			}
 			if i >= len(data) {
-				d.off = i
-				return 0, 0, false, d.syntaxError()
+				d.Off = i
+				return 0, 0, false, d.SyntaxError()
 			}
 		}
 		// In a prompt most stops are escapes; test for them first.
@@ -396,17 +447,17 @@ func (d *decoder) skipString() (start, end int, escaped bool, err error) {
 			}
 			n := escapeLen(data[i:])
 			if n <= 0 {
-				d.off = i - n
-				return 0, 0, false, d.syntaxError()
+				d.Off = i - n
+				return 0, 0, false, d.SyntaxError()
 			}
 			i += n
 			continue
 		} else if c == '"' {
-			d.off = i + 1
+			d.Off = i + 1
 			return start, i, escaped, nil
 		}
-		d.off = i
-		return 0, 0, false, d.syntaxError()
+		d.Off = i
+		return 0, 0, false, d.SyntaxError()
 	}
 }
 
@@ -446,9 +497,9 @@ func hexValue(c byte) rune {
 	return -1
 }
 
-// hex4 is the value of the \uXXXX escape at the start of s, or -1 when s
+// Hex4 is the value of the \uXXXX escape at the start of s, or -1 when s
 // does not start with one.
-func hex4(s []byte) rune {
+func Hex4(s []byte) rune {
 	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
 		return -1
 	}
@@ -463,14 +514,14 @@ func hex4(s []byte) rune {
 	return r
 }
 
-// shortString is the index of the closing quote of the string at off when
+// ShortString is the index of the closing quote of the string at Off when
 // it is at most 15 bytes long and plain: no escape, no control character
 // and, with text, only ASCII. Otherwise it is -1. Most keys and many values
 // are such strings, and two word tests find their end.
-func (d *decoder) shortString(text bool) int {
-	data := d.data
-	i := d.off + 1
-	if i+16 > len(data) || data[d.off] != '"' {
+func (d *Decoder) ShortString(text bool) int {
+	data := d.Data
+	i := d.Off + 1
+	if i+16 > len(data) || data[d.Off] != '"' {
 		return -1
 	}
 	le := binary.LittleEndian
@@ -495,14 +546,14 @@ func (d *decoder) shortString(text bool) int {
 	return -1
 }
 
-// str reads the string at off, as encoding/json decodes it. A string that
-// needs no decoding is returned aliasing data; the first escape or stray
+// Str reads the string at Off, as encoding/json decodes it. A string that
+// needs no decoding is returned aliasing Data; the first escape or stray
 // byte hands the rest to decodeString.
-func (d *decoder) str() (string, error) {
-	data := d.data
-	start := d.off + 1
-	if j := d.shortString(true); j >= 0 {
-		d.off = j + 1
+func (d *Decoder) Str() (string, error) {
+	data := d.Data
+	start := d.Off + 1
+	if j := d.ShortString(true); j >= 0 {
+		d.Off = j + 1
 		if j == start {
 			return "", nil
 		}
@@ -511,12 +562,12 @@ func (d *decoder) str() (string, error) {
 	for i := start; ; {
 		i = textRun(data, i)
 		if i >= len(data) {
-			d.off = i
-			return "", d.syntaxError()
+			d.Off = i
+			return "", d.SyntaxError()
 		}
 		switch c := data[i]; {
 		case c == '"':
-			d.off = i + 1
+			d.Off = i + 1
 			if i == start {
 				return "", nil
 			}
@@ -524,8 +575,8 @@ func (d *decoder) str() (string, error) {
 		case c == '\\':
 			return d.decodeString(start, i)
 		case c < 0x20:
-			d.off = i
-			return "", d.syntaxError()
+			d.Off = i
+			return "", d.SyntaxError()
 		}
 		r, size := utf8.DecodeRune(data[i:])
 		if r == utf8.RuneError && size == 1 {
@@ -541,9 +592,9 @@ func (d *decoder) str() (string, error) {
 // so does each byte that is not part of a UTF-8 sequence. The plain runs
 // between are copied a word at a time, the word stored whole before the
 // stop in it is looked at: the buffer keeps room for that.
-func (d *decoder) decodeString(start, i int) (string, error) {
+func (d *Decoder) decodeString(start, i int) (string, error) {
 	const slack = 16 // a word, or a rune, with margin
-	data := d.data
+	data := d.Data
 	buf := d.room(nil, i-start+slack)
 	w := copy(buf, data[start:i])
 	buf, w, i, done, err := d.decodeBlocks(buf, w, i)
@@ -571,8 +622,8 @@ func (d *decoder) decodeString(start, i int) (string, error) {
 			i += k
 			w += k
 		} else if i >= len(data) {
-			d.off = i
-			return "", d.syntaxError()
+			d.Off = i
+			return "", d.SyntaxError()
 		}
 		c := data[i]
 		if c == '\\' && i+1 < len(data) {
@@ -584,13 +635,13 @@ func (d *decoder) decodeString(start, i int) (string, error) {
 				continue
 			}
 			if n := escapeLen(data[i:]); n <= 0 {
-				d.off = i - n
-				return "", d.syntaxError()
+				d.Off = i - n
+				return "", d.SyntaxError()
 			}
-			r := hex4(data[i:])
+			r := Hex4(data[i:])
 			i += 6
 			if utf16.IsSurrogate(r) {
-				if dec := utf16.DecodeRune(r, hex4(data[i:])); dec != utf8.RuneError {
+				if dec := utf16.DecodeRune(r, Hex4(data[i:])); dec != utf8.RuneError {
 					r = dec
 					i += 6
 				} else {
@@ -602,15 +653,15 @@ func (d *decoder) decodeString(start, i int) (string, error) {
 		}
 		switch {
 		case c == '"':
-			d.off = i + 1
+			d.Off = i + 1
 			d.text = d.text[:len(d.text)+w]
 			return unsafe.String(&buf[0], w), nil
 		case c < 0x20 || c == '\\':
-			d.off = i
+			d.Off = i
 			if c == '\\' {
-				d.off++
+				d.Off++
 			}
-			return "", d.syntaxError()
+			return "", d.SyntaxError()
 		case c < utf8.RuneSelf:
 			// A plain byte of the tail shorter than a word.
 			buf[w] = c
@@ -673,8 +724,8 @@ func textMask(b *[64]byte) uint64 {
 // skipBlocks checks a string from i by blocks while a window fits in
 // data. It returns where the word loop goes on, or, done, the closing
 // quote's index with off past it.
-func (d *decoder) skipBlocks(i int) (int, bool, error) {
-	data := d.data
+func (d *Decoder) skipBlocks(i int) (int, bool, error) {
+	data := d.Data
 	for i+window <= len(data) {
 		in := (*[window]byte)(data[i:])
 		m := syntaxMask((*[64]byte)(in[:64]))
@@ -686,19 +737,19 @@ func (d *decoder) skipBlocks(i int) (int, bool, error) {
 			}
 			switch c := in[p]; {
 			case c == '"':
-				d.off = i + p + 1
+				d.Off = i + p + 1
 				return i + p, true, nil
 			case c == '\\':
 				n := escapeLen(data[i+p:])
 				if n <= 0 {
-					d.off = i + p - n
-					return 0, false, d.syntaxError()
+					d.Off = i + p - n
+					return 0, false, d.SyntaxError()
 				}
 				next = p + n
 				m &^= lowBits(next)
 			default:
-				d.off = i + p
-				return 0, false, d.syntaxError()
+				d.Off = i + p
+				return 0, false, d.SyntaxError()
 			}
 		}
 		i += max(next, 64)
@@ -737,8 +788,8 @@ func lowBits(n int) uint64 {
 // window fits in data, as decodeString does. It returns the buffer, its
 // length and where decodeString goes on, or, done, the buffer holding the
 // whole string, with off past its closing quote.
-func (d *decoder) decodeBlocks(buf []byte, w, i int) ([]byte, int, int, bool, error) {
-	data := d.data
+func (d *Decoder) decodeBlocks(buf []byte, w, i int) ([]byte, int, int, bool, error) {
+	data := d.Data
 	for i+window <= len(data) {
 		if len(buf)-w < blockOut {
 			buf = d.room(buf[:w], len(buf)+blockOut)
@@ -767,17 +818,17 @@ func (d *decoder) decodeBlocks(buf []byte, w, i int) ([]byte, int, int, bool, er
 			o += copy(out[o:], in[next:p])
 			switch {
 			case c == '"':
-				d.off = i + p + 1
+				d.Off = i + p + 1
 				return buf, w + o, 0, true, nil
 			case c == '\\':
 				if n := escapeLen(data[i+p:]); n <= 0 {
-					d.off = i + p - n
-					return nil, 0, 0, false, d.syntaxError()
+					d.Off = i + p - n
+					return nil, 0, 0, false, d.SyntaxError()
 				}
-				r := hex4(data[i+p:])
+				r := Hex4(data[i+p:])
 				next = p + 6
 				if utf16.IsSurrogate(r) {
-					if dec := utf16.DecodeRune(r, hex4(data[i+next:])); dec != utf8.RuneError {
+					if dec := utf16.DecodeRune(r, Hex4(data[i+next:])); dec != utf8.RuneError {
 						r = dec
 						next += 6
 					} else {
@@ -787,8 +838,8 @@ func (d *decoder) decodeBlocks(buf []byte, w, i int) ([]byte, int, int, bool, er
 				o += utf8.EncodeRune(out[o:], r)
 				m &^= lowBits(next)
 			case c < 0x20:
-				d.off = i + p
-				return nil, 0, 0, false, d.syntaxError()
+				d.Off = i + p
+				return nil, 0, 0, false, d.SyntaxError()
 			default: // a stray byte
 				o += utf8.EncodeRune(out[o:], utf8.RuneError)
 				next = p + 1
@@ -852,17 +903,18 @@ func decodeEscapes(out *[blockOut]byte, in *[window]byte, m uint64, next, o int)
 
 // room returns a buffer of at least n bytes at the end of text that starts
 // with partial, a string being decoded into the buffer room gave before.
-// A new buffer is sized for the rest of the body, which decodes to no
+// A new buffer is sized for the rest of the document, which decodes to no
 // more bytes than it has unless it has stray bytes or joined parts, so a
-// body costs one, and the strings already decoded stay where they are.
-func (d *decoder) room(partial []byte, n int) []byte {
+// document costs one, and the strings already decoded stay where they are.
+func (d *Decoder) room(partial []byte, n int) []byte {
 	if free := d.text[len(d.text):cap(d.text)]; len(free) >= n {
 		return free
 	}
-	// Room for the rest of the body, where it will likely all be read;
-	// when a Memo may skip most of it, room for as much again as so far.
-	size := n + len(d.data) - d.off
-	if d.skims {
+	// Room for the rest of the document, where it will likely all be
+	// read; when the reader may skip most of it, room for as much again
+	// as so far.
+	size := n + len(d.Data) - d.Off
+	if d.Skims {
 		size = n + max(cap(d.text), 4<<10)
 	}
 	d.text = make([]byte, 0, size)
@@ -871,8 +923,9 @@ func (d *decoder) room(partial []byte, n int) []byte {
 	return buf
 }
 
-// join concatenates strs into text, copying only when there are several.
-func (d *decoder) join(strs []string) string {
+// Join concatenates strs, strings the decoder returned, into its buffer,
+// copying only when there are several.
+func (d *Decoder) Join(strs []string) string {
 	switch len(strs) {
 	case 0:
 		return ""
