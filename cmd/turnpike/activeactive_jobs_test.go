@@ -18,13 +18,14 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/stack"
 )
 
 // quickJobs makes claims short and polls frequent, so the tests below
 // see a take-over in seconds; they wait for outcomes with generous
 // bounds, not for the time to pass. The lease is still long enough that
 // a gateway under the race detector on a loaded machine renews in time.
-func quickJobs(c *Config) {
+func quickJobs(c *stack.Config) {
 	c.Responses.JobLease = 3 * time.Second
 	c.Responses.JobPoll = 20 * time.Millisecond
 }
@@ -172,7 +173,7 @@ func TestActiveActiveGatewayChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.Stdout.WriteString("addr " + st.addr + "\n")
+	os.Stdout.WriteString("addr " + st.Addr() + "\n")
 	select {}
 }
 

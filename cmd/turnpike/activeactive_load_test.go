@@ -11,6 +11,7 @@ import (
 
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/stack"
 )
 
 // TestActiveActiveSharedLoad: two gateways on one Redis with the
@@ -25,12 +26,12 @@ func TestActiveActiveSharedLoad(t *testing.T) {
 		t.Skip("starts redis-server, an engine fleet and two gateways")
 	}
 	srv, pool := startShared(t, 1)
-	leastLoaded := func(c *Config) { c.Routing.Policy = affinity.PolicyLeastLoaded }
+	leastLoaded := func(c *stack.Config) { c.Routing.Policy = affinity.PolicyLeastLoaded }
 	a := startGatewayStack(t, srv.URL(), pool, leastLoaded)
 	b := startGatewayStack(t, srv.URL(), pool, leastLoaded)
 	// A routes only to the first engine.
-	busy := a.reg.Endpoints[0]
-	a.reg.Endpoints[1].SetDraining(true)
+	busy := a.Registry().Endpoints[0]
+	a.Registry().Endpoints[1].SetDraining(true)
 
 	// stream opens a long stream through addr and returns once its first
 	// chunk came; the stream runs until ctx ends.
@@ -51,10 +52,10 @@ func TestActiveActiveSharedLoad(t *testing.T) {
 	ctxA, stopA := context.WithCancel(t.Context())
 	defer stopA()
 	for range 3 {
-		stream(ctxA, a.addr)
+		stream(ctxA, a.Addr())
 	}
 	var onB *pools.Endpoint // the busy engine in B's registry
-	for _, ep := range b.reg.Endpoints {
+	for _, ep := range b.Registry().Endpoints {
 		if ep.ID == busy.ID {
 			onB = ep
 		}
@@ -73,7 +74,7 @@ func TestActiveActiveSharedLoad(t *testing.T) {
 	waitFor("B counts A's three streams", func() bool { return onB.InFlight() == 3 })
 
 	// B's admin API shows them as the other gateways'.
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+b.addr+"/admin/v1/endpoints", nil)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+b.Addr()+"/admin/v1/endpoints", nil)
 	req.Header.Set("Authorization", "Bearer "+testAdminToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -101,7 +102,7 @@ func TestActiveActiveSharedLoad(t *testing.T) {
 	ctxB, stopB := context.WithCancel(t.Context())
 	defer stopB()
 	for range 2 {
-		stream(ctxB, b.addr)
+		stream(ctxB, b.Addr())
 	}
 	if n := onB.OwnInFlight(); n != 0 {
 		t.Errorf("B sent %d of its 2 streams to the engine that has A's 3", n)

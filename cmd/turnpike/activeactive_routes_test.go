@@ -14,11 +14,12 @@ import (
 
 	"github.com/turnpike-gateway/turnpike/kv"
 	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/stack"
 )
 
 // startGatewayStack is startGateway returning the stack, for tests that
 // look into its KV index.
-func startGatewayStack(t *testing.T, redisURL string, pool pools.PoolConfig, tune func(*Config)) *stack {
+func startGatewayStack(t *testing.T, redisURL string, pool pools.PoolConfig, tune func(*stack.Config)) *stack.Stack {
 	t.Helper()
 	st, err := startStack(t.Context(), gatewayConfig(t, redisURL, pool, tune), nil, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -43,7 +44,7 @@ func TestActiveActiveSharedRoutingRecords(t *testing.T) {
 	}
 	a := startGatewayStack(t, srv.URL(), pool, nil)
 	b := startGatewayStack(t, srv.URL(), pool, nil)
-	ca, cb := sdkClient(a.addr), sdkClient(b.addr)
+	ca, cb := sdkClient(a.Addr()), sdkClient(b.Addr())
 	ctx := t.Context()
 
 	// endpointBlocks is what an index holds per endpoint.
@@ -70,13 +71,13 @@ func TestActiveActiveSharedRoutingRecords(t *testing.T) {
 		}
 		first = append(first, turn{system, user, c.Choices[0].Message.Content, c.Usage.PromptTokens})
 	}
-	want := endpointBlocks(a.index)
+	want := endpointBlocks(a.Index())
 	if want[0]+want[1] == 0 {
 		t.Fatal("gateway A recorded no routed blocks")
 	}
 	// A bound only for a failure: the records arrive in milliseconds.
 	deadline := time.Now().Add(30 * time.Second)
-	for got := endpointBlocks(b.index); fmt.Sprint(got) != fmt.Sprint(want); got = endpointBlocks(b.index) {
+	for got := endpointBlocks(b.Index()); fmt.Sprint(got) != fmt.Sprint(want); got = endpointBlocks(b.Index()) {
 		if time.Now().After(deadline) {
 			t.Fatalf("gateway B's index holds %v blocks per endpoint, A's %v", got, want)
 		}
@@ -106,15 +107,15 @@ func TestActiveActiveRoutingRecordsOff(t *testing.T) {
 		t.Skip("starts redis-server, an engine fleet and two gateways")
 	}
 	srv, pool := startShared(t, 0.02)
-	off := func(c *Config) { c.Routing.ShareRecords = new(bool) }
+	off := func(c *stack.Config) { c.Routing.ShareRecords = new(bool) }
 	a := startGatewayStack(t, srv.URL(), pool, off)
 	b := startGatewayStack(t, srv.URL(), pool, nil)
 	const metric = "turnpike_kv_peer_records_published_total"
 	for _, g := range []struct {
-		st   *stack
+		st   *stack.Stack
 		want bool
 	}{{a, false}, {b, true}} {
-		resp, err := http.Get("http://" + g.st.addr + "/metrics")
+		resp, err := http.Get("http://" + g.st.Addr() + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +125,7 @@ func TestActiveActiveRoutingRecordsOff(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := strings.Contains(string(body), metric); got != g.want {
-			t.Errorf("gateway %s exports %s: %v, want %v", g.st.addr, metric, got, g.want)
+			t.Errorf("gateway %s exports %s: %v, want %v", g.st.Addr(), metric, got, g.want)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/stack"
 	"github.com/turnpike-gateway/turnpike/state"
 	"github.com/turnpike-gateway/turnpike/state/redistest"
 )
@@ -35,7 +36,7 @@ func startPair(t *testing.T) ([2]openai.Client, [2]string) {
 
 // startPairWith is startPair on a fleet at timeScale, each gateway's
 // config changed by tune when it is not nil.
-func startPairWith(t *testing.T, timeScale float64, tune func(*Config)) ([2]openai.Client, [2]string) {
+func startPairWith(t *testing.T, timeScale float64, tune func(*stack.Config)) ([2]openai.Client, [2]string) {
 	t.Helper()
 	srv, pool := startShared(t, timeScale)
 	var clients [2]openai.Client
@@ -53,17 +54,17 @@ func startShared(t *testing.T, timeScale float64) (*redistest.Server, pools.Pool
 	srv := redistest.Start(t)
 	sf := simFlags{replicas: 2, accelerator: defaultSimAccelerator, model: defaultSimModel, served: defaultSimServedModel, flavor: sim.FlavorVLLM, timeScale: timeScale}
 	simCfg := sf.config()
-	fleet, err := sim.StartFleet(t.Context(), sf.replicas, simCfg, "127.0.0.1", 0)
+	fleet, err := sim.StartPools(t.Context(), []sim.Pool{{Name: "sim", Config: simCfg, Size: sf.replicas}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fleet.Close() })
-	return srv, simPool(&simCfg, fleet, "sim", "")
+	return srv, stack.SimPools(fleet, "")[0]
 }
 
 // gatewayConfig is the config of one gateway of a pair.
-func gatewayConfig(t testing.TB, redisURL string, pool pools.PoolConfig, tune func(*Config)) *Config {
-	cfg := &Config{}
+func gatewayConfig(t testing.TB, redisURL string, pool pools.PoolConfig, tune func(*stack.Config)) *stack.Config {
+	cfg := &stack.Config{}
 	cfg.EnsureDefaults()
 	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
 	cfg.State = state.Config{Backend: state.BackendRedis, URL: redisURL}
@@ -79,14 +80,14 @@ func gatewayConfig(t testing.TB, redisURL string, pool pools.PoolConfig, tune fu
 }
 
 // startGateway starts one gateway in this process until t ends.
-func startGateway(t *testing.T, redisURL string, pool pools.PoolConfig, tune func(*Config)) (openai.Client, string) {
+func startGateway(t *testing.T, redisURL string, pool pools.PoolConfig, tune func(*stack.Config)) (openai.Client, string) {
 	t.Helper()
 	st, err := startStack(t.Context(), gatewayConfig(t, redisURL, pool, tune), nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close(context.Background()) })
-	return sdkClient(st.addr), st.addr
+	return sdkClient(st.Addr()), st.Addr()
 }
 
 func sdkClient(addr string) openai.Client {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/stack"
 )
 
 // TestMain lets this test binary stand in for the turnpike binary in the
@@ -42,22 +44,23 @@ func TestFleetApart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sf.apart = []int{1, 2}
-	fl, err := startFleet(t.Context(), *sf)
+	sf.Apart = []int{1, 2}
+	fl, err := sf.Start(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	urls := fl.URLs()
-	if len(urls) != 3 || len(fl.procs) != 2 || len(fl.pools) != 1 || len(fl.pools[0].Endpoints) != 3 {
-		t.Fatalf("urls %v, %d processes, pools %+v", urls, len(fl.procs), fl.pools)
+	ps := stack.SimPools(fl, sf.TokenizerDir)
+	if len(urls) != 3 || len(fl.Processes()) != 2 || len(ps) != 1 || len(ps[0].Endpoints) != 3 {
+		t.Fatalf("urls %v, %d processes, pools %+v", urls, len(fl.Processes()), ps)
 	}
-	if fl.kvCapacityTokens() <= 0 {
-		t.Errorf("KV capacity %d", fl.kvCapacityTokens())
+	if fl.KVCapacityTokens() <= 0 {
+		t.Errorf("KV capacity %d", fl.KVCapacityTokens())
 	}
 	// Each engine is numbered as in one process, so their names, and the
 	// ids of their answers, differ.
 	ids := map[string]int{}
-	for i, ep := range fl.pools[0].Endpoints {
+	for i, ep := range ps[0].Endpoints {
 		if ep.URL != urls[i] || !strings.HasPrefix(ep.KVEvents, "tcp://127.0.0.1:") {
 			t.Errorf("endpoint %d: %+v", i, ep)
 		}
@@ -80,7 +83,7 @@ func TestFleetApart(t *testing.T) {
 		}
 		ids[answer.ID] = i
 	}
-	if _, _, err := fl.locate(0); err == nil {
+	if err := fl.Kill(0); err == nil {
 		t.Error("a replica apart can be killed from here")
 	}
 	done := make(chan error, 1)
@@ -93,7 +96,7 @@ func TestFleetApart(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the engine processes did not stop")
 	}
-	for _, cmd := range fl.procs {
+	for _, cmd := range fl.Processes() {
 		if cmd.ProcessState == nil || !cmd.ProcessState.Exited() {
 			t.Errorf("process %d still runs", cmd.Process.Pid)
 		}

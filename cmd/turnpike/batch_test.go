@@ -12,21 +12,22 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
+	"github.com/turnpike-gateway/turnpike/stack"
 )
 
 // TestEmbeddedBatch: the served gateway takes a batch from the OpenAI SDK
 // and runs it on the simulated fleet to an answer for every request.
 func TestEmbeddedBatch(t *testing.T) {
-	cfg := &Config{}
+	cfg := &stack.Config{}
 	cfg.EnsureDefaults()
 	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
 	sf := simFlags{replicas: 2, accelerator: defaultSimAccelerator, model: defaultSimModel, served: defaultSimServedModel, flavor: sim.FlavorVLLM, timeScale: 0}
-	st, err := startStack(t.Context(), cfg, &simFleet{cfg: sf.config(), replicas: sf.replicas}, slog.New(slog.DiscardHandler))
+	st, err := startStack(t.Context(), cfg, &sim.Topology{Config: sf.config(), Replicas: sf.replicas}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close(t.Context()) })
-	client := openai.NewClient(option.WithBaseURL("http://"+st.addr+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	client := openai.NewClient(option.WithBaseURL("http://"+st.Addr()+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 
 	var in strings.Builder
 	for i := range 6 {

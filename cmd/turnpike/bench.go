@@ -13,10 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/auth"
 	"github.com/turnpike-gateway/turnpike/bench"
+	"github.com/turnpike-gateway/turnpike/stack"
 	"github.com/turnpike-gateway/turnpike/turns"
 )
 
@@ -148,7 +150,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		if cfg.Chaos.RejoinGoal == 0 {
 			// One breaker timeout of the embedded gateway.
-			var gw Config
+			var gw stack.Config
 			gw.EnsureDefaults()
 			cfg.Chaos.RejoinGoal = bench.Duration(gw.Fleet.BreakerOpenFor)
 		}
@@ -166,7 +168,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *url == "" {
 		// The gateway runs in this process, as turnpike serve runs it.
-		GoRuntime{}.apply(os.Getenv, log)
+		stack.GoRuntime{}.Apply(os.Getenv, log)
 	}
 
 	if cfg.Workload == bench.WorkloadLending {
@@ -249,7 +251,7 @@ func startBenchStack(ctx context.Context, entry string, sf *simFlags, gws *bench
 	if err != nil {
 		return bench.Target{}, nil, err
 	}
-	cfg := &Config{Addr: "127.0.0.1:0", DataDir: dataDir}
+	cfg := &stack.Config{Addr: "127.0.0.1:0", DataDir: dataDir}
 	cfg.Routing.Policy = policy
 	cfg.EnsureDefaults()
 	benchTenants(cfg, bc)
@@ -261,18 +263,18 @@ func startBenchStack(ctx context.Context, entry string, sf *simFlags, gws *bench
 	benchTTFTTargets(cfg, sf.timeScale, sf.ttftTarget)
 	benchScrapes(cfg, sf.timeScale)
 	if sf.apart && bc.Workload == bench.WorkloadIsolation && gateways == 1 && !onRedis &&
-		fl.prefill == 0 && !fl.mixed && fl.cfg.KVSharedBlocks == 0 {
+		fl.Prefill == 0 && !fl.Mixed && fl.Config.KVSharedBlocks == 0 {
 		// The interactive lane (the first endpoint) in one process, the
 		// rest in another: under round-robin too, the same fleet.
-		fl.apart = []int{1}
-		if fl.replicas > 1 {
-			fl.apart = append(fl.apart, fl.replicas-1)
+		fl.Apart = []int{1}
+		if fl.Replicas > 1 {
+			fl.Apart = append(fl.Apart, fl.Replicas-1)
 		}
 	}
 	if index == indexApproximate {
 		// Engines that publish no KV events: the gateway subscribes to
 		// none, and its index holds only what it routed.
-		fl.cfg.KVEventsAddr = ""
+		fl.Config.KVEventsAddr = ""
 	}
 	if gateways > 1 || onRedis {
 		t, stop, err := startBenchGateways(ctx, gateways, gws, cfg, sf, fl, log)
@@ -282,7 +284,10 @@ func startBenchStack(ctx context.Context, entry string, sf *simFlags, gws *bench
 		}
 		return t, func() error { err := stop(); os.RemoveAll(dataDir); return err }, nil
 	}
-	st, err := startStack(ctx, cfg, fl, log)
+	st, err := stack.New(cfg, stack.Options{Logger: log, Fleet: fl})
+	if err == nil {
+		err = st.Start(ctx)
+	}
 	if err != nil {
 		os.RemoveAll(dataDir)
 		return bench.Target{}, nil, err
@@ -376,7 +381,7 @@ func benchEntry(entry string, sf *simFlags) (policy, topology string) {
 		return p, t
 	}
 	switch entry {
-	case topologyAggregated, topologyPD, topologyHBM, topologyCPUTier, topologyMixed:
+	case sim.TopologyAggregated, sim.TopologyPD, sim.TopologyHBM, sim.TopologyCPUTier, sim.TopologyMixed:
 		return sf.policy, entry
 	}
 	return policy, topology
@@ -453,7 +458,7 @@ func benchKeys(bc *bench.Config) {
 // gateway, with benchKeys' keys: tenant A runs interactive turns, tenant
 // B's agent loops are capped at the standard band, and a batch beside them
 // has a tenant of its own held to the background band.
-func benchTenants(cfg *Config, bc bench.Config) {
+func benchTenants(cfg *stack.Config, bc bench.Config) {
 	if bc.Workload != bench.WorkloadIsolation {
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/bench"
+	"github.com/turnpike-gateway/turnpike/stack"
 )
 
 // TestBenchChaos runs a short chaos workload on the embedded stack: two
@@ -188,7 +189,7 @@ func TestBenchScrapes(t *testing.T) {
 		{0, 0, 0},
 		{0.1, 500 * time.Millisecond, 500 * time.Millisecond},
 	} {
-		cfg := &Config{}
+		cfg := &stack.Config{}
 		cfg.Fleet.ScrapeInterval = c.set
 		benchScrapes(cfg, c.scale)
 		if got := cfg.Fleet.ScrapeInterval; got != c.want {

@@ -7,6 +7,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/bench"
 	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/stack"
 )
 
 // wallTime is d on the simulated clock as wall time: timeScale wall
@@ -21,7 +22,7 @@ func wallTime(d time.Duration, timeScale float64) time.Duration {
 // benchTTFTTargets holds every band of the embedded gateway's price
 // scorer to target on the simulated clock (wall time, as the gateway
 // measures), the target the cost report measures SLO attainment against.
-func benchTTFTTargets(cfg *Config, timeScale float64, target time.Duration) {
+func benchTTFTTargets(cfg *stack.Config, timeScale float64, target time.Duration) {
 	wall := wallTime(target, timeScale)
 	cfg.Routing.Cost.TTFTTargets = map[string]time.Duration{
 		affinity.BandInteractive: wall, affinity.BandStandard: wall, affinity.BandBackground: wall,
@@ -40,7 +41,7 @@ const minBenchScrape = 10 * time.Millisecond
 // that has emptied holds turns at the gateway no longer, in the engines'
 // time, than it would on the hardware they model. A config that sets the
 // interval keeps it.
-func benchScrapes(cfg *Config, timeScale float64) {
+func benchScrapes(cfg *stack.Config, timeScale float64) {
 	if cfg.Fleet.ScrapeInterval > 0 || timeScale <= 0 || timeScale >= 1 {
 		return
 	}
@@ -50,13 +51,13 @@ func benchScrapes(cfg *Config, timeScale float64) {
 // benchCost prices an embedded bench run: each pool of the fleet at its
 // accelerator's catalog price, its engines numbered as Target's, on the
 // simulated clock; its SLO attainment against target on that clock.
-func benchCost(f *fleet, timeScale float64, target time.Duration) *bench.CostSetup {
+func benchCost(ps []pools.PoolConfig, timeScale float64, target time.Duration) *bench.CostSetup {
 	setup := &bench.CostSetup{ClockScale: 1, TTFTTarget: bench.Duration(wallTime(target, timeScale))}
 	if timeScale > 0 {
 		setup.ClockScale = 1 / timeScale
 	}
 	next := 0
-	for _, pc := range f.pools {
+	for _, pc := range ps {
 		ps := bench.PoolSetup{Name: pc.Name, Accelerator: pc.Accelerator}
 		acc, okA := accelerators.LookupAccelerator(pc.Accelerator)
 		model, okM := accelerators.LookupModel(pc.Model)

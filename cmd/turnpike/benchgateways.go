@@ -15,7 +15,9 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/bench"
+	"github.com/turnpike-gateway/turnpike/stack"
 	"github.com/turnpike-gateway/turnpike/state"
 	"github.com/turnpike-gateway/turnpike/state/redistest"
 )
@@ -60,7 +62,7 @@ func gatewaysOf(entry string, def int) (rest string, n int, named bool, err erro
 // startBenchGateways starts n gateways, the first with the fleet fl,
 // all on one Redis, behind a round-robin proxy: the Target bench runs
 // against.
-func startBenchGateways(ctx context.Context, n int, g *benchGateways, cfg *Config, sf *simFlags, fl *simFleet, log *slog.Logger) (bench.Target, func() error, error) {
+func startBenchGateways(ctx context.Context, n int, g *benchGateways, cfg *stack.Config, sf *simFlags, fl *sim.Topology, log *slog.Logger) (bench.Target, func() error, error) {
 	var stops []func() error
 	stopAll := func() error {
 		var errs []error
@@ -93,16 +95,19 @@ func startBenchGateways(ctx context.Context, n int, g *benchGateways, cfg *Confi
 		cfg.State.URL = srv.URL()
 	}
 	var backends []*url.URL
-	var first *stack
+	var first *stack.Stack
 	firstFleet := fl
 	for i := range n {
 		c := *cfg
 		if i > 0 {
 			// The others serve the pools of the first one's fleet.
-			c.Pools = first.fleet.pools
+			c.Pools = first.Pools()
 			fl = nil
 		}
-		st, err := startStack(ctx, &c, fl, log)
+		st, err := stack.New(&c, stack.Options{Logger: log, Fleet: fl})
+		if err == nil {
+			err = st.Start(ctx)
+		}
 		if err != nil {
 			return fail(fmt.Errorf("bench: gateway %d: %w", i+1, err))
 		}
@@ -110,7 +115,7 @@ func startBenchGateways(ctx context.Context, n int, g *benchGateways, cfg *Confi
 		if i == 0 {
 			first = st
 		}
-		backends = append(backends, &url.URL{Scheme: "http", Host: st.addr})
+		backends = append(backends, &url.URL{Scheme: "http", Host: st.Addr()})
 	}
 	front, err := startRoundRobin(backends)
 	if err != nil {
@@ -168,14 +173,15 @@ func (rr *roundRobin) Close() error { return rr.srv.Close() }
 
 // benchTarget is what bench runs against on a stack with an embedded
 // fleet: its gateway, its engines' metrics and their KV capacity.
-func benchTarget(st *stack, sf *simFlags, fl *simFleet) bench.Target {
-	t := bench.Target{BaseURL: "http://" + st.addr, Replicas: st.fleet, EngineURLs: st.fleet.URLs(), Cost: benchCost(st.fleet, sf.timeScale, sf.ttftTarget)}
-	if tok, ok := fl.cfg.Tokenizer.(simTokenizer); ok {
-		t.SystemTokens = tok.systemTokens
+func benchTarget(st *stack.Stack, sf *simFlags, fl *sim.Topology) bench.Target {
+	f := st.Fleet()
+	t := bench.Target{BaseURL: "http://" + st.Addr(), Replicas: f, EngineURLs: f.URLs(), Cost: benchCost(st.Pools(), sf.timeScale, sf.ttftTarget)}
+	if tok, ok := fl.Config.Tokenizer.(stack.SimTokenizer); ok {
+		t.SystemTokens = tok.SystemTokens
 	}
-	for _, u := range st.fleet.URLs() {
+	for _, u := range f.URLs() {
 		t.EngineMetricsURLs = append(t.EngineMetricsURLs, u+"/metrics")
 	}
-	t.KVCapacityTokens = st.fleet.kvCapacityTokens()
+	t.KVCapacityTokens = f.KVCapacityTokens()
 	return t
 }

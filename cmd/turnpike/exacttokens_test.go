@@ -29,21 +29,21 @@ func TestExactTokensEndToEnd(t *testing.T) {
 		t.Skip("loads the Qwen3 tokenizer three times")
 	}
 	st := startEmbeddedStack(t, simFlags{replicas: 1, accelerator: defaultSimAccelerator, model: defaultSimModel, served: defaultSimServedModel, flavor: sim.FlavorVLLM, tokenizer: qwen3Dir})
-	if got := st.fleet.pools[0].Tokenizer; got.Kind != "hf" || got.Path != qwen3Dir {
+	if got := st.Pools()[0].Tokenizer; got.Kind != "hf" || got.Path != qwen3Dir {
 		t.Fatalf("the embedded pool's tokenizer is %+v, want hf %s", got, qwen3Dir)
 	}
 
 	// A KV index of the test's own, fed by the engine's events alone.
 	ix := kv.NewIndex(kv.IndexOptions{})
 	hasher := &kv.Hasher{}
-	sub := engineSubscriber(t, ix, st.fleet.Engines()[0].KVEventsAddr(), hasher)
+	sub := engineSubscriber(t, ix, st.Fleet().Engines()[0].KVEventsAddr(), hasher)
 
 	m, err := hf.Load(qwen3Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	gateway := &hf.Prompts{Model: m}
-	client := openai.NewClient(option.WithBaseURL("http://"+st.addr+"/v1"), option.WithAPIKey("test"), option.WithMaxRetries(0),
+	client := openai.NewClient(option.WithBaseURL("http://"+st.Addr()+"/v1"), option.WithAPIKey("test"), option.WithMaxRetries(0),
 		option.WithHeader("X-Session-Id", "exact-e2e"))
 	ctx := t.Context()
 
@@ -113,7 +113,7 @@ func TestExactTokensEndToEnd(t *testing.T) {
 
 	// The gateway encoded turn 2 from turn 1's seam, under the session's
 	// key, and its template rendered every prompt.
-	page := "http://" + st.addr + "/metrics"
+	page := "http://" + st.Addr() + "/metrics"
 	labels := `tokenizer="` + qwen3Dir + `"`
 	if n := metric(t, page, `turnpike_token_cache_turns_total{result="reused",`+labels+`}`); n < 1 {
 		t.Errorf("the gateway's token cache reused %v turns, want turn 2", n)

@@ -12,6 +12,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/bench"
 	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/stack"
 )
 
 // lendingMaxNumSeqs is the lending stack's engines' max_num_seqs
@@ -24,8 +25,8 @@ const lendablePool = "trainer"
 // lendingStack is a gateway over two pools of simulated engines: one of
 // its own ("sim") and a lendable one (lendablePool), with the admin API on.
 type lendingStack struct {
-	*stack
-	fleet      *fleet
+	*stack.Stack
+	fleet      *sim.Fleets
 	adminToken string
 	dataDir    string
 }
@@ -34,7 +35,7 @@ type lendingStack struct {
 // and lent engines on lentCfg for the lendable pool, and a gateway over
 // both.
 func startLendingStack(ctx context.Context, ownCfg, lentCfg sim.Config, own, lent int, policy string, sched *pools.LendSchedule, log *slog.Logger) (_ *lendingStack, err error) {
-	ls := &lendingStack{fleet: &fleet{}, adminToken: rand.Text()}
+	ls := &lendingStack{adminToken: rand.Text()}
 	defer func() {
 		if err != nil {
 			ls.Close(context.Background())
@@ -43,34 +44,21 @@ func startLendingStack(ctx context.Context, ownCfg, lentCfg sim.Config, own, len
 	if ls.dataDir, err = os.MkdirTemp("", "turnpike-lending-"); err != nil {
 		return nil, err
 	}
-	for _, p := range []struct {
-		name string
-		n    int
-		cfg  sim.Config
-	}{{"sim", own, ownCfg}, {lendablePool, lent, lentCfg}} {
-		c := p.cfg
-		c.Name = p.name
-		sf, err := sim.StartFleet(ctx, p.n, c, "127.0.0.1", 0)
-		if err != nil {
-			return nil, err
-		}
-		ls.fleet.fleets = append(ls.fleet.fleets, sf)
-		pc := simPool(&c, sf, p.name, "")
-		pc.Lendable = p.name == lendablePool
-		if pc.Lendable {
-			pc.LendSchedule = sched
-		}
-		ls.fleet.pools = append(ls.fleet.pools, pc)
-	}
-	cfg := &Config{Addr: "127.0.0.1:0", DataDir: ls.dataDir}
-	cfg.Routing.Policy = policy
-	cfg.Admin.AdminToken = ls.adminToken
-	cfg.Pools = ls.fleet.pools
-	cfg.EnsureDefaults()
-	if err := cfg.Validate(); err != nil {
+	ownCfg.Name, lentCfg.Name = "sim", lendablePool
+	if ls.fleet, err = sim.StartPools(ctx, []sim.Pool{{Name: "sim", Config: ownCfg, Size: own}, {Name: lendablePool, Config: lentCfg, Size: lent}}); err != nil {
 		return nil, err
 	}
-	if ls.stack, err = startStack(ctx, cfg, nil, log); err != nil {
+	cfg := &stack.Config{Addr: "127.0.0.1:0", DataDir: ls.dataDir}
+	cfg.Routing.Policy = policy
+	cfg.Admin.AdminToken = ls.adminToken
+	cfg.Pools = stack.SimPools(ls.fleet, "")
+	cfg.Pools[1].Lendable, cfg.Pools[1].LendSchedule = true, sched
+	cfg.EnsureDefaults()
+	if ls.Stack, err = stack.New(cfg, stack.Options{Logger: log}); err != nil {
+		return nil, err
+	}
+	if err := ls.Start(ctx); err != nil {
+		ls.Stack = nil // Start closed what it started
 		return nil, err
 	}
 	return ls, nil
@@ -78,12 +66,12 @@ func startLendingStack(ctx context.Context, ownCfg, lentCfg sim.Config, own, len
 
 // target is the bench target of the stack.
 func (ls *lendingStack) target() bench.Target {
-	t := bench.Target{BaseURL: "http://" + ls.addr, Lending: &bench.LendingTarget{AdminToken: ls.adminToken, Pool: lendablePool}}
-	for i, sf := range ls.fleet.fleets {
-		for _, u := range sf.URLs {
-			t.EngineMetricsURLs = append(t.EngineMetricsURLs, u+"/metrics")
-			if ls.fleet.pools[i].Lendable {
-				t.Lending.EngineURLs = append(t.Lending.EngineURLs, u)
+	t := bench.Target{BaseURL: "http://" + ls.Addr(), Lending: &bench.LendingTarget{AdminToken: ls.adminToken, Pool: lendablePool}}
+	for i, p := range ls.fleet.Pools {
+		for _, r := range p.Replicas {
+			t.EngineMetricsURLs = append(t.EngineMetricsURLs, r.URL+"/metrics")
+			if ls.Pools()[i].Lendable {
+				t.Lending.EngineURLs = append(t.Lending.EngineURLs, r.URL)
 			}
 		}
 	}
@@ -94,10 +82,12 @@ func (ls *lendingStack) target() bench.Target {
 // Close stops the gateway, then the engines.
 func (ls *lendingStack) Close(ctx context.Context) error {
 	var err error
-	if ls.stack != nil {
-		err = ls.stack.Close(ctx)
+	if ls.Stack != nil {
+		err = ls.Stack.Close(ctx)
 	}
-	ls.fleet.Close()
+	if ls.fleet != nil {
+		ls.fleet.Close()
+	}
 	if ls.dataDir != "" {
 		os.RemoveAll(ls.dataDir)
 	}

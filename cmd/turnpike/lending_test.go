@@ -30,11 +30,11 @@ func TestEmbeddedLending(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ls.Close(t.Context()) })
-	base := "http://" + ls.addr
+	base := "http://" + ls.Addr()
 	client := openai.NewClient(option.WithBaseURL(base+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 	background := option.WithHeader("x-turnpike-priority", "background")
-	lentEngine := ls.fleet.fleets[1].Engines[0]
-	ownID := strings.TrimPrefix(ls.fleet.fleets[0].URLs[0], "http://")
+	lentEngine := ls.fleet.Fleet(1).Engines[0]
+	ownID := strings.TrimPrefix(ls.fleet.Fleet(0).URLs[0], "http://")
 	admin := func(method, path, body string) map[string]any {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(t.Context(), method, base+"/admin/v1"+path, strings.NewReader(body))
@@ -160,7 +160,7 @@ func TestLendingOnSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ls.Close(t.Context()) })
-	trainer := ls.reg.Pools[1]
+	trainer := ls.Registry().Pools[1]
 	deadline := time.Now().Add(30 * time.Second)
 	for !trainer.Lent() {
 		if time.Now().After(deadline) {
@@ -174,8 +174,8 @@ func TestLendingOnSchedule(t *testing.T) {
 	}
 	// With the gateway's own pool drained, a background turn can only
 	// run on the lent pool.
-	ls.reg.Pools[0].Endpoints[0].SetDraining(true)
-	client := openai.NewClient(option.WithBaseURL("http://"+ls.addr+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	ls.Registry().Pools[0].Endpoints[0].SetDraining(true)
+	client := openai.NewClient(option.WithBaseURL("http://"+ls.Addr()+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 	if _, err := client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
 		Model:     defaultSimServedModel,
 		MaxTokens: openai.Int(4),
@@ -183,7 +183,7 @@ func TestLendingOnSchedule(t *testing.T) {
 	}, option.WithHeader("x-turnpike-priority", "background")); err != nil {
 		t.Fatalf("a background turn on the pool lent on its schedule: %v", err)
 	}
-	if ls.fleet.fleets[1].Engines[0].Stats().Steps == 0 {
+	if ls.fleet.Fleet(1).Engines[0].Stats().Steps == 0 {
 		t.Error("the background turn did not run on the pool lent on its schedule")
 	}
 }

@@ -14,13 +14,14 @@ import (
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/stack"
 	"github.com/turnpike-gateway/turnpike/turns"
 )
 
 // mixedFlags is --sim-topology mixed of three replicas of an 8B model, as
 // fast as the CPU allows.
 func mixedFlags() simFlags {
-	return simFlags{replicas: 3, accelerator: defaultSimAccelerator, model: "llama-3.1-8b", served: defaultSimServedModel, flavor: sim.FlavorVLLM, topology: topologyMixed}
+	return simFlags{replicas: 3, accelerator: defaultSimAccelerator, model: "llama-3.1-8b", served: defaultSimServedModel, flavor: sim.FlavorVLLM, topology: sim.TopologyMixed}
 }
 
 // TestMixedTopology starts the mixed fleet under the cost-aware policy:
@@ -35,7 +36,7 @@ func TestMixedTopology(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := &Config{}
+	cfg := &stack.Config{}
 	cfg.Routing.Policy = affinity.PolicyCostAware
 	cfg.EnsureDefaults()
 	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
@@ -45,17 +46,17 @@ func TestMixedTopology(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close(context.Background()) })
 
-	if len(st.reg.Pools) != 2 {
-		t.Fatalf("%d pools", len(st.reg.Pools))
+	if len(st.Registry().Pools) != 2 {
+		t.Fatalf("%d pools", len(st.Registry().Pools))
 	}
-	gpu, tpu := st.reg.Pools[0], st.reg.Pools[1]
+	gpu, tpu := st.Registry().Pools[0], st.Registry().Pools[1]
 	if gpu.Config.Accelerator != "h200" || gpu.Config.Engine != pools.EngineVLLM || len(gpu.Endpoints) != 2 ||
 		tpu.Config.Accelerator != "tpu-v6e" || tpu.Config.Engine != pools.EngineVLLMTPU || len(tpu.Endpoints) != 1 {
 		t.Fatalf("pools %+v and %+v", gpu.Config, tpu.Config)
 	}
-	engines := st.fleet.Engines()
+	engines := st.Fleet().Engines()
 	deadline := time.Now().Add(10 * time.Second)
-	for _, ep := range st.reg.Endpoints {
+	for _, ep := range st.Registry().Endpoints {
 		for ep.Stale(time.Now()) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -72,7 +73,7 @@ func TestMixedTopology(t *testing.T) {
 		t.Errorf("room per endpoint: h200 %d, tpu-v6e %d tokens", gm.Room/2, tm.Room)
 	}
 
-	client := openai.NewClient(option.WithBaseURL("http://"+st.addr+"/v1"), option.WithAPIKey("test"), option.WithMaxRetries(0))
+	client := openai.NewClient(option.WithBaseURL("http://"+st.Addr()+"/v1"), option.WithAPIKey("test"), option.WithMaxRetries(0))
 	served := func(prompt string, maxTokens int64) string {
 		t.Helper()
 		before := make([]int64, len(engines))
@@ -92,7 +93,7 @@ func TestMixedTopology(t *testing.T) {
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 			for i, e := range engines {
 				if e.Stats().Steps > before[i] {
-					return st.reg.Endpoints[i].Pool.Name()
+					return st.Registry().Endpoints[i].Pool.Name()
 				}
 			}
 		}
@@ -105,7 +106,7 @@ func TestMixedTopology(t *testing.T) {
 	if p := served("Write a long story.", 1024); p != "gpu" {
 		t.Errorf("a short prompt with a long answer went to %s, want gpu", p)
 	}
-	page := "http://" + st.addr + "/metrics"
+	page := "http://" + st.Addr() + "/metrics"
 	if v := metric(t, page, `turnpike_affinity_price_decisions_total{outcome="within-slo"}`); v < 2 {
 		t.Errorf("price decisions within the SLO: %v", v)
 	}
@@ -134,10 +135,10 @@ func TestMixedTopologyFlags(t *testing.T) {
 	if _, err := f.fleet(); err == nil {
 		t.Error("one replica for two pools accepted")
 	}
-	if p, top := benchEntry("cost-aware@mixed", &simFlags{policy: "cache-aware", topology: topologyAggregated}); p != "cost-aware" || top != topologyMixed {
+	if p, top := benchEntry("cost-aware@mixed", &simFlags{policy: "cache-aware", topology: sim.TopologyAggregated}); p != "cost-aware" || top != sim.TopologyMixed {
 		t.Errorf("benchEntry(cost-aware@mixed) = %s, %s", p, top)
 	}
-	if p, top := benchEntry("mixed", &simFlags{policy: "cost-aware", topology: topologyAggregated}); p != "cost-aware" || top != topologyMixed {
+	if p, top := benchEntry("mixed", &simFlags{policy: "cost-aware", topology: sim.TopologyAggregated}); p != "cost-aware" || top != sim.TopologyMixed {
 		t.Errorf("benchEntry(mixed) = %s, %s", p, top)
 	}
 }
@@ -145,11 +146,11 @@ func TestMixedTopologyFlags(t *testing.T) {
 // TestBenchCost prices the mixed fleet from the catalog, its engines
 // numbered in pool order, its clock the simulator's.
 func TestBenchCost(t *testing.T) {
-	f := &fleet{pools: []pools.PoolConfig{
+	ps := []pools.PoolConfig{
 		{Name: "gpu", Accelerator: "h200", Model: "llama-3.1-8b", Endpoints: make([]pools.EndpointConfig, 2)},
 		{Name: "tpu", Accelerator: "tpu-v6e", Model: "llama-3.1-8b", Endpoints: make([]pools.EndpointConfig, 1)},
-	}}
-	c := benchCost(f, 0.1, 2*time.Second)
+	}
+	c := benchCost(ps, 0.1, 2*time.Second)
 	if c.ClockScale != 10 || c.TTFTTarget.D() != 200*time.Millisecond || len(c.Pools) != 2 {
 		t.Fatalf("setup %+v", c)
 	}
@@ -160,7 +161,7 @@ func TestBenchCost(t *testing.T) {
 	if !(g.PrefillSecondsPerToken > 0 && p.PrefillSecondsPerToken > g.PrefillSecondsPerToken) {
 		t.Errorf("prefill seconds per token: h200 %g, tpu-v6e %g", g.PrefillSecondsPerToken, p.PrefillSecondsPerToken)
 	}
-	cfg := &Config{}
+	cfg := &stack.Config{}
 	benchTTFTTargets(cfg, 0.1, 2*time.Second)
 	if cfg.Routing.Cost.TTFTTargets[affinity.BandInteractive] != 200*time.Millisecond {
 		t.Errorf("targets %v", cfg.Routing.Cost.TTFTTargets)

@@ -19,12 +19,12 @@ import (
 // the room's KV; with the prefill replica killed, turns are still
 // answered, prefilled by the decoder.
 func TestSDKOverSGLangPD(t *testing.T) {
-	st := startEmbeddedStack(t, simFlags{replicas: 2, accelerator: defaultSimAccelerator, model: defaultSimModel, served: defaultSimServedModel, flavor: sim.FlavorSGLang, topology: topologyPD})
-	prefill := st.fleet.pools[0]
+	st := startEmbeddedStack(t, simFlags{replicas: 2, accelerator: defaultSimAccelerator, model: defaultSimModel, served: defaultSimServedModel, flavor: sim.FlavorSGLang, topology: sim.TopologyPD})
+	prefill := st.Pools()[0]
 	if prefill.Role != pools.RolePrefill || prefill.Engine != pools.EngineSGLang || !strings.HasSuffix(prefill.Endpoints[0].URL, fmt.Sprintf(":%d", prefill.Endpoints[0].BootstrapPort)) {
 		t.Fatalf("prefill pool %+v: want engine sglang, each endpoint's bootstrap port its own", prefill)
 	}
-	client := openai.NewClient(option.WithBaseURL("http://"+st.addr+"/v1"), option.WithAPIKey("test"), option.WithMaxRetries(0))
+	client := openai.NewClient(option.WithBaseURL("http://"+st.Addr()+"/v1"), option.WithAPIKey("test"), option.WithMaxRetries(0))
 	ctx := t.Context()
 	long := func(i int) string {
 		return fmt.Sprintf("Summarise log %d: ", i) + strings.Repeat(fmt.Sprintf("entry %d of the log; ", i), 400)
@@ -45,20 +45,20 @@ func TestSDKOverSGLangPD(t *testing.T) {
 
 	streamAndResponses(t, client, long, 2)
 
-	metrics := "http://" + st.addr + "/metrics"
+	metrics := "http://" + st.Addr() + "/metrics"
 	if n := metric(t, metrics, `turnpike_pd_decisions_total{flavor="sglang",reason="disaggregated"}`); n != 4 {
 		t.Errorf("%v SGLang-disaggregated turns, want 4", n)
 	}
 	if n := metric(t, metrics, `turnpike_pd_fallbacks_total{flavor="sglang",reason="prefill_failed"}`) + metric(t, metrics, `turnpike_pd_fallbacks_total{flavor="sglang",reason="kv_refused"}`); n != 0 {
 		t.Errorf("%v fallbacks with the prefiller up", n)
 	}
-	urls := st.fleet.URLs() // prefill first, then decode
+	urls := st.Fleet().URLs() // prefill first, then decode
 	if n := metric(t, urls[1]+"/metrics", `vllm:nixl_xfer_time_seconds_count{model_name="`+defaultSimServedModel+`"}`); n != 4 {
 		t.Errorf("decoder pulled %v times, want 4", n)
 	}
 
 	// The prefiller dies: the next turn is answered all the same.
-	if err := st.fleet.Kill(0); err != nil {
+	if err := st.Fleet().Kill(0); err != nil {
 		t.Fatal(err)
 	}
 	chat(5)

@@ -14,20 +14,21 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
+	"github.com/turnpike-gateway/turnpike/stack"
 )
 
 // startPDStack starts the embedded stack with --sim-topology pd: one
 // prefill and one decode replica, as fast as the CPU allows.
-func startPDStack(t *testing.T) *stack {
+func startPDStack(t *testing.T) *stack.Stack {
 	t.Helper()
-	return startEmbeddedStack(t, simFlags{replicas: 2, accelerator: defaultSimAccelerator, model: defaultSimModel, served: defaultSimServedModel, flavor: sim.FlavorVLLM, topology: topologyPD})
+	return startEmbeddedStack(t, simFlags{replicas: 2, accelerator: defaultSimAccelerator, model: defaultSimModel, served: defaultSimServedModel, flavor: sim.FlavorVLLM, topology: sim.TopologyPD})
 }
 
 // startEmbeddedStack starts the embedded stack over the fleet sf asks
 // for, on an ephemeral port with state in a temporary directory.
-func startEmbeddedStack(t *testing.T, sf simFlags) *stack {
+func startEmbeddedStack(t *testing.T, sf simFlags) *stack.Stack {
 	t.Helper()
-	cfg := &Config{}
+	cfg := &stack.Config{}
 	cfg.EnsureDefaults()
 	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
 	fl, err := sf.fleet()
@@ -65,7 +66,7 @@ func metric(t *testing.T, url, series string) float64 {
 // the KV; the client sees ordinary answers.
 func TestSDKOverPD(t *testing.T) {
 	st := startPDStack(t)
-	client := openai.NewClient(option.WithBaseURL("http://"+st.addr+"/v1"), option.WithAPIKey("test"), option.WithMaxRetries(0))
+	client := openai.NewClient(option.WithBaseURL("http://"+st.Addr()+"/v1"), option.WithAPIKey("test"), option.WithMaxRetries(0))
 	ctx := t.Context()
 	long := func(i int) string {
 		return fmt.Sprintf("Review change %d: ", i) + strings.Repeat(fmt.Sprintf("line %d of the diff; ", i), 400)
@@ -94,13 +95,13 @@ func TestSDKOverPD(t *testing.T) {
 
 	streamAndResponses(t, client, long, 2)
 
-	if n := metric(t, "http://"+st.addr+"/metrics", `turnpike_pd_decisions_total{flavor="vllm",reason="disaggregated"}`); n != 4 {
+	if n := metric(t, "http://"+st.Addr()+"/metrics", `turnpike_pd_decisions_total{flavor="vllm",reason="disaggregated"}`); n != 4 {
 		t.Errorf("%v disaggregated turns, want 4", n)
 	}
-	if n := metric(t, "http://"+st.addr+"/metrics", `turnpike_pd_decisions_total{flavor="vllm",reason="below_threshold"}`); n != 1 {
+	if n := metric(t, "http://"+st.Addr()+"/metrics", `turnpike_pd_decisions_total{flavor="vllm",reason="below_threshold"}`); n != 1 {
 		t.Errorf("%v turns left on the warm decoder, want 1", n)
 	}
-	urls := st.fleet.URLs() // prefill first, then decode
+	urls := st.Fleet().URLs() // prefill first, then decode
 	if n := metric(t, urls[1]+"/metrics", `vllm:nixl_xfer_time_seconds_count{model_name="`+defaultSimServedModel+`"}`); n != 4 {
 		t.Errorf("decoder pulled %v times, want 4", n)
 	}
@@ -112,11 +113,11 @@ func TestSimTopologyFlags(t *testing.T) {
 		prefill int
 		err     string
 	}{
-		{simFlags{replicas: 4, topology: topologyPD}, 2, ""},
-		{simFlags{replicas: 4, topology: topologyPD, prefill: 3}, 3, ""},
+		{simFlags{replicas: 4, topology: sim.TopologyPD}, 2, ""},
+		{simFlags{replicas: 4, topology: sim.TopologyPD, prefill: 3}, 3, ""},
 		{simFlags{replicas: 4}, 0, ""},
-		{simFlags{replicas: 1, topology: topologyPD}, 0, "at least one prefill and one decode"},
-		{simFlags{replicas: 4, topology: topologyPD, prefill: 4}, 0, "at least one prefill and one decode"},
+		{simFlags{replicas: 1, topology: sim.TopologyPD}, 0, "at least one prefill and one decode"},
+		{simFlags{replicas: 4, topology: sim.TopologyPD, prefill: 4}, 0, "at least one prefill and one decode"},
 		{simFlags{replicas: 4, topology: "mesh"}, 0, `"mesh" is not`},
 	} {
 		got, err := c.sf.fleet()
@@ -127,14 +128,14 @@ func TestSimTopologyFlags(t *testing.T) {
 			}
 		case err != nil:
 			t.Errorf("%+v: %v", c.sf, err)
-		case got.prefill != c.prefill:
-			t.Errorf("%+v: %d prefill replicas, want %d", c.sf, got.prefill, c.prefill)
+		case got.Prefill != c.prefill:
+			t.Errorf("%+v: %d prefill replicas, want %d", c.sf, got.Prefill, c.prefill)
 		}
 	}
 }
 
 func TestConfigRoutingPD(t *testing.T) {
-	c, err := parseConfig([]byte(`
+	c, err := stack.Parse([]byte(`
 pools:
   - {name: prefill, model: llama-3.1-8b, servedModels: [m], role: prefill, endpoints: [{url: "http://p:8000"}]}
   - {name: decode, model: llama-3.1-8b, servedModels: [m], role: decode, endpoints: [{url: "http://d:8000"}]}
@@ -148,14 +149,14 @@ routing:
 	if c.Routing.PD.UncachedTokens != 1024 || c.Routing.PD.PrefillTimeout.String() != "5s" || c.Routing.Policy != "cache-aware" {
 		t.Errorf("routing %+v", c.Routing)
 	}
-	c, err = parseConfig([]byte("pools:\n  - {name: a, servedModels: [m], endpoints: [{url: \"http://a:1\"}]}\n"))
+	c, err = stack.Parse([]byte("pools:\n  - {name: a, servedModels: [m], endpoints: [{url: \"http://a:1\"}]}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Routing.PD.UncachedTokens != 512 {
 		t.Errorf("default uncachedTokens %d, want 512", c.Routing.PD.UncachedTokens)
 	}
-	if _, err := parseConfig([]byte("pools:\n  - {name: a, servedModels: [m], endpoints: [{url: \"http://a:1\"}]}\nrouting:\n  pd: {uncached: 3}\n")); err == nil {
+	if _, err := stack.Parse([]byte("pools:\n  - {name: a, servedModels: [m], endpoints: [{url: \"http://a:1\"}]}\nrouting:\n  pd: {uncached: 3}\n")); err == nil {
 		t.Error("an unknown routing.pd key was accepted")
 	}
 }

@@ -100,14 +100,14 @@ func TestPreciseIndexSeesEvictionsOfAnotherClient(t *testing.T) {
 }
 
 func TestBenchIndexMode(t *testing.T) {
-	sf := &simFlags{policy: "cache-aware", topology: topologyAggregated}
+	sf := &simFlags{policy: "cache-aware", topology: sim.TopologyAggregated}
 	for _, tc := range []struct{ entry, rest, mode, policy, topology string }{
-		{"cache-aware@approximate", "cache-aware", indexApproximate, "cache-aware", topologyAggregated},
-		{"cache-aware@precise", "cache-aware", indexPrecise, "cache-aware", topologyAggregated},
-		{"approximate", "cache-aware", indexApproximate, "cache-aware", topologyAggregated},
-		{"session-hash@hbm+approximate", "session-hash@hbm", indexApproximate, "session-hash", topologyHBM},
-		{"cpu-tier", "cpu-tier", indexPrecise, "cache-aware", topologyCPUTier},
-		{"round-robin", "round-robin", indexPrecise, "round-robin", topologyAggregated},
+		{"cache-aware@approximate", "cache-aware", indexApproximate, "cache-aware", sim.TopologyAggregated},
+		{"cache-aware@precise", "cache-aware", indexPrecise, "cache-aware", sim.TopologyAggregated},
+		{"approximate", "cache-aware", indexApproximate, "cache-aware", sim.TopologyAggregated},
+		{"session-hash@hbm+approximate", "session-hash@hbm", indexApproximate, "session-hash", sim.TopologyHBM},
+		{"cpu-tier", "cpu-tier", indexPrecise, "cache-aware", sim.TopologyCPUTier},
+		{"round-robin", "round-robin", indexPrecise, "round-robin", sim.TopologyAggregated},
 	} {
 		rest, mode := benchIndexMode(tc.entry, sf)
 		policy, topology := benchEntry(rest, sf)
@@ -129,7 +129,7 @@ func TestBenchApproximateStack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr := tg.Replicas.(*fleet).Engines()[0].KVEventsAddr()
+		addr := tg.Replicas.(*sim.Fleets).Engines()[0].KVEventsAddr()
 		connected := metric(t, tg.BaseURL+"/metrics", `turnpike_kv_event_connected{endpoint="`+strings.TrimPrefix(tg.EngineURLs[0], "http://")+`"}`)
 		stop()
 		if (addr != "") != events {

@@ -9,6 +9,7 @@ import (
 	"net"
 
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
+	"github.com/turnpike-gateway/turnpike/stack"
 )
 
 // simCmd runs simulated engines on their own listeners until interrupted.
@@ -38,7 +39,7 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfg.KVLease = *kvLease
 	cfg.KVEventsAddr = ""
 	if sf.tokenizer != "" {
-		if cfg.Tokenizer, err = loadSimTokenizer(sf.tokenizer); err != nil {
+		if cfg.Tokenizer, err = stack.LoadSimTokenizer(sf.tokenizer); err != nil {
 			return err
 		}
 	}
@@ -54,7 +55,7 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer f.Close()
 	if *reportJSON {
-		if err := json.NewEncoder(stdout).Encode(reportEngines(f)); err != nil {
+		if err := json.NewEncoder(stdout).Encode(f.Replicas()); err != nil {
 			return err
 		}
 		<-ctx.Done()
@@ -73,20 +74,4 @@ func simCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintln(stdout, "serving; stop with Ctrl-C")
 	<-ctx.Done()
 	return nil
-}
-
-// engineReport is one engine as `turnpike sim --report-json` prints it.
-type engineReport struct {
-	URL              string `json:"url"`
-	KVEvents         string `json:"kv_events,omitempty"`
-	KVCapacityTokens int    `json:"kv_capacity_tokens"`
-}
-
-func reportEngines(f *sim.Fleet) []engineReport {
-	out := make([]engineReport, len(f.URLs))
-	for i, u := range f.URLs {
-		e := f.Engines[i]
-		out[i] = engineReport{URL: u, KVEvents: e.KVEventsAddr(), KVCapacityTokens: e.NumBlocks() * e.Config().BlockSize}
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"bytes"
@@ -158,17 +158,19 @@ func (r *ResponsesConfig) sealKeys() ([][]byte, error) {
 	return keys, nil
 }
 
-// loadConfig reads and validates a config file. Unknown keys are errors:
-// a misspelt key silently ignored is a production incident later.
-func loadConfig(path string) (*Config, error) {
+// Load reads a config file, fills its defaults and validates it. Unknown
+// keys are errors: a misspelt key silently ignored is a production
+// incident later.
+func Load(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return parseConfig(b)
+	return Parse(b)
 }
 
-func parseConfig(b []byte) (*Config, error) {
+// Parse is Load of a file's contents: every problem is reported at once.
+func Parse(b []byte) (*Config, error) {
 	var c Config
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
@@ -207,6 +209,14 @@ func (c *Config) EnsureDefaults() {
 	if c.Responses.HostedTools == "" {
 		c.Responses.HostedTools = responses.DefaultHostedTools
 	}
+}
+
+// Where says where the state store is, for logs and errors.
+func (c *Config) Where() string {
+	if c.State.Backend == state.BackendRedis {
+		return "redis at " + state.RedactURL(c.State.URL)
+	}
+	return "pebble in " + c.DataDir
 }
 
 // Validate reports every problem at once.

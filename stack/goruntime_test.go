@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"io"
@@ -11,28 +11,28 @@ import (
 const runtimePools = "pools:\n  - name: p\n    engine: vllm\n    servedModels: [m]\n    endpoints:\n      - url: http://127.0.0.1:1\n"
 
 func TestRuntimeConfig(t *testing.T) {
-	cfg, err := parseConfig([]byte(runtimePools))
+	cfg, err := Parse([]byte(runtimePools))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Runtime.GCPercent != DefaultGCPercent || cfg.Runtime.MemoryLimit != 0 {
 		t.Errorf("defaults: %+v", cfg.Runtime)
 	}
-	cfg, err = parseConfig([]byte(runtimePools + "runtime:\n  gcPercent: 150\n  memoryLimit: 1073741824\n"))
+	cfg, err = Parse([]byte(runtimePools + "runtime:\n  gcPercent: 150\n  memoryLimit: 1073741824\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Runtime.GCPercent != 150 || cfg.Runtime.MemoryLimit != 1<<30 {
 		t.Errorf("not read: %+v", cfg.Runtime)
 	}
-	_, err = parseConfig([]byte(runtimePools + "runtime:\n  gcPercent: -5\n  memoryLimit: -1\n"))
+	_, err = Parse([]byte(runtimePools + "runtime:\n  gcPercent: -5\n  memoryLimit: -1\n"))
 	if err == nil || !strings.Contains(err.Error(), "runtime.gcPercent") || !strings.Contains(err.Error(), "runtime.memoryLimit") {
 		t.Errorf("bad values: %v", err)
 	}
-	if _, err = parseConfig([]byte(runtimePools + "runtime:\n  gcPercent: -1\n")); err == nil || !strings.Contains(err.Error(), "needs runtime.memoryLimit") {
+	if _, err = Parse([]byte(runtimePools + "runtime:\n  gcPercent: -1\n")); err == nil || !strings.Contains(err.Error(), "needs runtime.memoryLimit") {
 		t.Errorf("collector off with no limit: %v", err)
 	}
-	if _, err = parseConfig([]byte(runtimePools + "runtime:\n  gcPercent: -1\n  memoryLimit: 1073741824\n")); err != nil {
+	if _, err = Parse([]byte(runtimePools + "runtime:\n  gcPercent: -1\n  memoryLimit: 1073741824\n")); err != nil {
 		t.Errorf("collector off under a limit: %v", err)
 	}
 }
@@ -45,14 +45,14 @@ func TestRuntimeApply(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	noEnv := func(string) string { return "" }
 
-	GoRuntime{}.apply(noEnv, log)
+	GoRuntime{}.Apply(noEnv, log)
 	if got := debug.SetGCPercent(100); got != DefaultGCPercent {
 		t.Errorf("default: GC percent %d, want %d", got, DefaultGCPercent)
 	}
 	if got := debug.SetMemoryLimit(-1); got != limit {
 		t.Errorf("default: memory limit %d, want it unchanged (%d)", got, limit)
 	}
-	GoRuntime{GCPercent: 250, MemoryLimit: 3 << 30}.apply(noEnv, log)
+	GoRuntime{GCPercent: 250, MemoryLimit: 3 << 30}.Apply(noEnv, log)
 	if got := debug.SetGCPercent(100); got != 250 {
 		t.Errorf("GC percent %d, want 250", got)
 	}
@@ -60,7 +60,7 @@ func TestRuntimeApply(t *testing.T) {
 		t.Errorf("memory limit %d, want %d", got, int64(3<<30))
 	}
 	env := map[string]string{"GOGC": "100", "GOMEMLIMIT": "1GiB"}
-	GoRuntime{GCPercent: 250, MemoryLimit: 3 << 30}.apply(func(k string) string { return env[k] }, log)
+	GoRuntime{GCPercent: 250, MemoryLimit: 3 << 30}.Apply(func(k string) string { return env[k] }, log)
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("with GOGC set: GC percent %d, want the environment's 100", got)
 	}

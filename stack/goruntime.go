@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"errors"
@@ -57,9 +57,9 @@ func (g *GoRuntime) Validate() error {
 	return errors.Join(errs...)
 }
 
-// apply sets the collector as g says, where the environment (getenv) does
+// Apply sets the collector as g says, where the environment (getenv) does
 // not: the process's own GOGC or GOMEMLIMIT is the operator's word.
-func (g GoRuntime) apply(getenv func(string) string, log *slog.Logger) {
+func (g GoRuntime) Apply(getenv func(string) string, log *slog.Logger) {
 	g.EnsureDefaults()
 	if v := getenv("GOGC"); v != "" {
 		log.Info("go runtime: GOGC from the environment, over runtime.gcPercent", "GOGC", v)

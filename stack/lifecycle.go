@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"context"
@@ -51,5 +51,10 @@ func (l *lifecycle) close(ctx context.Context) error {
 
 // noErr adapts a stop that cannot fail.
 func noErr(f func()) func(context.Context) error {
+	return func(context.Context) error { f(); return nil }
+}
+
+// startNoErr adapts a start that cannot fail.
+func startNoErr(f func()) func(context.Context) error {
 	return func(context.Context) error { f(); return nil }
 }

@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"os"
@@ -10,7 +10,7 @@ import (
 )
 
 func TestExampleConfigLoads(t *testing.T) {
-	cfg, err := loadConfig("../../turnpike.example.yaml")
+	cfg, err := Load("../turnpike.example.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestExampleConfigLoads(t *testing.T) {
 // TestConfigValidateReportsEverything: one run of validation names every
 // problem, so an operator fixes a config in one pass.
 func TestConfigValidateReportsEverything(t *testing.T) {
-	_, err := parseConfig([]byte(`
+	_, err := Parse([]byte(`
 pools:
   - name: a
     engine: tgi
@@ -72,7 +72,7 @@ responses:
 }
 
 func TestConfigUnknownKeyRejected(t *testing.T) {
-	_, err := parseConfig([]byte("adrr: 1.2.3.4:80\npools: []\n"))
+	_, err := Parse([]byte("adrr: 1.2.3.4:80\npools: []\n"))
 	if err == nil || !strings.Contains(err.Error(), "adrr") {
 		t.Fatalf("misspelt key not reported: %v", err)
 	}
@@ -81,14 +81,14 @@ func TestConfigUnknownKeyRejected(t *testing.T) {
 // FuzzParseConfig reads arbitrary config files: never a crash, and a
 // config it accepts validates as served.
 func FuzzParseConfig(f *testing.F) {
-	if b, err := os.ReadFile("../../turnpike.example.yaml"); err == nil {
+	if b, err := os.ReadFile("../turnpike.example.yaml"); err == nil {
 		f.Add(b)
 	}
 	f.Add([]byte("addr: 127.0.0.1:0\npools: []\n"))
 	f.Add([]byte("fleet:\n  healthFailures: -2\nresponses:\n  hostedTools: ignore\n"))
 	f.Add([]byte("routing:\n  policy: [1, 2]\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := parseConfig(b)
+		c, err := Parse(b)
 		if err != nil {
 			return
 		}
@@ -117,7 +117,7 @@ func TestStateConfig(t *testing.T) {
 		{name: "redis fields on pebble", yaml: "state:\n  url: redis://h:1\n  replicas: 2\n", errs: []string{"state.url: only for backend redis", "state.replicas: only for backend redis"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg, err := parseConfig([]byte(pool + c.yaml))
+			cfg, err := Parse([]byte(pool + c.yaml))
 			if c.errs == nil {
 				if err != nil {
 					t.Fatal(err)
@@ -139,15 +139,5 @@ func TestStateConfig(t *testing.T) {
 				t.Errorf("error shows the password: %v", err)
 			}
 		})
-	}
-}
-
-// TestServeStateURLFlag: --state-url selects Redis, and a bad one stops
-// serve before anything starts.
-func TestServeStateURLFlag(t *testing.T) {
-	var out, errOut strings.Builder
-	err := serveCmd(t.Context(), []string{"--addr", "127.0.0.1:0", "--state-url", "redis://h:1?mode=ring"}, &out, &errOut)
-	if err == nil || !strings.Contains(err.Error(), `mode "ring"`) {
-		t.Fatalf("serve --state-url with a bad mode: %v", err)
 	}
 }

@@ -1,8 +1,7 @@
-package main
+package stack
 
 import (
 	"context"
-	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/turnpike-gateway/turnpike/gossip"
@@ -25,7 +24,8 @@ const (
 // gateways on the same Redis (routing.shareRecords): names are the
 // endpoints' ids, which every gateway derives alike from the pools'
 // URLs. It does nothing on a store that reaches no other process.
-func startRoutePeers(ctx context.Context, st *stack, cfg *Config, db *state.DB, index *kv.Index, names []string, metrics prometheus.Registerer, log *slog.Logger) error {
+func (s *Stack) startRoutePeers(ctx context.Context, db *state.DB, index *kv.Index, names []string, metrics prometheus.Registerer) error {
+	cfg, log := &s.cfg, s.log
 	if !cfg.Routing.shareRecords(cfg.State.Backend) {
 		return nil
 	}
@@ -37,38 +37,38 @@ func startRoutePeers(ctx context.Context, st *stack, cfg *Config, db *state.DB, 
 	if err != nil {
 		return err
 	}
-	return st.life.start(ctx, "routing records of other gateways",
+	return s.life.start(ctx, "routing records of other gateways",
 		startNoErr(func() { peers.Start(context.WithoutCancel(ctx)) }), noErr(peers.Close))
 }
 
 // startExchange starts the gossip exchange build makes, on the broadcast
 // channel called channel, until the stack closes. It does nothing on a
 // store that reaches no other process.
-func startExchange[T any](ctx context.Context, st *stack, db *state.DB, channel, what string, metrics *gossip.Metrics, log *slog.Logger,
+func startExchange[T any](ctx context.Context, s *Stack, db *state.DB, channel, what string, metrics *gossip.Metrics,
 	build func(gossip.Config) (*gossip.Exchange[T], error)) error {
 	bc := db.Broadcast(channel)
 	if bc == nil {
 		return nil
 	}
-	x, err := build(gossip.Config{Transport: bc, Metrics: metrics, Logger: log})
+	x, err := build(gossip.Config{Transport: bc, Metrics: metrics, Logger: s.log})
 	if err != nil {
 		return err
 	}
-	return st.life.start(ctx, what, startNoErr(func() { x.Start(context.WithoutCancel(ctx)) }), noErr(x.Close))
+	return s.life.start(ctx, what, startNoErr(func() { x.Start(context.WithoutCancel(ctx)) }), noErr(x.Close))
 }
 
 // startLoadShare shares the gateway's requests in flight on each endpoint
 // with the other gateways on the same Redis (routing.shareLoad).
-func startLoadShare(ctx context.Context, st *stack, cfg *Config, db *state.DB, metrics *gossip.Metrics, log *slog.Logger) error {
-	if !cfg.Routing.shareLoad(cfg.State.Backend) {
+func (s *Stack) startLoadShare(ctx context.Context, db *state.DB, metrics *gossip.Metrics) error {
+	if !s.cfg.Routing.shareLoad(s.cfg.State.Backend) {
 		return nil
 	}
-	return startExchange(ctx, st, db, loadChannel, "load of other gateways", metrics, log,
-		func(c gossip.Config) (*pools.LoadShare, error) { return pools.NewLoadShare(st.reg, c) })
+	return startExchange(ctx, s, db, loadChannel, "load of other gateways", metrics,
+		func(c gossip.Config) (*pools.LoadShare, error) { return pools.NewLoadShare(s.reg, c) })
 }
 
 // startHeldShare makes the background caps count every gateway's
 // background responses on a store shared with other gateways (Redis).
-func startHeldShare(ctx context.Context, st *stack, db *state.DB, svc *responses.Service, metrics *gossip.Metrics, log *slog.Logger) error {
-	return startExchange(ctx, st, db, heldChannel, "background responses of other gateways", metrics, log, svc.HeldExchange)
+func (s *Stack) startHeldShare(ctx context.Context, db *state.DB, svc *responses.Service, metrics *gossip.Metrics) error {
+	return startExchange(ctx, s, db, heldChannel, "background responses of other gateways", metrics, svc.HeldExchange)
 }

@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"encoding/json"
@@ -9,28 +9,28 @@ import (
 	"github.com/turnpike-gateway/turnpike/prompt/hf"
 )
 
-// simTokenizer is a model directory's chat template and tokenizer as the
+// SimTokenizer is a model directory's chat template and tokenizer as the
 // simulator takes them (sim.ChatTokenizer): the simulator may import
 // nothing of ours above accelerators, so the model is handed to it here.
-type simTokenizer struct{ m *hf.Model }
+type SimTokenizer struct{ m *hf.Model }
 
-// loadSimTokenizer loads the model directory dir for the simulator; it
+// LoadSimTokenizer loads the model directory dir for the simulator; it
 // must have a chat template.
-func loadSimTokenizer(dir string) (sim.ChatTokenizer, error) {
+func LoadSimTokenizer(dir string) (SimTokenizer, error) {
 	m, err := hf.Load(dir)
 	if err != nil {
-		return nil, fmt.Errorf("sim tokenizer: %w", err)
+		return SimTokenizer{}, fmt.Errorf("sim tokenizer: %w", err)
 	}
 	if m.Template == nil {
-		return nil, fmt.Errorf("sim tokenizer %s: %w", dir, hf.ErrNoTemplate)
+		return SimTokenizer{}, fmt.Errorf("sim tokenizer %s: %w", dir, hf.ErrNoTemplate)
 	}
-	return simTokenizer{m}, nil
+	return SimTokenizer{m}, nil
 }
 
 // RenderChat implements sim.ChatTokenizer: the messages as the gateway's
 // prompt.Message reads them (content parts' text joined, tool calls of
 // assistant messages), through the model's template.
-func (s simTokenizer) RenderChat(messages []sim.ChatMessage, tools json.RawMessage, addGenerationPrompt bool) (string, error) {
+func (s SimTokenizer) RenderChat(messages []sim.ChatMessage, tools json.RawMessage, addGenerationPrompt bool) (string, error) {
 	msgs := make([]prompt.Message, len(messages))
 	for i := range messages {
 		m := &messages[i]
@@ -46,14 +46,14 @@ func (s simTokenizer) RenderChat(messages []sim.ChatMessage, tools json.RawMessa
 }
 
 // Encode implements sim.ChatTokenizer.
-func (s simTokenizer) Encode(dst []uint32, text string) []uint32 {
+func (s SimTokenizer) Encode(dst []uint32, text string) []uint32 {
 	return s.m.Tokenizer.Encode(dst, text)
 }
 
-// systemTokens counts a prompt's opening system message of text system
+// SystemTokens counts a prompt's opening system message of text system
 // as the engines render and tokenize it (bench.Target.SystemTokens); 0
 // when the template refuses it.
-func (s simTokenizer) systemTokens(system string) int {
+func (s SimTokenizer) SystemTokens(system string) int {
 	text, err := s.m.Template.Render([]prompt.Message{{Role: "system", Content: system}}, nil, false)
 	if err != nil {
 		return 0
@@ -61,4 +61,4 @@ func (s simTokenizer) systemTokens(system string) int {
 	return len(s.m.Tokenizer.Encode(nil, text))
 }
 
-var _ sim.ChatTokenizer = simTokenizer{}
+var _ sim.ChatTokenizer = SimTokenizer{}

@@ -1,0 +1,450 @@
+package stack
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	turnpike "github.com/turnpike-gateway/turnpike"
+	"github.com/turnpike-gateway/turnpike/accelerators/sim"
+	"github.com/turnpike-gateway/turnpike/admin"
+	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/auth"
+	"github.com/turnpike-gateway/turnpike/batch"
+	"github.com/turnpike-gateway/turnpike/dispatch"
+	"github.com/turnpike-gateway/turnpike/gateway"
+	"github.com/turnpike-gateway/turnpike/gossip"
+	"github.com/turnpike-gateway/turnpike/kv"
+	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/responses"
+	"github.com/turnpike-gateway/turnpike/sessions"
+	"github.com/turnpike-gateway/turnpike/state"
+	"github.com/turnpike-gateway/turnpike/tracing"
+	"github.com/turnpike-gateway/turnpike/turns"
+)
+
+// Options are what a Stack takes beside its config.
+type Options struct {
+	// Logger receives every component's logs. Nil discards them.
+	Logger *slog.Logger
+	// Fleet, when set, is a simulated fleet that Start starts first and
+	// whose pools the gateway serves instead of the config's: the
+	// embedded demo fleet and the benchmarks' backend.
+	Fleet *sim.Topology
+}
+
+// Stack is one gateway built from its config: every component, started
+// in dependency order and closed in reverse.
+type Stack struct {
+	cfg      Config
+	log      *slog.Logger
+	topology *sim.Topology
+
+	// Set by Start.
+	addr   string
+	fleet  *sim.Fleets
+	reg    *pools.Registry
+	index  *kv.Index
+	gw     *gateway.Server
+	served chan error
+	// life stops what Start started, in reverse order.
+	life lifecycle
+}
+
+// New checks cfg (a copy of which the stack keeps) and builds the stack;
+// nothing starts until Start. With an embedded fleet, the pools are
+// checked once the fleet has started and given them.
+func New(cfg *Config, opts Options) (*Stack, error) {
+	s := &Stack{cfg: *cfg, log: opts.Logger, topology: opts.Fleet, served: make(chan error, 1)}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.life.log = s.log
+	if s.topology == nil {
+		if err := s.cfg.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Addr is the address the gateway listens on, once started.
+func (s *Stack) Addr() string { return s.addr }
+
+// Fleet is the embedded simulated fleet, once started; nil without one.
+func (s *Stack) Fleet() *sim.Fleets { return s.fleet }
+
+// Pools are the pools the gateway serves: the config's, or the embedded
+// fleet's once started.
+func (s *Stack) Pools() []pools.PoolConfig { return s.cfg.Pools }
+
+// Registry is the gateway's view of its pools, once started.
+func (s *Stack) Registry() *pools.Registry { return s.reg }
+
+// Index is the gateway's KV-cache index, once started.
+func (s *Stack) Index() *kv.Index { return s.index }
+
+// Served delivers the gateway's error if it stops serving before Close.
+func (s *Stack) Served() <-chan error { return s.served }
+
+// Start builds each component on those started before it and starts it:
+// the one place the order lives. Components run until Close, not until
+// ctx ends: a signal starts a graceful Close, in which the gateway
+// finishes its streams before the engines and stores under it stop. On
+// an error, what had started is closed.
+func (s *Stack) Start(ctx context.Context) (err error) {
+	cfg, log := &s.cfg, s.log
+	defer func() {
+		if err != nil {
+			s.Close(context.Background())
+		}
+	}()
+	// run is the context of background loops; the last stop cancels it.
+	run, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.life.start(ctx, "background loops", nil, noErr(cancel))
+	if s.topology != nil {
+		if s.fleet, err = s.topology.Start(run); err != nil {
+			return fmt.Errorf("start simulated fleet: %w", err)
+		}
+		s.life.start(ctx, "simulated fleet", nil, func(context.Context) error { return s.fleet.Close() })
+		cfg.Pools = SimPools(s.fleet, s.topology.TokenizerDir)
+		if s.topology.Config.SchedulingPolicy == sim.SchedulingPriority && cfg.Routing.InteractiveLane == affinity.DefaultInteractiveLane {
+			// Engines that take interactive turns ahead of the rest
+			// need no endpoint kept for them.
+			cfg.Routing.InteractiveLane = -1
+		}
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
+	}
+	if s.reg, err = pools.NewRegistry(cfg.Pools, cfg.Fleet, log); err != nil {
+		return err
+	}
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	// The KV-cache index mirrors each engine's cache: bounded by the
+	// capacity the engine reports, fed by routing and by KV events.
+	index := kv.NewIndex(kv.IndexOptions{})
+	s.index = index
+	hasher := &kv.Hasher{}
+	s.reg.OnLoad(func(ep *pools.Endpoint, l pools.Load) {
+		if l.NumGPUBlocks > 0 && (l.BlockSize == 0 || l.BlockSize == kv.DefaultBlockSize) {
+			index.SetCapacity(ep.Index, l.NumGPUBlocks)
+		}
+	})
+	names := make([]string, len(s.reg.Endpoints))
+	groups := map[string]int{}
+	for i, ep := range s.reg.Endpoints {
+		names[i] = ep.ID
+		// The replicas of a pool share its Shared tier (a store such as
+		// LMCache's remote backend): a block in it counts for all of them.
+		g, ok := groups[ep.Pool.Config.Name]
+		if !ok {
+			g = len(groups)
+			groups[ep.Pool.Config.Name] = g
+		}
+		index.SetGroup(ep.Index, g)
+	}
+	kvMetrics := kv.NewCollector(index, names)
+	metrics.MustRegister(kvMetrics)
+	var subs []*kv.Subscriber
+	for _, ep := range s.reg.Endpoints {
+		if ep.KVEvents == "" {
+			continue
+		}
+		sub, err := kv.NewSubscriber(index, kv.SubscriberConfig{
+			Endpoint: ep.Index,
+			Addr:     ep.KVEvents,
+			Model:    ep.Pool.Config.ServedModels[0],
+			Hasher:   hasher,
+			Logger:   log.With("endpoint", ep.ID),
+		})
+		if err != nil {
+			return err
+		}
+		kvMetrics.AddSubscriber(ep.Index, sub)
+		subs = append(subs, sub)
+	}
+	// The KV subscriptions end before the engines they follow (the
+	// embedded fleet stops after this): an engine's stream closing under
+	// a live subscription reads as an interrupted one.
+	subsCtx, stopSubs := context.WithCancel(run)
+	var subsRunning sync.WaitGroup
+	s.life.start(ctx, "fleet view", func(context.Context) error {
+		s.reg.Start(run)
+		for _, sub := range subs {
+			subsRunning.Go(func() { sub.Run(subsCtx) })
+		}
+		return nil
+	}, func(ctx context.Context) error {
+		stopSubs()
+		waitGroup(ctx, &subsRunning, subscriptionsStop)
+		s.reg.Close()
+		return nil
+	})
+
+	// Traces, when an OTLP endpoint is configured; closed last, so that
+	// the spans of the requests the gateway finishes are flushed.
+	traces, err := tracing.New(ctx, cfg.Tracing, metrics, log)
+	if err != nil {
+		return err
+	}
+	s.life.start(ctx, "tracing", nil, traces.Close)
+	tracer := traces.Tracer()
+	if tracer.On() {
+		log.Info("tracing on", "service", cfg.Tracing.ServiceName, "endpoint", cmp.Or(cfg.Tracing.Endpoint, "from the environment"))
+	}
+
+	// One state store, Pebble under the data dir or a shared Redis, and a
+	// namespace in it for each owner. The prefixes are those the data dir
+	// has always been written with.
+	db, err := state.Open(ctx, cfg.State, cfg.DataDir, log)
+	if err != nil {
+		return fmt.Errorf("open state store (%s): %w", cfg.Where(), err)
+	}
+	s.life.start(ctx, "state store", nil, func(context.Context) error { return db.Close() })
+	if c := db.Collector(); c != nil {
+		metrics.MustRegister(c)
+	}
+	if err := s.startRoutePeers(ctx, db, index, names, metrics); err != nil {
+		return err
+	}
+	store := responses.NewStore(db.Namespace("rs/"), responses.StoreOptions{TTL: cfg.Responses.Retention})
+
+	sessOpts := cfg.Sessions
+	sessOpts.Metrics = metrics
+	if cfg.State.Backend == state.BackendRedis && sessOpts.PinRefresh == 0 {
+		// Other gateways pin sessions too: look at their pins.
+		sessOpts.PinRefresh = sessions.DefaultSharedPinRefresh
+	}
+	pins := sessions.NewAsyncPinStore(&sessions.KVPinStore{Namespace: db.Namespace("m/sessions/")}, 0,
+		func(err error) { log.Warn("session pin not saved", "err", err) })
+	sessOpts.Pins = pins
+	sess, err := sessions.NewStore(sessOpts)
+	if err != nil {
+		return err
+	}
+	if err := s.life.start(ctx, "sessions", func(ctx context.Context) error {
+		pins.Start()
+		if n, err := sess.LoadPins(ctx, time.Now()); err != nil {
+			log.Warn("session pins not restored", "err", err)
+		} else if n > 0 {
+			log.Info("session pins restored", "pins", n)
+		}
+		go every(run, time.Minute, func() { sess.Sweep(time.Now()) })
+		return nil
+	}, noErr(pins.Close)); err != nil {
+		return err
+	}
+	cfg.Routing.TierWeights = catalogTierWeights(cfg.Routing.TierWeights, cfg.Pools)
+	policy, err := affinity.NewPolicy(cfg.Routing.Config, affinity.Deps{Index: index, Hasher: hasher, Sessions: sess, Metrics: metrics})
+	if err != nil {
+		return err
+	}
+	gossipMetrics, err := gossip.NewMetrics(metrics)
+	if err != nil {
+		return err
+	}
+	if err := s.startLoadShare(ctx, db, gossipMetrics); err != nil {
+		return err
+	}
+	flow, err := turns.New(turns.Config{FlowControl: cfg.FlowControl}, turns.WithRegisterer(metrics))
+	if err != nil {
+		return err
+	}
+	s.life.start(ctx, "flow control", startNoErr(flow.Start), func(context.Context) error { return flow.Close() })
+	toks, err := modelTokenizers(cfg.Pools, metrics)
+	if err != nil {
+		return err
+	}
+	d, err := dispatch.New(dispatch.Options{Registry: s.reg, Policy: policy, Sessions: sess, Flow: flow, Lane: interactiveLane(&cfg.Routing.Config), Hasher: hasher, Tokenizers: toks, Logger: log, Metrics: metrics, PD: &cfg.Routing.PD, Tracer: tracer})
+	if err != nil {
+		return err
+	}
+	// Background jobs stop before flow control closes: they stay pending
+	// for the next start instead of failing on a closing controller.
+	sealKeys, err := cfg.Responses.sealKeys()
+	if err != nil {
+		return err
+	}
+	svc := responses.New(store, d, responses.Config{
+		Workers: cfg.Responses.Workers, HostedTools: cfg.Responses.HostedTools, SealKeys: sealKeys,
+		MCPTimeout: cfg.Responses.MCPTimeout, MCPAllowedURLs: cfg.Responses.MCPAllowedURLs, Metrics: metrics, Logger: log,
+		Tracer:   tracer,
+		JobLease: cfg.Responses.JobLease, JobPoll: cfg.Responses.JobPoll,
+	})
+	if err := s.life.start(ctx, "responses", svc.Start, func(context.Context) error { return svc.Close() }); err != nil {
+		return err
+	}
+	if err := s.startHeldShare(ctx, db, svc, gossipMetrics); err != nil {
+		return err
+	}
+
+	// Batches run on flow control's lowest band: they stop before it
+	// closes, and what was in flight runs again at the next start.
+	batches, err := batch.New(batch.Options{Config: cfg.Batch, DB: db.Namespace("batch/"), Dispatch: d, Logger: log, Metrics: metrics})
+	if err != nil {
+		return err
+	}
+	if err := s.life.start(ctx, "batches", batches.Start, batches.Close); err != nil {
+		return err
+	}
+	if cfg.Batch.Intake.URL != "" {
+		intake, err := batch.NewIntake(batches, cfg.Batch.Intake)
+		if err != nil {
+			return err
+		}
+		if err := s.life.start(ctx, "async intake", intake.Start, intake.Close); err != nil {
+			return err
+		}
+	}
+
+	cfg.Admin.ApplyEnv(os.Getenv)
+	authn, err := auth.New(auth.Options{AdminToken: cfg.Admin.AdminToken, Logger: log})
+	if err != nil {
+		return err
+	}
+	adm, err := admin.New(ctx, admin.Deps{
+		Store:    db.Namespace("m/admin/"),
+		Keys:     authn,
+		Flow:     flow,
+		Registry: s.reg,
+		Sessions: sess,
+		Config:   cfg.Admin,
+		Logger:   log,
+		Metrics:  metrics,
+	})
+	if err != nil {
+		return err
+	}
+	if cfg.State.Backend == state.BackendRedis {
+		// Other gateways on the same Redis change tenants, keys and flow
+		// control too: look for their changes until the store closes.
+		watch, stopWatch := context.WithCancel(run)
+		watched := make(chan struct{})
+		s.life.start(ctx, "admin changes of other gateways", startNoErr(func() {
+			go func() {
+				defer close(watched)
+				every(watch, admin.DefaultRefreshInterval, func() {
+					if _, err := adm.Refresh(watch); err != nil && watch.Err() == nil {
+						log.Warn("admin: reading other gateways' changes failed", "err", err)
+					}
+				})
+			}()
+		}), noErr(func() { stopWatch(); <-watched }))
+	}
+	if adm.HasLendSchedules() {
+		// Lendable pools lent in scheduled windows: each window opens
+		// within a second of its start.
+		sched, stopSched := context.WithCancel(run)
+		scheduled := make(chan struct{})
+		s.life.start(ctx, "lending schedules", startNoErr(func() {
+			apply := func() {
+				if err := adm.ApplyLendSchedules(sched); err != nil && sched.Err() == nil {
+					log.Warn("admin: lending on schedule failed", "err", err)
+				}
+			}
+			apply()
+			go func() {
+				defer close(scheduled)
+				every(sched, lendScheduleInterval, apply)
+			}()
+		}), noErr(func() { stopSched(); <-scheduled }))
+	}
+	if s.gw, err = gateway.New(gateway.Options{
+		Registry:  s.reg,
+		Dispatch:  d,
+		Logger:    log,
+		Metrics:   metrics,
+		BodyLimit: cfg.BodyLimit,
+		OpenAPI:   turnpike.Spec,
+		Responses: svc,
+		Batches:   batches,
+		Auth:      authn,
+		Admin:     adm,
+		Tracer:    tracer,
+		// Not ready while the store is down: the turns it would take
+		// could not be stored.
+		StoreHealth: db.Health,
+	}); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	s.addr = ln.Addr().String()
+	// The gateway stops first: it finishes in-flight requests, streams
+	// included, while everything under it still runs.
+	s.life.start(ctx, "gateway", func(context.Context) error {
+		go func() {
+			err := s.gw.Serve(ln)
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			s.served <- err
+		}()
+		return nil
+	}, s.gw.Shutdown)
+	return nil
+}
+
+// Close shuts the gateway down gracefully, then everything under it, in
+// the reverse of the order it started.
+func (s *Stack) Close(ctx context.Context) error { return s.life.close(ctx) }
+
+// lendScheduleInterval is how often the gateway looks for a scheduled
+// lending window to open (pools.LendSchedule).
+const lendScheduleInterval = time.Second
+
+// every runs fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
+// interactiveLane is the routing policy's interactive lane as admission
+// sees it: the cache-aware policy's interactive-lane filter, when it runs.
+func interactiveLane(rc *affinity.Config) turns.Lane {
+	if rc.Policy != affinity.PolicyCacheAware || rc.InteractiveLane <= 0 || !slices.Contains(rc.Filters, affinity.FilterInteractiveLane) {
+		return turns.Lane{}
+	}
+	return turns.Lane{Endpoints: rc.InteractiveLane, MinFleet: affinity.DefaultInteractiveLaneMinFleet, Hold: rc.InteractiveLaneHold}
+}
+
+// subscriptionsStop bounds the wait for the KV subscriptions to end at
+// shutdown: each ends as soon as its socket sees its context done.
+const subscriptionsStop = 5 * time.Second
+
+// waitGroup waits for wg, at most for d or until ctx is done.
+func waitGroup(ctx context.Context, wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
