@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
+	"github.com/turnpike-gateway/turnpike/state"
 )
 
 // invalid is the handlers' 400 naming the offending parameter.
@@ -39,6 +40,10 @@ func toAPIError(err error) *apierror.Error {
 	switch {
 	case errors.As(err, &he):
 		return echoError(he)
+	case errors.Is(err, state.ErrUnavailable):
+		// The Files, Batch and admin APIs hand the store's failures up as
+		// they are; the Responses API words them itself, alike.
+		return apierror.Unavailable("store_unavailable", "The state store is unavailable; retry later.").WithHeader("Retry-After", "1").WithClass(err)
 	case errors.Is(err, context.Canceled):
 		return apierror.New(statusClientClosedRequest, "client_closed_request", "The client closed the request.")
 	case errors.Is(err, context.DeadlineExceeded):

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/responses"
+	"github.com/turnpike-gateway/turnpike/state"
 	"github.com/turnpike-gateway/turnpike/turns"
 )
 
@@ -33,6 +34,7 @@ func TestErrorClasses(t *testing.T) {
 		{name: "shed by overload", err: wrap(&turns.ShedError{Status: 503, Reason: turns.ReasonSaturated}),
 			status: 503, typ: "server_error", code: "server_overloaded", header: map[string]string{"Retry-After": "1", "X-Turnpike-Dropped-Reason": turns.ReasonSaturated}},
 		{name: "responses not found", err: wrap(responses.ErrNotFound), status: 404, typ: "invalid_request_error", code: "not_found"},
+		{name: "store unavailable", err: wrap(fmt.Errorf("%w: dial tcp: connection refused", state.ErrUnavailable)), status: 503, typ: "server_error", code: "store_unavailable", header: map[string]string{"Retry-After": "1"}},
 		{name: "responses closed", err: wrap(responses.ErrClosed), status: 503, typ: "server_error", code: "unavailable"},
 		{name: "body too large", err: echo.ErrStatusRequestEntityTooLarge, status: 413, typ: "invalid_request_error", code: "request_too_large"},
 		{name: "no route", err: echo.ErrNotFound, status: 404, typ: "invalid_request_error", code: "not_found"},
