@@ -21,6 +21,11 @@
 // that keys match exactly; a reference parser built on encoding/json lives in the
 // tests, and the fuzz targets hold the two to each other.
 //
+// TextBound reads a chat, completion or Responses body without decoding
+// it, allocating nothing, for its model and a lower bound on the bytes of
+// text its prompt holds: what the gateway needs to refuse a body too long
+// for its model's context before it pays for decoding it.
+//
 // A Memo remembers recent chat bodies: an agent resends its whole history
 // each turn, so Memo.ParseChat matches a body to its conversation's last
 // turn (by the opening of the messages array, then a running hash message
