@@ -26,6 +26,23 @@
 // under a context that outlives the turn, so a turn ended by the
 // connection limit or a shutdown still sends its final event.
 //
+// # Request bodies
+//
+// Bodies are held against a budget (Options.BodyBudget): a request's
+// stated length is taken from it before a byte is read, and given back
+// when its handler returns; a request that would pass it is answered 503
+// with Retry-After unread (a body of unknown length is counted as it is
+// read, and fails at the read that passes it). A chat, completion or
+// Responses body long enough that its length may prove it longer than
+// its model's context window is read into a stage outside the Go heap
+// (stage.go) and checked there in one scan that decodes nothing
+// (prompt.TextBound): if its text alone has more bytes than the window
+// has tokens times the most bytes a token holds, it is refused (400
+// context_length_exceeded) without ever being decoded, and its memory is
+// back with the system at once; otherwise it is copied where its handler
+// keeps it. turnpike_request_body_bytes_in_flight, _stage_bytes and
+// _refusals_total{reason} show the budget at work.
+//
 // # Errors
 //
 // Handlers return errors of a few classes (dispatch's and the pools and

@@ -18,25 +18,39 @@ import (
 )
 
 func (s *Server) handleChatCompletions(c echo.Context) error {
-	return s.proxyCompletion(c, "/v1/chat/completions", s.memo.ParseChat)
+	return s.proxyCompletion(c, "/v1/chat/completions", prompt.ChatBody, s.memo.ParseChat)
 }
 
 func (s *Server) handleCompletions(c echo.Context) error {
-	return s.proxyCompletion(c, "/v1/completions", prompt.ParseCompletion)
+	return s.proxyCompletion(c, "/v1/completions", prompt.CompletionBody, prompt.ParseCompletion)
 }
 
 // proxyCompletion forwards a chat or text completion to an endpoint of a
 // pool serving its model, streaming the answer back as it comes. The body
-// is decoded once, by parse, and forwarded as the client wrote it.
-func (s *Server) proxyCompletion(c echo.Context, path string, parse func([]byte) (*prompt.Request, error)) error {
+// is decoded once, by parse, and forwarded as the client wrote it; one
+// that is longer than its model's context by its length alone is refused
+// first.
+func (s *Server) proxyCompletion(c echo.Context, path string, kind prompt.BodyKind, parse func([]byte) (*prompt.Request, error)) error {
 	start := time.Now()
-	buf, err := readPooledBody(c)
+	param := "messages"
+	if kind == prompt.CompletionBody {
+		param = "prompt"
+	}
+	var buf *bytes.Buffer
+	body, err := s.readChecked(c, kind, param, func(staged []byte) ([]byte, error) {
+		var err error
+		if buf, err = readPooledBody(c, staged); err != nil {
+			return nil, err
+		}
+		return buf.Bytes()[bodyHeadroom:], nil
+	})
+	if buf != nil {
+		// The body is reused for another request once this one has ended.
+		defer putBody(buf)
+	}
 	if err != nil {
 		return err
 	}
-	// The body is reused for another request once this one has ended.
-	defer putBody(buf)
-	body := buf.Bytes()[bodyHeadroom:]
 	// req aliases body, so body is never written to: it is forwarded as
 	// it is, or with a member spliced in before it by withStreamUsage.
 	req, err := parse(body)
@@ -135,16 +149,23 @@ var bodyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // maxPooledBody keeps one huge body from pinning its buffer forever.
 const maxPooledBody = 4 << 20
 
-// readPooledBody reads the request body into a pooled buffer sized from its
+// readPooledBody reads the request body, or copies staged, the body
+// already read (readChecked), into a pooled buffer sized from its
 // length, after bodyHeadroom bytes of room: the body is
 // buf.Bytes()[bodyHeadroom:]. The caller gives it back with putBody once
 // nothing refers to the body any more.
-func readPooledBody(c echo.Context) (*bytes.Buffer, error) {
+func readPooledBody(c echo.Context, staged []byte) (*bytes.Buffer, error) {
 	r := c.Request()
 	buf := bodyBufs.Get().(*bytes.Buffer)
 	buf.Reset()
-	buf.Grow(bodyHeadroom + bodyRoom(r))
 	var room [bodyHeadroom]byte
+	if staged != nil {
+		buf.Grow(bodyHeadroom + len(staged))
+		buf.Write(room[:])
+		buf.Write(staged)
+		return buf, nil
+	}
+	buf.Grow(bodyHeadroom + bodyRoom(r))
 	buf.Write(room[:])
 	if _, err := buf.ReadFrom(r.Body); err != nil {
 		putBody(buf)

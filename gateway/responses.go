@@ -13,6 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/turnpike-gateway/turnpike/apierror"
+	"github.com/turnpike-gateway/turnpike/prompt"
 	"github.com/turnpike-gateway/turnpike/responses"
 	"github.com/turnpike-gateway/turnpike/tracing"
 	"go.opentelemetry.io/otel/codes"
@@ -144,7 +145,14 @@ func (w *sse) finish(err error) error {
 }
 
 func (h *responsesAPI) create(c echo.Context) error {
-	body, err := readAllBody(c.Request())
+	// The request keeps the body (a background response runs on with
+	// it): it is read into a buffer of its own, never pooled.
+	body, err := h.s.readChecked(c, prompt.ResponsesBody, "input", func(staged []byte) ([]byte, error) {
+		if staged != nil {
+			return bytes.Clone(staged), nil
+		}
+		return readAllBody(c.Request())
+	})
 	if err != nil {
 		return err
 	}

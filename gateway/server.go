@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -42,6 +43,21 @@ type Options struct {
 	Metrics *prometheus.Registry
 	// BodyLimit bounds a request body, in bytes. Default 32 MiB.
 	BodyLimit int64
+	// BodyBudget bounds the bytes of request bodies held at once by the
+	// requests being handled: a body's stated length from before it is
+	// read until its request ends (what is read of it when it states
+	// none). A request past it is refused with a 503 and Retry-After
+	// before its body is read. (A background response keeps its body
+	// past its request: the budget counts it until the request returns.)
+	// Default DefaultBodyBudget (BodyBudgetFor gives the default under a
+	// Go memory limit); never less than BodyLimit.
+	BodyBudget int64
+	// MaxTokenBytes is the most bytes of text one token of a served
+	// model's tokenizer holds: a chat, completion or Responses body whose
+	// text is longer than its model's context window times this is
+	// refused (400 context_length_exceeded) before it is decoded. Default
+	// DefaultMaxTokenBytes; negative refuses none.
+	MaxTokenBytes int
 	// ShutdownTimeout bounds how long Shutdown waits for in-flight
 	// requests, streams included. Default 30s.
 	ShutdownTimeout time.Duration
@@ -107,6 +123,14 @@ type Server struct {
 	metrics  *metrics
 	// memo remembers recent chat bodies; nil when disabled.
 	memo *prompt.Memo
+	// bodies is the budget of the request bodies in flight; overContext
+	// counts the bodies refused as longer than their model's context, and
+	// contextFloor is, by body kind, the length under which none can be.
+	bodies       bodyBudget
+	overContext  atomic.Int64
+	contextFloor [bodyKinds]int64
+	// stages keep the bodies being checked outside the heap (stage.go).
+	stages stagePool
 
 	// started is when the server was built; /v1/models reports it as the
 	// models' creation time, the one the gateway knows.
@@ -154,6 +178,14 @@ func New(opts Options) (*Server, error) {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if opts.BodyBudget <= 0 {
+		opts.BodyBudget = DefaultBodyBudget
+	}
+	// A budget smaller than one body would refuse the largest forever.
+	opts.BodyBudget = max(opts.BodyBudget, opts.BodyLimit)
+	if opts.MaxTokenBytes == 0 {
+		opts.MaxTokenBytes = DefaultMaxTokenBytes
+	}
 	s := &Server{
 		opts:     opts,
 		log:      opts.Logger,
@@ -168,6 +200,10 @@ func New(opts Options) (*Server, error) {
 		s.memo = prompt.NewMemo(opts.PromptMemoBytes)
 	}
 	s.metrics = newMetrics(opts.Metrics, opts.Registry, s.memo)
+	s.bodies.limit = opts.BodyBudget
+	s.stages.max = stagesKept
+	s.contextFloor = s.contextFloors()
+	opts.Metrics.MustRegister(bodyCollector{s})
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -177,6 +213,7 @@ func New(opts Options) (*Server, error) {
 	e.Use(middleware.RequestID())
 	e.Use(requestIDToEngines)
 	e.Use(middleware.BodyLimit(strconv.FormatInt(opts.BodyLimit, 10) + "B"))
+	e.Use(s.budgetBodies)
 	s.echo = e
 
 	// Group middleware must be given when the group is made: Echo attaches

@@ -1,0 +1,351 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+)
+
+// bodyWindow is the context window, in tokens, of the model of
+// newResponsesStack (llama-3.1-8b), whose Responses turns the gateway
+// counts with prompt.Approx; the stack's body limit is 1 MiB.
+const bodyWindow = 131072
+
+// setBodies sets the body budget and the most bytes a token holds on st's
+// gateway, as Options.BodyBudget and Options.MaxTokenBytes set them
+// (newResponsesStack takes neither).
+func setBodies(st *responsesStack, budget int64, tokenBytes int) {
+	s := st.server
+	s.bodies.limit = budget
+	s.opts.MaxTokenBytes = tokenBytes
+	s.contextFloor = s.contextFloors()
+}
+
+// metric is the value of st's gateway's metric name with labels.
+func (st *responsesStack) metric(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := st.server.opts.Metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for i, l := range m.GetLabel() {
+				if 2*i+1 >= len(labels) || l.GetName() != labels[2*i] || l.GetValue() != labels[2*i+1] {
+					continue metrics
+				}
+			}
+			if m.Gauge != nil {
+				return m.GetGauge().GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s%v", name, labels)
+	return 0
+}
+
+// holdBody starts a chat completion that states a body of n bytes and
+// sends none of it until release is called, and waits until the gateway
+// holds its n bytes in the budget.
+func (st *responsesStack) holdBody(t *testing.T, n int64) (release func()) {
+	t.Helper()
+	held := st.metric(t, "turnpike_request_body_bytes_in_flight")
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest(http.MethodPost, st.front.URL+"/v1/chat/completions", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = n
+	req.Header.Set("Content-Type", "application/json")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, func() bool { return st.metric(t, "turnpike_request_body_bytes_in_flight") == held+float64(n) })
+	return func() {
+		pw.CloseWithError(errors.New("released"))
+		<-done
+	}
+}
+
+// waitFor polls cond until it holds, for up to ten seconds.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// chatText is a chat completion whose one user message is n bytes of
+// text.
+func chatText(n int) openai.ChatCompletionNewParams {
+	return openai.ChatCompletionNewParams{
+		Model:     testModel,
+		MaxTokens: openai.Int(4),
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage(lorem(n))},
+	}
+}
+
+func lorem(n int) string {
+	return strings.Repeat("lorem ipsum dolor sit amet ", n/27+1)[:n]
+}
+
+// TestSDKBodyBudget (issue 32): a request whose body would take the
+// bodies in flight past the budget is refused with a 503, Retry-After and
+// an OpenAI-shaped error before its body is read; one whose body states
+// no length is refused at the read that passes the budget; once the
+// bodies in flight end, the same request is served, and the budget is
+// whole again.
+func TestSDKBodyBudget(t *testing.T) {
+	const budget = 1 << 20
+	st := newResponsesStack(t, 0)
+	setBodies(st, budget, DefaultMaxTokenBytes)
+	ctx := context.Background()
+	if got := st.metric(t, "turnpike_request_body_budget_bytes"); got != budget {
+		t.Fatalf("budget metric %v, want %d", got, budget)
+	}
+
+	release := st.holdBody(t, budget-64<<10)
+	// A body that the gateway does not read: the client still gets the
+	// answer.
+	var raw *http.Response
+	_, err := st.client.Chat.Completions.New(ctx, chatText(512<<10), option.WithResponseInto(&raw))
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.Code != "server_overloaded" || apiErr.Type != "server_error" {
+		t.Fatalf("a body past the budget: %v", err)
+	}
+	if raw.Header.Get("Retry-After") == "" {
+		t.Error("the 503 has no Retry-After")
+	}
+	if st.engine.count() != 0 {
+		t.Error("a request past the budget reached the engine")
+	}
+
+	// Chunked: no length stated, so the bytes are taken as they are read.
+	resp, err := http.Post(st.front.URL+"/v1/chat/completions", "application/json",
+		io.MultiReader(strings.NewReader(`{"model":"test-model","messages":[{"role":"user","content":"`+lorem(128<<10)+`"}]}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb := readAPIError(t, resp)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || eb.Error.Code == nil || *eb.Error.Code != "server_overloaded" {
+		t.Fatalf("a chunked body past the budget: status %d, %+v", resp.StatusCode, eb)
+	}
+	if got := st.metric(t, "turnpike_request_body_refusals_total", "reason", "budget"); got != 2 {
+		t.Errorf("budget refusals %v, want 2", got)
+	}
+
+	release()
+	waitFor(t, func() bool { return st.metric(t, "turnpike_request_body_bytes_in_flight") == 0 })
+	if _, err := st.client.Chat.Completions.New(ctx, chatText(128<<10)); err != nil {
+		t.Fatalf("a request once the budget is free: %v", err)
+	}
+	r, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text(lorem(128 << 10)), MaxOutputTokens: openai.Int(16)})
+	if err != nil || r.Status != responses.ResponseStatusCompleted {
+		t.Fatalf("a Responses request once the budget is free: %v", err)
+	}
+	if got := st.metric(t, "turnpike_request_body_bytes_in_flight"); got != 0 {
+		t.Errorf("%v bytes still in flight after every request ended", got)
+	}
+}
+
+// TestSDKContextLengthByBytes (issue 32): a body whose text alone is
+// longer than the model's window times the most bytes a token holds is
+// refused with a 400 context_length_exceeded before it is decoded or sent
+// to an engine; a body as long but of other bytes (an image), or whose
+// text just fits, is not refused by its length, nor is a Responses body
+// whose truncation lets the context be cut.
+func TestSDKContextLengthByBytes(t *testing.T) {
+	const tokenBytes = 4
+	st := newResponsesStack(t, 0)
+	setBodies(st, DefaultBodyBudget, tokenBytes)
+	ctx := context.Background()
+	refusals := func() float64 {
+		return st.metric(t, "turnpike_request_body_refusals_total", "reason", "context_length")
+	}
+	wantRefused := func(t *testing.T, err error, param string) {
+		t.Helper()
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Code != "context_length_exceeded" || apiErr.Param != param {
+			t.Fatalf("want a 400 context_length_exceeded on %s, got %v", param, err)
+		}
+	}
+
+	t.Run("chat", func(t *testing.T) {
+		before, sent := refusals(), st.engine.count()
+		_, err := st.client.Chat.Completions.New(ctx, chatText(bodyWindow*tokenBytes+1))
+		wantRefused(t, err, "messages")
+		if st.engine.count() != sent || refusals() != before+1 {
+			t.Errorf("engine requests %d → %d, refusals %v → %v", sent, st.engine.count(), before, refusals())
+		}
+	})
+	t.Run("chat text that fits by its length", func(t *testing.T) {
+		before, sent := refusals(), st.engine.count()
+		st.client.Chat.Completions.New(ctx, chatText(bodyWindow*tokenBytes))
+		if refusals() != before || st.engine.count() != sent+1 {
+			t.Errorf("the body was refused by its length (refusals %v → %v; engine requests %d → %d)", before, refusals(), sent, st.engine.count())
+		}
+	})
+	t.Run("chat image", func(t *testing.T) {
+		before, sent := refusals(), st.engine.count()
+		image := "data:image/png;base64," + strings.Repeat("iVBORw0KGgo", bodyWindow*tokenBytes/11+1)
+		st.client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model: testModel, MaxTokens: openai.Int(4),
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{
+				openai.TextContentPart("What is in this picture?"),
+				openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: image}),
+			})},
+		})
+		if refusals() != before || st.engine.count() != sent+1 {
+			t.Fatalf("an image was counted as text (refusals %v → %v; engine requests %d → %d)", before, refusals(), sent, st.engine.count())
+		}
+		// The body, read into a stage and checked there, went on whole.
+		if !strings.Contains(st.engine.last(), image) {
+			t.Error("the engine did not get the image the client sent")
+		}
+	})
+	t.Run("completions", func(t *testing.T) {
+		before := refusals()
+		_, err := st.client.Completions.New(ctx, openai.CompletionNewParams{
+			Model: testModel, Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(lorem(bodyWindow*tokenBytes + 1))},
+		})
+		wantRefused(t, err, "prompt")
+		if refusals() != before+1 {
+			t.Errorf("refusals %v → %v", before, refusals())
+		}
+	})
+	// The gateway counts Responses turns of this model with the
+	// approximate tokenizer, and refuses past the window by that count:
+	// four bytes a token, whatever MaxTokenBytes says.
+	t.Run("responses", func(t *testing.T) {
+		before, sent := refusals(), st.engine.count()
+		_, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text(lorem(4*bodyWindow + 1))})
+		wantRefused(t, err, "input")
+		if st.engine.count() != sent || refusals() != before+1 {
+			t.Errorf("engine requests %d → %d, refusals %v → %v", sent, st.engine.count(), before, refusals())
+		}
+	})
+	t.Run("responses truncation auto", func(t *testing.T) {
+		before := refusals()
+		st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text(lorem(4*bodyWindow + 1)),
+			Truncation: responses.ResponseNewParamsTruncationAuto})
+		if refusals() != before {
+			t.Error("a body whose context may be cut was refused by its length")
+		}
+	})
+}
+
+// TestBodyPeakCost (issue 32): what a body refused before decoding costs
+// the gateway, on the heap and in stages, is at most three times its size
+// (here: it is read once, outside the heap, and the length check
+// allocates nothing); a request refused for the budget costs nothing of
+// its size.
+func TestBodyPeakCost(t *testing.T) {
+	const size = 900 << 10
+	st := newResponsesStack(t, 0)
+	setBodies(st, 1<<20, 4) // 900 KiB of text is past the window
+	h := st.server.Handler()
+	chat := []byte(fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":%q}]}`, testModel, lorem(size)))
+	resp := []byte(fmt.Sprintf(`{"model":%q,"input":%q}`, testModel, lorem(size)))
+	for _, tc := range []struct {
+		name, path string
+		body       []byte
+		status     int
+		// most is the most the request may allocate, in bodies.
+		most float64
+	}{
+		{"chat", "/v1/chat/completions", chat, http.StatusBadRequest, 3},
+		{"responses", "/v1/responses", resp, http.StatusBadRequest, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			staged := st.metric(t, "turnpike_request_body_stage_bytes")
+			alloc := allocated(func() {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, tc.path, bytes.NewReader(tc.body)))
+				if w.Code != tc.status {
+					t.Fatalf("status %d, want %d: %.200s", w.Code, tc.status, w.Body.String())
+				}
+			})
+			// The stage, kept for reuse, is mapped still (or was already).
+			stage := max(st.metric(t, "turnpike_request_body_stage_bytes")-staged, staged)
+			cost := (float64(alloc) + stage) / float64(len(tc.body))
+			t.Logf("%s: %d bytes allocated and %v staged for a body of %d: %.2f times its size", tc.name, alloc, stage, len(tc.body), cost)
+			if cost > tc.most {
+				t.Errorf("the body cost %.2f times its size; at most %v", cost, tc.most)
+			}
+		})
+	}
+	t.Run("over the budget", func(t *testing.T) {
+		release := st.holdBody(t, 1<<20-size/2)
+		defer release()
+		alloc := allocated(func() {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(chat)))
+			if w.Code != http.StatusServiceUnavailable {
+				t.Fatalf("status %d: %.200s", w.Code, w.Body.String())
+			}
+		})
+		if alloc > len(chat)/16 {
+			t.Errorf("a request refused for the budget allocated %d bytes of its body's %d", alloc, len(chat))
+		}
+	})
+}
+
+// allocated is the bytes the process allocates while f runs.
+func allocated(f func()) int {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return int(after.TotalAlloc - before.TotalAlloc)
+}
+
+// TestStagePool (issue 32): stages are reused, smallest fit first, and
+// after a burst the pool keeps at most its cap; the rest goes back to the
+// system as each body is done.
+func TestStagePool(t *testing.T) {
+	p := &stagePool{max: 4 * stageGrain}
+	var burst [][]byte
+	for range 10 {
+		burst = append(burst, p.get(stageGrain-100))
+	}
+	big := p.get(2*stageGrain + 1)
+	if cap(big) != 3*stageGrain || p.mapped.Load() != 13*stageGrain {
+		t.Fatalf("stage of %d bytes, %d mapped", cap(big), p.mapped.Load())
+	}
+	for _, b := range append(burst, big) {
+		b = append(b, "body"...)
+		p.put(b)
+	}
+	if got := p.mapped.Load(); got != 4*stageGrain {
+		t.Errorf("after the burst %d bytes mapped, want the cap's %d", got, 4*stageGrain)
+	}
+	if b := p.get(10); cap(b) != stageGrain || p.mapped.Load() != 4*stageGrain {
+		t.Errorf("a stage kept was not reused: a stage of %d, %d mapped", cap(b), p.mapped.Load())
+	}
+}
