@@ -88,8 +88,8 @@ func newFixtureWith(t testing.TB, kv state.Namespace, cfg admin.Config, pcs []po
 	if err != nil {
 		t.Fatal(err)
 	}
-	flow.Start()
-	t.Cleanup(func() { flow.Close() })
+	flow.Start(context.Background())
+	t.Cleanup(func() { flow.Close(context.Background()) })
 	fleet, err := pools.NewRegistry(pcs, pools.Options{}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -118,8 +118,8 @@ func newFixture(t *testing.T, eng *engine, fo fixtureOptions) *fixture {
 		if err != nil {
 			t.Fatal(err)
 		}
-		flow.Start()
-		t.Cleanup(func() { flow.Close() })
+		flow.Start(context.Background())
+		t.Cleanup(func() { flow.Close(context.Background()) })
 		dopts.Flow = flow
 	}
 	d, err := dispatch.New(dopts)

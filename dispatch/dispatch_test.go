@@ -113,8 +113,8 @@ func newFixtureWith(t testing.TB, opts pools.Options, engines ...*engine) *fixtu
 	if err != nil {
 		t.Fatal(err)
 	}
-	flow.Start()
-	t.Cleanup(func() { flow.Close() })
+	flow.Start(context.Background())
+	t.Cleanup(func() { flow.Close(context.Background()) })
 	sess, err := sessions.NewStore(sessions.Options{Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
@@ -321,7 +321,7 @@ func TestLongLine(t *testing.T) {
 func TestShedCrossesAsShedError(t *testing.T) {
 	e := newEngine(t, streamOK)
 	f := newFixture(t, e)
-	f.flow.Close() // a closing controller sheds every turn
+	f.flow.Close(context.Background()) // a closing controller sheds every turn
 	_, err := f.d.Begin(t.Context(), chatSpec(false))
 	var se *ShedError
 	if !errors.As(err, &se) || se.Reason != turns.ReasonShuttingDown || se.RetryAfter <= 0 {

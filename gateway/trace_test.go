@@ -94,8 +94,8 @@ func newTracedStackTB(t testing.TB, traced bool) *tracedStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flow.Start()
-	t.Cleanup(func() { flow.Close() })
+	flow.Start(context.Background())
+	t.Cleanup(func() { flow.Close(context.Background()) })
 	d, err := dispatch.New(dispatch.Options{Registry: reg, Policy: &affinity.RoundRobin{}, Logger: log, Metrics: metrics,
 		Sessions: sess, Flow: flow, Tracer: tracer})
 	if err != nil {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -103,8 +104,8 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flow.Start()
-	t.Cleanup(func() { flow.Close() })
+	flow.Start(context.Background())
+	t.Cleanup(func() { flow.Close(context.Background()) })
 	db, err := state.OpenPebble(t.TempDir(), state.PebbleOptions{Logger: log})
 	if err != nil {
 		t.Fatal(err)

@@ -264,7 +264,7 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	s.life.start(ctx, "flow control", startNoErr(flow.Start), func(context.Context) error { return flow.Close() })
+	s.life.start(ctx, "flow control", flow.Start, flow.Close)
 	toks, err := modelTokenizers(cfg.Pools, metrics)
 	if err != nil {
 		return err

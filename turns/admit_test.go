@@ -1,6 +1,7 @@
 package turns
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -18,7 +19,7 @@ func newTestController(t testing.TB, cfg Config, opts ...Option) (*Controller, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() { c.Close(context.Background()) })
 	return c, clock
 }
 

@@ -1,6 +1,7 @@
 package turns
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -28,7 +29,7 @@ func TestSampleConfigLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close(context.Background())
 	fc := c.Config()
 	if fc.Bands.Interactive.TTL != 15*time.Second || fc.Bands.Background.TTL != 10*time.Minute || fc.MaxInFlightPerEndpoint != 96 || fc.InteractiveReservedPerEndpoint != 8 {
 		t.Errorf("sample not applied: %+v", fc)

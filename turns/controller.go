@@ -3,6 +3,7 @@ package turns
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -114,9 +115,9 @@ func New(cfg Config, opts ...Option) (*Controller, error) {
 }
 
 // Start starts the ticker goroutine that re-measures load and expires
-// queued turns between Acquire and Release calls. Close stops it. Calls
-// after the first do nothing.
-func (c *Controller) Start() {
+// queued turns between Acquire and Release calls; it runs until Close,
+// whatever becomes of ctx. Calls after the first do nothing.
+func (c *Controller) Start(ctx context.Context) error {
 	c.started.Do(func() {
 		if c.ticker {
 			go c.run()
@@ -124,6 +125,7 @@ func (c *Controller) Start() {
 			close(c.done)
 		}
 	})
+	return nil
 }
 
 func newTenantSet(ts []Tenant) (*tenantSet, error) {
@@ -548,10 +550,10 @@ func (c *Controller) Len() int {
 	return n
 }
 
-// Close stops the ticker and sheds every queued turn with 503
-// shutting-down; later Acquires are shed the same way. Outstanding tickets
-// may still be released. Close is idempotent.
-func (c *Controller) Close() error {
+// Close stops the ticker, waiting for it up to ctx, and sheds every
+// queued turn with 503 shutting-down; later Acquires are shed the same
+// way. Outstanding tickets may still be released. Close is idempotent.
+func (c *Controller) Close(ctx context.Context) error {
 	c.mu.Lock()
 	if c.mu.closed {
 		c.mu.Unlock()
@@ -569,8 +571,12 @@ func (c *Controller) Close() error {
 	c.mu.Unlock()
 	close(c.stop)
 	c.started.Do(func() { close(c.done) }) // never started: nothing to join
-	<-c.done
-	return nil
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("turns: close: %w", ctx.Err())
+	}
 }
 
 // putWaiter returns w to the free pool, dropping what it referenced.

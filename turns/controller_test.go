@@ -53,7 +53,7 @@ func TestControllerDataDriven(t *testing.T) {
 
 func (h *controllerHarness) close() {
 	if h.c != nil {
-		h.c.Close()
+		h.c.Close(context.Background())
 	}
 	for _, p := range h.pending {
 		p.cancel()
@@ -75,7 +75,7 @@ func (h *controllerHarness) run(t *testing.T, d *datadriven.TestData) string {
 		if err != nil {
 			return err.Error()
 		}
-		c.Start()
+		c.Start(context.Background())
 		h.c = c
 		return "ok"
 	case "set-tenants":

@@ -27,8 +27,8 @@ func ExampleController_Acquire() {
 	if err != nil {
 		panic(err)
 	}
-	c.Start()
-	defer c.Close()
+	c.Start(context.Background())
+	defer c.Close(context.Background())
 
 	turn := &turns.Turn{
 		Tenant: "acme",

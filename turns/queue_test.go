@@ -154,7 +154,7 @@ func TestControllerConcurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Start()
+	c.Start(context.Background())
 	pool := newFakeCapacity("p", 1, 4, 0.5)
 	var wg sync.WaitGroup
 	for g := range 16 {
@@ -174,7 +174,7 @@ func TestControllerConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if err := c.Close(); err != nil {
+	if err := c.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	c.mu.Lock()
