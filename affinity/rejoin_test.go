@@ -40,7 +40,7 @@ func newRejoinStack(t *testing.T, urls []string, opts pools.Options) *rejoinStac
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(reg.Close)
+	t.Cleanup(func() { reg.Close(context.Background()) })
 	store, err := sessions.NewStore(sessions.Options{Pins: &sessions.MemPinStore{}})
 	if err != nil {
 		t.Fatal(err)

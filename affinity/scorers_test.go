@@ -142,7 +142,7 @@ func TestInFlightTokens(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	reg := newFleetURLs(t, 3, []string{a.URL, b.URL})
-	defer reg.Close()
+	defer reg.Close(context.Background())
 	send := func(ep *pools.Endpoint, tokens int64) *http.Response {
 		resp, err := reg.Client().Send(context.Background(), ep, "/v1/chat/completions", []byte("{}"), nil, tokens)
 		if err != nil {

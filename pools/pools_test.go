@@ -149,7 +149,7 @@ func newTestRegistry(t *testing.T, urls ...string) *Registry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(r.Close)
+	t.Cleanup(func() { r.Close(context.Background()) })
 	return r
 }
 
@@ -191,7 +191,7 @@ func TestScrapeTPUFlavour(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	defer r.Close(context.Background())
 	r.Start(context.Background())
 	ep := r.Endpoints[0]
 	waitFor(t, "first scrape", func() bool { return !ep.Stale(time.Now()) })
@@ -262,7 +262,7 @@ func TestHealthThresholds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer r.Close()
+			defer r.Close(context.Background())
 			ep.Store(r.Endpoints[0])
 			r.Start(t.Context())
 			var got strings.Builder

@@ -177,31 +177,38 @@ func (r *Registry) Endpoint(id string) (*Endpoint, bool) {
 }
 
 // Start launches the scraper and health checker of every endpoint. They
-// stop on Close or when ctx ends.
-func (r *Registry) Start(ctx context.Context) {
+// run until Close, whatever becomes of ctx.
+func (r *Registry) Start(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx)
 	for _, ep := range r.Endpoints {
 		r.wg.Add(2)
 		go func() { defer r.wg.Done(); r.scrapeLoop(ctx, ep) }()
 		go func() { defer r.wg.Done(); r.healthLoop(ctx, ep) }()
 	}
+	return nil
 }
 
-// Close stops the background loops and waits for them.
-func (r *Registry) Close() {
+// Close stops the background loops and waits for them, up to ctx.
+func (r *Registry) Close(ctx context.Context) error {
 	r.once.Do(func() { close(r.stop) })
-	r.wg.Wait()
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("pools: close: %w", ctx.Err())
+	}
 	r.client.http.CloseIdleConnections()
+	return nil
 }
 
-// every runs fn now and then every d until ctx ends or the registry closes.
-func (r *Registry) every(ctx context.Context, d time.Duration, fn func()) {
+// every runs fn now and then every d until the registry closes.
+func (r *Registry) every(d time.Duration, fn func()) {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		fn()
 		select {
-		case <-ctx.Done():
-			return
 		case <-r.stop:
 			return
 		case <-t.C:

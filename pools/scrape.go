@@ -211,7 +211,7 @@ func sum(f *dto.MetricFamily) float64 {
 }
 
 func (r *Registry) scrapeLoop(ctx context.Context, ep *Endpoint) {
-	r.every(ctx, r.opts.ScrapeInterval, func() {
+	r.every(r.opts.ScrapeInterval, func() {
 		if err := r.scrape(ctx, ep); err != nil && ctx.Err() == nil {
 			r.log.Debug("scrape failed", "endpoint", ep.ID, "err", err)
 		}
@@ -249,7 +249,7 @@ func (r *Registry) scrape(ctx context.Context, ep *Endpoint) error {
 
 func (r *Registry) healthLoop(ctx context.Context, ep *Endpoint) {
 	h := healthCheck{threshold: r.opts.HealthFailures}
-	r.every(ctx, r.opts.HealthInterval, func() {
+	r.every(r.opts.HealthInterval, func() {
 		err := r.probe(ctx, ep)
 		if ctx.Err() != nil {
 			return // the registry is closing: the probe says nothing

@@ -191,8 +191,7 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 	}, func(ctx context.Context) error {
 		stopSubs()
 		waitGroup(ctx, &subsRunning, subscriptionsStop)
-		s.reg.Close()
-		return nil
+		return s.reg.Close(ctx)
 	})
 
 	// Traces, when an OTLP endpoint is configured; closed last, so that
