@@ -12,56 +12,12 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
-// Defaults of BatchLoadConfig.
-const (
-	DefaultBatchPromptTokens = 512
-	DefaultBatchOutputTokens = 16
-	DefaultBatchDeadline     = Duration(5 * time.Minute)
-	batchPoll                = 250 * time.Millisecond
-)
-
-// BatchLoadConfig is asynchronous work offered beside a run: one batch of
-// chat completions submitted through the gateway's Batch API
-// (POST /v1/files, POST /v1/batches) as the run starts, which the gateway
-// runs in the lowest band on capacity its interactive and standard turns
-// leave. The run's figures are its own; the batch is reported apart
-// (Result.BatchLoad): how many lines completed, and whether all of them did
-// before the deadline. Off while Lines is 0.
-type BatchLoadConfig struct {
-	// Lines is the batch's number of requests. 0 (default): no batch.
-	Lines int `json:"lines,omitempty" yaml:"lines"`
-	// PromptTokens is each line's prompt, in generated tokens (about 4
-	// bytes each). Default 512.
-	PromptTokens int `json:"prompt_tokens,omitempty" yaml:"prompt_tokens"`
-	// OutputTokens is each line's max_tokens. Default 16.
-	OutputTokens int `json:"output_tokens,omitempty" yaml:"output_tokens"`
-	// Deadline is how long after its submission the batch must be done;
-	// the run waits for it up to then. Default 5m.
-	Deadline Duration `json:"deadline,omitempty" yaml:"deadline"`
-	// Key is the API key the batch is submitted with (a tenant of its
-	// own); empty: Target.APIKey.
-	Key string `json:"-" yaml:"key"`
-}
-
-func (c *BatchLoadConfig) ensureDefaults() {
-	setDefault(&c.PromptTokens, DefaultBatchPromptTokens)
-	setDefault(&c.OutputTokens, DefaultBatchOutputTokens)
-	setDefault(&c.Deadline, DefaultBatchDeadline)
-}
-
-func (c *BatchLoadConfig) validate(bad func(string, ...any)) {
-	if c.Lines < 0 || c.Lines > 50_000 {
-		bad("batch_load.lines %d: want 0 to 50000 (the Batch API's limit)", c.Lines)
-	}
-	if c.PromptTokens < 1 || c.OutputTokens < 1 {
-		bad("batch_load: prompt_tokens and output_tokens must be positive")
-	}
-	if c.Deadline.D() <= 0 {
-		bad("batch_load.deadline %v: want > 0", c.Deadline.D())
-	}
-}
+// batchPoll spaces the polls that follow a batch.
+const batchPoll = 250 * time.Millisecond
 
 // BatchLoadReport is what became of the batch offered beside a run.
 type BatchLoadReport struct {
@@ -85,13 +41,10 @@ type BatchLoadReport struct {
 	Error string `json:"error,omitempty"`
 }
 
-// domainBatch seeds the batch's text (see mix).
-const domainBatch uint64 = 0x2b
-
 // startBatchLoad submits cfg's batch to target; the function it returns,
 // called with when the run's own load ended, waits for the batch up to its
 // deadline and reports. Without a batch (Lines 0) it reports nil.
-func startBatchLoad(ctx context.Context, cfg Config, target Target) func(loadEnded time.Time) *BatchLoadReport {
+func startBatchLoad(ctx context.Context, cfg workload.Config, target Target) func(loadEnded time.Time) *BatchLoadReport {
 	bc := cfg.BatchLoad
 	if bc.Lines <= 0 {
 		return func(time.Time) *BatchLoadReport { return nil }
@@ -114,7 +67,7 @@ func startBatchLoad(ctx context.Context, cfg Config, target Target) func(loadEnd
 }
 
 // submitBatch uploads the batch's lines and creates the batch.
-func submitBatch(ctx context.Context, client openai.Client, cfg Config) (string, error) {
+func submitBatch(ctx context.Context, client openai.Client, cfg workload.Config) (string, error) {
 	var in strings.Builder
 	enc := json.NewEncoder(&in)
 	for i := range cfg.BatchLoad.Lines {
@@ -125,7 +78,7 @@ func submitBatch(ctx context.Context, client openai.Client, cfg Config) (string,
 			"body": map[string]any{
 				"model":      cfg.Model,
 				"max_tokens": cfg.BatchLoad.OutputTokens,
-				"messages":   []map[string]string{{"role": "user", "content": BatchPrompt(uint64(cfg.Seed), i, cfg.BatchLoad.PromptTokens)}},
+				"messages":   []map[string]string{{"role": "user", "content": workload.BatchPrompt(uint64(cfg.Seed), i, cfg.BatchLoad.PromptTokens)}},
 			},
 		}
 		if err := enc.Encode(line); err != nil {
@@ -179,15 +132,6 @@ func followBatch(ctx context.Context, client openai.Client, rep *BatchLoadReport
 		case <-t.C:
 		}
 	}
-}
-
-// BatchPrompt is the batch's line i of a run seeded seed: n generated
-// tokens, opening with its own number.
-func BatchPrompt(seed uint64, i, n int) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "batch line %d: summarise: ", i)
-	appendWords(&b, mix(domainBatch, seed, uint64(i)), max(n-5, 1))
-	return strings.TrimSuffix(b.String(), " ")
 }
 
 // writeBatchLoad says, for each result that had a batch beside it, what

@@ -14,16 +14,9 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-)
 
-// Replicas is the fleet the chaos workload crashes. Kill stops replica i
-// as a crash would: streams in flight cut, connections refused. Restart
-// brings it back on the same address, as a restarted process. The
-// simulated fleet (sim.Fleet) is one.
-type Replicas interface {
-	Kill(i int) error
-	Restart(i int) error
-}
+	"github.com/turnpike-gateway/turnpike/bench/workload"
+)
 
 // ChaosRound is one round of a chaos schedule: when it kills which
 // replicas, and when it restarts them, from the run's start.
@@ -39,7 +32,7 @@ type ChaosRound struct {
 // only when its replicas are back c.RejoinGoal before the horizon, so
 // that each restart has a whole breaker timeout to take traffic;
 // c.Rounds > 0 caps the count. With neither, rounds never end.
-func PlanChaos(c ChaosConfig, n int, horizon time.Duration) iter.Seq[ChaosRound] {
+func PlanChaos(c workload.ChaosConfig, n int, horizon time.Duration) iter.Seq[ChaosRound] {
 	return func(yield func(ChaosRound) bool) {
 		if n < 1 || c.AtOnce < 1 {
 			return
@@ -136,7 +129,7 @@ const chaosPollInterval = 100 * time.Millisecond
 // runChaos runs the agentic sessions, alternately on chat completions and
 // the Responses API, while a second goroutine kills and restarts replicas
 // on c's schedule; the gateway's counters are read around it.
-func runChaos(ctx context.Context, cfg Config, target Target, label string) (*Result, error) {
+func runChaos(ctx context.Context, cfg workload.Config, target Target, label string) (*Result, error) {
 	n := len(target.EngineMetricsURLs)
 	if target.Replicas == nil || n == 0 {
 		return nil, errors.New("bench: chaos needs Target.Replicas and the replicas' EngineMetricsURLs")
@@ -170,7 +163,7 @@ func runChaos(ctx context.Context, cfg Config, target Target, label string) (*Re
 	if err != nil {
 		gwErrs = append(gwErrs, err.Error())
 	}
-	res.API = APIChat + "+" + APIResponses
+	res.API = workload.APIChat + "+" + workload.APIResponses
 	res.Chaos = chaosReport(cfg.Chaos, samples, before, after, rounds, restarts, time.Duration(res.DurationSeconds*float64(time.Second)))
 	res.Chaos.GatewayErrors = gwErrs
 	return res, nil
@@ -178,12 +171,12 @@ func runChaos(ctx context.Context, cfg Config, target Target, label string) (*Re
 
 // chaosSessions plans the agentic sessions, even ones on chat
 // completions, odd ones on the Responses API.
-func chaosSessions(cfg Config) []Session {
-	sessions := PlanAgentic(cfg)
+func chaosSessions(cfg workload.Config) []workload.Session {
+	sessions := workload.PlanAgentic(cfg)
 	for i := range sessions {
-		sessions[i].API = APIResponses
+		sessions[i].API = workload.APIResponses
 		if i%2 == 0 {
-			sessions[i].API = APIChat
+			sessions[i].API = workload.APIChat
 		}
 	}
 	return sessions
@@ -336,7 +329,7 @@ func failureKind(s *Sample) (mid bool, kind string) {
 
 // chaosReport counts a chaos run's samples and the gateway's counter
 // deltas, and checks them against the goals.
-func chaosReport(c ChaosConfig, samples []*Sample, before, after gatewayCounters, rounds []ChaosRound, restarts []*ChaosRestart, wall time.Duration) *ChaosReport {
+func chaosReport(c workload.ChaosConfig, samples []*Sample, before, after gatewayCounters, rounds []ChaosRound, restarts []*ChaosRestart, wall time.Duration) *ChaosReport {
 	rep := &ChaosReport{
 		Rounds:             rounds,
 		Requests:           len(samples),

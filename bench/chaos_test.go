@@ -13,15 +13,17 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 func TestPlanChaos(t *testing.T) {
-	var defaults Config
+	var defaults workload.Config
 	defaults.EnsureDefaults()
 	s := time.Second
 	tests := []struct {
 		name     string
-		edit     func(*ChaosConfig)
+		edit     func(*workload.ChaosConfig)
 		replicas int
 		horizon  time.Duration
 		take     int // stop after this many rounds; 0: all
@@ -36,12 +38,12 @@ func TestPlanChaos(t *testing.T) {
 		},
 		{
 			name: "two at once take replicas in turn", replicas: 3, horizon: 40 * s,
-			edit: func(c *ChaosConfig) { c.AtOnce = 2 },
+			edit: func(c *workload.ChaosConfig) { c.AtOnce = 2 },
 			want: []ChaosRound{{5 * s, 8 * s, []int{0, 1}}, {15 * s, 18 * s, []int{2, 0}}, {25 * s, 28 * s, []int{1, 2}}},
 		},
 		{
 			name: "rounds cap", replicas: 4, horizon: 60 * s,
-			edit: func(c *ChaosConfig) { c.Rounds = 2 },
+			edit: func(c *workload.ChaosConfig) { c.Rounds = 2 },
 			want: []ChaosRound{{5 * s, 8 * s, []int{0}}, {15 * s, 18 * s, []int{1}}},
 		},
 		{
@@ -50,7 +52,9 @@ func TestPlanChaos(t *testing.T) {
 		},
 		{
 			name: "no horizon goes on", replicas: 2, take: 3,
-			edit: func(c *ChaosConfig) { c.FirstKill, c.KillInterval, c.Downtime = 0, Duration(2*s), Duration(s) },
+			edit: func(c *workload.ChaosConfig) {
+				c.FirstKill, c.KillInterval, c.Downtime = 0, workload.Duration(2*s), workload.Duration(s)
+			},
 			want: []ChaosRound{{0, s, []int{0}}, {2 * s, 3 * s, []int{1}}, {4 * s, 5 * s, []int{0}}},
 		},
 		{name: "no replicas", replicas: 0, horizon: 60 * s},
@@ -136,15 +140,15 @@ func TestGatewayMetricsURL(t *testing.T) {
 }
 
 func TestChaosReport(t *testing.T) {
-	var cfg Config
+	var cfg workload.Config
 	cfg.EnsureDefaults()
 	ok := func(api string) *Sample { return &Sample{API: api, Streamed: true, Status: 200} }
 	samples := []*Sample{
-		ok(APIChat), ok(APIResponses), ok(APIResponses),
-		{API: APIChat, Status: 503, Error: "http_503", ErrorCode: "no-endpoints"},
-		{API: APIResponses, Error: ErrClassTransport},
-		{API: APIChat, Streamed: true, Status: 200, Error: ErrClassStream},
-		{API: APIResponses, Streamed: true, Status: 200, Error: ErrClassTransport},
+		ok(workload.APIChat), ok(workload.APIResponses), ok(workload.APIResponses),
+		{API: workload.APIChat, Status: 503, Error: "http_503", ErrorCode: "no-endpoints"},
+		{API: workload.APIResponses, Error: ErrClassTransport},
+		{API: workload.APIChat, Streamed: true, Status: 200, Error: ErrClassStream},
+		{API: workload.APIResponses, Streamed: true, Status: 200, Error: ErrClassTransport},
 	}
 	before := gatewayCounters{migrations: map[string]float64{"resumed": 1, "failed": 0}, retries: 2}
 	after := gatewayCounters{migrations: map[string]float64{"resumed": 4, "failed": 1, "not_resumable": 0}, retries: 5}
@@ -155,7 +159,7 @@ func TestChaosReport(t *testing.T) {
 	}
 	rep := chaosReport(cfg.Chaos, samples, before, after, nil, restarts, 10*time.Second)
 
-	if rep.Requests != 7 || rep.ByAPI[APIChat].Requests != 3 || rep.ByAPI[APIResponses].Errors != 2 {
+	if rep.Requests != 7 || rep.ByAPI[workload.APIChat].Requests != 3 || rep.ByAPI[workload.APIResponses].Errors != 2 {
 		t.Errorf("requests %d, by API %+v", rep.Requests, rep.ByAPI)
 	}
 	if want := map[string]int{"http_503 no-endpoints": 1, "transport": 1}; !reflect.DeepEqual(rep.FailedBeforeStream, want) {
@@ -273,12 +277,12 @@ func TestRunChaos(t *testing.T) {
 	gw := newFakeGateway(t)
 	gw.abortEvery = 5
 	reps := newFakeReplicas(t, 3, 1)
-	cfg := smallAgentic(APIResponses)
-	cfg.Workload = WorkloadChaos
+	cfg := smallAgentic(workload.APIResponses)
+	cfg.Workload = workload.WorkloadChaos
 	cfg.Agentic.Sessions, cfg.Agentic.TurnsPerSession = 4, 10000
-	cfg.MaxDuration = Duration(600 * time.Millisecond)
-	ms := func(n int) Duration { return Duration(time.Duration(n) * time.Millisecond) }
-	cfg.Chaos = ChaosConfig{FirstKill: ms(50), KillInterval: ms(200), Downtime: ms(50), AtOnce: 1, RejoinGoal: ms(150)}
+	cfg.MaxDuration = workload.Duration(600 * time.Millisecond)
+	ms := func(n int) workload.Duration { return workload.Duration(time.Duration(n) * time.Millisecond) }
+	cfg.Chaos = workload.ChaosConfig{FirstKill: ms(50), KillInterval: ms(200), Downtime: ms(50), AtOnce: 1, RejoinGoal: ms(150)}
 	target := Target{BaseURL: gw.srv.URL, APIKey: "k", EngineMetricsURLs: reps.urls(), Replicas: reps}
 	res, err := Run(context.Background(), cfg, target)
 	if err != nil {
@@ -302,7 +306,7 @@ func TestRunChaos(t *testing.T) {
 	if !(ch.Restarts[0].RestartedAt > ch.Restarts[0].KilledAt) {
 		t.Errorf("restart %+v before its kill", ch.Restarts[0])
 	}
-	if ch.Requests != res.Total.Requests || ch.ByAPI[APIChat] == nil || ch.ByAPI[APIResponses] == nil {
+	if ch.Requests != res.Total.Requests || ch.ByAPI[workload.APIChat] == nil || ch.ByAPI[workload.APIResponses] == nil {
 		t.Errorf("requests %d of %d, by API %v", ch.Requests, res.Total.Requests, keys(ch.ByAPI))
 	}
 	var broken int
@@ -346,7 +350,7 @@ func TestRunChaos(t *testing.T) {
 
 func TestRunChaosNeedsReplicas(t *testing.T) {
 	gw := newFakeGateway(t)
-	cfg := Config{Workload: WorkloadChaos, Progress: io.Discard}
+	cfg := workload.Config{Workload: workload.WorkloadChaos, Progress: io.Discard}
 	if _, err := Run(context.Background(), cfg, gw.target()); err == nil || !strings.Contains(err.Error(), "Replicas") {
 		t.Errorf("chaos without replicas: %v", err)
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 // Headers the benchmark sends and reads.
@@ -40,7 +42,7 @@ type call struct {
 	session string
 	// previousID chains a Responses call; input is then only the new items.
 	previousID string
-	input      []Item
+	input      []workload.Item
 	maxTokens  int
 }
 
@@ -90,7 +92,7 @@ func apiBase(url string) string {
 	return base
 }
 
-func newSender(cfg Config, target Target, keepReply bool) *sender {
+func newSender(cfg workload.Config, target Target, keepReply bool) *sender {
 	return &sender{
 		clients: map[string]openai.Client{},
 		base: []option.RequestOption{
@@ -163,7 +165,7 @@ func (s *sender) send(ctx context.Context, c call) outcome {
 	o.start = time.Now()
 	m.last = o.start
 	var err error
-	if c.api == APIChat {
+	if c.api == workload.APIChat {
 		err = s.streamChat(ctx, cl, c, opts, &m, &o)
 	} else {
 		err = s.streamResponses(ctx, cl, c, opts, &m, &o)
@@ -358,13 +360,13 @@ func itoa(n int) string {
 }
 
 // responsesInput converts items to Responses input items.
-func responsesInput(items []Item) responses.ResponseInputParam {
+func responsesInput(items []workload.Item) responses.ResponseInputParam {
 	out := make(responses.ResponseInputParam, 0, len(items))
 	for _, it := range items {
 		switch it.Kind {
-		case ItemFunctionCall:
+		case workload.ItemFunctionCall:
 			out = append(out, responses.ResponseInputItemParamOfFunctionCall(it.Text, it.CallID, it.Name))
-		case ItemFunctionCallOutput:
+		case workload.ItemFunctionCallOutput:
 			u := responses.ResponseInputItemParamOfFunctionCallOutput(it.Text)
 			u.OfFunctionCallOutput.CallID = openai.String(it.CallID)
 			out = append(out, u)
@@ -377,11 +379,11 @@ func responsesInput(items []Item) responses.ResponseInputParam {
 
 // chatMessages converts items to chat messages; a function call becomes an
 // assistant message with one tool call, its output a tool message.
-func chatMessages(items []Item) []openai.ChatCompletionMessageParamUnion {
+func chatMessages(items []workload.Item) []openai.ChatCompletionMessageParamUnion {
 	out := make([]openai.ChatCompletionMessageParamUnion, 0, len(items))
 	for _, it := range items {
 		switch it.Kind {
-		case ItemFunctionCall:
+		case workload.ItemFunctionCall:
 			out = append(out, openai.ChatCompletionMessageParamUnion{OfAssistant: &openai.ChatCompletionAssistantMessageParam{
 				ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{{
 					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
@@ -390,7 +392,7 @@ func chatMessages(items []Item) []openai.ChatCompletionMessageParamUnion {
 					},
 				}},
 			}})
-		case ItemFunctionCallOutput:
+		case workload.ItemFunctionCallOutput:
 			out = append(out, openai.ToolMessage(it.Text, it.CallID))
 		default:
 			switch it.Role {

@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 // TestSendFailureKinds: what a request saw before it failed, as the
@@ -24,13 +26,13 @@ func TestSendFailureKinds(t *testing.T) {
 		wantCode     string
 		wantStreamed bool
 	}{
-		{name: "chat cut without a finish reason", api: APIChat, status: 200, body: chatChunk + chatChunk,
+		{name: "chat cut without a finish reason", api: workload.APIChat, status: 200, body: chatChunk + chatChunk,
 			wantClass: ErrClassStream, wantStreamed: true},
-		{name: "chat cut with [DONE] but no finish reason", api: APIChat, status: 200, body: chatChunk + "data: [DONE]\n\n",
+		{name: "chat cut with [DONE] but no finish reason", api: workload.APIChat, status: 200, body: chatChunk + "data: [DONE]\n\n",
 			wantClass: ErrClassStream, wantStreamed: true},
-		{name: "responses cut before completed", api: APIResponses, status: 200, body: respDelta,
+		{name: "responses cut before completed", api: workload.APIResponses, status: 200, body: respDelta,
 			wantClass: ErrClassStream, wantStreamed: true},
-		{name: "no endpoints", api: APIChat, status: 503,
+		{name: "no endpoints", api: workload.APIChat, status: 503,
 			body:      `{"error":{"message":"no endpoint","type":"server_error","param":null,"code":"no-endpoints"}}`,
 			wantClass: "http_503", wantCode: "no-endpoints"},
 	}
@@ -46,9 +48,9 @@ func TestSendFailureKinds(t *testing.T) {
 				fmt.Fprint(w, tt.body)
 			}))
 			defer srv.Close()
-			s := newSender(Config{Model: "m"}, Target{BaseURL: srv.URL}, true)
+			s := newSender(workload.Config{Model: "m"}, Target{BaseURL: srv.URL}, true)
 			s.prepare("")
-			o := s.send(context.Background(), call{api: tt.api, input: []Item{{Kind: ItemMessage, Role: "user", Text: "hi"}}, maxTokens: 4})
+			o := s.send(context.Background(), call{api: tt.api, input: []workload.Item{{Kind: workload.ItemMessage, Role: "user", Text: "hi"}}, maxTokens: 4})
 			if o.errClass != tt.wantClass || o.errCode != tt.wantCode || o.streamed != tt.wantStreamed {
 				t.Errorf("class %q code %q streamed %v; want %q %q %v", o.errClass, o.errCode, o.streamed, tt.wantClass, tt.wantCode, tt.wantStreamed)
 			}
@@ -79,10 +81,10 @@ func TestTenantsHaveTheirOwnConnections(t *testing.T) {
 		fmt.Fprint(w, "data: [DONE]\n\n")
 	}))
 	defer srv.Close()
-	s := newSender(Config{Model: "m"}, Target{BaseURL: srv.URL}, false)
+	s := newSender(workload.Config{Model: "m"}, Target{BaseURL: srv.URL}, false)
 	s.prepare("key-a", "key-b")
 	for _, key := range []string{"key-a", "key-b", "key-a", "key-b"} {
-		s.send(context.Background(), call{api: APIChat, key: key, input: []Item{{Kind: ItemMessage, Role: "user", Text: "hi"}}, maxTokens: 4})
+		s.send(context.Background(), call{api: workload.APIChat, key: key, input: []workload.Item{{Kind: workload.ItemMessage, Role: "user", Text: "hi"}}, maxTokens: 4})
 	}
 	mu.Lock()
 	defer mu.Unlock()

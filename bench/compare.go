@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 // Comparison is the same workload run once per policy, or Repeat times
@@ -108,7 +110,7 @@ var medianFigures = []struct {
 // and, when repeat > 1, each figure's median over a policy's runs. A
 // policy whose start fails stops the comparison with an error; the stop
 // function is always called once start succeeded.
-func Compare(ctx context.Context, cfg Config, policies []string, repeat int, start func(ctx context.Context, policy string) (Target, func() error, error)) (*Comparison, error) {
+func Compare(ctx context.Context, cfg workload.Config, policies []string, repeat int, start func(ctx context.Context, policy string) (Target, func() error, error)) (*Comparison, error) {
 	if len(policies) == 0 {
 		return nil, errors.New("bench: compare: no policies")
 	}
@@ -157,7 +159,7 @@ func repeatOrder(policies []string, repeat int) [][]string {
 	return out
 }
 
-func runPolicy(ctx context.Context, cfg Config, policy string, start func(context.Context, string) (Target, func() error, error)) (res *Result, err error) {
+func runPolicy(ctx context.Context, cfg workload.Config, policy string, start func(context.Context, string) (Target, func() error, error)) (res *Result, err error) {
 	target, stop, err := start(ctx, policy)
 	if err != nil {
 		return nil, fmt.Errorf("bench: compare: starting %s: %w", policy, err)
@@ -302,3 +304,6 @@ func reduction(base, v float64) float64 {
 	}
 	return (base - v) / base * 100
 }
+
+// BaselinePolicy is the policy Compare measures every other policy against.
+const BaselinePolicy = "round-robin"

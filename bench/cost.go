@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 // CostSetup prices a run: the fleet's pools with their chips' prices, and
@@ -20,7 +22,7 @@ type CostSetup struct {
 	ClockScale float64 `json:"clock_scale"`
 	// TTFTTarget is the time-to-first-token target of SLO attainment, in
 	// wall time. Zero: no attainment figure.
-	TTFTTarget Duration `json:"ttft_target"`
+	TTFTTarget workload.Duration `json:"ttft_target"`
 }
 
 // PoolSetup is one pool of the fleet.

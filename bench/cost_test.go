@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 // TestCostReport prices a two-pool run by hand: an hour of hardware time
@@ -12,7 +14,7 @@ import (
 func TestCostReport(t *testing.T) {
 	setup := &CostSetup{
 		ClockScale: 60,
-		TTFTTarget: Duration(100 * time.Millisecond),
+		TTFTTarget: workload.Duration(100 * time.Millisecond),
 		Pools: []PoolSetup{
 			{Name: "gpu", Accelerator: "h200", DollarsPerHour: 5, PrefillSecondsPerToken: 1e-4, Engines: []int{0}},
 			{Name: "tpu", Accelerator: "tpu-v6e", DollarsPerHour: 2.7, Engines: []int{1, 2}},

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 // fakeGateway is a tiny OpenAI-compatible server: just enough streaming
@@ -81,7 +83,7 @@ func (f *fakeGateway) requests() []fakeRequest {
 }
 
 // textTokens counts tokens the way the generated text is built: 4 bytes each.
-func textTokens(s string) int { return (len(s) + BytesPerToken - 1) / BytesPerToken }
+func textTokens(s string) int { return (len(s) + workload.BytesPerToken - 1) / workload.BytesPerToken }
 
 func (f *fakeGateway) shed(w http.ResponseWriter, r *http.Request) bool {
 	if f.shedBand == "" || r.Header.Get(HeaderPriority) != f.shedBand {

@@ -4,6 +4,8 @@ import (
 	"slices"
 
 	"github.com/turnpike-gateway/turnpike/internal/lru"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 // Methods of IdealReuse.
@@ -62,14 +64,14 @@ func (r *Result) setIdeal(ideal IdealReuse) {
 // the tenant carried it. Never more than the prompt less its last token,
 // which an engine must compute. Token counts are the usage the gateway
 // reported; failed requests count for nothing.
-func IdealAgenticReuse(cfg Config, samples []*Sample, blockSize int) IdealReuse {
+func IdealAgenticReuse(cfg workload.Config, samples []*Sample, blockSize int) IdealReuse {
 	return idealAgenticReuse(cfg, samples, blockSize, nil)
 }
 
 // idealAgenticReuse is IdealAgenticReuse with the system prompt's tokens
 // counted by systemTokens (Target.SystemTokens); nil counts them as
 // systemPromptTokens does.
-func idealAgenticReuse(cfg Config, samples []*Sample, blockSize int, systemTokens func(string) int) IdealReuse {
+func idealAgenticReuse(cfg workload.Config, samples []*Sample, blockSize int, systemTokens func(string) int) IdealReuse {
 	ideal := IdealReuse{Method: IdealWorkload}
 	sorted := slices.Clone(samples)
 	slices.SortStableFunc(sorted, func(a, b *Sample) int { return int(a.Start - b.Start) })
@@ -85,7 +87,7 @@ func idealAgenticReuse(cfg Config, samples []*Sample, blockSize int, systemToken
 		n, ok := counted[label]
 		if !ok {
 			if tenant, ok := tenantNumber(label); ok {
-				n = systemTokens(SystemPrompt(tenant, a.SystemPromptTokens, a.ToolSchemaTokens))
+				n = systemTokens(workload.SystemPrompt(tenant, a.SystemPromptTokens, a.ToolSchemaTokens))
 			}
 			counted[label] = n
 		}
@@ -120,7 +122,7 @@ func systemPromptTokens(label string, systemTokens, schemaTokens int) int {
 	if !ok {
 		return 0
 	}
-	return (len("<|system|>\n") + len(SystemPrompt(tenant, systemTokens, schemaTokens))) / 4
+	return (len("<|system|>\n") + len(workload.SystemPrompt(tenant, systemTokens, schemaTokens))) / 4
 }
 
 // tenantNumber reads a tenant label "t<n>".
@@ -147,9 +149,9 @@ func tenantNumber(label string) (int, bool) {
 // run of its leading blocks the cache holds, then every block of its prompt
 // becomes the most recently used. This is how the Mooncake README states the
 // ideal by fleet capacity.
-func IdealTraceReuse(reqs []TraceRequest, capacityTokens int) IdealReuse {
+func IdealTraceReuse(reqs []workload.TraceRequest, capacityTokens int) IdealReuse {
 	ideal := IdealReuse{Method: IdealGlobalLRU, CapacityTokens: capacityTokens}
-	capBlocks := capacityTokens / BlockTokens
+	capBlocks := capacityTokens / workload.BlockTokens
 	cache := lru.NewCache[int64, struct{}](int64(capBlocks), nil) // 0 or less: no bound
 	for _, q := range reqs {
 		hits := 0
@@ -160,7 +162,7 @@ func IdealTraceReuse(reqs []TraceRequest, capacityTokens int) IdealReuse {
 			hits++
 		}
 		ideal.PromptTokens += float64(q.InputTokens)
-		ideal.CachedTokens += float64(min(hits*BlockTokens, q.InputTokens))
+		ideal.CachedTokens += float64(min(hits*workload.BlockTokens, q.InputTokens))
 		for _, id := range q.HashIDs {
 			cache.Add(id, struct{}{})
 		}

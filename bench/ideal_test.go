@@ -6,26 +6,28 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 func TestIdealTraceReuse(t *testing.T) {
-	req := func(tokens int, ids ...int64) TraceRequest {
-		return TraceRequest{InputTokens: tokens, HashIDs: ids}
+	req := func(tokens int, ids ...int64) workload.TraceRequest {
+		return workload.TraceRequest{InputTokens: tokens, HashIDs: ids}
 	}
 	for _, tc := range []struct {
 		name     string
 		capacity int
-		reqs     []TraceRequest
+		reqs     []workload.TraceRequest
 		cached   float64
 	}{
 		{"unbounded: the repeated prefix hits, cut to the prompt", 0,
-			[]TraceRequest{req(1000, 1, 2), req(1100, 1, 2, 3), req(300, 1)}, 1024 + 300},
+			[]workload.TraceRequest{req(1000, 1, 2), req(1100, 1, 2, 3), req(300, 1)}, 1024 + 300},
 		{"a miss ends the prefix", 0,
-			[]TraceRequest{req(1024, 1, 2), req(1536, 9, 2, 3)}, 0},
+			[]workload.TraceRequest{req(1024, 1, 2), req(1536, 9, 2, 3)}, 0},
 		{"one block of capacity keeps only the most recent", 512,
-			[]TraceRequest{req(1024, 1, 2), req(512, 1), req(512, 2)}, 0},
+			[]workload.TraceRequest{req(1024, 1, 2), req(512, 1), req(512, 2)}, 0},
 		{"LRU keeps what was touched", 1024,
-			[]TraceRequest{req(512, 1), req(512, 2), req(512, 1), req(512, 3), req(512, 1)}, 1024},
+			[]workload.TraceRequest{req(512, 1), req(512, 2), req(512, 1), req(512, 3), req(512, 1)}, 1024},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := IdealTraceReuse(tc.reqs, tc.capacity)
@@ -39,11 +41,11 @@ func TestIdealTraceReuse(t *testing.T) {
 // TestIdealTraceReuseMooncake checks the ideal against the figures in the
 // trace's README, when the trace is present.
 func TestIdealTraceReuseMooncake(t *testing.T) {
-	path := "../" + DefaultTracePath
+	path := "../" + workload.DefaultTracePath
 	if _, err := os.Stat(path); err != nil {
 		t.Skipf("trace not present: %v", err)
 	}
-	reqs, err := LoadTrace(TraceConfig{Path: path, TimeScale: 1})
+	reqs, err := workload.LoadTrace(workload.TraceConfig{Path: path, TimeScale: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +62,7 @@ func TestIdealTraceReuseMooncake(t *testing.T) {
 }
 
 func TestIdealAgenticReuse(t *testing.T) {
-	cfg := Config{Agentic: AgenticConfig{SystemPromptTokens: 100, ToolSchemaTokens: 0}}
+	cfg := workload.Config{Agentic: workload.AgenticConfig{SystemPromptTokens: 100, ToolSchemaTokens: 0}}
 	sys := systemPromptTokens("t0", 100, 0)
 	if sys < 100 || sys > 110 {
 		t.Fatalf("system prompt of t0 = %d tokens, want about 100", sys)
@@ -90,7 +92,7 @@ func TestIdealAgenticReuse(t *testing.T) {
 // system prompt (a real tokenizer), a session's first turn is credited
 // that many tokens of it, not 4 bytes a token.
 func TestIdealAgenticReuseCounted(t *testing.T) {
-	cfg := Config{Agentic: AgenticConfig{SystemPromptTokens: 100, ToolSchemaTokens: 0}}
+	cfg := workload.Config{Agentic: workload.AgenticConfig{SystemPromptTokens: 100, ToolSchemaTokens: 0}}
 	var asked []string
 	count := func(system string) int { asked = append(asked, system); return 170 }
 	samples := []*Sample{
@@ -104,7 +106,7 @@ func TestIdealAgenticReuseCounted(t *testing.T) {
 	if want := float64(160 + 144); got.CachedTokens != want {
 		t.Errorf("cached = %v, want %v", got.CachedTokens, want)
 	}
-	if len(asked) != 1 || asked[0] != SystemPrompt(0, 100, 0) {
+	if len(asked) != 1 || asked[0] != workload.SystemPrompt(0, 100, 0) {
 		t.Errorf("counted %d system prompts (%q), want t0's once", len(asked), asked)
 	}
 }
@@ -121,7 +123,7 @@ func TestSetIdeal(t *testing.T) {
 // Concurrency at once, all of them in the end, each turn after the last.
 func TestRunAgenticClosedLoop(t *testing.T) {
 	f := newFakeGateway(t)
-	cfg := smallAgentic(APIResponses)
+	cfg := smallAgentic(workload.APIResponses)
 	cfg.Agentic.Concurrency = 2
 	cfg.Agentic.TimeScale = 0.5
 	res, err := Run(context.Background(), cfg, f.target())
@@ -161,11 +163,11 @@ func TestRunAgenticClosedLoop(t *testing.T) {
 }
 
 func TestPlanAgenticTimeScale(t *testing.T) {
-	cfg := smallAgentic(APIResponses)
+	cfg := smallAgentic(workload.APIResponses)
 	cfg.EnsureDefaults()
-	base := PlanAgentic(cfg)
+	base := workload.PlanAgentic(cfg)
 	cfg.Agentic.TimeScale = 0.1
-	scaled := PlanAgentic(cfg)
+	scaled := workload.PlanAgentic(cfg)
 	for i := range base {
 		if got, want := scaled[i].Start, time.Duration(float64(base[i].Start)*0.1); absDur(got-want) > time.Microsecond {
 			t.Errorf("session %d starts at %v, want %v", i, got, want)
@@ -177,7 +179,7 @@ func TestPlanAgenticTimeScale(t *testing.T) {
 		}
 	}
 	cfg.Agentic.Concurrency = 3
-	for _, s := range PlanAgentic(cfg) {
+	for _, s := range workload.PlanAgentic(cfg) {
 		if s.Start != 0 {
 			t.Errorf("closed loop: session %s starts at %v, want 0", s.ID, s.Start)
 		}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/turnpike-gateway/turnpike/accelerators/enginemetrics"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 // Defaults of InstantConfig.
@@ -73,14 +75,14 @@ func NewInstantEngine(cfg InstantConfig) *InstantEngine {
 	e := &InstantEngine{cfg: cfg}
 	e.bufs.New = func() any { return new(bytes.Buffer) }
 	model := strconv.Quote(cfg.Model)
-	text := words(mix(domainUser, 0x1257a47), cfg.OutputTokens)
+	text := workload.UserText(cfg.OutputTokens, 0x1257a47)
 	e.answerHead = fmt.Appendf(nil, `{"id":"chatcmpl-instant","object":"chat.completion","created":0,"model":%s,`+
 		`"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":`, model, text)
 	e.answerTail = []byte("}}")
 	chunk := `data: {"id":"chatcmpl-instant","object":"chat.completion.chunk","created":0,"model":` + model + `,"choices":[`
 	e.events = append(e.events, []byte(chunk+`{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`+"\n\n"))
 	for i := range cfg.OutputTokens {
-		tok := words(mix(domainUser, 0x1257a47, uint64(i)), 1) + " "
+		tok := workload.UserText(1, 0x1257a47, uint64(i)) + " "
 		e.events = append(e.events, fmt.Appendf(nil, chunk+`{"index":0,"delta":{"content":%q},"finish_reason":null}]}`+"\n\n", tok))
 	}
 	e.events = append(e.events, []byte(chunk+`{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n"))
@@ -119,7 +121,7 @@ func (e *InstantEngine) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := buf.Bytes()
-	prompt := int64(len(body) / BytesPerToken)
+	prompt := int64(len(body) / workload.BytesPerToken)
 	out := int64(e.cfg.OutputTokens)
 	e.requests.Add(1)
 	e.promptTokens.Add(prompt)

@@ -4,74 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
-
-// Defaults of InterferenceConfig.
-const (
-	DefaultInterferencePromptTokens = 4096
-	DefaultInterferenceOutputTokens = 8
-	DefaultInterferenceEngines      = 1
-	DefaultInterferenceMaxInFlight  = 8
-)
-
-// InterferenceConfig is another client of the engines, one the gateway
-// never sees: it sends chat completions of its own straight to engines'
-// URLs (Target.EngineURLs) at a steady rate, each prompt unlike any other,
-// so the engines evict blocks to hold them and the gateway learns of those
-// evictions only from the engines' KV events, if it subscribes to them.
-// Its requests are not turns of the run: they are counted apart
-// (Result.Interference), and their prompt tokens are taken out of the
-// engines' prefix-cache figures. Off while Rate is 0.
-type InterferenceConfig struct {
-	// Rate is requests per second of the workload's clock (TimeScale).
-	// 0 (default): no interference.
-	Rate float64 `json:"rate,omitempty" yaml:"rate"`
-	// PromptTokens is each request's prompt length, in generated tokens
-	// (about 4 bytes each). Default 4096.
-	PromptTokens int `json:"prompt_tokens,omitempty" yaml:"prompt_tokens"`
-	// OutputTokens is each request's max_tokens. Default 8.
-	OutputTokens int `json:"output_tokens,omitempty" yaml:"output_tokens"`
-	// Engines is how many engines it sends to, the first of
-	// Target.EngineURLs, dealt in turn. Default 1: one engine's cache
-	// churns while the others' do not.
-	Engines int `json:"engines,omitempty" yaml:"engines"`
-	// MaxInFlight caps its requests in flight; a request due while the cap
-	// is reached is skipped and counted. Default 8.
-	MaxInFlight int `json:"max_in_flight,omitempty" yaml:"max_in_flight"`
-	// TimeScale multiplies the interval between requests, like
-	// AgenticConfig.TimeScale (the simulated fleet's time scale when
-	// embedded). Default 1.
-	TimeScale float64 `json:"time_scale,omitempty" yaml:"time_scale"`
-}
-
-func (c *InterferenceConfig) ensureDefaults() {
-	setDefault(&c.PromptTokens, DefaultInterferencePromptTokens)
-	setDefault(&c.OutputTokens, DefaultInterferenceOutputTokens)
-	setDefault(&c.Engines, DefaultInterferenceEngines)
-	setDefault(&c.MaxInFlight, DefaultInterferenceMaxInFlight)
-	setDefault(&c.TimeScale, DefaultTimeScale)
-}
-
-func (c *InterferenceConfig) validate(bad func(string, ...any)) {
-	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
-		bad("interference.rate %v: want >= 0", c.Rate)
-	}
-	if c.PromptTokens < 1 || c.OutputTokens < 1 || c.Engines < 1 || c.MaxInFlight < 1 {
-		bad("interference: prompt_tokens, output_tokens, engines and max_in_flight must be positive")
-	}
-	if !(c.TimeScale > 0) || math.IsInf(c.TimeScale, 0) {
-		bad("interference.time_scale %v: want > 0", c.TimeScale)
-	}
-}
 
 // InterferenceReport is what the interfering client sent and the engines
 // answered, apart from the run's own figures.
@@ -91,12 +33,9 @@ type InterferenceReport struct {
 	FirstError string `json:"first_error,omitempty"`
 }
 
-// domainInterference seeds the interfering client's text (see mix).
-const domainInterference uint64 = 0x1f
-
 // interferer is the interfering client of one run.
 type interferer struct {
-	cfg     InterferenceConfig
+	cfg     workload.InterferenceConfig
 	model   string
 	seed    uint64
 	timeout time.Duration
@@ -112,7 +51,7 @@ type interferer struct {
 // engines; the function it returns stops sending, waits for the requests
 // in flight and reports. Without interference (Rate 0) or engine URLs it
 // starts nothing and reports nil.
-func startInterference(ctx context.Context, cfg Config, target Target) func() *InterferenceReport {
+func startInterference(ctx context.Context, cfg workload.Config, target Target) func() *InterferenceReport {
 	ic := cfg.Interference
 	if ic.Rate <= 0 || len(target.EngineURLs) == 0 {
 		return func() *InterferenceReport { return nil }
@@ -198,7 +137,7 @@ func (in *interferer) send(ctx context.Context, i int) {
 	cl := in.clients[i%len(in.clients)]
 	params := openai.ChatCompletionNewParams{
 		Model:     in.model,
-		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage(InterferencePrompt(in.seed, i, in.cfg.PromptTokens))},
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage(workload.InterferencePrompt(in.seed, i, in.cfg.PromptTokens))},
 		MaxTokens: openai.Int(int64(in.cfg.OutputTokens)),
 	}
 	c, err := cl.Chat.Completions.New(ctx, params)
@@ -215,16 +154,6 @@ func (in *interferer) send(ctx context.Context, i int) {
 	}
 	rep.PromptTokens += int(c.Usage.PromptTokens)
 	rep.CachedTokens += int(c.Usage.PromptTokensDetails.CachedTokens)
-}
-
-// InterferencePrompt is the interfering client's prompt number i of a run
-// seeded seed: n generated tokens, opening with its own number so that no
-// two share even their first block.
-func InterferencePrompt(seed uint64, i, n int) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "interference %d: ", i)
-	appendWords(&b, mix(domainInterference, seed, uint64(i)), max(n-3, 1))
-	return strings.TrimSuffix(b.String(), " ")
 }
 
 // exclude takes the interfering client's requests out of the engines'

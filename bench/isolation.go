@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/accelerators/enginemetrics"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 // Tenant labels of the isolation scenario.
@@ -96,6 +98,10 @@ type isolationPlan struct {
 	stretch, settle time.Duration
 }
 
+// IsolationConfig is the isolation scenario's shape
+// (workload.IsolationConfig), the type its plan is computed on.
+type IsolationConfig workload.IsolationConfig
+
 func (ic IsolationConfig) plan() isolationPlan {
 	n := max(ic.Rounds, 1)
 	stretch := ic.Duration.D() / time.Duration(n)
@@ -135,11 +141,11 @@ func (p isolationPlan) in(stretch func(int) (time.Duration, time.Duration)) func
 
 // runIsolation runs the scenario's one run (isolationPlan) and returns it
 // with the report attached.
-func runIsolation(ctx context.Context, cfg Config, target Target, label string) (*Result, error) {
+func runIsolation(ctx context.Context, cfg workload.Config, target Target, label string) (*Result, error) {
 	ic := cfg.Isolation
-	plan, loops := ic.plan(), ic.loops()
+	plan, loops := IsolationConfig(ic).plan(), isolationLoops(ic)
 	phase := cfg
-	phase.MaxDuration = Duration(plan.total())
+	phase.MaxDuration = workload.Duration(plan.total())
 	// A batch is submitted as each burst starts, not by measure.
 	phase.BatchLoad.Lines = 0
 	keyA, keyB := orKey(ic.KeyA, target.APIKey), orKey(ic.KeyB, target.APIKey)
@@ -299,7 +305,7 @@ func orKey(k, fallback string) string {
 func (r *runner) interactive(ctx context.Context, key string) {
 	ic, a := r.cfg.Isolation, r.cfg.Agentic
 	interval := time.Duration(float64(time.Second) / ic.ARate)
-	system := SystemPrompt(isolationPromptTenant, a.SystemPromptTokens, a.ToolSchemaTokens)
+	system := workload.SystemPrompt(isolationPromptTenant, a.SystemPromptTokens, a.ToolSchemaTokens)
 	var wg sync.WaitGroup
 	for i := 0; ; i++ {
 		if !sleepUntil(ctx, r.start.Add(time.Duration(i)*interval)) || r.stopped(ctx) {
@@ -309,14 +315,14 @@ func (r *runner) interactive(ctx context.Context, key string) {
 			c := call{
 				api:      r.cfg.API,
 				key:      key,
-				priority: BandInteractive,
-				input: []Item{
-					{Kind: ItemMessage, Role: "system", Text: system},
-					{Kind: ItemMessage, Role: "user", Text: words(mix(domainUser, uint64(r.cfg.Seed), 0xa, uint64(i)), a.UserTurnTokens)},
+				priority: workload.BandInteractive,
+				input: []workload.Item{
+					{Kind: workload.ItemMessage, Role: "system", Text: system},
+					{Kind: workload.ItemMessage, Role: "user", Text: workload.UserText(a.UserTurnTokens, uint64(r.cfg.Seed), 0xa, uint64(i))},
 				},
 				maxTokens: a.OutputTokens,
 			}
-			r.do(ctx, c, labels{tenant: TenantA, turn: i, kind: TurnSingle})
+			r.do(ctx, c, labels{tenant: TenantA, turn: i, kind: workload.TurnSingle})
 		})
 	}
 	wg.Wait()
@@ -340,13 +346,13 @@ func (r *runner) agentLoop(ctx context.Context, burst, loop int, from time.Durat
 // request in flight only part of the time, so BLoops loops would offer the
 // fleet a fraction of BurstMultiple × FleetSlots; without gaps each loop
 // holds one request in flight all the time, as IsolationConfig promises.
-func burstSession(cfg Config, burst, loop, round int) Session {
+func burstSession(cfg workload.Config, burst, loop, round int) workload.Session {
 	c := cfg
-	c.Seed = int64(mix(uint64(cfg.Seed), 0xb, uint64(burst), uint64(loop), uint64(round)) >> 1)
+	c.Seed = int64(workload.Mix(uint64(cfg.Seed), 0xb, uint64(burst), uint64(loop), uint64(round)) >> 1)
 	c.Agentic.Sessions, c.Agentic.Waves, c.Agentic.Tenants = 1, 1, 1
 	c.Agentic.HumanTurnShare = -1
 	c.Agentic.LoopGap = 0
-	return PlanAgentic(c)[0]
+	return workload.PlanAgentic(c)[0]
 }
 
 // meanInFlight is the mean number of samples in flight over wall: the sum
@@ -457,7 +463,7 @@ func sampleFleet(ctx context.Context, urls []string, start time.Time, in func(ti
 	return func() { cancel(); <-done }
 }
 
-// loops is how many agent loops B keeps in flight.
-func (ic IsolationConfig) loops() int {
+// isolationLoops is how many agent loops B keeps in flight.
+func isolationLoops(ic workload.IsolationConfig) int {
 	return int(math.Ceil(ic.BurstMultiple * float64(ic.FleetSlots)))
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 // The lending workload models an RL trainer that owns a lendable pool and
@@ -35,90 +37,12 @@ import (
 // a running sequence, sampled from their /metrics every lendingSample;
 // each reclaim is checked by polling the engines until none runs one.
 
-// Defaults of the lending workload.
-const (
-	DefaultTrainerDuty     = 0.6
-	DefaultTrainerCycle    = 20 * time.Second
-	DefaultLendingCycles   = 3
-	DefaultReclaimDeadline = 2 * time.Second
-	DefaultAsyncJobs       = 96
-	DefaultAsyncOutput     = 512
-	DefaultTrainerStreams  = 4
-	DefaultTrainerOutput   = 4096
-)
-
 // lendingSample is how often the pool's engines are scraped for the duty
 // cycle; reclaimPoll how often after a reclaim.
 const (
 	lendingSample = 100 * time.Millisecond
 	reclaimPoll   = 20 * time.Millisecond
 )
-
-// LendingConfig shapes the lending workload.
-type LendingConfig struct {
-	// TrainerDuty is the share of each cycle the trainer keeps the pool
-	// busy, in (0,1). Default 0.6.
-	TrainerDuty float64 `json:"trainer_duty" yaml:"trainer_duty"`
-	// TrainerCycle is the length of one busy-then-idle cycle. Default 20s.
-	TrainerCycle Duration `json:"trainer_cycle" yaml:"trainer_cycle"`
-	// Cycles is the number of cycles of each of the two runs. Default 3.
-	Cycles int `json:"cycles" yaml:"cycles"`
-	// ReclaimDeadline is how long before the trainer's next busy phase
-	// the pool is reclaimed, and the deadline the reclaim gives the lent
-	// work in flight. Default 2s; less than the idle phase.
-	ReclaimDeadline Duration `json:"reclaim_deadline" yaml:"reclaim_deadline"`
-	// AsyncJobs is how many background responses are kept in flight.
-	// Default 96.
-	AsyncJobs int `json:"async_jobs" yaml:"async_jobs"`
-	// AsyncOutputTokens is each background response's max_output_tokens.
-	// Default 512.
-	AsyncOutputTokens int `json:"async_output_tokens" yaml:"async_output_tokens"`
-	// TrainerStreams is how many completions the trainer keeps running on
-	// each engine while busy. Default 4.
-	TrainerStreams int `json:"trainer_streams" yaml:"trainer_streams"`
-	// TrainerOutputTokens is max_tokens of each trainer completion.
-	// Default 4096.
-	TrainerOutputTokens int `json:"trainer_output_tokens" yaml:"trainer_output_tokens"`
-}
-
-func (c *LendingConfig) ensureDefaults() {
-	setDefault(&c.TrainerDuty, DefaultTrainerDuty)
-	setDefault(&c.TrainerCycle, Duration(DefaultTrainerCycle))
-	setDefault(&c.Cycles, DefaultLendingCycles)
-	setDefault(&c.ReclaimDeadline, Duration(DefaultReclaimDeadline))
-	setDefault(&c.AsyncJobs, DefaultAsyncJobs)
-	setDefault(&c.AsyncOutputTokens, DefaultAsyncOutput)
-	setDefault(&c.TrainerStreams, DefaultTrainerStreams)
-	setDefault(&c.TrainerOutputTokens, DefaultTrainerOutput)
-}
-
-func (c *LendingConfig) validate(bad func(string, ...any)) {
-	if !(c.TrainerDuty > 0 && c.TrainerDuty < 1) {
-		bad("lending.trainer_duty %v: want in (0,1)", c.TrainerDuty)
-	}
-	idle := time.Duration(float64(c.TrainerCycle) * (1 - c.TrainerDuty))
-	if c.ReclaimDeadline <= 0 || c.ReclaimDeadline.D() >= idle {
-		bad("lending.reclaim_deadline %v: want > 0 and less than the idle phase (%v)", c.ReclaimDeadline, idle)
-	}
-	if c.Cycles < 1 || c.AsyncJobs < 1 || c.AsyncOutputTokens < 1 || c.TrainerStreams < 1 || c.TrainerOutputTokens < 1 {
-		bad("lending: cycles, async_jobs, async_output_tokens, trainer_streams and trainer_output_tokens must be >= 1")
-	}
-}
-
-// LendingTarget is what the lending workload needs of the fleet beside
-// the gateway.
-type LendingTarget struct {
-	// AdminToken is the gateway's admin bearer token.
-	AdminToken string
-	// Pool is the lendable pool's name.
-	Pool string
-	// EngineURLs are the lendable pool's engines' base URLs: the trainer
-	// sends its load there, and their /metrics give the duty cycle.
-	EngineURLs []string
-	// FleetMetricsURLs are every engine's /metrics, watched until the
-	// fleet is idle between the two runs. Empty: none watched.
-	FleetMetricsURLs []string
-}
 
 // LendingReport is the lending workload's verdict: the pool's duty cycle
 // and the background work done, for the trainer alone and with lending.
@@ -184,7 +108,7 @@ type ReclaimCheck struct {
 
 // runLending runs the workload alone and with lending, and returns the
 // second run's Result with the report.
-func runLending(ctx context.Context, cfg Config, target Target, label string) (*Result, error) {
+func runLending(ctx context.Context, cfg workload.Config, target Target, label string) (*Result, error) {
 	lt := target.Lending
 	if lt == nil || lt.Pool == "" || len(lt.EngineURLs) == 0 {
 		return nil, errors.New("bench: the lending workload needs a lendable pool (Target.Lending): run it on the embedded fleet")
@@ -195,7 +119,7 @@ func runLending(ctx context.Context, cfg Config, target Target, label string) (*
 		Cycles: lc.Cycles, ReclaimDeadlineSeconds: lc.ReclaimDeadline.D().Seconds(), AsyncJobs: lc.AsyncJobs,
 	}
 	phase := cfg
-	phase.MaxDuration = Duration(time.Duration(lc.Cycles) * lc.TrainerCycle.D())
+	phase.MaxDuration = workload.Duration(time.Duration(lc.Cycles) * lc.TrainerCycle.D())
 	var res [2]*Result
 	for i, lend := range []bool{false, true} {
 		name := label + " trainer alone"
@@ -550,7 +474,7 @@ func (r *runner) asyncJobs(ctx context.Context, book *jobBook) {
 		if ctx.Err() != nil && !done {
 			return // still running: cancelled after the run
 		}
-		sample := &Sample{Tenant: "async", Band: BandBackground, API: APIResponses, Start: start.Sub(r.start), TTFT: ttft,
+		sample := &Sample{Tenant: "async", Band: workload.BandBackground, API: workload.APIResponses, Start: start.Sub(r.start), TTFT: ttft,
 			E2E: time.Since(start), OutputTokens: tokens, Status: http.StatusOK, Streamed: id != "", ResponseID: id}
 		book.mu.Lock()
 		delete(book.running, id)

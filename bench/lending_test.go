@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 // fakeRunning is an engine whose /metrics report running sequences.
@@ -50,21 +52,8 @@ func TestSampleDuty(t *testing.T) {
 	}
 }
 
-func TestLendingConfigValidate(t *testing.T) {
-	cfg := Config{Workload: WorkloadLending}
-	cfg.EnsureDefaults()
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Lending.ReclaimDeadline = Duration(9 * time.Second) // the idle phase is 8s
-	cfg.Lending.TrainerDuty = 1
-	err := cfg.Validate()
-	for _, want := range []string{"lending.trainer_duty", "lending.reclaim_deadline"} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("Validate = %v, want %s refused", err, want)
-		}
-	}
-	if _, err := Run(context.Background(), Config{Workload: WorkloadLending, Progress: io.Discard}, Target{BaseURL: "http://127.0.0.1:1"}); err == nil || !strings.Contains(err.Error(), "lendable pool") {
+func TestRunLendingNeedsAPool(t *testing.T) {
+	if _, err := Run(context.Background(), workload.Config{Workload: workload.WorkloadLending, Progress: io.Discard}, Target{BaseURL: "http://127.0.0.1:1"}); err == nil || !strings.Contains(err.Error(), "lendable pool") {
 		t.Errorf("Run without a lendable pool: %v", err)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 // Defaults of OverheadConfig.
@@ -46,10 +48,10 @@ type OverheadConfig struct {
 	Concurrency int `json:"concurrency"`
 	// Duration is the measured length of one target's run in one round.
 	// Default 5s.
-	Duration Duration `json:"duration"`
+	Duration workload.Duration `json:"duration"`
 	// Warmup runs before each measured run and is not counted, so that
 	// connections are open and the target's buffers grown. Default 1s.
-	Warmup Duration `json:"warmup"`
+	Warmup workload.Duration `json:"warmup"`
 	// Rounds is how often every target runs; the order of the targets
 	// rotates every round, so that drift of the machine falls on all of
 	// them alike. Default 3.
@@ -70,11 +72,11 @@ type OverheadConfig struct {
 	// opening no earlier request had.
 	Turns string `json:"turns"`
 	// Timeout bounds one request. Default 30s.
-	Timeout Duration `json:"timeout"`
+	Timeout workload.Duration `json:"timeout"`
 	// Wait bounds how long each target may take, before the first round,
 	// to answer a request with 200 (a gateway marks its endpoints healthy
 	// after its first probe). Default 30s.
-	Wait Duration `json:"wait"`
+	Wait workload.Duration `json:"wait"`
 	// BackendPID is the engine's process, whose CPU time per request is
 	// reported beside each target's; 0: not reported.
 	BackendPID int `json:"backend_pid,omitempty"`
@@ -85,13 +87,13 @@ func (c *OverheadConfig) EnsureDefaults() {
 	setDefault(&c.BodyBytes, DefaultOverheadBodyBytes)
 	setDefault(&c.Turns, TurnsNext)
 	setDefault(&c.Concurrency, DefaultOverheadConcurrency)
-	setDefault(&c.Duration, Duration(DefaultOverheadDuration))
-	setDefault(&c.Warmup, Duration(DefaultOverheadWarmup))
+	setDefault(&c.Duration, workload.Duration(DefaultOverheadDuration))
+	setDefault(&c.Warmup, workload.Duration(DefaultOverheadWarmup))
 	setDefault(&c.Rounds, DefaultOverheadRounds)
 	setDefault(&c.Model, DefaultInstantModel)
-	setDefault(&c.Seed, DefaultSeed)
-	setDefault(&c.Timeout, Duration(DefaultOverheadTimeout))
-	setDefault(&c.Wait, Duration(DefaultOverheadWait))
+	setDefault(&c.Seed, workload.DefaultSeed)
+	setDefault(&c.Timeout, workload.Duration(DefaultOverheadTimeout))
+	setDefault(&c.Wait, workload.Duration(DefaultOverheadWait))
 }
 
 // OverheadTarget is one thing to measure: a base URL, and the process
@@ -189,11 +191,11 @@ func RunOverhead(ctx context.Context, cfg OverheadConfig, targets []OverheadTarg
 	bodies := make([][]byte, cfg.Concurrency)
 	total := 0
 	for i := range bodies {
-		bodies[i] = AgentChatBody(cfg.Model, cfg.Stream, cfg.BodyBytes, cfg.Seed, i)
+		bodies[i] = workload.AgentChatBody(cfg.Model, cfg.Stream, cfg.BodyBytes, cfg.Seed, i)
 		total += len(bodies[i])
 	}
 	res := &OverheadResult{Config: cfg, BodyBytes: total / len(bodies), Started: time.Now()}
-	res.BodyTokens = res.BodyBytes / BytesPerToken
+	res.BodyTokens = res.BodyBytes / workload.BytesPerToken
 	clients := make([]*http.Client, len(targets))
 	for i := range targets {
 		clients[i] = &http.Client{Transport: &http.Transport{
@@ -544,4 +546,12 @@ func turnBody(dst, body []byte, turns string, client, n int) []byte {
 	dst = append(dst, body[:end]...)
 	dst = fmt.Appendf(dst, `,{"role":"user","content":"Turn %d of client %d: go on."}`, n, client)
 	return append(dst, body[end:]...)
+}
+
+// setDefault sets *p to v when it is zero.
+func setDefault[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 func TestWantsStream(t *testing.T) {
@@ -76,39 +78,11 @@ func TestParseOverheadTarget(t *testing.T) {
 	}
 }
 
-func TestAgentChatBody(t *testing.T) {
-	const size = 168 << 10
-	b := AgentChatBody("m", true, size, 1, 3)
-	if len(b) < size || len(b) > size+16<<10 {
-		t.Errorf("body of %d bytes, want about %d", len(b), size)
-	}
-	if !bytes.Equal(b, AgentChatBody("m", true, size, 1, 3)) {
-		t.Error("the same arguments gave two bodies")
-	}
-	if other := AgentChatBody("m", true, size, 1, 4); bytes.Equal(b, other) || !bytes.Equal(b[:20<<10], other[:20<<10]) {
-		t.Error("sessions must share the system prompt and differ in history")
-	}
-	var req agentRequest
-	if err := json.Unmarshal(b, &req); err != nil {
-		t.Fatal(err)
-	}
-	if !req.Stream || len(req.Tools) != len(agentTools) || req.Messages[0].Role != "system" || len(req.Messages) < 20 {
-		t.Fatalf("stream %v, %d tools, %d messages", req.Stream, len(req.Tools), len(req.Messages))
-	}
-	last := req.Messages[len(req.Messages)-1]
-	if last.Role != "tool" || !strings.Contains(last.Content, "\n") || !strings.Contains(last.Content, "\t") || !strings.Contains(string(b), `\"`) {
-		t.Errorf("tool output lacks what JSON escapes: %q", last.Content[:80])
-	}
-	if !wantsStream(b) || wantsStream(AgentChatBody("m", false, 1000, 1, 0)) {
-		t.Error("the instant engine misreads the generated body's stream flag")
-	}
-}
-
 func TestInstantEngine(t *testing.T) {
 	e := NewInstantEngine(InstantConfig{Model: "m", OutputTokens: 3})
 	srv := httptest.NewServer(e)
 	defer srv.Close()
-	body := AgentChatBody("m", false, 4000, 1, 0)
+	body := workload.AgentChatBody("m", false, 4000, 1, 0)
 
 	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
 	if err != nil {
@@ -132,11 +106,11 @@ func TestInstantEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	if ans.Model != "m" || len(ans.Choices) != 1 || len(strings.Fields(ans.Choices[0].Message.Content)) != 3 ||
-		ans.Choices[0].FinishReason != "stop" || ans.Usage.PromptTokens != len(body)/BytesPerToken || ans.Usage.TotalTokens != ans.Usage.PromptTokens+3 {
+		ans.Choices[0].FinishReason != "stop" || ans.Usage.PromptTokens != len(body)/workload.BytesPerToken || ans.Usage.TotalTokens != ans.Usage.PromptTokens+3 {
 		t.Errorf("answer %+v", ans)
 	}
 
-	body = AgentChatBody("m", true, 4000, 1, 0)
+	body = workload.AgentChatBody("m", true, 4000, 1, 0)
 	resp, err = http.Post(srv.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +150,7 @@ func TestInstantEngine(t *testing.T) {
 		}
 	}
 	// role, 3 tokens, finish, usage, [DONE]
-	if events != 7 || len(strings.Fields(content.String())) != 3 || usage != len(body)/BytesPerToken {
+	if events != 7 || len(strings.Fields(content.String())) != 3 || usage != len(body)/workload.BytesPerToken {
 		t.Errorf("%d events, content %q, usage %d", events, content.String(), usage)
 	}
 
@@ -212,7 +186,7 @@ func TestRunOverhead(t *testing.T) {
 		t.Run(fmt.Sprint("stream=", stream), func(t *testing.T) {
 			cfg := OverheadConfig{
 				BodyBytes: 8 << 10, Concurrency: 2, Rounds: 2, Stream: stream,
-				Duration: Duration(150 * time.Millisecond), Warmup: Duration(20 * time.Millisecond),
+				Duration: workload.Duration(150 * time.Millisecond), Warmup: workload.Duration(20 * time.Millisecond),
 				BackendPID: os.Getpid(),
 			}
 			targets := []OverheadTarget{{Name: "a", URL: srv.URL, PID: os.Getpid()}, {Name: "b", URL: srv.URL}}
@@ -244,7 +218,7 @@ func TestRunOverhead(t *testing.T) {
 		})
 	}
 	t.Run("broken target", func(t *testing.T) {
-		cfg := OverheadConfig{BodyBytes: 1 << 10, Concurrency: 1, Rounds: 1, Duration: Duration(50 * time.Millisecond), Wait: Duration(300 * time.Millisecond)}
+		cfg := OverheadConfig{BodyBytes: 1 << 10, Concurrency: 1, Rounds: 1, Duration: workload.Duration(50 * time.Millisecond), Wait: workload.Duration(300 * time.Millisecond)}
 		_, err := RunOverhead(context.Background(), cfg, []OverheadTarget{{Name: "x", URL: broken.URL}}, nil)
 		if err == nil || !strings.Contains(err.Error(), "status 502") {
 			t.Errorf("err %v, want the target's status", err)
@@ -255,7 +229,7 @@ func TestRunOverhead(t *testing.T) {
 // Each kind of turns makes valid chat bodies: next adds a message to the
 // same history, cold changes the opening every time, repeat changes nothing.
 func TestTurnBody(t *testing.T) {
-	body := AgentChatBody("m", false, 8<<10, 1, 3)
+	body := workload.AgentChatBody("m", false, 8<<10, 1, 3)
 	read := func(b []byte) []map[string]any {
 		var req struct{ Messages []map[string]any }
 		if err := json.Unmarshal(b, &req); err != nil {
@@ -274,5 +248,15 @@ func TestTurnBody(t *testing.T) {
 	a, b := read(turnBody(nil, body, TurnsCold, 3, 0)), read(turnBody(nil, body, TurnsCold, 3, 0))
 	if len(a) != len(base) || a[1]["content"] == b[1]["content"] || a[1]["content"] == base[1]["content"] {
 		t.Errorf("cold: openings %q and %q", a[1]["content"], b[1]["content"])
+	}
+}
+
+// The instant engine reads the stream flag of the bodies the load
+// generator sends.
+func TestWantsStreamOfAgentChatBody(t *testing.T) {
+	const size = 168 << 10
+	b := workload.AgentChatBody("m", true, size, 1, 3)
+	if !wantsStream(b) || wantsStream(workload.AgentChatBody("m", false, 1000, 1, 0)) {
+		t.Error("the instant engine misreads the generated body's stream flag")
 	}
 }

@@ -11,66 +11,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
-
-// WorkloadOverload offers the fleet more than it can serve, in all three
-// bands at once: open-loop arrivals of unique prompts (no prefix to reuse,
-// so no routing policy can make the load fit), interactive at a modest
-// rate, standard and background together well past the fleet's capacity.
-// It shows what the gateway does when the fleet truly is saturated: which
-// band waits, which is shed (with Retry-After), and whether interactive
-// turns keep their latency.
-const WorkloadOverload = "overload"
-
-// Defaults of OverloadConfig, sized for the default bench fleet (four
-// llama-3.1-70b replicas on MI300X) in real time, which serves about
-// three of these requests a second: the defaults offer twice that.
-const (
-	DefaultOverloadDuration        = 30 * time.Second
-	DefaultOverloadInteractiveRate = 1.0
-	DefaultOverloadStandardRate    = 2.0
-	DefaultOverloadBackgroundRate  = 3.0
-	DefaultOverloadPromptTokens    = 4096
-	DefaultOverloadOutputTokens    = 128
-)
-
-// OverloadConfig shapes the overload scenario. Rates are arrivals per
-// second of workload time (Poisson), multiplied by TimeScale to wall time.
-type OverloadConfig struct {
-	// Duration is how long arrivals go on, in wall time. Default 30s.
-	Duration Duration `json:"duration" yaml:"duration"`
-	// InteractiveRate, StandardRate and BackgroundRate are each band's
-	// arrivals per second. Defaults 1, 2 and 3; negative sends none.
-	InteractiveRate float64 `json:"interactive_rate" yaml:"interactive_rate"`
-	StandardRate    float64 `json:"standard_rate" yaml:"standard_rate"`
-	BackgroundRate  float64 `json:"background_rate" yaml:"background_rate"`
-	// PromptTokens per request, none shared with another. Default 4096.
-	PromptTokens int `json:"prompt_tokens" yaml:"prompt_tokens"`
-	// OutputTokens per request. Default 128.
-	OutputTokens int `json:"output_tokens" yaml:"output_tokens"`
-	// TimeScale multiplies the arrival gaps (0.1: ten times faster; the
-	// embedded fleet's time scale by default). Default 1.
-	TimeScale float64 `json:"time_scale" yaml:"time_scale"`
-}
-
-func (c *OverloadConfig) ensureDefaults() {
-	setDefault(&c.Duration, Duration(DefaultOverloadDuration))
-	setDefault(&c.InteractiveRate, DefaultOverloadInteractiveRate)
-	setDefault(&c.StandardRate, DefaultOverloadStandardRate)
-	setDefault(&c.BackgroundRate, DefaultOverloadBackgroundRate)
-	setDefault(&c.PromptTokens, DefaultOverloadPromptTokens)
-	setDefault(&c.OutputTokens, DefaultOverloadOutputTokens)
-	setDefault(&c.TimeScale, DefaultTimeScale)
-}
-
-func (c *OverloadConfig) validate(bad func(string, ...any)) {
-	if c.Duration <= 0 || c.PromptTokens < 1 || c.OutputTokens < 1 || c.TimeScale <= 0 {
-		bad("overload: duration, prompt_tokens, output_tokens and time_scale must be positive")
-	}
-	if max(c.InteractiveRate, c.StandardRate, c.BackgroundRate) <= 0 {
-		bad("overload: one of the rates must be positive")
-	}
-}
 
 // OverloadBand is one band's outcome in the overload scenario.
 type OverloadBand struct {
@@ -121,28 +64,28 @@ func overloadShed(s *Sample) bool {
 type overloadArrival struct {
 	at   time.Duration
 	band string
-	req  TraceRequest
+	req  workload.TraceRequest
 }
 
 // planOverload plans the scenario's arrivals: each band a Poisson process
 // at its rate, merged in time order, each prompt of blocks no other has
 // (block ids from idBase on).
-func planOverload(cfg Config, idBase int64) []overloadArrival {
+func planOverload(cfg workload.Config, idBase int64) []overloadArrival {
 	oc := cfg.Overload
 	end := oc.Duration.D()
-	blocks := (oc.PromptTokens + BlockTokens - 1) / BlockTokens
+	blocks := (oc.PromptTokens + workload.BlockTokens - 1) / workload.BlockTokens
 	var out []overloadArrival
 	for bi, b := range []struct {
 		name string
 		rate float64
-	}{{BandInteractive, oc.InteractiveRate}, {BandStandard, oc.StandardRate}, {BandBackground, oc.BackgroundRate}} {
+	}{{workload.BandInteractive, oc.InteractiveRate}, {workload.BandStandard, oc.StandardRate}, {workload.BandBackground, oc.BackgroundRate}} {
 		if b.rate <= 0 {
 			continue
 		}
-		g := splitmix64(mix(uint64(cfg.Seed), 0x0e1, uint64(bi)))
+		g := workload.Rand(workload.Mix(uint64(cfg.Seed), 0x0e1, uint64(bi)))
 		var at float64
 		for {
-			u := float64(g.next()>>11) / (1 << 53)
+			u := float64(g.Next()>>11) / (1 << 53)
 			at += -math.Log(1-u) / b.rate
 			wall := time.Duration(at * oc.TimeScale * float64(time.Second))
 			if wall >= end {
@@ -157,7 +100,7 @@ func planOverload(cfg Config, idBase int64) []overloadArrival {
 		for j := range ids {
 			ids[j] = int64(i*blocks+j) + idBase
 		}
-		out[i].req = TraceRequest{At: out[i].at, InputTokens: oc.PromptTokens, MaxOutputTokens: oc.OutputTokens, HashIDs: ids}
+		out[i].req = workload.TraceRequest{At: out[i].at, InputTokens: oc.PromptTokens, MaxOutputTokens: oc.OutputTokens, HashIDs: ids}
 	}
 	return out
 }
@@ -172,7 +115,7 @@ const (
 
 // runOverload sends interactive arrivals alone (the baseline), then every
 // band's, open loop, and reports each band of the second run.
-func runOverload(ctx context.Context, cfg Config, target Target, label string) (*Result, error) {
+func runOverload(ctx context.Context, cfg workload.Config, target Target, label string) (*Result, error) {
 	alone := cfg
 	alone.Overload.StandardRate, alone.Overload.BackgroundRate = -1, -1
 	var basePlan []overloadArrival
@@ -190,11 +133,11 @@ func runOverload(ctx context.Context, cfg Config, target Target, label string) (
 	res, samples := measure(ctx, cfg, target, label, len(plan), func(ctx context.Context, r *runner) {
 		r.arrivals(ctx, plan, retryAfter)
 	})
-	res.API = APIChat
+	res.API = workload.APIChat
 	rep := overloadReport(samples, retryAfter, res, cfg.Overload.Duration.D())
-	if b := baseline.ByBand[BandInteractive]; b != nil {
+	if b := baseline.ByBand[workload.BandInteractive]; b != nil {
 		rep.BaselineInteractiveP50Ms, rep.BaselineInteractiveP99Ms = b.TTFT.P50Ms, b.TTFT.P99Ms
-		if i := rep.Bands[BandInteractive]; i != nil && b.TTFT.P99Ms > 0 {
+		if i := rep.Bands[workload.BandInteractive]; i != nil && b.TTFT.P99Ms > 0 {
 			rep.InteractiveP99Ratio = i.TTFTP99Ms / b.TTFT.P99Ms
 		}
 	}
@@ -213,13 +156,13 @@ func (r *runner) arrivals(ctx context.Context, plan []overloadArrival, retryAfte
 		}
 		wg.Go(func() {
 			c := call{
-				api:       APIChat,
+				api:       workload.APIChat,
 				key:       r.tenantKey(0),
 				priority:  a.band,
-				input:     []Item{{Kind: ItemMessage, Role: "user", Text: a.req.Prompt()}},
+				input:     []workload.Item{{Kind: workload.ItemMessage, Role: "user", Text: a.req.Prompt()}},
 				maxTokens: a.req.MaxOutputTokens,
 			}
-			smp, o := r.do(ctx, c, labels{tenant: a.band, turn: i, kind: TurnSingle})
+			smp, o := r.do(ctx, c, labels{tenant: a.band, turn: i, kind: workload.TurnSingle})
 			if retryAfter != nil && smp != nil && overloadShed(smp) && o.retryAfter > 0 {
 				mu.Lock()
 				retryAfter[a.band]++
@@ -272,7 +215,7 @@ func writeOverload(w io.Writer, rep *OverloadReport) {
 	fmt.Fprintf(w, "\noverload: %.1f requests/s offered; idle-while-queued %d s, max gateway queue %.0f; interactive TTFT alone p50 %s ms, p99 %s ms: p99 under overload %s\n",
 		rep.OfferedPerSecond, rep.IdleWhileQueuedSeconds, rep.MaxGatewayQueued,
 		ms(rep.BaselineInteractiveP50Ms), ms(rep.BaselineInteractiveP99Ms), times(rep.InteractiveP99Ratio))
-	for _, name := range []string{BandInteractive, BandStandard, BandBackground} {
+	for _, name := range []string{workload.BandInteractive, workload.BandStandard, workload.BandBackground} {
 		b := rep.Bands[name]
 		if b == nil {
 			continue

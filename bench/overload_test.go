@@ -7,15 +7,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 // TestPlanOverload: each band arrives at its rate within the duration, in
 // time order, every prompt made of blocks no other prompt has; a negative
 // rate sends none of a band.
 func TestPlanOverload(t *testing.T) {
-	var cfg Config
-	cfg.Workload = WorkloadOverload
-	cfg.Overload = OverloadConfig{Duration: Duration(200 * time.Second), InteractiveRate: 1, StandardRate: 2, BackgroundRate: -1, PromptTokens: 1000}
+	var cfg workload.Config
+	cfg.Workload = workload.WorkloadOverload
+	cfg.Overload = workload.OverloadConfig{Duration: workload.Duration(200 * time.Second), InteractiveRate: 1, StandardRate: 2, BackgroundRate: -1, PromptTokens: 1000}
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -31,7 +33,7 @@ func TestPlanOverload(t *testing.T) {
 		if a.at >= cfg.Overload.Duration.D() {
 			t.Fatalf("arrival %d at %v, past the duration", i, a.at)
 		}
-		if want := (1000 + BlockTokens - 1) / BlockTokens; len(a.req.HashIDs) != want || a.req.InputTokens != 1000 {
+		if want := (1000 + workload.BlockTokens - 1) / workload.BlockTokens; len(a.req.HashIDs) != want || a.req.InputTokens != 1000 {
 			t.Fatalf("arrival %d: %d blocks for %d tokens, want %d for 1000", i, len(a.req.HashIDs), a.req.InputTokens, want)
 		}
 		for _, id := range a.req.HashIDs {
@@ -42,13 +44,13 @@ func TestPlanOverload(t *testing.T) {
 		}
 	}
 	// Poisson counts over 200 s: 200 ± 3σ and 400 ± 3σ.
-	if n := count[BandInteractive]; n < 158 || n > 242 {
+	if n := count[workload.BandInteractive]; n < 158 || n > 242 {
 		t.Errorf("%d interactive arrivals, want about 200", n)
 	}
-	if n := count[BandStandard]; n < 340 || n > 460 {
+	if n := count[workload.BandStandard]; n < 340 || n > 460 {
 		t.Errorf("%d standard arrivals, want about 400", n)
 	}
-	if n := count[BandBackground]; n != 0 {
+	if n := count[workload.BandBackground]; n != 0 {
 		t.Errorf("%d background arrivals at a negative rate", n)
 	}
 	again := planOverload(cfg, overloadIDs)
@@ -66,11 +68,11 @@ func TestPlanOverload(t *testing.T) {
 // and the interactive baseline.
 func TestRunOverload(t *testing.T) {
 	f := newFakeGateway(t)
-	f.shedBand, f.shedRetryAfter = BandBackground, "2"
-	var cfg Config
-	cfg.Workload = WorkloadOverload
+	f.shedBand, f.shedRetryAfter = workload.BandBackground, "2"
+	var cfg workload.Config
+	cfg.Workload = workload.WorkloadOverload
 	cfg.Progress = io.Discard
-	cfg.Overload = OverloadConfig{Duration: Duration(time.Second), InteractiveRate: 10, StandardRate: 10, BackgroundRate: 20, PromptTokens: 64, OutputTokens: 4}
+	cfg.Overload = workload.OverloadConfig{Duration: workload.Duration(time.Second), InteractiveRate: 10, StandardRate: 10, BackgroundRate: 20, PromptTokens: 64, OutputTokens: 4}
 	cfg.EnsureDefaults()
 	res, err := Run(context.Background(), cfg, f.target())
 	if err != nil {
@@ -80,7 +82,7 @@ func TestRunOverload(t *testing.T) {
 	if rep == nil {
 		t.Fatal("no overload report")
 	}
-	in, st, bg := rep.Bands[BandInteractive], rep.Bands[BandStandard], rep.Bands[BandBackground]
+	in, st, bg := rep.Bands[workload.BandInteractive], rep.Bands[workload.BandStandard], rep.Bands[workload.BandBackground]
 	if in == nil || st == nil || bg == nil {
 		t.Fatalf("bands %v, want all three", rep.Bands)
 	}
@@ -100,7 +102,7 @@ func TestRunOverload(t *testing.T) {
 	// run's.
 	var baseline int
 	for _, r := range f.requests() {
-		if r.Priority == BandInteractive {
+		if r.Priority == workload.BandInteractive {
 			baseline++
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 // Sample is the record of one request.
@@ -14,11 +16,11 @@ type Sample struct {
 	// Tenant and Band label the request: tenant "t0", "t1"... for agentic
 	// sessions, "trace" for trace replay, "A" and "B" in the isolation
 	// scenario; band is the priority header sent, or "unset".
-	Tenant  string   `json:"tenant"`
-	Band    string   `json:"band"`
-	Session string   `json:"session,omitempty"`
-	Turn    int      `json:"turn"`
-	Kind    TurnKind `json:"kind"`
+	Tenant  string            `json:"tenant"`
+	Band    string            `json:"band"`
+	Session string            `json:"session,omitempty"`
+	Turn    int               `json:"turn"`
+	Kind    workload.TurnKind `json:"kind"`
 	// API is the API the request used: "responses" or "chat".
 	API string `json:"api"`
 	// Start is when the request was sent, from the run's start.
@@ -59,11 +61,11 @@ type Result struct {
 	Policy string `json:"policy,omitempty"`
 	// Run is which of a repeated comparison's runs this is, from 1; 0
 	// when the policy ran once.
-	Run      int       `json:"run,omitempty"`
-	Workload string    `json:"workload"`
-	API      string    `json:"api"`
-	Config   Config    `json:"config"`
-	Started  time.Time `json:"started"`
+	Run      int             `json:"run,omitempty"`
+	Workload string          `json:"workload"`
+	API      string          `json:"api"`
+	Config   workload.Config `json:"config"`
+	Started  time.Time       `json:"started"`
 	// DurationSeconds is the wall time from the first request due to the
 	// last one ended; rates are over it.
 	DurationSeconds float64 `json:"duration_seconds"`
@@ -108,11 +110,11 @@ type Result struct {
 // returns an error only when the run cannot start (bad config, unreadable
 // trace); failed requests are figures, not errors. Cancelling ctx stops the
 // run and returns what was measured so far.
-func Run(ctx context.Context, cfg Config, target Target) (*Result, error) {
+func Run(ctx context.Context, cfg workload.Config, target Target) (*Result, error) {
 	return run(ctx, cfg, target, "")
 }
 
-func run(ctx context.Context, cfg Config, target Target, label string) (*Result, error) {
+func run(ctx context.Context, cfg workload.Config, target Target, label string) (*Result, error) {
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -124,8 +126,8 @@ func run(ctx context.Context, cfg Config, target Target, label string) (*Result,
 		label = cfg.Workload
 	}
 	switch cfg.Workload {
-	case WorkloadTrace:
-		reqs, err := LoadTrace(cfg.Trace)
+	case workload.WorkloadTrace:
+		reqs, err := workload.LoadTrace(cfg.Trace)
 		if err != nil {
 			return nil, err
 		}
@@ -136,18 +138,18 @@ func run(ctx context.Context, cfg Config, target Target, label string) (*Result,
 		sent := reqs[:min(len(samples), len(reqs))]
 		res.setIdeal(IdealTraceReuse(sent, target.KVCapacityTokens))
 		return res, nil
-	case WorkloadIsolation:
+	case workload.WorkloadIsolation:
 		return runIsolation(ctx, cfg, target, label)
-	case WorkloadChaos:
+	case workload.WorkloadChaos:
 		return runChaos(ctx, cfg, target, label)
-	case WorkloadLongPrompt:
+	case workload.WorkloadLongPrompt:
 		return runLongPrompt(ctx, cfg, target, label)
-	case WorkloadOverload:
+	case workload.WorkloadOverload:
 		return runOverload(ctx, cfg, target, label)
-	case WorkloadLending:
+	case workload.WorkloadLending:
 		return runLending(ctx, cfg, target, label)
 	default:
-		sessions := PlanAgentic(cfg)
+		sessions := workload.PlanAgentic(cfg)
 		res, samples := measure(ctx, cfg, target, label, len(sessions)*cfg.Agentic.TurnsPerSession, func(ctx context.Context, r *runner) {
 			r.sessions(ctx, sessions)
 		})
@@ -159,7 +161,7 @@ func run(ctx context.Context, cfg Config, target Target, label string) (*Result,
 // sessions runs the planned sessions: all at their start times (open loop),
 // or at most Agentic.Concurrency at once, each starting as soon as a
 // running one ends (closed loop).
-func (r *runner) sessions(ctx context.Context, sessions []Session) {
+func (r *runner) sessions(ctx context.Context, sessions []workload.Session) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	var slots chan struct{}
@@ -189,7 +191,7 @@ func (r *runner) sessions(ctx context.Context, sessions []Session) {
 
 // measure scrapes the engines, runs drive, scrapes again and builds the
 // result; it also returns the samples for callers that slice them further.
-func measure(ctx context.Context, cfg Config, target Target, label string, total int, drive func(context.Context, *runner)) (*Result, []*Sample) {
+func measure(ctx context.Context, cfg workload.Config, target Target, label string, total int, drive func(context.Context, *runner)) (*Result, []*Sample) {
 	var before []EngineMetrics
 	var scrapeErrs []string
 	if len(target.EngineMetricsURLs) > 0 {
@@ -230,7 +232,7 @@ func measure(ctx context.Context, cfg Config, target Target, label string, total
 // runner drives one run. Its fields are set before the first request and
 // only read afterwards, except mu's.
 type runner struct {
-	cfg    Config
+	cfg    workload.Config
 	target Target
 	snd    *sender
 	pace   *pacer        // nil: no rate cap
@@ -250,11 +252,11 @@ type runner struct {
 	}
 }
 
-func newRunner(cfg Config, target Target, label string, total int) *runner {
+func newRunner(cfg workload.Config, target Target, label string, total int) *runner {
 	r := &runner{
 		cfg:    cfg,
 		target: target,
-		snd:    newSender(cfg, target, cfg.API == APIChat || cfg.Workload == WorkloadChaos),
+		snd:    newSender(cfg, target, cfg.API == workload.APIChat || cfg.Workload == workload.WorkloadChaos),
 		prog:   newProgress(cfg.Progress, label, total),
 	}
 	keys := []string{target.APIKey, cfg.Isolation.KeyA, cfg.Isolation.KeyB}
@@ -297,7 +299,7 @@ func (r *runner) stopped(ctx context.Context) bool {
 type labels struct {
 	tenant, session string
 	turn            int
-	kind            TurnKind
+	kind            workload.TurnKind
 }
 
 // do sends c under the run's caps and records it. It returns nil when the
@@ -325,7 +327,7 @@ func (r *runner) do(ctx context.Context, c call, l labels) (*Sample, outcome) {
 	o := r.snd.send(ctx, c)
 	band := c.priority
 	if band == "" {
-		band = BandUnset
+		band = workload.BandUnset
 	}
 	s := &Sample{
 		Tenant: l.tenant, Band: band, Session: l.session, Turn: l.turn, Kind: l.kind, API: c.api,
@@ -365,7 +367,7 @@ const maxRetryAfter = 10 * time.Second
 // successful response; on chat completions it sends the whole history. A
 // failed turn's items are carried into the next turn, so the conversation
 // the gateway sees stays whole.
-func (r *runner) session(ctx context.Context, s Session, tenant, key, priority string) {
+func (r *runner) session(ctx context.Context, s workload.Session, tenant, key, priority string) {
 	if !sleepUntil(ctx, r.start.Add(s.Start)) {
 		return
 	}
@@ -374,14 +376,14 @@ func (r *runner) session(ctx context.Context, s Session, tenant, key, priority s
 		api = r.cfg.API
 	}
 	var prevID string
-	var history, pending []Item
+	var history, pending []workload.Item
 	for i, t := range s.Turns {
 		if i > 0 && !sleepUntil(ctx, time.Now().Add(t.Delay)) {
 			return
 		}
 		pending = append(pending, t.Input...)
 		c := call{api: api, key: key, priority: priority, maxTokens: t.MaxOutputTokens}
-		if api == APIChat {
+		if api == workload.APIChat {
 			c.session = s.ID
 			c.input = slices.Concat(history, pending)
 		} else {
@@ -400,8 +402,8 @@ func (r *runner) session(ctx context.Context, s Session, tenant, key, priority s
 			}
 			continue
 		}
-		if api == APIChat {
-			history = append(slices.Concat(history, pending), Item{Kind: ItemMessage, Role: "assistant", Text: o.reply})
+		if api == workload.APIChat {
+			history = append(slices.Concat(history, pending), workload.Item{Kind: workload.ItemMessage, Role: "assistant", Text: o.reply})
 		} else {
 			prevID = o.responseID
 		}
@@ -411,7 +413,7 @@ func (r *runner) session(ctx context.Context, s Session, tenant, key, priority s
 
 // replay sends trace requests at their times, open loop: a request is sent
 // when due whether or not earlier ones have ended.
-func (r *runner) replay(ctx context.Context, reqs []TraceRequest) {
+func (r *runner) replay(ctx context.Context, reqs []workload.TraceRequest) {
 	var wg sync.WaitGroup
 	for i, q := range reqs {
 		if !sleepUntil(ctx, r.start.Add(q.At)) || r.stopped(ctx) {
@@ -419,20 +421,20 @@ func (r *runner) replay(ctx context.Context, reqs []TraceRequest) {
 		}
 		wg.Go(func() {
 			c := call{
-				api:       APIChat,
+				api:       workload.APIChat,
 				key:       r.tenantKey(0),
 				priority:  r.cfg.Priority,
-				input:     []Item{{Kind: ItemMessage, Role: "user", Text: q.Prompt()}},
+				input:     []workload.Item{{Kind: workload.ItemMessage, Role: "user", Text: q.Prompt()}},
 				maxTokens: q.MaxOutputTokens,
 			}
-			r.do(ctx, c, labels{tenant: "trace", turn: i, kind: TurnSingle})
+			r.do(ctx, c, labels{tenant: "trace", turn: i, kind: workload.TurnSingle})
 		})
 	}
 	wg.Wait()
 }
 
 // buildResult builds a Result from a run's samples.
-func buildResult(cfg Config, start time.Time, wall time.Duration, samples []*Sample) *Result {
+func buildResult(cfg workload.Config, start time.Time, wall time.Duration, samples []*Sample) *Result {
 	res := &Result{
 		Workload:        cfg.Workload,
 		API:             cfg.API,
@@ -445,8 +447,8 @@ func buildResult(cfg Config, start time.Time, wall time.Duration, samples []*Sam
 		CDF:             buildCDF(samples),
 		Timeline:        buildTimeline(samples, wall),
 	}
-	if cfg.Workload == WorkloadTrace {
-		res.API = APIChat
+	if cfg.Workload == workload.WorkloadTrace {
+		res.API = workload.APIChat
 	}
 	for key, group := range groupBy(samples, func(s *Sample) string { return s.Tenant }) {
 		sum := aggregate(group, wall)
@@ -514,4 +516,22 @@ func (p *pacer) wait(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return nil
+}
+
+// runLongPrompt replays the plan, killing a replica mid-run if asked.
+func runLongPrompt(ctx context.Context, cfg workload.Config, target Target, label string) (*Result, error) {
+	lp := cfg.LongPrompt
+	if lp.KillAt > 0 && target.Replicas == nil {
+		return nil, fmt.Errorf("bench: long_prompt: kill_at needs the embedded fleet")
+	}
+	reqs := workload.PlanLongPrompt(cfg)
+	res, _ := measure(ctx, cfg, target, label, len(reqs), func(ctx context.Context, r *runner) {
+		if lp.KillAt > 0 {
+			t := time.AfterFunc(lp.KillAt.D(), func() { target.Replicas.Kill(lp.KillReplica) })
+			defer t.Stop()
+		}
+		r.replay(ctx, reqs)
+	})
+	res.API = workload.APIChat
+	return res, nil
 }

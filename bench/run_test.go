@@ -13,19 +13,21 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 // smallAgentic is a quick agentic run: a handful of sessions, short gaps.
-func smallAgentic(api string) Config {
-	return Config{
+func smallAgentic(api string) workload.Config {
+	return workload.Config{
 		API:      api,
 		Progress: io.Discard,
-		Agentic: AgenticConfig{
+		Agentic: workload.AgenticConfig{
 			Sessions: 6, TurnsPerSession: 4, Tenants: 2,
 			SystemPromptTokens: 200, ToolSchemaTokens: 100, ToolResultTokens: 50, UserTurnTokens: 10,
 			OutputTokens: 5, HumanTurnShare: 0.3,
-			ThinkTime: Duration(20 * time.Millisecond), LoopGap: Duration(5 * time.Millisecond),
-			Waves: 2, WaveInterval: Duration(20 * time.Millisecond),
+			ThinkTime: workload.Duration(20 * time.Millisecond), LoopGap: workload.Duration(5 * time.Millisecond),
+			Waves: 2, WaveInterval: workload.Duration(20 * time.Millisecond),
 		},
 		KeepSamples: true,
 	}
@@ -33,7 +35,7 @@ func smallAgentic(api string) Config {
 
 func TestRunAgenticResponses(t *testing.T) {
 	f := newFakeGateway(t)
-	cfg := smallAgentic(APIResponses)
+	cfg := smallAgentic(workload.APIResponses)
 	cfg.TenantKeys = []string{"key-t0"}
 	res, err := Run(context.Background(), cfg, f.target())
 	if err != nil {
@@ -61,7 +63,7 @@ func TestRunAgenticResponses(t *testing.T) {
 	if got, want := res.Engines.HitRate, s.CachedTokenShare; abs(got-want) > 1e-9 {
 		t.Errorf("engine hit rate = %v, want the fake's %v", got, want)
 	}
-	if len(res.ByTenant) != 2 || res.ByBand[BandUnset] == nil {
+	if len(res.ByTenant) != 2 || res.ByBand[workload.BandUnset] == nil {
 		t.Errorf("by tenant %v, by band %v", keys(res.ByTenant), keys(res.ByBand))
 	}
 
@@ -110,8 +112,8 @@ func TestRunAgenticResponses(t *testing.T) {
 
 func TestRunAgenticChat(t *testing.T) {
 	f := newFakeGateway(t)
-	cfg := smallAgentic(APIChat)
-	cfg.Priority = BandStandard
+	cfg := smallAgentic(workload.APIChat)
+	cfg.Priority = workload.BandStandard
 	res, err := Run(context.Background(), cfg, f.target())
 	if err != nil {
 		t.Fatal(err)
@@ -119,13 +121,13 @@ func TestRunAgenticChat(t *testing.T) {
 	if res.Total.Succeeded != 24 || res.Total.OutputTokens != 120 || res.Total.TTFT.Count != 24 {
 		t.Fatalf("summary %+v", res.Total)
 	}
-	if res.ByBand[BandStandard] == nil || res.ByBand[BandStandard].Requests != 24 {
+	if res.ByBand[workload.BandStandard] == nil || res.ByBand[workload.BandStandard].Requests != 24 {
 		t.Errorf("by band %v, want all standard", keys(res.ByBand))
 	}
 	// The history grows every turn of a session, and carries the session id.
 	items := map[string][]int{}
 	for _, r := range f.requests() {
-		if r.Session == "" || r.Priority != BandStandard || !r.IgnoreEOS || r.MaxTokens != 5 {
+		if r.Session == "" || r.Priority != workload.BandStandard || !r.IgnoreEOS || r.MaxTokens != 5 {
 			t.Fatalf("request %+v: want session id, priority, ignore_eos, max_tokens", r)
 		}
 		items[r.Session] = append(items[r.Session], r.Items)
@@ -149,12 +151,12 @@ func TestRunTrace(t *testing.T) {
 	if err := os.WriteFile(path, []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Workload: WorkloadTrace, Progress: io.Discard, Trace: TraceConfig{Path: path, TimeScale: 0.5, WindowEnd: Duration(time.Second)}}
+	cfg := workload.Config{Workload: workload.WorkloadTrace, Progress: io.Discard, Trace: workload.TraceConfig{Path: path, TimeScale: 0.5, WindowEnd: workload.Duration(time.Second)}}
 	res, err := Run(context.Background(), cfg, f.target())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Total.Succeeded != 3 || res.Total.OutputTokens != 9 || res.API != APIChat {
+	if res.Total.Succeeded != 3 || res.Total.OutputTokens != 9 || res.API != workload.APIChat {
 		t.Fatalf("summary %+v api %s", res.Total, res.API)
 	}
 	if res.ByTenant["trace"] == nil {
@@ -169,9 +171,9 @@ func TestRunTrace(t *testing.T) {
 
 func TestRunShedAndErrors(t *testing.T) {
 	f := newFakeGateway(t)
-	f.shedBand = BandBackground
-	cfg := smallAgentic(APIResponses)
-	cfg.Priority = BandBackground
+	f.shedBand = workload.BandBackground
+	cfg := smallAgentic(workload.APIResponses)
+	cfg.Priority = workload.BandBackground
 	res, err := Run(context.Background(), cfg, f.target())
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +182,7 @@ func TestRunShedAndErrors(t *testing.T) {
 	if s.Requests != 24 || s.Shed != 24 || s.ErrorsByClass["http_429"] != 24 {
 		t.Fatalf("summary %+v", s)
 	}
-	if s.Sheds[BandBackground]["saturated"] != 24 {
+	if s.Sheds[workload.BandBackground]["saturated"] != 24 {
 		t.Errorf("sheds %v, want background/saturated", s.Sheds)
 	}
 	var b bytes.Buffer
@@ -237,13 +239,13 @@ func TestRunIsolationTenantsApart(t *testing.T) {
 
 func testRunIsolation(t *testing.T, tenants TenantRunner) {
 	f := newFakeGateway(t)
-	f.shedBand = BandBackground
-	cfg := Config{
-		Workload: WorkloadIsolation, Progress: io.Discard, KeepSamples: true,
-		Agentic: AgenticConfig{SystemPromptTokens: 50, ToolSchemaTokens: 10, ToolResultTokens: 20, OutputTokens: 3,
-			TurnsPerSession: 3, LoopGap: Duration(5 * time.Millisecond)},
-		Isolation: IsolationConfig{KeyA: "key-a", KeyB: "key-b", Duration: Duration(600 * time.Millisecond), Rounds: 2, ARate: 20,
-			FleetSlots: 2, BurstMultiple: 2, BPriority: BandBackground,
+	f.shedBand = workload.BandBackground
+	cfg := workload.Config{
+		Workload: workload.WorkloadIsolation, Progress: io.Discard, KeepSamples: true,
+		Agentic: workload.AgenticConfig{SystemPromptTokens: 50, ToolSchemaTokens: 10, ToolResultTokens: 20, OutputTokens: 3,
+			TurnsPerSession: 3, LoopGap: workload.Duration(5 * time.Millisecond)},
+		Isolation: workload.IsolationConfig{KeyA: "key-a", KeyB: "key-b", Duration: workload.Duration(600 * time.Millisecond), Rounds: 2, ARate: 20,
+			FleetSlots: 2, BurstMultiple: 2, BPriority: workload.BandBackground,
 			// A pause shorter than B's requests: A's next stretch alone must wait for them.
 			Settle: 0.001},
 	}
@@ -293,7 +295,7 @@ func testRunIsolation(t *testing.T, tenants TenantRunner) {
 			}
 		}
 	}
-	if iso.BurstB.Shed == 0 || iso.Sheds[BandBackground]["saturated"] != iso.BurstB.Shed {
+	if iso.BurstB.Shed == 0 || iso.Sheds[workload.BandBackground]["saturated"] != iso.BurstB.Shed {
 		t.Errorf("B shed %d, sheds %v", iso.BurstB.Shed, iso.Sheds)
 	}
 	if !(iso.BaselineAP99TTFTMs > 0 && iso.BurstAP99TTFTMs > 0 && iso.P99TTFTRatio > 0) {
@@ -302,11 +304,11 @@ func testRunIsolation(t *testing.T, tenants TenantRunner) {
 	for _, r := range f.requests() {
 		switch r.Auth {
 		case "Bearer key-a":
-			if r.Priority != BandInteractive {
+			if r.Priority != workload.BandInteractive {
 				t.Errorf("A sent priority %q", r.Priority)
 			}
 		case "Bearer key-b":
-			if r.Priority != BandBackground {
+			if r.Priority != workload.BandBackground {
 				t.Errorf("B sent priority %q", r.Priority)
 			}
 		default:
@@ -348,7 +350,7 @@ func TestCompare(t *testing.T) {
 		started = append(started, policy)
 		return f.target(), func() error { stopped = append(stopped, policy); f.srv.Close(); return nil }, nil
 	}
-	cfg := smallAgentic(APIResponses)
+	cfg := smallAgentic(workload.APIResponses)
 	cfg.KeepSamples = false
 	cmp, err := Compare(context.Background(), cfg, []string{"prefix-aware", BaselinePolicy}, 1, start)
 	if err != nil {
@@ -410,7 +412,7 @@ func TestCompareRepeat(t *testing.T) {
 		started = append(started, policy)
 		return f.target(), func() error { f.srv.Close(); return nil }, nil
 	}
-	cfg := smallAgentic(APIResponses)
+	cfg := smallAgentic(workload.APIResponses)
 	cfg.KeepSamples = false
 	cmp, err := Compare(context.Background(), cfg, []string{BaselinePolicy, "prefix-aware"}, 3, start)
 	if err != nil {
@@ -512,7 +514,7 @@ func TestComparisonMedians(t *testing.T) {
 func TestRunCancel(t *testing.T) {
 	f := newFakeGateway(t)
 	f.holdChained = make(chan fakeRequest, 6)
-	cfg := smallAgentic(APIResponses)
+	cfg := smallAgentic(workload.APIResponses)
 	cfg.Agentic.HumanTurnShare = 1
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -551,17 +553,17 @@ func TestRunCancel(t *testing.T) {
 }
 
 func TestRunRejectsBadConfig(t *testing.T) {
-	_, err := Run(context.Background(), Config{API: "grpc", Rate: -1, Progress: io.Discard}, Target{BaseURL: "http://x"})
+	_, err := Run(context.Background(), workload.Config{API: "grpc", Rate: -1, Progress: io.Discard}, Target{BaseURL: "http://x"})
 	if err == nil || !strings.Contains(err.Error(), "api") || !strings.Contains(err.Error(), "rate") {
 		t.Errorf("err = %v, want both problems", err)
 	}
-	if _, err := Run(context.Background(), Config{Progress: io.Discard}, Target{}); err == nil {
+	if _, err := Run(context.Background(), workload.Config{Progress: io.Discard}, Target{}); err == nil {
 		t.Error("empty base URL accepted")
 	}
 }
 
 func TestWriteHTMLSingle(t *testing.T) {
-	res := &Result{Workload: WorkloadAgentic, API: APIResponses,
+	res := &Result{Workload: workload.WorkloadAgentic, API: workload.APIResponses,
 		CDF:      CDF{Percentiles: CDFGrid, TTFTMs: ramp(len(CDFGrid)), E2EMs: ramp(len(CDFGrid))},
 		Timeline: Timeline{BucketSeconds: 1, OutputTokensPerSec: []float64{1, 5, 3}, Completed: []int{1, 2, 3}, Errors: []int{0, 0, 0}},
 	}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 // TenantBatch names the isolation scenario's batch (Config.BatchLoad) as
@@ -21,13 +23,13 @@ const TenantBatch = "batch"
 // burst, from From until Until; the batch's client submits at From and
 // follows the batch to its end or deadline, as they do in process.
 type TenantSpec struct {
-	Config  Config    `json:"config"`
-	BaseURL string    `json:"base_url"`
-	Tenant  string    `json:"tenant"`
-	Key     string    `json:"key"`
-	Start   time.Time `json:"start"`
-	From    time.Time `json:"from"`
-	Until   time.Time `json:"until"`
+	Config  workload.Config `json:"config"`
+	BaseURL string          `json:"base_url"`
+	Tenant  string          `json:"tenant"`
+	Key     string          `json:"key"`
+	Start   time.Time       `json:"start"`
+	From    time.Time       `json:"from"`
+	Until   time.Time       `json:"until"`
 	// Round is which of the run's bursts B sends, so that each burst's
 	// sessions are its own.
 	Round int `json:"round,omitempty"`
@@ -62,7 +64,7 @@ func RunTenant(ctx context.Context, spec TenantSpec, emit func(TenantLine)) erro
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if cfg.Workload != WorkloadIsolation {
+	if cfg.Workload != workload.WorkloadIsolation {
 		return fmt.Errorf("bench: a tenant's process runs the isolation workload, not %q", cfg.Workload)
 	}
 	if spec.Start.IsZero() || spec.Until.Before(spec.From) || spec.From.Before(spec.Start) {
@@ -86,7 +88,7 @@ func RunTenant(ctx context.Context, spec TenantSpec, emit func(TenantLine)) erro
 		return fmt.Errorf("bench: no isolation tenant %q", spec.Tenant)
 	}
 	cfg.Progress = io.Discard
-	cfg.MaxDuration = Duration(spec.Until.Sub(spec.Start))
+	cfg.MaxDuration = workload.Duration(spec.Until.Sub(spec.Start))
 	r := newRunner(cfg, target, spec.Tenant, 0)
 	r.start = spec.Start
 	r.stopAt = spec.Until
@@ -111,7 +113,7 @@ func (r *runner) here(ctx context.Context, spec TenantSpec) {
 	ic := r.cfg.Isolation
 	from := spec.From.Sub(r.start)
 	var wg sync.WaitGroup
-	for i := range ic.loops() {
+	for i := range isolationLoops(ic) {
 		wg.Go(func() { r.agentLoop(ctx, spec.Round, i, from, spec.Key, ic.BPriority) })
 	}
 	wg.Wait()

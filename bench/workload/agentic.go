@@ -1,4 +1,4 @@
-package bench
+package workload
 
 import (
 	"fmt"
@@ -78,10 +78,10 @@ type Session struct {
 func SystemPrompt(tenant, systemTokens, schemaTokens int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "You are agent of tenant %d.\n", tenant)
-	b.WriteString(words(mix(domainSystem, uint64(tenant)), systemTokens))
+	b.WriteString(words(Mix(domainSystem, uint64(tenant)), systemTokens))
 	if schemaTokens > 0 {
 		b.WriteString("\n# Tools\n")
-		b.WriteString(words(mix(domainSchema, uint64(tenant)), schemaTokens))
+		b.WriteString(words(Mix(domainSchema, uint64(tenant)), schemaTokens))
 	}
 	return b.String()
 }
@@ -94,8 +94,8 @@ var toolNames = []string{"read_file", "grep", "run_tests", "list_dir", "edit_fil
 // the same sessions, gaps and text.
 func PlanAgentic(cfg Config) []Session {
 	a := cfg.Agentic
-	g := splitmix64(mix(uint64(cfg.Seed), 0xa9e47))
-	uniform := func() float64 { return float64(g.next()>>11) / (1 << 53) }
+	g := Rand(Mix(uint64(cfg.Seed), 0xa9e47))
+	uniform := func() float64 { return float64(g.Next()>>11) / (1 << 53) }
 	// jitter draws from 0.5× to 1.5× of mean, so gaps average to the mean.
 	// Delays are drawn on the workload's clock, then scaled to the run's.
 	scale := a.TimeScale
@@ -110,7 +110,7 @@ func PlanAgentic(cfg Config) []Session {
 	sessions := make([]Session, a.Sessions)
 	for i := range sessions {
 		s := &sessions[i]
-		s.ID = fmt.Sprintf("s%04d-%x", i, mix(uint64(cfg.Seed), uint64(i))&0xffffff)
+		s.ID = fmt.Sprintf("s%04d-%x", i, Mix(uint64(cfg.Seed), uint64(i))&0xffffff)
 		s.Tenant = i % max(a.Tenants, 1)
 		// Sessions of one wave start within 100ms of each other: a burst.
 		wave := i / perWave
@@ -118,7 +118,7 @@ func PlanAgentic(cfg Config) []Session {
 		if a.Concurrency > 0 {
 			s.Start = 0
 		}
-		seed := mix(uint64(cfg.Seed), uint64(i))
+		seed := Mix(uint64(cfg.Seed), uint64(i))
 		s.Turns = make([]Turn, a.TurnsPerSession)
 		for t := range s.Turns {
 			turn := &s.Turns[t]
@@ -128,12 +128,12 @@ func PlanAgentic(cfg Config) []Session {
 				turn.Kind = TurnOpen
 				turn.Input = []Item{
 					{Kind: ItemMessage, Role: "system", Text: SystemPrompt(s.Tenant, a.SystemPromptTokens, a.ToolSchemaTokens)},
-					{Kind: ItemMessage, Role: "user", Text: fmt.Sprintf("Task %s: ", s.ID) + words(mix(domainUser, seed, 0), a.UserTurnTokens)},
+					{Kind: ItemMessage, Role: "user", Text: fmt.Sprintf("Task %s: ", s.ID) + words(Mix(domainUser, seed, 0), a.UserTurnTokens)},
 				}
 			case uniform() < a.HumanTurnShare:
 				turn.Kind = TurnHuman
 				turn.Delay = jitter(a.ThinkTime.D())
-				turn.Input = []Item{{Kind: ItemMessage, Role: "user", Text: words(mix(domainUser, seed, uint64(t)), a.UserTurnTokens)}}
+				turn.Input = []Item{{Kind: ItemMessage, Role: "user", Text: words(Mix(domainUser, seed, uint64(t)), a.UserTurnTokens)}}
 			default:
 				turn.Kind = TurnTool
 				turn.Delay = jitter(a.LoopGap.D())
@@ -146,9 +146,9 @@ func PlanAgentic(cfg Config) []Session {
 
 // toolResult is the input of one tool-loop turn.
 func toolResult(format string, seed uint64, session string, turn, tokens int) []Item {
-	name := toolNames[mix(domainArgs, seed, uint64(turn))%uint64(len(toolNames))]
-	args := fmt.Sprintf(`{"path":"src/%s.go"}`, words(mix(domainArgs, seed, uint64(turn)), 2))
-	output := words(mix(domainTool, seed, uint64(turn)), tokens)
+	name := toolNames[Mix(domainArgs, seed, uint64(turn))%uint64(len(toolNames))]
+	args := fmt.Sprintf(`{"path":"src/%s.go"}`, words(Mix(domainArgs, seed, uint64(turn)), 2))
+	output := words(Mix(domainTool, seed, uint64(turn)), tokens)
 	if format == ToolResultMessage {
 		return []Item{{Kind: ItemMessage, Role: "user", Text: fmt.Sprintf("Result of %s(%s):\n%s", name, args, output)}}
 	}

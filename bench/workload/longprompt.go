@@ -1,8 +1,6 @@
-package bench
+package workload
 
 import (
-	"context"
-	"fmt"
 	"math"
 	"time"
 )
@@ -65,12 +63,12 @@ func (c *LongPromptConfig) validate(bad func(string, ...any)) {
 // prompt made of blocks no other prompt has.
 func PlanLongPrompt(cfg Config) []TraceRequest {
 	lp := cfg.LongPrompt
-	g := splitmix64(mix(uint64(cfg.Seed), 0x10b6))
+	g := Rand(Mix(uint64(cfg.Seed), 0x10b6))
 	blocks := (lp.PromptTokens + BlockTokens - 1) / BlockTokens
 	out := make([]TraceRequest, lp.Requests)
 	var at float64
 	for i := range out {
-		u := float64(g.next()>>11) / (1 << 53)
+		u := float64(g.Next()>>11) / (1 << 53)
 		at += -math.Log(1-u) / lp.Rate
 		ids := make([]int64, blocks)
 		for j := range ids {
@@ -84,22 +82,4 @@ func PlanLongPrompt(cfg Config) []TraceRequest {
 		}
 	}
 	return out
-}
-
-// runLongPrompt replays the plan, killing a replica mid-run if asked.
-func runLongPrompt(ctx context.Context, cfg Config, target Target, label string) (*Result, error) {
-	lp := cfg.LongPrompt
-	if lp.KillAt > 0 && target.Replicas == nil {
-		return nil, fmt.Errorf("bench: long_prompt: kill_at needs the embedded fleet")
-	}
-	reqs := PlanLongPrompt(cfg)
-	res, _ := measure(ctx, cfg, target, label, len(reqs), func(ctx context.Context, r *runner) {
-		if lp.KillAt > 0 {
-			t := time.AfterFunc(lp.KillAt.D(), func() { target.Replicas.Kill(lp.KillReplica) })
-			defer t.Stop()
-		}
-		r.replay(ctx, reqs)
-	})
-	res.API = APIChat
-	return res, nil
 }

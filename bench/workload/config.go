@@ -1,4 +1,4 @@
-package bench
+package workload
 
 import (
 	"errors"
@@ -89,9 +89,6 @@ const (
 	DefaultChaosAtOnce       = 1
 	DefaultChaosRejoinGoal   = 10 * time.Second
 )
-
-// BaselinePolicy is the policy Compare measures every other policy against.
-const BaselinePolicy = "round-robin"
 
 // Duration is a time.Duration that reads and writes as text ("300ms", "2s")
 // in JSON and YAML. Convert with time.Duration(d); flags can bind through
@@ -522,47 +519,4 @@ func validPriority(p string) bool {
 		return true
 	}
 	return false
-}
-
-// Target is the gateway under test.
-type Target struct {
-	// BaseURL is the gateway's root ("http://127.0.0.1:8080"); "/v1" is
-	// appended when missing.
-	BaseURL string
-	// APIKey is sent as Authorization: Bearer by every tenant without a key
-	// of its own (Config.TenantKeys, IsolationConfig.KeyA/KeyB).
-	APIKey string
-	// EngineMetricsURLs are the engines' /metrics, read before and after the
-	// run to compute the engines' own prefix-cache hit rate. Empty: no engine
-	// figures.
-	EngineMetricsURLs []string
-	// GatewayMetricsURL is the gateway's /metrics, read before and after a
-	// chaos run for its retry and migration counters. Empty: BaseURL's
-	// root (without /v1) plus /metrics.
-	GatewayMetricsURL string
-	// Replicas kills and restarts the fleet's replicas in the chaos
-	// workload, replica i being the engine of EngineMetricsURLs[i]. nil:
-	// no chaos run.
-	Replicas Replicas
-	// EngineURLs are the engines' base URLs, which Config.Interference
-	// sends to, bypassing the gateway. Empty: no interference.
-	EngineURLs []string
-	// SystemTokens counts the tokens of a prompt's opening system message
-	// with text system, as the engines render and tokenize it, for the
-	// agentic ideal's first turns. nil: 4 bytes a token, the simulator's
-	// own rules.
-	SystemTokens func(system string) int
-	// KVCapacityTokens is the fleet's total prefix-cache capacity, in
-	// tokens: the size of the global LRU the trace's ideal reuse is
-	// computed for. 0: unknown, the ideal is that of an unbounded cache.
-	KVCapacityTokens int
-	// Cost prices the run per pool (Result.Cost). nil: no cost figures.
-	Cost *CostSetup
-	// Lending is the lendable pool of the lending workload; nil: none.
-	Lending *LendingTarget
-	// Tenant sends each of the isolation scenario's tenants from a
-	// process of its own, so that B's load generator shares no Go
-	// scheduler with A's client, nor either with the gateway. nil: both
-	// run in this process.
-	Tenant TenantRunner
 }

@@ -1,8 +1,7 @@
-package bench
+package workload
 
 import (
 	"bytes"
-	"math"
 	"testing"
 )
 
@@ -32,30 +31,6 @@ func FuzzParseTraceLine(f *testing.F) {
 		tr := NewTraceReader(bytes.NewReader(append(line, '\n')))
 		if !tr.Next() && tr.Err() == nil && len(bytes.TrimSpace(line)) > 0 {
 			t.Fatalf("reader skipped a line the parser accepted: %q", line)
-		}
-	})
-}
-
-func FuzzParseEngineMetrics(f *testing.F) {
-	f.Add([]byte(vllmMetrics))
-	f.Add([]byte("sglang:cache_hit_rate{model=\"m\"} 0.5\n"))
-	f.Add([]byte("# TYPE x counter\nx_total NaN\nx_total +Inf\n"))
-	f.Add([]byte("x{a=\"\\\"\"} 1 1700000000\n"))
-	f.Add([]byte("{\"vllm:x\"} 2\n"))
-	f.Fuzz(func(t *testing.T, text []byte) {
-		m, err := ParseEngineMetrics(bytes.NewReader(text))
-		if err != nil {
-			return
-		}
-		for k, v := range m {
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				t.Fatalf("%s = %v kept", k, v)
-			}
-		}
-		// Figures derived from any parse stay finite, so results marshal.
-		ec := engineDelta([]EngineMetrics{m}, []EngineMetrics{m}, nil)
-		if math.IsNaN(ec.HitRate) || math.IsInf(ec.HitRate, 0) {
-			t.Fatalf("hit rate %v", ec.HitRate)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package bench
+package workload
 
 import "strings"
 
@@ -26,11 +26,13 @@ var vocab = func() []string {
 	return w
 }()
 
-// splitmix64 is the generator behind all text: tiny, stateless to seed, and
-// the same on every platform, so text is a pure function of its seed.
-type splitmix64 uint64
+// Rand is the generator behind all text and plans (splitmix64): tiny,
+// stateless to seed, and the same on every platform, so text is a pure
+// function of its seed. Seed it with Mix.
+type Rand uint64
 
-func (s *splitmix64) next() uint64 {
+// Next draws the next number.
+func (s *Rand) Next() uint64 {
 	*s += 0x9e3779b97f4a7c15
 	z := uint64(*s)
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
@@ -41,9 +43,9 @@ func (s *splitmix64) next() uint64 {
 // appendWords appends n words (each "abc ") drawn from seed to b.
 func appendWords(b *strings.Builder, seed uint64, n int) {
 	b.Grow(n * BytesPerToken)
-	g := splitmix64(seed)
+	g := Rand(seed)
 	for range n {
-		b.WriteString(vocab[g.next()%uint64(len(vocab))])
+		b.WriteString(vocab[g.Next()%uint64(len(vocab))])
 		b.WriteByte(' ')
 	}
 }
@@ -58,18 +60,25 @@ func words(seed uint64, n int) string {
 	return strings.TrimSuffix(b.String(), " ")
 }
 
-// mix combines seed parts into one seed for a piece of text, so that the
-// tenant-2 system prompt and the session-2 tool result never coincide.
-func mix(parts ...uint64) uint64 {
-	h := splitmix64(0x5851f42d4c957f2d)
+// Mix combines seed parts into one seed for a piece of text or a plan, so
+// that the tenant-2 system prompt and the session-2 tool result never
+// coincide.
+func Mix(parts ...uint64) uint64 {
+	h := Rand(0x5851f42d4c957f2d)
 	for _, p := range parts {
-		h ^= splitmix64(p)
-		h.next()
+		h ^= Rand(p)
+		h.Next()
 	}
-	return h.next()
+	return h.Next()
 }
 
-// Seed domains for mix.
+// UserText is n words of a user's message, a pure function of the seed
+// parts: the text of a user turn that no plan of this package sends.
+func UserText(n int, parts ...uint64) string {
+	return words(Mix(append([]uint64{domainUser}, parts...)...), n)
+}
+
+// Seed domains for Mix.
 const (
 	domainBlock uint64 = iota + 1
 	domainSystem
@@ -84,7 +93,7 @@ const (
 // the same text, whatever the seed of the run.
 func BlockText(id int64) string {
 	var b strings.Builder
-	appendWords(&b, mix(domainBlock, uint64(id)), BlockTokens)
+	appendWords(&b, Mix(domainBlock, uint64(id)), BlockTokens)
 	return b.String()
 }
 
@@ -110,7 +119,7 @@ func TracePrompt(ids []int64, inputTokens int) string {
 			id = int64(i)
 		}
 		n := min(left, BlockTokens)
-		appendWords(&b, mix(domainBlock, uint64(id)), n)
+		appendWords(&b, Mix(domainBlock, uint64(id)), n)
 		left -= n
 	}
 	return strings.TrimSuffix(b.String(), " ")

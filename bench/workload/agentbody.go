@@ -1,4 +1,4 @@
-package bench
+package workload
 
 import (
 	"encoding/json"
@@ -66,25 +66,25 @@ func AgentChatBody(model string, stream bool, size int, seed int64, session int)
 		var at agentTool
 		at.Type = "function"
 		at.Function.Name = t.name
-		at.Function.Description = t.desc + " " + words(mix(domainSchema, uint64(seed), uint64(len(t.name))), 60)
+		at.Function.Description = t.desc + " " + words(Mix(domainSchema, uint64(seed), uint64(len(t.name))), 60)
 		at.Function.Parameters = fmt.Appendf(nil,
 			`{"type":"object","properties":{%q:{"type":"string","description":%q},"limit":{"type":"integer","description":"at most this many lines"}},"required":[%q],"additionalProperties":false}`,
-			t.param, words(mix(domainArgs, uint64(seed), uint64(len(t.param))), 12), t.param)
+			t.param, words(Mix(domainArgs, uint64(seed), uint64(len(t.param))), 12), t.param)
 		req.Tools = append(req.Tools, at)
 	}
 	req.Messages = append(req.Messages,
 		agentMessage{Role: "system", Content: agentSystemPrompt(seed)},
-		agentMessage{Role: "user", Content: fmt.Sprintf("Session %d. ", session) + words(mix(domainUser, uint64(seed), uint64(session)), 120)})
+		agentMessage{Role: "user", Content: fmt.Sprintf("Session %d. ", session) + words(Mix(domainUser, uint64(seed), uint64(session)), 120)})
 	base, _ := json.Marshal(req)
 	n := len(base)
-	g := splitmix64(mix(domainTool, uint64(seed), uint64(session)))
+	g := Rand(Mix(domainTool, uint64(seed), uint64(session)))
 	for turn := 0; n < size; turn++ {
-		t := agentTools[g.next()%uint64(len(agentTools))]
+		t := agentTools[g.Next()%uint64(len(agentTools))]
 		call := agentToolCall{ID: fmt.Sprintf("call_%d_%d", session, turn), Type: "function"}
 		call.Function.Name = t.name
-		call.Function.Arguments = fmt.Sprintf(`{%q:"src/%s/%s.go"}`, t.param, words(g.next(), 1), words(g.next(), 1))
-		asst := agentMessage{Role: "assistant", Content: words(g.next(), 24), ToolCalls: []agentToolCall{call}}
-		out := agentMessage{Role: "tool", ToolCallID: call.ID, Content: codeText(g.next(), 40+int(g.next()%60))}
+		call.Function.Arguments = fmt.Sprintf(`{%q:"src/%s/%s.go"}`, t.param, words(g.Next(), 1), words(g.Next(), 1))
+		asst := agentMessage{Role: "assistant", Content: words(g.Next(), 24), ToolCalls: []agentToolCall{call}}
+		out := agentMessage{Role: "tool", ToolCallID: call.ID, Content: codeText(g.Next(), 40+int(g.Next()%60))}
 		for _, m := range []agentMessage{asst, out} {
 			b, _ := json.Marshal(m)
 			n += len(b) + 1
@@ -100,9 +100,9 @@ func agentSystemPrompt(seed int64) string {
 	var b strings.Builder
 	b.WriteString("You are a coding agent working in the user's repository.\n\n")
 	for i := range 24 {
-		fmt.Fprintf(&b, "## %s\n\n", words(mix(domainSystem, uint64(seed), uint64(i)), 3))
+		fmt.Fprintf(&b, "## %s\n\n", words(Mix(domainSystem, uint64(seed), uint64(i)), 3))
 		for j := range 4 {
-			fmt.Fprintf(&b, "- %s.\n", words(mix(domainSystem, uint64(seed), uint64(i), uint64(j)), 60))
+			fmt.Fprintf(&b, "- %s.\n", words(Mix(domainSystem, uint64(seed), uint64(i), uint64(j)), 60))
 		}
 		b.WriteString("\n")
 	}
@@ -111,12 +111,12 @@ func agentSystemPrompt(seed int64) string {
 
 // codeText returns lines lines of Go-like source, as read_file shows it.
 func codeText(seed uint64, lines int) string {
-	g := splitmix64(seed)
-	w := func() string { return vocab[g.next()%uint64(len(vocab))] }
+	g := Rand(seed)
+	w := func() string { return vocab[g.Next()%uint64(len(vocab))] }
 	var b strings.Builder
 	for i := 1; i <= lines; i++ {
 		fmt.Fprintf(&b, "%5d\t", i)
-		switch g.next() % 6 {
+		switch g.Next() % 6 {
 		case 0:
 			fmt.Fprintf(&b, "func (%s *%s) %s(ctx context.Context, %s string) error {", w(), strings.ToUpper(w()[:1])+w(), strings.ToUpper(w()[:1])+w(), w())
 		case 1:
@@ -126,7 +126,7 @@ func codeText(seed uint64, lines int) string {
 		case 3:
 			fmt.Fprintf(&b, "\t// %s %s %s %s %s.", w(), w(), w(), w(), w())
 		case 4:
-			fmt.Fprintf(&b, "\t%s := map[string]int{%q: %d, %q: %d}", w(), w(), g.next()%100, w(), g.next()%100)
+			fmt.Fprintf(&b, "\t%s := map[string]int{%q: %d, %q: %d}", w(), w(), g.Next()%100, w(), g.Next()%100)
 		default:
 			b.WriteString("\t}")
 		}
