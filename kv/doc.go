@@ -36,7 +36,7 @@
 // Index is safe for concurrent use: writers (Record, Remove, Clear,
 // SetCapacity) take a write lock, MatchPrefix a read lock, and MatchPrefix
 // and Hasher.HashTokens do not allocate, writing into caller-owned slices.
-// Counters are atomics. A Subscriber's Run is its only writer goroutine; its
-// Stats may be read from any goroutine. A Peers runs one goroutine that
+// Counters are atomics. The goroutine a Subscriber's Start starts, until
+// Close, is its only writer; its Stats may be read from any goroutine. A Peers runs one goroutine that
 // publishes and one that applies; RecordRouted only queues a copy.
 package kv

@@ -105,7 +105,8 @@ func (c *SubscriberConfig) ensureDefaults() {
 }
 
 // Subscriber feeds one endpoint's entries in an Index from the engine's KV
-// events. Create it with NewSubscriber and call Run once.
+// events. Create it with NewSubscriber; Start subscribes, Close ends the
+// subscription.
 type Subscriber struct {
 	cfg SubscriberConfig
 	ix  *Index
@@ -113,7 +114,11 @@ type Subscriber struct {
 
 	stats subscriberCounters
 
-	// Owned by the goroutine in Run.
+	// stop ends the goroutine Start starts, which closes done.
+	stop context.CancelFunc
+	done chan struct{}
+
+	// Owned by the goroutine Start starts.
 	haveSeq    bool
 	lastSeq    uint64
 	stale      bool
@@ -161,7 +166,8 @@ func NewSubscriber(ix *Index, cfg SubscriberConfig) (*Subscriber, error) {
 	return s, nil
 }
 
-// Stats returns the subscriber's counters; it is safe to call while Run runs.
+// Stats returns the subscriber's counters; it is safe to call while the
+// subscription runs.
 func (s *Subscriber) Stats() SubscriberStats {
 	return SubscriberStats{
 		Batches:      s.stats.batches.Load(),
@@ -174,15 +180,45 @@ func (s *Subscriber) Stats() SubscriberStats {
 	}
 }
 
-// Run receives and applies events until ctx ends, then returns nil. A lost
-// connection is re-established after a backoff; an undecodable message is
-// logged and counted, and marks the endpoint stale as a gap would.
-func (s *Subscriber) Run(ctx context.Context) error {
+// Start subscribes: a goroutine receives and applies events until Close,
+// whatever becomes of ctx. A lost connection is re-established after a
+// backoff; an undecodable message is logged and counted, and marks the
+// endpoint stale as a gap would. It is called once.
+func (s *Subscriber) Start(ctx context.Context) error {
+	if s.done != nil {
+		return errors.New("kv: subscriber already started")
+	}
+	ctx, s.stop = context.WithCancel(context.WithoutCancel(ctx))
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		s.run(ctx)
+	}()
+	return nil
+}
+
+// Close ends the subscription and waits, up to ctx, for its goroutine: it
+// ends as soon as its socket sees its context done.
+func (s *Subscriber) Close(ctx context.Context) error {
+	if s.done == nil {
+		return nil
+	}
+	s.stop()
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("kv: subscriber close: %w", ctx.Err())
+	}
+}
+
+// run receives and applies events until ctx ends.
+func (s *Subscriber) run(ctx context.Context) {
 	backoff := s.cfg.MinBackoff
 	for {
 		received, err := s.session(ctx)
 		if ctx.Err() != nil {
-			return nil
+			return
 		}
 		s.stats.reconnects.Add(1)
 		if received {
@@ -193,7 +229,7 @@ func (s *Subscriber) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil
+			return
 		case <-t.C:
 		}
 		backoff = min(2*backoff, s.cfg.MaxBackoff)
@@ -206,7 +242,7 @@ func (s *Subscriber) session(ctx context.Context) (received bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sock := zmq4.NewSub(ctx,
-		zmq4.WithDialerMaxRetries(0), // Run owns retrying, with backoff
+		zmq4.WithDialerMaxRetries(0), // run owns retrying, with backoff
 		zmq4.WithDialerTimeout(s.cfg.DialTimeout),
 		zmq4.WithLogger(slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)),
 	)

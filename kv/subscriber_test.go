@@ -265,8 +265,9 @@ func TestSubscriberZMQ(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			done := make(chan error, 1)
-			go func() { done <- s.Run(ctx) }()
+			if err := s.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
 			if bind {
 				if err := pubSock.Dial(addr); err != nil {
 					t.Fatal(err)
@@ -300,13 +301,10 @@ func TestSubscriberZMQ(t *testing.T) {
 			}
 
 			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("Run: %v", err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("Run did not return after cancel")
+			closing, stop := context.WithTimeout(context.Background(), 5*time.Second)
+			defer stop()
+			if err := s.Close(closing); err != nil {
+				t.Fatalf("Close: %v (the subscription did not end within 5s)", err)
 			}
 		})
 	}
@@ -326,8 +324,9 @@ func TestSubscriberReconnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	// The engine is not up yet: dialling fails and is retried.
 	waitFor(t, "a failed dial", func() bool { return s.Stats().Reconnects >= 1 })
@@ -354,7 +353,7 @@ func TestSubscriberReconnect(t *testing.T) {
 	waitFor(t, "stale after the restart", func() bool { return ix.Stale(0) })
 
 	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatalf("Close: %v", err)
 	}
 }

@@ -159,7 +159,7 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 	}
 	kvMetrics := kv.NewCollector(index, names)
 	metrics.MustRegister(kvMetrics)
-	var subs []*kv.Subscriber
+	var subs subscriptions
 	for _, ep := range s.reg.Endpoints {
 		if ep.KVEvents == "" {
 			continue
@@ -177,22 +177,15 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 		kvMetrics.AddSubscriber(ep.Index, sub)
 		subs = append(subs, sub)
 	}
+	if err := s.life.start(ctx, "pools", s.reg.Start, s.reg.Close); err != nil {
+		return err
+	}
 	// The KV subscriptions end before the engines they follow (the
 	// embedded fleet stops after this): an engine's stream closing under
 	// a live subscription reads as an interrupted one.
-	subsCtx, stopSubs := context.WithCancel(run)
-	var subsRunning sync.WaitGroup
-	s.life.start(ctx, "fleet view", func(context.Context) error {
-		s.reg.Start(run)
-		for _, sub := range subs {
-			subsRunning.Go(func() { sub.Run(subsCtx) })
-		}
-		return nil
-	}, func(ctx context.Context) error {
-		stopSubs()
-		waitGroup(ctx, &subsRunning, subscriptionsStop)
-		return s.reg.Close(ctx)
-	})
+	if err := s.life.start(ctx, "KV event subscriptions", subs.Start, subs.Close); err != nil {
+		return err
+	}
 
 	// Traces, when an OTLP endpoint is configured; closed last, so that
 	// the spans of the requests the gateway finishes are flushed.
@@ -435,15 +428,28 @@ func interactiveLane(rc *affinity.Config) turns.Lane {
 // shutdown: each ends as soon as its socket sees its context done.
 const subscriptionsStop = 5 * time.Second
 
-// waitGroup waits for wg, at most for d or until ctx is done.
-func waitGroup(ctx context.Context, wg *sync.WaitGroup, d time.Duration) {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	case <-ctx.Done():
+// subscriptions are the KV event subscriptions, one for each endpoint that
+// publishes KV events: started together, and closed together within
+// subscriptionsStop.
+type subscriptions []*kv.Subscriber
+
+func (ss subscriptions) Start(ctx context.Context) error {
+	for _, sub := range ss {
+		if err := sub.Start(ctx); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+func (ss subscriptions) Close(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, subscriptionsStop)
+	defer cancel()
+	errs := make([]error, len(ss))
+	var wg sync.WaitGroup
+	for i, sub := range ss {
+		wg.Go(func() { errs[i] = sub.Close(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

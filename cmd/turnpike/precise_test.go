@@ -152,10 +152,10 @@ func engineSubscriber(t *testing.T, ix *kv.Index, addr string, hasher *kv.Hasher
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { sub.Run(ctx); close(done) }()
-	t.Cleanup(func() { stop(); <-done })
+	if err := sub.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Close(context.Background()) })
 	return sub
 }
 

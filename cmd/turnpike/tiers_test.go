@@ -78,7 +78,8 @@ func TestTierEventsReachTheIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 		subs = append(subs, sub)
-		go sub.Run(ctx)
+		sub.Start(ctx)
+		defer sub.Close(context.Background())
 	}
 	// Wait for the subscriptions, then fill engine 0 with distinct prompts
 	// of about 13 blocks each: past 40 blocks of HBM and 20 of CPU.
