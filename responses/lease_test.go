@@ -14,10 +14,93 @@ import (
 	"github.com/turnpike-gateway/turnpike/gossip"
 )
 
-// shortLease makes claims run out and cancels be read quickly, so that
-// the tests below take milliseconds; they wait for outcomes, not for
-// time to pass.
+// The claims of the tests below are on a clock the test moves
+// (clockLeases): one runs out when the test moves the clock past it, never
+// because a loaded machine ran a renewal late. shortLease makes the
+// renewals, the scans for unclaimed responses and the reads of cancels
+// come every few milliseconds, so that the tests take milliseconds; they
+// wait for outcomes, not for time to pass.
 var shortLease = Config{CollectInterval: -1, JobLease: 150 * time.Millisecond, JobPoll: 10 * time.Millisecond}
+
+// clockLeases is a Store whose claims (ClaimJob, RenewJob, ReleaseJob) are
+// held on the clock of the test, with the state store's rules: a claim is
+// live until its ttl has passed, taken by anyone once it is not, renewed
+// only by its holder while it is.
+type clockLeases struct {
+	Store
+	mu   sync.Mutex
+	now  time.Time
+	held map[string]claim
+}
+
+type claim struct {
+	holder string
+	until  time.Time
+}
+
+// sharedStore is a fresh store for gateways to share, its claims on a
+// clock that stands still until advance.
+func sharedStore(t *testing.T) *clockLeases {
+	return &clockLeases{Store: openStore(t, t.TempDir()), now: time.Unix(1<<30, 0), held: make(map[string]claim)}
+}
+
+// advance moves the claims' clock on by d.
+func (l *clockLeases) advance(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.now = l.now.Add(d)
+}
+
+// renewedNow reports whether holder holds the claim on id for a whole ttl
+// from the clock's present reading: it took or renewed it since the last
+// advance.
+func (l *clockLeases) renewedNow(id, holder string, ttl time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.held[id]
+	return c.holder == holder && c.until.Equal(l.now.Add(ttl))
+}
+
+func (l *clockLeases) lease(id, holder string, ttl time.Duration, take bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c, ok := l.held[id]
+	live := ok && l.now.Before(c.until)
+	if live && c.holder != holder || !take && !live {
+		return false
+	}
+	l.held[id] = claim{holder, l.now.Add(ttl)}
+	return true
+}
+
+func (l *clockLeases) ClaimJob(_ context.Context, id, holder string, ttl time.Duration) (bool, error) {
+	return l.lease(id, holder, ttl, true), nil
+}
+
+func (l *clockLeases) RenewJob(_ context.Context, id, holder string, ttl time.Duration) (bool, error) {
+	return l.lease(id, holder, ttl, false), nil
+}
+
+func (l *clockLeases) ReleaseJob(_ context.Context, id, holder string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held[id].holder == holder {
+		delete(l.held, id)
+	}
+	return nil
+}
+
+// scanCounter counts a gateway's scans for pending responses (PendingJobs,
+// the first read of each takeOver).
+type scanCounter struct {
+	Store
+	n atomic.Int32
+}
+
+func (s *scanCounter) PendingJobs(ctx context.Context) ([]*Record, error) {
+	s.n.Add(1)
+	return s.Store.PendingJobs(ctx)
+}
 
 // startOn starts a service on st as one more gateway sharing the store.
 func startOn(t *testing.T, st Store, eng Engine, cfg Config) *Service {
@@ -46,19 +129,32 @@ func waitStatus(t *testing.T, svc *Service, id string) *Response {
 }
 
 // TestBackgroundClaimedOnce: a gateway that starts while another runs a
-// background response leaves it alone; the response runs once.
+// background response, and renews its claim, leaves it alone; the response
+// runs once.
 func TestBackgroundClaimedOnce(t *testing.T) {
-	st := openStore(t, t.TempDir())
+	st := sharedStore(t)
 	engA := &fakeEngine{block: make(chan struct{})}
-	a := startOn(t, st, engA, shortLease)
+	cfgA := shortLease
+	cfgA.Holder = "gw-a"
+	a := startOn(t, st, engA, cfgA)
 	resp := createBackground(t, a, "a", "once")
 	waitFor(t, func() bool { return len(engA.requests()) == 1 })
 	engB := &fakeEngine{}
-	b := startOn(t, st, engB, shortLease)
-	// Several of b's scans for unclaimed responses pass while a runs it.
-	time.Sleep(4 * shortLease.JobLease)
-	if b.job(resp.ID) != nil || len(engB.requests()) != 0 {
-		t.Fatalf("b runs a's live background response (%d engine requests)", len(engB.requests()))
+	scans := &scanCounter{Store: st}
+	b := startOn(t, scans, engB, shortLease)
+	// Four leases pass, half a lease at a time. After each step a renews
+	// its claim, and b scans for unclaimed responses from start to end at
+	// least once: the scan that begins after seen is read reads the moved
+	// clock, and has ended when the next begins.
+	for step := range 8 {
+		st.advance(shortLease.JobLease / 2)
+		seen := scans.n.Load()
+		waitFor(t, func() bool {
+			return scans.n.Load() >= seen+2 && st.renewedNow(resp.ID, "gw-a", shortLease.JobLease)
+		})
+		if b.job(resp.ID) != nil || len(engB.requests()) != 0 {
+			t.Fatalf("step %d: b runs a's live background response (%d engine requests)", step, len(engB.requests()))
+		}
 	}
 	close(engA.block)
 	if got := waitStatus(t, b, resp.ID); got.Status != StatusCompleted {
@@ -72,11 +168,15 @@ func TestBackgroundClaimedOnce(t *testing.T) {
 // TestBackgroundCancelOtherGateway: a cancel sent to the gateway that
 // does not run the response stops it on the one that does.
 func TestBackgroundCancelOtherGateway(t *testing.T) {
-	st := openStore(t, t.TempDir())
+	st := sharedStore(t)
 	engA := &fakeEngine{block: make(chan struct{})}
 	defer close(engA.block)
-	a := startOn(t, st, engA, shortLease)
-	b := startOn(t, st, &fakeEngine{}, shortLease)
+	// b waits for the end for up to 2×JobLease (stopRemote), long enough
+	// for a loaded machine to read the cancel on a and end the response.
+	cfg := shortLease
+	cfg.JobLease = 10 * time.Second
+	a := startOn(t, st, engA, cfg)
+	b := startOn(t, st, &fakeEngine{}, cfg)
 	resp := createBackground(t, a, "a", "stop me")
 	waitFor(t, func() bool { return len(engA.requests()) == 1 })
 	got, err := b.Cancel(t.Context(), "a", resp.ID)
@@ -96,7 +196,7 @@ func TestBackgroundCancelOtherGateway(t *testing.T) {
 // that does not run the response follows it to its end, from
 // starting_after.
 func TestBackgroundStreamOtherGateway(t *testing.T) {
-	st := openStore(t, t.TempDir())
+	st := sharedStore(t)
 	engA := &fakeEngine{block: make(chan struct{})}
 	a := startOn(t, st, engA, shortLease)
 	b := startOn(t, st, &fakeEngine{}, shortLease)
@@ -151,8 +251,9 @@ func TestBackgroundStreamOtherGateway(t *testing.T) {
 type stallStore struct {
 	Store
 	stalled chan struct{}
-	// ends counts the responses this gateway ended.
-	ends atomic.Int32
+	// renewals counts the claim renewals begun; ends, the responses this
+	// gateway ended.
+	renewals, ends atomic.Int32
 }
 
 func (s *stallStore) EndResponse(ctx context.Context, rec *Record, base []Segment, items []Item, final *StreamEvent) error {
@@ -161,6 +262,7 @@ func (s *stallStore) EndResponse(ctx context.Context, rec *Record, base []Segmen
 }
 
 func (s *stallStore) RenewJob(ctx context.Context, id, holder string, ttl time.Duration) (bool, error) {
+	s.renewals.Add(1)
 	select {
 	case <-s.stalled:
 	case <-ctx.Done():
@@ -174,23 +276,30 @@ func (s *stallStore) RenewJob(ctx context.Context, id, holder string, ttl time.D
 // it; the first, coming back with its own answer finished, finds the
 // claim gone and stops without ending it a second time.
 func TestBackgroundTakeOver(t *testing.T) {
-	st := openStore(t, t.TempDir())
+	st := sharedStore(t)
 	engA := &fakeEngine{block: make(chan struct{})}
 	// a's renewals hang from the start, so its claim runs out while its
 	// engine request waits.
 	ss := &stallStore{Store: st, stalled: make(chan struct{})}
 	a := startOn(t, ss, engA, shortLease)
+	unstall := sync.OnceFunc(func() { close(ss.stalled) })
+	t.Cleanup(unstall) // before a's Close, which waits for the renewals
 	resp := createBackground(t, a, "a", "carry on")
 	waitFor(t, func() bool { return len(engA.requests()) == 1 })
 	engB := &fakeEngine{}
 	b := startOn(t, st, engB, shortLease)
+	st.advance(shortLease.JobLease)
 	got := waitStatus(t, b, resp.ID)
 	if got.Status != StatusCompleted || got.Output[0].Text() != "echo: carry on" {
 		t.Fatalf("taken over: %s %+v", got.Status, got.Error)
 	}
 	close(engA.block) // a's answer is done; its end waits on the claim
-	time.Sleep(50 * time.Millisecond)
-	close(ss.stalled) // a's renewal now finds its claim gone
+	// a renews its claims one round at a time, the next round after the
+	// one that hangs: a second renewal waiting is a's check of its claim
+	// before it ends the response. (An a that ends it without one is
+	// caught below.)
+	waitFor(t, func() bool { return ss.renewals.Load() >= 2 || a.job(resp.ID) == nil })
+	unstall() // a's check of its claim now finds it gone
 	waitEnded(t, a, resp.ID)
 	if got, _ := a.Get(t.Context(), "a", resp.ID); got.Status != StatusCompleted || got.Output[0].Text() != "echo: carry on" {
 		t.Errorf("after a stopped: %s, want b's completed", got.Status)
@@ -212,7 +321,7 @@ func TestBackgroundTakeOver(t *testing.T) {
 // together hold the service's cap; when the responses end, both admit
 // again. Without the exchange each would admit its own cap.
 func TestBackgroundQueueCapsAcrossGateways(t *testing.T) {
-	st := openStore(t, t.TempDir())
+	st := sharedStore(t)
 	cfg := shortLease
 	cfg.MaxQueued, cfg.MaxQueuedPerTenant = 3, 2
 	engA, engB := &fakeEngine{block: make(chan struct{})}, &fakeEngine{block: make(chan struct{})}
@@ -224,7 +333,7 @@ func TestBackgroundQueueCapsAcrossGateways(t *testing.T) {
 			t.Fatal(err)
 		}
 		x.Start(t.Context())
-		t.Cleanup(x.Close)
+		t.Cleanup(func() { x.Close(context.Background()) })
 	}
 	refused := func(svc *Service, tenant string) {
 		t.Helper()
