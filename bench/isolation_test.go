@@ -101,8 +101,12 @@ func TestFleetLoadAdd(t *testing.T) {
 
 func TestSampleFleet(t *testing.T) {
 	var running atomic.Int64
+	third := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := running.Add(1)
+		if n == 3 {
+			close(third)
+		}
 		fmt.Fprintf(w, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running %d\n# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 1\n", n)
 	}))
 	defer srv.Close()
@@ -114,22 +118,44 @@ func TestSampleFleet(t *testing.T) {
 		t.Fatalf("no engines: %+v, want nil", none)
 	}
 
+	// The sampler scrapes one at a time: when the third scrape reaches the
+	// engine, the first two have been added.
 	var l *FleetLoad
 	stop := sampleFleet(context.Background(), []string{srv.URL}, time.Now(), always, &l)
-	time.Sleep(fleetSampleInterval + fleetSampleInterval/2)
+	await(t, third, "third scrape")
 	stop()
 	if l == nil || l.Samples < 2 || l.MaxWaiting != 1 || l.MaxRunning < 2 {
 		t.Fatalf("sampled %+v, want at least 2 samples, waiting 1, running rising", l)
 	}
 
-	// Outside its stretches the sampler does not scrape.
+	// Outside its stretches the sampler does not scrape: not at its start,
+	// nor at its next tick.
 	var never *FleetLoad
+	asked := make(chan struct{}, 2)
+	outside := func(time.Duration) bool {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		return false
+	}
 	scraped := running.Load()
-	stop = sampleFleet(context.Background(), []string{srv.URL}, time.Now(), func(time.Duration) bool { return false }, &never)
-	time.Sleep(fleetSampleInterval + fleetSampleInterval/2)
+	stop = sampleFleet(context.Background(), []string{srv.URL}, time.Now(), outside, &never)
+	await(t, asked, "first turn of the sampler")
+	await(t, asked, "second turn of the sampler")
 	stop()
 	if n := running.Load(); never != nil || n != scraped {
 		t.Errorf("sampled %+v and scraped %d times outside its stretches", never, n-scraped)
+	}
+}
+
+// await fails t unless ch yields within 10s.
+func await(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no %s in 10s", what)
 	}
 }
 
