@@ -19,12 +19,13 @@ import (
 
 // h1Server is an engine that counts its connections.
 func h1Server(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
-	return h1ServerClosing(t, h, false)
+	return h1ServerClosing(t, h, nil)
 }
 
-// h1ServerClosing is h1Server; with closeIdle, it closes every connection
-// as soon as it is idle, as an engine whose keep-alive timeout passed does.
-func h1ServerClosing(t *testing.T, h http.HandlerFunc, closeIdle bool) (*httptest.Server, *atomic.Int64) {
+// h1ServerClosing is h1Server; with closed, it closes every connection as
+// soon as it is idle, as an engine whose keep-alive timeout passed does,
+// and counts those it closed in closed.
+func h1ServerClosing(t *testing.T, h http.HandlerFunc, closed *atomic.Int64) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
 	var conns atomic.Int64
 	srv := httptest.NewUnstartedServer(h)
@@ -32,8 +33,9 @@ func h1ServerClosing(t *testing.T, h http.HandlerFunc, closeIdle bool) (*httptes
 		switch {
 		case s == http.StateNew:
 			conns.Add(1)
-		case s == http.StateIdle && closeIdle:
+		case s == http.StateIdle && closed != nil:
 			c.Close()
+			closed.Add(1)
 		}
 	}
 	srv.Start()
@@ -100,18 +102,19 @@ func TestH1KeepsOneConnection(t *testing.T) {
 // A kept-alive connection the engine closed while it was idle costs the
 // request nothing: it goes again on a new connection.
 func TestH1ResendsOnAConnectionClosedWhileIdle(t *testing.T) {
+	var closed atomic.Int64
 	srv, conns := h1ServerClosing(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		io.WriteString(w, "ok")
-	}, true)
+	}, &closed)
 	tr := newTestH1()
 	defer tr.CloseIdleConnections()
 	for i := range 3 {
 		if _, got, err := h1Answer(t, tr, srv.URL+"/v1/chat/completions", []byte(`{"n":1}`)); err != nil || got != "ok" {
 			t.Fatalf("request %d: %q, %v", i, got, err)
 		}
-		// Let the engine's close land before the next request.
-		time.Sleep(20 * time.Millisecond)
+		// The engine's close lands before the next request.
+		waitFor(t, "the engine to close the idle connection", func() bool { return closed.Load() > int64(i) })
 	}
 	if n := conns.Load(); n < 3 {
 		t.Errorf("%d connections, want a new one for each request", n)
