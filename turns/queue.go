@@ -73,7 +73,9 @@ type sessionFlow struct {
 	vtime   float64
 	sortKey float64 // vtime − PriorityCredit·head priority; smaller first
 	heapIdx int     // in tenantFlow.sessions, −1 when not backlogged
-	turns   heap.Heap[*waiter, turnOrder]
+	// turns go highest priority first (the key is its negation), then
+	// in arrival order.
+	turns heap.Heap[float64, *waiter]
 }
 
 // tenantFlow is a tenant's backlog in one band of one pool. It outlives its
@@ -84,7 +86,7 @@ type tenantFlow struct {
 	order    uint64 // creation order, breaks ties
 	heapIdx  int    // in bandQueue.tenants, −1 when not backlogged
 	svtime   float64
-	sessions heap.Heap[*sessionFlow, sessionOrder]
+	sessions heap.Heap[float64, *sessionFlow] // by sortKey, then head turn's seq
 	byKey    map[string]*sessionFlow
 }
 
@@ -92,8 +94,8 @@ type tenantFlow struct {
 type bandQueue struct {
 	band    Band
 	flows   map[*tenantState]*tenantFlow
-	tenants heap.Heap[*tenantFlow, tenantOrder]
-	vtime   float64 // the band's virtual time: start of the last served tenant
+	tenants heap.Heap[float64, *tenantFlow] // by vtime, then order
+	vtime   float64                         // the band's virtual time: start of the last served tenant
 	count   int
 	tokens  int64
 	// credit is the band's guaranteed share earned while more urgent bands
@@ -129,6 +131,7 @@ func newPoolQueue(name string) *poolQueue {
 	for i := range pq.bands {
 		pq.bands[i].band = Bands[i]
 		pq.bands[i].flows = make(map[*tenantState]*tenantFlow)
+		pq.bands[i].tenants = heap.NewIndexed[float64](func(tf *tenantFlow, i int) { tf.heapIdx = i })
 	}
 	return pq
 }
@@ -139,7 +142,8 @@ func (pq *poolQueue) push(w *waiter, credit float64) {
 	tf := bq.flows[w.tenant]
 	if tf == nil {
 		pq.flowOrder++
-		tf = &tenantFlow{state: w.tenant, order: pq.flowOrder, heapIdx: -1, byKey: make(map[string]*sessionFlow)}
+		tf = &tenantFlow{state: w.tenant, order: pq.flowOrder, heapIdx: -1, byKey: make(map[string]*sessionFlow),
+			sessions: heap.NewIndexed[float64](func(sf *sessionFlow, i int) { sf.heapIdx = i })}
 		bq.flows[w.tenant] = tf
 	}
 	sf := tf.byKey[w.turn.SessionKey]
@@ -150,18 +154,18 @@ func (pq *poolQueue) push(w *waiter, credit float64) {
 		}
 	}
 	w.session = sf
-	sf.turns.Push(w)
+	sf.turns.Push(w, -w.priority, w.seq)
 	switch {
 	case sf.heapIdx < 0:
 		sf.rekey(credit)
-		tf.sessions.Push(sf)
+		tf.sessions.Push(sf, sf.sortKey, sf.turns.At(0).seq)
 	case sf.turns.At(0) == w:
 		sf.rekey(credit)
-		tf.sessions.Fix(sf.heapIdx)
+		tf.sessions.Fix(sf.heapIdx, sf.sortKey, sf.turns.At(0).seq)
 	}
 	if tf.heapIdx < 0 {
 		tf.vtime = max(tf.vtime, bq.vtime)
-		bq.tenants.Push(tf)
+		bq.tenants.Push(tf, tf.vtime, tf.order)
 	}
 
 	w.prev, w.next = bq.tail, nil
@@ -192,12 +196,12 @@ func (pq *poolQueue) remove(w *waiter, credit float64) {
 		pq.freeSession(sf)
 	} else {
 		sf.rekey(credit)
-		tf.sessions.Fix(sf.heapIdx)
+		tf.sessions.Fix(sf.heapIdx, sf.sortKey, sf.turns.At(0).seq)
 	}
 	if tf.sessions.Len() == 0 {
 		bq.tenants.Remove(tf.heapIdx)
 	} else {
-		bq.tenants.Fix(tf.heapIdx)
+		bq.tenants.Fix(tf.heapIdx, tf.vtime, tf.order)
 	}
 
 	if w.prev != nil {
@@ -291,7 +295,7 @@ func (pq *poolQueue) newSession(key string, vtime float64) *sessionFlow {
 	if n := len(pq.free); n > 0 {
 		sf, pq.free = pq.free[n-1], pq.free[:n-1]
 	} else {
-		sf = &sessionFlow{}
+		sf = &sessionFlow{turns: heap.NewIndexed[float64](func(w *waiter, i int) { w.heapIdx = i })}
 	}
 	sf.key, sf.vtime, sf.heapIdx = key, vtime, -1
 	return sf
@@ -311,36 +315,3 @@ func (pq *poolQueue) freeSession(sf *sessionFlow) {
 func (sf *sessionFlow) rekey(credit float64) {
 	sf.sortKey = sf.vtime - credit*sf.turns.At(0).priority
 }
-
-// turnOrder orders a session's turns: highest priority first, then arrival.
-type turnOrder struct{}
-
-func (turnOrder) Less(a, b *waiter) bool {
-	if a.priority != b.priority {
-		return a.priority > b.priority
-	}
-	return a.seq < b.seq
-}
-func (turnOrder) SetIndex(w *waiter, i int) { w.heapIdx = i }
-
-// sessionOrder orders a tenant's backlogged sessions by sort key.
-type sessionOrder struct{}
-
-func (sessionOrder) Less(a, b *sessionFlow) bool {
-	if a.sortKey != b.sortKey {
-		return a.sortKey < b.sortKey
-	}
-	return a.turns.At(0).seq < b.turns.At(0).seq
-}
-func (sessionOrder) SetIndex(sf *sessionFlow, i int) { sf.heapIdx = i }
-
-// tenantOrder orders a band's backlogged tenants by virtual time.
-type tenantOrder struct{}
-
-func (tenantOrder) Less(a, b *tenantFlow) bool {
-	if a.vtime != b.vtime {
-		return a.vtime < b.vtime
-	}
-	return a.order < b.order
-}
-func (tenantOrder) SetIndex(tf *tenantFlow, i int) { tf.heapIdx = i }

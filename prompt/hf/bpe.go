@@ -56,7 +56,7 @@ type scratch struct {
 	ids   []uint32
 	ranks []uint32
 	syms  []symbol
-	cands heap.Heap[candidate, byRank]
+	cands heap.Heap[uint32, candidate] // by rank, then pos
 	norm  []byte
 	iter  norm.Iter
 }
@@ -113,21 +113,12 @@ type symbol struct {
 }
 
 // candidate is a possible merge of the symbol at pos with its successor,
-// valid while their ids are still left and right.
+// valid while their ids are still left and right. Candidates come out of
+// the heap by the merge's rank, the leftmost among equals.
 type candidate struct {
-	rank        uint32
 	pos         int32
 	left, right uint32
 }
-
-// byRank orders candidates: the lowest rank first, the leftmost among
-// equals.
-type byRank struct{}
-
-func (byRank) Less(c, d candidate) bool {
-	return c.rank < d.rank || (c.rank == d.rank && c.pos < d.pos)
-}
-func (byRank) SetIndex(candidate, int) {}
 
 // encodeLong is encodeWord in O(n log n), for long words.
 func (m *bpe) encodeLong(dst []uint32, word string, sc *scratch) []uint32 {
@@ -147,7 +138,7 @@ func (m *bpe) encodeLong(dst []uint32, word string, sc *scratch) []uint32 {
 		if r == noRank {
 			return
 		}
-		h.Push(candidate{rank: r, pos: pos, left: syms[pos].id, right: syms[nx].id})
+		h.Push(candidate{pos: pos, left: syms[pos].id, right: syms[nx].id}, r, uint64(pos))
 	}
 	for i := range syms {
 		push(int32(i))
