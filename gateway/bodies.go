@@ -161,7 +161,7 @@ func (s *Server) refuseOverContext(body []byte, kind prompt.BodyKind, param stri
 	}
 	s.overContext.Add(1)
 	return invalid(param, "context_length_exceeded",
-		"This model's maximum context length is %d tokens. However, your %s hold %d bytes of text, which is more than %d tokens of at most %d bytes each. Please reduce the length of the %s.",
+		"This model's maximum context length is %d tokens. However, the text of your %s alone is %d bytes, more than %d tokens of at most %d bytes each. Please reduce the length of the %s.",
 		window, param, b.Text, window, perToken, param)
 }
 
