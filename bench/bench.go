@@ -1,6 +1,9 @@
 package bench
 
-import "github.com/turnpike-gateway/turnpike/bench/workload"
+import (
+	"github.com/turnpike-gateway/turnpike/bench/scrape"
+	"github.com/turnpike-gateway/turnpike/bench/workload"
+)
 
 // The run's description lives in bench/workload; these names keep
 // `turnpike bench` and its callers on the package they have always used.
@@ -82,3 +85,7 @@ const (
 // InterferencePrompt is the interfering client's prompt number i of a run
 // seeded seed (workload.InterferencePrompt).
 func InterferencePrompt(seed uint64, i, n int) string { return workload.InterferencePrompt(seed, i, n) }
+
+// EngineMetrics is one scrape of one engine's /metrics
+// (scrape.EngineMetrics).
+type EngineMetrics = scrape.EngineMetrics

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"maps"
 	"net/http"
@@ -13,8 +12,7 @@ import (
 	"sync"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
+	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -115,12 +113,9 @@ type ChaosGoal struct {
 	Met bool `json:"met"`
 }
 
-// Gateway counters the chaos report reads.
-const (
-	gatewayMigrations = "turnpike_stream_migrations"
-	gatewayRetries    = "turnpike_upstream_retries"
-	migrationResumed  = "resumed"
-)
+// migrationResumed is the result label of a migration that resumed the
+// stream on another replica.
+const migrationResumed = "resumed"
 
 // chaosPollInterval spaces the scrapes that watch a restarted replica for
 // traffic: the resolution of ChaosRestart.ServingAfter.
@@ -139,7 +134,7 @@ func runChaos(ctx context.Context, cfg workload.Config, target Target, label str
 	}
 	gwURL := target.gatewayMetricsURL()
 	var gwErrs []string
-	before, err := scrapeGateway(ctx, gwURL)
+	before, err := scrape.ScrapeGateway(ctx, gwURL)
 	if err != nil {
 		gwErrs = append(gwErrs, err.Error())
 	}
@@ -158,7 +153,7 @@ func runChaos(ctx context.Context, cfg workload.Config, target Target, label str
 		<-done
 	})
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-	after, err := scrapeGateway(sctx, gwURL)
+	after, err := scrape.ScrapeGateway(sctx, gwURL)
 	cancel()
 	if err != nil {
 		gwErrs = append(gwErrs, err.Error())
@@ -232,11 +227,11 @@ func (r *runner) chaos(ctx context.Context, reps Replicas, urls []string) ([]Cha
 func replicaTraffic(ctx context.Context, url string) float64 {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	m, err := scrape(ctx, http.DefaultClient, url)
+	m, err := scrape.One(ctx, http.DefaultClient, url)
 	if err != nil {
 		return 0
 	}
-	return m[vllmPrompt] + m[vllmGeneration] + m[sglangPrompt] + m[sglangGeneration]
+	return m.Tokens()
 }
 
 // watchRejoin polls a restarted replica's /metrics until it takes traffic
@@ -246,7 +241,7 @@ func watchRejoin(ctx context.Context, url string, pre float64, since time.Time) 
 	defer t.Stop()
 	cl := &http.Client{Timeout: time.Second}
 	for {
-		if m, err := scrape(ctx, cl, url); err == nil && serving(m, pre) {
+		if m, err := scrape.One(ctx, cl, url); err == nil && serving(m, pre) {
 			return true, time.Since(since).Seconds()
 		}
 		select {
@@ -261,46 +256,10 @@ func watchRejoin(ctx context.Context, url string, pre float64, since time.Time) 
 // given its token count pre just before the kill. A restarted process
 // counts from zero (any tokens are new); an engine that kept its counters
 // shows more than pre. Both are "above zero and not pre".
-func serving(m EngineMetrics, pre float64) bool {
-	tokens := m[vllmPrompt] + m[vllmGeneration] + m[sglangPrompt] + m[sglangGeneration]
-	return firstOf(m, gaugesRunning) > 0 || (tokens > 0 && tokens != pre)
-}
-
-// gatewayCounters are the gateway's retry and migration counters.
-type gatewayCounters struct {
-	migrations map[string]float64 // by result label
-	retries    float64
-}
-
-func scrapeGateway(ctx context.Context, url string) (gatewayCounters, error) {
-	fams, err := scrapeFamilies(ctx, &http.Client{Timeout: 10 * time.Second}, url)
-	if err != nil {
-		return gatewayCounters{}, err
-	}
-	return gatewayCountersOf(fams), nil
-}
-
-// parseGatewayCounters reads the migration counter by its result label
-// and the retry counter from a Prometheus text exposition.
-func parseGatewayCounters(r io.Reader) (gatewayCounters, error) {
-	fams, err := parseFamilies(r)
-	if err != nil {
-		return gatewayCounters{migrations: map[string]float64{}}, err
-	}
-	return gatewayCountersOf(fams), nil
-}
-
-func gatewayCountersOf(fams map[string]*dto.MetricFamily) gatewayCounters {
-	g := gatewayCounters{migrations: map[string]float64{}}
-	for _, name := range []string{gatewayMigrations, gatewayMigrations + "_total"} {
-		byLabel(fams, name, "result", g.migrations)
-	}
-	for _, name := range []string{gatewayRetries, gatewayRetries + "_total"} {
-		for _, m := range fams[name].GetMetric() {
-			g.retries += m.GetCounter().GetValue()
-		}
-	}
-	return g
+func serving(m scrape.EngineMetrics, pre float64) bool {
+	tokens := m.Tokens()
+	running, _ := m.Running()
+	return running > 0 || (tokens > 0 && tokens != pre)
 }
 
 // gatewayMetricsURL is GatewayMetricsURL, or the base URL's root plus
@@ -329,7 +288,7 @@ func failureKind(s *Sample) (mid bool, kind string) {
 
 // chaosReport counts a chaos run's samples and the gateway's counter
 // deltas, and checks them against the goals.
-func chaosReport(c workload.ChaosConfig, samples []*Sample, before, after gatewayCounters, rounds []ChaosRound, restarts []*ChaosRestart, wall time.Duration) *ChaosReport {
+func chaosReport(c workload.ChaosConfig, samples []*Sample, before, after scrape.GatewayCounters, rounds []ChaosRound, restarts []*ChaosRestart, wall time.Duration) *ChaosReport {
 	rep := &ChaosReport{
 		Rounds:             rounds,
 		Requests:           len(samples),
@@ -337,13 +296,13 @@ func chaosReport(c workload.ChaosConfig, samples []*Sample, before, after gatewa
 		FailedBeforeStream: map[string]int{},
 		FailedMidStream:    map[string]int{},
 		Migrations:         map[string]float64{},
-		Retries:            max(after.retries-before.retries, 0),
+		Retries:            max(after.Retries-before.Retries, 0),
 	}
 	for _, rs := range restarts {
 		rep.Restarts = append(rep.Restarts, *rs)
 	}
-	for k, v := range after.migrations {
-		rep.Migrations[k] = max(v-before.migrations[k], 0)
+	for k, v := range after.Migrations {
+		rep.Migrations[k] = max(v-before.Migrations[k], 0)
 	}
 	for api, group := range groupBy(samples, func(s *Sample) string { return s.API }) {
 		sum := aggregate(group, wall)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -82,17 +83,17 @@ func TestPlanChaos(t *testing.T) {
 func TestServing(t *testing.T) {
 	tests := []struct {
 		name string
-		m    EngineMetrics
+		m    scrape.EngineMetrics
 		pre  float64
 		want bool
 	}{
-		{"fresh, idle", EngineMetrics{vllmPrompt: 0}, 500, false},
-		{"fresh, counted", EngineMetrics{vllmPrompt: 40, vllmGeneration: 2}, 500, true},
-		{"fresh, running", EngineMetrics{"vllm:num_requests_running": 1}, 500, true},
-		{"kept its counters, idle", EngineMetrics{vllmPrompt: 500}, 500, false},
-		{"kept its counters, counted", EngineMetrics{vllmPrompt: 510}, 500, true},
-		{"never served before", EngineMetrics{}, 0, false},
-		{"sglang", EngineMetrics{sglangGeneration: 3}, 0, true},
+		{"fresh, idle", scrape.EngineMetrics{vllmPromptKey: 0}, 500, false},
+		{"fresh, counted", scrape.EngineMetrics{vllmPromptKey: 40, vllmGenerationKey: 2}, 500, true},
+		{"fresh, running", scrape.EngineMetrics{"vllm:num_requests_running": 1}, 500, true},
+		{"kept its counters, idle", scrape.EngineMetrics{vllmPromptKey: 500}, 500, false},
+		{"kept its counters, counted", scrape.EngineMetrics{vllmPromptKey: 510}, 500, true},
+		{"never served before", scrape.EngineMetrics{}, 0, false},
+		{"sglang", scrape.EngineMetrics{sglangGenerationKey: 3}, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,30 +101,6 @@ func TestServing(t *testing.T) {
 				t.Errorf("serving(%v, %v) = %v", tt.m, tt.pre, got)
 			}
 		})
-	}
-}
-
-func TestParseGatewayCounters(t *testing.T) {
-	text := `# HELP turnpike_stream_migrations_total Streams whose engine died.
-# TYPE turnpike_stream_migrations_total counter
-turnpike_stream_migrations_total{result="failed"} 1
-turnpike_stream_migrations_total{result="not_resumable"} 2
-turnpike_stream_migrations_total{result="resumed"} 7
-# TYPE turnpike_upstream_retries_total counter
-turnpike_upstream_retries_total 4
-# TYPE turnpike_requests_total counter
-turnpike_requests_total{code="200"} 99
-`
-	g, err := parseGatewayCounters(strings.NewReader(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]float64{"failed": 1, "not_resumable": 2, "resumed": 7}
-	if !reflect.DeepEqual(g.migrations, want) || g.retries != 4 {
-		t.Errorf("migrations %v, retries %v; want %v and 4", g.migrations, g.retries, want)
-	}
-	if _, err := parseGatewayCounters(strings.NewReader("not metrics {")); err == nil {
-		t.Error("garbage parsed")
 	}
 }
 
@@ -150,8 +127,8 @@ func TestChaosReport(t *testing.T) {
 		{API: workload.APIChat, Streamed: true, Status: 200, Error: ErrClassStream},
 		{API: workload.APIResponses, Streamed: true, Status: 200, Error: ErrClassTransport},
 	}
-	before := gatewayCounters{migrations: map[string]float64{"resumed": 1, "failed": 0}, retries: 2}
-	after := gatewayCounters{migrations: map[string]float64{"resumed": 4, "failed": 1, "not_resumable": 0}, retries: 5}
+	before := scrape.GatewayCounters{Migrations: map[string]float64{"resumed": 1, "failed": 0}, Retries: 2}
+	after := scrape.GatewayCounters{Migrations: map[string]float64{"resumed": 4, "failed": 1, "not_resumable": 0}, Retries: 5}
 	restarts := []*ChaosRestart{
 		{Replica: 0, KilledAt: 5, RestartedAt: 8, Serving: true, ServingAfter: 2},
 		{Replica: 1, KilledAt: 15, RestartedAt: 18, Serving: true, ServingAfter: 12},
@@ -188,7 +165,7 @@ func TestChaosReport(t *testing.T) {
 	}
 
 	t.Run("all met", func(t *testing.T) {
-		rep := chaosReport(cfg.Chaos, samples[:3], before, gatewayCounters{migrations: map[string]float64{"resumed": 2}}, nil, restarts[:1], time.Second)
+		rep := chaosReport(cfg.Chaos, samples[:3], before, scrape.GatewayCounters{Migrations: map[string]float64{"resumed": 2}}, nil, restarts[:1], time.Second)
 		for _, g := range rep.Goals {
 			if !g.Met {
 				t.Errorf("goal %+v not met", g)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -107,7 +108,7 @@ func (p *PoolCost) rates() {
 // costReport prices a run of wall time from the engines' scrapes before
 // and after it, the occupancy samples and the requests' samples; nil
 // without a setup.
-func costReport(setup *CostSetup, before, after []EngineMetrics, wall time.Duration, occ *Occupancy, samples []*Sample) *CostReport {
+func costReport(setup *CostSetup, before, after []scrape.EngineMetrics, wall time.Duration, occ *scrape.Occupancy, samples []*Sample) *CostReport {
 	if setup == nil || len(setup.Pools) == 0 {
 		return nil
 	}
@@ -124,7 +125,7 @@ func costReport(setup *CostSetup, before, after []EngineMetrics, wall time.Durat
 			if i < 0 || i >= len(before) || i >= len(after) || before[i] == nil || after[i] == nil {
 				continue
 			}
-			f := engineFigures(before[i], after[i])
+			f := scrape.FiguresBetween(before[i], after[i])
 			pc.InputTokens += f.PromptTokens
 			pc.CachedInputTokens += f.HitTokens
 			pc.OutputTokens += f.GenerationTokens
@@ -162,40 +163,10 @@ func costReport(setup *CostSetup, before, after []EngineMetrics, wall time.Durat
 	return rep
 }
 
-// engineFigures are one engine's counter deltas between two scrapes (a
-// counter that went down, an engine restarted, counts from zero).
-func engineFigures(b, a EngineMetrics) EngineFigures {
-	d := func(names ...string) float64 {
-		var s float64
-		for _, n := range names {
-			av, bv := a[n], b[n]
-			if av < bv {
-				s += av
-			} else {
-				s += av - bv
-			}
-		}
-		return s
-	}
-	f := EngineFigures{
-		PromptTokens:     d(vllmPrompt, sglangPrompt),
-		GenerationTokens: d(vllmGeneration, sglangGeneration),
-	}
-	switch {
-	case a.Has(vllmHits):
-		f.HitTokens = d(vllmHits)
-	case a.Has(vllmGPUHits):
-		f.HitTokens = d(vllmGPUHits)
-	case a.Has(sglangCached):
-		f.HitTokens = d(sglangCached)
-	}
-	return f
-}
-
 // busyShare is the share of occupancy samples at which engine i had a
 // sequence running or waiting; 1 when nothing was sampled (the engine is
 // counted busy rather than free).
-func busyShare(occ *Occupancy, i int) float64 {
+func busyShare(occ *scrape.Occupancy, i int) float64 {
 	if occ == nil {
 		return 1
 	}

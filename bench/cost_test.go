@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -20,19 +21,19 @@ func TestCostReport(t *testing.T) {
 			{Name: "tpu", Accelerator: "tpu-v6e", DollarsPerHour: 2.7, Engines: []int{1, 2}},
 		},
 	}
-	before := []EngineMetrics{
-		{vllmPrompt: 1000, vllmGeneration: 10, vllmHits: 0},
-		{vllmPrompt: 0, vllmGeneration: 0, vllmGPUHits: 0},
+	before := []scrape.EngineMetrics{
+		{vllmPromptKey: 1000, vllmGenerationKey: 10, vllmHitsKey: 0},
+		{vllmPromptKey: 0, vllmGenerationKey: 0, vllmGPUHitsKey: 0},
 		nil, // a failed scrape: the engine's tokens are unknown, its chip still paid for
 	}
-	after := []EngineMetrics{
+	after := []scrape.EngineMetrics{
 		// 10M prompt tokens, 8M cached: 2M prefilled at 1e-4 s = 200 s of
 		// the hour; 1M output.
-		{vllmPrompt: 10_001_000, vllmGeneration: 1_000_010, vllmHits: 8_000_000},
-		{vllmPrompt: 500_000, vllmGeneration: 2_000_000, vllmGPUHits: 100_000},
-		{vllmPrompt: 1, vllmGeneration: 1},
+		{vllmPromptKey: 10_001_000, vllmGenerationKey: 1_000_010, vllmHitsKey: 8_000_000},
+		{vllmPromptKey: 500_000, vllmGenerationKey: 2_000_000, vllmGPUHitsKey: 100_000},
+		{vllmPromptKey: 1, vllmGenerationKey: 1},
 	}
-	occ := &Occupancy{Samples: []OccupancySample{
+	occ := &scrape.Occupancy{Samples: []scrape.OccupancySample{
 		{Running: []float64{1, 0, 0}, Waiting: []float64{0, 0, 0}},
 		{Running: []float64{1, 2, -1}, Waiting: []float64{0, 0, -1}},
 		{Running: []float64{0, 0, 0}, Waiting: []float64{2, 0, 0}},

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -112,7 +113,7 @@ func TestIdealAgenticReuseCounted(t *testing.T) {
 }
 
 func TestSetIdeal(t *testing.T) {
-	r := &Result{Engines: &EngineCache{Flavor: "vllm", HitRate: 0.45}}
+	r := &Result{Engines: &scrape.EngineCache{Flavor: "vllm", HitRate: 0.45}}
 	r.setIdeal(IdealReuse{PromptTokens: 100, CachedTokens: 50})
 	if r.Ideal.HitRate != 0.5 || math.Abs(r.Ideal.CapturedShare-0.9) > 1e-9 {
 		t.Errorf("ideal = %+v, want hit rate 0.5, captured 0.9", r.Ideal)

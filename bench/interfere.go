@@ -12,6 +12,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -156,11 +157,11 @@ func (in *interferer) send(ctx context.Context, i int) {
 	rep.CachedTokens += int(c.Usage.PromptTokensDetails.CachedTokens)
 }
 
-// exclude takes the interfering client's requests out of the engines'
+// excludeInterference takes the interfering client's requests out of the engines'
 // prefix-cache figures, so that the hit rate (and the captured share of
 // the ideal) is the run's own. The engines' token counters, load spread
 // and latency histograms still include them.
-func (ec *EngineCache) exclude(rep *InterferenceReport) {
+func excludeInterference(ec *scrape.EngineCache, rep *InterferenceReport) {
 	if ec == nil || rep == nil || ec.Flavor == "" || ec.QueriedTokens == 0 {
 		return
 	}

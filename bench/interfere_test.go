@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -132,12 +133,12 @@ func TestInterferenceOff(t *testing.T) {
 // TestEngineCacheExclude: the interfering client's tokens leave the
 // engines' prefix-cache figures, so the hit rate is the run's own.
 func TestEngineCacheExclude(t *testing.T) {
-	ec := &EngineCache{Flavor: "vllm", QueriedTokens: 1000, HitTokens: 600, HitRate: 0.6}
-	ec.exclude(&InterferenceReport{PromptTokens: 250, CachedTokens: 0})
+	ec := &scrape.EngineCache{Flavor: "vllm", QueriedTokens: 1000, HitTokens: 600, HitRate: 0.6}
+	excludeInterference(ec, &InterferenceReport{PromptTokens: 250, CachedTokens: 0})
 	if ec.QueriedTokens != 750 || ec.HitTokens != 600 || ec.HitRate != 0.8 {
 		t.Errorf("after exclude: %+v, want 600 of 750 = 0.8", ec)
 	}
-	ec.exclude(nil)
+	excludeInterference(ec, nil)
 	if ec.HitRate != 0.8 {
 		t.Errorf("exclude(nil) changed the figures: %+v", ec)
 	}

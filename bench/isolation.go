@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/turnpike-gateway/turnpike/accelerators/enginemetrics"
-
+	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -380,29 +379,23 @@ type FleetLoad struct {
 	MaxKVUsage  float64 `json:"max_kv_usage"`
 }
 
-// Engine gauges FleetLoad reads, vLLM's and SGLang's names.
-var (
-	gaugesRunning = []string{enginemetrics.VLLMNumRequestsRunning, enginemetrics.SGLangNumRunningReqs}
-	gaugesWaiting = []string{enginemetrics.VLLMNumRequestsWaiting, enginemetrics.SGLangNumQueueReqs}
-	gaugesKV      = []string{enginemetrics.VLLMKVCacheUsagePerc, enginemetrics.VLLMGPUCacheUsagePerc, enginemetrics.SGLangTokenUsage}
-)
-
 // fleetSampleInterval spaces the engine scrapes of sampleFleet: often
 // enough for a 20s window, rarely enough to cost the host little.
 const fleetSampleInterval = 250 * time.Millisecond
 
 // add folds one scrape of every engine (nil entries failed) into l.
-func (l *FleetLoad) add(scrape []EngineMetrics) {
+func (l *FleetLoad) add(scraped []scrape.EngineMetrics) {
 	var running, waiting, kv float64
 	engines := 0
-	for _, m := range scrape {
+	for _, m := range scraped {
 		if m == nil {
 			continue
 		}
 		engines++
-		running += firstOf(m, gaugesRunning)
-		waiting += firstOf(m, gaugesWaiting)
-		kv += firstOf(m, gaugesKV)
+		r, _ := m.Running()
+		w, _ := m.Waiting()
+		u, _ := m.KVUsage()
+		running, waiting, kv = running+r, waiting+w, kv+u
 	}
 	if engines == 0 {
 		return
@@ -414,15 +407,6 @@ func (l *FleetLoad) add(scrape []EngineMetrics) {
 	l.MaxWaiting = max(l.MaxWaiting, waiting)
 	l.MaxKVUsage = max(l.MaxKVUsage, kv/float64(engines))
 	l.Samples++
-}
-
-func firstOf(m EngineMetrics, names []string) float64 {
-	for _, n := range names {
-		if v, ok := m[n]; ok {
-			return v
-		}
-	}
-	return 0
 }
 
 // sampleFleet scrapes urls every fleetSampleInterval while in holds for
@@ -447,11 +431,11 @@ func sampleFleet(ctx context.Context, urls []string, start time.Time, in func(ti
 		defer t.Stop()
 		for {
 			if in(time.Since(start)) {
-				scrape, _ := scrapeAll(ctx, urls)
+				scraped, _ := scrape.All(ctx, urls)
 				if ctx.Err() != nil {
 					return
 				}
-				l.add(scrape)
+				l.add(scraped)
 			}
 			select {
 			case <-ctx.Done():

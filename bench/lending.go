@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -330,15 +331,12 @@ func running(ctx context.Context, cl *http.Client, engines []string) []int {
 	for i, u := range engines {
 		wg.Go(func() {
 			out[i] = -1
-			m, err := scrape(ctx, cl, strings.TrimRight(u, "/")+"/metrics")
+			m, err := scrape.One(ctx, cl, strings.TrimRight(u, "/")+"/metrics")
 			if err != nil {
 				return
 			}
-			for _, name := range gaugesRunning {
-				if v, ok := m[name]; ok {
-					out[i] = int(v)
-					return
-				}
+			if v, ok := m.Running(); ok {
+				out[i] = int(v)
 			}
 		})
 	}

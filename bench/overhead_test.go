@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -158,12 +159,12 @@ func TestInstantEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := ParseEngineMetrics(resp.Body)
+	m, err := scrape.ParseEngineMetrics(resp.Body)
 	resp.Body.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m[vllmGeneration] != 6 || m[vllmPrompt] == 0 || !m.Has("vllm:num_requests_running") || !m.Has("vllm:cache_config_info") {
+	if m[vllmGenerationKey] != 6 || m[vllmPromptKey] == 0 || !m.Has("vllm:num_requests_running") || !m.Has("vllm:cache_config_info") {
 		t.Errorf("metrics %v", m)
 	}
 	for _, path := range []string{"/health", "/v1/models"} {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -75,7 +76,7 @@ type Result struct {
 	ByBand   map[string]*Summary `json:"by_band"`
 	// Engines is the engines' own prefix-cache account; nil when
 	// Target.EngineMetricsURLs is empty.
-	Engines *EngineCache `json:"engines,omitempty"`
+	Engines *scrape.EngineCache `json:"engines,omitempty"`
 	// Ideal is the prefix reuse an ideal router could have won, and the
 	// share of it the engines captured; nil for the isolation scenario.
 	Ideal    *IdealReuse `json:"ideal,omitempty"`
@@ -83,7 +84,7 @@ type Result struct {
 	Timeline Timeline    `json:"timeline"`
 	// Occupancy is the fleet and the gateway's queue sampled once a
 	// second; nil without engine metrics.
-	Occupancy *Occupancy `json:"occupancy,omitempty"`
+	Occupancy *scrape.Occupancy `json:"occupancy,omitempty"`
 	// Isolation holds the scenario's figures when Workload is "isolation".
 	Isolation *IsolationReport `json:"isolation,omitempty"`
 	// Overload holds the scenario's figures per band when Workload is
@@ -192,13 +193,13 @@ func (r *runner) sessions(ctx context.Context, sessions []workload.Session) {
 // measure scrapes the engines, runs drive, scrapes again and builds the
 // result; it also returns the samples for callers that slice them further.
 func measure(ctx context.Context, cfg workload.Config, target Target, label string, total int, drive func(context.Context, *runner)) (*Result, []*Sample) {
-	var before []EngineMetrics
+	var before []scrape.EngineMetrics
 	var scrapeErrs []string
 	if len(target.EngineMetricsURLs) > 0 {
-		before, scrapeErrs = scrapeAll(ctx, target.EngineMetricsURLs)
+		before, scrapeErrs = scrape.All(ctx, target.EngineMetricsURLs)
 	}
 	r := newRunner(cfg, target, label, total)
-	stopOccupancy := sampleOccupancy(ctx, target.EngineMetricsURLs, target.gatewayMetricsURL(), r.start)
+	stopOccupancy := scrape.SampleOccupancy(ctx, target.EngineMetricsURLs, target.gatewayMetricsURL(), r.start)
 	r.prog.run()
 	stopInterference := startInterference(ctx, cfg, target)
 	stopBatch := startBatchLoad(ctx, cfg, target)
@@ -220,11 +221,11 @@ func measure(ctx context.Context, cfg workload.Config, target Target, label stri
 	if len(target.EngineMetricsURLs) > 0 {
 		// Scrape even when ctx is done: the figures so far are still wanted.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-		after, errs := scrapeAll(sctx, target.EngineMetricsURLs)
+		after, errs := scrape.All(sctx, target.EngineMetricsURLs)
 		cancel()
-		res.Engines = engineDelta(before, after, append(scrapeErrs, errs...))
+		res.Engines = scrape.Delta(before, after, append(scrapeErrs, errs...))
 		res.Cost = costReport(target.Cost, before, after, wall, occupancy, samples)
-		res.Engines.exclude(interference)
+		excludeInterference(res.Engines, interference)
 	}
 	return res, samples
 }

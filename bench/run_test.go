@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -460,7 +461,7 @@ func TestComparisonMedians(t *testing.T) {
 		r := &Result{Policy: policy, Run: k}
 		r.Total.TTFT.P50Ms, r.Total.OutputTokensPerSec, r.Total.Errors = p50, tput, errs
 		if idle != nil {
-			r.Occupancy = &Occupancy{IdleWhileQueuedSeconds: *idle}
+			r.Occupancy = &scrape.Occupancy{IdleWhileQueuedSeconds: *idle}
 		}
 		return r
 	}

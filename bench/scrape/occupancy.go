@@ -1,4 +1,4 @@
-package bench
+package scrape
 
 import (
 	"context"
@@ -180,11 +180,11 @@ func (o *Occupancy) add(s OccupancySample) {
 	o.MaxGatewayQueued = max(o.MaxGatewayQueued, s.GatewayQueued)
 }
 
-// sampleOccupancy scrapes the engines and the gateway every
+// SampleOccupancy scrapes the engines and the gateway every
 // occupancyInterval from start until the returned stop is called, which
 // waits for the sampler and returns what it saw (nil without engines or
 // without a sample).
-func sampleOccupancy(ctx context.Context, engines []string, gateway string, start time.Time) (stop func() *Occupancy) {
+func SampleOccupancy(ctx context.Context, engines []string, gateway string, start time.Time) (stop func() *Occupancy) {
 	if len(engines) == 0 {
 		return func() *Occupancy { return nil }
 	}
@@ -206,7 +206,7 @@ func sampleOccupancy(ctx context.Context, engines []string, gateway string, star
 				return
 			case <-t.C:
 			}
-			ms, _ := scrapeAll(ctx, engines)
+			ms, _ := All(ctx, engines)
 			var gs *gatewayScrape
 			if gateway != "" {
 				gs, _ = scrapeOccupancy(ctx, cl, gateway)

@@ -1,4 +1,4 @@
-package bench
+package scrape
 
 import (
 	"context"
@@ -19,22 +19,22 @@ import (
 
 // Engine metric names the benchmark reads, as EngineMetrics keys them.
 var (
-	vllmQueries      = metricKey(enginemetrics.VLLMPrefixCacheQueries)
-	vllmHits         = metricKey(enginemetrics.VLLMPrefixCacheHits)
-	vllmGPUQueries   = metricKey(enginemetrics.VLLMGPUPrefixCacheQueries) // vLLM before v0.10
-	vllmGPUHits      = metricKey(enginemetrics.VLLMGPUPrefixCacheHits)
-	vllmPrompt       = metricKey(enginemetrics.VLLMPromptTokens)
-	vllmGeneration   = metricKey(enginemetrics.VLLMGenerationTokens)
-	sglangPrompt     = metricKey(enginemetrics.SGLangPromptTokens)
-	sglangGeneration = metricKey(enginemetrics.SGLangGenerationTokens)
-	sglangCached     = metricKey(enginemetrics.SGLangCachedTokens)
-	sglangHitRate    = metricKey(enginemetrics.SGLangCacheHitRate)
+	vllmQueries      = Key(enginemetrics.VLLMPrefixCacheQueries)
+	vllmHits         = Key(enginemetrics.VLLMPrefixCacheHits)
+	vllmGPUQueries   = Key(enginemetrics.VLLMGPUPrefixCacheQueries) // vLLM before v0.10
+	vllmGPUHits      = Key(enginemetrics.VLLMGPUPrefixCacheHits)
+	vllmPrompt       = Key(enginemetrics.VLLMPromptTokens)
+	vllmGeneration   = Key(enginemetrics.VLLMGenerationTokens)
+	sglangPrompt     = Key(enginemetrics.SGLangPromptTokens)
+	sglangGeneration = Key(enginemetrics.SGLangGenerationTokens)
+	sglangCached     = Key(enginemetrics.SGLangCachedTokens)
+	sglangHitRate    = Key(enginemetrics.SGLangCacheHitRate)
 )
 
-// metricKey is the EngineMetrics key of a family: its name without a
+// Key is the EngineMetrics key of a family: its name without a
 // _total suffix, so that a counter exposed with or without one is read
 // the same.
-func metricKey(name string) string { return strings.TrimSuffix(name, "_total") }
+func Key(name string) string { return strings.TrimSuffix(name, "_total") }
 
 // EngineMetrics holds the values of one scrape of one engine's /metrics,
 // summed over label sets, keyed by family name without a _total suffix.
@@ -42,6 +42,46 @@ type EngineMetrics map[string]float64
 
 // Has reports whether the scrape carried name.
 func (m EngineMetrics) Has(name string) bool { _, ok := m[name]; return ok }
+
+// Engine gauges, vLLM's and SGLang's names.
+var (
+	gaugesRunning = []string{enginemetrics.VLLMNumRequestsRunning, enginemetrics.SGLangNumRunningReqs}
+	gaugesWaiting = []string{enginemetrics.VLLMNumRequestsWaiting, enginemetrics.SGLangNumQueueReqs}
+	gaugesKV      = []string{enginemetrics.VLLMKVCacheUsagePerc, enginemetrics.VLLMGPUCacheUsagePerc, enginemetrics.SGLangTokenUsage}
+)
+
+// firstOf is the value of the first of names that m carries, 0 when none.
+func firstOf(m EngineMetrics, names []string) float64 {
+	v, _ := lookup(m, names)
+	return v
+}
+
+func lookup(m EngineMetrics, names []string) (float64, bool) {
+	for _, n := range names {
+		if v, ok := m[n]; ok {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// Running is the sequences the engine runs in its batch; Waiting those in
+// its own queue; KVUsage the share of its KV cache in use. Each reads
+// vLLM's gauge or SGLang's, and is 0 with ok false when the scrape
+// carries neither.
+func (m EngineMetrics) Running() (n float64, ok bool) { return lookup(m, gaugesRunning) }
+
+// Waiting: see Running.
+func (m EngineMetrics) Waiting() (n float64, ok bool) { return lookup(m, gaugesWaiting) }
+
+// KVUsage: see Running.
+func (m EngineMetrics) KVUsage() (share float64, ok bool) { return lookup(m, gaugesKV) }
+
+// Tokens is the prompt and generation tokens the engine has counted, vLLM's
+// counters and SGLang's summed.
+func (m EngineMetrics) Tokens() float64 {
+	return m[vllmPrompt] + m[vllmGeneration] + m[sglangPrompt] + m[sglangGeneration]
+}
 
 // maxMetricsBody bounds one /metrics read.
 const maxMetricsBody = 32 << 20
@@ -63,7 +103,7 @@ func ParseEngineMetrics(r io.Reader) (EngineMetrics, error) {
 func sumFamilies(fams map[string]*dto.MetricFamily) EngineMetrics {
 	out := EngineMetrics{}
 	for name, f := range fams {
-		key := metricKey(name)
+		key := Key(name)
 		if f.GetType() == dto.MetricType_HISTOGRAM && latencyHistograms[name] {
 			for _, m := range f.GetMetric() {
 				addBuckets(out, name, m)
@@ -181,13 +221,14 @@ type EngineFigures struct {
 	GenerationTokens float64 `json:"generation_tokens"`
 }
 
-// scrapeAll reads every URL; a failed scrape leaves nil in its slot.
-func scrapeAll(ctx context.Context, urls []string) ([]EngineMetrics, []string) {
+// All reads every engine's /metrics at urls; a failed scrape leaves nil in
+// its slot and its error in the list.
+func All(ctx context.Context, urls []string) ([]EngineMetrics, []string) {
 	out := make([]EngineMetrics, len(urls))
 	var errs []string
 	cl := &http.Client{Timeout: 10 * time.Second}
 	for i, u := range urls {
-		m, err := scrape(ctx, cl, u)
+		m, err := One(ctx, cl, u)
 		if err != nil {
 			errs = append(errs, err.Error())
 			continue
@@ -197,7 +238,8 @@ func scrapeAll(ctx context.Context, urls []string) ([]EngineMetrics, []string) {
 	return out, errs
 }
 
-func scrape(ctx context.Context, cl *http.Client, url string) (EngineMetrics, error) {
+// One reads one engine's /metrics at url.
+func One(ctx context.Context, cl *http.Client, url string) (EngineMetrics, error) {
 	fams, err := scrapeFamilies(ctx, cl, url)
 	if err != nil {
 		return nil, err
@@ -227,10 +269,10 @@ func scrapeFamilies(ctx context.Context, cl *http.Client, url string) (map[strin
 	return fams, nil
 }
 
-// engineDelta computes the run's engine figures from before and after
+// Delta computes the run's engine figures from before and after
 // scrapes, engine by engine. A counter that went down (an engine restarted)
 // counts from zero.
-func engineDelta(before, after []EngineMetrics, errs []string) *EngineCache {
+func Delta(before, after []EngineMetrics, errs []string) *EngineCache {
 	ec := &EngineCache{Errors: errs}
 	var rateSum float64
 	var rateN int
@@ -292,4 +334,34 @@ func engineDelta(before, after []EngineMetrics, errs []string) *EngineCache {
 		}
 	}
 	return ec
+}
+
+// FiguresBetween are one engine's counter deltas between two scrapes (a
+// counter that went down, an engine restarted, counts from zero).
+func FiguresBetween(b, a EngineMetrics) EngineFigures {
+	d := func(names ...string) float64 {
+		var s float64
+		for _, n := range names {
+			av, bv := a[n], b[n]
+			if av < bv {
+				s += av
+			} else {
+				s += av - bv
+			}
+		}
+		return s
+	}
+	f := EngineFigures{
+		PromptTokens:     d(vllmPrompt, sglangPrompt),
+		GenerationTokens: d(vllmGeneration, sglangGeneration),
+	}
+	switch {
+	case a.Has(vllmHits):
+		f.HitTokens = d(vllmHits)
+	case a.Has(vllmGPUHits):
+		f.HitTokens = d(vllmGPUHits)
+	case a.Has(sglangCached):
+		f.HitTokens = d(sglangCached)
+	}
+	return f
 }

@@ -1,4 +1,4 @@
-package bench
+package scrape
 
 import (
 	"bytes"
@@ -85,8 +85,8 @@ func TestEngineDelta(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ec := engineDelta(tc.before, tc.after, nil)
-			if ec.Flavor != tc.flavor || abs(ec.HitRate-tc.rate) > 1e-9 || ec.Engines != tc.engines {
+			ec := Delta(tc.before, tc.after, nil)
+			if ec.Flavor != tc.flavor || math.Abs(ec.HitRate-tc.rate) > 1e-9 || ec.Engines != tc.engines {
 				t.Errorf("got %+v, want flavor %q rate %v engines %d", ec, tc.flavor, tc.rate, tc.engines)
 			}
 		})
@@ -110,7 +110,7 @@ func FuzzParseEngineMetrics(f *testing.F) {
 			}
 		}
 		// Figures derived from any parse stay finite, so results marshal.
-		ec := engineDelta([]EngineMetrics{m}, []EngineMetrics{m}, nil)
+		ec := Delta([]EngineMetrics{m}, []EngineMetrics{m}, nil)
 		if math.IsNaN(ec.HitRate) || math.IsInf(ec.HitRate, 0) {
 			t.Fatalf("hit rate %v", ec.HitRate)
 		}
