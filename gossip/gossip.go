@@ -202,27 +202,45 @@ func (x *Exchange[T]) Fresh() int {
 	return len(x.mu.peers)
 }
 
-// Start starts reporting and applying until Close.
-func (x *Exchange[T]) Start(ctx context.Context) {
-	ctx, x.cancel = context.WithCancel(ctx)
+// Start starts reporting and applying until Close, whatever becomes of
+// ctx.
+func (x *Exchange[T]) Start(ctx context.Context) error {
+	ctx, x.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	x.wg.Add(2)
 	go x.publishLoop(ctx)
 	go x.subscribeLoop(ctx)
+	return nil
 }
 
 // Close stops the exchange: it tells the peers this gateway has nothing
-// to report any more, forgets theirs and joins its goroutines.
-func (x *Exchange[T]) Close() {
+// to report any more, forgets theirs and joins its goroutines, waiting
+// for them up to ctx.
+func (x *Exchange[T]) Close(ctx context.Context) error {
 	if x.cancel == nil {
-		return
+		return nil
 	}
 	x.cancel()
-	x.wg.Wait()
+	if err := wait(ctx, &x.wg); err != nil {
+		return fmt.Errorf("gossip: %s: close: %w", x.cfg.Name, err)
+	}
 	x.cancel = nil
 	x.mu.Lock()
 	clear(x.mu.peers)
 	x.changedLocked()
 	x.mu.Unlock()
+	return nil
+}
+
+// wait waits for wg, up to ctx.
+func wait(ctx context.Context, wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (x *Exchange[T]) publishLoop(ctx context.Context) {

@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"sync"
@@ -84,7 +85,7 @@ func TestExchangeThreeGateways(t *testing.T) {
 			t.Fatal(err)
 		}
 		x.Start(t.Context())
-		defer x.Close()
+		defer x.Close(context.Background())
 		xs[i] = x
 	}
 	other := &count{}
@@ -94,7 +95,7 @@ func TestExchangeThreeGateways(t *testing.T) {
 	}
 	other.set(1000)
 	ox.Start(t.Context())
-	defer ox.Close()
+	defer ox.Close(context.Background())
 
 	cs[0].set(1)
 	cs[1].set(20)
@@ -116,7 +117,7 @@ func TestExchangeThreeGateways(t *testing.T) {
 		sum, seen := cs[0].peers()
 		return sum == 300 && seen == 1
 	})
-	xs[2].Close()
+	xs[2].Close(context.Background())
 	eventually(t, "a stopped gateway is forgotten", func() bool {
 		sum, seen := cs[0].peers()
 		return sum == 0 && seen == 0

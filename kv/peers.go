@@ -191,25 +191,33 @@ func NewPeers(cfg PeersConfig) (*Peers, error) {
 }
 
 // Start connects p to its index and starts publishing and applying until
-// Close.
-func (p *Peers) Start(ctx context.Context) {
-	ctx, p.cancel = context.WithCancel(ctx)
+// Close, whatever becomes of ctx.
+func (p *Peers) Start(ctx context.Context) error {
+	ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	p.cfg.Index.peers.Store(p)
 	p.wg.Add(2)
 	go p.publishLoop(ctx)
 	go p.subscribeLoop(ctx)
+	return nil
 }
 
 // Close stops sharing, publishes what is pending and joins the
-// goroutines.
-func (p *Peers) Close() {
+// goroutines, waiting for them up to ctx.
+func (p *Peers) Close(ctx context.Context) error {
 	if p.cancel == nil {
-		return
+		return nil
 	}
 	p.cfg.Index.peers.CompareAndSwap(p, nil)
 	p.cancel()
-	p.wg.Wait()
+	done := make(chan struct{})
+	go func() { p.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("kv: peers: close: %w", ctx.Err())
+	}
 	p.cancel = nil
+	return nil
 }
 
 // routed queues a record of this gateway's routing. It copies hashes.

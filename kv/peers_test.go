@@ -46,7 +46,7 @@ func startPeer(t *testing.T, b *bus, names []string) *peerGateway {
 	}
 	n := b.Subscribers()
 	g.peers.Start(context.Background())
-	t.Cleanup(g.peers.Close)
+	t.Cleanup(func() { g.peers.Close(context.Background()) })
 	for b.Subscribers() == n {
 		time.Sleep(time.Millisecond)
 	}
@@ -296,7 +296,7 @@ func BenchmarkRecordRouted(b *testing.B) {
 					b.Fatal(err)
 				}
 				p.Start(context.Background())
-				defer p.Close()
+				defer p.Close(context.Background())
 			}
 			hs := chain(1, 2000)
 			b.ReportAllocs()

@@ -2,6 +2,7 @@ package pools
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func TestLoadShareTwoGateways(t *testing.T) {
 	}
 	a.Start(t.Context())
 	b.Start(t.Context())
-	defer b.Close()
+	defer b.Close(context.Background())
 
 	// A has three requests on e1 (its endpoint 0), one on e2.
 	ra.Endpoints[0].inFlight.Add(3)
@@ -57,7 +58,7 @@ func TestLoadShareTwoGateways(t *testing.T) {
 		t.Errorf("B's e2 in flight = %d, want A's 1", e2.InFlight())
 	}
 	// A stops: B forgets it at once, not after MaxAge.
-	a.Close()
+	a.Close(context.Background())
 	waitFor(t, "B forgets A once it stops", func() bool { return e2.Peers() == PeerLoad{} })
 	if got := b.Fresh(); got != 0 {
 		t.Errorf("B hears %d peers after A stopped, want 0", got)

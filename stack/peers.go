@@ -37,8 +37,7 @@ func (s *Stack) startRoutePeers(ctx context.Context, db *state.DB, index *kv.Ind
 	if err != nil {
 		return err
 	}
-	return s.life.start(ctx, "routing records of other gateways",
-		startNoErr(func() { peers.Start(context.WithoutCancel(ctx)) }), noErr(peers.Close))
+	return s.life.start(ctx, "routing records of other gateways", peers.Start, peers.Close)
 }
 
 // startExchange starts the gossip exchange build makes, on the broadcast
@@ -54,7 +53,7 @@ func startExchange[T any](ctx context.Context, s *Stack, db *state.DB, channel, 
 	if err != nil {
 		return err
 	}
-	return s.life.start(ctx, what, startNoErr(func() { x.Start(context.WithoutCancel(ctx)) }), noErr(x.Close))
+	return s.life.start(ctx, what, x.Start, x.Close)
 }
 
 // startLoadShare shares the gateway's requests in flight on each endpoint
