@@ -38,10 +38,11 @@ var floors = map[string][]string{
 	"gossip":           {},
 	"accelerators":     {},
 	"accelerators/sim": {"accelerators", "accelerators/enginemetrics", "internal/lru"},
-	"bench":            {"accelerators/enginemetrics", "bench/scrape", "bench/workload", "internal/lru"},
+	"bench":            {"accelerators/enginemetrics", "bench/driver", "bench/scrape", "bench/workload", "internal/lru"},
 	// bench's parts import nothing of ours outside bench but what bench may.
 	"bench/workload": {},
 	"bench/scrape":   {"accelerators/enginemetrics"},
+	"bench/driver":   {"bench/scrape", "bench/workload", "internal/lru"},
 	// The engines' metric names, the one spelling for pools, sim and bench.
 	"accelerators/enginemetrics": {},
 	// Machinery with no domain, under internal/: it imports nothing of ours.

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"github.com/turnpike-gateway/turnpike/bench/driver"
 	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
@@ -89,3 +90,21 @@ func InterferencePrompt(seed uint64, i, n int) string { return workload.Interfer
 // EngineMetrics is one scrape of one engine's /metrics
 // (scrape.EngineMetrics).
 type EngineMetrics = scrape.EngineMetrics
+
+// The driver's names `turnpike bench` uses (bench/driver).
+type (
+	// Target is the gateway under test.
+	Target = driver.Target
+	// Summary is the figures of a set of requests.
+	Summary = driver.Summary
+	// CostSetup prices a run; PoolSetup is one pool of it.
+	CostSetup = driver.CostSetup
+	PoolSetup = driver.PoolSetup
+	// LendingTarget is the lendable pool of the lending workload.
+	LendingTarget = driver.LendingTarget
+	// TenantSpec, TenantLine and TenantRunner run a tenant of the
+	// isolation scenario in a process of its own.
+	TenantSpec   = driver.TenantSpec
+	TenantLine   = driver.TenantLine
+	TenantRunner = driver.TenantRunner
+)

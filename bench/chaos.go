@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"maps"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/bench/driver"
 	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
@@ -59,8 +57,8 @@ type ChaosReport struct {
 	// Restarts are the replicas killed, one entry per kill.
 	Restarts []ChaosRestart `json:"restarts"`
 	// Requests is every turn sent; ByAPI splits them by API.
-	Requests int                 `json:"requests"`
-	ByAPI    map[string]*Summary `json:"by_api"`
+	Requests int                        `json:"requests"`
+	ByAPI    map[string]*driver.Summary `json:"by_api"`
 	// FailedBeforeStream counts failures before any stream event arrived,
 	// by class and the error body's code ("http_503 no-endpoints",
 	// "transport"); FailedMidStream those after, by kind: "error_event"
@@ -124,15 +122,15 @@ const chaosPollInterval = 100 * time.Millisecond
 // runChaos runs the agentic sessions, alternately on chat completions and
 // the Responses API, while a second goroutine kills and restarts replicas
 // on c's schedule; the gateway's counters are read around it.
-func runChaos(ctx context.Context, cfg workload.Config, target Target, label string) (*Result, error) {
+func runChaos(ctx context.Context, cfg workload.Config, target driver.Target, label string) (*driver.Result, *ChaosReport, error) {
 	n := len(target.EngineMetricsURLs)
 	if target.Replicas == nil || n == 0 {
-		return nil, errors.New("bench: chaos needs Target.Replicas and the replicas' EngineMetricsURLs")
+		return nil, nil, errors.New("bench: chaos needs Target.Replicas and the replicas' EngineMetricsURLs")
 	}
 	if cfg.Chaos.AtOnce >= n {
-		return nil, fmt.Errorf("bench: chaos.at_once %d: want fewer than the fleet's %d replicas", cfg.Chaos.AtOnce, n)
+		return nil, nil, fmt.Errorf("bench: chaos.at_once %d: want fewer than the fleet's %d replicas", cfg.Chaos.AtOnce, n)
 	}
-	gwURL := target.gatewayMetricsURL()
+	gwURL := target.GatewayMetrics()
 	var gwErrs []string
 	before, err := scrape.ScrapeGateway(ctx, gwURL)
 	if err != nil {
@@ -141,14 +139,15 @@ func runChaos(ctx context.Context, cfg workload.Config, target Target, label str
 	sessions := chaosSessions(cfg)
 	var restarts []*ChaosRestart
 	var rounds []ChaosRound
-	res, samples := measure(ctx, cfg, target, label, len(sessions)*cfg.Agentic.TurnsPerSession, func(ctx context.Context, r *runner) {
+	res, samples := driver.Measure(ctx, cfg, target, label, len(sessions)*cfg.Agentic.TurnsPerSession, func(ctx context.Context, dr *driver.Runner) {
+		r := runner{dr}
 		cctx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
 			rounds, restarts = r.chaos(cctx, target.Replicas, target.EngineMetricsURLs)
 		}()
-		r.sessions(ctx, sessions)
+		r.Sessions(ctx, sessions)
 		stop()
 		<-done
 	})
@@ -159,9 +158,9 @@ func runChaos(ctx context.Context, cfg workload.Config, target Target, label str
 		gwErrs = append(gwErrs, err.Error())
 	}
 	res.API = workload.APIChat + "+" + workload.APIResponses
-	res.Chaos = chaosReport(cfg.Chaos, samples, before, after, rounds, restarts, time.Duration(res.DurationSeconds*float64(time.Second)))
-	res.Chaos.GatewayErrors = gwErrs
-	return res, nil
+	rep := chaosReport(cfg.Chaos, samples, before, after, rounds, restarts, time.Duration(res.DurationSeconds*float64(time.Second)))
+	rep.GatewayErrors = gwErrs
+	return res, rep, nil
 }
 
 // chaosSessions plans the agentic sessions, even ones on chat
@@ -181,14 +180,14 @@ func chaosSessions(cfg workload.Config) []workload.Session {
 // rounds it ran and every kill. A replica down when ctx ends is restarted
 // at once, so the fleet is whole for the closing scrapes. Each restart is
 // watched for traffic until ctx is done.
-func (r *runner) chaos(ctx context.Context, reps Replicas, urls []string) ([]ChaosRound, []*ChaosRestart) {
+func (r runner) chaos(ctx context.Context, reps driver.Replicas, urls []string) ([]ChaosRound, []*ChaosRestart) {
 	var rounds []ChaosRound
 	var restarts []*ChaosRestart
 	var watchers sync.WaitGroup
 	defer watchers.Wait()
-	at := func() float64 { return time.Since(r.start).Seconds() }
-	for rd := range PlanChaos(r.cfg.Chaos, len(urls), r.cfg.MaxDuration.D()) {
-		if !sleepUntil(ctx, r.start.Add(rd.Kill)) {
+	at := func() float64 { return time.Since(r.Started()).Seconds() }
+	for rd := range PlanChaos(r.Config().Chaos, len(urls), r.Config().MaxDuration.D()) {
+		if !driver.SleepUntil(ctx, r.Started().Add(rd.Kill)) {
 			break
 		}
 		rounds = append(rounds, rd)
@@ -204,7 +203,7 @@ func (r *runner) chaos(ctx context.Context, reps Replicas, urls []string) ([]Cha
 			}
 			down = append(down, rs)
 		}
-		sleepUntil(ctx, r.start.Add(rd.Restart))
+		driver.SleepUntil(ctx, r.Started().Add(rd.Restart))
 		for _, rs := range down {
 			rs.RestartedAt = at()
 			if err := reps.Restart(rs.Replica); err != nil {
@@ -262,25 +261,16 @@ func serving(m scrape.EngineMetrics, pre float64) bool {
 	return running > 0 || (tokens > 0 && tokens != pre)
 }
 
-// gatewayMetricsURL is GatewayMetricsURL, or the base URL's root plus
-// /metrics.
-func (t Target) gatewayMetricsURL() string {
-	if t.GatewayMetricsURL != "" {
-		return t.GatewayMetricsURL
-	}
-	return strings.TrimSuffix(strings.TrimRight(t.BaseURL, "/"), "/v1") + "/metrics"
-}
-
 // failureKind sorts a failed sample: before the stream, by class and code;
 // mid-stream, as error_event, transport, or its class.
-func failureKind(s *Sample) (mid bool, kind string) {
+func failureKind(s *driver.Sample) (mid bool, kind string) {
 	if !s.Streamed {
 		if s.ErrorCode != "" {
 			return false, s.Error + " " + s.ErrorCode
 		}
 		return false, s.Error
 	}
-	if s.Error == ErrClassStream {
+	if s.Error == driver.ErrClassStream {
 		return true, "error_event"
 	}
 	return true, s.Error
@@ -288,11 +278,11 @@ func failureKind(s *Sample) (mid bool, kind string) {
 
 // chaosReport counts a chaos run's samples and the gateway's counter
 // deltas, and checks them against the goals.
-func chaosReport(c workload.ChaosConfig, samples []*Sample, before, after scrape.GatewayCounters, rounds []ChaosRound, restarts []*ChaosRestart, wall time.Duration) *ChaosReport {
+func chaosReport(c workload.ChaosConfig, samples []*driver.Sample, before, after scrape.GatewayCounters, rounds []ChaosRound, restarts []*ChaosRestart, wall time.Duration) *ChaosReport {
 	rep := &ChaosReport{
 		Rounds:             rounds,
 		Requests:           len(samples),
-		ByAPI:              map[string]*Summary{},
+		ByAPI:              map[string]*driver.Summary{},
 		FailedBeforeStream: map[string]int{},
 		FailedMidStream:    map[string]int{},
 		Migrations:         map[string]float64{},
@@ -304,8 +294,8 @@ func chaosReport(c workload.ChaosConfig, samples []*Sample, before, after scrape
 	for k, v := range after.Migrations {
 		rep.Migrations[k] = max(v-before.Migrations[k], 0)
 	}
-	for api, group := range groupBy(samples, func(s *Sample) string { return s.API }) {
-		sum := aggregate(group, wall)
+	for api, group := range driver.GroupBy(samples, func(s *driver.Sample) string { return s.API }) {
+		sum := driver.Aggregate(group, wall)
 		rep.ByAPI[api] = &sum
 	}
 	var beforeStream, midStream int
@@ -357,68 +347,4 @@ func chaosReport(c workload.ChaosConfig, samples []*Sample, before, after scrape
 	}
 	rep.Goals = append(rep.Goals, rejoin)
 	return rep
-}
-
-// titledTable is a table under its heading.
-type titledTable struct {
-	title string
-	*table
-}
-
-// chaosTables are the report's tables: the run's failures and counters,
-// the restarts, the goals.
-func chaosTables(rep *ChaosReport) []titledTable {
-	counts := &table{header: []string{"figure", "value"}}
-	counts.add("turns sent", fmt.Sprint(rep.Requests))
-	for _, api := range slices.Sorted(maps.Keys(rep.ByAPI)) {
-		s := rep.ByAPI[api]
-		counts.add("turns on "+api+" (failed)", fmt.Sprintf("%d (%d)", s.Requests, s.Errors))
-	}
-	counts.add("failed before streaming", countsText(rep.FailedBeforeStream))
-	counts.add("failed mid-stream", countsText(rep.FailedMidStream))
-	counts.add("streams started / completed", fmt.Sprintf("%d / %d", rep.StreamsStarted, rep.StreamsCompleted))
-	var mig []string
-	for _, k := range slices.Sorted(maps.Keys(rep.Migrations)) {
-		mig = append(mig, fmt.Sprintf("%s=%g", k, rep.Migrations[k]))
-	}
-	counts.add("gateway migrations", strings.Join(mig, " "))
-	counts.add("gateway retries", fmt.Sprintf("%g", rep.Retries))
-
-	restarts := &table{header: []string{"replica", "killed at (s)", "restarted at (s)", "serving after (s)"}}
-	for _, rs := range rep.Restarts {
-		after := fmt.Sprintf("%.2f", rs.ServingAfter)
-		switch {
-		case rs.Error != "":
-			after = "error: " + rs.Error
-		case !rs.Serving:
-			after = fmt.Sprintf("not within %.2f", rs.ServingAfter)
-		}
-		restarts.add(fmt.Sprint(rs.Replica), fmt.Sprintf("%.1f", rs.KilledAt), fmt.Sprintf("%.1f", rs.RestartedAt), after)
-	}
-
-	goals := &table{header: []string{"goal", "want", "got", "met"}}
-	for _, g := range rep.Goals {
-		met := "no"
-		if g.Met {
-			met = "yes"
-		}
-		goals.add(g.Name, g.Want, g.Got, met)
-	}
-	return []titledTable{
-		{fmt.Sprintf("chaos: %d rounds; failures and the gateway's counters", len(rep.Rounds)), counts},
-		{"chaos: restarts (serving: the replica's /metrics show traffic)", restarts},
-		{"chaos: goals", goals},
-	}
-}
-
-// countsText prints counts by key, "0" when there are none.
-func countsText(m map[string]int) string {
-	if len(m) == 0 {
-		return "0"
-	}
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
-	}
-	return strings.Join(parts, " ")
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/bench/driver"
 	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
@@ -104,28 +105,16 @@ func TestServing(t *testing.T) {
 	}
 }
 
-func TestGatewayMetricsURL(t *testing.T) {
-	for _, tt := range []struct{ base, set, want string }{
-		{"http://127.0.0.1:8080", "", "http://127.0.0.1:8080/metrics"},
-		{"http://127.0.0.1:8080/v1/", "", "http://127.0.0.1:8080/metrics"},
-		{"http://gw/v1", "http://gw:9090/metrics", "http://gw:9090/metrics"},
-	} {
-		if got := (Target{BaseURL: tt.base, GatewayMetricsURL: tt.set}).gatewayMetricsURL(); got != tt.want {
-			t.Errorf("%q, %q: %q, want %q", tt.base, tt.set, got, tt.want)
-		}
-	}
-}
-
 func TestChaosReport(t *testing.T) {
 	var cfg workload.Config
 	cfg.EnsureDefaults()
-	ok := func(api string) *Sample { return &Sample{API: api, Streamed: true, Status: 200} }
-	samples := []*Sample{
+	ok := func(api string) *driver.Sample { return &driver.Sample{API: api, Streamed: true, Status: 200} }
+	samples := []*driver.Sample{
 		ok(workload.APIChat), ok(workload.APIResponses), ok(workload.APIResponses),
 		{API: workload.APIChat, Status: 503, Error: "http_503", ErrorCode: "no-endpoints"},
-		{API: workload.APIResponses, Error: ErrClassTransport},
-		{API: workload.APIChat, Streamed: true, Status: 200, Error: ErrClassStream},
-		{API: workload.APIResponses, Streamed: true, Status: 200, Error: ErrClassTransport},
+		{API: workload.APIResponses, Error: driver.ErrClassTransport},
+		{API: workload.APIChat, Streamed: true, Status: 200, Error: driver.ErrClassStream},
+		{API: workload.APIResponses, Streamed: true, Status: 200, Error: driver.ErrClassTransport},
 	}
 	before := scrape.GatewayCounters{Migrations: map[string]float64{"resumed": 1, "failed": 0}, Retries: 2}
 	after := scrape.GatewayCounters{Migrations: map[string]float64{"resumed": 4, "failed": 1, "not_resumable": 0}, Retries: 5}
@@ -260,7 +249,7 @@ func TestRunChaos(t *testing.T) {
 	cfg.MaxDuration = workload.Duration(600 * time.Millisecond)
 	ms := func(n int) workload.Duration { return workload.Duration(time.Duration(n) * time.Millisecond) }
 	cfg.Chaos = workload.ChaosConfig{FirstKill: ms(50), KillInterval: ms(200), Downtime: ms(50), AtOnce: 1, RejoinGoal: ms(150)}
-	target := Target{BaseURL: gw.srv.URL, APIKey: "k", EngineMetricsURLs: reps.urls(), Replicas: reps}
+	target := driver.Target{BaseURL: gw.srv.URL, APIKey: "k", EngineMetricsURLs: reps.urls(), Replicas: reps}
 	res, err := Run(context.Background(), cfg, target)
 	if err != nil {
 		t.Fatal(err)
@@ -288,7 +277,7 @@ func TestRunChaos(t *testing.T) {
 	}
 	var broken int
 	for _, s := range res.Samples {
-		if s.Streamed && s.Error == ErrClassTransport {
+		if s.Streamed && s.Error == driver.ErrClassTransport {
 			broken++
 		}
 	}

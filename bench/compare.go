@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/turnpike-gateway/turnpike/bench/driver"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -110,7 +111,7 @@ var medianFigures = []struct {
 // and, when repeat > 1, each figure's median over a policy's runs. A
 // policy whose start fails stops the comparison with an error; the stop
 // function is always called once start succeeded.
-func Compare(ctx context.Context, cfg workload.Config, policies []string, repeat int, start func(ctx context.Context, policy string) (Target, func() error, error)) (*Comparison, error) {
+func Compare(ctx context.Context, cfg workload.Config, policies []string, repeat int, start func(ctx context.Context, policy string) (driver.Target, func() error, error)) (*Comparison, error) {
 	if len(policies) == 0 {
 		return nil, errors.New("bench: compare: no policies")
 	}
@@ -159,7 +160,7 @@ func repeatOrder(policies []string, repeat int) [][]string {
 	return out
 }
 
-func runPolicy(ctx context.Context, cfg workload.Config, policy string, start func(context.Context, string) (Target, func() error, error)) (res *Result, err error) {
+func runPolicy(ctx context.Context, cfg workload.Config, policy string, start func(context.Context, string) (driver.Target, func() error, error)) (res *Result, err error) {
 	target, stop, err := start(ctx, policy)
 	if err != nil {
 		return nil, fmt.Errorf("bench: compare: starting %s: %w", policy, err)
@@ -260,7 +261,7 @@ func (c *Comparison) computeMedians(policies []string) {
 		for i, f := range medianFigures {
 			if len(cols[i]) > 0 {
 				slices.Sort(cols[i])
-				*f.field(&m) = Percentile(cols[i], 50)
+				*f.field(&m) = driver.Percentile(cols[i], 50)
 			}
 		}
 		c.Medians = append(c.Medians, m)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/bench/driver"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -72,8 +73,8 @@ func newFakeGateway(t *testing.T) *fakeGateway {
 	return f
 }
 
-func (f *fakeGateway) target() Target {
-	return Target{BaseURL: f.srv.URL, APIKey: "key-default", EngineMetricsURLs: []string{f.srv.URL + "/metrics"}}
+func (f *fakeGateway) target() driver.Target {
+	return driver.Target{BaseURL: f.srv.URL, APIKey: "key-default", EngineMetricsURLs: []string{f.srv.URL + "/metrics"}}
 }
 
 func (f *fakeGateway) requests() []fakeRequest {
@@ -86,10 +87,10 @@ func (f *fakeGateway) requests() []fakeRequest {
 func textTokens(s string) int { return (len(s) + workload.BytesPerToken - 1) / workload.BytesPerToken }
 
 func (f *fakeGateway) shed(w http.ResponseWriter, r *http.Request) bool {
-	if f.shedBand == "" || r.Header.Get(HeaderPriority) != f.shedBand {
+	if f.shedBand == "" || r.Header.Get(driver.HeaderPriority) != f.shedBand {
 		return false
 	}
-	w.Header().Set(HeaderDroppedReason, "saturated")
+	w.Header().Set(driver.HeaderDroppedReason, "saturated")
 	if f.shedRetryAfter != "" {
 		w.Header().Set("Retry-After", f.shedRetryAfter)
 	}
@@ -110,8 +111,8 @@ func (f *fakeGateway) responses(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"bad body"}}`, http.StatusBadRequest)
 		return
 	}
-	req := fakeRequest{Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Priority: r.Header.Get(HeaderPriority),
-		Session: r.Header.Get(HeaderSessionID), PreviousID: body.PreviousResponseID, Items: len(body.Input), MaxTokens: body.MaxOutputTokens}
+	req := fakeRequest{Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Priority: r.Header.Get(driver.HeaderPriority),
+		Session: r.Header.Get(driver.HeaderSessionID), PreviousID: body.PreviousResponseID, Items: len(body.Input), MaxTokens: body.MaxOutputTokens}
 	if f.shed(w, r) {
 		f.record(req, 0, 0)
 		return
@@ -180,8 +181,8 @@ func (f *fakeGateway) chat(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"bad body"}}`, http.StatusBadRequest)
 		return
 	}
-	req := fakeRequest{Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Priority: r.Header.Get(HeaderPriority),
-		Session: r.Header.Get(HeaderSessionID), Items: len(body.Messages), MaxTokens: body.MaxTokens, IgnoreEOS: body.IgnoreEOS}
+	req := fakeRequest{Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Priority: r.Header.Get(driver.HeaderPriority),
+		Session: r.Header.Get(driver.HeaderSessionID), Items: len(body.Messages), MaxTokens: body.MaxTokens, IgnoreEOS: body.IgnoreEOS}
 	if f.shed(w, r) {
 		f.record(req, 0, 0)
 		return

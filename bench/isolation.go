@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/bench/driver"
 	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
@@ -37,9 +38,9 @@ type IsolationReport struct {
 	BLoops int `json:"b_loops"`
 	// BaselineA and BurstA are A's requests alone and under the burst;
 	// BurstB is B's requests.
-	BaselineA Summary `json:"baseline_a"`
-	BurstA    Summary `json:"burst_a"`
-	BurstB    Summary `json:"burst_b"`
+	BaselineA driver.Summary `json:"baseline_a"`
+	BurstA    driver.Summary `json:"burst_a"`
+	BurstB    driver.Summary `json:"burst_b"`
 	// P99TTFT of A in each condition, and burst/baseline (0 when undefined).
 	BaselineAP99TTFTMs float64 `json:"baseline_a_p99_ttft_ms"`
 	BurstAP99TTFTMs    float64 `json:"burst_a_p99_ttft_ms"`
@@ -63,7 +64,7 @@ type IsolationReport struct {
 	BaselineFleet *FleetLoad `json:"baseline_fleet,omitempty"`
 	BurstFleet    *FleetLoad `json:"burst_fleet,omitempty"`
 	// Baseline is A's turns alone as a result of their own.
-	Baseline *Result `json:"baseline"`
+	Baseline *driver.Result `json:"baseline"`
 }
 
 // IsolationRound is one round of the run: A's stretch alone (from when
@@ -140,36 +141,37 @@ func (p isolationPlan) in(stretch func(int) (time.Duration, time.Duration)) func
 
 // runIsolation runs the scenario's one run (isolationPlan) and returns it
 // with the report attached.
-func runIsolation(ctx context.Context, cfg workload.Config, target Target, label string) (*Result, error) {
+func runIsolation(ctx context.Context, cfg workload.Config, target driver.Target, label string) (*driver.Result, *IsolationReport, error) {
 	ic := cfg.Isolation
 	plan, loops := IsolationConfig(ic).plan(), isolationLoops(ic)
 	phase := cfg
 	phase.MaxDuration = workload.Duration(plan.total())
-	// A batch is submitted as each burst starts, not by measure.
+	// A batch is submitted as each burst starts, not by driver.Measure.
 	phase.BatchLoad.Lines = 0
-	keyA, keyB := orKey(ic.KeyA, target.APIKey), orKey(ic.KeyB, target.APIKey)
+	keyA, keyB := target.Key(ic.KeyA), target.Key(ic.KeyB)
 
 	var aloneFleet, burstFleet *FleetLoad
 	var errA error
 	errB := make([]error, plan.rounds)
-	batches := make([]*BatchLoadReport, plan.rounds)
+	batches := make([]*driver.BatchLoadReport, plan.rounds)
 	// B's requests are not known in advance, so the progress has no total.
-	res, samples := measure(ctx, phase, target, label, 0, func(ctx context.Context, r *runner) {
-		stopAlone := sampleFleet(ctx, target.EngineMetricsURLs, r.start, plan.in(plan.alone), &aloneFleet)
-		stopBurst := sampleFleet(ctx, target.EngineMetricsURLs, r.start, plan.in(plan.burst), &burstFleet)
+	res, samples := driver.Measure(ctx, phase, target, label, 0, func(ctx context.Context, dr *driver.Runner) {
+		r := runner{dr}
+		stopAlone := sampleFleet(ctx, target.EngineMetricsURLs, r.Started(), plan.in(plan.alone), &aloneFleet)
+		stopBurst := sampleFleet(ctx, target.EngineMetricsURLs, r.Started(), plan.in(plan.burst), &burstFleet)
 		defer stopAlone()
 		defer stopBurst()
 		var wg sync.WaitGroup
 		wg.Go(func() {
-			errA = r.tenant(ctx, target.Tenant, TenantSpec{Tenant: TenantA, Key: keyA, From: r.start, Until: r.stopAt})
+			errA = r.tenant(ctx, target.Tenant, driver.TenantSpec{Tenant: TenantA, Key: keyA, From: r.Started(), Until: r.StopAt()})
 		})
 		for k := range plan.rounds {
 			from, to := plan.burst(k)
-			spec := TenantSpec{Tenant: TenantB, Key: keyB, Round: k, From: r.start.Add(from), Until: r.start.Add(to)}
+			spec := driver.TenantSpec{Tenant: TenantB, Key: keyB, Round: k, From: r.Started().Add(from), Until: r.Started().Add(to)}
 			wg.Go(func() { errB[k] = r.tenant(ctx, target.Tenant, spec) })
 			if cfg.BatchLoad.Lines > 0 {
-				spec := TenantSpec{Tenant: TenantBatch, Key: orKey(cfg.BatchLoad.Key, target.APIKey), Round: k, From: spec.From, Until: spec.Until}
-				spec.Config = r.cfg
+				spec := driver.TenantSpec{Tenant: TenantBatch, Key: target.Key(cfg.BatchLoad.Key), Round: k, From: spec.From, Until: spec.Until}
+				spec.Config = r.Config()
 				spec.Config.BatchLoad = cfg.BatchLoad
 				wg.Go(func() { batches[k] = r.batch(ctx, target, spec) })
 			}
@@ -177,17 +179,17 @@ func runIsolation(ctx context.Context, cfg workload.Config, target Target, label
 		wg.Wait()
 	})
 	if err := errors.Join(append(errB, errA)...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("bench: isolation: %w", err)
+		return nil, nil, fmt.Errorf("bench: isolation: %w", err)
 	}
 	if cfg.BatchLoad.Lines > 0 {
 		res.BatchLoad = mergeBatchReports(batches)
 	}
 
 	rep := &IsolationReport{BLoops: loops}
-	var aloneA, burstA, burstAll, burstB []*Sample
+	var aloneA, burstA, burstAll, burstB []*driver.Sample
 	var aloneWall, burstWall time.Duration
 	ended := time.Duration(0) // when the last burst's last request, or its batch, ended
 	for k := range plan.rounds {
@@ -195,7 +197,7 @@ func runIsolation(ctx context.Context, cfg workload.Config, target Target, label
 		from = min(max(from, ended), to)
 		bFrom, bTo := plan.burst(k)
 		round := IsolationRound{AloneFromSeconds: from.Seconds(), AloneToSeconds: to.Seconds(), BurstFromSeconds: bFrom.Seconds(), BurstToSeconds: bTo.Seconds()}
-		var alone, under []*Sample
+		var alone, under []*driver.Sample
 		for _, s := range samples {
 			switch {
 			case s.Tenant == TenantA && s.Start >= from && s.Start < to:
@@ -215,47 +217,46 @@ func runIsolation(ctx context.Context, cfg workload.Config, target Target, label
 		}
 		round.BDrainSeconds = max(ended-bTo, 0).Seconds()
 		round.AloneTurns, round.BurstTurns = len(alone), len(under)
-		round.AloneP99TTFTMs = aggregate(alone, to-from).TTFT.P99Ms
-		round.BurstP99TTFTMs = aggregate(under, bTo-bFrom).TTFT.P99Ms
+		round.AloneP99TTFTMs = driver.Aggregate(alone, to-from).TTFT.P99Ms
+		round.BurstP99TTFTMs = driver.Aggregate(under, bTo-bFrom).TTFT.P99Ms
 		rep.Rounds = append(rep.Rounds, round)
 		aloneA, burstA = append(aloneA, alone...), append(burstA, under...)
 		aloneWall, burstWall = aloneWall+to-from, burstWall+bTo-bFrom
 	}
 	aloneWall, burstWall = max(aloneWall, time.Millisecond), max(burstWall, time.Millisecond)
 	rep.WindowStartSeconds = rep.Rounds[0].AloneFromSeconds
-	rep.BaselineA = aggregate(aloneA, aloneWall)
-	rep.BurstA = aggregate(burstA, burstWall)
-	rep.BurstB = aggregate(burstB, burstWall)
-	rep.Sheds = aggregate(burstAll, burstWall).Sheds
+	rep.BaselineA = driver.Aggregate(aloneA, aloneWall)
+	rep.BurstA = driver.Aggregate(burstA, burstWall)
+	rep.BurstB = driver.Aggregate(burstB, burstWall)
+	rep.Sheds = driver.Aggregate(burstAll, burstWall).Sheds
 	rep.BMeanInFlight = meanInFlight(burstB, burstWall)
 	rep.BurstMultipleAchieved = rep.BMeanInFlight / float64(ic.FleetSlots)
 	rep.BaselineFleet, rep.BurstFleet = aloneFleet, burstFleet
-	rep.Baseline = buildResult(phase, res.Started, aloneWall, aloneA)
+	rep.Baseline = driver.BuildResult(phase, res.Started, aloneWall, aloneA)
 	rep.BaselineAP99TTFTMs = rep.BaselineA.TTFT.P99Ms
 	rep.BurstAP99TTFTMs = rep.BurstA.TTFT.P99Ms
 	if rep.BaselineAP99TTFTMs > 0 {
 		rep.P99TTFTRatio = rep.BurstAP99TTFTMs / rep.BaselineAP99TTFTMs
 	}
-	res.Isolation = rep
-	return res, nil
+	return res, rep, nil
 }
 
 // batch submits spec's batch at spec.From, here or through run when the
 // tenants run apart, and follows it to its end or deadline.
-func (r *runner) batch(ctx context.Context, target Target, spec TenantSpec) *BatchLoadReport {
-	var rep *BatchLoadReport
+func (r runner) batch(ctx context.Context, target driver.Target, spec driver.TenantSpec) *driver.BatchLoadReport {
+	var rep *driver.BatchLoadReport
 	if target.Tenant != nil {
 		var err error
-		if rep, err = r.apart(ctx, target.Tenant, spec); err != nil {
-			rep = &BatchLoadReport{Lines: spec.Config.BatchLoad.Lines, Error: err.Error()}
+		if rep, err = r.Apart(ctx, target.Tenant, spec); err != nil {
+			rep = &driver.BatchLoadReport{Lines: spec.Config.BatchLoad.Lines, Error: err.Error()}
 		} else if rep == nil {
-			rep = &BatchLoadReport{Lines: spec.Config.BatchLoad.Lines, Error: "the batch's process reported nothing"}
+			rep = &driver.BatchLoadReport{Lines: spec.Config.BatchLoad.Lines, Error: "the batch's process reported nothing"}
 		}
 	} else {
-		if !sleepUntil(ctx, spec.From) {
+		if !driver.SleepUntil(ctx, spec.From) {
 			return nil
 		}
-		rep = startBatchLoad(ctx, spec.Config, target)(spec.Until)
+		rep = driver.StartBatchLoad(ctx, spec.Config, target)(spec.Until)
 	}
 	if rep != nil {
 		rep.RunSeconds = spec.Until.Sub(spec.From).Seconds()
@@ -266,8 +267,8 @@ func (r *runner) batch(ctx context.Context, target Target, spec TenantSpec) *Bat
 // mergeBatchReports sums the batches of a run's bursts into one report:
 // their lines, what became of them, the slowest one's time and status
 // when any fell short.
-func mergeBatchReports(reps []*BatchLoadReport) *BatchLoadReport {
-	out := &BatchLoadReport{Status: "completed", InDeadline: true}
+func mergeBatchReports(reps []*driver.BatchLoadReport) *driver.BatchLoadReport {
+	out := &driver.BatchLoadReport{Status: "completed", InDeadline: true}
 	var ids, errs []string
 	for _, b := range reps {
 		if b == nil {
@@ -292,36 +293,29 @@ func mergeBatchReports(reps []*BatchLoadReport) *BatchLoadReport {
 	return out
 }
 
-func orKey(k, fallback string) string {
-	if k != "" {
-		return k
-	}
-	return fallback
-}
-
 // interactive sends tenant A's turns, open loop at ARate until the run
 // stops: each a fresh conversation with A's system prompt and a question.
-func (r *runner) interactive(ctx context.Context, key string) {
-	ic, a := r.cfg.Isolation, r.cfg.Agentic
+func (r runner) interactive(ctx context.Context, key string) {
+	ic, a := r.Config().Isolation, r.Config().Agentic
 	interval := time.Duration(float64(time.Second) / ic.ARate)
 	system := workload.SystemPrompt(isolationPromptTenant, a.SystemPromptTokens, a.ToolSchemaTokens)
 	var wg sync.WaitGroup
 	for i := 0; ; i++ {
-		if !sleepUntil(ctx, r.start.Add(time.Duration(i)*interval)) || r.stopped(ctx) {
+		if !driver.SleepUntil(ctx, r.Started().Add(time.Duration(i)*interval)) || r.Stopped(ctx) {
 			break
 		}
 		wg.Go(func() {
-			c := call{
-				api:      r.cfg.API,
-				key:      key,
-				priority: workload.BandInteractive,
-				input: []workload.Item{
+			c := driver.Call{
+				API:      r.Config().API,
+				Key:      key,
+				Priority: workload.BandInteractive,
+				Input: []workload.Item{
 					{Kind: workload.ItemMessage, Role: "system", Text: system},
-					{Kind: workload.ItemMessage, Role: "user", Text: workload.UserText(a.UserTurnTokens, uint64(r.cfg.Seed), 0xa, uint64(i))},
+					{Kind: workload.ItemMessage, Role: "user", Text: workload.UserText(a.UserTurnTokens, uint64(r.Config().Seed), 0xa, uint64(i))},
 				},
-				maxTokens: a.OutputTokens,
+				MaxTokens: a.OutputTokens,
 			}
-			r.do(ctx, c, labels{tenant: TenantA, turn: i, kind: workload.TurnSingle})
+			r.Do(ctx, c, driver.Labels{Tenant: TenantA, Turn: i, Kind: workload.TurnSingle})
 		})
 	}
 	wg.Wait()
@@ -329,14 +323,14 @@ func (r *runner) interactive(ctx context.Context, key string) {
 
 // agentLoop is one of tenant B's loops in burst burst: from from on, agent
 // sessions back to back with no think time, until the runner stops.
-func (r *runner) agentLoop(ctx context.Context, burst, loop int, from time.Duration, key, priority string) {
-	for round := 0; !r.stopped(ctx); round++ {
-		s := burstSession(r.cfg, burst, loop, round)
+func (r runner) agentLoop(ctx context.Context, burst, loop int, from time.Duration, key, priority string) {
+	for round := 0; !r.Stopped(ctx); round++ {
+		s := burstSession(r.Config(), burst, loop, round)
 		s.Start += from
 		if round > 0 {
 			s.Start = 0
 		}
-		r.session(ctx, s, TenantB, key, priority)
+		r.Session(ctx, s, TenantB, key, priority)
 	}
 }
 
@@ -356,7 +350,7 @@ func burstSession(cfg workload.Config, burst, loop, round int) workload.Session 
 
 // meanInFlight is the mean number of samples in flight over wall: the sum
 // of their durations (a failed request counts until it failed) over wall.
-func meanInFlight(samples []*Sample, wall time.Duration) float64 {
+func meanInFlight(samples []*driver.Sample, wall time.Duration) float64 {
 	if wall <= 0 {
 		return 0
 	}

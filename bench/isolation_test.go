@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/bench/driver"
 )
 
 // TestBurstSessionHasNoGaps: B's loops keep a request in flight all the
@@ -59,9 +61,9 @@ func TestMeanInFlight(t *testing.T) {
 		{"no window", []time.Duration{ms(5)}, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var samples []*Sample
+			var samples []*driver.Sample
 			for _, d := range tc.e2e {
-				samples = append(samples, &Sample{E2E: d})
+				samples = append(samples, &driver.Sample{E2E: d})
 			}
 			if got := meanInFlight(samples, tc.wall); math.Abs(got-tc.want) > 1e-9 {
 				t.Fatalf("meanInFlight = %g, want %g", got, tc.want)
@@ -193,12 +195,12 @@ func TestIsolationPlan(t *testing.T) {
 
 // Each burst's batch is summed into the run's report.
 func TestMergeBatchReports(t *testing.T) {
-	got := mergeBatchReports([]*BatchLoadReport{
+	got := mergeBatchReports([]*driver.BatchLoadReport{
 		{ID: "b1", Status: "completed", Lines: 4, Completed: 4, Seconds: 2, InDeadline: true, RunSeconds: 30},
 		nil,
 		{ID: "b2", Status: "in_progress", Lines: 4, Completed: 3, Failed: 1, Seconds: 5, RunSeconds: 30, Error: "late"},
 	})
-	want := BatchLoadReport{ID: "b1,b2", Status: "in_progress", Lines: 8, Completed: 7, Failed: 1, Seconds: 5, RunSeconds: 30, Error: "late"}
+	want := driver.BatchLoadReport{ID: "b1,b2", Status: "in_progress", Lines: 8, Completed: 7, Failed: 1, Seconds: 5, RunSeconds: 30, Error: "late"}
 	if *got != want {
 		t.Errorf("merged %+v, want %+v", *got, want)
 	}

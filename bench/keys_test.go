@@ -10,7 +10,5 @@ import (
 var (
 	vllmPromptKey       = scrape.Key(enginemetrics.VLLMPromptTokens)
 	vllmGenerationKey   = scrape.Key(enginemetrics.VLLMGenerationTokens)
-	vllmHitsKey         = scrape.Key(enginemetrics.VLLMPrefixCacheHits)
-	vllmGPUHitsKey      = scrape.Key(enginemetrics.VLLMGPUPrefixCacheHits)
 	sglangGenerationKey = scrape.Key(enginemetrics.SGLangGenerationTokens)
 )

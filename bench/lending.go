@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/turnpike-gateway/turnpike/bench/driver"
 	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
@@ -60,7 +61,7 @@ type LendingReport struct {
 	Alone LendingRun `json:"alone"`
 	Lent  LendingRun `json:"lent"`
 	// Alone's whole Result (Lent's is the one this report hangs on).
-	AloneResult *Result `json:"alone_result,omitempty"`
+	AloneResult *driver.Result `json:"alone_result,omitempty"`
 }
 
 // LendingRun is one run's figures.
@@ -109,10 +110,10 @@ type ReclaimCheck struct {
 
 // runLending runs the workload alone and with lending, and returns the
 // second run's Result with the report.
-func runLending(ctx context.Context, cfg workload.Config, target Target, label string) (*Result, error) {
+func runLending(ctx context.Context, cfg workload.Config, target driver.Target, label string) (*driver.Result, *LendingReport, error) {
 	lt := target.Lending
 	if lt == nil || lt.Pool == "" || len(lt.EngineURLs) == 0 {
-		return nil, errors.New("bench: the lending workload needs a lendable pool (Target.Lending): run it on the embedded fleet")
+		return nil, nil, errors.New("bench: the lending workload needs a lendable pool (Target.Lending): run it on the embedded fleet")
 	}
 	lc := cfg.Lending
 	rep := &LendingReport{
@@ -121,7 +122,7 @@ func runLending(ctx context.Context, cfg workload.Config, target Target, label s
 	}
 	phase := cfg
 	phase.MaxDuration = workload.Duration(time.Duration(lc.Cycles) * lc.TrainerCycle.D())
-	var res [2]*Result
+	var res [2]*driver.Result
 	for i, lend := range []bool{false, true} {
 		name := label + " trainer alone"
 		if lend {
@@ -129,11 +130,12 @@ func runLending(ctx context.Context, cfg workload.Config, target Target, label s
 		}
 		run := LendingRun{Lending: lend}
 		before := cancelledByReclaim(ctx, target)
-		res[i], _ = measure(ctx, phase, target, name, 0, func(ctx context.Context, r *runner) {
+		res[i], _ = driver.Measure(ctx, phase, target, name, 0, func(ctx context.Context, dr *driver.Runner) {
+			r := runner{dr}
 			r.lending(ctx, &run, lend)
 		})
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("bench: lending: %w", err)
+			return nil, nil, fmt.Errorf("bench: lending: %w", err)
 		}
 		run.CancelledByReclaim = cancelledByReclaim(ctx, target) - before
 		if lend {
@@ -144,19 +146,18 @@ func runLending(ctx context.Context, cfg workload.Config, target Target, label s
 		}
 	}
 	rep.AloneResult = res[0]
-	res[1].Lending = rep
-	return res[1], nil
+	return res[1], rep, nil
 }
 
 // lending drives one run: the trainer's cycles, the duty-cycle sampler
 // and the background jobs, until the last cycle ends.
-func (r *runner) lending(ctx context.Context, run *LendingRun, lend bool) {
-	lc, lt := r.cfg.Lending, r.target.Lending
-	end := r.start.Add(time.Duration(lc.Cycles) * lc.TrainerCycle.D())
+func (r runner) lending(ctx context.Context, run *LendingRun, lend bool) {
+	lc, lt := r.Config().Lending, r.Target().Lending
+	end := r.Started().Add(time.Duration(lc.Cycles) * lc.TrainerCycle.D())
 	ctx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
 	busy := func(at time.Time) bool {
-		in := at.Sub(r.start) % lc.TrainerCycle.D()
+		in := at.Sub(r.Started()) % lc.TrainerCycle.D()
 		return in < time.Duration(float64(lc.TrainerCycle)*lc.TrainerDuty)
 	}
 	cl := &http.Client{Timeout: 10 * time.Second}
@@ -177,7 +178,7 @@ func (r *runner) lending(ctx context.Context, run *LendingRun, lend bool) {
 	// What still runs is cancelled, so the next run starts on an idle fleet.
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer ccancel()
-	cl2 := r.snd.client(r.target.APIKey)
+	cl2 := r.Client(r.Target().APIKey)
 	for _, id := range jobs.open() {
 		cl2.Responses.Cancel(cctx, id)
 	}
@@ -186,14 +187,14 @@ func (r *runner) lending(ctx context.Context, run *LendingRun, lend bool) {
 }
 
 // trainer runs the busy phases and, when lend is set, lends the idle ones.
-func (r *runner) trainer(ctx context.Context, cl *http.Client, run *LendingRun, mu *sync.Mutex, lend bool) {
-	lc := r.cfg.Lending
+func (r runner) trainer(ctx context.Context, cl *http.Client, run *LendingRun, mu *sync.Mutex, lend bool) {
+	lc := r.Config().Lending
 	cycle := lc.TrainerCycle.D()
 	busyFor := time.Duration(float64(cycle) * lc.TrainerDuty)
 	deadline := lc.ReclaimDeadline.D()
 	for i := range lc.Cycles {
-		start := r.start.Add(time.Duration(i) * cycle)
-		if !sleepUntil(ctx, start) {
+		start := r.Started().Add(time.Duration(i) * cycle)
+		if !driver.SleepUntil(ctx, start) {
 			return
 		}
 		bctx, cancel := context.WithDeadline(ctx, start.Add(busyFor))
@@ -209,7 +210,7 @@ func (r *runner) trainer(ctx context.Context, cl *http.Client, run *LendingRun, 
 			mu.Unlock()
 			continue
 		}
-		if !sleepUntil(ctx, idleEnd.Add(-deadline)) {
+		if !driver.SleepUntil(ctx, idleEnd.Add(-deadline)) {
 			return
 		}
 		at := time.Now()
@@ -220,12 +221,12 @@ func (r *runner) trainer(ctx context.Context, cl *http.Client, run *LendingRun, 
 			mu.Unlock()
 			continue
 		}
-		check := ReclaimCheck{Cycle: i, AtSeconds: at.Sub(r.start).Seconds(), DeadlineSeconds: deadline.Seconds(), InFlight: inFlight, FreedAfterSeconds: -1}
+		check := ReclaimCheck{Cycle: i, AtSeconds: at.Sub(r.Started()).Seconds(), DeadlineSeconds: deadline.Seconds(), InFlight: inFlight, FreedAfterSeconds: -1}
 		// Watched past the run's end for the last cycle, and at most a
 		// deadline past the idle phase: a pool still busy then was not
 		// freed in time.
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*deadline+time.Second)
-		freed, ok := waitFreed(wctx, cl, r.target.Lending.EngineURLs, idleEnd.Add(deadline))
+		freed, ok := waitFreed(wctx, cl, r.Target().Lending.EngineURLs, idleEnd.Add(deadline))
 		wcancel()
 		if ok {
 			check.FreedAfterSeconds = freed.Sub(at).Seconds()
@@ -239,14 +240,14 @@ func (r *runner) trainer(ctx context.Context, cl *http.Client, run *LendingRun, 
 
 // trainerLoad keeps TrainerStreams completions running on every engine
 // of the pool until ctx ends.
-func (r *runner) trainerLoad(ctx context.Context) {
-	lc := r.cfg.Lending
+func (r runner) trainerLoad(ctx context.Context) {
+	lc := r.Config().Lending
 	body, _ := json.Marshal(map[string]any{
-		"model": r.cfg.Model, "stream": true, "max_tokens": lc.TrainerOutputTokens, "ignore_eos": true,
+		"model": r.Config().Model, "stream": true, "max_tokens": lc.TrainerOutputTokens, "ignore_eos": true,
 		"messages": []map[string]string{{"role": "user", "content": "trainer rollout"}},
 	})
 	var wg sync.WaitGroup
-	for _, u := range r.target.Lending.EngineURLs {
+	for _, u := range r.Target().Lending.EngineURLs {
 		for range lc.TrainerStreams {
 			wg.Go(func() {
 				for ctx.Err() == nil {
@@ -257,7 +258,7 @@ func (r *runner) trainerLoad(ctx context.Context) {
 					req.Header.Set("Content-Type", "application/json")
 					resp, err := http.DefaultClient.Do(req)
 					if err != nil {
-						if !sleepUntil(ctx, time.Now().Add(50*time.Millisecond)) {
+						if !driver.SleepUntil(ctx, time.Now().Add(50*time.Millisecond)) {
 							return
 						}
 						continue
@@ -273,9 +274,9 @@ func (r *runner) trainerLoad(ctx context.Context) {
 
 // admin POSTs body to the lendable pool's lend or reclaim route and
 // returns the lent requests in flight the answer reports.
-func (r *runner) admin(ctx context.Context, cl *http.Client, action, body string) (int, error) {
-	lt := r.target.Lending
-	root := strings.TrimSuffix(strings.TrimRight(r.target.BaseURL, "/"), "/v1")
+func (r runner) admin(ctx context.Context, cl *http.Client, action, body string) (int, error) {
+	lt := r.Target().Lending
+	root := strings.TrimSuffix(strings.TrimRight(r.Target().BaseURL, "/"), "/v1")
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, root+"/admin/v1/pools/"+lt.Pool+"/"+action, strings.NewReader(body))
 	if err != nil {
 		return 0, err
@@ -302,7 +303,7 @@ func (r *runner) admin(ctx context.Context, cl *http.Client, action, body string
 
 // cancelledByReclaim reads the lendable pool's count of lent requests cut
 // at a deadline from the admin API; 0 when unreadable.
-func cancelledByReclaim(ctx context.Context, target Target) int64 {
+func cancelledByReclaim(ctx context.Context, target driver.Target) int64 {
 	lt := target.Lending
 	root := strings.TrimSuffix(strings.TrimRight(target.BaseURL, "/"), "/v1")
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, root+"/admin/v1/pools/"+lt.Pool, nil)
@@ -351,7 +352,7 @@ func waitFreed(ctx context.Context, cl *http.Client, engines []string, until tim
 		if rs := running(ctx, cl, engines); !slices.ContainsFunc(rs, func(n int) bool { return n != 0 }) {
 			return at, true
 		}
-		if !sleepUntil(ctx, at.Add(reclaimPoll)) {
+		if !driver.SleepUntil(ctx, at.Add(reclaimPoll)) {
 			break
 		}
 	}
@@ -402,7 +403,7 @@ func sampleDuty(ctx context.Context, cl *http.Client, engines []string, busy fun
 				}
 			}
 		}
-		sleepUntil(ctx, at.Add(lendingSample))
+		driver.SleepUntil(ctx, at.Add(lendingSample))
 	}
 	if total > 0 {
 		d.trainer, d.lent = float64(inBusy)/float64(total), float64(inIdle)/float64(total)
@@ -433,12 +434,12 @@ func (b *jobBook) open() []string {
 
 // asyncJobs runs background responses one after another until ctx ends,
 // each streamed from its creation to its end.
-func (r *runner) asyncJobs(ctx context.Context, book *jobBook) {
-	lc := r.cfg.Lending
-	cl := r.snd.client(r.target.APIKey)
+func (r runner) asyncJobs(ctx context.Context, book *jobBook) {
+	lc := r.Config().Lending
+	cl := r.Client(r.Target().APIKey)
 	for n := 0; ctx.Err() == nil; n++ {
 		params := responses.ResponseNewParams{
-			Model:           r.cfg.Model,
+			Model:           r.Config().Model,
 			Background:      openai.Bool(true),
 			MaxOutputTokens: openai.Int(int64(lc.AsyncOutputTokens)),
 			Input:           responses.ResponseNewParamsInputUnion{OfString: openai.String(fmt.Sprintf("Summarise evaluation transcript %d.", n))},
@@ -472,7 +473,7 @@ func (r *runner) asyncJobs(ctx context.Context, book *jobBook) {
 		if ctx.Err() != nil && !done {
 			return // still running: cancelled after the run
 		}
-		sample := &Sample{Tenant: "async", Band: workload.BandBackground, API: workload.APIResponses, Start: start.Sub(r.start), TTFT: ttft,
+		sample := &driver.Sample{Tenant: "async", Band: workload.BandBackground, API: workload.APIResponses, Start: start.Sub(r.Started()), TTFT: ttft,
 			E2E: time.Since(start), OutputTokens: tokens, Status: http.StatusOK, Streamed: id != "", ResponseID: id}
 		book.mu.Lock()
 		delete(book.running, id)
@@ -489,49 +490,12 @@ func (r *runner) asyncJobs(ctx context.Context, book *jobBook) {
 			}
 			book.failed++
 			book.errors[failure]++
-			sample.Error = ErrClassStream
+			sample.Error = driver.ErrClassStream
 		}
 		book.mu.Unlock()
-		r.mu.Lock()
-		r.mu.samples = append(r.mu.samples, sample)
-		r.mu.Unlock()
-		r.prog.add(sample.Error != "")
+		r.Record(sample)
 		if !done {
-			sleepUntil(ctx, time.Now().Add(100*time.Millisecond))
-		}
-	}
-}
-
-// writeLending prints the report's verdict.
-func writeLending(w io.Writer, rep *LendingReport) {
-	fmt.Fprintf(w, "\nlending: pool %s (%d engines), trainer busy %.0f%% of %gs cycles, %d cycles per run, reclaim deadline %gs, %d background responses in flight\n",
-		rep.Pool, rep.Engines, 100*rep.TrainerDuty, rep.CycleSeconds, rep.Cycles, rep.ReclaimDeadlineSeconds, rep.AsyncJobs)
-	for _, run := range []LendingRun{rep.Alone, rep.Lent} {
-		name := "trainer alone"
-		if run.Lending {
-			name = "with lending "
-		}
-		fmt.Fprintf(w, "  %s: duty cycle %.1f%% (trainer %.1f%%, lent work %.1f%%, %d samples); background responses %d completed (%d output tokens), %d failed, %d unfinished\n",
-			name, 100*run.DutyCycle, 100*run.TrainerShare, 100*run.LentShare, run.Samples, run.AsyncCompleted, run.AsyncOutputTokens, run.AsyncFailed, run.AsyncUnfinished)
-		if run.Lending {
-			fmt.Fprintf(w, "    lent requests cut at a reclaim's deadline: %d\n", run.CancelledByReclaim)
-		}
-		for e, n := range run.AsyncErrors {
-			fmt.Fprintf(w, "    failed %d× %s\n", n, e)
-		}
-		for _, c := range run.Reclaims {
-			verdict := "freed within its deadline"
-			switch {
-			case c.FreedAfterSeconds < 0:
-				verdict = "NOT freed before the trainer's next phase"
-			case !c.WithinDeadline:
-				verdict = "freed LATE"
-			}
-			fmt.Fprintf(w, "    reclaim %d at %.1fs: %d lent requests in flight, pool free after %.2fs of %gs: %s\n",
-				c.Cycle, c.AtSeconds, c.InFlight, c.FreedAfterSeconds, c.DeadlineSeconds, verdict)
-		}
-		for _, e := range run.AdminErrors {
-			fmt.Fprintf(w, "    admin error: %s\n", e)
+			driver.SleepUntil(ctx, time.Now().Add(100*time.Millisecond))
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/bench/driver"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -53,7 +54,7 @@ func TestSampleDuty(t *testing.T) {
 }
 
 func TestRunLendingNeedsAPool(t *testing.T) {
-	if _, err := Run(context.Background(), workload.Config{Workload: workload.WorkloadLending, Progress: io.Discard}, Target{BaseURL: "http://127.0.0.1:1"}); err == nil || !strings.Contains(err.Error(), "lendable pool") {
+	if _, err := Run(context.Background(), workload.Config{Workload: workload.WorkloadLending, Progress: io.Discard}, driver.Target{BaseURL: "http://127.0.0.1:1"}); err == nil || !strings.Contains(err.Error(), "lendable pool") {
 		t.Errorf("Run without a lendable pool: %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/bench/driver"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -140,7 +141,7 @@ type OverheadRun struct {
 	Errors   int     `json:"errors"`
 	Seconds  float64 `json:"seconds"`
 	RPS      float64 `json:"rps"`
-	Latency
+	driver.Latency
 	CPUSecondsPerRequest        float64 `json:"cpu_seconds_per_request"`
 	BackendCPUSecondsPerRequest float64 `json:"backend_cpu_seconds_per_request"`
 	ClientCPUSecondsPerRequest  float64 `json:"client_cpu_seconds_per_request"`
@@ -419,7 +420,7 @@ func (r *OverheadRun) finish() {
 	if r.Seconds > 0 {
 		r.RPS = float64(r.Requests) / r.Seconds
 	}
-	r.Latency = summarize(r.ms)
+	r.Latency = driver.Summarize(r.ms)
 	per := func(v float64) float64 {
 		if v < 0 {
 			return -1

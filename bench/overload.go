@@ -4,14 +4,12 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/bench/driver"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -56,7 +54,7 @@ type OverloadReport struct {
 
 // overloadShed: the gateway refused s, at admission or from its queue (a
 // 408 for a TTL spent waiting counts, unlike in Sample.Shed).
-func overloadShed(s *Sample) bool {
+func overloadShed(s *driver.Sample) bool {
 	return s.Shed || (s.DroppedReason != "" && s.Status >= 400)
 }
 
@@ -115,22 +113,24 @@ const (
 
 // runOverload sends interactive arrivals alone (the baseline), then every
 // band's, open loop, and reports each band of the second run.
-func runOverload(ctx context.Context, cfg workload.Config, target Target, label string) (*Result, error) {
+func runOverload(ctx context.Context, cfg workload.Config, target driver.Target, label string) (*driver.Result, *OverloadReport, error) {
 	alone := cfg
 	alone.Overload.StandardRate, alone.Overload.BackgroundRate = -1, -1
 	var basePlan []overloadArrival
 	if cfg.Overload.InteractiveRate > 0 {
 		basePlan = planOverload(alone, overloadBaselineIDs)
 	}
-	baseline, _ := measure(ctx, cfg, target, label+" baseline", len(basePlan), func(ctx context.Context, r *runner) {
+	baseline, _ := driver.Measure(ctx, cfg, target, label+" baseline", len(basePlan), func(ctx context.Context, dr *driver.Runner) {
+		r := runner{dr}
 		r.arrivals(ctx, basePlan, nil)
 	})
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("bench: overload baseline: %w", err)
+		return nil, nil, fmt.Errorf("bench: overload baseline: %w", err)
 	}
 	plan := planOverload(cfg, overloadIDs)
 	retryAfter := map[string]int{}
-	res, samples := measure(ctx, cfg, target, label, len(plan), func(ctx context.Context, r *runner) {
+	res, samples := driver.Measure(ctx, cfg, target, label, len(plan), func(ctx context.Context, dr *driver.Runner) {
+		r := runner{dr}
 		r.arrivals(ctx, plan, retryAfter)
 	})
 	res.API = workload.APIChat
@@ -141,29 +141,28 @@ func runOverload(ctx context.Context, cfg workload.Config, target Target, label 
 			rep.InteractiveP99Ratio = i.TTFTP99Ms / b.TTFT.P99Ms
 		}
 	}
-	res.Overload = rep
-	return res, nil
+	return res, rep, nil
 }
 
 // arrivals sends plan open loop, each request when due, and counts the
 // sheds that carried a Retry-After in retryAfter by band (nil: none).
-func (r *runner) arrivals(ctx context.Context, plan []overloadArrival, retryAfter map[string]int) {
+func (r runner) arrivals(ctx context.Context, plan []overloadArrival, retryAfter map[string]int) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i, a := range plan {
-		if !sleepUntil(ctx, r.start.Add(a.at)) || r.stopped(ctx) {
+		if !driver.SleepUntil(ctx, r.Started().Add(a.at)) || r.Stopped(ctx) {
 			break
 		}
 		wg.Go(func() {
-			c := call{
-				api:       workload.APIChat,
-				key:       r.tenantKey(0),
-				priority:  a.band,
-				input:     []workload.Item{{Kind: workload.ItemMessage, Role: "user", Text: a.req.Prompt()}},
-				maxTokens: a.req.MaxOutputTokens,
+			c := driver.Call{
+				API:       workload.APIChat,
+				Key:       r.TenantKey(0),
+				Priority:  a.band,
+				Input:     []workload.Item{{Kind: workload.ItemMessage, Role: "user", Text: a.req.Prompt()}},
+				MaxTokens: a.req.MaxOutputTokens,
 			}
-			smp, o := r.do(ctx, c, labels{tenant: a.band, turn: i, kind: workload.TurnSingle})
-			if retryAfter != nil && smp != nil && overloadShed(smp) && o.retryAfter > 0 {
+			smp, wait := r.Do(ctx, c, driver.Labels{Tenant: a.band, Turn: i, Kind: workload.TurnSingle})
+			if retryAfter != nil && smp != nil && overloadShed(smp) && wait > 0 {
 				mu.Lock()
 				retryAfter[a.band]++
 				mu.Unlock()
@@ -174,13 +173,13 @@ func (r *runner) arrivals(ctx context.Context, plan []overloadArrival, retryAfte
 }
 
 // overloadReport sums the samples per band.
-func overloadReport(samples []*Sample, retryAfter map[string]int, res *Result, arrivals time.Duration) *OverloadReport {
+func overloadReport(samples []*driver.Sample, retryAfter map[string]int, res *driver.Result, arrivals time.Duration) *OverloadReport {
 	rep := &OverloadReport{Bands: map[string]*OverloadBand{}}
 	if arrivals > 0 {
 		rep.OfferedPerSecond = float64(len(samples)) / arrivals.Seconds()
 	}
-	for band, group := range groupBy(samples, func(s *Sample) string { return s.Band }) {
-		sum := aggregate(group, time.Second)
+	for band, group := range driver.GroupBy(samples, func(s *driver.Sample) string { return s.Band }) {
+		sum := driver.Aggregate(group, time.Second)
 		b := &OverloadBand{
 			Offered:            sum.Requests,
 			Completed:          sum.Succeeded,
@@ -208,31 +207,4 @@ func overloadReport(samples []*Sample, retryAfter map[string]int, res *Result, a
 		rep.MaxGatewayQueued = o.MaxGatewayQueued
 	}
 	return rep
-}
-
-// writeOverload prints the report's bands, most urgent first.
-func writeOverload(w io.Writer, rep *OverloadReport) {
-	fmt.Fprintf(w, "\noverload: %.1f requests/s offered; idle-while-queued %d s, max gateway queue %.0f; interactive TTFT alone p50 %s ms, p99 %s ms: p99 under overload %s\n",
-		rep.OfferedPerSecond, rep.IdleWhileQueuedSeconds, rep.MaxGatewayQueued,
-		ms(rep.BaselineInteractiveP50Ms), ms(rep.BaselineInteractiveP99Ms), times(rep.InteractiveP99Ratio))
-	for _, name := range []string{workload.BandInteractive, workload.BandStandard, workload.BandBackground} {
-		b := rep.Bands[name]
-		if b == nil {
-			continue
-		}
-		reasons := make([]string, 0, len(b.Reasons))
-		for r, n := range b.Reasons {
-			reasons = append(reasons, fmt.Sprintf("%s %d", r, n))
-		}
-		sort.Strings(reasons)
-		fmt.Fprintf(w, "  %-11s offered %4d  completed %4d  shed %4d (Retry-After %d%s)  errors %d  TTFT p50 %s ms  p99 %s ms\n",
-			name, b.Offered, b.Completed, b.Shed, b.ShedWithRetryAfter, reasonList(reasons), b.Errors, ms(b.TTFTP50Ms), ms(b.TTFTP99Ms))
-	}
-}
-
-func reasonList(rs []string) string {
-	if len(rs) == 0 {
-		return ""
-	}
-	return "; " + strings.Join(rs, ", ")
 }

@@ -6,80 +6,9 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"text/tabwriter"
+
+	"github.com/turnpike-gateway/turnpike/bench/driver"
 )
-
-// table is a header and rows of cells, printed aligned for a terminal or as
-// markdown.
-type table struct {
-	header []string
-	rows   [][]string
-}
-
-func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
-
-func (t *table) writeText(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	line := func(cells []string) {
-		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
-	}
-	line(t.header)
-	for _, r := range t.rows {
-		line(r)
-	}
-	return tw.Flush()
-}
-
-func (t *table) writeMarkdown(w io.Writer) error {
-	var b strings.Builder
-	row := func(cells []string) {
-		b.WriteString("|")
-		for _, c := range cells {
-			b.WriteString(" ")
-			b.WriteString(strings.ReplaceAll(c, "|", `\|`))
-			b.WriteString(" |")
-		}
-		b.WriteString("\n")
-	}
-	row(t.header)
-	b.WriteString("|")
-	for i := range t.header {
-		if i == 0 {
-			b.WriteString("---|")
-		} else {
-			b.WriteString("---:|")
-		}
-	}
-	b.WriteString("\n")
-	for _, r := range t.rows {
-		row(r)
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func ms(v float64) string {
-	switch {
-	case v == 0:
-		return "-"
-	case v < 10:
-		return fmt.Sprintf("%.2f", v)
-	case v < 1000:
-		return fmt.Sprintf("%.1f", v)
-	}
-	return fmt.Sprintf("%.0f", v)
-}
-
-func pct(v float64) string { return fmt.Sprintf("%.1f%%", v*100) }
-
-func times(v float64) string {
-	if v == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.2f×", v)
-}
-
-func signedPct(v float64) string { return fmt.Sprintf("%+.1f%%", v) }
 
 // name labels a result in tables and plots.
 func (r *Result) name() string {
@@ -137,7 +66,7 @@ func summaryTable(results []*Result) *table {
 // breakdownTable splits one result by tenant and band.
 func breakdownTable(r *Result) *table {
 	t := &table{header: []string{"group", "requests", "errors", "shed", "TTFT p50", "TTFT p99", "E2E p99", "out tok/s"}}
-	add := func(prefix string, m map[string]*Summary) {
+	add := func(prefix string, m map[string]*driver.Summary) {
 		for _, k := range slices.Sorted(maps.Keys(m)) {
 			s := m[k]
 			t.add(prefix+k, fmt.Sprint(s.Requests), fmt.Sprint(s.Errors), fmt.Sprint(s.Shed),
@@ -187,7 +116,7 @@ func medianTable(c *Comparison) *table {
 }
 
 // failuresText lists errors by class and sheds by band and reason.
-func failuresText(s Summary) string {
+func failuresText(s driver.Summary) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(s.ErrorsByClass)) {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, s.ErrorsByClass[k]))
@@ -271,34 +200,6 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 		}
 	}
 	return nil
-}
-
-// writeIsolation prints the isolation scenario's verdict of r, if it has
-// one: A's p99 alone and under the burst, by round, and the sheds; label,
-// when not empty, names the run first.
-func writeIsolation(w io.Writer, r *Result, label string) {
-	iso := r.Isolation
-	if iso == nil {
-		return
-	}
-	if label != "" {
-		label += " "
-	}
-	fmt.Fprintf(w, "\n%sisolation: tenant A p99 TTFT %s ms alone, %s ms under B's burst (%d loops) = %s; A shed %d, B shed %d\n",
-		label, ms(iso.BaselineAP99TTFTMs), ms(iso.BurstAP99TTFTMs), iso.BLoops, times(iso.P99TTFTRatio), iso.BurstA.Shed, iso.BurstB.Shed)
-	if len(iso.Rounds) > 1 {
-		p99s, turns, drains := make([]string, len(iso.Rounds)), make([]string, len(iso.Rounds)), make([]string, len(iso.Rounds))
-		for i, rd := range iso.Rounds {
-			p99s[i] = fmt.Sprintf("%s/%s", ms(rd.AloneP99TTFTMs), ms(rd.BurstP99TTFTMs))
-			turns[i] = fmt.Sprintf("%d/%d", rd.AloneTurns, rd.BurstTurns)
-			drains[i] = fmt.Sprintf("%.1f", rd.BDrainSeconds)
-		}
-		fmt.Fprintf(w, "A's p99 TTFT by round, alone/under the burst (ms): %s\n", strings.Join(p99s, ", "))
-		fmt.Fprintf(w, "A's turns by round, alone/under the burst: %s; B's last requests ended %s s after each burst\n", strings.Join(turns, ", "), strings.Join(drains, ", "))
-	}
-	if f := failuresText(Summary{Sheds: iso.Sheds}); f != "" {
-		fmt.Fprintf(w, "sheds in the burst: %s\n", f)
-	}
 }
 
 // WriteText prints the comparison: every policy's figures, then the ratios

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/bench/driver"
 	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
@@ -70,7 +71,7 @@ func TestRunAgenticResponses(t *testing.T) {
 
 	// Every turn chains to the previous turn's response, and sends only its
 	// new items.
-	bySession := map[string][]Sample{}
+	bySession := map[string][]driver.Sample{}
 	for _, x := range res.Samples {
 		bySession[x.Session] = append(bySession[x.Session], x)
 	}
@@ -78,7 +79,7 @@ func TestRunAgenticResponses(t *testing.T) {
 		t.Fatalf("sessions = %d, want 6", len(bySession))
 	}
 	for id, ss := range bySession {
-		slices.SortFunc(ss, func(a, b Sample) int { return a.Turn - b.Turn })
+		slices.SortFunc(ss, func(a, b driver.Sample) int { return a.Turn - b.Turn })
 		for i, x := range ss {
 			want := ""
 			if i > 0 {
@@ -203,7 +204,7 @@ func TestRunIsolation(t *testing.T) { testRunIsolation(t, nil) }
 func TestRunIsolationTenantsApart(t *testing.T) {
 	var mu sync.Mutex
 	ran := map[string]int{}
-	apart := func(ctx context.Context, spec TenantSpec, record func(TenantLine)) error {
+	apart := func(ctx context.Context, spec driver.TenantSpec, record func(driver.TenantLine)) error {
 		b, err := json.Marshal(spec)
 		if err != nil {
 			return err
@@ -211,17 +212,17 @@ func TestRunIsolationTenantsApart(t *testing.T) {
 		if bytes.Contains(b, []byte("key-a")) != (spec.Tenant == TenantA) || bytes.Contains(b, []byte("key-b")) != (spec.Tenant == TenantB) {
 			t.Errorf("tenant %s's spec carries another tenant's key: %s", spec.Tenant, b)
 		}
-		var got TenantSpec
+		var got driver.TenantSpec
 		if err := json.Unmarshal(b, &got); err != nil {
 			return err
 		}
-		return RunTenant(ctx, got, func(l TenantLine) {
+		return RunTenant(ctx, got, func(l driver.TenantLine) {
 			b, err := json.Marshal(l)
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			var back TenantLine
+			var back driver.TenantLine
 			if err := json.Unmarshal(b, &back); err != nil || back.Request == nil {
 				t.Errorf("line %s: %v", b, err)
 				return
@@ -238,7 +239,7 @@ func TestRunIsolationTenantsApart(t *testing.T) {
 	}
 }
 
-func testRunIsolation(t *testing.T, tenants TenantRunner) {
+func testRunIsolation(t *testing.T, tenants driver.TenantRunner) {
 	f := newFakeGateway(t)
 	f.shedBand = workload.BandBackground
 	cfg := workload.Config{
@@ -343,7 +344,7 @@ func testRunIsolation(t *testing.T, tenants TenantRunner) {
 
 func TestCompare(t *testing.T) {
 	var started, stopped []string
-	start := func(ctx context.Context, policy string) (Target, func() error, error) {
+	start := func(ctx context.Context, policy string) (driver.Target, func() error, error) {
 		f := newFakeGateway(t)
 		if policy == "prefix-aware" {
 			f.tokenGap = 0
@@ -392,8 +393,8 @@ func TestCompare(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	failing := func(ctx context.Context, policy string) (Target, func() error, error) {
-		return Target{}, nil, errors.New("no fleet")
+	failing := func(ctx context.Context, policy string) (driver.Target, func() error, error) {
+		return driver.Target{}, nil, errors.New("no fleet")
 	}
 	if _, err := Compare(context.Background(), cfg, []string{BaselinePolicy}, 1, failing); err == nil || !strings.Contains(err.Error(), "no fleet") {
 		t.Errorf("failing start: err = %v", err)
@@ -408,7 +409,7 @@ func TestCompare(t *testing.T) {
 // the baseline's run of the same repetition.
 func TestCompareRepeat(t *testing.T) {
 	var started []string
-	start := func(ctx context.Context, policy string) (Target, func() error, error) {
+	start := func(ctx context.Context, policy string) (driver.Target, func() error, error) {
 		f := newFakeGateway(t)
 		started = append(started, policy)
 		return f.target(), func() error { f.srv.Close(); return nil }, nil
@@ -554,19 +555,19 @@ func TestRunCancel(t *testing.T) {
 }
 
 func TestRunRejectsBadConfig(t *testing.T) {
-	_, err := Run(context.Background(), workload.Config{API: "grpc", Rate: -1, Progress: io.Discard}, Target{BaseURL: "http://x"})
+	_, err := Run(context.Background(), workload.Config{API: "grpc", Rate: -1, Progress: io.Discard}, driver.Target{BaseURL: "http://x"})
 	if err == nil || !strings.Contains(err.Error(), "api") || !strings.Contains(err.Error(), "rate") {
 		t.Errorf("err = %v, want both problems", err)
 	}
-	if _, err := Run(context.Background(), workload.Config{Progress: io.Discard}, Target{}); err == nil {
+	if _, err := Run(context.Background(), workload.Config{Progress: io.Discard}, driver.Target{}); err == nil {
 		t.Error("empty base URL accepted")
 	}
 }
 
 func TestWriteHTMLSingle(t *testing.T) {
 	res := &Result{Workload: workload.WorkloadAgentic, API: workload.APIResponses,
-		CDF:      CDF{Percentiles: CDFGrid, TTFTMs: ramp(len(CDFGrid)), E2EMs: ramp(len(CDFGrid))},
-		Timeline: Timeline{BucketSeconds: 1, OutputTokensPerSec: []float64{1, 5, 3}, Completed: []int{1, 2, 3}, Errors: []int{0, 0, 0}},
+		CDF:      driver.CDF{Percentiles: driver.CDFGrid, TTFTMs: ramp(len(driver.CDFGrid)), E2EMs: ramp(len(driver.CDFGrid))},
+		Timeline: driver.Timeline{BucketSeconds: 1, OutputTokensPerSec: []float64{1, 5, 3}, Completed: []int{1, 2, 3}, Errors: []int{0, 0, 0}},
 	}
 	res.Policy = `<script>alert(1)</script>`
 	var b bytes.Buffer
@@ -609,22 +610,71 @@ func keys[V any](m map[string]V) []string {
 	return k
 }
 
-func TestProgressLine(t *testing.T) {
-	p := newProgress(io.Discard, "agentic", 10)
-	for i := range 4 {
-		p.add(i == 0)
+// TestRunAgenticClosedLoop runs sessions closed loop: never more than
+// Concurrency at once, all of them in the end, each turn after the last.
+func TestRunAgenticClosedLoop(t *testing.T) {
+	f := newFakeGateway(t)
+	cfg := smallAgentic(workload.APIResponses)
+	cfg.Agentic.Concurrency = 2
+	cfg.Agentic.TimeScale = 0.5
+	res, err := Run(context.Background(), cfg, f.target())
+	if err != nil {
+		t.Fatal(err)
 	}
-	got := p.line(2*time.Second, false)
-	want := "agentic [############..................] 4/10  2.0 req/s  1 errors  2s\n"
-	if got != want {
-		t.Errorf("line = %q, want %q", got, want)
+	if s := res.Total; s.Requests != 24 || s.Succeeded != 24 {
+		t.Fatalf("requests/succeeded = %d/%d, want 24/24", s.Requests, s.Succeeded)
 	}
-	p.tty = true
-	if got := p.line(time.Second, true); !strings.HasPrefix(got, "\ragentic") || !strings.HasSuffix(got, " \n") {
-		t.Errorf("tty line = %q", got)
+	type span struct{ from, to time.Duration }
+	spans := map[string]*span{}
+	for _, s := range res.Samples {
+		sp := spans[s.Session]
+		if sp == nil {
+			sp = &span{from: s.Start, to: s.Start + s.E2E}
+			spans[s.Session] = sp
+		}
+		sp.from, sp.to = min(sp.from, s.Start), max(sp.to, s.Start+s.E2E)
 	}
-	p = newProgress(io.Discard, "isolation burst", 0)
-	if got := p.line(time.Second, false); !strings.Contains(got, "0 done") {
-		t.Errorf("unknown total: %q", got)
+	if len(spans) != 6 {
+		t.Fatalf("%d sessions ran, want 6", len(spans))
+	}
+	for name, a := range spans {
+		overlapping := 0
+		for _, b := range spans {
+			if b.from <= a.from && a.from < b.to {
+				overlapping++
+			}
+		}
+		if overlapping > 2 {
+			t.Errorf("session %s started with %d sessions running (itself included), want at most 2", name, overlapping)
+		}
+	}
+	if res.Ideal == nil || res.Ideal.Method != driver.IdealWorkload || !(res.Ideal.HitRate > 0) {
+		t.Errorf("ideal = %+v, want a workload ideal above 0", res.Ideal)
 	}
 }
+
+func TestPlanAgenticTimeScale(t *testing.T) {
+	cfg := smallAgentic(workload.APIResponses)
+	cfg.EnsureDefaults()
+	base := workload.PlanAgentic(cfg)
+	cfg.Agentic.TimeScale = 0.1
+	scaled := workload.PlanAgentic(cfg)
+	for i := range base {
+		if got, want := scaled[i].Start, time.Duration(float64(base[i].Start)*0.1); absDur(got-want) > time.Microsecond {
+			t.Errorf("session %d starts at %v, want %v", i, got, want)
+		}
+		for j := range base[i].Turns {
+			if got, want := scaled[i].Turns[j].Delay, time.Duration(float64(base[i].Turns[j].Delay)*0.1); absDur(got-want) > time.Microsecond {
+				t.Errorf("session %d turn %d delay %v, want %v", i, j, got, want)
+			}
+		}
+	}
+	cfg.Agentic.Concurrency = 3
+	for _, s := range workload.PlanAgentic(cfg) {
+		if s.Start != 0 {
+			t.Errorf("closed loop: session %s starts at %v, want 0", s.ID, s.Start)
+		}
+	}
+}
+
+func absDur(d time.Duration) time.Duration { return max(d, -d) }

@@ -1,4 +1,4 @@
-package bench
+package driver
 
 import (
 	"encoding/json"
@@ -33,7 +33,7 @@ func TestPercentile(t *testing.T) {
 			}
 		})
 	}
-	s := summarize([]float64{3, 1, 2})
+	s := Summarize([]float64{3, 1, 2})
 	if s != (Latency{Count: 3, MeanMs: 2, P50Ms: 2, P90Ms: 2.8, P99Ms: 2.98, MaxMs: 3}) {
 		if math.Abs(s.P90Ms-2.8) > 1e-9 || math.Abs(s.P99Ms-2.98) > 1e-9 || s.Count != 3 || s.MeanMs != 2 || s.MaxMs != 3 {
 			t.Errorf("summarize = %+v", s)
@@ -50,7 +50,7 @@ func TestAggregate(t *testing.T) {
 		{Band: "background", Error: "http_503", Status: 503, Shed: true},
 		{Band: "unset", Error: ErrClassTimeout},
 	}
-	s := aggregate(samples, 2*time.Second)
+	s := Aggregate(samples, 2*time.Second)
 	if s.Requests != 5 || s.Succeeded != 2 || s.Errors != 3 || s.Shed != 2 {
 		t.Errorf("counts %+v", s)
 	}
@@ -71,7 +71,7 @@ func TestAggregate(t *testing.T) {
 	if len(cdf.TTFTMs) != len(CDFGrid) || cdf.TTFTMs[0] != 10 || cdf.TTFTMs[len(CDFGrid)-1] != 30 {
 		t.Errorf("cdf %v", cdf.TTFTMs)
 	}
-	if _, err := json.Marshal(Result{Total: aggregate(nil, 0), CDF: buildCDF(nil), Timeline: buildTimeline(nil, 0)}); err != nil {
+	if _, err := json.Marshal(Result{Total: Aggregate(nil, 0), CDF: buildCDF(nil), Timeline: buildTimeline(nil, 0)}); err != nil {
 		t.Errorf("empty result does not marshal: %v", err)
 	}
 }

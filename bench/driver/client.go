@@ -1,4 +1,4 @@
-package bench
+package driver
 
 import (
 	"context"
@@ -33,17 +33,21 @@ const (
 	ErrClassStream    = "stream"
 )
 
-// call is one request to send: who sends it, with what input.
-type call struct {
-	api      string
-	key      string
-	priority string
-	// session is sent as x-session-id when not empty.
-	session string
-	// previousID chains a Responses call; input is then only the new items.
-	previousID string
-	input      []workload.Item
-	maxTokens  int
+// Call is one request to send: who sends it, with what input.
+type Call struct {
+	// API is workload.APIResponses or workload.APIChat.
+	API string
+	// Key is the API key it is sent with; Priority its x-turnpike-priority
+	// ("": none).
+	Key      string
+	Priority string
+	// Session is sent as x-session-id when not empty.
+	Session string
+	// PreviousID chains a Responses call; Input is then only the new items.
+	PreviousID string
+	Input      []workload.Item
+	// MaxTokens is the output asked for.
+	MaxTokens int
 }
 
 // outcome is what one call measured.
@@ -146,26 +150,26 @@ func (s *sender) close() {
 
 // send streams one call and measures it. It never returns an error: every
 // failure is classified into the outcome.
-func (s *sender) send(ctx context.Context, c call) outcome {
+func (s *sender) send(ctx context.Context, c Call) outcome {
 	if s.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.timeout)
 		defer cancel()
 	}
 	var opts []option.RequestOption
-	if c.priority != "" {
-		opts = append(opts, option.WithHeader(HeaderPriority, c.priority))
+	if c.Priority != "" {
+		opts = append(opts, option.WithHeader(HeaderPriority, c.Priority))
 	}
-	if c.session != "" {
-		opts = append(opts, option.WithHeader(HeaderSessionID, c.session))
+	if c.Session != "" {
+		opts = append(opts, option.WithHeader(HeaderSessionID, c.Session))
 	}
-	cl := s.client(c.key)
+	cl := s.client(c.Key)
 	var o outcome
 	m := meter{keepReply: s.keepReply}
 	o.start = time.Now()
 	m.last = o.start
 	var err error
-	if c.api == workload.APIChat {
+	if c.API == workload.APIChat {
 		err = s.streamChat(ctx, cl, c, opts, &m, &o)
 	} else {
 		err = s.streamResponses(ctx, cl, c, opts, &m, &o)
@@ -215,14 +219,14 @@ func (m *meter) delta(start time.Time, text string) {
 // errStreamFailed reports a stream that ended in an error or failed event.
 var errStreamFailed = errors.New("bench: stream ended in failure")
 
-func (s *sender) streamResponses(ctx context.Context, cl openai.Client, c call, opts []option.RequestOption, m *meter, o *outcome) error {
+func (s *sender) streamResponses(ctx context.Context, cl openai.Client, c Call, opts []option.RequestOption, m *meter, o *outcome) error {
 	params := responses.ResponseNewParams{
 		Model:           s.model,
-		MaxOutputTokens: openai.Int(int64(c.maxTokens)),
-		Input:           responses.ResponseNewParamsInputUnion{OfInputItemList: responsesInput(c.input)},
+		MaxOutputTokens: openai.Int(int64(c.MaxTokens)),
+		Input:           responses.ResponseNewParamsInputUnion{OfInputItemList: responsesInput(c.Input)},
 	}
-	if c.previousID != "" {
-		params.PreviousResponseID = openai.String(c.previousID)
+	if c.PreviousID != "" {
+		params.PreviousResponseID = openai.String(c.PreviousID)
 	}
 	stream := cl.Responses.NewStreaming(ctx, params, opts...)
 	defer stream.Close()
@@ -259,18 +263,18 @@ func (s *sender) streamResponses(ctx context.Context, cl openai.Client, c call, 
 	return nil
 }
 
-func (s *sender) streamChat(ctx context.Context, cl openai.Client, c call, opts []option.RequestOption, m *meter, o *outcome) error {
+func (s *sender) streamChat(ctx context.Context, cl openai.Client, c Call, opts []option.RequestOption, m *meter, o *outcome) error {
 	params := openai.ChatCompletionNewParams{
 		Model:               s.model,
-		Messages:            chatMessages(c.input),
-		MaxTokens:           openai.Int(int64(c.maxTokens)),
-		MaxCompletionTokens: openai.Int(int64(c.maxTokens)),
+		Messages:            chatMessages(c.Input),
+		MaxTokens:           openai.Int(int64(c.MaxTokens)),
+		MaxCompletionTokens: openai.Int(int64(c.MaxTokens)),
 		StreamOptions:       openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
 	}
 	if !s.freeOutput {
 		// vLLM and SGLang extensions: emit exactly maxTokens tokens, so
 		// every policy decodes the same amount.
-		params.SetExtraFields(map[string]any{"ignore_eos": true, "min_tokens": c.maxTokens})
+		params.SetExtraFields(map[string]any{"ignore_eos": true, "min_tokens": c.MaxTokens})
 	}
 	stream := cl.Chat.Completions.NewStreaming(ctx, params, opts...)
 	defer stream.Close()

@@ -1,4 +1,4 @@
-package bench
+package driver
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func TestSendFailureKinds(t *testing.T) {
 			defer srv.Close()
 			s := newSender(workload.Config{Model: "m"}, Target{BaseURL: srv.URL}, true)
 			s.prepare("")
-			o := s.send(context.Background(), call{api: tt.api, input: []workload.Item{{Kind: workload.ItemMessage, Role: "user", Text: "hi"}}, maxTokens: 4})
+			o := s.send(context.Background(), Call{API: tt.api, Input: []workload.Item{{Kind: workload.ItemMessage, Role: "user", Text: "hi"}}, MaxTokens: 4})
 			if o.errClass != tt.wantClass || o.errCode != tt.wantCode || o.streamed != tt.wantStreamed {
 				t.Errorf("class %q code %q streamed %v; want %q %q %v", o.errClass, o.errCode, o.streamed, tt.wantClass, tt.wantCode, tt.wantStreamed)
 			}
@@ -84,7 +84,7 @@ func TestTenantsHaveTheirOwnConnections(t *testing.T) {
 	s := newSender(workload.Config{Model: "m"}, Target{BaseURL: srv.URL}, false)
 	s.prepare("key-a", "key-b")
 	for _, key := range []string{"key-a", "key-b", "key-a", "key-b"} {
-		s.send(context.Background(), call{api: workload.APIChat, key: key, input: []workload.Item{{Kind: workload.ItemMessage, Role: "user", Text: "hi"}}, maxTokens: 4})
+		s.send(context.Background(), Call{API: workload.APIChat, Key: key, Input: []workload.Item{{Kind: workload.ItemMessage, Role: "user", Text: "hi"}}, MaxTokens: 4})
 	}
 	mu.Lock()
 	defer mu.Unlock()

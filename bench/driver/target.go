@@ -1,4 +1,6 @@
-package bench
+package driver
+
+import "strings"
 
 // Target is the gateway under test.
 type Target struct {
@@ -65,4 +67,21 @@ type LendingTarget struct {
 	// FleetMetricsURLs are every engine's /metrics, watched until the
 	// fleet is idle between the two runs. Empty: none watched.
 	FleetMetricsURLs []string
+}
+
+// Key is the API key k, or APIKey when k is empty.
+func (t Target) Key(k string) string {
+	if k != "" {
+		return k
+	}
+	return t.APIKey
+}
+
+// GatewayMetrics is GatewayMetricsURL, or the base URL's root plus
+// /metrics.
+func (t Target) GatewayMetrics() string {
+	if t.GatewayMetricsURL != "" {
+		return t.GatewayMetricsURL
+	}
+	return strings.TrimSuffix(strings.TrimRight(t.BaseURL, "/"), "/v1") + "/metrics"
 }

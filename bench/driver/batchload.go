@@ -1,10 +1,9 @@
-package bench
+package driver
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"strings"
@@ -41,15 +40,15 @@ type BatchLoadReport struct {
 	Error string `json:"error,omitempty"`
 }
 
-// startBatchLoad submits cfg's batch to target; the function it returns,
+// StartBatchLoad submits cfg's batch to target; the function it returns,
 // called with when the run's own load ended, waits for the batch up to its
 // deadline and reports. Without a batch (Lines 0) it reports nil.
-func startBatchLoad(ctx context.Context, cfg workload.Config, target Target) func(loadEnded time.Time) *BatchLoadReport {
+func StartBatchLoad(ctx context.Context, cfg workload.Config, target Target) func(loadEnded time.Time) *BatchLoadReport {
 	bc := cfg.BatchLoad
 	if bc.Lines <= 0 {
 		return func(time.Time) *BatchLoadReport { return nil }
 	}
-	client := openai.NewClient(option.WithBaseURL(apiBase(target.BaseURL)+"/"), option.WithAPIKey(orKey(bc.Key, target.APIKey)),
+	client := openai.NewClient(option.WithBaseURL(apiBase(target.BaseURL)+"/"), option.WithAPIKey(target.Key(bc.Key)),
 		option.WithHTTPClient(&http.Client{Timeout: time.Minute}), option.WithMaxRetries(2))
 	start := time.Now()
 	rep := &BatchLoadReport{Lines: bc.Lines}
@@ -130,30 +129,6 @@ func followBatch(ctx context.Context, client openai.Client, rep *BatchLoadReport
 			}
 			return
 		case <-t.C:
-		}
-	}
-}
-
-// writeBatchLoad says, for each result that had a batch beside it, what
-// became of the batch.
-func writeBatchLoad(w io.Writer, results []*Result) {
-	for _, r := range results {
-		rep := r.BatchLoad
-		if rep == nil {
-			continue
-		}
-		if rep.ID == "" {
-			fmt.Fprintf(w, "\n%s: batch not submitted: %s\n", r.name(), rep.Error)
-			continue
-		}
-		verdict := "all completed within the deadline"
-		if !rep.InDeadline {
-			verdict = "NOT all completed within the deadline"
-		}
-		fmt.Fprintf(w, "\n%s: batch %s of %d lines beside the run: %s, %d completed, %d failed, in %.1f s (the run's own load ended %.1f s after it was submitted): %s\n",
-			r.name(), rep.ID, rep.Lines, rep.Status, rep.Completed, rep.Failed, rep.Seconds, rep.RunSeconds, verdict)
-		if rep.Error != "" {
-			fmt.Fprintf(w, "  error: %s\n", rep.Error)
 		}
 	}
 }

@@ -1,9 +1,7 @@
-package bench
+package driver
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -170,21 +168,5 @@ func excludeInterference(ec *scrape.EngineCache, rep *InterferenceReport) {
 	ec.HitRate = 0
 	if ec.QueriedTokens > 0 {
 		ec.HitRate = ec.HitTokens / ec.QueriedTokens
-	}
-}
-
-// writeInterference says, for each result that had an interfering client,
-// what it sent.
-func writeInterference(w io.Writer, results []*Result) {
-	for _, r := range results {
-		rep := r.Interference
-		if rep == nil {
-			continue
-		}
-		fmt.Fprintf(w, "\n%s: interfering client sent %d requests straight to %d engine(s) (%d failed, %d skipped at its in-flight cap), %d prompt tokens, %d found cached; left out of the engine hit rate\n",
-			r.name(), rep.Requests, len(rep.Engines), rep.Errors, rep.Skipped, rep.PromptTokens, rep.CachedTokens)
-		if rep.FirstError != "" {
-			fmt.Fprintf(w, "  first failure: %s\n", rep.FirstError)
-		}
 	}
 }

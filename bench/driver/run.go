@@ -1,13 +1,13 @@
-package bench
+package driver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/openai/openai-go/v3"
 	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
@@ -56,13 +56,11 @@ type Sample struct {
 	itl []time.Duration
 }
 
-// Result is the outcome of one run. It marshals to JSON as is.
+// Result is what one measured run yields: its requests' figures, the
+// engines' own account, the loads beside it. It marshals to JSON as is, as
+// the run's Result does (the same fields in the same order, without a
+// scenario's verdict).
 type Result struct {
-	// Policy is the routing policy the fleet ran (set by Compare).
-	Policy string `json:"policy,omitempty"`
-	// Run is which of a repeated comparison's runs this is, from 1; 0
-	// when the policy ran once.
-	Run      int             `json:"run,omitempty"`
 	Workload string          `json:"workload"`
 	API      string          `json:"api"`
 	Config   workload.Config `json:"config"`
@@ -85,13 +83,6 @@ type Result struct {
 	// Occupancy is the fleet and the gateway's queue sampled once a
 	// second; nil without engine metrics.
 	Occupancy *scrape.Occupancy `json:"occupancy,omitempty"`
-	// Isolation holds the scenario's figures when Workload is "isolation".
-	Isolation *IsolationReport `json:"isolation,omitempty"`
-	// Overload holds the scenario's figures per band when Workload is
-	// "overload".
-	Overload *OverloadReport `json:"overload,omitempty"`
-	// Chaos holds the chaos workload's failures, migrations and restarts.
-	Chaos *ChaosReport `json:"chaos,omitempty"`
 	// Cost is what the run's tokens cost per pool and overall, with the
 	// SLO attainment it came at; nil without Target.Cost.
 	Cost *CostReport `json:"cost,omitempty"`
@@ -101,68 +92,40 @@ type Result struct {
 	// BatchLoad is what became of Config.BatchLoad's batch; nil when none
 	// was offered.
 	BatchLoad *BatchLoadReport `json:"batch_load,omitempty"`
-	// Lending holds the lending workload's duty cycles and reclaims.
-	Lending *LendingReport `json:"lending,omitempty"`
 	// Samples are every request's records when Config.KeepSamples is set.
 	Samples []Sample `json:"samples,omitempty"`
 }
 
-// Run runs cfg's workload against target and returns its figures. It
-// returns an error only when the run cannot start (bad config, unreadable
-// trace); failed requests are figures, not errors. Cancelling ctx stops the
-// run and returns what was measured so far.
-func Run(ctx context.Context, cfg workload.Config, target Target) (*Result, error) {
-	return run(ctx, cfg, target, "")
+// RunAgentic runs the agentic workload: cfg's planned sessions, and the
+// ideal reuse of what they sent.
+func RunAgentic(ctx context.Context, cfg workload.Config, target Target, label string) *Result {
+	sessions := workload.PlanAgentic(cfg)
+	res, samples := Measure(ctx, cfg, target, label, len(sessions)*cfg.Agentic.TurnsPerSession, func(ctx context.Context, r *Runner) {
+		r.Sessions(ctx, sessions)
+	})
+	res.setIdeal(idealAgenticReuse(cfg, samples, idealBlockSize, target.SystemTokens))
+	return res
 }
 
-func run(ctx context.Context, cfg workload.Config, target Target, label string) (*Result, error) {
-	cfg.EnsureDefaults()
-	if err := cfg.Validate(); err != nil {
+// RunTrace replays cfg's trace, and the ideal reuse of what was sent.
+func RunTrace(ctx context.Context, cfg workload.Config, target Target, label string) (*Result, error) {
+	reqs, err := workload.LoadTrace(cfg.Trace)
+	if err != nil {
 		return nil, err
 	}
-	if target.BaseURL == "" {
-		return nil, errors.New("bench: target base URL is empty")
-	}
-	if label == "" {
-		label = cfg.Workload
-	}
-	switch cfg.Workload {
-	case workload.WorkloadTrace:
-		reqs, err := workload.LoadTrace(cfg.Trace)
-		if err != nil {
-			return nil, err
-		}
-		res, samples := measure(ctx, cfg, target, label, len(reqs), func(ctx context.Context, r *runner) {
-			r.replay(ctx, reqs)
-		})
-		// The ideal covers the requests that were sent.
-		sent := reqs[:min(len(samples), len(reqs))]
-		res.setIdeal(IdealTraceReuse(sent, target.KVCapacityTokens))
-		return res, nil
-	case workload.WorkloadIsolation:
-		return runIsolation(ctx, cfg, target, label)
-	case workload.WorkloadChaos:
-		return runChaos(ctx, cfg, target, label)
-	case workload.WorkloadLongPrompt:
-		return runLongPrompt(ctx, cfg, target, label)
-	case workload.WorkloadOverload:
-		return runOverload(ctx, cfg, target, label)
-	case workload.WorkloadLending:
-		return runLending(ctx, cfg, target, label)
-	default:
-		sessions := workload.PlanAgentic(cfg)
-		res, samples := measure(ctx, cfg, target, label, len(sessions)*cfg.Agentic.TurnsPerSession, func(ctx context.Context, r *runner) {
-			r.sessions(ctx, sessions)
-		})
-		res.setIdeal(idealAgenticReuse(cfg, samples, idealBlockSize, target.SystemTokens))
-		return res, nil
-	}
+	res, samples := Measure(ctx, cfg, target, label, len(reqs), func(ctx context.Context, r *Runner) {
+		r.Replay(ctx, reqs)
+	})
+	// The ideal covers the requests that were sent.
+	sent := reqs[:min(len(samples), len(reqs))]
+	res.setIdeal(IdealTraceReuse(sent, target.KVCapacityTokens))
+	return res, nil
 }
 
-// sessions runs the planned sessions: all at their start times (open loop),
+// Sessions runs the planned sessions: all at their start times (open loop),
 // or at most Agentic.Concurrency at once, each starting as soon as a
 // running one ends (closed loop).
-func (r *runner) sessions(ctx context.Context, sessions []workload.Session) {
+func (r *Runner) Sessions(ctx context.Context, sessions []workload.Session) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	var slots chan struct{}
@@ -176,33 +139,33 @@ func (r *runner) sessions(ctx context.Context, sessions []workload.Session) {
 			case <-ctx.Done():
 				return
 			}
-			if r.stopped(ctx) {
+			if r.Stopped(ctx) {
 				return
 			}
 		}
-		key := r.tenantKey(s.Tenant)
+		key := r.TenantKey(s.Tenant)
 		wg.Go(func() {
 			if slots != nil {
 				defer func() { <-slots }()
 			}
-			r.session(ctx, s, fmt.Sprintf("t%d", s.Tenant), key, r.cfg.Priority)
+			r.Session(ctx, s, fmt.Sprintf("t%d", s.Tenant), key, r.cfg.Priority)
 		})
 	}
 }
 
-// measure scrapes the engines, runs drive, scrapes again and builds the
+// Measure scrapes the engines, runs drive, scrapes again and builds the
 // result; it also returns the samples for callers that slice them further.
-func measure(ctx context.Context, cfg workload.Config, target Target, label string, total int, drive func(context.Context, *runner)) (*Result, []*Sample) {
+func Measure(ctx context.Context, cfg workload.Config, target Target, label string, total int, drive func(context.Context, *Runner)) (*Result, []*Sample) {
 	var before []scrape.EngineMetrics
 	var scrapeErrs []string
 	if len(target.EngineMetricsURLs) > 0 {
 		before, scrapeErrs = scrape.All(ctx, target.EngineMetricsURLs)
 	}
 	r := newRunner(cfg, target, label, total)
-	stopOccupancy := scrape.SampleOccupancy(ctx, target.EngineMetricsURLs, target.gatewayMetricsURL(), r.start)
+	stopOccupancy := scrape.SampleOccupancy(ctx, target.EngineMetricsURLs, target.GatewayMetrics(), r.start)
 	r.prog.run()
 	stopInterference := startInterference(ctx, cfg, target)
-	stopBatch := startBatchLoad(ctx, cfg, target)
+	stopBatch := StartBatchLoad(ctx, cfg, target)
 	drive(ctx, r)
 	wall := time.Since(r.start)
 	r.snd.close()
@@ -214,7 +177,7 @@ func measure(ctx context.Context, cfg workload.Config, target Target, label stri
 	r.mu.Lock()
 	samples := r.mu.samples
 	r.mu.Unlock()
-	res := buildResult(r.cfg, r.start, wall, samples)
+	res := BuildResult(r.cfg, r.start, wall, samples)
 	res.Occupancy = occupancy
 	res.Interference = interference
 	res.BatchLoad = batch
@@ -230,9 +193,9 @@ func measure(ctx context.Context, cfg workload.Config, target Target, label stri
 	return res, samples
 }
 
-// runner drives one run. Its fields are set before the first request and
+// Runner drives one run. Its fields are set before the first request and
 // only read afterwards, except mu's.
-type runner struct {
+type Runner struct {
 	cfg    workload.Config
 	target Target
 	snd    *sender
@@ -244,7 +207,7 @@ type runner struct {
 	// emit, when set, is handed every request as it is recorded.
 	emit func(*Sample)
 	// into, when set, records this runner's requests in its stead (until).
-	into *runner
+	into *Runner
 
 	mu struct {
 		sync.Mutex
@@ -253,8 +216,8 @@ type runner struct {
 	}
 }
 
-func newRunner(cfg workload.Config, target Target, label string, total int) *runner {
-	r := &runner{
+func newRunner(cfg workload.Config, target Target, label string, total int) *Runner {
+	r := &Runner{
 		cfg:    cfg,
 		target: target,
 		snd:    newSender(cfg, target, cfg.API == workload.APIChat || cfg.Workload == workload.WorkloadChaos),
@@ -275,38 +238,63 @@ func newRunner(cfg workload.Config, target Target, label string, total int) *run
 	return r
 }
 
-// tenantKey is tenant i's API key.
-func (r *runner) tenantKey(i int) string {
+// Config is the run's config.
+func (r *Runner) Config() workload.Config { return r.cfg }
+
+// Target is the gateway under test.
+func (r *Runner) Target() Target { return r.target }
+
+// Started is when the run started; every Sample's Start counts from it.
+func (r *Runner) Started() time.Time { return r.start }
+
+// StopAt is when the runner stops sending; zero: when its workload ends.
+func (r *Runner) StopAt() time.Time { return r.stopAt }
+
+// Client is key's OpenAI client, made before the run started.
+func (r *Runner) Client(key string) openai.Client { return r.snd.client(key) }
+
+// Do sends c under the run's caps and records it as l. It returns the
+// request's Sample, nil when the run stopped before c was sent, and the
+// Retry-After of a shed answer (0: none).
+func (r *Runner) Do(ctx context.Context, c Call, l Labels) (*Sample, time.Duration) {
+	s, o := r.do(ctx, c, l)
+	return s, o.retryAfter
+}
+
+// TenantKey is tenant i's API key.
+func (r *Runner) TenantKey(i int) string {
 	if i < len(r.cfg.TenantKeys) && r.cfg.TenantKeys[i] != "" {
 		return r.cfg.TenantKeys[i]
 	}
 	return r.target.APIKey
 }
 
-// until is a runner that sends as r does, on its clock, sender and caps,
+// Until is a runner that sends as r does, on its clock, sender and caps,
 // and records into r, but stops at t (or when r does, if sooner).
-func (r *runner) until(t time.Time) *runner {
+func (r *Runner) Until(t time.Time) *Runner {
 	if !r.stopAt.IsZero() && r.stopAt.Before(t) {
 		t = r.stopAt
 	}
-	return &runner{cfg: r.cfg, target: r.target, snd: r.snd, pace: r.pace, slots: r.slots, prog: r.prog, start: r.start, stopAt: t, into: r}
+	return &Runner{cfg: r.cfg, target: r.target, snd: r.snd, pace: r.pace, slots: r.slots, prog: r.prog, start: r.start, stopAt: t, into: r}
 }
 
-func (r *runner) stopped(ctx context.Context) bool {
+// Stopped reports whether r sends no more: ctx is done or its stop time
+// has come.
+func (r *Runner) Stopped(ctx context.Context) bool {
 	return ctx.Err() != nil || (!r.stopAt.IsZero() && !time.Now().Before(r.stopAt))
 }
 
-// labels name a request in its Sample.
-type labels struct {
-	tenant, session string
-	turn            int
-	kind            workload.TurnKind
+// Labels name a request in its Sample.
+type Labels struct {
+	Tenant, Session string
+	Turn            int
+	Kind            workload.TurnKind
 }
 
 // do sends c under the run's caps and records it. It returns nil when the
 // run stopped before c was sent.
-func (r *runner) do(ctx context.Context, c call, l labels) (*Sample, outcome) {
-	if r.stopped(ctx) {
+func (r *Runner) do(ctx context.Context, c Call, l Labels) (*Sample, outcome) {
+	if r.Stopped(ctx) {
 		return nil, outcome{}
 	}
 	if r.pace != nil {
@@ -322,31 +310,31 @@ func (r *runner) do(ctx context.Context, c call, l labels) (*Sample, outcome) {
 			return nil, outcome{}
 		}
 	}
-	if r.stopped(ctx) {
+	if r.Stopped(ctx) {
 		return nil, outcome{}
 	}
 	o := r.snd.send(ctx, c)
-	band := c.priority
+	band := c.Priority
 	if band == "" {
 		band = workload.BandUnset
 	}
 	s := &Sample{
-		Tenant: l.tenant, Band: band, Session: l.session, Turn: l.turn, Kind: l.kind, API: c.api,
+		Tenant: l.Tenant, Band: band, Session: l.Session, Turn: l.Turn, Kind: l.Kind, API: c.API,
 		Start: o.start.Sub(r.start), TTFT: o.ttft, E2E: o.e2e,
 		InputTokens: o.inputTokens, OutputTokens: o.outputTokens, CachedTokens: o.cachedTokens,
 		Status: o.status, Streamed: o.streamed, Error: o.errClass, ErrorCode: o.errCode, DroppedReason: o.dropped,
 		Shed:       o.errClass != "" && (o.status == 429 || (o.status == 503 && o.dropped != "")),
-		ResponseID: o.responseID, PreviousResponseID: c.previousID,
+		ResponseID: o.responseID, PreviousResponseID: c.PreviousID,
 		itl: o.itl,
 	}
-	r.record(s)
+	r.Record(s)
 	return s, o
 }
 
-// record keeps s as one of the run's requests.
-func (r *runner) record(s *Sample) {
+// Record keeps s as one of the run's requests.
+func (r *Runner) Record(s *Sample) {
 	if r.into != nil {
-		r.into.record(s)
+		r.into.Record(s)
 		return
 	}
 	r.mu.Lock()
@@ -361,15 +349,15 @@ func (r *runner) record(s *Sample) {
 // maxRetryAfter bounds how long a session honours a shed's Retry-After.
 const maxRetryAfter = 10 * time.Second
 
-// session runs one planned session: its turns one after another, each
+// Session runs one planned session: its turns one after another, each
 // waiting for the previous to end and then for its own delay.
 //
 // On the Responses API a turn sends only its new items chained to the last
 // successful response; on chat completions it sends the whole history. A
 // failed turn's items are carried into the next turn, so the conversation
 // the gateway sees stays whole.
-func (r *runner) session(ctx context.Context, s workload.Session, tenant, key, priority string) {
-	if !sleepUntil(ctx, r.start.Add(s.Start)) {
+func (r *Runner) Session(ctx context.Context, s workload.Session, tenant, key, priority string) {
+	if !SleepUntil(ctx, r.start.Add(s.Start)) {
 		return
 	}
 	api := s.API
@@ -379,26 +367,26 @@ func (r *runner) session(ctx context.Context, s workload.Session, tenant, key, p
 	var prevID string
 	var history, pending []workload.Item
 	for i, t := range s.Turns {
-		if i > 0 && !sleepUntil(ctx, time.Now().Add(t.Delay)) {
+		if i > 0 && !SleepUntil(ctx, time.Now().Add(t.Delay)) {
 			return
 		}
 		pending = append(pending, t.Input...)
-		c := call{api: api, key: key, priority: priority, maxTokens: t.MaxOutputTokens}
+		c := Call{API: api, Key: key, Priority: priority, MaxTokens: t.MaxOutputTokens}
 		if api == workload.APIChat {
-			c.session = s.ID
-			c.input = slices.Concat(history, pending)
+			c.Session = s.ID
+			c.Input = slices.Concat(history, pending)
 		} else {
-			c.previousID = prevID
-			c.input = pending
+			c.PreviousID = prevID
+			c.Input = pending
 		}
-		smp, o := r.do(ctx, c, labels{tenant: tenant, session: s.ID, turn: i, kind: t.Kind})
+		smp, o := r.do(ctx, c, Labels{Tenant: tenant, Session: s.ID, Turn: i, Kind: t.Kind})
 		if smp == nil {
 			return
 		}
 		if smp.Error != "" {
 			// A shed turn is retried as clients do: after the
 			// Retry-After the gateway gave (bounded), not at once.
-			if smp.Shed && o.retryAfter > 0 && !sleepUntil(ctx, time.Now().Add(min(o.retryAfter, maxRetryAfter))) {
+			if smp.Shed && o.retryAfter > 0 && !SleepUntil(ctx, time.Now().Add(min(o.retryAfter, maxRetryAfter))) {
 				return
 			}
 			continue
@@ -412,37 +400,37 @@ func (r *runner) session(ctx context.Context, s workload.Session, tenant, key, p
 	}
 }
 
-// replay sends trace requests at their times, open loop: a request is sent
+// Replay sends trace requests at their times, open loop: a request is sent
 // when due whether or not earlier ones have ended.
-func (r *runner) replay(ctx context.Context, reqs []workload.TraceRequest) {
+func (r *Runner) Replay(ctx context.Context, reqs []workload.TraceRequest) {
 	var wg sync.WaitGroup
 	for i, q := range reqs {
-		if !sleepUntil(ctx, r.start.Add(q.At)) || r.stopped(ctx) {
+		if !SleepUntil(ctx, r.start.Add(q.At)) || r.Stopped(ctx) {
 			break
 		}
 		wg.Go(func() {
-			c := call{
-				api:       workload.APIChat,
-				key:       r.tenantKey(0),
-				priority:  r.cfg.Priority,
-				input:     []workload.Item{{Kind: workload.ItemMessage, Role: "user", Text: q.Prompt()}},
-				maxTokens: q.MaxOutputTokens,
+			c := Call{
+				API:       workload.APIChat,
+				Key:       r.TenantKey(0),
+				Priority:  r.cfg.Priority,
+				Input:     []workload.Item{{Kind: workload.ItemMessage, Role: "user", Text: q.Prompt()}},
+				MaxTokens: q.MaxOutputTokens,
 			}
-			r.do(ctx, c, labels{tenant: "trace", turn: i, kind: workload.TurnSingle})
+			r.do(ctx, c, Labels{Tenant: "trace", Turn: i, Kind: workload.TurnSingle})
 		})
 	}
 	wg.Wait()
 }
 
-// buildResult builds a Result from a run's samples.
-func buildResult(cfg workload.Config, start time.Time, wall time.Duration, samples []*Sample) *Result {
+// BuildResult builds a Result from a run's samples.
+func BuildResult(cfg workload.Config, start time.Time, wall time.Duration, samples []*Sample) *Result {
 	res := &Result{
 		Workload:        cfg.Workload,
 		API:             cfg.API,
 		Config:          cfg,
 		Started:         start.UTC(),
 		DurationSeconds: wall.Seconds(),
-		Total:           aggregate(samples, wall),
+		Total:           Aggregate(samples, wall),
 		ByTenant:        map[string]*Summary{},
 		ByBand:          map[string]*Summary{},
 		CDF:             buildCDF(samples),
@@ -451,12 +439,12 @@ func buildResult(cfg workload.Config, start time.Time, wall time.Duration, sampl
 	if cfg.Workload == workload.WorkloadTrace {
 		res.API = workload.APIChat
 	}
-	for key, group := range groupBy(samples, func(s *Sample) string { return s.Tenant }) {
-		sum := aggregate(group, wall)
+	for key, group := range GroupBy(samples, func(s *Sample) string { return s.Tenant }) {
+		sum := Aggregate(group, wall)
 		res.ByTenant[key] = &sum
 	}
-	for key, group := range groupBy(samples, func(s *Sample) string { return s.Band }) {
-		sum := aggregate(group, wall)
+	for key, group := range GroupBy(samples, func(s *Sample) string { return s.Band }) {
+		sum := Aggregate(group, wall)
 		res.ByBand[key] = &sum
 	}
 	if cfg.KeepSamples {
@@ -469,7 +457,8 @@ func buildResult(cfg workload.Config, start time.Time, wall time.Duration, sampl
 	return res
 }
 
-func groupBy(samples []*Sample, key func(*Sample) string) map[string][]*Sample {
+// GroupBy splits samples by key.
+func GroupBy(samples []*Sample, key func(*Sample) string) map[string][]*Sample {
 	out := map[string][]*Sample{}
 	for _, s := range samples {
 		k := key(s)
@@ -478,8 +467,8 @@ func groupBy(samples []*Sample, key func(*Sample) string) map[string][]*Sample {
 	return out
 }
 
-// sleepUntil waits until t or ctx is done; it reports whether t came first.
-func sleepUntil(ctx context.Context, t time.Time) bool {
+// SleepUntil waits until t or ctx is done; it reports whether t came first.
+func SleepUntil(ctx context.Context, t time.Time) bool {
 	d := time.Until(t)
 	if d <= 0 {
 		return ctx.Err() == nil
@@ -513,25 +502,25 @@ func (p *pacer) wait(ctx context.Context) error {
 	}
 	p.mu.next = at.Add(p.interval)
 	p.mu.Unlock()
-	if !sleepUntil(ctx, at) {
+	if !SleepUntil(ctx, at) {
 		return ctx.Err()
 	}
 	return nil
 }
 
-// runLongPrompt replays the plan, killing a replica mid-run if asked.
-func runLongPrompt(ctx context.Context, cfg workload.Config, target Target, label string) (*Result, error) {
+// RunLongPrompt replays the plan, killing a replica mid-run if asked.
+func RunLongPrompt(ctx context.Context, cfg workload.Config, target Target, label string) (*Result, error) {
 	lp := cfg.LongPrompt
 	if lp.KillAt > 0 && target.Replicas == nil {
 		return nil, fmt.Errorf("bench: long_prompt: kill_at needs the embedded fleet")
 	}
 	reqs := workload.PlanLongPrompt(cfg)
-	res, _ := measure(ctx, cfg, target, label, len(reqs), func(ctx context.Context, r *runner) {
+	res, _ := Measure(ctx, cfg, target, label, len(reqs), func(ctx context.Context, r *Runner) {
 		if lp.KillAt > 0 {
 			t := time.AfterFunc(lp.KillAt.D(), func() { target.Replicas.Kill(lp.KillReplica) })
 			defer t.Stop()
 		}
-		r.replay(ctx, reqs)
+		r.Replay(ctx, reqs)
 	})
 	res.API = workload.APIChat
 	return res, nil

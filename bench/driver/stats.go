@@ -1,4 +1,4 @@
-package bench
+package driver
 
 import (
 	"math"
@@ -40,8 +40,8 @@ type Latency struct {
 	MaxMs  float64 `json:"max_ms"`
 }
 
-// summarize sorts ms in place and summarises it.
-func summarize(ms []float64) Latency {
+// Summarize sorts ms in place and summarises it.
+func Summarize(ms []float64) Latency {
 	if len(ms) == 0 {
 		return Latency{}
 	}
@@ -96,8 +96,8 @@ type Summary struct {
 	RequestsPerSec     float64 `json:"requests_per_sec"`
 }
 
-// aggregate computes the summary of samples over wall time.
-func aggregate(samples []*Sample, wall time.Duration) Summary {
+// Aggregate computes the summary of samples over wall time.
+func Aggregate(samples []*Sample, wall time.Duration) Summary {
 	var s Summary
 	var ttft, itl, e2e []float64
 	for _, x := range samples {
@@ -136,9 +136,9 @@ func aggregate(samples []*Sample, wall time.Duration) Summary {
 		s.OutputTokens += int64(x.OutputTokens)
 		s.CachedTokens += int64(x.CachedTokens)
 	}
-	s.TTFT = summarize(ttft)
-	s.ITL = summarize(itl)
-	s.E2E = summarize(e2e)
+	s.TTFT = Summarize(ttft)
+	s.ITL = Summarize(itl)
+	s.E2E = Summarize(e2e)
 	if s.InputTokens > 0 {
 		s.CachedTokenShare = float64(s.CachedTokens) / float64(s.InputTokens)
 	}

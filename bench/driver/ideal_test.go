@@ -1,7 +1,6 @@
-package bench
+package driver
 
 import (
-	"context"
 	"math"
 	"os"
 	"testing"
@@ -119,72 +118,3 @@ func TestSetIdeal(t *testing.T) {
 		t.Errorf("ideal = %+v, want hit rate 0.5, captured 0.9", r.Ideal)
 	}
 }
-
-// TestRunAgenticClosedLoop runs sessions closed loop: never more than
-// Concurrency at once, all of them in the end, each turn after the last.
-func TestRunAgenticClosedLoop(t *testing.T) {
-	f := newFakeGateway(t)
-	cfg := smallAgentic(workload.APIResponses)
-	cfg.Agentic.Concurrency = 2
-	cfg.Agentic.TimeScale = 0.5
-	res, err := Run(context.Background(), cfg, f.target())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := res.Total; s.Requests != 24 || s.Succeeded != 24 {
-		t.Fatalf("requests/succeeded = %d/%d, want 24/24", s.Requests, s.Succeeded)
-	}
-	type span struct{ from, to time.Duration }
-	spans := map[string]*span{}
-	for _, s := range res.Samples {
-		sp := spans[s.Session]
-		if sp == nil {
-			sp = &span{from: s.Start, to: s.Start + s.E2E}
-			spans[s.Session] = sp
-		}
-		sp.from, sp.to = min(sp.from, s.Start), max(sp.to, s.Start+s.E2E)
-	}
-	if len(spans) != 6 {
-		t.Fatalf("%d sessions ran, want 6", len(spans))
-	}
-	for name, a := range spans {
-		overlapping := 0
-		for _, b := range spans {
-			if b.from <= a.from && a.from < b.to {
-				overlapping++
-			}
-		}
-		if overlapping > 2 {
-			t.Errorf("session %s started with %d sessions running (itself included), want at most 2", name, overlapping)
-		}
-	}
-	if res.Ideal == nil || res.Ideal.Method != IdealWorkload || !(res.Ideal.HitRate > 0) {
-		t.Errorf("ideal = %+v, want a workload ideal above 0", res.Ideal)
-	}
-}
-
-func TestPlanAgenticTimeScale(t *testing.T) {
-	cfg := smallAgentic(workload.APIResponses)
-	cfg.EnsureDefaults()
-	base := workload.PlanAgentic(cfg)
-	cfg.Agentic.TimeScale = 0.1
-	scaled := workload.PlanAgentic(cfg)
-	for i := range base {
-		if got, want := scaled[i].Start, time.Duration(float64(base[i].Start)*0.1); absDur(got-want) > time.Microsecond {
-			t.Errorf("session %d starts at %v, want %v", i, got, want)
-		}
-		for j := range base[i].Turns {
-			if got, want := scaled[i].Turns[j].Delay, time.Duration(float64(base[i].Turns[j].Delay)*0.1); absDur(got-want) > time.Microsecond {
-				t.Errorf("session %d turn %d delay %v, want %v", i, j, got, want)
-			}
-		}
-	}
-	cfg.Agentic.Concurrency = 3
-	for _, s := range workload.PlanAgentic(cfg) {
-		if s.Start != 0 {
-			t.Errorf("closed loop: session %s starts at %v, want 0", s.ID, s.Start)
-		}
-	}
-}
-
-func absDur(d time.Duration) time.Duration { return max(d, -d) }

@@ -1,0 +1,152 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/turnpike-gateway/turnpike/bench/driver"
+	"github.com/turnpike-gateway/turnpike/bench/scrape"
+	"github.com/turnpike-gateway/turnpike/bench/workload"
+)
+
+// Result is the outcome of one run. It marshals to JSON as is: the
+// figures of the measured run (driver.Result's, field for field and in
+// the same order) and, for a scenario, its verdict.
+type Result struct {
+	// Policy is the routing policy the fleet ran (set by Compare).
+	Policy string `json:"policy,omitempty"`
+	// Run is which of a repeated comparison's runs this is, from 1; 0
+	// when the policy ran once.
+	Run      int             `json:"run,omitempty"`
+	Workload string          `json:"workload"`
+	API      string          `json:"api"`
+	Config   workload.Config `json:"config"`
+	Started  time.Time       `json:"started"`
+	// DurationSeconds is the wall time from the first request due to the
+	// last one ended; rates are over it.
+	DurationSeconds float64 `json:"duration_seconds"`
+	// Total covers every request; ByTenant and ByBand split it.
+	Total    driver.Summary             `json:"total"`
+	ByTenant map[string]*driver.Summary `json:"by_tenant"`
+	ByBand   map[string]*driver.Summary `json:"by_band"`
+	// Engines is the engines' own prefix-cache account; nil when
+	// Target.EngineMetricsURLs is empty.
+	Engines *scrape.EngineCache `json:"engines,omitempty"`
+	// Ideal is the prefix reuse an ideal router could have won, and the
+	// share of it the engines captured; nil for the isolation scenario.
+	Ideal    *driver.IdealReuse `json:"ideal,omitempty"`
+	CDF      driver.CDF         `json:"cdf"`
+	Timeline driver.Timeline    `json:"timeline"`
+	// Occupancy is the fleet and the gateway's queue sampled once a
+	// second; nil without engine metrics.
+	Occupancy *scrape.Occupancy `json:"occupancy,omitempty"`
+	// Isolation holds the scenario's figures when Workload is "isolation".
+	Isolation *IsolationReport `json:"isolation,omitempty"`
+	// Overload holds the scenario's figures per band when Workload is
+	// "overload".
+	Overload *OverloadReport `json:"overload,omitempty"`
+	// Chaos holds the chaos workload's failures, migrations and restarts.
+	Chaos *ChaosReport `json:"chaos,omitempty"`
+	// Cost is what the run's tokens cost per pool and overall, with the
+	// SLO attainment it came at; nil without Target.Cost.
+	Cost *driver.CostReport `json:"cost,omitempty"`
+	// Interference is what Config.Interference's client sent, apart from
+	// the run's figures; nil when none ran.
+	Interference *driver.InterferenceReport `json:"interference,omitempty"`
+	// BatchLoad is what became of Config.BatchLoad's batch; nil when none
+	// was offered.
+	BatchLoad *driver.BatchLoadReport `json:"batch_load,omitempty"`
+	// Lending holds the lending workload's duty cycles and reclaims.
+	Lending *LendingReport `json:"lending,omitempty"`
+	// Samples are every request's records when Config.KeepSamples is set.
+	Samples []driver.Sample `json:"samples,omitempty"`
+}
+
+// resultOf is the Result of a measured run, before any verdict.
+func resultOf(r *driver.Result) *Result {
+	return &Result{
+		Workload: r.Workload, API: r.API, Config: r.Config, Started: r.Started, DurationSeconds: r.DurationSeconds,
+		Total: r.Total, ByTenant: r.ByTenant, ByBand: r.ByBand, Engines: r.Engines, Ideal: r.Ideal,
+		CDF: r.CDF, Timeline: r.Timeline, Occupancy: r.Occupancy,
+		Cost: r.Cost, Interference: r.Interference, BatchLoad: r.BatchLoad, Samples: r.Samples,
+	}
+}
+
+// Run runs cfg's workload against target and returns its figures. It
+// returns an error only when the run cannot start (bad config, unreadable
+// trace); failed requests are figures, not errors. Cancelling ctx stops the
+// run and returns what was measured so far.
+// Run runs cfg's workload against target and returns its figures. It
+// returns an error only when the run cannot start (bad config, unreadable
+// trace); failed requests are figures, not errors. Cancelling ctx stops the
+// run and returns what was measured so far.
+func Run(ctx context.Context, cfg workload.Config, target driver.Target) (*Result, error) {
+	return run(ctx, cfg, target, "")
+}
+
+// run runs cfg's workload, its requests labelled label (default: the
+// workload's name).
+func run(ctx context.Context, cfg workload.Config, target driver.Target, label string) (*Result, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if target.BaseURL == "" {
+		return nil, errors.New("bench: target base URL is empty")
+	}
+	if label == "" {
+		label = cfg.Workload
+	}
+	switch cfg.Workload {
+	case workload.WorkloadTrace:
+		r, err := driver.RunTrace(ctx, cfg, target, label)
+		if err != nil {
+			return nil, err
+		}
+		return resultOf(r), nil
+	case workload.WorkloadLongPrompt:
+		r, err := driver.RunLongPrompt(ctx, cfg, target, label)
+		if err != nil {
+			return nil, err
+		}
+		return resultOf(r), nil
+	case workload.WorkloadIsolation:
+		r, rep, err := runIsolation(ctx, cfg, target, label)
+		if err != nil {
+			return nil, err
+		}
+		res := resultOf(r)
+		res.Isolation = rep
+		return res, nil
+	case workload.WorkloadChaos:
+		r, rep, err := runChaos(ctx, cfg, target, label)
+		if err != nil {
+			return nil, err
+		}
+		res := resultOf(r)
+		res.Chaos = rep
+		return res, nil
+	case workload.WorkloadOverload:
+		r, rep, err := runOverload(ctx, cfg, target, label)
+		if err != nil {
+			return nil, err
+		}
+		res := resultOf(r)
+		res.Overload = rep
+		return res, nil
+	case workload.WorkloadLending:
+		r, rep, err := runLending(ctx, cfg, target, label)
+		if err != nil {
+			return nil, err
+		}
+		res := resultOf(r)
+		res.Lending = rep
+		return res, nil
+	default:
+		return resultOf(driver.RunAgentic(ctx, cfg, target, label)), nil
+	}
+}
+
+// runner is the driver's runner with the scenarios' own ways of sending.
+type runner struct{ *driver.Runner }
