@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"context"
+
 	"github.com/turnpike-gateway/turnpike/bench/driver"
-	"github.com/turnpike-gateway/turnpike/bench/scrape"
+	"github.com/turnpike-gateway/turnpike/bench/scenario/isolation"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -18,9 +20,6 @@ type Duration = workload.Duration
 
 // LendingConfig shapes the lending workload (workload.LendingConfig).
 type LendingConfig = workload.LendingConfig
-
-// TurnTool is a tool-loop turn (workload.TurnTool).
-const TurnTool = workload.TurnTool
 
 // Workload and API names (workload.Workload*, workload.API*).
 const (
@@ -87,10 +86,6 @@ const (
 // seeded seed (workload.InterferencePrompt).
 func InterferencePrompt(seed uint64, i, n int) string { return workload.InterferencePrompt(seed, i, n) }
 
-// EngineMetrics is one scrape of one engine's /metrics
-// (scrape.EngineMetrics).
-type EngineMetrics = scrape.EngineMetrics
-
 // The driver's names `turnpike bench` uses (bench/driver).
 type (
 	// Target is the gateway under test.
@@ -108,3 +103,9 @@ type (
 	TenantLine   = driver.TenantLine
 	TenantRunner = driver.TenantRunner
 )
+
+// RunTenant runs spec's tenant of an isolation run in this process
+// (isolation.RunTenant): what `turnpike bench tenant` runs.
+func RunTenant(ctx context.Context, spec TenantSpec, emit func(TenantLine)) error {
+	return isolation.RunTenant(ctx, spec, emit)
+}

@@ -8,7 +8,6 @@ import (
 
 // EngineMetrics keys the tests fill scrapes with.
 var (
-	vllmPromptKey       = scrape.Key(enginemetrics.VLLMPromptTokens)
-	vllmGenerationKey   = scrape.Key(enginemetrics.VLLMGenerationTokens)
-	sglangGenerationKey = scrape.Key(enginemetrics.SGLangGenerationTokens)
+	vllmPromptKey     = scrape.Key(enginemetrics.VLLMPromptTokens)
+	vllmGenerationKey = scrape.Key(enginemetrics.VLLMGenerationTokens)
 )

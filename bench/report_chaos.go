@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/turnpike-gateway/turnpike/bench/scenario/chaos"
 )
 
 // titledTable is a table under its heading.
@@ -15,7 +17,7 @@ type titledTable struct {
 
 // chaosTables are the report's tables: the run's failures and counters,
 // the restarts, the goals.
-func chaosTables(rep *ChaosReport) []titledTable {
+func chaosTables(rep *chaos.Report) []titledTable {
 	counts := &table{header: []string{"figure", "value"}}
 	counts.add("turns sent", fmt.Sprint(rep.Requests))
 	for _, api := range slices.Sorted(maps.Keys(rep.ByAPI)) {

@@ -7,11 +7,13 @@ import (
 	"strings"
 
 	"github.com/turnpike-gateway/turnpike/bench/driver"
+	"github.com/turnpike-gateway/turnpike/bench/scenario/lending"
+	"github.com/turnpike-gateway/turnpike/bench/scenario/overload"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 // writeOverload prints the report's bands, most urgent first.
-func writeOverload(w io.Writer, rep *OverloadReport) {
+func writeOverload(w io.Writer, rep *overload.Report) {
 	fmt.Fprintf(w, "\noverload: %.1f requests/s offered; idle-while-queued %d s, max gateway queue %.0f; interactive TTFT alone p50 %s ms, p99 %s ms: p99 under overload %s\n",
 		rep.OfferedPerSecond, rep.IdleWhileQueuedSeconds, rep.MaxGatewayQueued,
 		ms(rep.BaselineInteractiveP50Ms), ms(rep.BaselineInteractiveP99Ms), times(rep.InteractiveP99Ratio))
@@ -38,10 +40,10 @@ func reasonList(rs []string) string {
 }
 
 // writeLending prints the report's verdict.
-func writeLending(w io.Writer, rep *LendingReport) {
+func writeLending(w io.Writer, rep *lending.Report) {
 	fmt.Fprintf(w, "\nlending: pool %s (%d engines), trainer busy %.0f%% of %gs cycles, %d cycles per run, reclaim deadline %gs, %d background responses in flight\n",
 		rep.Pool, rep.Engines, 100*rep.TrainerDuty, rep.CycleSeconds, rep.Cycles, rep.ReclaimDeadlineSeconds, rep.AsyncJobs)
-	for _, run := range []LendingRun{rep.Alone, rep.Lent} {
+	for _, run := range []lending.Figures{rep.Alone, rep.Lent} {
 		name := "trainer alone"
 		if run.Lending {
 			name = "with lending "

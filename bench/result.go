@@ -6,6 +6,10 @@ import (
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/bench/driver"
+	"github.com/turnpike-gateway/turnpike/bench/scenario/chaos"
+	"github.com/turnpike-gateway/turnpike/bench/scenario/isolation"
+	"github.com/turnpike-gateway/turnpike/bench/scenario/lending"
+	"github.com/turnpike-gateway/turnpike/bench/scenario/overload"
 	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
@@ -42,12 +46,12 @@ type Result struct {
 	// second; nil without engine metrics.
 	Occupancy *scrape.Occupancy `json:"occupancy,omitempty"`
 	// Isolation holds the scenario's figures when Workload is "isolation".
-	Isolation *IsolationReport `json:"isolation,omitempty"`
+	Isolation *isolation.Report `json:"isolation,omitempty"`
 	// Overload holds the scenario's figures per band when Workload is
 	// "overload".
-	Overload *OverloadReport `json:"overload,omitempty"`
+	Overload *overload.Report `json:"overload,omitempty"`
 	// Chaos holds the chaos workload's failures, migrations and restarts.
-	Chaos *ChaosReport `json:"chaos,omitempty"`
+	Chaos *chaos.Report `json:"chaos,omitempty"`
 	// Cost is what the run's tokens cost per pool and overall, with the
 	// SLO attainment it came at; nil without Target.Cost.
 	Cost *driver.CostReport `json:"cost,omitempty"`
@@ -58,7 +62,7 @@ type Result struct {
 	// was offered.
 	BatchLoad *driver.BatchLoadReport `json:"batch_load,omitempty"`
 	// Lending holds the lending workload's duty cycles and reclaims.
-	Lending *LendingReport `json:"lending,omitempty"`
+	Lending *lending.Report `json:"lending,omitempty"`
 	// Samples are every request's records when Config.KeepSamples is set.
 	Samples []driver.Sample `json:"samples,omitempty"`
 }
@@ -112,7 +116,7 @@ func run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 		}
 		return resultOf(r), nil
 	case workload.WorkloadIsolation:
-		r, rep, err := runIsolation(ctx, cfg, target, label)
+		r, rep, err := isolation.Run(ctx, cfg, target, label)
 		if err != nil {
 			return nil, err
 		}
@@ -120,7 +124,7 @@ func run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 		res.Isolation = rep
 		return res, nil
 	case workload.WorkloadChaos:
-		r, rep, err := runChaos(ctx, cfg, target, label)
+		r, rep, err := chaos.Run(ctx, cfg, target, label)
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +132,7 @@ func run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 		res.Chaos = rep
 		return res, nil
 	case workload.WorkloadOverload:
-		r, rep, err := runOverload(ctx, cfg, target, label)
+		r, rep, err := overload.Run(ctx, cfg, target, label)
 		if err != nil {
 			return nil, err
 		}
@@ -136,7 +140,7 @@ func run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 		res.Overload = rep
 		return res, nil
 	case workload.WorkloadLending:
-		r, rep, err := runLending(ctx, cfg, target, label)
+		r, rep, err := lending.Run(ctx, cfg, target, label)
 		if err != nil {
 			return nil, err
 		}
@@ -147,6 +151,3 @@ func run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 		return resultOf(driver.RunAgentic(ctx, cfg, target, label)), nil
 	}
 }
-
-// runner is the driver's runner with the scenarios' own ways of sending.
-type runner struct{ *driver.Runner }

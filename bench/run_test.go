@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/bench/driver"
+	"github.com/turnpike-gateway/turnpike/bench/scenario/isolation"
 	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
@@ -209,14 +210,14 @@ func TestRunIsolationTenantsApart(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if bytes.Contains(b, []byte("key-a")) != (spec.Tenant == TenantA) || bytes.Contains(b, []byte("key-b")) != (spec.Tenant == TenantB) {
+		if bytes.Contains(b, []byte("key-a")) != (spec.Tenant == isolation.TenantA) || bytes.Contains(b, []byte("key-b")) != (spec.Tenant == isolation.TenantB) {
 			t.Errorf("tenant %s's spec carries another tenant's key: %s", spec.Tenant, b)
 		}
 		var got driver.TenantSpec
 		if err := json.Unmarshal(b, &got); err != nil {
 			return err
 		}
-		return RunTenant(ctx, got, func(l driver.TenantLine) {
+		return isolation.RunTenant(ctx, got, func(l driver.TenantLine) {
 			b, err := json.Marshal(l)
 			if err != nil {
 				t.Error(err)
@@ -287,7 +288,7 @@ func testRunIsolation(t *testing.T, tenants driver.TenantRunner) {
 	}
 	// No request of B's was in flight during a stretch of A alone.
 	for _, smp := range res.Samples {
-		if smp.Tenant != TenantB {
+		if smp.Tenant != isolation.TenantB {
 			continue
 		}
 		start, end := smp.Start.Seconds(), (smp.Start + smp.E2E).Seconds()

@@ -1,4 +1,4 @@
-package bench
+package isolation
 
 import (
 	"context"
@@ -20,17 +20,17 @@ const (
 	TenantB = "B"
 )
 
-// isolationPromptTenant gives tenant A a system prompt of its own, apart
+// promptTenant gives tenant A a system prompt of its own, apart
 // from the agentic tenants' (B's loops use agentic tenant 0's).
-const isolationPromptTenant = 1000
+const promptTenant = 1000
 
-// IsolationReport is the isolation scenario's verdict: tenant A's
+// Report is the isolation scenario's verdict: tenant A's
 // interactive latency alone and under tenant B's burst, and what the
 // gateway shed. Both conditions come from one run that alternates them
-// (isolationPlan): A's figures alone are its turns sent in its stretches
+// (schedule): A's figures alone are its turns sent in its stretches
 // alone, from the moment B's previous burst had ended; under the burst,
 // its turns sent while B's loops were sending.
-type IsolationReport struct {
+type Report struct {
 	// WindowStartSeconds is when A's first stretch alone began, after the
 	// warm-up.
 	WindowStartSeconds float64 `json:"window_start_seconds"`
@@ -46,7 +46,7 @@ type IsolationReport struct {
 	BurstAP99TTFTMs    float64 `json:"burst_a_p99_ttft_ms"`
 	P99TTFTRatio       float64 `json:"p99_ttft_ratio"`
 	// Rounds are the stretches of the run, in order, with A's p99 in each.
-	Rounds []IsolationRound `json:"rounds"`
+	Rounds []Round `json:"rounds"`
 	// Sheds counts the requests shed under the burst by band, then reason.
 	Sheds map[string]map[string]int `json:"sheds,omitempty"`
 	// BMeanInFlight is how many of B's requests were in flight on average
@@ -67,10 +67,10 @@ type IsolationReport struct {
 	Baseline *driver.Result `json:"baseline"`
 }
 
-// IsolationRound is one round of the run: A's stretch alone (from when
+// Round is one round of the run: A's stretch alone (from when
 // B's previous burst had ended) and its stretch under B's burst, in
 // seconds from the run's start, with A's p99 TTFT in each.
-type IsolationRound struct {
+type Round struct {
 	AloneFromSeconds float64 `json:"alone_from_s"`
 	AloneToSeconds   float64 `json:"alone_to_s"`
 	BurstFromSeconds float64 `json:"burst_from_s"`
@@ -86,49 +86,46 @@ type IsolationRound struct {
 	BDrainSeconds float64 `json:"b_drain_s"`
 }
 
-// isolationPlan is the isolation run's schedule, from its start: a
+// schedule is the isolation run's schedule, from its start: a
 // warm-up of A alone, then rounds rounds, each a stretch of A alone and a
 // stretch under B's burst, the rounds a pause apart in which the burst's
 // last requests end. A sends throughout. The two conditions take turns,
 // so that the host's drift, which on a shared machine moves a p99 as much
 // as the burst does, falls on both.
-type isolationPlan struct {
+type schedule struct {
 	rounds int
 	// settle is both the warm-up and the pause after each burst.
 	stretch, settle time.Duration
 }
 
-// IsolationConfig is the isolation scenario's shape
-// (workload.IsolationConfig), the type its plan is computed on.
-type IsolationConfig workload.IsolationConfig
-
-func (ic IsolationConfig) plan() isolationPlan {
+// scheduleOf is ic's schedule.
+func scheduleOf(ic workload.IsolationConfig) schedule {
 	n := max(ic.Rounds, 1)
 	stretch := ic.Duration.D() / time.Duration(n)
-	return isolationPlan{rounds: n, stretch: stretch, settle: time.Duration(float64(stretch) * ic.Settle)}
+	return schedule{rounds: n, stretch: stretch, settle: time.Duration(float64(stretch) * ic.Settle)}
 }
 
-// alone is round k's stretch of A alone, as planned (runIsolation starts
+// alone is round k's stretch of A alone, as planned (Run starts
 // it later if B's previous burst is still ending).
-func (p isolationPlan) alone(k int) (from, to time.Duration) {
+func (p schedule) alone(k int) (from, to time.Duration) {
 	from = p.settle + time.Duration(k)*(2*p.stretch+p.settle)
 	return from, from + p.stretch
 }
 
 // burst is round k's stretch under B's burst.
-func (p isolationPlan) burst(k int) (from, to time.Duration) {
+func (p schedule) burst(k int) (from, to time.Duration) {
 	_, from = p.alone(k)
 	return from, from + p.stretch
 }
 
 // total is the run's length: it ends with the last burst.
-func (p isolationPlan) total() time.Duration {
+func (p schedule) total() time.Duration {
 	_, end := p.burst(p.rounds - 1)
 	return end
 }
 
 // in reports whether at lies in one of the stretches stretch gives.
-func (p isolationPlan) in(stretch func(int) (time.Duration, time.Duration)) func(time.Duration) bool {
+func (p schedule) in(stretch func(int) (time.Duration, time.Duration)) func(time.Duration) bool {
 	return func(at time.Duration) bool {
 		for k := range p.rounds {
 			if from, to := stretch(k); at >= from && at < to {
@@ -139,11 +136,11 @@ func (p isolationPlan) in(stretch func(int) (time.Duration, time.Duration)) func
 	}
 }
 
-// runIsolation runs the scenario's one run (isolationPlan) and returns it
+// Run runs the scenario's one run (schedule) and returns it
 // with the report attached.
-func runIsolation(ctx context.Context, cfg workload.Config, target driver.Target, label string) (*driver.Result, *IsolationReport, error) {
+func Run(ctx context.Context, cfg workload.Config, target driver.Target, label string) (*driver.Result, *Report, error) {
 	ic := cfg.Isolation
-	plan, loops := IsolationConfig(ic).plan(), isolationLoops(ic)
+	plan, loops := scheduleOf(ic), loopsOf(ic)
 	phase := cfg
 	phase.MaxDuration = workload.Duration(plan.total())
 	// A batch is submitted as each burst starts, not by driver.Measure.
@@ -188,7 +185,7 @@ func runIsolation(ctx context.Context, cfg workload.Config, target driver.Target
 		res.BatchLoad = mergeBatchReports(batches)
 	}
 
-	rep := &IsolationReport{BLoops: loops}
+	rep := &Report{BLoops: loops}
 	var aloneA, burstA, burstAll, burstB []*driver.Sample
 	var aloneWall, burstWall time.Duration
 	ended := time.Duration(0) // when the last burst's last request, or its batch, ended
@@ -196,7 +193,7 @@ func runIsolation(ctx context.Context, cfg workload.Config, target driver.Target
 		from, to := plan.alone(k)
 		from = min(max(from, ended), to)
 		bFrom, bTo := plan.burst(k)
-		round := IsolationRound{AloneFromSeconds: from.Seconds(), AloneToSeconds: to.Seconds(), BurstFromSeconds: bFrom.Seconds(), BurstToSeconds: bTo.Seconds()}
+		round := Round{AloneFromSeconds: from.Seconds(), AloneToSeconds: to.Seconds(), BurstFromSeconds: bFrom.Seconds(), BurstToSeconds: bTo.Seconds()}
 		var alone, under []*driver.Sample
 		for _, s := range samples {
 			switch {
@@ -296,9 +293,10 @@ func mergeBatchReports(reps []*driver.BatchLoadReport) *driver.BatchLoadReport {
 // interactive sends tenant A's turns, open loop at ARate until the run
 // stops: each a fresh conversation with A's system prompt and a question.
 func (r runner) interactive(ctx context.Context, key string) {
-	ic, a := r.Config().Isolation, r.Config().Agentic
+	cfg := r.Config()
+	ic, a := cfg.Isolation, cfg.Agentic
 	interval := time.Duration(float64(time.Second) / ic.ARate)
-	system := workload.SystemPrompt(isolationPromptTenant, a.SystemPromptTokens, a.ToolSchemaTokens)
+	system := workload.SystemPrompt(promptTenant, a.SystemPromptTokens, a.ToolSchemaTokens)
 	var wg sync.WaitGroup
 	for i := 0; ; i++ {
 		if !driver.SleepUntil(ctx, r.Started().Add(time.Duration(i)*interval)) || r.Stopped(ctx) {
@@ -306,12 +304,12 @@ func (r runner) interactive(ctx context.Context, key string) {
 		}
 		wg.Go(func() {
 			c := driver.Call{
-				API:      r.Config().API,
+				API:      cfg.API,
 				Key:      key,
 				Priority: workload.BandInteractive,
 				Input: []workload.Item{
 					{Kind: workload.ItemMessage, Role: "system", Text: system},
-					{Kind: workload.ItemMessage, Role: "user", Text: workload.UserText(a.UserTurnTokens, uint64(r.Config().Seed), 0xa, uint64(i))},
+					{Kind: workload.ItemMessage, Role: "user", Text: workload.UserText(a.UserTurnTokens, uint64(cfg.Seed), 0xa, uint64(i))},
 				},
 				MaxTokens: a.OutputTokens,
 			}
@@ -338,7 +336,7 @@ func (r runner) agentLoop(ctx context.Context, burst, loop int, from time.Durati
 // tool turns sent back to back. A loop with gaps between its turns keeps a
 // request in flight only part of the time, so BLoops loops would offer the
 // fleet a fraction of BurstMultiple × FleetSlots; without gaps each loop
-// holds one request in flight all the time, as IsolationConfig promises.
+// holds one request in flight all the time, as workload.IsolationConfig promises.
 func burstSession(cfg workload.Config, burst, loop, round int) workload.Session {
 	c := cfg
 	c.Seed = int64(workload.Mix(uint64(cfg.Seed), 0xb, uint64(burst), uint64(loop), uint64(round)) >> 1)
@@ -441,7 +439,10 @@ func sampleFleet(ctx context.Context, urls []string, start time.Time, in func(ti
 	return func() { cancel(); <-done }
 }
 
-// isolationLoops is how many agent loops B keeps in flight.
-func isolationLoops(ic workload.IsolationConfig) int {
+// loopsOf is how many agent loops B keeps in flight.
+func loopsOf(ic workload.IsolationConfig) int {
 	return int(math.Ceil(ic.BurstMultiple * float64(ic.FleetSlots)))
 }
+
+// runner is the driver's runner with the scenario's own ways of sending.
+type runner struct{ *driver.Runner }

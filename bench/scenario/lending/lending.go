@@ -1,4 +1,4 @@
-package bench
+package lending
 
 import (
 	"bytes"
@@ -46,9 +46,9 @@ const (
 	reclaimPoll   = 20 * time.Millisecond
 )
 
-// LendingReport is the lending workload's verdict: the pool's duty cycle
+// Report is the lending workload's verdict: the pool's duty cycle
 // and the background work done, for the trainer alone and with lending.
-type LendingReport struct {
+type Report struct {
 	Pool                   string  `json:"pool"`
 	Engines                int     `json:"engines"`
 	TrainerDuty            float64 `json:"trainer_duty"`
@@ -58,14 +58,14 @@ type LendingReport struct {
 	AsyncJobs              int     `json:"async_jobs"`
 	// Alone is the run with the trainer alone; Lent the run that lends
 	// its idle phases.
-	Alone LendingRun `json:"alone"`
-	Lent  LendingRun `json:"lent"`
+	Alone Figures `json:"alone"`
+	Lent  Figures `json:"lent"`
 	// Alone's whole Result (Lent's is the one this report hangs on).
 	AloneResult *driver.Result `json:"alone_result,omitempty"`
 }
 
-// LendingRun is one run's figures.
-type LendingRun struct {
+// Figures are one run's figures.
+type Figures struct {
 	Lending bool `json:"lending"`
 	// DutyCycle is the share of time, over the pool's engines, in which
 	// an engine had a running sequence (from readings of its /metrics,
@@ -108,15 +108,15 @@ type ReclaimCheck struct {
 	WithinDeadline    bool    `json:"within_deadline"`
 }
 
-// runLending runs the workload alone and with lending, and returns the
+// Run runs the workload alone and with lending, and returns the
 // second run's Result with the report.
-func runLending(ctx context.Context, cfg workload.Config, target driver.Target, label string) (*driver.Result, *LendingReport, error) {
+func Run(ctx context.Context, cfg workload.Config, target driver.Target, label string) (*driver.Result, *Report, error) {
 	lt := target.Lending
 	if lt == nil || lt.Pool == "" || len(lt.EngineURLs) == 0 {
 		return nil, nil, errors.New("bench: the lending workload needs a lendable pool (Target.Lending): run it on the embedded fleet")
 	}
 	lc := cfg.Lending
-	rep := &LendingReport{
+	rep := &Report{
 		Pool: lt.Pool, Engines: len(lt.EngineURLs), TrainerDuty: lc.TrainerDuty, CycleSeconds: lc.TrainerCycle.D().Seconds(),
 		Cycles: lc.Cycles, ReclaimDeadlineSeconds: lc.ReclaimDeadline.D().Seconds(), AsyncJobs: lc.AsyncJobs,
 	}
@@ -128,7 +128,7 @@ func runLending(ctx context.Context, cfg workload.Config, target driver.Target, 
 		if lend {
 			name = label + " lending"
 		}
-		run := LendingRun{Lending: lend}
+		run := Figures{Lending: lend}
 		before := cancelledByReclaim(ctx, target)
 		res[i], _ = driver.Measure(ctx, phase, target, name, 0, func(ctx context.Context, dr *driver.Runner) {
 			r := runner{dr}
@@ -151,7 +151,7 @@ func runLending(ctx context.Context, cfg workload.Config, target driver.Target, 
 
 // lending drives one run: the trainer's cycles, the duty-cycle sampler
 // and the background jobs, until the last cycle ends.
-func (r runner) lending(ctx context.Context, run *LendingRun, lend bool) {
+func (r runner) lending(ctx context.Context, run *Figures, lend bool) {
 	lc, lt := r.Config().Lending, r.Target().Lending
 	end := r.Started().Add(time.Duration(lc.Cycles) * lc.TrainerCycle.D())
 	ctx, cancel := context.WithDeadline(ctx, end)
@@ -187,7 +187,7 @@ func (r runner) lending(ctx context.Context, run *LendingRun, lend bool) {
 }
 
 // trainer runs the busy phases and, when lend is set, lends the idle ones.
-func (r runner) trainer(ctx context.Context, cl *http.Client, run *LendingRun, mu *sync.Mutex, lend bool) {
+func (r runner) trainer(ctx context.Context, cl *http.Client, run *Figures, mu *sync.Mutex, lend bool) {
 	lc := r.Config().Lending
 	cycle := lc.TrainerCycle.D()
 	busyFor := time.Duration(float64(cycle) * lc.TrainerDuty)
@@ -241,9 +241,10 @@ func (r runner) trainer(ctx context.Context, cl *http.Client, run *LendingRun, m
 // trainerLoad keeps TrainerStreams completions running on every engine
 // of the pool until ctx ends.
 func (r runner) trainerLoad(ctx context.Context) {
-	lc := r.Config().Lending
+	cfg := r.Config()
+	lc := cfg.Lending
 	body, _ := json.Marshal(map[string]any{
-		"model": r.Config().Model, "stream": true, "max_tokens": lc.TrainerOutputTokens, "ignore_eos": true,
+		"model": cfg.Model, "stream": true, "max_tokens": lc.TrainerOutputTokens, "ignore_eos": true,
 		"messages": []map[string]string{{"role": "user", "content": "trainer rollout"}},
 	})
 	var wg sync.WaitGroup
@@ -435,11 +436,12 @@ func (b *jobBook) open() []string {
 // asyncJobs runs background responses one after another until ctx ends,
 // each streamed from its creation to its end.
 func (r runner) asyncJobs(ctx context.Context, book *jobBook) {
-	lc := r.Config().Lending
+	cfg := r.Config()
+	lc := cfg.Lending
 	cl := r.Client(r.Target().APIKey)
 	for n := 0; ctx.Err() == nil; n++ {
 		params := responses.ResponseNewParams{
-			Model:           r.Config().Model,
+			Model:           cfg.Model,
 			Background:      openai.Bool(true),
 			MaxOutputTokens: openai.Int(int64(lc.AsyncOutputTokens)),
 			Input:           responses.ResponseNewParamsInputUnion{OfString: openai.String(fmt.Sprintf("Summarise evaluation transcript %d.", n))},
@@ -499,3 +501,6 @@ func (r runner) asyncJobs(ctx context.Context, book *jobBook) {
 		}
 	}
 }
+
+// runner is the driver's runner with the scenario's own ways of sending.
+type runner struct{ *driver.Runner }

@@ -1,4 +1,4 @@
-package bench
+package chaos
 
 import (
 	"context"
@@ -14,28 +14,28 @@ import (
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
-// ChaosRound is one round of a chaos schedule: when it kills which
+// Round is one round of a chaos schedule: when it kills which
 // replicas, and when it restarts them, from the run's start.
-type ChaosRound struct {
+type Round struct {
 	Kill     time.Duration `json:"kill"`
 	Restart  time.Duration `json:"restart"`
 	Replicas []int         `json:"replicas"`
 }
 
-// PlanChaos yields c's rounds over a fleet of n replicas. Round k kills
+// Plan yields c's rounds over a fleet of n replicas. Round k kills
 // c.AtOnce replicas from k × c.AtOnce on, modulo n, so every replica
 // dies in turn. With horizon > 0 (the run's length) a round is yielded
 // only when its replicas are back c.RejoinGoal before the horizon, so
 // that each restart has a whole breaker timeout to take traffic;
 // c.Rounds > 0 caps the count. With neither, rounds never end.
-func PlanChaos(c workload.ChaosConfig, n int, horizon time.Duration) iter.Seq[ChaosRound] {
-	return func(yield func(ChaosRound) bool) {
+func Plan(c workload.ChaosConfig, n int, horizon time.Duration) iter.Seq[Round] {
+	return func(yield func(Round) bool) {
 		if n < 1 || c.AtOnce < 1 {
 			return
 		}
 		for k := 0; c.Rounds == 0 || k < c.Rounds; k++ {
 			kill := c.FirstKill.D() + time.Duration(k)*c.KillInterval.D()
-			rd := ChaosRound{Kill: kill, Restart: kill + c.Downtime.D()}
+			rd := Round{Kill: kill, Restart: kill + c.Downtime.D()}
 			if horizon > 0 && rd.Restart+c.RejoinGoal.D() > horizon {
 				return
 			}
@@ -49,13 +49,13 @@ func PlanChaos(c workload.ChaosConfig, n int, horizon time.Duration) iter.Seq[Ch
 	}
 }
 
-// ChaosReport is what a chaos run did to clients and what the gateway
+// Report is what a chaos run did to clients and what the gateway
 // did about it.
-type ChaosReport struct {
+type Report struct {
 	// Rounds are the rounds that ran, as planned.
-	Rounds []ChaosRound `json:"rounds"`
+	Rounds []Round `json:"rounds"`
 	// Restarts are the replicas killed, one entry per kill.
-	Restarts []ChaosRestart `json:"restarts"`
+	Restarts []Restart `json:"restarts"`
 	// Requests is every turn sent; ByAPI splits them by API.
 	Requests int                        `json:"requests"`
 	ByAPI    map[string]*driver.Summary `json:"by_api"`
@@ -83,11 +83,11 @@ type ChaosReport struct {
 	CutStreams   int     `json:"cut_streams"`
 	CutCompleted float64 `json:"cut_completed"`
 	// Goals are the issue's goals, each against what the run got.
-	Goals []ChaosGoal `json:"goals"`
+	Goals []Goal `json:"goals"`
 }
 
-// ChaosRestart is one replica's kill and restart.
-type ChaosRestart struct {
+// Restart is one replica's kill and restart.
+type Restart struct {
 	Replica int `json:"replica"`
 	// KilledAt and RestartedAt are from the run's start, in seconds.
 	KilledAt    float64 `json:"killed_at_seconds"`
@@ -102,8 +102,8 @@ type ChaosRestart struct {
 	Error string `json:"error,omitempty"`
 }
 
-// ChaosGoal is one goal: what was wanted, what the run got.
-type ChaosGoal struct {
+// Goal is one goal: what was wanted, what the run got.
+type Goal struct {
 	Name string `json:"name"`
 	Want string `json:"want"`
 	Got  string `json:"got"`
@@ -115,14 +115,14 @@ type ChaosGoal struct {
 // stream on another replica.
 const migrationResumed = "resumed"
 
-// chaosPollInterval spaces the scrapes that watch a restarted replica for
-// traffic: the resolution of ChaosRestart.ServingAfter.
-const chaosPollInterval = 100 * time.Millisecond
+// pollInterval spaces the scrapes that watch a restarted replica for
+// traffic: the resolution of Restart.ServingAfter.
+const pollInterval = 100 * time.Millisecond
 
-// runChaos runs the agentic sessions, alternately on chat completions and
+// Run runs the agentic sessions, alternately on chat completions and
 // the Responses API, while a second goroutine kills and restarts replicas
 // on c's schedule; the gateway's counters are read around it.
-func runChaos(ctx context.Context, cfg workload.Config, target driver.Target, label string) (*driver.Result, *ChaosReport, error) {
+func Run(ctx context.Context, cfg workload.Config, target driver.Target, label string) (*driver.Result, *Report, error) {
 	n := len(target.EngineMetricsURLs)
 	if target.Replicas == nil || n == 0 {
 		return nil, nil, errors.New("bench: chaos needs Target.Replicas and the replicas' EngineMetricsURLs")
@@ -136,16 +136,16 @@ func runChaos(ctx context.Context, cfg workload.Config, target driver.Target, la
 	if err != nil {
 		gwErrs = append(gwErrs, err.Error())
 	}
-	sessions := chaosSessions(cfg)
-	var restarts []*ChaosRestart
-	var rounds []ChaosRound
+	sessions := sessionsOf(cfg)
+	var restarts []*Restart
+	var rounds []Round
 	res, samples := driver.Measure(ctx, cfg, target, label, len(sessions)*cfg.Agentic.TurnsPerSession, func(ctx context.Context, dr *driver.Runner) {
 		r := runner{dr}
 		cctx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			rounds, restarts = r.chaos(cctx, target.Replicas, target.EngineMetricsURLs)
+			rounds, restarts = r.runSchedule(cctx, target.Replicas, target.EngineMetricsURLs)
 		}()
 		r.Sessions(ctx, sessions)
 		stop()
@@ -158,14 +158,14 @@ func runChaos(ctx context.Context, cfg workload.Config, target driver.Target, la
 		gwErrs = append(gwErrs, err.Error())
 	}
 	res.API = workload.APIChat + "+" + workload.APIResponses
-	rep := chaosReport(cfg.Chaos, samples, before, after, rounds, restarts, time.Duration(res.DurationSeconds*float64(time.Second)))
+	rep := reportOf(cfg.Chaos, samples, before, after, rounds, restarts, time.Duration(res.DurationSeconds*float64(time.Second)))
 	rep.GatewayErrors = gwErrs
 	return res, rep, nil
 }
 
-// chaosSessions plans the agentic sessions, even ones on chat
+// sessionsOf plans the agentic sessions, even ones on chat
 // completions, odd ones on the Responses API.
-func chaosSessions(cfg workload.Config) []workload.Session {
+func sessionsOf(cfg workload.Config) []workload.Session {
 	sessions := workload.PlanAgentic(cfg)
 	for i := range sessions {
 		sessions[i].API = workload.APIResponses
@@ -176,26 +176,26 @@ func chaosSessions(cfg workload.Config) []workload.Session {
 	return sessions
 }
 
-// chaos runs the schedule until it ends or ctx is done, then returns the
+// runSchedule runs the schedule until it ends or ctx is done, then returns the
 // rounds it ran and every kill. A replica down when ctx ends is restarted
 // at once, so the fleet is whole for the closing scrapes. Each restart is
 // watched for traffic until ctx is done.
-func (r runner) chaos(ctx context.Context, reps driver.Replicas, urls []string) ([]ChaosRound, []*ChaosRestart) {
-	var rounds []ChaosRound
-	var restarts []*ChaosRestart
+func (r runner) runSchedule(ctx context.Context, reps driver.Replicas, urls []string) ([]Round, []*Restart) {
+	var rounds []Round
+	var restarts []*Restart
 	var watchers sync.WaitGroup
 	defer watchers.Wait()
 	at := func() float64 { return time.Since(r.Started()).Seconds() }
-	for rd := range PlanChaos(r.Config().Chaos, len(urls), r.Config().MaxDuration.D()) {
+	for rd := range Plan(r.Config().Chaos, len(urls), r.Config().MaxDuration.D()) {
 		if !driver.SleepUntil(ctx, r.Started().Add(rd.Kill)) {
 			break
 		}
 		rounds = append(rounds, rd)
-		var down []*ChaosRestart
+		var down []*Restart
 		pre := make(map[int]float64)
 		for _, i := range rd.Replicas {
 			pre[i] = replicaTraffic(ctx, urls[i])
-			rs := &ChaosRestart{Replica: i, KilledAt: at()}
+			rs := &Restart{Replica: i, KilledAt: at()}
 			restarts = append(restarts, rs)
 			if err := reps.Kill(i); err != nil {
 				rs.Error = err.Error()
@@ -236,7 +236,7 @@ func replicaTraffic(ctx context.Context, url string) float64 {
 // watchRejoin polls a restarted replica's /metrics until it takes traffic
 // or ctx is done, and reports whether it did and how long after since.
 func watchRejoin(ctx context.Context, url string, pre float64, since time.Time) (bool, float64) {
-	t := time.NewTicker(chaosPollInterval)
+	t := time.NewTicker(pollInterval)
 	defer t.Stop()
 	cl := &http.Client{Timeout: time.Second}
 	for {
@@ -276,10 +276,10 @@ func failureKind(s *driver.Sample) (mid bool, kind string) {
 	return true, s.Error
 }
 
-// chaosReport counts a chaos run's samples and the gateway's counter
+// reportOf counts a chaos run's samples and the gateway's counter
 // deltas, and checks them against the goals.
-func chaosReport(c workload.ChaosConfig, samples []*driver.Sample, before, after scrape.GatewayCounters, rounds []ChaosRound, restarts []*ChaosRestart, wall time.Duration) *ChaosReport {
-	rep := &ChaosReport{
+func reportOf(c workload.ChaosConfig, samples []*driver.Sample, before, after scrape.GatewayCounters, rounds []Round, restarts []*Restart, wall time.Duration) *Report {
+	rep := &Report{
 		Rounds:             rounds,
 		Requests:           len(samples),
 		ByAPI:              map[string]*driver.Summary{},
@@ -323,13 +323,13 @@ func chaosReport(c workload.ChaosConfig, samples []*driver.Sample, before, after
 		rep.CutCompleted = float64(resumed) / float64(rep.CutStreams)
 	}
 
-	rep.Goals = append(rep.Goals, ChaosGoal{
+	rep.Goals = append(rep.Goals, Goal{
 		Name: "failures before streaming", Want: "0",
 		Got: fmt.Sprint(beforeStream), Met: beforeStream == 0,
 	})
-	cut := ChaosGoal{Name: "cut streams completed by migration", Want: ">= 99%", Got: "no stream was cut"}
+	cut := Goal{Name: "cut streams completed by migration", Want: ">= 99%", Got: "no stream was cut"}
 	if rep.CutStreams > 0 {
-		cut.Got = fmt.Sprintf("%s (%d of %d)", pct(rep.CutCompleted), resumed, rep.CutStreams)
+		cut.Got = fmt.Sprintf("%s (%d of %d)", fmt.Sprintf("%.1f%%", rep.CutCompleted*100), resumed, rep.CutStreams)
 		cut.Met = rep.CutCompleted >= 0.99
 	}
 	rep.Goals = append(rep.Goals, cut)
@@ -340,7 +340,7 @@ func chaosReport(c workload.ChaosConfig, samples []*driver.Sample, before, after
 			rejoined++
 		}
 	}
-	rejoin := ChaosGoal{Name: "restarted replicas serving again", Want: fmt.Sprintf("all within %gs", goal), Got: "no replica was killed"}
+	rejoin := Goal{Name: "restarted replicas serving again", Want: fmt.Sprintf("all within %gs", goal), Got: "no replica was killed"}
 	if n := len(rep.Restarts); n > 0 {
 		rejoin.Got = fmt.Sprintf("%d of %d", rejoined, n)
 		rejoin.Met = rejoined == n
@@ -348,3 +348,6 @@ func chaosReport(c workload.ChaosConfig, samples []*driver.Sample, before, after
 	rep.Goals = append(rep.Goals, rejoin)
 	return rep
 }
+
+// runner is the driver's runner with the scenario's own ways of sending.
+type runner struct{ *driver.Runner }

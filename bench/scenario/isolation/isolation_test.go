@@ -1,4 +1,4 @@
-package bench
+package isolation
 
 import (
 	"context"
@@ -11,13 +11,15 @@ import (
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/bench/driver"
+	"github.com/turnpike-gateway/turnpike/bench/scrape"
+	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 // TestBurstSessionHasNoGaps: B's loops keep a request in flight all the
 // time, so BurstMultiple × FleetSlots loops offer that many requests.
 func TestBurstSessionHasNoGaps(t *testing.T) {
-	var cfg Config
-	cfg.Workload = WorkloadIsolation
+	var cfg workload.Config
+	cfg.Workload = workload.WorkloadIsolation
 	cfg.EnsureDefaults()
 	if cfg.Agentic.LoopGap == 0 {
 		t.Fatal("the default loop gap is zero; the test proves nothing")
@@ -31,7 +33,7 @@ func TestBurstSessionHasNoGaps(t *testing.T) {
 			if turn.Delay != 0 {
 				t.Errorf("round %d turn %d: delay %v, want none", round, i, turn.Delay)
 			}
-			if i > 0 && turn.Kind != TurnTool {
+			if i > 0 && turn.Kind != workload.TurnTool {
 				t.Errorf("round %d turn %d: kind %v, want a tool turn", round, i, turn.Kind)
 			}
 		}
@@ -82,15 +84,15 @@ func repeat(d time.Duration, n int) []time.Duration {
 
 func TestFleetLoadAdd(t *testing.T) {
 	var l FleetLoad
-	l.add([]EngineMetrics{
+	l.add([]scrape.EngineMetrics{
 		{"vllm:num_requests_running": 3, "vllm:num_requests_waiting": 0, "vllm:kv_cache_usage_perc": 0.2},
 		nil, // a failed scrape is left out
 		{"vllm:num_requests_running": 5, "vllm:num_requests_waiting": 2, "vllm:kv_cache_usage_perc": 0.4},
 	})
-	l.add([]EngineMetrics{
+	l.add([]scrape.EngineMetrics{
 		{"sglang:num_running_reqs": 1, "sglang:num_queue_reqs": 0, "sglang:token_usage": 0.1},
 	})
-	l.add([]EngineMetrics{nil}) // no engine answered: no sample
+	l.add([]scrape.EngineMetrics{nil}) // no engine answered: no sample
 	want := FleetLoad{Samples: 2, MeanRunning: 4.5, MaxRunning: 8, MeanWaiting: 1, MaxWaiting: 2, MaxKVUsage: 0.3}
 	if math.Abs(l.MaxKVUsage-want.MaxKVUsage) > 1e-9 {
 		t.Fatalf("max KV usage %g, want %g", l.MaxKVUsage, want.MaxKVUsage)
@@ -165,8 +167,8 @@ func await(t *testing.T, ch <-chan struct{}, what string) {
 // one another without overlapping, each Duration/Rounds long, a settling
 // pause after each burst, the run ending with the last burst.
 func TestIsolationPlan(t *testing.T) {
-	ic := IsolationConfig{Duration: Duration(90 * time.Second), Rounds: 3, Settle: 0.2}
-	p := ic.plan()
+	ic := workload.IsolationConfig{Duration: workload.Duration(90 * time.Second), Rounds: 3, Settle: 0.2}
+	p := scheduleOf(ic)
 	s := time.Second
 	want := [][4]time.Duration{{6 * s, 36 * s, 36 * s, 66 * s}, {72 * s, 102 * s, 102 * s, 132 * s}, {138 * s, 168 * s, 168 * s, 198 * s}}
 	for k, w := range want {
@@ -188,7 +190,7 @@ func TestIsolationPlan(t *testing.T) {
 			t.Errorf("at %v: alone %v burst %v, want %v %v", tc.at, alone(tc.at), burst(tc.at), tc.alone, tc.burst)
 		}
 	}
-	if one := (IsolationConfig{Duration: Duration(10 * time.Second), Rounds: 1}).plan(); one.total() != 20*s {
+	if one := scheduleOf(workload.IsolationConfig{Duration: workload.Duration(10 * time.Second), Rounds: 1}); one.total() != 20*s {
 		t.Errorf("one round without settling: %v, want 20s", one.total())
 	}
 }

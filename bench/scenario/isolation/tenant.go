@@ -1,4 +1,4 @@
-package bench
+package isolation
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func (r runner) here(ctx context.Context, spec driver.TenantSpec) {
 	ic := r.Config().Isolation
 	from := spec.From.Sub(r.Started())
 	var wg sync.WaitGroup
-	for i := range isolationLoops(ic) {
+	for i := range loopsOf(ic) {
 		wg.Go(func() { r.agentLoop(ctx, spec.Round, i, from, spec.Key, ic.BPriority) })
 	}
 	wg.Wait()

@@ -1,4 +1,4 @@
-package bench
+package overload
 
 import (
 	"cmp"
@@ -13,8 +13,8 @@ import (
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
-// OverloadBand is one band's outcome in the overload scenario.
-type OverloadBand struct {
+// Band is one band's outcome in the overload scenario.
+type Band struct {
 	// Offered is the arrivals sent; Completed ended with a whole answer.
 	Offered   int `json:"offered"`
 	Completed int `json:"completed"`
@@ -32,12 +32,12 @@ type OverloadBand struct {
 	TTFTP99Ms float64 `json:"ttft_p99_ms"`
 }
 
-// OverloadReport is the overload scenario's verdict, per band.
-type OverloadReport struct {
+// Report is the overload scenario's verdict, per band.
+type Report struct {
 	// OfferedPerSecond is the arrivals per wall second while they came,
 	// all bands.
-	OfferedPerSecond float64                  `json:"offered_per_second"`
-	Bands            map[string]*OverloadBand `json:"bands"`
+	OfferedPerSecond float64          `json:"offered_per_second"`
+	Bands            map[string]*Band `json:"bands"`
 	// IdleWhileQueuedSeconds is the run's occupancy count (see Occupancy):
 	// seconds the gateway queued turns while an engine had room. Room kept
 	// for interactive turns counts as room there, so held lower-band turns
@@ -52,27 +52,27 @@ type OverloadReport struct {
 	InteractiveP99Ratio      float64 `json:"interactive_p99_ratio"`
 }
 
-// overloadShed: the gateway refused s, at admission or from its queue (a
+// shed: the gateway refused s, at admission or from its queue (a
 // 408 for a TTL spent waiting counts, unlike in Sample.Shed).
-func overloadShed(s *driver.Sample) bool {
+func shed(s *driver.Sample) bool {
 	return s.Shed || (s.DroppedReason != "" && s.Status >= 400)
 }
 
-// overloadArrival is one planned request.
-type overloadArrival struct {
+// arrival is one planned request.
+type arrival struct {
 	at   time.Duration
 	band string
 	req  workload.TraceRequest
 }
 
-// planOverload plans the scenario's arrivals: each band a Poisson process
+// planArrivals plans the scenario's arrivals: each band a Poisson process
 // at its rate, merged in time order, each prompt of blocks no other has
 // (block ids from idBase on).
-func planOverload(cfg workload.Config, idBase int64) []overloadArrival {
+func planArrivals(cfg workload.Config, idBase int64) []arrival {
 	oc := cfg.Overload
 	end := oc.Duration.D()
 	blocks := (oc.PromptTokens + workload.BlockTokens - 1) / workload.BlockTokens
-	var out []overloadArrival
+	var out []arrival
 	for bi, b := range []struct {
 		name string
 		rate float64
@@ -89,10 +89,10 @@ func planOverload(cfg workload.Config, idBase int64) []overloadArrival {
 			if wall >= end {
 				break
 			}
-			out = append(out, overloadArrival{at: wall, band: b.name})
+			out = append(out, arrival{at: wall, band: b.name})
 		}
 	}
-	slices.SortStableFunc(out, func(a, b overloadArrival) int { return cmp.Compare(a.at, b.at) })
+	slices.SortStableFunc(out, func(a, b arrival) int { return cmp.Compare(a.at, b.at) })
 	for i := range out {
 		ids := make([]int64, blocks)
 		for j := range ids {
@@ -111,14 +111,14 @@ const (
 	overloadBaselineIDs = 3 << 40
 )
 
-// runOverload sends interactive arrivals alone (the baseline), then every
+// Run sends interactive arrivals alone (the baseline), then every
 // band's, open loop, and reports each band of the second run.
-func runOverload(ctx context.Context, cfg workload.Config, target driver.Target, label string) (*driver.Result, *OverloadReport, error) {
+func Run(ctx context.Context, cfg workload.Config, target driver.Target, label string) (*driver.Result, *Report, error) {
 	alone := cfg
 	alone.Overload.StandardRate, alone.Overload.BackgroundRate = -1, -1
-	var basePlan []overloadArrival
+	var basePlan []arrival
 	if cfg.Overload.InteractiveRate > 0 {
-		basePlan = planOverload(alone, overloadBaselineIDs)
+		basePlan = planArrivals(alone, overloadBaselineIDs)
 	}
 	baseline, _ := driver.Measure(ctx, cfg, target, label+" baseline", len(basePlan), func(ctx context.Context, dr *driver.Runner) {
 		r := runner{dr}
@@ -127,14 +127,14 @@ func runOverload(ctx context.Context, cfg workload.Config, target driver.Target,
 	if err := ctx.Err(); err != nil {
 		return nil, nil, fmt.Errorf("bench: overload baseline: %w", err)
 	}
-	plan := planOverload(cfg, overloadIDs)
+	plan := planArrivals(cfg, overloadIDs)
 	retryAfter := map[string]int{}
 	res, samples := driver.Measure(ctx, cfg, target, label, len(plan), func(ctx context.Context, dr *driver.Runner) {
 		r := runner{dr}
 		r.arrivals(ctx, plan, retryAfter)
 	})
 	res.API = workload.APIChat
-	rep := overloadReport(samples, retryAfter, res, cfg.Overload.Duration.D())
+	rep := reportOf(samples, retryAfter, res, cfg.Overload.Duration.D())
 	if b := baseline.ByBand[workload.BandInteractive]; b != nil {
 		rep.BaselineInteractiveP50Ms, rep.BaselineInteractiveP99Ms = b.TTFT.P50Ms, b.TTFT.P99Ms
 		if i := rep.Bands[workload.BandInteractive]; i != nil && b.TTFT.P99Ms > 0 {
@@ -146,7 +146,7 @@ func runOverload(ctx context.Context, cfg workload.Config, target driver.Target,
 
 // arrivals sends plan open loop, each request when due, and counts the
 // sheds that carried a Retry-After in retryAfter by band (nil: none).
-func (r runner) arrivals(ctx context.Context, plan []overloadArrival, retryAfter map[string]int) {
+func (r runner) arrivals(ctx context.Context, plan []arrival, retryAfter map[string]int) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i, a := range plan {
@@ -162,7 +162,7 @@ func (r runner) arrivals(ctx context.Context, plan []overloadArrival, retryAfter
 				MaxTokens: a.req.MaxOutputTokens,
 			}
 			smp, wait := r.Do(ctx, c, driver.Labels{Tenant: a.band, Turn: i, Kind: workload.TurnSingle})
-			if retryAfter != nil && smp != nil && overloadShed(smp) && wait > 0 {
+			if retryAfter != nil && smp != nil && shed(smp) && wait > 0 {
 				mu.Lock()
 				retryAfter[a.band]++
 				mu.Unlock()
@@ -172,15 +172,15 @@ func (r runner) arrivals(ctx context.Context, plan []overloadArrival, retryAfter
 	wg.Wait()
 }
 
-// overloadReport sums the samples per band.
-func overloadReport(samples []*driver.Sample, retryAfter map[string]int, res *driver.Result, arrivals time.Duration) *OverloadReport {
-	rep := &OverloadReport{Bands: map[string]*OverloadBand{}}
+// reportOf sums the samples per band.
+func reportOf(samples []*driver.Sample, retryAfter map[string]int, res *driver.Result, arrivals time.Duration) *Report {
+	rep := &Report{Bands: map[string]*Band{}}
 	if arrivals > 0 {
 		rep.OfferedPerSecond = float64(len(samples)) / arrivals.Seconds()
 	}
 	for band, group := range driver.GroupBy(samples, func(s *driver.Sample) string { return s.Band }) {
 		sum := driver.Aggregate(group, time.Second)
-		b := &OverloadBand{
+		b := &Band{
 			Offered:            sum.Requests,
 			Completed:          sum.Succeeded,
 			ShedWithRetryAfter: retryAfter[band],
@@ -190,7 +190,7 @@ func overloadReport(samples []*driver.Sample, retryAfter map[string]int, res *dr
 		for _, s := range group {
 			switch {
 			case s.Error == "":
-			case overloadShed(s):
+			case shed(s):
 				b.Shed++
 				if b.Reasons == nil {
 					b.Reasons = map[string]int{}
@@ -208,3 +208,6 @@ func overloadReport(samples []*driver.Sample, retryAfter map[string]int, res *dr
 	}
 	return rep
 }
+
+// runner is the driver's runner with the scenario's own ways of sending.
+type runner struct{ *driver.Runner }

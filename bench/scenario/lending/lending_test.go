@@ -1,18 +1,13 @@
-package bench
+package lending
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/turnpike-gateway/turnpike/bench/driver"
-	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 // fakeRunning is an engine whose /metrics report running sequences.
@@ -50,11 +45,5 @@ func TestSampleDuty(t *testing.T) {
 	}
 	if _, ok := waitFreed(context.Background(), http.DefaultClient, engines[:1], time.Now().Add(3*reclaimPoll)); ok {
 		t.Error("waitFreed saw a busy engine free")
-	}
-}
-
-func TestRunLendingNeedsAPool(t *testing.T) {
-	if _, err := Run(context.Background(), workload.Config{Workload: workload.WorkloadLending, Progress: io.Discard}, driver.Target{BaseURL: "http://127.0.0.1:1"}); err == nil || !strings.Contains(err.Error(), "lendable pool") {
-		t.Errorf("Run without a lendable pool: %v", err)
 	}
 }
