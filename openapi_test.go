@@ -1,6 +1,7 @@
 package turnpike_test
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -65,7 +66,7 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := responses.New(responses.NewStore(db.Namespace("rs/"), responses.StoreOptions{}), d, responses.Config{CollectInterval: -1, Logger: log})
-	defer svc.Close()
+	defer svc.Close(context.Background())
 	authn, err := auth.New(auth.Options{AdminToken: "admin-secret", Logger: log})
 	if err != nil {
 		t.Fatal(err)

@@ -82,7 +82,7 @@ func newDyingFleetAt(t *testing.T, dropAfter int, timeScale float64) *dyingFleet
 	}
 	f.s = s
 	f.front = httptest.NewServer(s.Handler())
-	t.Cleanup(func() { f.front.Close(); svc.Close(); db.Close() })
+	t.Cleanup(func() { f.front.Close(); svc.Close(context.Background()); db.Close() })
 	f.client = openai.NewClient(option.WithBaseURL(f.front.URL+"/v1"), option.WithAPIKey("test"), option.WithMaxRetries(0))
 	return f
 }

@@ -159,7 +159,7 @@ func newResponsesOnWith(t testing.TB, cfg tpresponses.Config, dopts dispatch.Opt
 	front := httptest.NewServer(s.Handler())
 	t.Cleanup(func() {
 		front.Close()
-		svc.Close()
+		svc.Close(context.Background())
 		db.Close()
 	})
 	client := openai.NewClient(option.WithBaseURL(front.URL+"/v1"), option.WithAPIKey("test"), option.WithMaxRetries(0))

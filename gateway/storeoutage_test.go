@@ -116,7 +116,7 @@ func newOutageStack(t *testing.T, timeScale float64) *outageStack {
 	st.front = httptest.NewServer(s.Handler())
 	t.Cleanup(func() {
 		st.front.Close()
-		svc.Close()
+		svc.Close(context.Background())
 		db.Close()
 		backend.Close()
 		eng.Close()

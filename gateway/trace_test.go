@@ -115,7 +115,7 @@ func newTracedStackTB(t testing.TB, traced bool) *tracedStack {
 		t.Fatal(err)
 	}
 	front := httptest.NewServer(s.Handler())
-	t.Cleanup(func() { front.Close(); svc.Close(); db.Close() })
+	t.Cleanup(func() { front.Close(); svc.Close(context.Background()); db.Close() })
 	st.front = front.URL
 	st.client = openai.NewClient(option.WithBaseURL(front.URL+"/v1"), option.WithAPIKey("test"), option.WithMaxRetries(0))
 	return st

@@ -118,7 +118,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if err := svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { svc.Close(); db.Close() })
+	t.Cleanup(func() { svc.Close(context.Background()); db.Close() })
 	s, err := New(Options{Registry: reg, Dispatch: d, Logger: log, Metrics: metrics, Responses: svc})
 	if err != nil {
 		t.Fatal(err)

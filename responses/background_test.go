@@ -138,7 +138,7 @@ func TestBackgroundRetriesRefusals(t *testing.T) {
 		resp := createBackground(t, svc, "a", "after restart")
 		waitFor(t, func() bool { return refused.Load() == 1 })
 		start := time.Now()
-		svc.Close()
+		svc.Close(context.Background())
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("Close took %v behind a job waiting to retry", d)
 		}
@@ -152,7 +152,7 @@ func TestBackgroundRetriesRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitEnded(t, svc, resp.ID)
-		svc.Close()
+		svc.Close(context.Background())
 		rec, _ = st.GetResponse(t.Context(), "a", resp.ID)
 		st.Close()
 		if rec.Response.Status != StatusCompleted {
@@ -177,7 +177,7 @@ func TestBackgroundEndStoredFirst(t *testing.T) {
 	if err := svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	defer svc.Close()
+	defer svc.Close(context.Background())
 	var mu sync.Mutex
 	var live []string
 	resp := createBackground(t, svc, "a", "x")

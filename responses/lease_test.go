@@ -109,7 +109,7 @@ func startOn(t *testing.T, st Store, eng Engine, cfg Config) *Service {
 	if err := svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { svc.Close() })
+	t.Cleanup(func() { svc.Close(context.Background()) })
 	return svc
 }
 

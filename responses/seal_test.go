@@ -2,6 +2,7 @@ package responses
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"errors"
 	"testing"
@@ -74,12 +75,12 @@ func TestSealKeyKept(t *testing.T) {
 	dir := t.TempDir()
 	svc, st := reopen(t, dir)
 	blob := svc.sealer.seal(sealCompaction, "acme", []byte("summary"))
-	svc.Close()
+	svc.Close(context.Background())
 	st.Close()
 
 	svc, st = reopen(t, dir)
 	defer st.Close()
-	defer svc.Close()
+	defer svc.Close(context.Background())
 	if got, err := svc.sealer.open(sealCompaction, "acme", blob); err != nil || string(got) != "summary" {
 		t.Fatalf("after restart: %q, %v", got, err)
 	}

@@ -317,14 +317,20 @@ func (s *Service) Start(ctx context.Context) error {
 }
 
 // Close stops the collector and the background responses and waits for
-// them. A background response stopped by Close is not ended: it stays
-// pending in the store and Close gives up its claim, so the next Start,
-// or another gateway on the store within half Config.JobLease, runs it
-// again. (A gateway that dies leaves its claims to run out first.)
-func (s *Service) Close() error {
+// them, up to ctx. A background response stopped by Close is not ended:
+// it stays pending in the store and Close gives up its claim, so the next
+// Start, or another gateway on the store within half Config.JobLease, runs
+// it again. (A gateway that dies leaves its claims to run out first.)
+func (s *Service) Close(ctx context.Context) error {
 	s.stop()
-	s.wg.Wait()
-	return nil
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("responses: close: %w", ctx.Err())
+	}
 }
 
 func (s *Service) collect() {

@@ -113,7 +113,7 @@ func TestRestartKeepsResponses(t *testing.T) {
 		}
 		ids = append(ids, resp.ID)
 	}
-	svc.Close()
+	svc.Close(context.Background())
 	st.Close()
 
 	st = openStore(t, dir)
@@ -145,12 +145,12 @@ func TestBackgroundRecovery(t *testing.T) {
 	}
 	waitFor(t, func() bool { return len(blocked.requests()) == 1 })
 	// Shut down mid-run: the job must stay pending, not end.
-	svc.Close()
+	svc.Close(context.Background())
 	st.Close()
 
 	svc, st = reopen(t, dir)
 	defer st.Close()
-	defer svc.Close()
+	defer svc.Close(context.Background())
 	waitFor(t, func() bool {
 		r, _ := svc.Get(ctx, "a", resp.ID)
 		return r.Status == StatusCompleted
@@ -176,7 +176,7 @@ func TestBackgroundGivesUpAfterMaxAttempts(t *testing.T) {
 	}
 	svc := New(st, &fakeEngine{}, Config{CollectInterval: -1, MaxAttempts: 2})
 	svc.Start(t.Context())
-	defer func() { svc.Close(); st.Close() }()
+	defer func() { svc.Close(context.Background()); st.Close() }()
 	r, err := svc.Get(ctx, "a", "resp_x")
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +274,7 @@ func TestRetention(t *testing.T) {
 	defer st.Close()
 	svc := New(st, &fakeEngine{}, Config{CollectInterval: -1, Now: clock})
 	svc.Start(t.Context())
-	defer svc.Close()
+	defer svc.Close(context.Background())
 	ctx := context.Background()
 	old, _ := svc.Create(ctx, "a", mustDecode(t, `{"model":"m","input":"old"}`), nil, nil)
 	now = now.Add(50 * time.Minute)

@@ -199,7 +199,7 @@ func newTestService(t testing.TB, eng Engine) (*Service, *testStore) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		svc.Close()
+		svc.Close(context.Background())
 		st.Close()
 	})
 	return svc, st

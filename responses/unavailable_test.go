@@ -49,7 +49,7 @@ func newDownService(t *testing.T, ds *downStore) (*Service, *fakeEngine) {
 	if err := svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { svc.Close() })
+	t.Cleanup(func() { svc.Close(context.Background()) })
 	return svc, eng
 }
 

@@ -277,7 +277,7 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 		Tracer:   tracer,
 		JobLease: cfg.Responses.JobLease, JobPoll: cfg.Responses.JobPoll,
 	})
-	if err := s.life.start(ctx, "responses", svc.Start, func(context.Context) error { return svc.Close() }); err != nil {
+	if err := s.life.start(ctx, "responses", svc.Start, svc.Close); err != nil {
 		return err
 	}
 	if err := s.startHeldShare(ctx, db, svc, gossipMetrics); err != nil {
