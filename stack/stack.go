@@ -193,7 +193,7 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	s.life.start(ctx, "tracing", nil, traces.Close)
+	s.life.start(ctx, "tracing", traces.Start, traces.Close)
 	tracer := traces.Tracer()
 	if tracer.On() {
 		log.Info("tracing on", "service", cfg.Tracing.ServiceName, "endpoint", cmp.Or(cfg.Tracing.Endpoint, "from the environment"))

@@ -182,7 +182,14 @@ func (p *Provider) Tracer() *Tracer {
 	return &Tracer{t: p.sdk.Tracer("github.com/turnpike-gateway/turnpike")}
 }
 
-// Close flushes the spans not yet exported and stops the exporter.
+// Start starts nothing: the OpenTelemetry SDK starts the batcher as New
+// builds the provider, and spans come only once the components that make
+// them start. It gives the provider the one life cycle of the stack's
+// components; p may be nil.
+func (p *Provider) Start(context.Context) error { return nil }
+
+// Close flushes the spans not yet exported and stops the exporter, up to
+// ctx; p may be nil.
 func (p *Provider) Close(ctx context.Context) error {
 	if p == nil {
 		return nil
