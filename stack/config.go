@@ -2,6 +2,7 @@ package stack
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/batch"
+	"github.com/turnpike-gateway/turnpike/gateway"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/responses"
 	"github.com/turnpike-gateway/turnpike/sessions"
@@ -59,6 +61,13 @@ type Config struct {
 	Admin admin.Config `yaml:",inline"`
 	// BodyLimit bounds request bodies, in bytes. Default 32 MiB.
 	BodyLimit int64 `yaml:"bodyLimit"`
+	// BodyBudget bounds the bytes of request bodies held at once by the
+	// requests being handled (see gateway.Options.BodyBudget): a request
+	// past it is refused with a 503 and Retry-After before its body is
+	// read. Default a quarter of the Go runtime's memory limit
+	// (runtime.memoryLimit or GOMEMLIMIT), else 512 MiB. At least
+	// bodyLimit.
+	BodyBudget int64 `yaml:"bodyBudget"`
 	// Tracing exports OpenTelemetry traces over OTLP/HTTP (see
 	// tracing.Config). Default off, unless OTEL_EXPORTER_OTLP_ENDPOINT is
 	// set.
@@ -184,6 +193,15 @@ func Parse(b []byte) (*Config, error) {
 	return &c, nil
 }
 
+// bodyBudget is BodyBudget, or its default under the Go runtime's memory
+// limit as it stands (GoRuntime applied, GOMEMLIMIT read).
+func (c *Config) bodyBudget() int64 {
+	if c.BodyBudget > 0 {
+		return c.BodyBudget
+	}
+	return gateway.BodyBudgetFor(memoryLimit())
+}
+
 // EnsureDefaults fills unset fields.
 func (c *Config) EnsureDefaults() {
 	if c.Addr == "" {
@@ -260,6 +278,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BodyLimit < 0 {
 		errs = append(errs, errors.New("bodyLimit: must not be negative"))
+	}
+	if limit := cmp.Or(c.BodyLimit, gateway.DefaultBodyLimit); c.BodyBudget < 0 || (c.BodyBudget > 0 && c.BodyBudget < limit) {
+		errs = append(errs, fmt.Errorf("bodyBudget: must hold one body of bodyLimit (%d bytes), or be 0 for the default", limit))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("config: %w", errors.Join(errs...))

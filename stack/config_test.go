@@ -32,6 +32,9 @@ func TestExampleConfigLoads(t *testing.T) {
 	if cfg.Responses.HostedTools != responses.HostedToolsDrop {
 		t.Errorf("responses.hostedTools not read: %q", cfg.Responses.HostedTools)
 	}
+	if cfg.BodyBudget != 512<<20 {
+		t.Errorf("bodyBudget not read: %d", cfg.BodyBudget)
+	}
 }
 
 // TestConfigValidateReportsEverything: one run of validation names every

@@ -3,6 +3,7 @@ package stack
 import (
 	"errors"
 	"log/slog"
+	"math"
 	"runtime/debug"
 )
 
@@ -71,4 +72,14 @@ func (g GoRuntime) Apply(getenv func(string) string, log *slog.Logger) {
 	} else if g.MemoryLimit > 0 {
 		debug.SetMemoryLimit(g.MemoryLimit)
 	}
+}
+
+// memoryLimit is the Go runtime's memory limit in force (GoRuntime's
+// MemoryLimit once applied, or GOMEMLIMIT), in bytes; 0 when there is
+// none.
+func memoryLimit() int64 {
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		return l
+	}
+	return 0
 }

@@ -3,9 +3,12 @@ package stack
 import (
 	"io"
 	"log/slog"
+	"math"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/turnpike-gateway/turnpike/gateway"
 )
 
 const runtimePools = "pools:\n  - name: p\n    engine: vllm\n    servedModels: [m]\n    endpoints:\n      - url: http://127.0.0.1:1\n"
@@ -66,5 +69,39 @@ func TestRuntimeApply(t *testing.T) {
 	}
 	if got := debug.SetMemoryLimit(limit); got != limit {
 		t.Errorf("with GOMEMLIMIT set: memory limit %d, want it unchanged (%d)", got, limit)
+	}
+}
+
+// TestBodyBudgetConfig (issue 32): bodyBudget is read and checked
+// against bodyLimit, and by default is a quarter of the Go memory limit
+// in force, or the gateway's default without one.
+func TestBodyBudgetConfig(t *testing.T) {
+	limit := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(limit) })
+
+	cfg, err := Parse([]byte(runtimePools + "bodyBudget: 1073741824\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.bodyBudget(); got != 1<<30 {
+		t.Errorf("bodyBudget %d, want 1 GiB", got)
+	}
+	for _, bad := range []string{"bodyBudget: -1\n", "bodyBudget: 1048576\n", "bodyLimit: 4194304\nbodyBudget: 2097152\n"} {
+		if _, err := Parse([]byte(runtimePools + bad)); err == nil || !strings.Contains(err.Error(), "bodyBudget") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+
+	cfg, err = Parse([]byte(runtimePools))
+	if err != nil {
+		t.Fatal(err)
+	}
+	debug.SetMemoryLimit(math.MaxInt64)
+	if got := cfg.bodyBudget(); got != gateway.DefaultBodyBudget {
+		t.Errorf("no memory limit: bodyBudget %d, want %d", got, gateway.DefaultBodyBudget)
+	}
+	debug.SetMemoryLimit(8 << 30) // as runtime.memoryLimit or GOMEMLIMIT set it
+	if got := cfg.bodyBudget(); got != 2<<30 {
+		t.Errorf("under an 8 GiB memory limit: bodyBudget %d, want 2 GiB", got)
 	}
 }

@@ -356,17 +356,18 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 		}), noErr(func() { stopSched(); <-scheduled }))
 	}
 	if s.gw, err = gateway.New(gateway.Options{
-		Registry:  s.reg,
-		Dispatch:  d,
-		Logger:    log,
-		Metrics:   metrics,
-		BodyLimit: cfg.BodyLimit,
-		OpenAPI:   turnpike.Spec,
-		Responses: svc,
-		Batches:   batches,
-		Auth:      authn,
-		Admin:     adm,
-		Tracer:    tracer,
+		Registry:   s.reg,
+		Dispatch:   d,
+		Logger:     log,
+		Metrics:    metrics,
+		BodyLimit:  cfg.BodyLimit,
+		BodyBudget: cfg.bodyBudget(),
+		OpenAPI:    turnpike.Spec,
+		Responses:  svc,
+		Batches:    batches,
+		Auth:       authn,
+		Admin:      adm,
+		Tracer:     tracer,
 		// Not ready while the store is down: the turns it would take
 		// could not be stored.
 		StoreHealth: db.Health,
