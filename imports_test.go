@@ -38,7 +38,7 @@ var floors = map[string][]string{
 	"gossip":           {},
 	"accelerators":     {},
 	"accelerators/sim": {"accelerators", "accelerators/enginemetrics", "internal/lru"},
-	"bench":            {"accelerators/enginemetrics", "bench/driver", "bench/scenario/chaos", "bench/scenario/isolation", "bench/scenario/lending", "bench/scenario/overload", "bench/scrape", "bench/workload", "internal/lru"},
+	"bench":            {"accelerators/enginemetrics", "bench/driver", "bench/overhead", "bench/report", "bench/scenario/chaos", "bench/scenario/isolation", "bench/scenario/lending", "bench/scenario/overload", "bench/scrape", "bench/workload", "internal/lru"},
 	// bench's parts import nothing of ours outside bench but what bench may.
 	"bench/workload":           {},
 	"bench/scrape":             {"accelerators/enginemetrics"},
@@ -47,6 +47,8 @@ var floors = map[string][]string{
 	"bench/scenario/isolation": {"bench/driver", "bench/scrape", "bench/workload"},
 	"bench/scenario/lending":   {"bench/driver", "bench/scrape", "bench/workload"},
 	"bench/scenario/overload":  {"bench/driver", "bench/workload"},
+	"bench/report":             {"bench/driver", "bench/scenario/chaos", "bench/scenario/isolation", "bench/scenario/lending", "bench/scenario/overload", "bench/scrape", "bench/workload"},
+	"bench/overhead":           {"accelerators/enginemetrics", "bench/driver", "bench/report", "bench/workload"},
 	// The engines' metric names, the one spelling for pools, sim and bench.
 	"accelerators/enginemetrics": {},
 	// Machinery with no domain, under internal/: it imports nothing of ours.

@@ -2,8 +2,11 @@ package bench
 
 import (
 	"context"
+	"io"
 
 	"github.com/turnpike-gateway/turnpike/bench/driver"
+	"github.com/turnpike-gateway/turnpike/bench/overhead"
+	"github.com/turnpike-gateway/turnpike/bench/report"
 	"github.com/turnpike-gateway/turnpike/bench/scenario/isolation"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
@@ -108,4 +111,70 @@ type (
 // (isolation.RunTenant): what `turnpike bench tenant` runs.
 func RunTenant(ctx context.Context, spec TenantSpec, emit func(TenantLine)) error {
 	return isolation.RunTenant(ctx, spec, emit)
+}
+
+// The report of a run or a comparison (bench/report).
+type (
+	// Result is the outcome of one run.
+	Result = report.Result
+	// Comparison is one workload run per policy, with the ratios.
+	Comparison = report.Comparison
+)
+
+// WriteText prints results as terminal tables (report.WriteText).
+func WriteText(w io.Writer, results ...*Result) error { return report.WriteText(w, results...) }
+
+// WriteMarkdown prints the same as WriteText as markdown, for docs
+// (report.WriteMarkdown).
+func WriteMarkdown(w io.Writer, results ...*Result) error {
+	return report.WriteMarkdown(w, results...)
+}
+
+// WriteHTML writes a self-contained HTML report of results
+// (report.WriteHTML).
+func WriteHTML(w io.Writer, results ...*Result) error { return report.WriteHTML(w, results...) }
+
+// The proxy-overhead measurement and its instant engine (bench/overhead).
+type (
+	// OverheadConfig describes a proxy-overhead run.
+	OverheadConfig = overhead.Config
+	// OverheadTarget is one thing to measure: a URL and its process.
+	OverheadTarget = overhead.Target
+	// InstantConfig configures an InstantEngine.
+	InstantConfig = overhead.InstantConfig
+)
+
+// Defaults of OverheadConfig and InstantConfig, and the kinds of
+// OverheadConfig.Turns.
+const (
+	DefaultOverheadBodyBytes   = overhead.DefaultBodyBytes
+	DefaultOverheadConcurrency = overhead.DefaultConcurrency
+	DefaultOverheadDuration    = overhead.DefaultDuration
+	DefaultOverheadWarmup      = overhead.DefaultWarmup
+	DefaultOverheadRounds      = overhead.DefaultRounds
+	DefaultOverheadTimeout     = overhead.DefaultTimeout
+	DefaultOverheadWait        = overhead.DefaultWait
+
+	DefaultInstantModel        = overhead.DefaultInstantModel
+	DefaultInstantOutputTokens = overhead.DefaultInstantOutputTokens
+	DefaultInstantNumGPUBlocks = overhead.DefaultInstantNumGPUBlocks
+
+	TurnsNext   = overhead.TurnsNext
+	TurnsRepeat = overhead.TurnsRepeat
+	TurnsCold   = overhead.TurnsCold
+)
+
+// ParseOverheadTarget reads "name=url[,pid=N]" (overhead.ParseTarget).
+func ParseOverheadTarget(s string) (OverheadTarget, error) { return overhead.ParseTarget(s) }
+
+// RunOverhead measures every target, Rounds times, one at a time
+// (overhead.Measure).
+func RunOverhead(ctx context.Context, cfg OverheadConfig, targets []OverheadTarget, progress io.Writer) (*overhead.Result, error) {
+	return overhead.Measure(ctx, cfg, targets, progress)
+}
+
+// NewInstantEngine returns an engine that answers at once
+// (overhead.NewInstantEngine).
+func NewInstantEngine(cfg InstantConfig) *overhead.InstantEngine {
+	return overhead.NewInstantEngine(cfg)
 }

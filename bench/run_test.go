@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/bench/driver"
+	"github.com/turnpike-gateway/turnpike/bench/report"
 	"github.com/turnpike-gateway/turnpike/bench/scenario/isolation"
-	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -189,7 +189,7 @@ func TestRunShedAndErrors(t *testing.T) {
 		t.Errorf("sheds %v, want background/saturated", s.Sheds)
 	}
 	var b bytes.Buffer
-	if err := WriteText(&b, res); err != nil {
+	if err := report.WriteText(&b, res); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "shed[background/saturated]=24") {
@@ -320,11 +320,10 @@ func testRunIsolation(t *testing.T, tenants driver.TenantRunner) {
 	}
 	// The verdict is printed by round, alone and in a comparison.
 	var text bytes.Buffer
-	if err := WriteText(&text, res); err != nil {
+	if err := report.WriteText(&text, res); err != nil {
 		t.Fatal(err)
 	}
-	cmp := &Comparison{Results: []*Result{res}}
-	cmp.computeRatios()
+	cmp := report.Compared([]*report.Result{res}, nil, 1)
 	if err := cmp.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +331,7 @@ func testRunIsolation(t *testing.T, tenants driver.TenantRunner) {
 		t.Errorf("the verdict by round printed %d times, want 2 (run, comparison):\n%s", got, text.String())
 	}
 	var html bytes.Buffer
-	if err := WriteHTML(&html, res); err != nil {
+	if err := report.WriteHTML(&html, res); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(html.String(), "Isolation") {
@@ -355,21 +354,21 @@ func TestCompare(t *testing.T) {
 	}
 	cfg := smallAgentic(workload.APIResponses)
 	cfg.KeepSamples = false
-	cmp, err := Compare(context.Background(), cfg, []string{"prefix-aware", BaselinePolicy}, 1, start)
+	cmp, err := Compare(context.Background(), cfg, []string{"prefix-aware", report.BaselinePolicy}, 1, start)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cmp.Repeat != 0 || cmp.Medians != nil || cmp.Results[0].Run != 0 || cmp.Results[0].name() != "prefix-aware" {
-		t.Errorf("a single run: repeat %d, medians %v, run %d named %q", cmp.Repeat, cmp.Medians, cmp.Results[0].Run, cmp.Results[0].name())
+	if cmp.Repeat != 0 || cmp.Medians != nil || cmp.Results[0].Run != 0 || cmp.Results[0].Name() != "prefix-aware" {
+		t.Errorf("a single run: repeat %d, medians %v, run %d named %q", cmp.Repeat, cmp.Medians, cmp.Results[0].Run, cmp.Results[0].Name())
 	}
 	if !slices.Equal(started, stopped) || len(started) != 2 {
 		t.Errorf("started %v, stopped %v", started, stopped)
 	}
-	if cmp.Baseline != BaselinePolicy || len(cmp.Ratios) != 2 {
+	if cmp.Baseline != report.BaselinePolicy || len(cmp.Ratios) != 2 {
 		t.Fatalf("baseline %q, ratios %+v", cmp.Baseline, cmp.Ratios)
 	}
 	for _, q := range cmp.Ratios {
-		if q.Policy == BaselinePolicy && (q.TTFTP50ReductionPct != 0 || q.ThroughputX != 1 || q.HitRateX != 1) {
+		if q.Policy == report.BaselinePolicy && (q.TTFTP50ReductionPct != 0 || q.ThroughputX != 1 || q.HitRateX != 1) {
 			t.Errorf("baseline against itself: %+v", q)
 		}
 	}
@@ -378,7 +377,7 @@ func TestCompare(t *testing.T) {
 		if err := write(&b); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		for _, want := range []string{"prefix-aware", BaselinePolicy} {
+		for _, want := range []string{"prefix-aware", report.BaselinePolicy} {
 			if !strings.Contains(b.String(), want) {
 				t.Errorf("%s report lacks %q", name, want)
 			}
@@ -397,10 +396,10 @@ func TestCompare(t *testing.T) {
 	failing := func(ctx context.Context, policy string) (driver.Target, func() error, error) {
 		return driver.Target{}, nil, errors.New("no fleet")
 	}
-	if _, err := Compare(context.Background(), cfg, []string{BaselinePolicy}, 1, failing); err == nil || !strings.Contains(err.Error(), "no fleet") {
+	if _, err := Compare(context.Background(), cfg, []string{report.BaselinePolicy}, 1, failing); err == nil || !strings.Contains(err.Error(), "no fleet") {
 		t.Errorf("failing start: err = %v", err)
 	}
-	if _, err := Compare(context.Background(), cfg, []string{BaselinePolicy}, 0, start); err == nil {
+	if _, err := Compare(context.Background(), cfg, []string{report.BaselinePolicy}, 0, start); err == nil {
 		t.Error("repeat 0 accepted")
 	}
 }
@@ -417,11 +416,11 @@ func TestCompareRepeat(t *testing.T) {
 	}
 	cfg := smallAgentic(workload.APIResponses)
 	cfg.KeepSamples = false
-	cmp, err := Compare(context.Background(), cfg, []string{BaselinePolicy, "prefix-aware"}, 3, start)
+	cmp, err := Compare(context.Background(), cfg, []string{report.BaselinePolicy, "prefix-aware"}, 3, start)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{BaselinePolicy, "prefix-aware", "prefix-aware", BaselinePolicy, BaselinePolicy, "prefix-aware"}
+	want := []string{report.BaselinePolicy, "prefix-aware", "prefix-aware", report.BaselinePolicy, report.BaselinePolicy, "prefix-aware"}
 	if !slices.Equal(started, want) {
 		t.Errorf("started %v, want %v", started, want)
 	}
@@ -432,11 +431,11 @@ func TestCompareRepeat(t *testing.T) {
 		if wantRun := i/2 + 1; r.Run != wantRun || r.Policy != started[i] {
 			t.Errorf("result %d: %s run %d, want %s run %d", i, r.Policy, r.Run, started[i], wantRun)
 		}
-		if q := cmp.Ratios[i]; q.Policy != r.name() || r.Policy == BaselinePolicy && q.ThroughputX != 1 {
-			t.Errorf("ratio %d: %+v for %s", i, q, r.name())
+		if q := cmp.Ratios[i]; q.Policy != r.Name() || r.Policy == report.BaselinePolicy && q.ThroughputX != 1 {
+			t.Errorf("ratio %d: %+v for %s", i, q, r.Name())
 		}
 	}
-	if len(cmp.Medians) != 2 || cmp.Medians[0].Policy != BaselinePolicy || cmp.Medians[1].Runs != 3 || cmp.Medians[1].Compared["ttft_p50"] != 3 {
+	if len(cmp.Medians) != 2 || cmp.Medians[0].Policy != report.BaselinePolicy || cmp.Medians[1].Runs != 3 || cmp.Medians[1].Compared["ttft_p50"] != 3 {
 		t.Fatalf("medians %+v", cmp.Medians)
 	}
 	for name, write := range map[string]func(io.Writer) error{"text": cmp.WriteText, "markdown": cmp.WriteMarkdown, "html": cmp.WriteHTML} {
@@ -444,7 +443,7 @@ func TestCompareRepeat(t *testing.T) {
 		if err := write(&b); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		wants := []string{"prefix-aware #3", BaselinePolicy + " #2"}
+		wants := []string{"prefix-aware #3", report.BaselinePolicy + " #2"}
 		if name != "html" {
 			wants = append(wants, "edian of 3 runs")
 		}
@@ -453,59 +452,6 @@ func TestCompareRepeat(t *testing.T) {
 				t.Errorf("%s report lacks %q:\n%s", name, want, b.String())
 			}
 		}
-	}
-}
-
-// Each figure's median is over a policy's runs, and a run counts as at
-// least as good as the baseline's of its repetition on a tie too.
-func TestComparisonMedians(t *testing.T) {
-	run := func(policy string, k int, p50, tput float64, errs int, idle *int) *Result {
-		r := &Result{Policy: policy, Run: k}
-		r.Total.TTFT.P50Ms, r.Total.OutputTokensPerSec, r.Total.Errors = p50, tput, errs
-		if idle != nil {
-			r.Occupancy = &scrape.Occupancy{IdleWhileQueuedSeconds: *idle}
-		}
-		return r
-	}
-	zero, one := 0, 1
-	c := &Comparison{Repeat: 4, Baseline: BaselinePolicy, Results: []*Result{
-		run(BaselinePolicy, 1, 100, 10, 2, &zero), run("cache-aware", 1, 90, 11, 2, &zero),
-		run(BaselinePolicy, 2, 100, 10, 2, &zero), run("cache-aware", 2, 100, 9, 3, &one),
-		run(BaselinePolicy, 3, 120, 12, 0, nil), run("cache-aware", 3, 130, 12, 0, nil),
-		run(BaselinePolicy, 4, 80, 10, 1, &zero), run("cache-aware", 4, 70, 14, 1, &zero),
-	}}
-	for _, r := range c.Results {
-		// cache-aware's p99 is the higher in every run.
-		r.Total.TTFT.P99Ms = 100
-		if r.Policy == "cache-aware" {
-			r.Total.TTFT.P99Ms = 200
-		}
-	}
-	c.computeMedians([]string{BaselinePolicy, "cache-aware"})
-	if len(c.Medians) != 2 {
-		t.Fatalf("medians %+v", c.Medians)
-	}
-	base, ca := c.Medians[0], c.Medians[1]
-	if base.TTFTP50Ms != 100 || base.OutputTokensPerSec != 10 || base.Errors != 1.5 || base.IdleWhileQueuedSeconds != 0 {
-		t.Errorf("baseline medians %+v", base)
-	}
-	if ca.TTFTP50Ms != 95 || ca.OutputTokensPerSec != 11.5 || ca.Errors != 1.5 || ca.IdleWhileQueuedSeconds != 0 {
-		t.Errorf("cache-aware medians %+v", ca)
-	}
-	for fig, want := range map[string][2]int{"ttft_p50": {3, 4}, "throughput": {3, 4}, "errors": {3, 4}, "idle_while_queued": {2, 3}} {
-		if got := [2]int{ca.AtLeastAsGood[fig], ca.Compared[fig]}; got != want {
-			t.Errorf("%s: at least as good in %d of %d, want %d of %d", fig, got[0], got[1], want[0], want[1])
-		}
-	}
-	if n, ok := c.Medians[1].AtLeastAsGood["ttft_p99"]; !ok || n != 0 {
-		t.Errorf("p99, at least as good in no run: %d, %v", n, ok)
-	}
-	var b bytes.Buffer
-	if err := medianTable(c).writeText(&b); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(b.String(), "3/4") || !strings.Contains(b.String(), "2/3") {
-		t.Errorf("median table:\n%s", b.String())
 	}
 }
 
@@ -522,7 +468,7 @@ func TestRunCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	type ran struct {
-		res *Result
+		res *report.Result
 		err error
 	}
 	done := make(chan ran, 1)
@@ -563,36 +509,6 @@ func TestRunRejectsBadConfig(t *testing.T) {
 	if _, err := Run(context.Background(), workload.Config{Progress: io.Discard}, driver.Target{}); err == nil {
 		t.Error("empty base URL accepted")
 	}
-}
-
-func TestWriteHTMLSingle(t *testing.T) {
-	res := &Result{Workload: workload.WorkloadAgentic, API: workload.APIResponses,
-		CDF:      driver.CDF{Percentiles: driver.CDFGrid, TTFTMs: ramp(len(driver.CDFGrid)), E2EMs: ramp(len(driver.CDFGrid))},
-		Timeline: driver.Timeline{BucketSeconds: 1, OutputTokensPerSec: []float64{1, 5, 3}, Completed: []int{1, 2, 3}, Errors: []int{0, 0, 0}},
-	}
-	res.Policy = `<script>alert(1)</script>`
-	var b bytes.Buffer
-	if err := WriteHTML(&b, res); err != nil {
-		t.Fatal(err)
-	}
-	out := b.String()
-	if !strings.Contains(out, "<svg") || !strings.Contains(out, "<polyline") {
-		t.Error("no plot")
-	}
-	if strings.Contains(out, "<script") || strings.Contains(out, "src=") || strings.Contains(out, "href=") {
-		t.Error("report loads or runs something, or failed to escape a name")
-	}
-	if !strings.Contains(out, "no data") {
-		t.Error("an empty ITL plot should say so")
-	}
-}
-
-func ramp(n int) []float64 {
-	v := make([]float64, n)
-	for i := range v {
-		v[i] = float64(i + 1)
-	}
-	return v
 }
 
 func abs(v float64) float64 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/bench/driver"
+	"github.com/turnpike-gateway/turnpike/bench/report"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -144,13 +145,13 @@ func TestRunChaos(t *testing.T) {
 	}
 
 	var text, md, page bytes.Buffer
-	if err := WriteText(&text, res); err != nil {
+	if err := report.WriteText(&text, res); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteMarkdown(&md, res); err != nil {
+	if err := report.WriteMarkdown(&md, res); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteHTML(&page, res); err != nil {
+	if err := report.WriteHTML(&page, res); err != nil {
 		t.Fatal(err)
 	}
 	for name, out := range map[string]string{"text": text.String(), "markdown": md.String(), "html": page.String()} {
@@ -229,7 +230,7 @@ func TestRunOverload(t *testing.T) {
 		t.Errorf("%d interactive requests in all, want the baseline's beside the run's %d", baseline, in.Offered)
 	}
 	var out bytes.Buffer
-	if err := WriteText(&out, res); err != nil {
+	if err := report.WriteText(&out, res); err != nil {
 		t.Fatal(err)
 	}
 	if s := out.String(); !strings.Contains(s, "overload:") || !strings.Contains(s, "Retry-After") {

@@ -1,4 +1,4 @@
-package bench
+package overhead
 
 import (
 	"bufio"
@@ -68,12 +68,12 @@ func TestTailWriter(t *testing.T) {
 }
 
 func TestParseOverheadTarget(t *testing.T) {
-	got, err := ParseOverheadTarget("tp=http://127.0.0.1:9/,pid=42")
-	if err != nil || got != (OverheadTarget{Name: "tp", URL: "http://127.0.0.1:9", PID: 42}) {
+	got, err := ParseTarget("tp=http://127.0.0.1:9/,pid=42")
+	if err != nil || got != (Target{Name: "tp", URL: "http://127.0.0.1:9", PID: 42}) {
 		t.Errorf("got %+v, %v", got, err)
 	}
 	for _, bad := range []string{"tp", "=http://x", "tp=127.0.0.1:9", "tp=http://x,pid=0", "tp=http://x,cpu=1"} {
-		if _, err := ParseOverheadTarget(bad); err == nil {
+		if _, err := ParseTarget(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
@@ -185,14 +185,14 @@ func TestRunOverhead(t *testing.T) {
 	defer broken.Close()
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprint("stream=", stream), func(t *testing.T) {
-			cfg := OverheadConfig{
+			cfg := Config{
 				BodyBytes: 8 << 10, Concurrency: 2, Rounds: 2, Stream: stream,
 				Duration: workload.Duration(150 * time.Millisecond), Warmup: workload.Duration(20 * time.Millisecond),
 				BackendPID: os.Getpid(),
 			}
-			targets := []OverheadTarget{{Name: "a", URL: srv.URL, PID: os.Getpid()}, {Name: "b", URL: srv.URL}}
+			targets := []Target{{Name: "a", URL: srv.URL, PID: os.Getpid()}, {Name: "b", URL: srv.URL}}
 			var progress bytes.Buffer
-			res, err := RunOverhead(context.Background(), cfg, targets, &progress)
+			res, err := Measure(context.Background(), cfg, targets, &progress)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -219,8 +219,8 @@ func TestRunOverhead(t *testing.T) {
 		})
 	}
 	t.Run("broken target", func(t *testing.T) {
-		cfg := OverheadConfig{BodyBytes: 1 << 10, Concurrency: 1, Rounds: 1, Duration: workload.Duration(50 * time.Millisecond), Wait: workload.Duration(300 * time.Millisecond)}
-		_, err := RunOverhead(context.Background(), cfg, []OverheadTarget{{Name: "x", URL: broken.URL}}, nil)
+		cfg := Config{BodyBytes: 1 << 10, Concurrency: 1, Rounds: 1, Duration: workload.Duration(50 * time.Millisecond), Wait: workload.Duration(300 * time.Millisecond)}
+		_, err := Measure(context.Background(), cfg, []Target{{Name: "x", URL: broken.URL}}, nil)
 		if err == nil || !strings.Contains(err.Error(), "status 502") {
 			t.Errorf("err %v, want the target's status", err)
 		}

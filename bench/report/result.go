@@ -1,8 +1,6 @@
-package bench
+package report
 
 import (
-	"context"
-	"errors"
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/bench/driver"
@@ -18,7 +16,7 @@ import (
 // figures of the measured run (driver.Result's, field for field and in
 // the same order) and, for a scenario, its verdict.
 type Result struct {
-	// Policy is the routing policy the fleet ran (set by Compare).
+	// Policy is the routing policy the fleet ran (set by bench.Compare).
 	Policy string `json:"policy,omitempty"`
 	// Run is which of a repeated comparison's runs this is, from 1; 0
 	// when the policy ran once.
@@ -67,87 +65,12 @@ type Result struct {
 	Samples []driver.Sample `json:"samples,omitempty"`
 }
 
-// resultOf is the Result of a measured run, before any verdict.
-func resultOf(r *driver.Result) *Result {
+// ResultOf is the Result of a measured run, before any verdict.
+func ResultOf(r *driver.Result) *Result {
 	return &Result{
 		Workload: r.Workload, API: r.API, Config: r.Config, Started: r.Started, DurationSeconds: r.DurationSeconds,
 		Total: r.Total, ByTenant: r.ByTenant, ByBand: r.ByBand, Engines: r.Engines, Ideal: r.Ideal,
 		CDF: r.CDF, Timeline: r.Timeline, Occupancy: r.Occupancy,
 		Cost: r.Cost, Interference: r.Interference, BatchLoad: r.BatchLoad, Samples: r.Samples,
-	}
-}
-
-// Run runs cfg's workload against target and returns its figures. It
-// returns an error only when the run cannot start (bad config, unreadable
-// trace); failed requests are figures, not errors. Cancelling ctx stops the
-// run and returns what was measured so far.
-// Run runs cfg's workload against target and returns its figures. It
-// returns an error only when the run cannot start (bad config, unreadable
-// trace); failed requests are figures, not errors. Cancelling ctx stops the
-// run and returns what was measured so far.
-func Run(ctx context.Context, cfg workload.Config, target driver.Target) (*Result, error) {
-	return run(ctx, cfg, target, "")
-}
-
-// run runs cfg's workload, its requests labelled label (default: the
-// workload's name).
-func run(ctx context.Context, cfg workload.Config, target driver.Target, label string) (*Result, error) {
-	cfg.EnsureDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if target.BaseURL == "" {
-		return nil, errors.New("bench: target base URL is empty")
-	}
-	if label == "" {
-		label = cfg.Workload
-	}
-	switch cfg.Workload {
-	case workload.WorkloadTrace:
-		r, err := driver.RunTrace(ctx, cfg, target, label)
-		if err != nil {
-			return nil, err
-		}
-		return resultOf(r), nil
-	case workload.WorkloadLongPrompt:
-		r, err := driver.RunLongPrompt(ctx, cfg, target, label)
-		if err != nil {
-			return nil, err
-		}
-		return resultOf(r), nil
-	case workload.WorkloadIsolation:
-		r, rep, err := isolation.Run(ctx, cfg, target, label)
-		if err != nil {
-			return nil, err
-		}
-		res := resultOf(r)
-		res.Isolation = rep
-		return res, nil
-	case workload.WorkloadChaos:
-		r, rep, err := chaos.Run(ctx, cfg, target, label)
-		if err != nil {
-			return nil, err
-		}
-		res := resultOf(r)
-		res.Chaos = rep
-		return res, nil
-	case workload.WorkloadOverload:
-		r, rep, err := overload.Run(ctx, cfg, target, label)
-		if err != nil {
-			return nil, err
-		}
-		res := resultOf(r)
-		res.Overload = rep
-		return res, nil
-	case workload.WorkloadLending:
-		r, rep, err := lending.Run(ctx, cfg, target, label)
-		if err != nil {
-			return nil, err
-		}
-		res := resultOf(r)
-		res.Lending = rep
-		return res, nil
-	default:
-		return resultOf(driver.RunAgentic(ctx, cfg, target, label)), nil
 	}
 }

@@ -1,4 +1,4 @@
-package bench
+package report
 
 import (
 	"fmt"
@@ -7,28 +7,31 @@ import (
 	"text/tabwriter"
 )
 
-// table is a header and rows of cells, printed aligned for a terminal or as
-// markdown.
-type table struct {
-	header []string
-	rows   [][]string
+// Table is a header and rows of cells, printed aligned for a terminal or as
+// markdown; the proxy-overhead report prints its figures with it too.
+type Table struct {
+	Header []string
+	Rows   [][]string
 }
 
-func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
+// Add appends a row.
+func (t *Table) Add(cells ...string) { t.Rows = append(t.Rows, cells) }
 
-func (t *table) writeText(w io.Writer) error {
+// WriteText prints t aligned, right-justified, for a terminal.
+func (t *Table) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	line := func(cells []string) {
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
-	line(t.header)
-	for _, r := range t.rows {
+	line(t.Header)
+	for _, r := range t.Rows {
 		line(r)
 	}
 	return tw.Flush()
 }
 
-func (t *table) writeMarkdown(w io.Writer) error {
+// WriteMarkdown prints t as a markdown table, its first column left-aligned.
+func (t *Table) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	row := func(cells []string) {
 		b.WriteString("|")
@@ -39,9 +42,9 @@ func (t *table) writeMarkdown(w io.Writer) error {
 		}
 		b.WriteString("\n")
 	}
-	row(t.header)
+	row(t.Header)
 	b.WriteString("|")
-	for i := range t.header {
+	for i := range t.Header {
 		if i == 0 {
 			b.WriteString("---|")
 		} else {
@@ -49,14 +52,16 @@ func (t *table) writeMarkdown(w io.Writer) error {
 		}
 	}
 	b.WriteString("\n")
-	for _, r := range t.rows {
+	for _, r := range t.Rows {
 		row(r)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-func ms(v float64) string {
+// Millis prints a latency in milliseconds: "-" for none, two decimals
+// under 10, one under 1000, none above.
+func Millis(v float64) string {
 	switch {
 	case v == 0:
 		return "-"

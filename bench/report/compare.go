@@ -1,13 +1,9 @@
-package bench
+package report
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/turnpike-gateway/turnpike/bench/driver"
-	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
 // Comparison is the same workload run once per policy, or Repeat times
@@ -102,83 +98,18 @@ var medianFigures = []struct {
 	}, false, func(m *PolicyMedian) *float64 { return &m.IdleWhileQueuedSeconds }},
 }
 
-// Compare runs cfg's workload once per policy, repeat times, the policies'
-// order reversed every other time (round-robin, cache-aware, then
-// cache-aware, round-robin, …) so that a machine's drift falls on each
-// policy alike. For each run it calls start to bring up a fresh fleet
-// running that policy (fresh engine caches), runs against the Target start
-// returns, then calls the stop function start returned. It keeps every run
-// and, when repeat > 1, each figure's median over a policy's runs. A
-// policy whose start fails stops the comparison with an error; the stop
-// function is always called once start succeeded.
-func Compare(ctx context.Context, cfg workload.Config, policies []string, repeat int, start func(ctx context.Context, policy string) (driver.Target, func() error, error)) (*Comparison, error) {
-	if len(policies) == 0 {
-		return nil, errors.New("bench: compare: no policies")
-	}
-	if repeat < 1 {
-		return nil, fmt.Errorf("bench: compare: repeat %d, want at least 1", repeat)
-	}
-	cfg.EnsureDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	cmp := &Comparison{}
+// Compared compares results, the runs of policies, each run repeat times
+// (Result.Run numbering the repetitions when repeat > 1): every result
+// against the baseline's of the same repetition and, when repeated, each
+// policy's medians.
+func Compared(results []*Result, policies []string, repeat int) *Comparison {
+	c := &Comparison{Results: results}
 	if repeat > 1 {
-		cmp.Repeat = repeat
+		c.Repeat = repeat
 	}
-	for k, order := range repeatOrder(policies, repeat) {
-		for _, p := range order {
-			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("bench: compare: %w", err)
-			}
-			res, err := runPolicy(ctx, cfg, p, start)
-			if err != nil {
-				return nil, err
-			}
-			if repeat > 1 {
-				res.Run = k + 1
-			}
-			cmp.Results = append(cmp.Results, res)
-		}
-	}
-	cmp.computeRatios()
-	cmp.computeMedians(policies)
-	return cmp, nil
-}
-
-// repeatOrder is the order of each of repeat runs of policies: as given,
-// then reversed, and so on.
-func repeatOrder(policies []string, repeat int) [][]string {
-	out := make([][]string, repeat)
-	for k := range out {
-		order := slices.Clone(policies)
-		if k%2 == 1 {
-			slices.Reverse(order)
-		}
-		out[k] = order
-	}
-	return out
-}
-
-func runPolicy(ctx context.Context, cfg workload.Config, policy string, start func(context.Context, string) (driver.Target, func() error, error)) (res *Result, err error) {
-	target, stop, err := start(ctx, policy)
-	if err != nil {
-		return nil, fmt.Errorf("bench: compare: starting %s: %w", policy, err)
-	}
-	defer func() {
-		if stop == nil {
-			return
-		}
-		if serr := stop(); serr != nil && err == nil {
-			err = fmt.Errorf("bench: compare: stopping %s: %w", policy, serr)
-		}
-	}()
-	res, err = run(ctx, cfg, target, policy)
-	if err != nil {
-		return nil, fmt.Errorf("bench: compare: %s: %w", policy, err)
-	}
-	res.Policy = policy
-	return res, nil
+	c.computeRatios()
+	c.computeMedians(policies)
+	return c
 }
 
 // baselineIn is, among results, baseline's result of r's run.
@@ -208,7 +139,7 @@ func (c *Comparison) computeRatios() {
 			continue
 		}
 		c.Ratios = append(c.Ratios, Ratio{
-			Policy:              r.name(),
+			Policy:              r.Name(),
 			TTFTP50ReductionPct: reduction(base.Total.TTFT.P50Ms, r.Total.TTFT.P50Ms),
 			TTFTP99ReductionPct: reduction(base.Total.TTFT.P99Ms, r.Total.TTFT.P99Ms),
 			ITLP99LowerX:        ratio(base.Total.ITL.P99Ms, r.Total.ITL.P99Ms),

@@ -1,4 +1,4 @@
-package bench
+package report
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ import (
 func writeOverload(w io.Writer, rep *overload.Report) {
 	fmt.Fprintf(w, "\noverload: %.1f requests/s offered; idle-while-queued %d s, max gateway queue %.0f; interactive TTFT alone p50 %s ms, p99 %s ms: p99 under overload %s\n",
 		rep.OfferedPerSecond, rep.IdleWhileQueuedSeconds, rep.MaxGatewayQueued,
-		ms(rep.BaselineInteractiveP50Ms), ms(rep.BaselineInteractiveP99Ms), times(rep.InteractiveP99Ratio))
+		Millis(rep.BaselineInteractiveP50Ms), Millis(rep.BaselineInteractiveP99Ms), times(rep.InteractiveP99Ratio))
 	for _, name := range []string{workload.BandInteractive, workload.BandStandard, workload.BandBackground} {
 		b := rep.Bands[name]
 		if b == nil {
@@ -28,7 +28,7 @@ func writeOverload(w io.Writer, rep *overload.Report) {
 		}
 		sort.Strings(reasons)
 		fmt.Fprintf(w, "  %-11s offered %4d  completed %4d  shed %4d (Retry-After %d%s)  errors %d  TTFT p50 %s ms  p99 %s ms\n",
-			name, b.Offered, b.Completed, b.Shed, b.ShedWithRetryAfter, reasonList(reasons), b.Errors, ms(b.TTFTP50Ms), ms(b.TTFTP99Ms))
+			name, b.Offered, b.Completed, b.Shed, b.ShedWithRetryAfter, reasonList(reasons), b.Errors, Millis(b.TTFTP50Ms), Millis(b.TTFTP99Ms))
 	}
 }
 
@@ -85,11 +85,11 @@ func writeIsolation(w io.Writer, r *Result, label string) {
 		label += " "
 	}
 	fmt.Fprintf(w, "\n%sisolation: tenant A p99 TTFT %s ms alone, %s ms under B's burst (%d loops) = %s; A shed %d, B shed %d\n",
-		label, ms(iso.BaselineAP99TTFTMs), ms(iso.BurstAP99TTFTMs), iso.BLoops, times(iso.P99TTFTRatio), iso.BurstA.Shed, iso.BurstB.Shed)
+		label, Millis(iso.BaselineAP99TTFTMs), Millis(iso.BurstAP99TTFTMs), iso.BLoops, times(iso.P99TTFTRatio), iso.BurstA.Shed, iso.BurstB.Shed)
 	if len(iso.Rounds) > 1 {
 		p99s, turns, drains := make([]string, len(iso.Rounds)), make([]string, len(iso.Rounds)), make([]string, len(iso.Rounds))
 		for i, rd := range iso.Rounds {
-			p99s[i] = fmt.Sprintf("%s/%s", ms(rd.AloneP99TTFTMs), ms(rd.BurstP99TTFTMs))
+			p99s[i] = fmt.Sprintf("%s/%s", Millis(rd.AloneP99TTFTMs), Millis(rd.BurstP99TTFTMs))
 			turns[i] = fmt.Sprintf("%d/%d", rd.AloneTurns, rd.BurstTurns)
 			drains[i] = fmt.Sprintf("%.1f", rd.BDrainSeconds)
 		}

@@ -1,4 +1,4 @@
-package bench
+package report
 
 import (
 	"fmt"
@@ -10,8 +10,8 @@ import (
 	"github.com/turnpike-gateway/turnpike/bench/driver"
 )
 
-// name labels a result in tables and plots.
-func (r *Result) name() string {
+// Name labels a result in tables and plots.
+func (r *Result) Name() string {
 	switch {
 	case r.Policy != "" && r.Run > 0:
 		return fmt.Sprintf("%s #%d", r.Policy, r.Run)
@@ -22,8 +22,8 @@ func (r *Result) name() string {
 }
 
 // summaryTable puts one row per result: latencies in ms, rates, cache.
-func summaryTable(results []*Result) *table {
-	t := &table{header: []string{
+func summaryTable(results []*Result) *Table {
+	t := &Table{Header: []string{
 		"policy", "requests", "errors", "shed",
 		"TTFT p50", "TTFT p90", "TTFT p99", "ITL p50", "ITL p99", "E2E p50", "E2E p99",
 		"out tok/s", "req/s", "engine hit", "cached (usage)", "ideal hit", "captured", "load spread", "engine TTFT p50", "engine ITL p50", "engine ITL p99",
@@ -37,10 +37,10 @@ func summaryTable(results []*Result) *table {
 			idle, queue = fmt.Sprint(o.IdleWhileQueuedSeconds), fmt.Sprintf("%.0f", o.MaxGatewayQueued)
 		}
 		if r.Engines != nil && r.Engines.ITLP99Ms > 0 {
-			eITL50, eITL99 = ms(r.Engines.ITLP50Ms), ms(r.Engines.ITLP99Ms)
+			eITL50, eITL99 = Millis(r.Engines.ITLP50Ms), Millis(r.Engines.ITLP99Ms)
 		}
 		if r.Engines != nil && r.Engines.TTFTP50Ms > 0 {
-			eTTFT50 = ms(r.Engines.TTFTP50Ms)
+			eTTFT50 = Millis(r.Engines.TTFTP50Ms)
 		}
 		if r.Engines != nil && r.Engines.Flavor != "" {
 			hit = pct(r.Engines.HitRate)
@@ -54,9 +54,9 @@ func summaryTable(results []*Result) *table {
 				captured = pct(r.Ideal.CapturedShare)
 			}
 		}
-		t.add(r.name(), fmt.Sprint(s.Requests), fmt.Sprint(s.Errors), fmt.Sprint(s.Shed),
-			ms(s.TTFT.P50Ms), ms(s.TTFT.P90Ms), ms(s.TTFT.P99Ms), ms(s.ITL.P50Ms), ms(s.ITL.P99Ms),
-			ms(s.E2E.P50Ms), ms(s.E2E.P99Ms),
+		t.Add(r.Name(), fmt.Sprint(s.Requests), fmt.Sprint(s.Errors), fmt.Sprint(s.Shed),
+			Millis(s.TTFT.P50Ms), Millis(s.TTFT.P90Ms), Millis(s.TTFT.P99Ms), Millis(s.ITL.P50Ms), Millis(s.ITL.P99Ms),
+			Millis(s.E2E.P50Ms), Millis(s.E2E.P99Ms),
 			fmt.Sprintf("%.1f", s.OutputTokensPerSec), fmt.Sprintf("%.2f", s.RequestsPerSec),
 			hit, pct(s.CachedTokenShare), ideal, captured, spread, eTTFT50, eITL50, eITL99, idle, queue)
 	}
@@ -64,13 +64,13 @@ func summaryTable(results []*Result) *table {
 }
 
 // breakdownTable splits one result by tenant and band.
-func breakdownTable(r *Result) *table {
-	t := &table{header: []string{"group", "requests", "errors", "shed", "TTFT p50", "TTFT p99", "E2E p99", "out tok/s"}}
+func breakdownTable(r *Result) *Table {
+	t := &Table{Header: []string{"group", "requests", "errors", "shed", "TTFT p50", "TTFT p99", "E2E p99", "out tok/s"}}
 	add := func(prefix string, m map[string]*driver.Summary) {
 		for _, k := range slices.Sorted(maps.Keys(m)) {
 			s := m[k]
-			t.add(prefix+k, fmt.Sprint(s.Requests), fmt.Sprint(s.Errors), fmt.Sprint(s.Shed),
-				ms(s.TTFT.P50Ms), ms(s.TTFT.P99Ms), ms(s.E2E.P99Ms), fmt.Sprintf("%.1f", s.OutputTokensPerSec))
+			t.Add(prefix+k, fmt.Sprint(s.Requests), fmt.Sprint(s.Errors), fmt.Sprint(s.Shed),
+				Millis(s.TTFT.P50Ms), Millis(s.TTFT.P99Ms), Millis(s.E2E.P99Ms), fmt.Sprintf("%.1f", s.OutputTokensPerSec))
 		}
 	}
 	add("tenant ", r.ByTenant)
@@ -78,10 +78,10 @@ func breakdownTable(r *Result) *table {
 	return t
 }
 
-func ratioTable(c *Comparison) *table {
-	t := &table{header: []string{"policy", "TTFT p50 reduction", "TTFT p99 reduction", "ITL p99 lower", "engine ITL p99 lower", "engine TTFT p50 lower", "throughput", "engine hit rate", "cached share"}}
+func ratioTable(c *Comparison) *Table {
+	t := &Table{Header: []string{"policy", "TTFT p50 reduction", "TTFT p99 reduction", "ITL p99 lower", "engine ITL p99 lower", "engine TTFT p50 lower", "throughput", "engine hit rate", "cached share"}}
 	for _, q := range c.Ratios {
-		t.add(q.Policy, signedPct(q.TTFTP50ReductionPct), signedPct(q.TTFTP99ReductionPct), times(q.ITLP99LowerX), times(q.EngineITLP99LowerX), times(q.EngineTTFTP50LowerX),
+		t.Add(q.Policy, signedPct(q.TTFTP50ReductionPct), signedPct(q.TTFTP99ReductionPct), times(q.ITLP99LowerX), times(q.EngineITLP99LowerX), times(q.EngineTTFTP50LowerX),
 			times(q.ThroughputX), times(q.HitRateX), times(q.CachedShareX))
 	}
 	return t
@@ -90,18 +90,18 @@ func ratioTable(c *Comparison) *table {
 // medianTable puts one row per policy of a repeated comparison: each
 // figure's median over its runs, then how many of its runs were at least
 // as good as the baseline's, figure by figure.
-func medianTable(c *Comparison) *table {
+func medianTable(c *Comparison) *Table {
 	header := []string{"policy", "runs", "TTFT p50", "TTFT p90", "TTFT p99", "out tok/s", "errors", "idle-while-queued s"}
 	for _, f := range medianFigures {
 		header = append(header, "≥ "+f.label)
 	}
-	t := &table{header: header}
+	t := &Table{Header: header}
 	for _, m := range c.Medians {
 		idle := "-"
 		if m.IdleWhileQueuedSeconds >= 0 {
 			idle = fmt.Sprintf("%.1f", m.IdleWhileQueuedSeconds)
 		}
-		row := []string{m.Policy, fmt.Sprint(m.Runs), ms(m.TTFTP50Ms), ms(m.TTFTP90Ms), ms(m.TTFTP99Ms),
+		row := []string{m.Policy, fmt.Sprint(m.Runs), Millis(m.TTFTP50Ms), Millis(m.TTFTP90Ms), Millis(m.TTFTP99Ms),
 			fmt.Sprintf("%.1f", m.OutputTokensPerSec), fmt.Sprintf("%.1f", m.Errors), idle}
 		for _, f := range medianFigures {
 			if m.Policy == c.Baseline || m.Compared[f.name] == 0 {
@@ -110,7 +110,7 @@ func medianTable(c *Comparison) *table {
 			}
 			row = append(row, fmt.Sprintf("%d/%d", m.AtLeastAsGood[f.name], m.Compared[f.name]))
 		}
-		t.add(row...)
+		t.Add(row...)
 	}
 	return t
 }
@@ -142,11 +142,11 @@ func WriteMarkdown(w io.Writer, results ...*Result) error {
 }
 
 func writeReport(w io.Writer, results []*Result, md bool) error {
-	write := func(t *table) error {
+	write := func(t *Table) error {
 		if md {
-			return t.writeMarkdown(w)
+			return t.WriteMarkdown(w)
 		}
-		return t.writeText(w)
+		return t.WriteText(w)
 	}
 	heading := func(s string) {
 		if md {
@@ -170,7 +170,7 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 	writeInterference(w, results)
 	writeBatchLoad(w, results)
 	for _, r := range results {
-		heading(fmt.Sprintf("%s: %s workload, %s API, %.1fs", r.name(), r.Workload, r.API, r.DurationSeconds))
+		heading(fmt.Sprintf("%s: %s workload, %s API, %.1fs", r.Name(), r.Workload, r.API, r.DurationSeconds))
 		if err := write(breakdownTable(r)); err != nil {
 			return err
 		}
@@ -190,7 +190,7 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 		if r.Chaos != nil {
 			for _, t := range chaosTables(r.Chaos) {
 				heading(t.title)
-				if err := write(t.table); err != nil {
+				if err := write(t.Table); err != nil {
 					return err
 				}
 			}
@@ -205,41 +205,41 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 // WriteText prints the comparison: every policy's figures, then the ratios
 // to the baseline.
 func (c *Comparison) WriteText(w io.Writer) error {
-	if err := summaryTable(c.Results).writeText(w); err != nil {
+	if err := summaryTable(c.Results).WriteText(w); err != nil {
 		return err
 	}
 	writeInterference(w, c.Results)
 	writeBatchLoad(w, c.Results)
 	fmt.Fprintf(w, "\nagainst %s:\n", c.Baseline)
-	if err := ratioTable(c).writeText(w); err != nil {
+	if err := ratioTable(c).WriteText(w); err != nil {
 		return err
 	}
 	if c.Repeat > 1 {
 		fmt.Fprintf(w, "\nmedian of %d runs each, the policies' order reversed every other run; runs at least as good as %s's of the same repetition (≥):\n", c.Repeat, c.Baseline)
-		if err := medianTable(c).writeText(w); err != nil {
+		if err := medianTable(c).WriteText(w); err != nil {
 			return err
 		}
 	}
 	for _, r := range c.Results {
-		writeIsolation(w, r, r.name())
+		writeIsolation(w, r, r.Name())
 	}
 	return writeCost(w, c.Results, c, false)
 }
 
 // WriteMarkdown prints the comparison as markdown tables, for docs.
 func (c *Comparison) WriteMarkdown(w io.Writer) error {
-	if err := summaryTable(c.Results).writeMarkdown(w); err != nil {
+	if err := summaryTable(c.Results).WriteMarkdown(w); err != nil {
 		return err
 	}
 	writeInterference(w, c.Results)
 	writeBatchLoad(w, c.Results)
 	fmt.Fprintf(w, "\nAgainst %s:\n\n", c.Baseline)
-	if err := ratioTable(c).writeMarkdown(w); err != nil {
+	if err := ratioTable(c).WriteMarkdown(w); err != nil {
 		return err
 	}
 	if c.Repeat > 1 {
 		fmt.Fprintf(w, "\nMedian of %d runs each, the policies' order reversed every other run; runs at least as good as %s's of the same repetition (≥):\n\n", c.Repeat, c.Baseline)
-		if err := medianTable(c).writeMarkdown(w); err != nil {
+		if err := medianTable(c).WriteMarkdown(w); err != nil {
 			return err
 		}
 	}

@@ -1,4 +1,4 @@
-package bench
+package report
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ func writeInterference(w io.Writer, results []*Result) {
 			continue
 		}
 		fmt.Fprintf(w, "\n%s: interfering client sent %d requests straight to %d engine(s) (%d failed, %d skipped at its in-flight cap), %d prompt tokens, %d found cached; left out of the engine hit rate\n",
-			r.name(), rep.Requests, len(rep.Engines), rep.Errors, rep.Skipped, rep.PromptTokens, rep.CachedTokens)
+			r.Name(), rep.Requests, len(rep.Engines), rep.Errors, rep.Skipped, rep.PromptTokens, rep.CachedTokens)
 		if rep.FirstError != "" {
 			fmt.Fprintf(w, "  first failure: %s\n", rep.FirstError)
 		}
@@ -30,7 +30,7 @@ func writeBatchLoad(w io.Writer, results []*Result) {
 			continue
 		}
 		if rep.ID == "" {
-			fmt.Fprintf(w, "\n%s: batch not submitted: %s\n", r.name(), rep.Error)
+			fmt.Fprintf(w, "\n%s: batch not submitted: %s\n", r.Name(), rep.Error)
 			continue
 		}
 		verdict := "all completed within the deadline"
@@ -38,7 +38,7 @@ func writeBatchLoad(w io.Writer, results []*Result) {
 			verdict = "NOT all completed within the deadline"
 		}
 		fmt.Fprintf(w, "\n%s: batch %s of %d lines beside the run: %s, %d completed, %d failed, in %.1f s (the run's own load ended %.1f s after it was submitted): %s\n",
-			r.name(), rep.ID, rep.Lines, rep.Status, rep.Completed, rep.Failed, rep.Seconds, rep.RunSeconds, verdict)
+			r.Name(), rep.ID, rep.Lines, rep.Status, rep.Completed, rep.Failed, rep.Seconds, rep.RunSeconds, verdict)
 		if rep.Error != "" {
 			fmt.Fprintf(w, "  error: %s\n", rep.Error)
 		}

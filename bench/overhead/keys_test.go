@@ -1,4 +1,4 @@
-package bench
+package overhead
 
 import (
 	"github.com/turnpike-gateway/turnpike/accelerators/enginemetrics"

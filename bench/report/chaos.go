@@ -1,4 +1,4 @@
-package bench
+package report
 
 import (
 	"fmt"
@@ -12,29 +12,29 @@ import (
 // titledTable is a table under its heading.
 type titledTable struct {
 	title string
-	*table
+	*Table
 }
 
 // chaosTables are the report's tables: the run's failures and counters,
 // the restarts, the goals.
 func chaosTables(rep *chaos.Report) []titledTable {
-	counts := &table{header: []string{"figure", "value"}}
-	counts.add("turns sent", fmt.Sprint(rep.Requests))
+	counts := &Table{Header: []string{"figure", "value"}}
+	counts.Add("turns sent", fmt.Sprint(rep.Requests))
 	for _, api := range slices.Sorted(maps.Keys(rep.ByAPI)) {
 		s := rep.ByAPI[api]
-		counts.add("turns on "+api+" (failed)", fmt.Sprintf("%d (%d)", s.Requests, s.Errors))
+		counts.Add("turns on "+api+" (failed)", fmt.Sprintf("%d (%d)", s.Requests, s.Errors))
 	}
-	counts.add("failed before streaming", countsText(rep.FailedBeforeStream))
-	counts.add("failed mid-stream", countsText(rep.FailedMidStream))
-	counts.add("streams started / completed", fmt.Sprintf("%d / %d", rep.StreamsStarted, rep.StreamsCompleted))
+	counts.Add("failed before streaming", countsText(rep.FailedBeforeStream))
+	counts.Add("failed mid-stream", countsText(rep.FailedMidStream))
+	counts.Add("streams started / completed", fmt.Sprintf("%d / %d", rep.StreamsStarted, rep.StreamsCompleted))
 	var mig []string
 	for _, k := range slices.Sorted(maps.Keys(rep.Migrations)) {
 		mig = append(mig, fmt.Sprintf("%s=%g", k, rep.Migrations[k]))
 	}
-	counts.add("gateway migrations", strings.Join(mig, " "))
-	counts.add("gateway retries", fmt.Sprintf("%g", rep.Retries))
+	counts.Add("gateway migrations", strings.Join(mig, " "))
+	counts.Add("gateway retries", fmt.Sprintf("%g", rep.Retries))
 
-	restarts := &table{header: []string{"replica", "killed at (s)", "restarted at (s)", "serving after (s)"}}
+	restarts := &Table{Header: []string{"replica", "killed at (s)", "restarted at (s)", "serving after (s)"}}
 	for _, rs := range rep.Restarts {
 		after := fmt.Sprintf("%.2f", rs.ServingAfter)
 		switch {
@@ -43,16 +43,16 @@ func chaosTables(rep *chaos.Report) []titledTable {
 		case !rs.Serving:
 			after = fmt.Sprintf("not within %.2f", rs.ServingAfter)
 		}
-		restarts.add(fmt.Sprint(rs.Replica), fmt.Sprintf("%.1f", rs.KilledAt), fmt.Sprintf("%.1f", rs.RestartedAt), after)
+		restarts.Add(fmt.Sprint(rs.Replica), fmt.Sprintf("%.1f", rs.KilledAt), fmt.Sprintf("%.1f", rs.RestartedAt), after)
 	}
 
-	goals := &table{header: []string{"goal", "want", "got", "met"}}
+	goals := &Table{Header: []string{"goal", "want", "got", "met"}}
 	for _, g := range rep.Goals {
 		met := "no"
 		if g.Met {
 			met = "yes"
 		}
-		goals.add(g.Name, g.Want, g.Got, met)
+		goals.Add(g.Name, g.Want, g.Got, met)
 	}
 	return []titledTable{
 		{fmt.Sprintf("chaos: %d rounds; failures and the gateway's counters", len(rep.Rounds)), counts},

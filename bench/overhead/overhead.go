@@ -1,4 +1,4 @@
-package bench
+package overhead
 
 import (
 	"bytes"
@@ -16,31 +16,32 @@ import (
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/bench/driver"
+	"github.com/turnpike-gateway/turnpike/bench/report"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
-// Defaults of OverheadConfig.
+// Defaults of Config.
 const (
-	// DefaultOverheadBodyBytes is 168 KiB: about 40k tokens of agent
+	// DefaultBodyBytes is 168 KiB: about 40k tokens of agent
 	// history, short of the long sessions agents run today but long enough
 	// that a proxy's per-byte costs dominate its per-request ones.
-	DefaultOverheadBodyBytes   = 168 << 10
-	DefaultOverheadConcurrency = 16
-	DefaultOverheadDuration    = 5 * time.Second
-	DefaultOverheadWarmup      = time.Second
-	DefaultOverheadRounds      = 3
-	DefaultOverheadTimeout     = 30 * time.Second
-	DefaultOverheadWait        = 30 * time.Second
+	DefaultBodyBytes   = 168 << 10
+	DefaultConcurrency = 16
+	DefaultDuration    = 5 * time.Second
+	DefaultWarmup      = time.Second
+	DefaultRounds      = 3
+	DefaultTimeout     = 30 * time.Second
+	DefaultWait        = 30 * time.Second
 )
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat:
 // 100 on every Linux architecture Go runs on.
 const clockTicks = 100
 
-// OverheadConfig describes a proxy-overhead run: closed-loop clients
+// Config describes a proxy-overhead run: closed-loop clients
 // posting one large chat body each, to every target in turn. Zero fields
 // take the defaults.
-type OverheadConfig struct {
+type Config struct {
 	// BodyBytes is the size of each chat body, in bytes (AgentChatBody).
 	// Default 168 KiB.
 	BodyBytes int `json:"body_bytes"`
@@ -84,35 +85,35 @@ type OverheadConfig struct {
 }
 
 // EnsureDefaults fills unset fields.
-func (c *OverheadConfig) EnsureDefaults() {
-	setDefault(&c.BodyBytes, DefaultOverheadBodyBytes)
+func (c *Config) EnsureDefaults() {
+	setDefault(&c.BodyBytes, DefaultBodyBytes)
 	setDefault(&c.Turns, TurnsNext)
-	setDefault(&c.Concurrency, DefaultOverheadConcurrency)
-	setDefault(&c.Duration, workload.Duration(DefaultOverheadDuration))
-	setDefault(&c.Warmup, workload.Duration(DefaultOverheadWarmup))
-	setDefault(&c.Rounds, DefaultOverheadRounds)
+	setDefault(&c.Concurrency, DefaultConcurrency)
+	setDefault(&c.Duration, workload.Duration(DefaultDuration))
+	setDefault(&c.Warmup, workload.Duration(DefaultWarmup))
+	setDefault(&c.Rounds, DefaultRounds)
 	setDefault(&c.Model, DefaultInstantModel)
 	setDefault(&c.Seed, workload.DefaultSeed)
-	setDefault(&c.Timeout, workload.Duration(DefaultOverheadTimeout))
-	setDefault(&c.Wait, workload.Duration(DefaultOverheadWait))
+	setDefault(&c.Timeout, workload.Duration(DefaultTimeout))
+	setDefault(&c.Wait, workload.Duration(DefaultWait))
 }
 
-// OverheadTarget is one thing to measure: a base URL, and the process
+// Target is one thing to measure: a base URL, and the process
 // whose CPU time is charged to it.
-type OverheadTarget struct {
+type Target struct {
 	Name string `json:"name"`
 	URL  string `json:"url"`
 	// PID is the process serving URL; 0: its CPU is not reported.
 	PID int `json:"pid,omitempty"`
 }
 
-// ParseOverheadTarget reads "name=url[,pid=N]".
-func ParseOverheadTarget(s string) (OverheadTarget, error) {
+// ParseTarget reads "name=url[,pid=N]".
+func ParseTarget(s string) (Target, error) {
 	name, rest, ok := strings.Cut(s, "=")
 	if !ok || name == "" || rest == "" {
-		return OverheadTarget{}, fmt.Errorf("bench: target %q is not name=url[,pid=N]", s)
+		return Target{}, fmt.Errorf("bench: target %q is not name=url[,pid=N]", s)
 	}
-	t := OverheadTarget{Name: name}
+	t := Target{Name: name}
 	url, opts, _ := strings.Cut(rest, ",")
 	t.URL = strings.TrimSuffix(url, "/")
 	for opt := range strings.SplitSeq(opts, ",") {
@@ -122,20 +123,20 @@ func ParseOverheadTarget(s string) (OverheadTarget, error) {
 		v, ok := strings.CutPrefix(opt, "pid=")
 		pid, err := strconv.Atoi(v)
 		if !ok || err != nil || pid <= 0 {
-			return OverheadTarget{}, fmt.Errorf("bench: target %q: option %q is not pid=N", s, opt)
+			return Target{}, fmt.Errorf("bench: target %q: option %q is not pid=N", s, opt)
 		}
 		t.PID = pid
 	}
 	if !strings.HasPrefix(t.URL, "http://") && !strings.HasPrefix(t.URL, "https://") {
-		return OverheadTarget{}, fmt.Errorf("bench: target %q: url must start with http:// or https://", s)
+		return Target{}, fmt.Errorf("bench: target %q: url must start with http:// or https://", s)
 	}
 	return t, nil
 }
 
-// OverheadRun is one target's figures over one measured run, or over all
-// of them (OverheadTargetResult.Total). CPU figures are seconds per
+// Run is one target's figures over one measured run, or over all
+// of them (TargetResult.Total). CPU figures are seconds per
 // successful request; -1 when the process was not given.
-type OverheadRun struct {
+type Run struct {
 	Round    int     `json:"round"`
 	Requests int     `json:"requests"`
 	Errors   int     `json:"errors"`
@@ -152,31 +153,31 @@ type OverheadRun struct {
 	ms                         []float64
 }
 
-// OverheadTargetResult is one target's runs and their total.
-type OverheadTargetResult struct {
-	OverheadTarget
-	Runs  []OverheadRun `json:"runs"`
-	Total OverheadRun   `json:"total"`
+// TargetResult is one target's runs and their total.
+type TargetResult struct {
+	Target
+	Runs  []Run `json:"runs"`
+	Total Run   `json:"total"`
 	// RPSMin and RPSMax are the slowest and fastest round.
 	RPSMin float64 `json:"rps_min"`
 	RPSMax float64 `json:"rps_max"`
 }
 
-// OverheadResult is a whole run.
-type OverheadResult struct {
-	Config OverheadConfig `json:"config"`
+// Result is a whole run.
+type Result struct {
+	Config Config `json:"config"`
 	// BodyBytes is the mean size of the bodies sent, in bytes; BodyTokens
 	// the same over BytesPerToken.
-	BodyBytes  int                    `json:"body_bytes"`
-	BodyTokens int                    `json:"body_tokens"`
-	Targets    []OverheadTargetResult `json:"targets"`
-	Started    time.Time              `json:"started"`
+	BodyBytes  int            `json:"body_bytes"`
+	BodyTokens int            `json:"body_tokens"`
+	Targets    []TargetResult `json:"targets"`
+	Started    time.Time      `json:"started"`
 }
 
-// RunOverhead measures every target, Rounds times, one at a time. A
+// Measure measures every target, Rounds times, one at a time. A
 // target that never answers 200 within Wait fails the run: figures with
 // a broken target in them would read as the proxy's cost.
-func RunOverhead(ctx context.Context, cfg OverheadConfig, targets []OverheadTarget, progress io.Writer) (*OverheadResult, error) {
+func Measure(ctx context.Context, cfg Config, targets []Target, progress io.Writer) (*Result, error) {
 	cfg.EnsureDefaults()
 	if len(targets) == 0 {
 		return nil, errors.New("bench: no targets")
@@ -195,7 +196,7 @@ func RunOverhead(ctx context.Context, cfg OverheadConfig, targets []OverheadTarg
 		bodies[i] = workload.AgentChatBody(cfg.Model, cfg.Stream, cfg.BodyBytes, cfg.Seed, i)
 		total += len(bodies[i])
 	}
-	res := &OverheadResult{Config: cfg, BodyBytes: total / len(bodies), Started: time.Now()}
+	res := &Result{Config: cfg, BodyBytes: total / len(bodies), Started: time.Now()}
 	res.BodyTokens = res.BodyBytes / workload.BytesPerToken
 	clients := make([]*http.Client, len(targets))
 	for i := range targets {
@@ -207,7 +208,7 @@ func RunOverhead(ctx context.Context, cfg OverheadConfig, targets []OverheadTarg
 		if err := waitReady(ctx, clients[i], targets[i], bodies[0], cfg); err != nil {
 			return nil, err
 		}
-		res.Targets = append(res.Targets, OverheadTargetResult{OverheadTarget: targets[i]})
+		res.Targets = append(res.Targets, TargetResult{Target: targets[i]})
 	}
 	for round := range cfg.Rounds {
 		for k := range targets {
@@ -219,7 +220,7 @@ func RunOverhead(ctx context.Context, cfg OverheadConfig, targets []OverheadTarg
 			run.Round = round + 1
 			if progress != nil {
 				fmt.Fprintf(progress, "round %d/%d  %-20s %8.1f req/s  p50 %s ms  errors %d\n",
-					round+1, cfg.Rounds, targets[i].Name, run.RPS, ms(run.P50Ms), run.Errors)
+					round+1, cfg.Rounds, targets[i].Name, run.RPS, report.Millis(run.P50Ms), run.Errors)
 			}
 			res.Targets[i].Runs = append(res.Targets[i].Runs, run)
 		}
@@ -230,7 +231,7 @@ func RunOverhead(ctx context.Context, cfg OverheadConfig, targets []OverheadTarg
 	return res, nil
 }
 
-func waitReady(ctx context.Context, cl *http.Client, t OverheadTarget, body []byte, cfg OverheadConfig) error {
+func waitReady(ctx context.Context, cl *http.Client, t Target, body []byte, cfg Config) error {
 	deadline := time.Now().Add(cfg.Wait.D())
 	var last error
 	for time.Now().Before(deadline) {
@@ -252,7 +253,7 @@ func waitReady(ctx context.Context, cl *http.Client, t OverheadTarget, body []by
 }
 
 // runTarget runs the warmup, then the measured run, of one target.
-func runTarget(ctx context.Context, cl *http.Client, t OverheadTarget, bodies [][]byte, cfg OverheadConfig) OverheadRun {
+func runTarget(ctx context.Context, cl *http.Client, t Target, bodies [][]byte, cfg Config) Run {
 	load(ctx, cl, t, bodies, cfg, cfg.Warmup.D())
 	cpu0, backend0, self0 := cpuSeconds(t.PID), cpuSeconds(cfg.BackendPID), cpuSeconds(os.Getpid())
 	start := time.Now()
@@ -273,11 +274,11 @@ func runTarget(ctx context.Context, cl *http.Client, t OverheadTarget, bodies []
 // load keeps cfg.Concurrency requests in flight for d and collects their
 // latencies. Each client sends its own body, as each agent session has
 // its own history.
-func load(ctx context.Context, cl *http.Client, t OverheadTarget, bodies [][]byte, cfg OverheadConfig, d time.Duration) OverheadRun {
+func load(ctx context.Context, cl *http.Client, t Target, bodies [][]byte, cfg Config, d time.Duration) Run {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var mu sync.Mutex
-	var run OverheadRun
+	var run Run
 	var wg sync.WaitGroup
 	for c := range cfg.Concurrency {
 		wg.Go(func() {
@@ -332,7 +333,7 @@ var doneEvent = []byte("data: [DONE]")
 // post sends one chat completion and reads the whole answer; a streamed
 // answer must end with the [DONE] event. buf is the copy buffer (nil: one
 // is allocated).
-func post(ctx context.Context, cl *http.Client, url string, body []byte, session string, cfg OverheadConfig, buf []byte) (int, error) {
+func post(ctx context.Context, cl *http.Client, url string, body []byte, session string, cfg Config, buf []byte) (int, error) {
 	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout.D())
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
@@ -415,7 +416,7 @@ func parseStatCPU(b []byte) float64 {
 }
 
 // finish computes a run's ratios and latency summary from its raw sums.
-func (r *OverheadRun) finish() {
+func (r *Run) finish() {
 	r.Requests = len(r.ms)
 	if r.Seconds > 0 {
 		r.RPS = float64(r.Requests) / r.Seconds
@@ -437,8 +438,8 @@ func (r *OverheadRun) finish() {
 
 // total sums the runs: requests over seconds, latencies of all requests,
 // CPU over requests.
-func (t *OverheadTargetResult) total() {
-	tot := OverheadRun{}
+func (t *TargetResult) total() {
+	tot := Run{}
 	for i, r := range t.Runs {
 		tot.ms = append(tot.ms, r.ms...)
 		tot.Errors += r.Errors
@@ -470,8 +471,8 @@ func sumKnown(sum, v float64, i int) float64 {
 }
 
 // overheadTable is the summary: one row per target, over all rounds.
-func overheadTable(r *OverheadResult) *table {
-	t := &table{header: []string{"target", "req/s", "req/s per round", "p50 ms", "p90 ms", "p99 ms", "requests", "errors", "CPU ms/req", "engine CPU ms/req", "client CPU ms/req"}}
+func overheadTable(r *Result) *report.Table {
+	t := &report.Table{Header: []string{"target", "req/s", "req/s per round", "p50 ms", "p90 ms", "p99 ms", "requests", "errors", "CPU ms/req", "engine CPU ms/req", "client CPU ms/req"}}
 	cpu := func(v float64) string {
 		if v < 0 {
 			return "-"
@@ -480,14 +481,14 @@ func overheadTable(r *OverheadResult) *table {
 	}
 	for _, tr := range r.Targets {
 		s := tr.Total
-		t.add(tr.Name, fmt.Sprintf("%.1f", s.RPS), fmt.Sprintf("%.0f–%.0f", tr.RPSMin, tr.RPSMax),
-			ms(s.P50Ms), ms(s.P90Ms), ms(s.P99Ms), strconv.Itoa(s.Requests), strconv.Itoa(s.Errors),
+		t.Add(tr.Name, fmt.Sprintf("%.1f", s.RPS), fmt.Sprintf("%.0f–%.0f", tr.RPSMin, tr.RPSMax),
+			report.Millis(s.P50Ms), report.Millis(s.P90Ms), report.Millis(s.P99Ms), strconv.Itoa(s.Requests), strconv.Itoa(s.Errors),
 			cpu(s.CPUSecondsPerRequest), cpu(s.BackendCPUSecondsPerRequest), cpu(s.ClientCPUSecondsPerRequest))
 	}
 	return t
 }
 
-func (r *OverheadResult) heading() string {
+func (r *Result) heading() string {
 	mode := "non-stream"
 	if r.Config.Stream {
 		mode = "stream"
@@ -497,22 +498,22 @@ func (r *OverheadResult) heading() string {
 }
 
 // WriteText prints the summary table for a terminal.
-func (r *OverheadResult) WriteText(w io.Writer) error {
+func (r *Result) WriteText(w io.Writer) error {
 	if _, err := io.WriteString(w, r.heading()); err != nil {
 		return err
 	}
-	return overheadTable(r).writeText(w)
+	return overheadTable(r).WriteText(w)
 }
 
 // WriteMarkdown prints the summary table as markdown.
-func (r *OverheadResult) WriteMarkdown(w io.Writer) error {
+func (r *Result) WriteMarkdown(w io.Writer) error {
 	if _, err := io.WriteString(w, r.heading()+"\n"); err != nil {
 		return err
 	}
-	return overheadTable(r).writeMarkdown(w)
+	return overheadTable(r).WriteMarkdown(w)
 }
 
-// The kinds of OverheadConfig.Turns.
+// The kinds of Config.Turns.
 const (
 	TurnsNext   = "next"
 	TurnsRepeat = "repeat"

@@ -1,4 +1,4 @@
-package bench
+package report
 
 import (
 	"fmt"
@@ -51,13 +51,13 @@ func writeHTML(w io.Writer, title string, results []*Result, cmp *Comparison) er
 		}
 		for _, t := range chaosTables(r.Chaos) {
 			fmt.Fprintf(&b, "<h2>%s</h2>\n", esc(t.title))
-			htmlTable(&b, t.table)
+			htmlTable(&b, t.Table)
 		}
 	}
 
 	for _, t := range costTables(results, cmp) {
 		fmt.Fprintf(&b, "<h2>%s</h2>\n", esc(t.title))
-		htmlTable(&b, t.table)
+		htmlTable(&b, t.Table)
 	}
 
 	plotted := results
@@ -66,16 +66,16 @@ func writeHTML(w io.Writer, title string, results []*Result, cmp *Comparison) er
 			iso := r.Isolation
 			b.WriteString("<h2>Isolation</h2>\n")
 			fmt.Fprintf(&b, "<p>Tenant A's interactive p99 TTFT from %.1fs on: <b>%s ms</b> alone, <b>%s ms</b> while tenant B ran %d agent loops (%s). A shed %d, B shed %d.</p>\n",
-				iso.WindowStartSeconds, ms(iso.BaselineAP99TTFTMs), ms(iso.BurstAP99TTFTMs), iso.BLoops, esc(times(iso.P99TTFTRatio)), iso.BurstA.Shed, iso.BurstB.Shed)
+				iso.WindowStartSeconds, Millis(iso.BaselineAP99TTFTMs), Millis(iso.BurstAP99TTFTMs), iso.BLoops, esc(times(iso.P99TTFTRatio)), iso.BurstA.Shed, iso.BurstB.Shed)
 			if f := failuresText(driver.Summary{Sheds: iso.Sheds}); f != "" {
 				fmt.Fprintf(&b, "<p>Sheds in the burst: %s</p>\n", esc(f))
 			}
-			base := resultOf(iso.Baseline)
-			base.Policy = r.name() + " A alone"
+			base := ResultOf(iso.Baseline)
+			base.Policy = r.Name() + " A alone"
 			// The run holds A's stretches alone and both tenants' under
 			// the burst.
 			whole := *r
-			whole.Policy = r.name() + " whole run"
+			whole.Policy = r.Name() + " whole run"
 			plotted = []*Result{base, &whole}
 		}
 	}
@@ -92,7 +92,7 @@ func writeHTML(w io.Writer, title string, results []*Result, cmp *Comparison) er
 			for i, p := range r.CDF.Percentiles {
 				y[i] = p / 100
 			}
-			ss = append(ss, series{name: r.name(), x: v, y: y})
+			ss = append(ss, series{name: r.Name(), x: v, y: y})
 		}
 		b.WriteString(lineChart(name+" CDF", name+" (ms, log scale)", "cumulative share", ss, true))
 	}
@@ -107,13 +107,13 @@ func writeHTML(w io.Writer, title string, results []*Result, cmp *Comparison) er
 		for i := range x {
 			x[i] = float64(i) * tl.BucketSeconds
 		}
-		tput = append(tput, series{name: r.name(), x: x, y: tl.OutputTokensPerSec})
+		tput = append(tput, series{name: r.Name(), x: x, y: tl.OutputTokensPerSec})
 	}
 	b.WriteString(lineChart("Output tokens per second", "time (s)", "tokens/s", tput, false))
 	b.WriteString("</div>\n")
 
 	for _, r := range results {
-		fmt.Fprintf(&b, "<h2>%s by tenant and band</h2>\n", esc(r.name()))
+		fmt.Fprintf(&b, "<h2>%s by tenant and band</h2>\n", esc(r.Name()))
 		htmlTable(&b, breakdownTable(r))
 		if f := failuresText(r.Total); f != "" {
 			fmt.Fprintf(&b, "<p>Failures: %s</p>\n", esc(f))
@@ -124,13 +124,13 @@ func writeHTML(w io.Writer, title string, results []*Result, cmp *Comparison) er
 	return err
 }
 
-func htmlTable(b *strings.Builder, t *table) {
+func htmlTable(b *strings.Builder, t *Table) {
 	b.WriteString("<table><thead><tr>")
-	for _, h := range t.header {
+	for _, h := range t.Header {
 		fmt.Fprintf(b, "<th>%s</th>", html.EscapeString(h))
 	}
 	b.WriteString("</tr></thead><tbody>\n")
-	for _, r := range t.rows {
+	for _, r := range t.Rows {
 		b.WriteString("<tr>")
 		for _, c := range r {
 			fmt.Fprintf(b, "<td>%s</td>", html.EscapeString(c))
