@@ -161,8 +161,12 @@ func (s *Service) enqueue(ctx context.Context, t *turn, hdr http.Header) (*Respo
 	t.rec.Input = t.input
 	t.rec.Job = &Job{Request: t.req.raw}
 	// Claimed before it is stored as pending, so that no other gateway
-	// looking for pending responses takes it first. The id is new: the
-	// claim fails only when the store does.
+	// looking for pending responses takes it first, and marked enqueuing
+	// until start registers its job, so that this gateway's own scan,
+	// whose claim would be granted, does not run it a second time. The id
+	// is new: the claim fails only when the store does.
+	s.setEnqueuing(resp.ID, true)
+	defer s.setEnqueuing(resp.ID, false)
 	if ok, err := s.store.ClaimJob(ctx, resp.ID, s.cfg.Holder, s.cfg.JobLease); err != nil || !ok {
 		return nil, errors.Join(errors.New("responses: claiming a new background response"), err)
 	}
@@ -173,6 +177,28 @@ func (s *Service) enqueue(ctx context.Context, t *turn, hdr http.Header) (*Respo
 	snapshot := *resp
 	s.start(t, hdr, trace.SpanContextFromContext(ctx))
 	return &snapshot, nil
+}
+
+func (s *Service) setEnqueuing(id string, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !on {
+		delete(s.mu.enqueuing, id)
+		return
+	}
+	if s.mu.enqueuing == nil {
+		s.mu.enqueuing = map[string]struct{}{}
+	}
+	s.mu.enqueuing[id] = struct{}{}
+}
+
+// runsHere reports whether this gateway runs the background response id
+// already, or is about to (enqueuing).
+func (s *Service) runsHere(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, enqueuing := s.mu.enqueuing[id]
+	return enqueuing || s.mu.jobs[id] != nil
 }
 
 // start registers the job and runs it on a worker. The caller has taken

@@ -40,7 +40,7 @@ func (s *Service) takeOver(ctx context.Context) error {
 	}
 	for _, rec := range recs {
 		id := rec.Response.ID
-		if s.job(id) != nil {
+		if s.runsHere(id) {
 			continue
 		}
 		ok, err := s.store.ClaimJob(ctx, id, s.cfg.Holder, s.cfg.JobLease)

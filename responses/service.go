@@ -212,8 +212,13 @@ type Service struct {
 	mu struct {
 		sync.Mutex
 		// protects the fields below
-		jobs    map[string]*job
-		started bool
+		jobs map[string]*job
+		// enqueuing are the new background responses this gateway has
+		// claimed and not yet registered in jobs: its own scan for
+		// pending responses must not take them over (a claim by the same
+		// holder is granted).
+		enqueuing map[string]struct{}
+		started   bool
 		// held counts the background responses that have not ended, in
 		// all and by tenant: from Create's admission to the job's end.
 		held         int
