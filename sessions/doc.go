@@ -37,7 +37,9 @@
 // The turn path (package dispatch) derives the key (Derive), reads the
 // session's state (Get) for flow control, which weighs Turns and MeanGap,
 // and calls Touch once the turn is admitted and Finish when it ends, so a
-// client retrying after sheds does not look like a fast agent loop. An
+// client retrying after sheds does not look like a fast agent loop. A
+// Store's Start brings back the pins (LoadPins) and starts a goroutine
+// that forgets expired sessions every minute (Sweep); Close joins it. An
 // AsyncPinStore writes pins from its own goroutine, started by Start and
 // joined by Close. The affinity policy reads the
 // pin (Pinned) on every Pick and moves it (Pin) when the session lands on

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -129,8 +130,12 @@ func NewAsyncPinStore(inner PinStore, queue int, onError func(error)) *AsyncPinS
 	return &AsyncPinStore{inner: inner, queue: make(chan pinWrite, queue), done: make(chan struct{}), onError: onError}
 }
 
-// Start starts the writer goroutine. Calls after the first do nothing.
-func (a *AsyncPinStore) Start() { a.started.Do(func() { go a.run() }) }
+// Start starts the writer goroutine, which runs until Close. Calls after
+// the first do nothing.
+func (a *AsyncPinStore) Start(context.Context) error {
+	a.started.Do(func() { go a.run() })
+	return nil
+}
 
 func (a *AsyncPinStore) run() {
 	defer close(a.done)
@@ -182,17 +187,22 @@ func (a *AsyncPinStore) GetPin(ctx context.Context, tenant, key string) (Pin, bo
 // LoadPins implements PinStore, reading the inner store.
 func (a *AsyncPinStore) LoadPins(ctx context.Context) ([]Pin, error) { return a.inner.LoadPins(ctx) }
 
-// Close writes the queued pins and stops the writer; later writes are
-// refused.
-func (a *AsyncPinStore) Close() {
+// Close writes the queued pins and stops the writer, waiting for it up to
+// ctx; later writes are refused.
+func (a *AsyncPinStore) Close(ctx context.Context) error {
 	a.mu.Lock()
 	if !a.mu.closed {
 		a.mu.closed = true
 		close(a.queue)
 	}
 	a.mu.Unlock()
-	a.Start() // never started: write what is queued now
-	<-a.done
+	a.Start(ctx) // never started: write what is queued now
+	select {
+	case <-a.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("sessions: pin writer: close: %w", ctx.Err())
+	}
 }
 
 var _ PinStore = (*AsyncPinStore)(nil)

@@ -22,7 +22,7 @@ func TestKVPinStoreSurvivesRestart(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	ps := &KVPinStore{Namespace: pinSpace(t), Clock: func() time.Time { return now }}
 	async := NewAsyncPinStore(ps, 0, func(err error) { t.Error(err) })
-	async.Start()
+	async.Start(context.Background())
 	s1, err := NewStore(Options{Pins: async})
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +38,7 @@ func TestKVPinStoreSurvivesRestart(t *testing.T) {
 	if _, err := s1.Unpin(ctx, "acme", "sess-2", PinRemoved, now); err != nil {
 		t.Fatal(err)
 	}
-	async.Close() // the gateway closes it at shutdown: every queued pin is written
+	async.Close(context.Background()) // the gateway closes it at shutdown: every queued pin is written
 
 	s2, err := NewStore(Options{Pins: ps})
 	if err != nil {

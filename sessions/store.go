@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"sync"
@@ -22,8 +23,8 @@ const (
 	// DefaultTTL is how long an idle session is remembered: longer than any
 	// engine keeps an idle prefix cached.
 	DefaultTTL = time.Hour
-	// DefaultSharedPinRefresh is the PinRefresh cmd sets for gateways
-	// that share a store (Redis state).
+	// DefaultSharedPinRefresh is the PinRefresh the assembly sets for
+	// gateways that share a store (Redis state).
 	DefaultSharedPinRefresh = time.Second
 	// DefaultGapSmoothing is the weight of the newest gap in MeanGap.
 	DefaultGapSmoothing = 0.3
@@ -75,6 +76,8 @@ type Options struct {
 	PinRefresh time.Duration `yaml:"pinRefresh" json:"pinRefresh"`
 	// Metrics is where the Store registers its collectors; nil registers none.
 	Metrics prometheus.Registerer `yaml:"-" json:"-"`
+	// Logger hears what Start restores of the pins. Nil: slog.Default().
+	Logger *slog.Logger `yaml:"-" json:"-"`
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -108,12 +111,24 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Store keeps session state in bounded memory. Create it with NewStore.
+// Store keeps session state in bounded memory. Create it with NewStore;
+// Start brings back the pins of a previous run and starts the sweep of
+// expired sessions, Close stops it.
 type Store struct {
 	opts    Options
 	shards  []shard
 	metrics storeMetrics
+
+	// stop ends the sweep Start starts, which closes swept.
+	stop   chan struct{}
+	swept  chan struct{}
+	closed sync.Once
 }
+
+// sweepInterval is how often the sweep Start starts forgets expired
+// sessions (Sweep): Touch forgets them as it meets them, the sweep the
+// ones never seen again.
+const sweepInterval = time.Minute
 
 // shard is one lock's worth of sessions, with its own LRU.
 type shard struct {
@@ -144,10 +159,13 @@ type storeMetrics struct {
 	pinStoreErrors              prometheus.Counter
 }
 
-// NewStore returns an empty Store. Call LoadPins to bring back the pins of a
-// previous run.
+// NewStore returns an empty Store; Start (or LoadPins) brings back the
+// pins of a previous run.
 func NewStore(opts Options) (*Store, error) {
 	opts.EnsureDefaults()
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -156,7 +174,7 @@ func NewStore(opts Options) (*Store, error) {
 		// A small store is exact LRU; a large one is LRU per shard.
 		n = 1
 	}
-	s := &Store{opts: opts, shards: make([]shard, n)}
+	s := &Store{opts: opts, shards: make([]shard, n), stop: make(chan struct{})}
 	for i := range s.shards {
 		s.shards[i].mu.sessions = lru.NewCache[skey, *entry](int64((opts.MaxSessions+n-1)/n), nil)
 	}
@@ -469,6 +487,53 @@ func (s *Store) LoadPins(ctx context.Context, now time.Time) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+// Start brings back the pins of a previous run (LoadPins; a failure is
+// logged, and the store starts without them) and starts the sweep that
+// forgets expired sessions every minute, until Close. ctx bounds the
+// loading. It is called once.
+func (s *Store) Start(ctx context.Context) error {
+	if s.swept != nil {
+		return errors.New("sessions: store already started")
+	}
+	if n, err := s.LoadPins(ctx, time.Now()); err != nil {
+		s.opts.Logger.Warn("session pins not restored", "err", err)
+	} else if n > 0 {
+		s.opts.Logger.Info("session pins restored", "pins", n)
+	}
+	s.swept = make(chan struct{})
+	go s.sweep()
+	return nil
+}
+
+func (s *Store) sweep() {
+	defer close(s.swept)
+	t := time.NewTicker(sweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.Sweep(time.Now())
+		}
+	}
+}
+
+// Close stops the sweep and waits for it, up to ctx. The store still
+// answers; it is no longer swept.
+func (s *Store) Close(ctx context.Context) error {
+	s.closed.Do(func() { close(s.stop) })
+	if s.swept == nil {
+		return nil
+	}
+	select {
+	case <-s.swept:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("sessions: close: %w", ctx.Err())
+	}
 }
 
 // Sweep forgets every session expired at now, removes their pins from the

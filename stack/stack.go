@@ -216,7 +216,7 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 	store := responses.NewStore(db.Namespace("rs/"), responses.StoreOptions{TTL: cfg.Responses.Retention})
 
 	sessOpts := cfg.Sessions
-	sessOpts.Metrics = metrics
+	sessOpts.Metrics, sessOpts.Logger = metrics, log
 	if cfg.State.Backend == state.BackendRedis && sessOpts.PinRefresh == 0 {
 		// Other gateways pin sessions too: look at their pins.
 		sessOpts.PinRefresh = sessions.DefaultSharedPinRefresh
@@ -228,16 +228,10 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := s.life.start(ctx, "sessions", func(ctx context.Context) error {
-		pins.Start()
-		if n, err := sess.LoadPins(ctx, time.Now()); err != nil {
-			log.Warn("session pins not restored", "err", err)
-		} else if n > 0 {
-			log.Info("session pins restored", "pins", n)
-		}
-		go every(run, time.Minute, func() { sess.Sweep(time.Now()) })
-		return nil
-	}, noErr(pins.Close)); err != nil {
+	if err := s.life.start(ctx, "session pin writer", pins.Start, pins.Close); err != nil {
+		return err
+	}
+	if err := s.life.start(ctx, "sessions", sess.Start, sess.Close); err != nil {
 		return err
 	}
 	cfg.Routing.TierWeights = catalogTierWeights(cfg.Routing.TierWeights, cfg.Pools)
