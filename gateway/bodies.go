@@ -75,61 +75,75 @@ func bodyBudgetError() *apierror.Error {
 		WithHeader("X-Turnpike-Dropped-Reason", "body-budget")
 }
 
-// budgetBodies holds each request's body against the budget from before
-// it is read until the handler returns: the length it states, taken at
-// once, so that a request over the budget is refused with a 503 before a
-// byte of its body is read; or, for a body of unknown length, each chunk
-// as it is read, the request failing with the same 503 at the chunk that
-// passes the budget.
-func (s *Server) budgetBodies(next echo.HandlerFunc) echo.HandlerFunc {
+// limitBodies bounds each request's body by the body limit (413) and
+// holds it against the budget from before it is read until the handler
+// returns: the length it states, taken at once, so that a request over
+// the budget is refused with a 503 before a byte of its body is read; or,
+// for a body of unknown length, each chunk as it is read, the request
+// failing with the limit's 413 or the budget's 503 at the chunk that
+// passes either. One middleware, not two: Echo builds each request's
+// chain anew, a closure a middleware.
+func (s *Server) limitBodies(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
-		switch {
-		case r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody:
+		switch n := r.ContentLength; {
+		case n == 0 || r.Body == nil || r.Body == http.NoBody:
 			return next(c)
-		case r.ContentLength > 0:
-			if !s.bodies.take(r.ContentLength) {
+		case n > s.opts.BodyLimit:
+			return echo.ErrStatusRequestEntityTooLarge
+		case n > 0:
+			// net/http reads no further than the length stated.
+			if !s.bodies.take(n) {
 				s.bodies.refused.Add(1)
 				return bodyBudgetError()
 			}
-			defer s.bodies.give(r.ContentLength)
+			defer s.bodies.give(n)
 			return next(c)
 		}
-		body := &budgetedBody{ReadCloser: r.Body, budget: &s.bodies}
+		body := &heldBody{ReadCloser: r.Body, budget: &s.bodies, limit: s.opts.BodyLimit}
 		r.Body = body
 		defer body.giveBack()
 		return next(c)
 	}
 }
 
-// budgetedBody takes what is read of a body of unknown length from the
-// budget. The request's goroutine alone reads it.
-type budgetedBody struct {
+// heldBody reads a body of unknown length, failing past the body limit,
+// and takes what it reads from the budget. The request's goroutine alone
+// reads it.
+type heldBody struct {
 	io.ReadCloser
 	budget *bodyBudget
-	held   int64
-	// over: a read passed the budget; the body reads no further.
-	over bool
+	limit  int64
+	// held is what was read and taken from the budget.
+	held int64
+	// err ends the body: it passed the limit or the budget.
+	err error
 }
 
-func (b *budgetedBody) Read(p []byte) (int, error) {
-	if b.over {
-		return 0, bodyBudgetError()
+func (b *heldBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
 	}
 	n, err := b.ReadCloser.Read(p)
-	if n > 0 {
-		if !b.budget.take(int64(n)) {
-			b.over = true
-			b.budget.refused.Add(1)
-			return 0, bodyBudgetError()
-		}
+	switch {
+	case n == 0:
+	case b.held+int64(n) > b.limit:
+		b.err = echo.ErrStatusRequestEntityTooLarge
+	case !b.budget.take(int64(n)):
+		b.budget.refused.Add(1)
+		b.err = bodyBudgetError()
+	default:
 		b.held += int64(n)
+		return n, err
+	}
+	if b.err != nil {
+		return 0, b.err
 	}
 	return n, err
 }
 
 // giveBack returns what the body took, once its request has ended.
-func (b *budgetedBody) giveBack() { b.budget.give(b.held) }
+func (b *heldBody) giveBack() { b.budget.give(b.held) }
 
 // refuseOverContext refuses, before it is decoded, a body whose text
 // alone proves the prompt longer than its model's context window: more

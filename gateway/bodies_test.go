@@ -117,9 +117,9 @@ func lorem(n int) string {
 // TestSDKBodyBudget (issue 32): a request whose body would take the
 // bodies in flight past the budget is refused with a 503, Retry-After and
 // an OpenAI-shaped error before its body is read; one whose body states
-// no length is refused at the read that passes the budget; once the
-// bodies in flight end, the same request is served, and the budget is
-// whole again.
+// no length is refused at the read that passes the budget (or the body
+// limit, with a 413); once the bodies in flight end, requests are served,
+// and the budget is whole again.
 func TestSDKBodyBudget(t *testing.T) {
 	const budget = 1 << 20
 	st := newResponsesStack(t, 0)
@@ -161,6 +161,19 @@ func TestSDKBodyBudget(t *testing.T) {
 	}
 
 	release()
+	waitFor(t, func() bool { return st.metric(t, "turnpike_request_body_bytes_in_flight") == 0 })
+	// Chunked past the body limit: a 413, whatever the budget.
+	resp, err = http.Post(st.front.URL+"/v1/chat/completions", "application/json",
+		io.MultiReader(strings.NewReader(`{"model":"test-model","messages":[{"role":"user","content":"`+lorem(budget)+`"}]}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb = readAPIError(t, resp)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || eb.Error.Code == nil || *eb.Error.Code != "request_too_large" {
+		t.Fatalf("a chunked body past the limit: status %d, %+v", resp.StatusCode, eb)
+	}
+
 	waitFor(t, func() bool { return st.metric(t, "turnpike_request_body_bytes_in_flight") == 0 })
 	if _, err := st.client.Chat.Completions.New(ctx, chatText(128<<10)); err != nil {
 		t.Fatalf("a request once the budget is free: %v", err)

@@ -28,11 +28,12 @@
 //
 // # Request bodies
 //
-// Bodies are held against a budget (Options.BodyBudget): a request's
-// stated length is taken from it before a byte is read, and given back
-// when its handler returns; a request that would pass it is answered 503
-// with Retry-After unread (a body of unknown length is counted as it is
-// read, and fails at the read that passes it). A chat, completion or
+// One middleware bounds each body by the body limit (413) and holds it
+// against a budget (Options.BodyBudget): a request's stated length is
+// taken from it before a byte is read, and given back when its handler
+// returns; a request that would pass it is answered 503 with Retry-After
+// unread (a body of unknown length is counted as it is read, and fails
+// at the read that passes the limit or the budget). A chat, completion or
 // Responses body long enough that its length may prove it longer than
 // its model's context window is read into a stage outside the Go heap
 // (stage.go) and checked there in one scan that decodes nothing

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -212,8 +211,7 @@ func New(opts Options) (*Server, error) {
 	e.Use(middleware.Recover())
 	e.Use(middleware.RequestID())
 	e.Use(requestIDToEngines)
-	e.Use(middleware.BodyLimit(strconv.FormatInt(opts.BodyLimit, 10) + "B"))
-	e.Use(s.budgetBodies)
+	e.Use(s.limitBodies)
 	s.echo = e
 
 	// Group middleware must be given when the group is made: Echo attaches
