@@ -15,10 +15,13 @@
 // published, so it takes effect at once and survives a restart. Tenants and keys named in the config file are
 // read-only through the API; the file is their source of truth.
 //
-// Every change also writes a new version key; Refresh (cmd calls it every
-// DefaultRefreshInterval) reads the tenancy again when the version
-// differs from the one this Service last wrote or read, so that several
-// gateways sharing one store (Redis) apply each other's changes.
+// Every change also writes a new version key; Refresh reads the tenancy
+// again when the version differs from the one this Service last wrote or
+// read, so that several gateways sharing one store (Redis) apply each
+// other's changes. Start runs it every Deps.RefreshInterval
+// (DefaultRefreshInterval for a shared store), and lends the pools lent
+// on a schedule as their windows open (ApplyLendSchedules, every second);
+// Close stops both loops.
 //
 // A flowControl saved through the API overrides the file's until it is
 // deleted. Drain state is not persisted: a restarted gateway serves from
@@ -35,7 +38,9 @@
 // mutex, held across the store write and the publish so that the published
 // snapshots are always in the order of the store's writes. Readers of the
 // hot path never touch the Service: they read the snapshots it published.
-// Pools, endpoints and sessions are read live from their owners.
+// Pools, endpoints and sessions are read live from their owners. The
+// refresh and the scheduled lending run on goroutines of Start's, as any
+// writer would.
 //
 // # Keys
 //

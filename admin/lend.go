@@ -425,7 +425,7 @@ func (s *Service) registerLendMetrics() error {
 // opened once, a reclaim through the API ends its lending until the next
 // window, a longer lease named through the API stands, and a shorter one
 // is extended to the window's end. Gateways sharing a store write the
-// same lease, which each applies once. Call it every second or so.
+// same lease, which each applies once. Start calls it every second.
 func (s *Service) ApplyLendSchedules(ctx context.Context) error {
 	if s.deps.Registry == nil {
 		return nil

@@ -72,8 +72,13 @@ const (
 )
 
 // DefaultRefreshInterval is how often a gateway sharing its store with
-// others should Refresh.
+// others should Refresh (Deps.RefreshInterval).
 const DefaultRefreshInterval = 500 * time.Millisecond
+
+// lendScheduleInterval is how often Start's loop looks for a scheduled
+// lending window to open (ApplyLendSchedules): each opens within a second
+// of its start.
+const lendScheduleInterval = time.Second
 
 // Deps are what New needs.
 type Deps struct {
@@ -101,6 +106,11 @@ type Deps struct {
 	Getenv func(string) string
 	// Now; nil means time.Now.
 	Now func() time.Time
+	// RefreshInterval is how often the loop Start starts reads the
+	// changes other gateways on the same store made (Refresh): a gateway
+	// sharing its store (Redis) sets DefaultRefreshInterval. Zero: never,
+	// for a gateway alone on its store.
+	RefreshInterval time.Duration
 }
 
 // Tenant is a tenant as the API shows and the store keeps it.
@@ -140,11 +150,15 @@ type storedKey struct {
 }
 
 // Service is the admin API's state and operations. Create it with New,
-// which loads and publishes the tenancy, and mount it with Register.
+// which loads and publishes the tenancy, and mount it with Register; Start
+// starts its loops, Close stops them.
 type Service struct {
 	deps Deps
 	log  *slog.Logger
 	now  func() time.Time
+	// stop ends the loops Start starts; loops joins them.
+	stop  context.CancelFunc
+	loops sync.WaitGroup
 	// fileFlow is flow control as the config file set it, restored when
 	// the API's override is deleted.
 	fileFlow turns.FlowControl
@@ -193,6 +207,69 @@ func New(ctx context.Context, deps Deps) (*Service, error) {
 		s.log.Info("admin: tenancy loaded", "tenants", len(s.mu.tenants), "keys", len(s.mu.keys))
 	}
 	return s, nil
+}
+
+// Start starts what runs beside the API until Close, whatever becomes of
+// ctx: the refresh of the changes other gateways on the same store make
+// (Refresh, every Deps.RefreshInterval, when set), and the lending of the
+// pools lent on a schedule (ApplyLendSchedules, once now and then every
+// second, when a pool has a schedule). Failures are logged, and the loops
+// go on. It is called once.
+func (s *Service) Start(ctx context.Context) error {
+	if s.stop != nil {
+		return errors.New("admin: already started")
+	}
+	run, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stop = stop
+	if d := s.deps.RefreshInterval; d > 0 {
+		s.loops.Go(func() {
+			every(run, d, func() {
+				if _, err := s.Refresh(run); err != nil && run.Err() == nil {
+					s.log.Warn("admin: reading other gateways' changes failed", "err", err)
+				}
+			})
+		})
+	}
+	if s.HasLendSchedules() {
+		apply := func() {
+			if err := s.ApplyLendSchedules(run); err != nil && run.Err() == nil {
+				s.log.Warn("admin: lending on schedule failed", "err", err)
+			}
+		}
+		apply()
+		s.loops.Go(func() { every(run, lendScheduleInterval, apply) })
+	}
+	return nil
+}
+
+// Close stops the loops Start started and waits for them, up to ctx.
+func (s *Service) Close(ctx context.Context) error {
+	if s.stop == nil {
+		return nil
+	}
+	s.stop()
+	done := make(chan struct{})
+	go func() { s.loops.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("admin: close: %w", ctx.Err())
+	}
+}
+
+// every runs fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
 }
 
 // loadLocked reads the store, then lays the config file's tenants and keys

@@ -110,11 +110,8 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 			s.Close(context.Background())
 		}
 	}()
-	// run is the context of background loops; the last stop cancels it.
-	run, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.life.start(ctx, "background loops", nil, noErr(cancel))
 	if s.topology != nil {
-		if s.fleet, err = s.topology.Start(run); err != nil {
+		if s.fleet, err = s.topology.Start(ctx); err != nil {
 			return fmt.Errorf("start simulated fleet: %w", err)
 		}
 		s.life.start(ctx, "simulated fleet", nil, func(context.Context) error { return s.fleet.Close() })
@@ -302,7 +299,7 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	adm, err := admin.New(ctx, admin.Deps{
+	admDeps := admin.Deps{
 		Store:    db.Namespace("m/admin/"),
 		Keys:     authn,
 		Flow:     flow,
@@ -311,43 +308,18 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 		Config:   cfg.Admin,
 		Logger:   log,
 		Metrics:  metrics,
-	})
-	if err != nil {
-		return err
 	}
 	if cfg.State.Backend == state.BackendRedis {
 		// Other gateways on the same Redis change tenants, keys and flow
 		// control too: look for their changes until the store closes.
-		watch, stopWatch := context.WithCancel(run)
-		watched := make(chan struct{})
-		s.life.start(ctx, "admin changes of other gateways", startNoErr(func() {
-			go func() {
-				defer close(watched)
-				every(watch, admin.DefaultRefreshInterval, func() {
-					if _, err := adm.Refresh(watch); err != nil && watch.Err() == nil {
-						log.Warn("admin: reading other gateways' changes failed", "err", err)
-					}
-				})
-			}()
-		}), noErr(func() { stopWatch(); <-watched }))
+		admDeps.RefreshInterval = admin.DefaultRefreshInterval
 	}
-	if adm.HasLendSchedules() {
-		// Lendable pools lent in scheduled windows: each window opens
-		// within a second of its start.
-		sched, stopSched := context.WithCancel(run)
-		scheduled := make(chan struct{})
-		s.life.start(ctx, "lending schedules", startNoErr(func() {
-			apply := func() {
-				if err := adm.ApplyLendSchedules(sched); err != nil && sched.Err() == nil {
-					log.Warn("admin: lending on schedule failed", "err", err)
-				}
-			}
-			apply()
-			go func() {
-				defer close(scheduled)
-				every(sched, lendScheduleInterval, apply)
-			}()
-		}), noErr(func() { stopSched(); <-scheduled }))
+	adm, err := admin.New(ctx, admDeps)
+	if err != nil {
+		return err
+	}
+	if err := s.life.start(ctx, "admin", adm.Start, adm.Close); err != nil {
+		return err
 	}
 	if s.gw, err = gateway.New(gateway.Options{
 		Registry:   s.reg,
@@ -391,24 +363,6 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 // Close shuts the gateway down gracefully, then everything under it, in
 // the reverse of the order it started.
 func (s *Stack) Close(ctx context.Context) error { return s.life.close(ctx) }
-
-// lendScheduleInterval is how often the gateway looks for a scheduled
-// lending window to open (pools.LendSchedule).
-const lendScheduleInterval = time.Second
-
-// every runs fn every d until ctx ends.
-func every(ctx context.Context, d time.Duration, fn func()) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			fn()
-		}
-	}
-}
 
 // interactiveLane is the routing policy's interactive lane as admission
 // sees it: the cache-aware policy's interactive-lane filter, when it runs.
