@@ -3,9 +3,8 @@ package driver
 import (
 	"slices"
 
-	"github.com/turnpike-gateway/turnpike/internal/lru"
-
 	"github.com/turnpike-gateway/turnpike/bench/workload"
+	"github.com/turnpike-gateway/turnpike/internal/lru"
 )
 
 // Methods of IdealReuse.

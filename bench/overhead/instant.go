@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	"github.com/turnpike-gateway/turnpike/accelerators/enginemetrics"
-
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 

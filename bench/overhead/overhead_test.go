@@ -13,8 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/accelerators/enginemetrics"
 	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
+)
+
+// EngineMetrics keys the tests fill scrapes with.
+var (
+	vllmPromptKey     = scrape.Key(enginemetrics.VLLMPromptTokens)
+	vllmGenerationKey = scrape.Key(enginemetrics.VLLMGenerationTokens)
 )
 
 func TestWantsStream(t *testing.T) {

@@ -21,7 +21,7 @@ const (
 // so the engines evict blocks to hold them and the gateway learns of those
 // evictions only from the engines' KV events, if it subscribes to them.
 // Its requests are not turns of the run: they are counted apart
-// (Result.Interference), and their prompt tokens are taken out of the
+// (driver.Result.Interference), and their prompt tokens are taken out of the
 // engines' prefix-cache figures. Off while Rate is 0.
 type InterferenceConfig struct {
 	// Rate is requests per second of the workload's clock (TimeScale).
@@ -90,7 +90,7 @@ const (
 // (POST /v1/files, POST /v1/batches) as the run starts, which the gateway
 // runs in the lowest band on capacity its interactive and standard turns
 // leave. The run's figures are its own; the batch is reported apart
-// (Result.BatchLoad): how many lines completed, and whether all of them did
+// (driver.Result.BatchLoad): how many lines completed, and whether all of them did
 // before the deadline. Off while Lines is 0.
 type BatchLoadConfig struct {
 	// Lines is the batch's number of requests. 0 (default): no batch.

@@ -16,7 +16,8 @@ const (
 	WorkloadIsolation = "isolation"
 	WorkloadChaos     = "chaos"
 	// WorkloadLending: a simulated trainer on a lendable pool, with and
-	// without lending its idle phases to background work (lending.go).
+	// without lending its idle phases to background work
+	// (bench/scenario/lending).
 	WorkloadLending = "lending"
 )
 
@@ -158,7 +159,8 @@ type Config struct {
 	// FreeOutputLength stops asking chat-completions engines for exactly the
 	// requested number of tokens (ignore_eos, min_tokens). Default false: ask.
 	FreeOutputLength bool `json:"free_output_length,omitempty" yaml:"free_output_length"`
-	// KeepSamples puts every request's record in Result.Samples. Default false.
+	// KeepSamples puts every request's record in the Result's Samples.
+	// Default false.
 	KeepSamples bool `json:"keep_samples,omitempty" yaml:"keep_samples"`
 	// Progress receives the progress bar. nil: os.Stderr; io.Discard: none.
 	Progress io.Writer `json:"-" yaml:"-"`
@@ -255,7 +257,7 @@ type TraceConfig struct {
 
 // IsolationConfig shapes the isolation scenario: tenant A's interactive
 // turns at a steady rate, with and without tenant B's agent burst, in one
-// run that alternates the two (see isolationPlan).
+// run that alternates the two (bench/scenario/isolation).
 type IsolationConfig struct {
 	// KeyA and KeyB are the two tenants' API keys. Empty: Target.APIKey.
 	KeyA string `json:"-" yaml:"key_a"`
