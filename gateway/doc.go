@@ -58,8 +58,9 @@
 // # Concurrency model
 //
 // A Server is shared by all request goroutines; it holds no per-request
-// state. New builds it and starts nothing; Serve serves a listener and
-// Shutdown (safe to call from another goroutine) drains it.
+// state. New builds it and starts nothing; Start listens on Options.Addr
+// and serves from a goroutine of its own, and Close (safe to call from
+// another goroutine) drains it.
 //
 // # Request lifecycle and ownership
 //

@@ -407,13 +407,11 @@ func TestGracefulShutdownFinishesStream(t *testing.T) {
 		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\"}}]}\n\ndata: [DONE]\n\n")
 	})
 	s, _, _ := newGateway(t, nil, b)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	s.opts.Addr = "127.0.0.1:0"
+	if err := s.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
-	url := "http://" + ln.Addr().String()
+	url := "http://" + s.Addr()
 
 	resp := post(t, url, `{"model":"test-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	br := bufio.NewReader(resp.Body)
@@ -421,11 +419,11 @@ func TestGracefulShutdownFinishesStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	shut := make(chan error, 1)
-	go func() { shut <- s.Shutdown(context.Background()) }()
+	go func() { shut <- s.Close(context.Background()) }()
 	// Shutdown closes the listener at once; the stream, held until
 	// release, still runs: a new connection is refused before it ends.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		c, err := net.Dial("tcp", ln.Addr().String())
+		c, err := net.Dial("tcp", s.Addr())
 		if err != nil {
 			break
 		}
@@ -443,8 +441,8 @@ func TestGracefulShutdownFinishesStream(t *testing.T) {
 	if err := <-shut; err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
-	if err := <-served; err != http.ErrServerClosed {
-		t.Fatalf("serve returned %v", err)
+	if err := <-s.Served(); err != nil {
+		t.Fatalf("serving ended with %v, not for the shutdown", err)
 	}
 }
 
@@ -460,17 +458,16 @@ func TestShutdownDeadlineEndsStreamsWithAnError(t *testing.T) {
 	})
 	s, _, _ := newGateway(t, nil, b)
 	s.opts.ShutdownTimeout = time.Millisecond
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	s.opts.Addr = "127.0.0.1:0"
+	if err := s.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	go s.Serve(ln)
-	resp := post(t, "http://"+ln.Addr().String(), `{"model":"test-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	resp := post(t, "http://"+s.Addr(), `{"model":"test-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	br := bufio.NewReader(resp.Body)
 	if _, err := br.ReadString('\n'); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Shutdown(context.Background()); err == nil {
+	if err := s.Close(context.Background()); err == nil {
 		t.Error("a shutdown past its deadline reported no error")
 	}
 	rest, _ := io.ReadAll(br)

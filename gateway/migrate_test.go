@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -199,12 +198,11 @@ func TestResponsesSurviveADyingReplica(t *testing.T) {
 func TestResponsesStreamAtTheShutdownDeadline(t *testing.T) {
 	f := newDyingFleetAt(t, -1, 1) // real time: a long answer outlasts the deadline
 	f.s.opts.ShutdownTimeout = time.Millisecond
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	f.s.opts.Addr = "127.0.0.1:0"
+	if err := f.s.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	go f.s.Serve(ln)
-	client := openai.NewClient(option.WithBaseURL("http://"+ln.Addr().String()+"/v1"), option.WithAPIKey("test"), option.WithMaxRetries(0))
+	client := openai.NewClient(option.WithBaseURL("http://"+f.s.Addr()+"/v1"), option.WithAPIKey("test"), option.WithMaxRetries(0))
 	stream := client.Responses.NewStreaming(t.Context(), responses.ResponseNewParams{
 		Model:           testModel,
 		Input:           responses.ResponseNewParamsInputUnion{OfString: openai.String("tell me about caches")},
@@ -216,7 +214,7 @@ func TestResponsesStreamAtTheShutdownDeadline(t *testing.T) {
 		ev := stream.Current()
 		if ev.Type == "response.output_text.delta" && !shut {
 			shut = true
-			go f.s.Shutdown(context.Background())
+			go f.s.Close(context.Background())
 		}
 		if ev.Type == "response.failed" || ev.Type == "response.completed" {
 			final = ev.Response

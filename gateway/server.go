@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -30,6 +31,10 @@ const (
 
 // Options configure a Server. Registry and Dispatch are required.
 type Options struct {
+	// Addr is the TCP address Start listens on, e.g. 127.0.0.1:8080; port
+	// 0 takes a free port, which Addr reports. Required by Start; Handler
+	// serves without it.
+	Addr string
 	// Registry is the fleet. Required.
 	Registry *pools.Registry
 	// Dispatch runs every turn: sessions, flow control, routing, the
@@ -57,7 +62,7 @@ type Options struct {
 	// refused (400 context_length_exceeded) before it is decoded. Default
 	// DefaultMaxTokenBytes; negative refuses none.
 	MaxTokenBytes int
-	// ShutdownTimeout bounds how long Shutdown waits for in-flight
+	// ShutdownTimeout bounds how long Close waits for in-flight
 	// requests, streams included. Default 30s.
 	ShutdownTimeout time.Duration
 	// WebSocketLimit bounds a Responses WebSocket connection's life.
@@ -112,7 +117,7 @@ type TenantAPI interface {
 }
 
 // Server is turnpike's HTTP front: the OpenAI-compatible API, health and
-// metrics. Create with New; serve with Serve or use Handler.
+// metrics. Create with New; serve with Start and Close, or use Handler.
 type Server struct {
 	opts     Options
 	log      *slog.Logger
@@ -139,10 +144,15 @@ type Server struct {
 	// its deadline can wait for them to say why they end.
 	active sync.WaitGroup
 
+	// served delivers, once, why the server stopped serving (Served).
+	served chan error
+
 	mu struct {
 		sync.Mutex
-		// protects the fields below: Serve sets them, Shutdown reads them
+		// protects the fields below: Start sets them, Close reads them
 		http *http.Server
+		// addr is the address listened on.
+		addr string
 		// endRequests cancels every request's context, with a cause.
 		endRequests context.CancelCauseFunc
 	}
@@ -191,6 +201,7 @@ func New(opts Options) (*Server, error) {
 		reg:      opts.Registry,
 		dispatch: opts.Dispatch,
 		started:  time.Now(),
+		served:   make(chan error, 1),
 	}
 	if opts.PromptMemoBytes == 0 {
 		opts.PromptMemoBytes = DefaultPromptMemoBytes
@@ -244,10 +255,13 @@ func New(opts Options) (*Server, error) {
 // Handler is the server's http.Handler, for tests and embedding.
 func (s *Server) Handler() http.Handler { return s.echo }
 
-// Serve accepts connections on ln until Shutdown. It returns
-// http.ErrServerClosed after a graceful shutdown.
-func (s *Server) Serve(ln net.Listener) error {
-	base, end := context.WithCancelCause(context.Background())
+// Start listens on Options.Addr and serves there, from a goroutine of its
+// own, until Close, whatever becomes of ctx. It is called once.
+func (s *Server) Start(ctx context.Context) error {
+	if s.opts.Addr == "" {
+		return errors.New("gateway: no address to listen on (Options.Addr)")
+	}
+	base, end := context.WithCancelCause(context.WithoutCancel(ctx))
 	srv := &http.Server{
 		Handler:           s.echo,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -255,19 +269,41 @@ func (s *Server) Serve(ln net.Listener) error {
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.mu.http != nil {
-		s.mu.Unlock()
 		end(nil)
 		return errors.New("gateway: already serving")
 	}
-	s.mu.http, s.mu.endRequests = srv, end
-	s.mu.Unlock()
-	return srv.Serve(ln)
+	ln, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		end(nil)
+		return fmt.Errorf("gateway: %w", err)
+	}
+	s.mu.http, s.mu.addr, s.mu.endRequests = srv, ln.Addr().String(), end
+	go func() {
+		err := srv.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		s.served <- err
+	}()
+	return nil
 }
 
-// Shutdown stops accepting connections and waits, up to the shutdown
+// Addr is the address the server listens on, once started.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.addr
+}
+
+// Served delivers, once, why the server stopped serving: nil after Close,
+// or the listener's error if it failed before.
+func (s *Server) Served() <-chan error { return s.served }
+
+// Close stops accepting connections and waits, up to the shutdown
 // timeout or ctx, for in-flight requests (streams included) to finish.
-func (s *Server) Shutdown(ctx context.Context) error {
+func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
 	srv, end := s.mu.http, s.mu.endRequests
 	s.mu.Unlock()

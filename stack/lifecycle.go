@@ -5,56 +5,83 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+
+	"github.com/turnpike-gateway/turnpike/admin"
+	"github.com/turnpike-gateway/turnpike/batch"
+	"github.com/turnpike-gateway/turnpike/gateway"
+	"github.com/turnpike-gateway/turnpike/kv"
+	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/responses"
+	"github.com/turnpike-gateway/turnpike/sessions"
+	"github.com/turnpike-gateway/turnpike/tracing"
+	"github.com/turnpike-gateway/turnpike/turns"
 )
 
-// lifecycle starts the stack's long-lived components in dependency order
-// and stops them in the reverse order: the one place that order lives.
+// component is the one life cycle of the gateway's long-lived parts: New
+// builds one without starting anything, Start starts it, Close stops it
+// and joins what it started, up to its context.
+type component interface {
+	Start(ctx context.Context) error
+	Close(ctx context.Context) error
+}
+
+// lifecycle starts the stack's components in dependency order and closes
+// them in the reverse order.
 type lifecycle struct {
 	log *slog.Logger
-	// stops run last added first.
-	stops []namedStop
+	// closes run last added first.
+	closes []namedClose
 }
 
-type namedStop struct {
-	name string
-	stop func(ctx context.Context) error
+type namedClose struct {
+	name  string
+	close func(ctx context.Context) error
 }
 
-// start runs start (nil: the component needs no starting) and, once it has
-// succeeded, owes stop (nil: nothing to stop) to Close.
-func (l *lifecycle) start(ctx context.Context, name string, start, stop func(ctx context.Context) error) error {
-	if start != nil {
-		if err := start(ctx); err != nil {
-			return fmt.Errorf("start %s: %w", name, err)
-		}
+// start starts c and, once it has started, owes its Close to close.
+func (l *lifecycle) start(ctx context.Context, name string, c component) error {
+	if err := c.Start(ctx); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
 	}
-	if stop != nil {
-		l.stops = append(l.stops, namedStop{name, stop})
-	}
+	l.closes = append(l.closes, namedClose{name, c.Close})
 	return nil
 }
 
-// close stops every started component, last started first, and joins
+// opened owes close to Close, for what is opened rather than started and
+// closes without a context: the state store and the simulated engines.
+func (l *lifecycle) opened(name string, close func() error) {
+	l.closes = append(l.closes, namedClose{name, func(context.Context) error { return close() }})
+}
+
+// close closes every started component, last started first, and joins
 // their errors.
 func (l *lifecycle) close(ctx context.Context) error {
 	var errs []error
-	for i := len(l.stops) - 1; i >= 0; i-- {
-		s := l.stops[i]
-		if err := s.stop(ctx); err != nil {
-			l.log.Warn("stopping failed", "component", s.name, "err", err)
-			errs = append(errs, fmt.Errorf("stop %s: %w", s.name, err))
+	for i := len(l.closes) - 1; i >= 0; i-- {
+		c := l.closes[i]
+		if err := c.close(ctx); err != nil {
+			l.log.Warn("stopping failed", "component", c.name, "err", err)
+			errs = append(errs, fmt.Errorf("stop %s: %w", c.name, err))
 		}
 	}
-	l.stops = nil
+	l.closes = nil
 	return errors.Join(errs...)
 }
 
-// noErr adapts a stop that cannot fail.
-func noErr(f func()) func(context.Context) error {
-	return func(context.Context) error { f(); return nil }
-}
-
-// startNoErr adapts a start that cannot fail.
-func startNoErr(f func()) func(context.Context) error {
-	return func(context.Context) error { f(); return nil }
-}
+// Every long-lived component of the gateway has the one life cycle.
+var (
+	_ component = (*pools.Registry)(nil)
+	_ component = (*kv.Subscriber)(nil)
+	_ component = subscriptions(nil)
+	_ component = (*kv.Peers)(nil)
+	_ component = (*pools.LoadShare)(nil)
+	_ component = (*tracing.Provider)(nil)
+	_ component = (*sessions.AsyncPinStore)(nil)
+	_ component = (*sessions.Store)(nil)
+	_ component = (*turns.Controller)(nil)
+	_ component = (*responses.Service)(nil)
+	_ component = (*batch.Service)(nil)
+	_ component = (*batch.Intake)(nil)
+	_ component = (*admin.Service)(nil)
+	_ component = (*gateway.Server)(nil)
+)

@@ -37,7 +37,7 @@ func (s *Stack) startRoutePeers(ctx context.Context, db *state.DB, index *kv.Ind
 	if err != nil {
 		return err
 	}
-	return s.life.start(ctx, "routing records of other gateways", peers.Start, peers.Close)
+	return s.life.start(ctx, "routing records of other gateways", peers)
 }
 
 // startExchange starts the gossip exchange build makes, on the broadcast
@@ -53,7 +53,7 @@ func startExchange[T any](ctx context.Context, s *Stack, db *state.DB, channel, 
 	if err != nil {
 		return err
 	}
-	return s.life.start(ctx, what, x.Start, x.Close)
+	return s.life.start(ctx, what, x)
 }
 
 // startLoadShare shares the gateway's requests in flight on each endpoint

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"slices"
 	"sync"
@@ -52,12 +50,10 @@ type Stack struct {
 	topology *sim.Topology
 
 	// Set by Start.
-	addr   string
-	fleet  *sim.Fleets
-	reg    *pools.Registry
-	index  *kv.Index
-	gw     *gateway.Server
-	served chan error
+	fleet *sim.Fleets
+	reg   *pools.Registry
+	index *kv.Index
+	gw    *gateway.Server
 	// life stops what Start started, in reverse order.
 	life lifecycle
 }
@@ -66,7 +62,7 @@ type Stack struct {
 // nothing starts until Start. With an embedded fleet, the pools are
 // checked once the fleet has started and given them.
 func New(cfg *Config, opts Options) (*Stack, error) {
-	s := &Stack{cfg: *cfg, log: opts.Logger, topology: opts.Fleet, served: make(chan error, 1)}
+	s := &Stack{cfg: *cfg, log: opts.Logger, topology: opts.Fleet}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -80,7 +76,12 @@ func New(cfg *Config, opts Options) (*Stack, error) {
 }
 
 // Addr is the address the gateway listens on, once started.
-func (s *Stack) Addr() string { return s.addr }
+func (s *Stack) Addr() string {
+	if s.gw == nil {
+		return ""
+	}
+	return s.gw.Addr()
+}
 
 // Fleet is the embedded simulated fleet, once started; nil without one.
 func (s *Stack) Fleet() *sim.Fleets { return s.fleet }
@@ -95,8 +96,9 @@ func (s *Stack) Registry() *pools.Registry { return s.reg }
 // Index is the gateway's KV-cache index, once started.
 func (s *Stack) Index() *kv.Index { return s.index }
 
-// Served delivers the gateway's error if it stops serving before Close.
-func (s *Stack) Served() <-chan error { return s.served }
+// Served delivers the gateway's error if it stops serving before Close;
+// it may be read once Start has returned.
+func (s *Stack) Served() <-chan error { return s.gw.Served() }
 
 // Start builds each component on those started before it and starts it:
 // the one place the order lives. Components run until Close, not until
@@ -114,7 +116,7 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 		if s.fleet, err = s.topology.Start(ctx); err != nil {
 			return fmt.Errorf("start simulated fleet: %w", err)
 		}
-		s.life.start(ctx, "simulated fleet", nil, func(context.Context) error { return s.fleet.Close() })
+		s.life.opened("simulated fleet", s.fleet.Close)
 		cfg.Pools = SimPools(s.fleet, s.topology.TokenizerDir)
 		if s.topology.Config.SchedulingPolicy == sim.SchedulingPriority && cfg.Routing.InteractiveLane == affinity.DefaultInteractiveLane {
 			// Engines that take interactive turns ahead of the rest
@@ -174,13 +176,13 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 		kvMetrics.AddSubscriber(ep.Index, sub)
 		subs = append(subs, sub)
 	}
-	if err := s.life.start(ctx, "pools", s.reg.Start, s.reg.Close); err != nil {
+	if err := s.life.start(ctx, "pools", s.reg); err != nil {
 		return err
 	}
 	// The KV subscriptions end before the engines they follow (the
 	// embedded fleet stops after this): an engine's stream closing under
 	// a live subscription reads as an interrupted one.
-	if err := s.life.start(ctx, "KV event subscriptions", subs.Start, subs.Close); err != nil {
+	if err := s.life.start(ctx, "KV event subscriptions", subs); err != nil {
 		return err
 	}
 
@@ -190,7 +192,9 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	s.life.start(ctx, "tracing", traces.Start, traces.Close)
+	if err := s.life.start(ctx, "tracing", traces); err != nil {
+		return err
+	}
 	tracer := traces.Tracer()
 	if tracer.On() {
 		log.Info("tracing on", "service", cfg.Tracing.ServiceName, "endpoint", cmp.Or(cfg.Tracing.Endpoint, "from the environment"))
@@ -203,7 +207,7 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("open state store (%s): %w", cfg.Where(), err)
 	}
-	s.life.start(ctx, "state store", nil, func(context.Context) error { return db.Close() })
+	s.life.opened("state store", db.Close)
 	if c := db.Collector(); c != nil {
 		metrics.MustRegister(c)
 	}
@@ -225,10 +229,10 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := s.life.start(ctx, "session pin writer", pins.Start, pins.Close); err != nil {
+	if err := s.life.start(ctx, "session pin writer", pins); err != nil {
 		return err
 	}
-	if err := s.life.start(ctx, "sessions", sess.Start, sess.Close); err != nil {
+	if err := s.life.start(ctx, "sessions", sess); err != nil {
 		return err
 	}
 	cfg.Routing.TierWeights = catalogTierWeights(cfg.Routing.TierWeights, cfg.Pools)
@@ -247,7 +251,9 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	s.life.start(ctx, "flow control", flow.Start, flow.Close)
+	if err := s.life.start(ctx, "flow control", flow); err != nil {
+		return err
+	}
 	toks, err := modelTokenizers(cfg.Pools, metrics)
 	if err != nil {
 		return err
@@ -268,7 +274,7 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 		Tracer:   tracer,
 		JobLease: cfg.Responses.JobLease, JobPoll: cfg.Responses.JobPoll,
 	})
-	if err := s.life.start(ctx, "responses", svc.Start, svc.Close); err != nil {
+	if err := s.life.start(ctx, "responses", svc); err != nil {
 		return err
 	}
 	if err := s.startHeldShare(ctx, db, svc, gossipMetrics); err != nil {
@@ -281,7 +287,7 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := s.life.start(ctx, "batches", batches.Start, batches.Close); err != nil {
+	if err := s.life.start(ctx, "batches", batches); err != nil {
 		return err
 	}
 	if cfg.Batch.Intake.URL != "" {
@@ -289,7 +295,7 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 		if err != nil {
 			return err
 		}
-		if err := s.life.start(ctx, "async intake", intake.Start, intake.Close); err != nil {
+		if err := s.life.start(ctx, "async intake", intake); err != nil {
 			return err
 		}
 	}
@@ -318,10 +324,11 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := s.life.start(ctx, "admin", adm.Start, adm.Close); err != nil {
+	if err := s.life.start(ctx, "admin", adm); err != nil {
 		return err
 	}
 	if s.gw, err = gateway.New(gateway.Options{
+		Addr:       cfg.Addr,
 		Registry:   s.reg,
 		Dispatch:   d,
 		Logger:     log,
@@ -340,24 +347,9 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 	}); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return err
-	}
-	s.addr = ln.Addr().String()
 	// The gateway stops first: it finishes in-flight requests, streams
 	// included, while everything under it still runs.
-	s.life.start(ctx, "gateway", func(context.Context) error {
-		go func() {
-			err := s.gw.Serve(ln)
-			if errors.Is(err, http.ErrServerClosed) {
-				err = nil
-			}
-			s.served <- err
-		}()
-		return nil
-	}, s.gw.Shutdown)
-	return nil
+	return s.life.start(ctx, "gateway", s.gw)
 }
 
 // Close shuts the gateway down gracefully, then everything under it, in
