@@ -17,9 +17,11 @@ type Heap[K cmp.Ordered, T any] struct {
 	setIndex func(x T, i int)
 }
 
+// entry is an element with its key and tie; the tie first, so that a small
+// key packs with the element.
 type entry[K cmp.Ordered, T any] struct {
-	key K
 	tie uint64
+	key K
 	x   T
 }
 
@@ -51,7 +53,18 @@ func (h *Heap[K, T]) Push(x T, key K, tie uint64) {
 // Pop removes the least element and returns it. The heap must not be
 // empty.
 func (h *Heap[K, T]) Pop() T {
-	return h.Remove(0)
+	n := len(h.items) - 1
+	x := h.items[0].x
+	h.items[0] = h.items[n]
+	h.items[n] = entry[K, T]{} // no stale reference behind the end
+	h.items = h.items[:n]
+	if n > 0 {
+		h.down(0, n)
+	}
+	if h.setIndex != nil {
+		h.setIndex(x, -1)
+	}
+	return x
 }
 
 // Remove removes the element at index i and returns it.
@@ -88,48 +101,55 @@ func (h *Heap[K, T]) Reset() {
 // up moves the element at j toward the root past every parent it is less
 // than. Parents move down into the hole it leaves, and it is told its
 // index once, where it stops. The comparisons are container/heap's, so an
-// element ends where it would there.
+// element ends where it would there. setIndex must not touch the heap.
 func (h *Heap[K, T]) up(j int) {
-	e := h.items[j]
+	items, tell := h.items, h.setIndex
+	e := items[j]
 	for j > 0 {
 		i := (j - 1) / 2 // parent
-		if !e.less(&h.items[i]) {
+		if !e.less(&items[i]) {
 			break
 		}
-		h.set(j, h.items[i])
+		items[j] = items[i]
+		if tell != nil {
+			tell(items[j].x, j)
+		}
 		j = i
 	}
-	h.set(j, e)
+	items[j] = e
+	if tell != nil {
+		tell(e.x, j)
+	}
 }
 
 // down moves the element at i0 away from the root, within the first n,
-// past every lesser child, and reports whether it moved.
+// past every lesser child, and reports whether it moved. 2*i+1 cannot
+// overflow: a slice of entries of eight bytes or more has fewer than
+// MaxInt/8 of them.
 func (h *Heap[K, T]) down(i0, n int) bool {
-	e := h.items[i0]
+	items, tell := h.items[:n], h.setIndex
+	e := items[i0]
 	i := i0
 	for {
-		j1 := 2*i + 1
-		if j1 >= n || j1 < 0 { // j1 < 0 after int overflow
+		j := 2*i + 1 // left child
+		if j >= len(items) {
 			break
 		}
-		j := j1 // left child
-		if j2 := j1 + 1; j2 < n && h.items[j2].less(&h.items[j1]) {
+		if j2 := j + 1; j2 < len(items) && items[j2].less(&items[j]) {
 			j = j2 // right child
 		}
-		if !h.items[j].less(&e) {
+		if !items[j].less(&e) {
 			break
 		}
-		h.set(i, h.items[j])
+		items[i] = items[j]
+		if tell != nil {
+			tell(items[i].x, i)
+		}
 		i = j
 	}
-	h.set(i, e)
-	return i > i0
-}
-
-// set puts e at index i and tells its element so.
-func (h *Heap[K, T]) set(i int, e entry[K, T]) {
-	h.items[i] = e
-	if h.setIndex != nil {
-		h.setIndex(e.x, i)
+	items[i] = e
+	if tell != nil {
+		tell(e.x, i)
 	}
+	return i > i0
 }
