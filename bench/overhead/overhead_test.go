@@ -18,12 +18,6 @@ import (
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
-// EngineMetrics keys the tests fill scrapes with.
-var (
-	vllmPromptKey     = scrape.Key(enginemetrics.VLLMPromptTokens)
-	vllmGenerationKey = scrape.Key(enginemetrics.VLLMGenerationTokens)
-)
-
 func TestWantsStream(t *testing.T) {
 	for _, tc := range []struct {
 		name, body string
@@ -171,7 +165,7 @@ func TestInstantEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m[vllmGenerationKey] != 6 || m[vllmPromptKey] == 0 || !m.Has("vllm:num_requests_running") || !m.Has("vllm:cache_config_info") {
+	if m[scrape.Key(enginemetrics.VLLMGenerationTokens)] != 6 || m[scrape.Key(enginemetrics.VLLMPromptTokens)] == 0 || !m.Has("vllm:num_requests_running") || !m.Has("vllm:cache_config_info") {
 		t.Errorf("metrics %v", m)
 	}
 	for _, path := range []string{"/health", "/v1/models"} {
