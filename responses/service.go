@@ -3,6 +3,7 @@ package responses
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -37,28 +38,33 @@ const (
 
 // Config configures a Service.
 type Config struct {
+	// Retention is how long a stored response, chain or conversation,
+	// and a background response's events, are kept after their last
+	// write: the TTL of the Store the Service runs on (StoreOptions.TTL),
+	// which whoever builds both passes on. Default DefaultTTL (30 days).
+	Retention time.Duration `yaml:"retention"`
 	// Workers bounds the background responses running at once; more wait
 	// queued. Default 64.
-	Workers int
+	Workers int `yaml:"workers"`
 	// MaxAttempts is how many times a background response may be started.
 	// One interrupted by a restart is re-run on the next Start until it
 	// has been started this often, then marked failed. Default 2.
-	MaxAttempts int
+	MaxAttempts int `yaml:"-"`
 	// MaxQueued bounds the background responses the service holds that
 	// have not ended, running ones included, and with a HeldExchange
 	// running those the other gateways on the store hold. Beyond it Create
 	// answers ErrRateLimited (429, rate_limit_exceeded) before storing
 	// anything. Default 10000.
-	MaxQueued int
+	MaxQueued int `yaml:"-"`
 	// MaxQueuedPerTenant is MaxQueued for each tenant. Default 1000.
-	MaxQueuedPerTenant int
+	MaxQueuedPerTenant int `yaml:"-"`
 	// RetryRefusedFor is how long a background response keeps trying
 	// when the engine refuses it with "try again later" (flow control
 	// shedding load, a gateway shutting down), counted from the first
 	// refusal. Each wait is the refusal's RetryAfter, at most 30s. Then
 	// the response fails with rate_limit_exceeded (a 429 refusal) or
 	// server_overloaded. Default 10m; negative fails at the first refusal.
-	RetryRefusedFor time.Duration
+	RetryRefusedFor time.Duration `yaml:"-"`
 	// JobLease is how long a gateway's claim on a background response
 	// lasts unrenewed. The gateway that creates or takes over a response
 	// claims it, renews the claim every third of JobLease while the
@@ -68,18 +74,19 @@ type Config struct {
 	// runs them. So each runs on one gateway at a time, and one a dead
 	// gateway held starts again elsewhere within about 1.5×JobLease.
 	// Default 15s.
-	JobLease time.Duration
+	JobLease time.Duration `yaml:"jobLease"`
 	// JobPoll is how often a gateway reads the cancels requested through
 	// other gateways for the background responses it runs, and the new
 	// stream events of a response another gateway runs that a client
 	// follows through this one. Default 250ms.
-	JobPoll time.Duration
+	JobPoll time.Duration `yaml:"jobPoll"`
 	// Holder names this gateway in its claims; gateways sharing a store
-	// need different ones. Default a random id for each Service.
-	Holder string
+	// need different ones. Default (filled by New) a random id for each
+	// Service.
+	Holder string `yaml:"-"`
 	// CollectInterval is the time between retention sweeps. Default 1h;
 	// negative disables the collector.
-	CollectInterval time.Duration
+	CollectInterval time.Duration `yaml:"-"`
 	// HostedTools is what becomes of tools of the types OpenAI runs itself
 	// (web_search, file_search, code_interpreter, image_generation,
 	// computer_use_preview, local_shell, …), which turnpike cannot run:
@@ -87,39 +94,60 @@ type Config struct {
 	// turnpike_responses_hosted_tools_dropped_total{type}, logged at
 	// debug), HostedToolsReject refuses the request with a 400 naming the
 	// tool. Default drop.
-	HostedTools HostedToolPolicy
+	HostedTools HostedToolPolicy `yaml:"hostedTools"`
 	// SealKeys are the AES-256 keys (32 bytes each) that seal the
 	// encrypted_content of reasoning and compaction items: the first
 	// seals, every one opens (list a new key first and keep the old ones
 	// to rotate). Gateways sharing a store must share them. Empty (the
 	// default) uses a key generated on first start and kept in the store
-	// (k/seal), so blobs survive a restart.
-	SealKeys [][]byte
+	// (k/seal), so blobs survive a restart. A config file gives each in
+	// base64.
+	SealKeys SealKeys `yaml:"sealKeys"`
 	// MCPTimeout bounds each request to an MCP server (connect, list
 	// tools, one call). Default 60s.
-	MCPTimeout time.Duration
+	MCPTimeout time.Duration `yaml:"mcpTimeout"`
 	// MCPAllowedURLs are the URL prefixes of the MCP servers the gateway
 	// may call for mcp tools ("https://tools.internal/"; "http://" allows
 	// every plain-HTTP server); a tool on another server lists and calls
 	// nothing (its items carry the error). Empty (the default) allows
 	// none: a client must not make the gateway reach into the operator's
 	// network.
-	MCPAllowedURLs []string
+	MCPAllowedURLs []string `yaml:"mcpAllowedURLs"`
 	// Metrics, when not nil, registers the service's metrics.
-	Metrics prometheus.Registerer
+	Metrics prometheus.Registerer `yaml:"-"`
 	// Logger; nil means slog.Default().
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	Now func() time.Time `yaml:"-"`
 	// Tracer traces the state reads and writes of a turn (a chain or
 	// conversation loaded, a response stored) under the turn's span in
 	// Create's context; nil traces nothing.
-	Tracer *tracing.Tracer
+	Tracer *tracing.Tracer `yaml:"-"`
 }
 
-// EnsureDefaults fills the zero fields.
+// SealKeys are Config.SealKeys; a config file lists each key in base64.
+type SealKeys [][]byte
+
+// UnmarshalYAML reads a list of base64 keys. A key that is not base64 is
+// kept empty, for Validate to report with the others.
+func (k *SealKeys) UnmarshalYAML(unmarshal func(any) error) error {
+	var b64 []string
+	if err := unmarshal(&b64); err != nil {
+		return err
+	}
+	*k = make(SealKeys, len(b64))
+	for i, s := range b64 {
+		(*k)[i], _ = base64.StdEncoding.DecodeString(s)
+	}
+	return nil
+}
+
+// EnsureDefaults fills the zero fields; New fills Holder, Logger and Now.
 func (c *Config) EnsureDefaults() {
-	if c.Workers <= 0 {
+	if c.Retention == 0 {
+		c.Retention = DefaultTTL
+	}
+	if c.Workers == 0 {
 		c.Workers = DefaultWorkers
 	}
 	if c.MaxAttempts <= 0 {
@@ -134,39 +162,34 @@ func (c *Config) EnsureDefaults() {
 	if c.RetryRefusedFor == 0 {
 		c.RetryRefusedFor = DefaultRetryRefusedFor
 	}
-	if c.JobLease <= 0 {
+	if c.JobLease == 0 {
 		c.JobLease = DefaultJobLease
 	}
-	if c.JobPoll <= 0 {
+	if c.JobPoll == 0 {
 		c.JobPoll = DefaultJobPoll
-	}
-	if c.Holder == "" {
-		c.Holder = newID("gw_")
 	}
 	if c.CollectInterval == 0 {
 		c.CollectInterval = DefaultCollectInterval
 	}
-	if c.MCPTimeout <= 0 {
+	if c.MCPTimeout == 0 {
 		c.MCPTimeout = DefaultMCPTimeout
 	}
 	if c.HostedTools == "" {
 		c.HostedTools = DefaultHostedTools
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
 }
 
-// Validate reports the problems of a config with its defaults filled
+// Validate reports every problem of a config with its defaults filled
 // (EnsureDefaults makes every other field valid).
 func (c *Config) Validate() error {
-	errs := []error{c.HostedTools.Validate()}
+	var errs []error
+	if c.Retention < 0 || c.Workers < 0 || c.MCPTimeout < 0 || c.JobLease < 0 || c.JobPoll < 0 {
+		errs = append(errs, errors.New("responses: retention, workers, mcpTimeout, jobLease and jobPoll must not be negative"))
+	}
+	errs = append(errs, c.HostedTools.Validate())
 	for i, k := range c.SealKeys {
 		if len(k) != sealKeyLen {
-			errs = append(errs, fmt.Errorf("responses: sealKeys[%d] is %d bytes; want %d", i, len(k), sealKeyLen))
+			errs = append(errs, fmt.Errorf("responses: sealKeys[%d]: want %d bytes (in a config file, in base64), not %d", i, sealKeyLen, len(k)))
 		}
 	}
 	return errors.Join(errs...)
@@ -231,12 +254,21 @@ type Service struct {
 
 // New builds a Service on store that runs its turns on engine. It starts
 // nothing: no background response runs until Start. A config that does
-// not Validate is a programming error (cmd validates the file's): New
-// panics on it, as on metrics it cannot register.
+// not Validate is a programming error (the assembly validates the
+// file's): New panics on it, as on metrics it cannot register.
 func New(store Store, engine Engine, cfg Config) *Service {
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		panic(err)
+	}
+	if cfg.Holder == "" {
+		cfg.Holder = newID("gw_")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	s := &Service{store: store, engine: engine, cfg: cfg, log: cfg.Logger, sem: make(chan struct{}, cfg.Workers)}
 	s.hostedDropped = prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -3,11 +3,9 @@ package stack
 import (
 	"bytes"
 	"cmp"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -52,8 +50,9 @@ type Config struct {
 	// FlowControl is bands, saturation, shedding and queueing (see
 	// turns.FlowControl); changeable at runtime through the admin API.
 	FlowControl turns.FlowControl `yaml:"flowControl"`
-	// Responses tunes the Responses API's state and background work.
-	Responses ResponsesConfig `yaml:"responses"`
+	// Responses tunes the Responses API's state and background work (see
+	// responses.Config).
+	Responses responses.Config `yaml:"responses"`
 	// Batch tunes the Files and Batch API's runner (see batch.Config).
 	Batch batch.Config `yaml:"batch"`
 	// Admin is the admin token and the file's tenants (top-level keys
@@ -120,53 +119,6 @@ func (r *RoutingConfig) Validate() error {
 	return errors.Join(r.Config.Validate(), r.PD.Validate())
 }
 
-// ResponsesConfig is the responses section.
-type ResponsesConfig struct {
-	// Retention is how long stored responses, conversations and background
-	// events are kept. Default 720h (30 days).
-	Retention time.Duration `yaml:"retention"`
-	// Workers bounds background responses running at once. Default 64.
-	Workers int `yaml:"workers"`
-	// HostedTools is what becomes of tools OpenAI runs itself (web_search,
-	// file_search, code_interpreter, …), which turnpike cannot: "drop"
-	// answers without them (counted in
-	// turnpike_responses_hosted_tools_dropped_total), "reject" refuses
-	// the request with a 400 naming the tool. Default drop.
-	HostedTools responses.HostedToolPolicy `yaml:"hostedTools"`
-	// SealKeys are base64 AES-256 keys (32 bytes) that seal reasoning and
-	// compaction items' encrypted_content: the first seals, all open.
-	// Default none: a key generated on first start is kept in the state
-	// store.
-	SealKeys []string `yaml:"sealKeys"`
-	// MCPTimeout bounds each request to an MCP server for mcp tools.
-	// Default 60s.
-	MCPTimeout time.Duration `yaml:"mcpTimeout"`
-	// MCPAllowedURLs are the URL prefixes of the MCP servers mcp tools may
-	// name. Default none: no MCP server is called.
-	MCPAllowedURLs []string `yaml:"mcpAllowedURLs"`
-	// JobLease is how long a gateway's claim on a background response
-	// lasts unrenewed; another gateway on the same state takes over a
-	// response whose claim ran out. Default 15s.
-	JobLease time.Duration `yaml:"jobLease"`
-	// JobPoll is how often a gateway reads cancels sent through other
-	// gateways, and new events of a response another gateway runs that a
-	// client follows through this one. Default 250ms.
-	JobPoll time.Duration `yaml:"jobPoll"`
-}
-
-// sealKeys decodes SealKeys.
-func (r *ResponsesConfig) sealKeys() ([][]byte, error) {
-	keys := make([][]byte, len(r.SealKeys))
-	for i, k := range r.SealKeys {
-		b, err := base64.StdEncoding.DecodeString(k)
-		if err != nil || len(b) != 32 {
-			return nil, fmt.Errorf("responses: sealKeys[%d]: want 32 bytes in base64", i)
-		}
-		keys[i] = b
-	}
-	return keys, nil
-}
-
 // Load reads a config file, fills its defaults and validates it. Unknown
 // keys are errors: a misspelt key silently ignored is a production
 // incident later.
@@ -218,15 +170,7 @@ func (c *Config) EnsureDefaults() {
 	c.Admin.EnsureDefaults()
 	c.Tracing.EnsureDefaults()
 	c.Runtime.EnsureDefaults()
-	if c.Responses.Retention == 0 {
-		c.Responses.Retention = responses.DefaultTTL
-	}
-	if c.Responses.Workers == 0 {
-		c.Responses.Workers = responses.DefaultWorkers
-	}
-	if c.Responses.HostedTools == "" {
-		c.Responses.HostedTools = responses.DefaultHostedTools
-	}
+	c.Responses.EnsureDefaults()
 }
 
 // Where says where the state store is, for logs and errors.
@@ -264,13 +208,7 @@ func (c *Config) Validate() error {
 	if err := c.Runtime.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.Responses.Retention < 0 || c.Responses.Workers < 0 || c.Responses.MCPTimeout < 0 || c.Responses.JobLease < 0 || c.Responses.JobPoll < 0 {
-		errs = append(errs, errors.New("responses: retention, workers, mcpTimeout, jobLease and jobPoll must not be negative"))
-	}
-	if err := c.Responses.HostedTools.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if _, err := c.Responses.sealKeys(); err != nil {
+	if err := c.Responses.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.Batch.Validate(); err != nil {

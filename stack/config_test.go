@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"encoding/base64"
 	"os"
 	"strings"
 	"testing"
@@ -142,5 +143,32 @@ func TestStateConfig(t *testing.T) {
 				t.Errorf("error shows the password: %v", err)
 			}
 		})
+	}
+}
+
+// TestResponsesSection: the responses section is responses.Config: seal
+// keys read from base64, defaults filled, and every bad key and negative
+// value reported at once.
+func TestResponsesSection(t *testing.T) {
+	const pool = "pools:\n  - name: p\n    servedModels: [m]\n    endpoints:\n      - url: http://127.0.0.1:8001\n"
+	key := base64.StdEncoding.EncodeToString(make([]byte, 32))
+	cfg, err := Parse([]byte(pool + "responses:\n  sealKeys: [" + key + "]\n  jobPoll: 1s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.Responses
+	if len(r.SealKeys) != 1 || len(r.SealKeys[0]) != 32 || r.JobPoll != time.Second ||
+		r.Retention != responses.DefaultTTL || r.Workers != responses.DefaultWorkers || r.JobLease != responses.DefaultJobLease {
+		t.Errorf("responses section read as %+v", r)
+	}
+	short := base64.StdEncoding.EncodeToString([]byte("short"))
+	_, err = Parse([]byte(pool + "responses:\n  sealKeys: [" + key + ", 'not base64!', " + short + "]\n  workers: -1\n"))
+	if err == nil {
+		t.Fatal("bad seal keys and negative workers accepted")
+	}
+	for _, want := range []string{"sealKeys[1]", "sealKeys[2]", "must not be negative"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %s:\n%v", want, err)
+		}
 	}
 }

@@ -264,16 +264,9 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 	}
 	// Background jobs stop before flow control closes: they stay pending
 	// for the next start instead of failing on a closing controller.
-	sealKeys, err := cfg.Responses.sealKeys()
-	if err != nil {
-		return err
-	}
-	svc := responses.New(store, d, responses.Config{
-		Workers: cfg.Responses.Workers, HostedTools: cfg.Responses.HostedTools, SealKeys: sealKeys,
-		MCPTimeout: cfg.Responses.MCPTimeout, MCPAllowedURLs: cfg.Responses.MCPAllowedURLs, Metrics: metrics, Logger: log,
-		Tracer:   tracer,
-		JobLease: cfg.Responses.JobLease, JobPoll: cfg.Responses.JobPoll,
-	})
+	rc := cfg.Responses
+	rc.Metrics, rc.Logger, rc.Tracer = metrics, log, tracer
+	svc := responses.New(store, d, rc)
 	if err := s.life.start(ctx, "responses", svc); err != nil {
 		return err
 	}
