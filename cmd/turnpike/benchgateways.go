@@ -6,14 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/bench"
@@ -62,114 +57,37 @@ func gatewaysOf(entry string, def int) (rest string, n int, named bool, err erro
 // startBenchGateways starts n gateways, the first with the fleet fl,
 // all on one Redis, behind a round-robin proxy: the Target bench runs
 // against.
-func startBenchGateways(ctx context.Context, n int, g *benchGateways, cfg *stack.Config, sf *simFlags, fl *sim.Topology, log *slog.Logger) (bench.Target, func() error, error) {
-	var stops []func() error
-	stopAll := func() error {
-		var errs []error
-		for i := len(stops) - 1; i >= 0; i-- {
-			errs = append(errs, stops[i]())
-		}
-		stops = nil
-		return errors.Join(errs...)
-	}
-	fail := func(err error) (bench.Target, func() error, error) {
-		stopAll()
-		return bench.Target{}, nil, err
-	}
-	redisURL := g.redisURL
-	cfg.State = state.Config{Backend: state.BackendRedis, URL: redisURL, KeyPrefix: "turnpike-bench-" + rand.Text() + ":"}
-	if redisURL == "" {
+func startBenchGateways(ctx context.Context, n int, g *benchGateways, cfg *stack.Config, sf *simFlags, fl *sim.Topology, log *slog.Logger) (_ bench.Target, stop func() error, err error) {
+	cfg.State = state.Config{Backend: state.BackendRedis, URL: g.redisURL, KeyPrefix: "turnpike-bench-" + rand.Text() + ":"}
+	stopRedis := func() error { return nil }
+	if g.redisURL == "" {
 		dir, err := os.MkdirTemp("", "turnpike-bench-redis-")
 		if err != nil {
-			return fail(err)
+			return bench.Target{}, nil, err
 		}
 		srv, err := redistest.Launch(dir)
 		if err != nil {
 			os.RemoveAll(dir)
 			if errors.Is(err, redistest.ErrNotInstalled) {
-				return fail(fmt.Errorf("bench: gateways share state in Redis: %s, or pass --redis-url", redistest.SkipMessage))
+				return bench.Target{}, nil, fmt.Errorf("bench: gateways share state in Redis: %s, or pass --redis-url", redistest.SkipMessage)
 			}
-			return fail(fmt.Errorf("bench: starting redis-server: %w", err))
+			return bench.Target{}, nil, fmt.Errorf("bench: starting redis-server: %w", err)
 		}
-		stops = append(stops, func() error { srv.Stop(); return os.RemoveAll(dir) })
+		stopRedis = func() error { srv.Stop(); return os.RemoveAll(dir) }
 		cfg.State.URL = srv.URL()
 	}
-	var backends []*url.URL
-	var first *stack.Stack
-	firstFleet := fl
-	for i := range n {
-		c := *cfg
-		if i > 0 {
-			// The others serve the pools of the first one's fleet.
-			c.Pools = first.Pools()
-			fl = nil
-		}
-		st, err := stack.New(&c, stack.Options{Logger: log, Fleet: fl})
-		if err == nil {
-			err = st.Start(ctx)
-		}
-		if err != nil {
-			return fail(fmt.Errorf("bench: gateway %d: %w", i+1, err))
-		}
-		stops = append(stops, func() error { return st.Close(context.Background()) })
-		if i == 0 {
-			first = st
-		}
-		backends = append(backends, &url.URL{Scheme: "http", Host: st.Addr()})
+	group, err := stack.NewGroup(n, cfg, stack.Options{Logger: log, Fleet: fl})
+	if err == nil {
+		err = group.Start(ctx)
 	}
-	front, err := startRoundRobin(backends)
 	if err != nil {
-		return fail(err)
+		stopRedis()
+		return bench.Target{}, nil, fmt.Errorf("bench: %w", err)
 	}
-	stops = append(stops, front.Close)
-	t := benchTarget(first, sf, firstFleet)
-	t.BaseURL = "http://" + front.Addr
-	return t, stopAll, nil
+	t := benchTarget(group.First(), sf, fl)
+	t.BaseURL = "http://" + group.Addr()
+	return t, func() error { return errors.Join(group.Close(context.Background()), stopRedis()) }, nil
 }
-
-// roundRobin is the front of several gateways: each request to the next
-// one in turn, as a Kubernetes Service or a plain load balancer does,
-// streams flushed as they come.
-type roundRobin struct {
-	Addr string
-	srv  *http.Server
-}
-
-func startRoundRobin(backends []*url.URL) (*roundRobin, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	rr := &roundRobin{Addr: ln.Addr().String(), srv: &http.Server{Handler: roundRobinHandler(backends)}}
-	go rr.srv.Serve(ln)
-	return rr, nil
-}
-
-// roundRobinHandler is Go's standard reverse proxy sending each request to
-// the next of backends in turn, streams flushed as they come.
-func roundRobinHandler(backends []*url.URL) http.Handler {
-	var next atomic.Uint64
-	proxy := &httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) {
-			r.SetURL(backends[(next.Add(1)-1)%uint64(len(backends))])
-			r.Out.Host = r.In.Host
-		},
-		FlushInterval: -1,
-	}
-	// Enough idle connections per gateway for the bench's concurrency.
-	proxy.Transport = &http.Transport{MaxIdleConnsPerHost: 256, ForceAttemptHTTP2: false}
-	// Full duplex: the proxy forwards the request body while the answer
-	// streams back. Without it the server discards and closes whatever
-	// of the body the proxy has not yet read once the answer's headers
-	// are flushed, and the proxy's copy of that request fails.
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.NewResponseController(w).EnableFullDuplex()
-		proxy.ServeHTTP(w, r)
-	})
-}
-
-// Close stops the front; the gateways behind it stay.
-func (rr *roundRobin) Close() error { return rr.srv.Close() }
 
 // benchTarget is what bench runs against on a stack with an embedded
 // fleet: its gateway, its engines' metrics and their KV capacity.

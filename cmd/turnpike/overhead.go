@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/bench"
+	"github.com/turnpike-gateway/turnpike/stack"
 )
 
 // targetFlags collects repeated --target flags.
@@ -128,7 +129,7 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	fmt.Fprintf(stdout, "reverse proxy on http://%s to %s; stop with Ctrl-C\n", ln.Addr(), u)
-	return serveUntil(ctx, ln, roundRobinHandler([]*url.URL{u}))
+	return serveUntil(ctx, ln, stack.RoundRobin([]*url.URL{u}))
 }
 
 // serveUntil serves h on ln until ctx ends, then shuts down within 5s.
