@@ -110,16 +110,10 @@ func (h *Heap[K, T]) up(j int) {
 		if !e.less(&items[i]) {
 			break
 		}
-		items[j] = items[i]
-		if tell != nil {
-			tell(items[j].x, j)
-		}
+		put(items, tell, j, items[i])
 		j = i
 	}
-	items[j] = e
-	if tell != nil {
-		tell(e.x, j)
-	}
+	put(items, tell, j, e)
 }
 
 // down moves the element at i0 away from the root, within the first n,
@@ -141,15 +135,17 @@ func (h *Heap[K, T]) down(i0, n int) bool {
 		if !items[j].less(&e) {
 			break
 		}
-		items[i] = items[j]
-		if tell != nil {
-			tell(items[i].x, i)
-		}
+		put(items, tell, i, items[j])
 		i = j
 	}
+	put(items, tell, i, e)
+	return i > i0
+}
+
+// put puts e at index i of items and tells its element so.
+func put[K cmp.Ordered, T any](items []entry[K, T], tell func(T, int), i int, e entry[K, T]) {
 	items[i] = e
 	if tell != nil {
 		tell(e.x, i)
 	}
-	return i > i0
 }
