@@ -84,4 +84,5 @@ var (
 	_ component = (*batch.Intake)(nil)
 	_ component = (*admin.Service)(nil)
 	_ component = (*gateway.Server)(nil)
+	_ component = (*Stack)(nil)
 )

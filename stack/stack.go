@@ -101,52 +101,88 @@ func (s *Stack) Index() *kv.Index { return s.index }
 func (s *Stack) Served() <-chan error { return s.gw.Served() }
 
 // Start builds each component on those started before it and starts it:
-// the one place the order lives. Components run until Close, not until
-// ctx ends: a signal starts a graceful Close, in which the gateway
-// finishes its streams before the engines and stores under it stop. On
-// an error, what had started is closed.
+// the one place the order lives, phase by phase. Components run until
+// Close, not until ctx ends: a signal starts a graceful Close, in which
+// the gateway finishes its streams before the engines and stores under it
+// stop. On an error, what had started is closed.
 func (s *Stack) Start(ctx context.Context) (err error) {
-	cfg, log := &s.cfg, s.log
 	defer func() {
 		if err != nil {
 			s.Close(context.Background())
 		}
 	}()
-	if s.topology != nil {
-		if s.fleet, err = s.topology.Start(ctx); err != nil {
-			return fmt.Errorf("start simulated fleet: %w", err)
-		}
-		s.life.opened("simulated fleet", s.fleet.Close)
-		cfg.Pools = SimPools(s.fleet, s.topology.TokenizerDir)
-		if s.topology.Config.SchedulingPolicy == sim.SchedulingPriority && cfg.Routing.InteractiveLane == affinity.DefaultInteractiveLane {
-			// Engines that take interactive turns ahead of the rest
-			// need no endpoint kept for them.
-			cfg.Routing.InteractiveLane = -1
-		}
-		if err := cfg.Validate(); err != nil {
+	if err := s.startFleet(ctx); err != nil {
+		return err
+	}
+	p := &parts{metrics: prometheus.NewRegistry()}
+	p.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, phase := range []func(context.Context, *parts) error{
+		s.startFleetView, // pools, the KV-cache index and its KV event subscriptions
+		s.startState,     // tracing, the state store, routing records shared, sessions
+		s.startTurnPath,  // routing, load shared, flow control, dispatch
+		s.startAPIs,      // Responses, batches, admin, and last the HTTP gateway
+	} {
+		if err := phase(ctx, p); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// parts are what the phases of Start build and hand on to the next.
+type parts struct {
+	metrics *prometheus.Registry
+	index   *kv.Index
+	hasher  *kv.Hasher
+	// names are the endpoints' ids, by index.
+	names  []string
+	tracer *tracing.Tracer
+	gossip *gossip.Metrics
+	db     *state.DB
+	sess   *sessions.Store
+	flow   *turns.Controller
+	d      *dispatch.Dispatcher
+}
+
+// startFleet starts the embedded simulated fleet, when there is one, and
+// serves its pools.
+func (s *Stack) startFleet(ctx context.Context) (err error) {
+	if s.topology == nil {
+		return nil
+	}
+	cfg := &s.cfg
+	if s.fleet, err = s.topology.Start(ctx); err != nil {
+		return fmt.Errorf("start simulated fleet: %w", err)
+	}
+	s.life.opened("simulated fleet", s.fleet.Close)
+	cfg.Pools = SimPools(s.fleet, s.topology.TokenizerDir)
+	if s.topology.Config.SchedulingPolicy == sim.SchedulingPriority && cfg.Routing.InteractiveLane == affinity.DefaultInteractiveLane {
+		// Engines that take interactive turns ahead of the rest need no
+		// endpoint kept for them.
+		cfg.Routing.InteractiveLane = -1
+	}
+	return cfg.Validate()
+}
+
+// startFleetView starts the pools' scrapes and health checks, and the
+// KV-cache index that mirrors each engine's cache: bounded by the capacity
+// the engine reports, fed by routing and by KV events.
+func (s *Stack) startFleetView(ctx context.Context, p *parts) (err error) {
+	cfg, log := &s.cfg, s.log
 	if s.reg, err = pools.NewRegistry(cfg.Pools, cfg.Fleet, log); err != nil {
 		return err
 	}
-	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	// The KV-cache index mirrors each engine's cache: bounded by the
-	// capacity the engine reports, fed by routing and by KV events.
 	index := kv.NewIndex(kv.IndexOptions{})
-	s.index = index
-	hasher := &kv.Hasher{}
+	s.index, p.index, p.hasher = index, index, &kv.Hasher{}
 	s.reg.OnLoad(func(ep *pools.Endpoint, l pools.Load) {
 		if l.NumGPUBlocks > 0 && (l.BlockSize == 0 || l.BlockSize == kv.DefaultBlockSize) {
 			index.SetCapacity(ep.Index, l.NumGPUBlocks)
 		}
 	})
-	names := make([]string, len(s.reg.Endpoints))
+	p.names = make([]string, len(s.reg.Endpoints))
 	groups := map[string]int{}
 	for i, ep := range s.reg.Endpoints {
-		names[i] = ep.ID
+		p.names[i] = ep.ID
 		// The replicas of a pool share its Shared tier (a store such as
 		// LMCache's remote backend): a block in it counts for all of them.
 		g, ok := groups[ep.Pool.Config.Name]
@@ -156,8 +192,8 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 		}
 		index.SetGroup(ep.Index, g)
 	}
-	kvMetrics := kv.NewCollector(index, names)
-	metrics.MustRegister(kvMetrics)
+	kvMetrics := kv.NewCollector(index, p.names)
+	p.metrics.MustRegister(kvMetrics)
 	var subs subscriptions
 	for _, ep := range s.reg.Endpoints {
 		if ep.KVEvents == "" {
@@ -167,7 +203,7 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 			Endpoint: ep.Index,
 			Addr:     ep.KVEvents,
 			Model:    ep.Pool.Config.ServedModels[0],
-			Hasher:   hasher,
+			Hasher:   p.hasher,
 			Logger:   log.With("endpoint", ep.ID),
 		})
 		if err != nil {
@@ -182,101 +218,108 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 	// The KV subscriptions end before the engines they follow (the
 	// embedded fleet stops after this): an engine's stream closing under
 	// a live subscription reads as an interrupted one.
-	if err := s.life.start(ctx, "KV event subscriptions", subs); err != nil {
-		return err
-	}
+	return s.life.start(ctx, "KV event subscriptions", subs)
+}
 
-	// Traces, when an OTLP endpoint is configured; closed last, so that
+// startState starts tracing, opens the state store, shares routing
+// records with the other gateways on it, and starts sessions.
+func (s *Stack) startState(ctx context.Context, p *parts) error {
+	cfg, log := &s.cfg, s.log
+	// Traces, when an OTLP endpoint is configured; closed late, so that
 	// the spans of the requests the gateway finishes are flushed.
-	traces, err := tracing.New(ctx, cfg.Tracing, metrics, log)
+	traces, err := tracing.New(ctx, cfg.Tracing, p.metrics, log)
 	if err != nil {
 		return err
 	}
 	if err := s.life.start(ctx, "tracing", traces); err != nil {
 		return err
 	}
-	tracer := traces.Tracer()
-	if tracer.On() {
+	p.tracer = traces.Tracer()
+	if p.tracer.On() {
 		log.Info("tracing on", "service", cfg.Tracing.ServiceName, "endpoint", cmp.Or(cfg.Tracing.Endpoint, "from the environment"))
 	}
 
 	// One state store, Pebble under the data dir or a shared Redis, and a
 	// namespace in it for each owner. The prefixes are those the data dir
 	// has always been written with.
-	db, err := state.Open(ctx, cfg.State, cfg.DataDir, log)
-	if err != nil {
+	if p.db, err = state.Open(ctx, cfg.State, cfg.DataDir, log); err != nil {
 		return fmt.Errorf("open state store (%s): %w", cfg.Where(), err)
 	}
-	s.life.opened("state store", db.Close)
-	if c := db.Collector(); c != nil {
-		metrics.MustRegister(c)
+	s.life.opened("state store", p.db.Close)
+	if c := p.db.Collector(); c != nil {
+		p.metrics.MustRegister(c)
 	}
-	if err := s.startRoutePeers(ctx, db, index, names, metrics); err != nil {
+	if err := s.startRoutePeers(ctx, p); err != nil {
 		return err
 	}
-	store := responses.NewStore(db.Namespace("rs/"), responses.StoreOptions{TTL: cfg.Responses.Retention})
 
 	sessOpts := cfg.Sessions
-	sessOpts.Metrics, sessOpts.Logger = metrics, log
+	sessOpts.Metrics, sessOpts.Logger = p.metrics, log
 	if cfg.State.Backend == state.BackendRedis && sessOpts.PinRefresh == 0 {
 		// Other gateways pin sessions too: look at their pins.
 		sessOpts.PinRefresh = sessions.DefaultSharedPinRefresh
 	}
-	pins := sessions.NewAsyncPinStore(&sessions.KVPinStore{Namespace: db.Namespace("m/sessions/")}, 0,
+	pins := sessions.NewAsyncPinStore(&sessions.KVPinStore{Namespace: p.db.Namespace("m/sessions/")}, 0,
 		func(err error) { log.Warn("session pin not saved", "err", err) })
 	sessOpts.Pins = pins
-	sess, err := sessions.NewStore(sessOpts)
-	if err != nil {
+	if p.sess, err = sessions.NewStore(sessOpts); err != nil {
 		return err
 	}
 	if err := s.life.start(ctx, "session pin writer", pins); err != nil {
 		return err
 	}
-	if err := s.life.start(ctx, "sessions", sess); err != nil {
-		return err
-	}
+	return s.life.start(ctx, "sessions", p.sess)
+}
+
+// startTurnPath builds the routing policy, shares the load with the other
+// gateways, starts flow control and builds the dispatcher of every turn.
+func (s *Stack) startTurnPath(ctx context.Context, p *parts) error {
+	cfg, log := &s.cfg, s.log
 	cfg.Routing.TierWeights = catalogTierWeights(cfg.Routing.TierWeights, cfg.Pools)
-	policy, err := affinity.NewPolicy(cfg.Routing.Config, affinity.Deps{Index: index, Hasher: hasher, Sessions: sess, Metrics: metrics})
+	policy, err := affinity.NewPolicy(cfg.Routing.Config, affinity.Deps{Index: p.index, Hasher: p.hasher, Sessions: p.sess, Metrics: p.metrics})
 	if err != nil {
 		return err
 	}
-	gossipMetrics, err := gossip.NewMetrics(metrics)
+	if p.gossip, err = gossip.NewMetrics(p.metrics); err != nil {
+		return err
+	}
+	if err := s.startLoadShare(ctx, p); err != nil {
+		return err
+	}
+	if p.flow, err = turns.New(turns.Config{FlowControl: cfg.FlowControl}, turns.WithRegisterer(p.metrics)); err != nil {
+		return err
+	}
+	if err := s.life.start(ctx, "flow control", p.flow); err != nil {
+		return err
+	}
+	toks, err := modelTokenizers(cfg.Pools, p.metrics)
 	if err != nil {
 		return err
 	}
-	if err := s.startLoadShare(ctx, db, gossipMetrics); err != nil {
-		return err
-	}
-	flow, err := turns.New(turns.Config{FlowControl: cfg.FlowControl}, turns.WithRegisterer(metrics))
-	if err != nil {
-		return err
-	}
-	if err := s.life.start(ctx, "flow control", flow); err != nil {
-		return err
-	}
-	toks, err := modelTokenizers(cfg.Pools, metrics)
-	if err != nil {
-		return err
-	}
-	d, err := dispatch.New(dispatch.Options{Registry: s.reg, Policy: policy, Sessions: sess, Flow: flow, Lane: interactiveLane(&cfg.Routing.Config), Hasher: hasher, Tokenizers: toks, Logger: log, Metrics: metrics, PD: &cfg.Routing.PD, Tracer: tracer})
-	if err != nil {
-		return err
-	}
+	p.d, err = dispatch.New(dispatch.Options{Registry: s.reg, Policy: policy, Sessions: p.sess, Flow: p.flow, Lane: interactiveLane(&cfg.Routing.Config),
+		Hasher: p.hasher, Tokenizers: toks, Logger: log, Metrics: p.metrics, PD: &cfg.Routing.PD, Tracer: p.tracer})
+	return err
+}
+
+// startAPIs starts the APIs' services, Responses, batches and admin, and
+// last the HTTP gateway in front of them.
+func (s *Stack) startAPIs(ctx context.Context, p *parts) error {
+	cfg, log := &s.cfg, s.log
 	// Background jobs stop before flow control closes: they stay pending
 	// for the next start instead of failing on a closing controller.
 	rc := cfg.Responses
-	rc.Metrics, rc.Logger, rc.Tracer = metrics, log, tracer
-	svc := responses.New(store, d, rc)
+	rc.Metrics, rc.Logger, rc.Tracer = p.metrics, log, p.tracer
+	svc := responses.New(responses.NewStore(p.db.Namespace("rs/"), responses.StoreOptions{TTL: rc.Retention}), p.d, rc)
 	if err := s.life.start(ctx, "responses", svc); err != nil {
 		return err
 	}
-	if err := s.startHeldShare(ctx, db, svc, gossipMetrics); err != nil {
+	if err := s.startHeldShare(ctx, p, svc); err != nil {
 		return err
 	}
 
 	// Batches run on flow control's lowest band: they stop before it
 	// closes, and what was in flight runs again at the next start.
-	batches, err := batch.New(batch.Options{Config: cfg.Batch, DB: db.Namespace("batch/"), Dispatch: d, Logger: log, Metrics: metrics})
+	batches, err := batch.New(batch.Options{Config: cfg.Batch, DB: p.db.Namespace("batch/"), Dispatch: p.d, Logger: log, Metrics: p.metrics})
 	if err != nil {
 		return err
 	}
@@ -299,14 +342,14 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 		return err
 	}
 	admDeps := admin.Deps{
-		Store:    db.Namespace("m/admin/"),
+		Store:    p.db.Namespace("m/admin/"),
 		Keys:     authn,
-		Flow:     flow,
+		Flow:     p.flow,
 		Registry: s.reg,
-		Sessions: sess,
+		Sessions: p.sess,
 		Config:   cfg.Admin,
 		Logger:   log,
-		Metrics:  metrics,
+		Metrics:  p.metrics,
 	}
 	if cfg.State.Backend == state.BackendRedis {
 		// Other gateways on the same Redis change tenants, keys and flow
@@ -323,9 +366,9 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 	if s.gw, err = gateway.New(gateway.Options{
 		Addr:       cfg.Addr,
 		Registry:   s.reg,
-		Dispatch:   d,
+		Dispatch:   p.d,
 		Logger:     log,
-		Metrics:    metrics,
+		Metrics:    p.metrics,
 		BodyLimit:  cfg.BodyLimit,
 		BodyBudget: cfg.bodyBudget(),
 		OpenAPI:    turnpike.Spec,
@@ -333,10 +376,10 @@ func (s *Stack) Start(ctx context.Context) (err error) {
 		Batches:    batches,
 		Auth:       authn,
 		Admin:      adm,
-		Tracer:     tracer,
+		Tracer:     p.tracer,
 		// Not ready while the store is down: the turns it would take
 		// could not be stored.
-		StoreHealth: db.Health,
+		StoreHealth: p.db.Health,
 	}); err != nil {
 		return err
 	}
