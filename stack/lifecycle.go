@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/batch"
 	"github.com/turnpike-gateway/turnpike/gateway"
@@ -48,7 +49,7 @@ func (l *lifecycle) start(ctx context.Context, name string, c component) error {
 }
 
 // opened owes close to Close, for what is opened rather than started and
-// closes without a context: the state store and the simulated engines.
+// closes without a context: the state store.
 func (l *lifecycle) opened(name string, close func() error) {
 	l.closes = append(l.closes, namedClose{name, func(context.Context) error { return close() }})
 }
@@ -85,4 +86,5 @@ var (
 	_ component = (*admin.Service)(nil)
 	_ component = (*gateway.Server)(nil)
 	_ component = (*Stack)(nil)
+	_ component = (*sim.Fleets)(nil)
 )

@@ -146,15 +146,15 @@ type parts struct {
 
 // startFleet starts the embedded simulated fleet, when there is one, and
 // serves its pools.
-func (s *Stack) startFleet(ctx context.Context) (err error) {
+func (s *Stack) startFleet(ctx context.Context) error {
 	if s.topology == nil {
 		return nil
 	}
 	cfg := &s.cfg
-	if s.fleet, err = s.topology.Start(ctx); err != nil {
-		return fmt.Errorf("start simulated fleet: %w", err)
+	s.fleet = s.topology.Fleets()
+	if err := s.life.start(ctx, "simulated fleet", s.fleet); err != nil {
+		return err
 	}
-	s.life.opened("simulated fleet", s.fleet.Close)
 	cfg.Pools = SimPools(s.fleet, s.topology.TokenizerDir)
 	if s.topology.Config.SchedulingPolicy == sim.SchedulingPriority && cfg.Routing.InteractiveLane == affinity.DefaultInteractiveLane {
 		// Engines that take interactive turns ahead of the rest need no

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -189,21 +190,25 @@ func (t *Topology) Pools() []Pool {
 	return []Pool{{Name: "sim", Role: RoleBoth, Config: t.Config, Size: t.Replicas}}
 }
 
-// Start starts the topology's engines: in this process, or in processes
-// apart. They run until Close; ctx bounds the start.
-func (t *Topology) Start(ctx context.Context) (*Fleets, error) {
+// Fleets is the topology's simulated fleet, not yet started.
+func (t *Topology) Fleets() *Fleets {
+	f := NewFleets(t.Pools())
 	if len(t.Apart) > 0 {
-		return t.startApart(ctx)
+		f.apart = t
 	}
-	return StartPools(ctx, t.Pools())
+	return f
 }
 
-// Fleets are a started simulated fleet of one or more pools: a Fleet per
-// pool in this process, or processes apart. Replicas are numbered across
-// the pools in order.
+// Fleets is a simulated fleet of one or more pools: a Fleet per pool in
+// this process, or processes apart. Replicas are numbered across the pools
+// in order. Create it with NewFleets or Topology.Fleets; Start starts the
+// engines, Close stops them.
 type Fleets struct {
-	// Pools are the pools, their replicas filled.
+	// Pools are the pools; Start fills their replicas.
 	Pools []Pool
+	// apart is the topology whose replicas run in processes apart; nil
+	// runs them in this process.
+	apart *Topology
 	// fleets are the pools' engines in this process, parallel to Pools;
 	// empty when they run apart.
 	fleets []*Fleet
@@ -213,37 +218,44 @@ type Fleets struct {
 	closeOnce sync.Once
 }
 
-// StartPools starts the engines of each pool in this process, on
-// ephemeral loopback ports. They run until Close; ctx bounds the start.
-func StartPools(ctx context.Context, ps []Pool) (*Fleets, error) {
-	f := &Fleets{}
-	for _, p := range ps {
-		cfg := p.Config
-		if p.Role != "" {
-			cfg.Role = p.Role
-		}
-		fl, err := StartFleet(context.WithoutCancel(ctx), p.Size, cfg, "127.0.0.1", 0)
-		if err != nil {
-			f.Close()
-			return nil, err
-		}
-		p.Config = cfg
-		p.Replicas = fl.Replicas()
-		f.fleets = append(f.fleets, fl)
-		f.Pools = append(f.Pools, p)
-	}
-	return f, nil
+// NewFleets is the fleet of the pools ps, each run in this process on
+// ephemeral loopback ports.
+func NewFleets(ps []Pool) *Fleets {
+	return &Fleets{Pools: slices.Clone(ps)}
 }
 
-// startApart starts t's replicas in `turnpike sim` processes, t.Apart[i]
-// in process i, and the one pool serving them.
-func (t *Topology) startApart(ctx context.Context) (_ *Fleets, err error) {
+// Start starts the engines of every pool. They run until Close, whatever
+// becomes of ctx. On an error, what had started is stopped.
+func (f *Fleets) Start(ctx context.Context) error {
+	if f.apart != nil {
+		return f.startApart(ctx)
+	}
+	for i := range f.Pools {
+		p := &f.Pools[i]
+		if p.Role != "" {
+			p.Config.Role = p.Role
+		}
+		fl, err := StartFleet(context.WithoutCancel(ctx), p.Size, p.Config, "127.0.0.1", 0)
+		if err != nil {
+			f.Close(ctx)
+			return err
+		}
+		p.Replicas = fl.Replicas()
+		f.fleets = append(f.fleets, fl)
+	}
+	return nil
+}
+
+// startApart starts the topology's replicas in `turnpike sim` processes,
+// Apart[i] in process i, serving the one pool.
+func (f *Fleets) startApart(ctx context.Context) (err error) {
+	t := f.apart
 	if t.Prefill > 0 || t.Mixed || t.Config.KVSharedBlocks > 0 {
 		// A shared tier is one store in one process.
-		return nil, fmt.Errorf("sim: only the aggregated topology without a shared KV tier runs its engines apart")
+		return fmt.Errorf("sim: only the aggregated topology without a shared KV tier runs its engines apart")
 	}
 	if t.Spawn == nil {
-		return nil, errors.New("sim: engines apart need Topology.Spawn")
+		return errors.New("sim: engines apart need Topology.Spawn")
 	}
 	c := &t.Config
 	flags := []string{
@@ -260,27 +272,27 @@ func (t *Topology) startApart(ctx context.Context) (_ *Fleets, err error) {
 	}
 	// The processes outlive ctx until Close, which stops them.
 	procs, stop := context.WithCancel(context.WithoutCancel(ctx))
-	f := &Fleets{stopProcs: stop}
+	f.stopProcs = stop
 	defer func() {
 		if err != nil {
-			f.Close()
+			f.Close(ctx)
 		}
 	}()
-	pool := t.Pools()[0]
+	pool := &f.Pools[0]
 	first := 0
 	for _, n := range t.Apart {
 		args := append([]string{"-n", strconv.Itoa(n), "--first-engine", strconv.Itoa(first), "--base-port", "0", "--report-json"}, flags...)
 		first += n
 		cmd, err := t.Spawn(procs, args)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		out, err := cmd.StdoutPipe()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("sim: engine process: %w", err)
+			return fmt.Errorf("sim: engine process: %w", err)
 		}
 		f.procs = append(f.procs, cmd)
 		var engines []Replica
@@ -289,12 +301,11 @@ func (t *Topology) startApart(ctx context.Context) (_ *Fleets, err error) {
 			err = json.Unmarshal(line, &engines)
 		}
 		if err != nil || len(engines) != n {
-			return nil, fmt.Errorf("sim: engine process: reading its %d engines: %v", n, err)
+			return fmt.Errorf("sim: engine process: reading its %d engines: %v", n, err)
 		}
 		pool.Replicas = append(pool.Replicas, engines...)
 	}
-	f.Pools = []Pool{pool}
-	return f, nil
+	return nil
 }
 
 // KVCapacityTokens is the fleet's KV cache in tokens, every replica's.
@@ -372,8 +383,9 @@ func (f *Fleets) Restart(i int) error {
 }
 
 // Close stops every replica: the fleets in this process, and the
-// processes apart, interrupted and waited for.
-func (f *Fleets) Close() error {
+// processes apart, interrupted and waited for; their commands
+// (Topology.Spawn) bound how long each takes to exit, not ctx.
+func (f *Fleets) Close(context.Context) error {
 	var errs []error
 	for _, fl := range f.fleets {
 		errs = append(errs, fl.Close())

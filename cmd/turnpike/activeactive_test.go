@@ -54,11 +54,11 @@ func startShared(t *testing.T, timeScale float64) (*redistest.Server, pools.Pool
 	srv := redistest.Start(t)
 	sf := simFlags{replicas: 2, accelerator: defaultSimAccelerator, model: defaultSimModel, served: defaultSimServedModel, flavor: sim.FlavorVLLM, timeScale: timeScale}
 	simCfg := sf.config()
-	fleet, err := sim.StartPools(t.Context(), []sim.Pool{{Name: "sim", Config: simCfg, Size: sf.replicas}})
-	if err != nil {
+	fleet := sim.NewFleets([]sim.Pool{{Name: "sim", Config: simCfg, Size: sf.replicas}})
+	if err := fleet.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { fleet.Close() })
+	t.Cleanup(func() { fleet.Close(context.Background()) })
 	return srv, stack.SimPools(fleet, "")[0]
 }
 

@@ -45,8 +45,8 @@ func TestFleetApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	sf.Apart = []int{1, 2}
-	fl, err := sf.Start(t.Context())
-	if err != nil {
+	fl := sf.Fleets()
+	if err := fl.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	urls := fl.URLs()
@@ -87,7 +87,7 @@ func TestFleetApart(t *testing.T) {
 		t.Error("a replica apart can be killed from here")
 	}
 	done := make(chan error, 1)
-	go func() { done <- fl.Close() }()
+	go func() { done <- fl.Close(context.Background()) }()
 	select {
 	case err := <-done:
 		if err != nil {

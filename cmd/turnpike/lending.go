@@ -45,7 +45,9 @@ func startLendingStack(ctx context.Context, ownCfg, lentCfg sim.Config, own, len
 		return nil, err
 	}
 	ownCfg.Name, lentCfg.Name = "sim", lendablePool
-	if ls.fleet, err = sim.StartPools(ctx, []sim.Pool{{Name: "sim", Config: ownCfg, Size: own}, {Name: lendablePool, Config: lentCfg, Size: lent}}); err != nil {
+	ls.fleet = sim.NewFleets([]sim.Pool{{Name: "sim", Config: ownCfg, Size: own}, {Name: lendablePool, Config: lentCfg, Size: lent}})
+	if err := ls.fleet.Start(ctx); err != nil {
+		ls.fleet = nil // Start stopped what it started
 		return nil, err
 	}
 	cfg := &stack.Config{Addr: "127.0.0.1:0", DataDir: ls.dataDir}
@@ -86,7 +88,7 @@ func (ls *lendingStack) Close(ctx context.Context) error {
 		err = ls.Stack.Close(ctx)
 	}
 	if ls.fleet != nil {
-		ls.fleet.Close()
+		ls.fleet.Close(ctx)
 	}
 	if ls.dataDir != "" {
 		os.RemoveAll(ls.dataDir)
