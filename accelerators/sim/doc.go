@@ -31,7 +31,12 @@
 // header (FaultHeader: error=CODE, latency=DUR, hang, drop-after=N).
 // StartFleet runs several engines on their own listeners; Fleet.Kill
 // crashes one (its connections cut, new ones refused) and Fleet.Restart
-// brings a fresh engine up on the same address.
+// brings a fresh engine up on the same address. A Topology (topology.go)
+// shapes a fleet into pools: aggregated, pd (a prefill and a decode
+// pool), hbm, cpu-tier, mixed (an H200 and a TPU v6e pool of one model),
+// in this process or in `turnpike sim` processes apart (Topology.Apart,
+// Spawn). Its Fleets starts the pools' engines (Start) and stops them
+// (Close), its replicas numbered across the pools for Kill and Restart.
 //
 // With Flavor sglang, roles prefill and decode follow SGLang's protocol
 // instead (pd_sglang.go, Bootstrap): both legs carry bootstrap_host,
