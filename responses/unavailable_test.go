@@ -15,8 +15,8 @@ import (
 // errRefused stands for Redis refusing connections.
 var errRefused = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 
-// outage is what the state store returns while it is down.
-var outage = fmt.Errorf("%w: %w", state.ErrUnavailable, errRefused)
+// errOutage is what the state store returns while it is down.
+var errOutage = fmt.Errorf("%w: %w", state.ErrUnavailable, errRefused)
 
 // downStore is a Store whose health says down (when down is set) and
 // whose EndResponse fails with endErr (when not nil).
@@ -28,7 +28,7 @@ type downStore struct {
 
 func (d *downStore) Health() error {
 	if d.down {
-		return classify(outage)
+		return classify(errOutage)
 	}
 	return nil
 }
@@ -103,7 +103,7 @@ func TestCreateStoreFailsAtEnd(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"outage", classify(outage), http.StatusServiceUnavailable, "store_unavailable"},
+		{"outage", classify(errOutage), http.StatusServiceUnavailable, "store_unavailable"},
 		{"other", errors.New("disk full"), http.StatusInternalServerError, "server_error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
