@@ -194,8 +194,18 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 		from = min(max(from, ended), to)
 		bFrom, bTo := plan.burst(k)
 		round := Round{AloneFromSeconds: from.Seconds(), AloneToSeconds: to.Seconds(), BurstFromSeconds: bFrom.Seconds(), BurstToSeconds: bTo.Seconds()}
+		// A request of B's started after its burst's end (a loop that had
+		// not yet seen the stop) still runs into the next stretch alone:
+		// it counts for the drain up to the next burst's start.
+		next := time.Duration(math.MaxInt64)
+		if k+1 < plan.rounds {
+			next, _ = plan.burst(k + 1)
+		}
 		var alone, under []*driver.Sample
 		for _, s := range samples {
+			if s.Tenant == TenantB && s.Start >= bTo && s.Start < next {
+				ended = max(ended, s.Start+s.E2E)
+			}
 			switch {
 			case s.Tenant == TenantA && s.Start >= from && s.Start < to:
 				alone = append(alone, s)
