@@ -18,9 +18,9 @@ var floors = map[string][]string{
 	// The assembly: filled by init with every package below cmd.
 	"stack":            {},
 	"gateway":          {"affinity", "apierror", "auth", "dispatch", "pools", "prompt", "responses", "state", "tracing"},
-	"admin":            {"apierror", "auth", "turns", "pools", "sessions", "state"},
-	"responses":        {"apierror", "dispatch", "gossip", "internal/jsonscan", "prompt", "state", "tracing"},
-	"batch":            {"apierror", "dispatch", "prompt", "state"},
+	"admin":            {"apierror", "auth", "turns", "pools", "sessions", "state", "internal/wait"},
+	"responses":        {"apierror", "dispatch", "gossip", "internal/jsonscan", "prompt", "state", "tracing", "internal/wait"},
+	"batch":            {"apierror", "dispatch", "prompt", "state", "internal/wait"},
 	"dispatch":         {"turns", "affinity", "sessions", "pools", "kv", "prompt", "apierror", "tracing", "internal/jsonscan"},
 	"prompt":           {"internal/jsonscan", "internal/lru"},
 	"prompt/hf":        {"internal/heap", "internal/lru", "prompt"},
@@ -28,13 +28,13 @@ var floors = map[string][]string{
 	"sessions":         {"internal/lru", "kv", "state"},
 	"turns":            {"internal/heap", "pools"},
 	"affinity":         {"kv", "sessions", "pools"},
-	"kv":               {"gossip", "internal/lru"},
+	"kv":               {"gossip", "internal/lru", "internal/wait"},
 	"apierror":         {},
 	"auth":             {},
 	"state":            {},
 	"state/redistest":  {},
 	"tracing":          {},
-	"pools":            {"accelerators", "accelerators/enginemetrics", "gossip"},
+	"pools":            {"accelerators", "accelerators/enginemetrics", "gossip", "internal/wait"},
 	"gossip":           {},
 	"accelerators":     {},
 	"accelerators/sim": {"accelerators", "accelerators/enginemetrics", "internal/lru"},
@@ -55,6 +55,7 @@ var floors = map[string][]string{
 	"internal/lru":      {},
 	"internal/heap":     {},
 	"internal/jsonscan": {},
+	"internal/wait":     {},
 }
 
 // The assembly (stack) may import every package below cmd but the load

@@ -21,6 +21,7 @@ import (
 
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/auth"
+	"github.com/turnpike-gateway/turnpike/internal/wait"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/sessions"
 	"github.com/turnpike-gateway/turnpike/state"
@@ -248,14 +249,10 @@ func (s *Service) Close(ctx context.Context) error {
 		return nil
 	}
 	s.stop()
-	done := make(chan struct{})
-	go func() { s.loops.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("admin: close: %w", ctx.Err())
+	if err := wait.Group(ctx, &s.loops); err != nil {
+		return fmt.Errorf("admin: close: %w", err)
 	}
+	return nil
 }
 
 // every runs fn every d until ctx ends.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/turnpike-gateway/turnpike/apierror"
+	"github.com/turnpike-gateway/turnpike/internal/wait"
 )
 
 // Defaults for IntakeConfig.
@@ -140,12 +141,8 @@ func (in *Intake) Start(ctx context.Context) error {
 // for the next start) and closes the connection.
 func (in *Intake) Close(ctx context.Context) error {
 	in.stop()
-	done := make(chan struct{})
-	go func() { in.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return fmt.Errorf("batch: intake close: %w", ctx.Err())
+	if err := wait.Group(ctx, &in.wg); err != nil {
+		return fmt.Errorf("batch: intake close: %w", err)
 	}
 	return in.client.Close()
 }

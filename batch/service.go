@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/turnpike-gateway/turnpike/dispatch"
+	"github.com/turnpike-gateway/turnpike/internal/wait"
 	"github.com/turnpike-gateway/turnpike/state"
 )
 
@@ -301,14 +302,10 @@ func (s *Service) Close(ctx context.Context) error {
 	s.mu.closed = true
 	s.mu.Unlock()
 	s.stop()
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("batch: close: %w", ctx.Err())
+	if err := wait.Group(ctx, &s.wg); err != nil {
+		return fmt.Errorf("batch: close: %w", err)
 	}
+	return nil
 }
 
 // launchLocked starts the runner of rec's batch.

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/turnpike-gateway/turnpike/gossip"
+	"github.com/turnpike-gateway/turnpike/internal/wait"
 )
 
 // PeerTransport carries routing records between the gateways that route
@@ -209,12 +210,8 @@ func (p *Peers) Close(ctx context.Context) error {
 	}
 	p.cfg.Index.peers.CompareAndSwap(p, nil)
 	p.cancel()
-	done := make(chan struct{})
-	go func() { p.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return fmt.Errorf("kv: peers: close: %w", ctx.Err())
+	if err := wait.Group(ctx, &p.wg); err != nil {
+		return fmt.Errorf("kv: peers: close: %w", err)
 	}
 	p.cancel = nil
 	return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 	"github.com/turnpike-gateway/turnpike/accelerators"
+	"github.com/turnpike-gateway/turnpike/internal/wait"
 )
 
 // Registry is the fleet: every pool and endpoint from the config. The set
@@ -191,12 +192,8 @@ func (r *Registry) Start(ctx context.Context) error {
 // Close stops the background loops and waits for them, up to ctx.
 func (r *Registry) Close(ctx context.Context) error {
 	r.once.Do(func() { close(r.stop) })
-	done := make(chan struct{})
-	go func() { r.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return fmt.Errorf("pools: close: %w", ctx.Err())
+	if err := wait.Group(ctx, &r.wg); err != nil {
+		return fmt.Errorf("pools: close: %w", err)
 	}
 	r.client.http.CloseIdleConnections()
 	return nil

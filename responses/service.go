@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/turnpike-gateway/turnpike/internal/wait"
 	"github.com/turnpike-gateway/turnpike/tracing"
 )
 
@@ -360,14 +361,10 @@ func (s *Service) Start(ctx context.Context) error {
 // it again. (A gateway that dies leaves its claims to run out first.)
 func (s *Service) Close(ctx context.Context) error {
 	s.stop()
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("responses: close: %w", ctx.Err())
+	if err := wait.Group(ctx, &s.wg); err != nil {
+		return fmt.Errorf("responses: close: %w", err)
 	}
+	return nil
 }
 
 func (s *Service) collect() {
