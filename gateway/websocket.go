@@ -311,14 +311,14 @@ func (ws *wsConn) decode(data []byte) (req *responses.CreateRequest, generate bo
 		return nil, false, apierror.Invalid("stream_id", "unsupported_parameter",
 			"Multiplexed streams (stream_id) are not supported: open one WebSocket connection per conversation.")
 	}
-	if raw, ok := fields["background"]; ok && string(raw) == "true" {
-		return nil, false, apierror.Invalid("background", "unsupported_value", "Background responses are not supported over a WebSocket connection.")
-	}
 	delete(fields, "type")
 	delete(fields, "stream")
 	delete(fields, "generate")
 	if req, err = responses.DecodeCreateFields(fields); err != nil {
 		return nil, false, err
+	}
+	if req.Background {
+		return nil, false, apierror.Invalid("background", "unsupported_value", "Background responses are not supported over a WebSocket connection.")
 	}
 	req.Stream = true
 	return req, generate, nil

@@ -114,14 +114,10 @@ func DecodeCreateRequest(body []byte) (*CreateRequest, error) {
 
 // DecodeCreateFields is DecodeCreateRequest of a body already split into
 // its members (a WebSocket response.create, less its own members), each
-// decoded once, here. The request keeps no raw body: it cannot run in the
-// background.
+// decoded once, here. The request keeps no raw body, which a background
+// response is run again from: the caller refuses background.
 func DecodeCreateFields(fields map[string]json.RawMessage) (*CreateRequest, error) {
-	r, err := decodeCreate(fields, nil)
-	if err == nil && r.Background {
-		return nil, invalidf("background", "unsupported_value", "Background responses are not supported here.")
-	}
-	return r, err
+	return decodeCreate(fields, nil)
 }
 
 func decodeCreate(fields map[string]json.RawMessage, body []byte) (*CreateRequest, error) {
