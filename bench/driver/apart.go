@@ -52,10 +52,11 @@ type TenantRunner func(ctx context.Context, spec TenantSpec, record func(TenantL
 // RunShare sends spec's share of a run from this process, as a tenant's
 // process does: on the run's clock (spec.Start), until spec.Until, each
 // request handed to emit as it ends (from several goroutines, one at a
-// time) rather than kept. drive sends the requests.
+// time) rather than kept. drive sends the requests. A zero spec.Until
+// leaves the stop to ctx.
 func RunShare(ctx context.Context, cfg workload.Config, target Target, spec TenantSpec, emit func(TenantLine), drive func(context.Context, *Runner)) {
 	cfg.Progress = io.Discard
-	cfg.MaxDuration = workload.Duration(spec.Until.Sub(spec.Start))
+	cfg.MaxDuration = 0
 	r := newRunner(cfg, target, spec.Tenant, 0)
 	r.start = spec.Start
 	r.stopAt = spec.Until

@@ -250,6 +250,16 @@ func (r *Runner) Started() time.Time { return r.start }
 // StopAt is when the runner stops sending; zero: when its workload ends.
 func (r *Runner) StopAt() time.Time { return r.stopAt }
 
+// Recorded is how many requests the run has recorded so far.
+func (r *Runner) Recorded() int {
+	if r.into != nil {
+		return r.into.Recorded()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.mu.samples)
+}
+
 // Client is key's OpenAI client, made before the run started.
 func (r *Runner) Client(key string) openai.Client { return r.snd.client(key) }
 

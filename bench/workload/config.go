@@ -279,9 +279,10 @@ type IsolationConfig struct {
 	// BurstMultiple is how many agent loops B keeps in flight, as a multiple
 	// of FleetSlots. Default 5.
 	BurstMultiple float64 `json:"burst_multiple" yaml:"burst_multiple"`
-	// Settle is the warm-up before A's first stretch alone, and the pause
-	// after each burst in which B's last requests end, as a share of a
-	// stretch (Duration/Rounds). Default 0.2.
+	// Settle is the least warm-up before A's first stretch alone, and the
+	// least pause after each burst, as a share of a stretch
+	// (Duration/Rounds); the warm-up also lasts until A's first turn has
+	// ended, the pause until B's last request has. Default 0.2.
 	Settle float64 `json:"settle" yaml:"settle"`
 	// BPriority is the x-turnpike-priority B sends; "" (default) sends none.
 	BPriority string `json:"b_priority,omitempty" yaml:"b_priority"`

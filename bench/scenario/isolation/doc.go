@@ -5,8 +5,11 @@
 // # Overview
 //
 // The schedule alternates stretches of A alone with stretches in which B
-// keeps BurstMultiple × FleetSlots agent loops in flight, a settling pause
-// after each burst, so that the host's drift falls on both conditions.
+// keeps BurstMultiple × FleetSlots agent loops in flight, so that the
+// host's drift falls on both conditions. Each stretch alone starts when
+// the run is ready for it, not at a time fixed in advance: after a
+// warm-up that lasts until A's first turn has ended, and after a pause in
+// which the previous burst's last request and batch have ended.
 // The Report compares A's p99 TTFT in the two, round by round and
 // overall, lists sheds by band and reason, and gives the engines' own
 // occupancy in each condition (FleetLoad). A batch (workload.BatchLoad)
@@ -22,7 +25,8 @@
 //
 // # Concurrency model
 //
-// Run blocks until the last burst ends. A's sender, each burst's loops,
+// Run blocks until the last burst has ended, deciding on its own
+// goroutine when each stretch starts. A's sender, each burst's loops,
 // each batch and the two fleet samplers are goroutines joined before the
 // figures are built.
 package isolation

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/bench/driver"
@@ -86,15 +87,17 @@ type Round struct {
 	BDrainSeconds float64 `json:"b_drain_s"`
 }
 
-// schedule is the isolation run's schedule, from its start: a
-// warm-up of A alone, then rounds rounds, each a stretch of A alone and a
-// stretch under B's burst, the rounds a pause apart in which the burst's
-// last requests end. A sends throughout. The two conditions take turns,
-// so that the host's drift, which on a shared machine moves a p99 as much
-// as the burst does, falls on both.
+// schedule is the isolation run's plan: a warm-up of A alone, then
+// rounds rounds, each a stretch of A alone and a stretch under B's burst,
+// each burst followed by a pause in which its last requests end. A sends
+// throughout. The two conditions take turns, so that the host's drift,
+// which on a shared machine moves a p99 as much as the burst does, falls
+// on both. The plan gives the stretches' lengths; when they start is
+// decided as the run goes (Run), since how long A takes to start and B's
+// burst takes to end depends on the host.
 type schedule struct {
 	rounds int
-	// settle is both the warm-up and the pause after each burst.
+	// settle is both the least warm-up and the least pause after each burst.
 	stretch, settle time.Duration
 }
 
@@ -105,35 +108,20 @@ func scheduleOf(ic workload.IsolationConfig) schedule {
 	return schedule{rounds: n, stretch: stretch, settle: time.Duration(float64(stretch) * ic.Settle)}
 }
 
-// alone is round k's stretch of A alone, as planned (Run starts
-// it later if B's previous burst is still ending).
-func (p schedule) alone(k int) (from, to time.Duration) {
-	from = p.settle + time.Duration(k)*(2*p.stretch+p.settle)
-	return from, from + p.stretch
-}
+// condition is what the run is measuring at a moment, for the fleet's
+// samplers.
+type condition int32
 
-// burst is round k's stretch under B's burst.
-func (p schedule) burst(k int) (from, to time.Duration) {
-	_, from = p.alone(k)
-	return from, from + p.stretch
-}
+const (
+	between condition = iota // warm-up, or a burst ending
+	alone                    // A's stretch alone
+	burst                    // A's stretch under B's burst
+)
 
-// total is the run's length: it ends with the last burst.
-func (p schedule) total() time.Duration {
-	_, end := p.burst(p.rounds - 1)
-	return end
-}
-
-// in reports whether at lies in one of the stretches stretch gives.
-func (p schedule) in(stretch func(int) (time.Duration, time.Duration)) func(time.Duration) bool {
-	return func(at time.Duration) bool {
-		for k := range p.rounds {
-			if from, to := stretch(k); at >= from && at < to {
-				return true
-			}
-		}
-		return false
-	}
+// stretches are one round as it ran, from the run's start: A alone, B's
+// burst, and when the burst's last request (or its batch) had ended.
+type stretches struct {
+	aloneFrom, aloneTo, burstFrom, burstTo, ended time.Duration
 }
 
 // Run runs the scenario's one run (schedule) and returns it
@@ -142,7 +130,8 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 	ic := cfg.Isolation
 	plan, loops := scheduleOf(ic), loopsOf(ic)
 	phase := cfg
-	phase.MaxDuration = workload.Duration(plan.total())
+	// The run ends when its last burst has; A is stopped then.
+	phase.MaxDuration = 0
 	// A batch is submitted as each burst starts, not by driver.Measure.
 	phase.BatchLoad.Lines = 0
 	keyA, keyB := target.Key(ic.KeyA), target.Key(ic.KeyB)
@@ -151,35 +140,76 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 	var errA error
 	errB := make([]error, plan.rounds)
 	batches := make([]*driver.BatchLoadReport, plan.rounds)
+	var rounds []stretches
 	// B's requests are not known in advance, so the progress has no total.
 	res, samples := driver.Measure(ctx, phase, target, label, 0, func(ctx context.Context, dr *driver.Runner) {
 		r := runner{dr}
-		stopAlone := sampleFleet(ctx, target.EngineMetricsURLs, r.Started(), plan.in(plan.alone), &aloneFleet)
-		stopBurst := sampleFleet(ctx, target.EngineMetricsURLs, r.Started(), plan.in(plan.burst), &burstFleet)
+		var now atomic.Int32
+		is := func(c condition) func() bool { return func() bool { return condition(now.Load()) == c } }
+		stopAlone := sampleFleet(ctx, target.EngineMetricsURLs, is(alone), &aloneFleet)
+		stopBurst := sampleFleet(ctx, target.EngineMetricsURLs, is(burst), &burstFleet)
 		defer stopAlone()
 		defer stopBurst()
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			errA = r.tenant(ctx, target.Tenant, driver.TenantSpec{Tenant: TenantA, Key: keyA, From: r.Started(), Until: r.StopAt()})
-		})
+		since := func() time.Duration { return time.Since(r.Started()) }
+		sleep := func(d time.Duration) bool { return driver.SleepUntil(ctx, r.Started().Add(d)) }
+
+		// A sends until the last burst has ended. Its stop ends its
+		// sending, not its requests in flight.
+		stopA, cancelA := context.WithCancel(ctx)
+		doneA := make(chan struct{})
+		go func() {
+			defer close(doneA)
+			errA = r.tenant(ctx, stopA, target.Tenant, driver.TenantSpec{Tenant: TenantA, Key: keyA, From: r.Started()})
+		}()
+		defer func() { cancelA(); <-doneA }()
+		// The warm-up lasts until A's first turn has ended (its process
+		// may be slow to start), and at least settle.
+		if !sleep(plan.settle) || !r.awaitRecorded(ctx, 1) {
+			return
+		}
 		for k := range plan.rounds {
-			from, to := plan.burst(k)
-			spec := driver.TenantSpec{Tenant: TenantB, Key: keyB, Round: k, From: r.Started().Add(from), Until: r.Started().Add(to)}
-			wg.Go(func() { errB[k] = r.tenant(ctx, target.Tenant, spec) })
+			var st stretches
+			st.aloneFrom = since()
+			st.burstFrom = st.aloneFrom + plan.stretch
+			st.aloneTo, st.burstTo = st.burstFrom, st.burstFrom+plan.stretch
+			now.Store(int32(alone))
+			// B's loops and the batch's client start now and wait for
+			// the burst: a tenant's process is slow to start on a busy
+			// host, and its start would eat into the burst.
+			var wg sync.WaitGroup
+			spec := driver.TenantSpec{Tenant: TenantB, Key: keyB, Round: k, From: r.Started().Add(st.burstFrom), Until: r.Started().Add(st.burstTo)}
+			wg.Go(func() { errB[k] = r.tenant(ctx, ctx, target.Tenant, spec) })
 			if cfg.BatchLoad.Lines > 0 {
 				spec := driver.TenantSpec{Tenant: TenantBatch, Key: target.Key(cfg.BatchLoad.Key), Round: k, From: spec.From, Until: spec.Until}
 				spec.Config = r.Config()
 				spec.Config.BatchLoad = cfg.BatchLoad
 				wg.Go(func() { batches[k] = r.batch(ctx, target, spec) })
 			}
+			if !sleep(st.burstFrom) {
+				wg.Wait()
+				return
+			}
+			now.Store(int32(burst))
+			ok := sleep(st.burstTo)
+			now.Store(int32(between))
+			// The next stretch alone starts once the burst's last
+			// request and its batch have ended, and settle has passed.
+			wg.Wait()
+			st.ended = since()
+			rounds = append(rounds, st)
+			if !ok || !sleep(max(st.ended, st.burstTo+plan.settle)) {
+				return
+			}
 		}
-		wg.Wait()
 	})
 	if err := errors.Join(append(errB, errA)...); err != nil {
 		return nil, nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, nil, fmt.Errorf("bench: isolation: %w", err)
+	}
+	if len(rounds) == 0 {
+		return nil, nil, fmt.Errorf("bench: isolation: the run ended before its first round")
 	}
 	if cfg.BatchLoad.Lines > 0 {
 		res.BatchLoad = mergeBatchReports(batches)
@@ -188,47 +218,31 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 	rep := &Report{BLoops: loops}
 	var aloneA, burstA, burstAll, burstB []*driver.Sample
 	var aloneWall, burstWall time.Duration
-	ended := time.Duration(0) // when the last burst's last request, or its batch, ended
-	for k := range plan.rounds {
-		from, to := plan.alone(k)
-		from = min(max(from, ended), to)
-		bFrom, bTo := plan.burst(k)
-		round := Round{AloneFromSeconds: from.Seconds(), AloneToSeconds: to.Seconds(), BurstFromSeconds: bFrom.Seconds(), BurstToSeconds: bTo.Seconds()}
-		// A request of B's started after its burst's end (a loop that had
-		// not yet seen the stop) still runs into the next stretch alone:
-		// it counts for the drain up to the next burst's start.
-		next := time.Duration(math.MaxInt64)
-		if k+1 < plan.rounds {
-			next, _ = plan.burst(k + 1)
-		}
-		var alone, under []*driver.Sample
+	for _, st := range rounds {
+		round := Round{AloneFromSeconds: st.aloneFrom.Seconds(), AloneToSeconds: st.aloneTo.Seconds(),
+			BurstFromSeconds: st.burstFrom.Seconds(), BurstToSeconds: st.burstTo.Seconds(),
+			BDrainSeconds: max(st.ended-st.burstTo, 0).Seconds()}
+		var under []*driver.Sample
+		var alone []*driver.Sample
 		for _, s := range samples {
-			if s.Tenant == TenantB && s.Start >= bTo && s.Start < next {
-				ended = max(ended, s.Start+s.E2E)
-			}
 			switch {
-			case s.Tenant == TenantA && s.Start >= from && s.Start < to:
+			case s.Tenant == TenantA && s.Start >= st.aloneFrom && s.Start < st.aloneTo:
 				alone = append(alone, s)
-			case s.Start >= bFrom && s.Start < bTo:
+			case s.Start >= st.burstFrom && s.Start < st.burstTo:
 				burstAll = append(burstAll, s)
 				if s.Tenant == TenantA {
 					under = append(under, s)
 				} else if s.Tenant == TenantB {
 					burstB = append(burstB, s)
-					ended = max(ended, s.Start+s.E2E)
 				}
 			}
 		}
-		if b := batches[k]; b != nil && b.Seconds > 0 {
-			ended = max(ended, bFrom+time.Duration(b.Seconds*float64(time.Second)))
-		}
-		round.BDrainSeconds = max(ended-bTo, 0).Seconds()
 		round.AloneTurns, round.BurstTurns = len(alone), len(under)
-		round.AloneP99TTFTMs = driver.Aggregate(alone, to-from).TTFT.P99Ms
-		round.BurstP99TTFTMs = driver.Aggregate(under, bTo-bFrom).TTFT.P99Ms
+		round.AloneP99TTFTMs = driver.Aggregate(alone, plan.stretch).TTFT.P99Ms
+		round.BurstP99TTFTMs = driver.Aggregate(under, plan.stretch).TTFT.P99Ms
 		rep.Rounds = append(rep.Rounds, round)
 		aloneA, burstA = append(aloneA, alone...), append(burstA, under...)
-		aloneWall, burstWall = aloneWall+to-from, burstWall+bTo-bFrom
+		aloneWall, burstWall = aloneWall+plan.stretch, burstWall+plan.stretch
 	}
 	aloneWall, burstWall = max(aloneWall, time.Millisecond), max(burstWall, time.Millisecond)
 	rep.WindowStartSeconds = rep.Rounds[0].AloneFromSeconds
@@ -246,6 +260,21 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 		rep.P99TTFTRatio = rep.BurstAP99TTFTMs / rep.BaselineAP99TTFTMs
 	}
 	return res, rep, nil
+}
+
+// awaitRecorded waits until the run has recorded n requests; false when
+// ctx ended first.
+func (r runner) awaitRecorded(ctx context.Context, n int) bool {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for r.Recorded() < n {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
 }
 
 // batch submits spec's batch at spec.From, here or through run when the
@@ -300,16 +329,18 @@ func mergeBatchReports(reps []*driver.BatchLoadReport) *driver.BatchLoadReport {
 	return out
 }
 
-// interactive sends tenant A's turns, open loop at ARate until the run
-// stops: each a fresh conversation with A's system prompt and a question.
-func (r runner) interactive(ctx context.Context, key string) {
+// interactive sends tenant A's turns, open loop at ARate until stop ends
+// or the run stops: each a fresh conversation with A's system prompt and
+// a question. It returns when the turns in flight have ended; ctx ending
+// cuts them short.
+func (r runner) interactive(ctx, stop context.Context, key string) {
 	cfg := r.Config()
 	ic, a := cfg.Isolation, cfg.Agentic
 	interval := time.Duration(float64(time.Second) / ic.ARate)
 	system := workload.SystemPrompt(promptTenant, a.SystemPromptTokens, a.ToolSchemaTokens)
 	var wg sync.WaitGroup
 	for i := 0; ; i++ {
-		if !driver.SleepUntil(ctx, r.Started().Add(time.Duration(i)*interval)) || r.Stopped(ctx) {
+		if !driver.SleepUntil(stop, r.Started().Add(time.Duration(i)*interval)) || r.Stopped(stop) {
 			break
 		}
 		wg.Go(func() {
@@ -411,11 +442,11 @@ func (l *FleetLoad) add(scraped []scrape.EngineMetrics) {
 	l.Samples++
 }
 
-// sampleFleet scrapes urls every fleetSampleInterval while in holds for
-// the time since start, until the returned stop is called, then stores
+// sampleFleet scrapes urls every fleetSampleInterval while in holds,
+// until the returned stop is called, then stores
 // what it saw in *out (left nil when there are no urls or no sample
 // succeeded). stop waits for the sampler.
-func sampleFleet(ctx context.Context, urls []string, start time.Time, in func(time.Duration) bool, out **FleetLoad) (stop func()) {
+func sampleFleet(ctx context.Context, urls []string, in func() bool, out **FleetLoad) (stop func()) {
 	if len(urls) == 0 {
 		return func() {}
 	}
@@ -432,7 +463,7 @@ func sampleFleet(ctx context.Context, urls []string, start time.Time, in func(ti
 		t := time.NewTicker(fleetSampleInterval)
 		defer t.Stop()
 		for {
-			if in(time.Since(start)) {
+			if in() {
 				scraped, _ := scrape.All(ctx, urls)
 				if ctx.Err() != nil {
 					return

@@ -116,8 +116,8 @@ func TestSampleFleet(t *testing.T) {
 	defer srv.Close()
 
 	var none *FleetLoad
-	always := func(time.Duration) bool { return true }
-	sampleFleet(context.Background(), nil, time.Now(), always, &none)()
+	always := func() bool { return true }
+	sampleFleet(context.Background(), nil, always, &none)()
 	if none != nil {
 		t.Fatalf("no engines: %+v, want nil", none)
 	}
@@ -125,7 +125,7 @@ func TestSampleFleet(t *testing.T) {
 	// The sampler scrapes one at a time: when the third scrape reaches the
 	// engine, the first two have been added.
 	var l *FleetLoad
-	stop := sampleFleet(context.Background(), []string{srv.URL}, time.Now(), always, &l)
+	stop := sampleFleet(context.Background(), []string{srv.URL}, always, &l)
 	await(t, third, "third scrape")
 	stop()
 	if l == nil || l.Samples < 2 || l.MaxWaiting != 1 || l.MaxRunning < 2 {
@@ -136,7 +136,7 @@ func TestSampleFleet(t *testing.T) {
 	// nor at its next tick.
 	var never *FleetLoad
 	asked := make(chan struct{}, 2)
-	outside := func(time.Duration) bool {
+	outside := func() bool {
 		select {
 		case asked <- struct{}{}:
 		default:
@@ -144,7 +144,7 @@ func TestSampleFleet(t *testing.T) {
 		return false
 	}
 	scraped := running.Load()
-	stop = sampleFleet(context.Background(), []string{srv.URL}, time.Now(), outside, &never)
+	stop = sampleFleet(context.Background(), []string{srv.URL}, outside, &never)
 	await(t, asked, "first turn of the sampler")
 	await(t, asked, "second turn of the sampler")
 	stop()
@@ -163,35 +163,15 @@ func await(t *testing.T, ch <-chan struct{}, what string) {
 	}
 }
 
-// The run alternates A alone and A under the burst: the stretches follow
-// one another without overlapping, each Duration/Rounds long, a settling
-// pause after each burst, the run ending with the last burst.
+// The plan splits Duration into Rounds stretches of each condition, with
+// a settling pause of Settle of a stretch.
 func TestIsolationPlan(t *testing.T) {
 	ic := workload.IsolationConfig{Duration: workload.Duration(90 * time.Second), Rounds: 3, Settle: 0.2}
-	p := scheduleOf(ic)
-	s := time.Second
-	want := [][4]time.Duration{{6 * s, 36 * s, 36 * s, 66 * s}, {72 * s, 102 * s, 102 * s, 132 * s}, {138 * s, 168 * s, 168 * s, 198 * s}}
-	for k, w := range want {
-		af, at := p.alone(k)
-		bf, bt := p.burst(k)
-		if got := [4]time.Duration{af, at, bf, bt}; got != w {
-			t.Errorf("round %d: alone [%v, %v), burst [%v, %v); want %v", k, af, at, bf, bt, w)
-		}
+	if p := scheduleOf(ic); p.rounds != 3 || p.stretch != 30*time.Second || p.settle != 6*time.Second {
+		t.Errorf("plan %+v, want 3 rounds of 30s stretches, settling 6s", p)
 	}
-	if p.total() != 198*s {
-		t.Errorf("total %v, want 198s", p.total())
-	}
-	alone, burst := p.in(p.alone), p.in(p.burst)
-	for _, tc := range []struct {
-		at           time.Duration
-		alone, burst bool
-	}{{0, false, false}, {6 * s, true, false}, {36 * s, false, true}, {66 * s, false, false}, {70 * s, false, false}, {72 * s, true, false}, {197 * s, false, true}, {198 * s, false, false}} {
-		if alone(tc.at) != tc.alone || burst(tc.at) != tc.burst {
-			t.Errorf("at %v: alone %v burst %v, want %v %v", tc.at, alone(tc.at), burst(tc.at), tc.alone, tc.burst)
-		}
-	}
-	if one := scheduleOf(workload.IsolationConfig{Duration: workload.Duration(10 * time.Second), Rounds: 1}); one.total() != 20*s {
-		t.Errorf("one round without settling: %v, want 20s", one.total())
+	if one := scheduleOf(workload.IsolationConfig{Duration: workload.Duration(10 * time.Second)}); one.rounds != 1 || one.stretch != 10*time.Second || one.settle != 0 {
+		t.Errorf("one round without settling: %+v", one)
 	}
 }
 

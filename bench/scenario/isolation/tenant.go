@@ -16,8 +16,9 @@ const TenantBatch = "batch"
 
 // RunTenant runs spec's tenant of an isolation run in this process,
 // handing emit each line of its report (from several goroutines, one at a
-// time). It is what a tenant's process runs; with ctx done early it
-// returns once the requests in flight have ended.
+// time). It is what a tenant's process runs. A, whose spec has no Until,
+// sends until ctx ends, then returns once its turns in flight have ended;
+// B and the batch end at Until, or sooner with ctx.
 func RunTenant(ctx context.Context, spec driver.TenantSpec, emit func(driver.TenantLine)) error {
 	cfg := spec.Config
 	cfg.EnsureDefaults()
@@ -27,7 +28,7 @@ func RunTenant(ctx context.Context, spec driver.TenantSpec, emit func(driver.Ten
 	if cfg.Workload != workload.WorkloadIsolation {
 		return fmt.Errorf("bench: a tenant's process runs the isolation workload, not %q", cfg.Workload)
 	}
-	if spec.Start.IsZero() || spec.Until.Before(spec.From) || spec.From.Before(spec.Start) {
+	if spec.Start.IsZero() || spec.From.Before(spec.Start) || (spec.Until.Before(spec.From) && (spec.Tenant != TenantA || !spec.Until.IsZero())) {
 		return fmt.Errorf("bench: a tenant's process needs the run's start, then when it sends from and until")
 	}
 	target := driver.Target{BaseURL: spec.BaseURL, APIKey: spec.Key}
@@ -47,15 +48,19 @@ func RunTenant(ctx context.Context, spec driver.TenantSpec, emit func(driver.Ten
 	default:
 		return fmt.Errorf("bench: no isolation tenant %q", spec.Tenant)
 	}
-	driver.RunShare(ctx, cfg, target, spec, emit, func(ctx context.Context, r *driver.Runner) { runner{r}.here(ctx, spec) })
+	send := ctx
+	if spec.Tenant == TenantA {
+		send = context.WithoutCancel(ctx)
+	}
+	driver.RunShare(send, cfg, target, spec, emit, func(send context.Context, r *driver.Runner) { runner{r}.here(send, ctx, spec) })
 	return nil
 }
 
 // here sends spec's requests, tenant A's or one burst of B's, from this
-// process until the runner stops.
-func (r runner) here(ctx context.Context, spec driver.TenantSpec) {
+// process until the runner stops, or for A until stop ends.
+func (r runner) here(ctx, stop context.Context, spec driver.TenantSpec) {
 	if spec.Tenant == TenantA {
-		r.interactive(ctx, spec.Key)
+		r.interactive(ctx, stop, spec.Key)
 		return
 	}
 	ic := r.Config().Isolation
@@ -68,13 +73,16 @@ func (r runner) here(ctx context.Context, spec driver.TenantSpec) {
 }
 
 // tenant sends spec's requests of this run (its tenant, key and times):
-// through run in another process when run is set, else here.
-func (r runner) tenant(ctx context.Context, run driver.TenantRunner, spec driver.TenantSpec) error {
+// through run in another process when run is set, else here. A sends
+// until stop ends; the others ignore stop.
+func (r runner) tenant(ctx, stop context.Context, run driver.TenantRunner, spec driver.TenantSpec) error {
 	if run == nil {
-		runner{r.Until(spec.Until)}.here(ctx, spec)
+		runner{r.Until(spec.Until)}.here(ctx, stop, spec)
 		return nil
 	}
 	spec.Config = r.Config()
-	_, err := r.Apart(ctx, run, spec)
+	// Stopping A interrupts its process, which then ends its turns in
+	// flight.
+	_, err := r.Apart(stop, run, spec)
 	return err
 }
