@@ -25,6 +25,8 @@ var floors = map[string][]string{
 	"prompt":           {"internal/jsonscan", "internal/lru"},
 	"prompt/hf":        {"internal/heap", "internal/lru", "prompt"},
 	"prompt/enginetok": {"prompt"},
+	"jobs":             {"internal/wait", "state"},
+	"jobs/jobstest":    {"state"},
 	"sessions":         {"internal/lru", "kv", "state"},
 	"turns":            {"internal/heap", "pools"},
 	"affinity":         {"kv", "sessions", "pools"},
