@@ -394,16 +394,17 @@ func (q *Queue[W]) renewOne(j *Job[W]) {
 	}
 }
 
-// lose stops j here: its lease is another's now.
+// lose stops j here: its lease is another's now. A second call returns
+// once the first has run.
 func (q *Queue[W]) lose(j *Job[W]) {
-	if !j.lost.CompareAndSwap(false, true) {
-		return
-	}
-	q.log.Warn("a job's lease ran out; left to whoever takes it over", "job", j.ID)
-	if q.opts.LeaseLost != nil {
-		q.opts.LeaseLost(j)
-	}
-	j.cancel(ErrLeaseLost)
+	j.lose.Do(func() {
+		j.lost.Store(true)
+		q.log.Warn("a job's lease ran out; left to whoever takes it over", "job", j.ID)
+		if q.opts.LeaseLost != nil {
+			q.opts.LeaseLost(j)
+		}
+		j.cancel(ErrLeaseLost)
+	})
 }
 
 // Keep renews j's lease once more, for work about to write its end: false
@@ -415,10 +416,11 @@ func (q *Queue[W]) Keep(ctx context.Context, j *Job[W]) bool {
 		return true
 	}
 	ok, err := q.ns.Renew(ctx, q.opts.Keys.lease(j.ID), q.opts.Holder, q.opts.Lease)
-	if err == nil && !ok {
-		q.lose(j)
+	if err == nil && !ok || j.lost.Load() {
+		q.lose(j) // or wait for the renewal that lost it to be done
+		return false
 	}
-	return !j.lost.Load()
+	return true
 }
 
 // release gives up this process's lease on id. A release that fails
@@ -517,8 +519,10 @@ type Job[W any] struct {
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	// lost is set when another process may hold the lease now.
+	// lost is set when another process may hold the lease now, by lose,
+	// once.
 	lost atomic.Bool
+	lose sync.Once
 	// renewed is when the lease was last renewed, in Unix nanoseconds of
 	// the queue's clock.
 	renewed atomic.Int64

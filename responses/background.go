@@ -4,32 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"net/http"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
+	"github.com/turnpike-gateway/turnpike/jobs"
 	"github.com/turnpike-gateway/turnpike/tracing"
 )
 
-// job is a background response in this process: its cancel function and
-// its events, kept in memory for live followers while it runs.
+// job is a background response in this process, the work of its
+// jobs.Job: its events, kept in memory for live followers while it runs.
 type job struct {
-	id, tenant string
-	cancel     context.CancelFunc
-	// cancelled is set when a client (not shutdown) stops the job.
-	cancelled atomic.Bool
-	// lost is set when another gateway holds the job's claim now.
-	lost atomic.Bool
-	// ended is closed once the response has ended and been stored, or
-	// has been left pending by shutdown.
-	ended chan struct{}
+	tenant string
 
 	mu struct {
 		sync.Mutex
@@ -43,11 +33,6 @@ type job struct {
 type storedEvent struct {
 	typ  string
 	data []byte
-}
-
-func (j *job) stop() {
-	j.cancelled.Store(true)
-	j.cancel()
 }
 
 // publish makes an event visible to followers.
@@ -65,7 +50,6 @@ func (j *job) finish() {
 	close(j.mu.changed)
 	j.mu.changed = make(chan struct{})
 	j.mu.Unlock()
-	close(j.ended)
 }
 
 // follow sends the events after sequence number after, then each new one,
@@ -97,11 +81,8 @@ func (j *job) follow(ctx context.Context, after int, sink Sink) {
 	}
 }
 
-func (s *Service) job(id string) *job {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.mu.jobs[id]
-}
+// job is background response id's job when it runs here, else nil.
+func (s *Service) job(id string) *jobs.Job[*job] { return s.jobs.Get(id) }
 
 // createBackground admits a background request against the queue caps,
 // then stores it queued and starts its job. A refused request leaves
@@ -153,65 +134,41 @@ func (s *Service) unhold(tenant string) {
 	}
 }
 
-// enqueue stores a background response as queued and hands it to a
-// worker. From here the job owns the response.
+// enqueue stores a background response as queued and runs it here. From
+// here the job owns the response. The queue leases it before it is stored
+// as pending, so that no other gateway looking for pending responses takes
+// it first; the id is new, so the lease fails only when the store does.
 func (s *Service) enqueue(ctx context.Context, t *turn, hdr http.Header) (*Response, error) {
 	resp := t.rec.Response
 	resp.Status = StatusQueued
 	t.rec.Input = t.input
 	t.rec.Job = &Job{Request: t.req.raw}
-	// Claimed before it is stored as pending, so that no other gateway
-	// looking for pending responses takes it first, and marked enqueuing
-	// until start registers its job, so that this gateway's own scan,
-	// whose claim would be granted, does not run it a second time. The id
-	// is new: the claim fails only when the store does.
-	s.setEnqueuing(resp.ID, true)
-	defer s.setEnqueuing(resp.ID, false)
-	if ok, err := s.store.ClaimJob(ctx, resp.ID, s.cfg.Holder, s.cfg.JobLease); err != nil || !ok {
-		return nil, errors.Join(errors.New("responses: claiming a new background response"), err)
+	var snapshot Response
+	j, r := s.newJob(t)
+	err := s.jobs.Enqueue(ctx, resp.ID, j, func(ctx context.Context) error {
+		if err := s.store.PutResponse(ctx, t.rec, true); err != nil {
+			return err
+		}
+		snapshot = *resp
+		r.emitResponse("response.created")
+		r.emitResponse("response.queued")
+		return nil
+	}, s.runner(t, r, hdr, trace.SpanContextFromContext(ctx)))
+	if err != nil {
+		return nil, fmt.Errorf("responses: enqueuing a background response: %w", err)
 	}
-	if err := s.store.PutResponse(ctx, t.rec, true); err != nil {
-		s.releaseJob(resp.ID)
-		return nil, err
-	}
-	snapshot := *resp
-	s.start(t, hdr, trace.SpanContextFromContext(ctx))
 	return &snapshot, nil
 }
 
-func (s *Service) setEnqueuing(id string, on bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !on {
-		delete(s.mu.enqueuing, id)
-		return
-	}
-	if s.mu.enqueuing == nil {
-		s.mu.enqueuing = map[string]struct{}{}
-	}
-	s.mu.enqueuing[id] = struct{}{}
-}
-
-// runsHere reports whether this gateway runs the background response id
-// already, or is about to (enqueuing).
-func (s *Service) runsHere(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, enqueuing := s.mu.enqueuing[id]
-	return enqueuing || s.mu.jobs[id] != nil
-}
-
-// start registers the job and runs it on a worker. The caller has taken
-// an admission (hold) for it; the job gives it back when it ends. The
-// job's span links to creator, the span of the request that created it.
-func (s *Service) start(t *turn, hdr http.Header, creator trace.SpanContext) {
+// newJob is the job of a background response and the run that emits its
+// events: each is stored, and published to the followers here.
+func (s *Service) newJob(t *turn) (*job, *run) {
 	id := t.rec.Response.ID
-	ctx, cancel := context.WithCancel(s.ctx)
-	j := &job{id: id, tenant: t.rec.Tenant, cancel: cancel, ended: make(chan struct{})}
+	j := &job{tenant: t.rec.Tenant}
 	j.mu.changed = make(chan struct{})
 	// next is the sequence number of the next event. Events are emitted
-	// by whoever runs r: this goroutine until the go statement below,
-	// then the job's; so next needs no lock.
+	// by whoever runs r: the caller until the job starts, then the job's
+	// goroutine; so next needs no lock.
 	next := 0
 	sink := SinkFunc(func(typ string, data []byte) error {
 		if err := s.store.AppendEvent(context.Background(), id, next, data); err != nil {
@@ -221,18 +178,19 @@ func (s *Service) start(t *turn, hdr http.Header, creator trace.SpanContext) {
 		j.publish(typ, data)
 		return nil
 	})
-	r := s.newRun(t, sink, 0)
-	r.emitResponse("response.created")
-	r.emitResponse("response.queued")
-	s.mu.Lock()
-	s.mu.jobs[id] = j
-	s.mu.Unlock()
-	s.wg.Add(1)
-	go func() {
+	return j, s.newRun(t, sink, 0)
+}
+
+// runner is the goroutine of a background response's job. The caller has
+// taken an admission (hold) for it; the job gives it back when it ends.
+// The job's span links to creator, the span of the request that created
+// it.
+func (s *Service) runner(t *turn, r *run, hdr http.Header, creator trace.SpanContext) func(context.Context, *jobs.Job[*job]) {
+	return func(ctx context.Context, j *jobs.Job[*job]) {
 		if s.cfg.Tracer.On() {
 			var span trace.Span
 			ctx, span = s.cfg.Tracer.StartJob(ctx, tracing.OpResponses, t.req.Model, creator)
-			span.SetAttributes(tracing.ResponseID.String(id))
+			span.SetAttributes(tracing.ResponseID.String(j.ID))
 			defer span.End()
 			defer func() {
 				if e := r.resp.Error; e != nil {
@@ -241,44 +199,28 @@ func (s *Service) start(t *turn, hdr http.Header, creator trace.SpanContext) {
 			}()
 		}
 		s.run(ctx, j, t, r, hdr)
-	}()
+	}
 }
 
 // run is a background response's worker. It owns the response until it
 // ends, or until shutdown or a lost claim leaves it pending for the
 // gateway that claims it next.
-func (s *Service) run(ctx context.Context, j *job, t *turn, r *run, hdr http.Header) {
-	defer s.wg.Done()
+func (s *Service) run(ctx context.Context, j *jobs.Job[*job], t *turn, r *run, hdr http.Header) {
 	defer func() {
-		s.mu.Lock()
-		delete(s.mu.jobs, j.id)
-		s.mu.Unlock()
-		s.unhold(j.tenant)
-		// An ended response needs no claim; one that shutdown left
-		// pending is free at once for another gateway (a gateway that
-		// dies leaves its claims to run out instead). A claim that is
-		// lost is not ours to give.
-		if j.lost.Load() {
-			s.log.Warn("a background response's claim ran out; left to the gateway that takes it over", "response", j.id)
-			s.claimsLost.Inc()
-		} else {
-			s.releaseJob(j.id)
-		}
-		j.finish()
-		j.cancel()
+		s.unhold(j.Work.tenant)
+		j.Work.finish()
 	}()
 	engErr := s.work(ctx, t, r, hdr)
-	cancelled := j.cancelled.Load()
+	cancelled := j.Cancelled()
 	if ctx.Err() != nil && !cancelled {
 		// Shutdown, or the claim went to another gateway: the response
 		// stays pending and whoever holds the claim runs it.
 		return
 	}
-	// The claim is checked once more before the end is written: a
+	// The lease is checked once more before the end is written: a
 	// gateway that paused past its lease must not end a response that
 	// another gateway now runs (and append its items a second time).
-	if ok, err := s.store.RenewJob(context.Background(), j.id, s.cfg.Holder, s.cfg.JobLease); err == nil && !ok {
-		j.lost.Store(true)
+	if !s.jobs.Keep(context.Background(), j) {
 		return
 	}
 	r.end(engErr, cancelled, s.cfg.Now().Unix())
@@ -286,7 +228,7 @@ func (s *Service) run(ctx context.Context, j *job, t *turn, r *run, hdr http.Hea
 	if errors.As(engErr, &e) && e.Code != "" && r.resp.Error != nil {
 		r.resp.Error.Code = e.Code
 	}
-	s.endTurn(context.Background(), t, r, j)
+	s.endTurn(context.Background(), t, r, j.Work)
 }
 
 // work runs a background response's turn on a worker slot and returns
@@ -304,7 +246,7 @@ func (s *Service) work(ctx context.Context, t *turn, r *run, hdr http.Header) er
 		s.log.Warn("storing a background response failed", "response", t.rec.Response.ID, "err", err)
 	}
 	r.emitResponse("response.in_progress")
-	var refusedAt time.Time
+	retry := jobs.Retry{Backoff: jobs.Backoff{First: defaultRetryDelay, Max: maxRetryDelay}, MaxWait: maxRetryDelay, For: s.cfg.RetryRefusedFor}
 	for refusals := 1; ; refusals++ {
 		dt, err := s.begin(ctx, t, hdr)
 		if err == nil {
@@ -318,22 +260,14 @@ func (s *Service) work(ctx context.Context, t *turn, r *run, hdr http.Header) er
 		if ctx.Err() != nil || !errors.As(err, &shed) {
 			return err
 		}
-		if refusedAt.IsZero() {
-			refusedAt = time.Now()
-		}
-		left := s.cfg.RetryRefusedFor - time.Since(refusedAt)
-		if left <= 0 {
+		switch werr := retry.Wait(ctx, refusals, shed.RetryAfter); {
+		case errors.Is(werr, jobs.ErrGaveUp):
 			s.log.Warn("background response refused until it gave up", "response", t.rec.Response.ID, "refusals", refusals, "err", err)
 			return refusedError(err)
+		case werr != nil:
+			return werr
 		}
-		wait := shed.RetryAfter
-		if wait <= 0 {
-			wait = defaultRetryDelay
-		}
-		// Jitter, so that the jobs one overload refused together do not
-		// all come back at the same instant.
-		wait = min(wait+mrand.N(wait/4+1), maxRetryDelay, left)
-		if !sleep(ctx, wait) || !s.takeWorker(ctx) {
+		if !s.takeWorker(ctx) {
 			return ctx.Err()
 		}
 	}
@@ -343,18 +277,6 @@ func (s *Service) work(ctx context.Context, t *turn, r *run, hdr http.Header) er
 func (s *Service) takeWorker(ctx context.Context) bool {
 	select {
 	case s.sem <- struct{}{}:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// sleep waits d; false if ctx ends first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
 		return true
 	case <-ctx.Done():
 		return false
@@ -386,7 +308,6 @@ func (s *Service) recover(rec *Record, cancelRequested bool) {
 		if err := s.store.EndResponse(s.ctx, rec, nil, rec.Input, nil); err != nil {
 			s.log.Error("ending an interrupted background response failed", "response", id, "err", err)
 		}
-		s.releaseJob(id)
 	}
 	fail := func(msg string) { end(StatusFailed, &ResponseError{Code: "server_error", Message: msg}) }
 	if cancelRequested {
@@ -416,7 +337,6 @@ func (s *Service) recover(rec *Record, cancelRequested bool) {
 	}
 	if err := s.store.PutResponse(s.ctx, t.rec, true); err != nil {
 		s.log.Error("re-queueing a background response failed", "response", id, "err", err)
-		s.releaseJob(id)
 		return
 	}
 	s.log.Info("re-queued an interrupted background response", "response", id, "attempt", rec.Job.Attempts+1)
@@ -424,5 +344,10 @@ func (s *Service) recover(rec *Record, cancelRequested bool) {
 	s.mu.Lock()
 	s.holdLocked(rec.Tenant)
 	s.mu.Unlock()
-	s.start(t, nil, trace.SpanContext{})
+	j, r := s.newJob(t)
+	r.emitResponse("response.created")
+	r.emitResponse("response.queued")
+	if !s.jobs.Run(id, j, s.runner(t, r, nil, trace.SpanContext{})) {
+		s.unhold(rec.Tenant) // closing: it stays pending
+	}
 }

@@ -36,7 +36,7 @@ func waitEnded(t *testing.T, svc *Service, id string) {
 		return
 	}
 	select {
-	case <-j.ended:
+	case <-j.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatalf("background response %s did not end in 10s", id)
 	}

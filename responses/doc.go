@@ -102,7 +102,7 @@
 // Create returns; from then its job goroutine owns it until endTurn, and
 // Cancel or Delete only ask it to stop and wait. When the engine refuses
 // a job's turn with "try again later" (a *dispatch.ShedError), the job
-// gives up its worker slot, waits and tries again, for at most
+// gives up its worker slot, waits (jobs.Retry) and tries again, for at most
 // Config.RetryRefusedFor, then fails with rate_limit_exceeded or
 // server_overloaded. A response ends exactly once, in endTurn: final
 // record, items and (for a background response) the terminal event in
@@ -113,12 +113,13 @@
 //
 // # Several gateways on one store
 //
-// A pending background response is run only by the gateway holding its
-// claim (l/, a state lease; lease.go): claimed before it is stored,
-// renewed by renewClaims every third of Config.JobLease, checked once more
-// before the end is written, given up at the end or at Close. scanJobs
-// claims and runs the pending responses whose claim ran out. A cancel or
-// delete through a gateway that does not run the response writes c/,
-// which the running gateway's watchCancels reads every Config.JobPoll; a stream
-// through such a gateway follows the stored events (followStored).
+// Background responses are the work of a jobs.Queue (lease.go): a
+// pending one is run only by the gateway holding its claim (l/, a state
+// lease), claimed before it is stored, renewed every third of
+// Config.JobLease, checked once more before the end is written, given up
+// at the end or at Close; every half JobLease each gateway claims and runs
+// (adopt) the pending responses whose claim ran out. A cancel or delete
+// through a gateway that does not run the response writes c/, which the
+// running gateway reads every Config.JobPoll; a stream through such a
+// gateway follows the stored events (followStored).
 package responses

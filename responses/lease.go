@@ -4,174 +4,71 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
-	"sync"
-	"time"
+
+	"github.com/turnpike-gateway/turnpike/jobs"
 )
 
-// Background responses shared by gateways on one store. Each pending
-// response is run by the one gateway holding its claim (a lease of the
-// state store, Store.ClaimJob): the gateway that creates it claims it
-// before storing it; renew keeps the claims of the responses this
-// gateway holds; scanJobs claims and runs the pending responses whose
-// claim ran out. A cancel sent to another gateway is a key in the store
-// (Store.RequestCancel) that watch reads; a stream followed on another
-// gateway reads the stored events (followStored).
+// Background responses shared by gateways on one store run as work of a
+// jobs.Queue: each pending response runs on the one gateway holding its
+// lease, the gateway that creates it or, once no live gateway holds it,
+// the one that takes it over (adopt). A cancel sent to another gateway is
+// a cancel request of the queue; a stream followed on another gateway
+// reads the stored events (followStored).
 
-// releaseJob gives up this gateway's claim on response id. A release
-// that fails leaves the claim to run out.
-func (s *Service) releaseJob(id string) {
-	if err := s.store.ReleaseJob(context.Background(), id, s.cfg.Holder); err != nil {
-		s.log.Warn("releasing a background response's claim failed", "response", id, "err", err)
-	}
-}
+// jobKeys are the leases and cancel requests of background responses in
+// the store's namespace (doc.go has the layout).
+var jobKeys = jobs.Keys{Lease: pfxLease, Cancel: pfxStop}
 
-// takeOver claims each pending background response that no gateway
-// holds and runs it here (recover). Called by Start, then by scanJobs
-// alone, so two take-overs of one service never race.
-func (s *Service) takeOver(ctx context.Context) error {
-	recs, err := s.store.PendingJobs(ctx)
-	if err != nil || len(recs) == 0 {
-		return err
-	}
-	cancels, err := s.store.CancelRequests(ctx)
-	if err != nil {
-		return err
-	}
-	for _, rec := range recs {
-		id := rec.Response.ID
-		if s.runsHere(id) {
-			continue
-		}
-		ok, err := s.store.ClaimJob(ctx, id, s.cfg.Holder, s.cfg.JobLease)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue // another gateway runs it
-		}
-		// Read it again under the claim: the gateway that held it may
-		// have ended it since the list was read.
-		cur, err := s.store.GetResponse(ctx, rec.Tenant, id)
-		if err != nil || cur.Job == nil {
-			s.releaseJob(id)
-			if unavailable(err) {
-				return err
-			}
-			continue
-		}
-		s.takenOver.Inc()
-		s.recover(cur, slices.Contains(cancels, id))
-	}
-	return nil
-}
-
-// scanJobs looks for pending responses without a live claim every half
-// Config.JobLease, until Close.
-func (s *Service) scanJobs() {
-	s.every(s.cfg.JobLease/2, func() {
-		if err := s.takeOver(s.ctx); err != nil && s.ctx.Err() == nil {
-			s.log.Warn("looking for background responses to take over failed", "err", err)
-		}
+// newJobs is the queue of s's background responses.
+func (s *Service) newJobs() *jobs.Queue[*job] {
+	q, err := jobs.New(jobs.Options[*job]{
+		Namespace: s.store.Namespace(), Keys: jobKeys, Holder: s.cfg.Holder,
+		Lease: s.cfg.JobLease, Poll: s.cfg.JobPoll, Logger: s.log.With("jobs", "background responses"),
+		Pending: s.pendingJobs, Adopt: s.adopt,
+		LeaseLost: func(*jobs.Job[*job]) { s.claimsLost.Inc() },
 	})
-}
-
-// renewClaims renews the claims of this gateway's background responses
-// every third of Config.JobLease, until Close; watchCancels reads the
-// cancels requested for them every Config.JobPoll. Each has a goroutine
-// of its own, so a slow scan of cancels never delays a renewal.
-func (s *Service) renewClaims()  { s.every(s.cfg.JobLease/3, s.renew) }
-func (s *Service) watchCancels() { s.every(s.cfg.JobPoll, s.readCancels) }
-
-// localJobs is a snapshot of the background responses this gateway runs.
-func (s *Service) localJobs() []*job {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	jobs := make([]*job, 0, len(s.mu.jobs))
-	for _, j := range s.mu.jobs {
-		jobs = append(jobs, j)
-	}
-	return jobs
-}
-
-// renewParallel bounds the renewals in flight at once: each is a write
-// that a Redis under appendfsync always fsyncs, and concurrent ones share
-// the fsync, so thousands of claims renew well within a lease.
-const renewParallel = 32
-
-// renew renews this gateway's claims. A claim that ran out (this gateway
-// was too slow to renew it, so another may run the response now, or
-// have ended it) stops the job here without ending the response.
-func (s *Service) renew() {
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, renewParallel)
-	for _, j := range s.localJobs() {
-		if j.lost.Load() {
-			continue // stopping already
-		}
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			s.renewOne(j)
-		}()
-	}
-	wg.Wait()
-}
-
-func (s *Service) renewOne(j *job) {
-	ok, err := s.store.RenewJob(s.ctx, j.id, s.cfg.Holder, s.cfg.JobLease)
-	switch {
-	case err != nil:
-		if s.ctx.Err() == nil {
-			s.log.Warn("renewing a background response's claim failed", "response", j.id, "err", err)
-		}
-	case !ok:
-		// run logs and counts it as it stops.
-		j.lost.Store(true)
-		j.cancel()
-	}
-}
-
-// readCancels stops the jobs here that a cancel was requested for
-// through any gateway: one scan, however many jobs run.
-func (s *Service) readCancels() {
-	if len(s.localJobs()) == 0 {
-		return
-	}
-	ids, err := s.store.CancelRequests(s.ctx)
 	if err != nil {
-		if s.ctx.Err() == nil {
-			s.log.Warn("reading cancel requests failed", "err", err)
+		panic(err) // the config is validated
+	}
+	return q
+}
+
+// pendingJobs lists the background responses that have not ended.
+func (s *Service) pendingJobs(ctx context.Context) ([]string, error) {
+	recs, err := s.store.PendingJobs(ctx)
+	ids := make([]string, len(recs))
+	for i, rec := range recs {
+		ids[i] = rec.Response.ID
+	}
+	return ids, err
+}
+
+// adopt takes over background response id, whose lease this gateway has
+// just taken: read again under the lease (the gateway that held it may
+// have ended it since it was listed), it is recovered here.
+func (s *Service) adopt(ctx context.Context, id string, cancelRequested bool) {
+	cur, err := s.store.GetJob(ctx, id)
+	if err != nil || cur.Job == nil {
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			s.log.Warn("reading a background response to take over failed", "response", id, "err", err)
 		}
 		return
 	}
-	for _, id := range ids {
-		if j := s.job(id); j != nil {
-			j.stop()
-		}
-	}
+	s.takenOver.Inc()
+	s.recover(cur, cancelRequested)
 }
+
+// takeOver claims each pending background response that no gateway holds
+// and runs it here (recover).
+func (s *Service) takeOver(ctx context.Context) error { return s.jobs.TakeOver(ctx) }
 
 // stopRemote asks whichever gateway runs response id to stop it, and
-// waits until the response has ended, for at most 2×Config.JobLease (a
-// dead gateway's claim runs out and the gateway taking it over ends it
-// cancelled) or until ctx ends. Past that bound it returns nil: the
-// cancel stays requested.
+// waits until the response has ended (jobs.Queue.StopRemote).
 func (s *Service) stopRemote(ctx context.Context, tenant, id string) error {
-	if err := s.store.RequestCancel(ctx, id); err != nil {
-		return err
-	}
-	deadline := time.Now().Add(2 * s.cfg.JobLease)
-	for time.Now().Before(deadline) {
-		if pending, err := s.pending(ctx, tenant, id); err != nil || !pending {
-			return err
-		}
-		if !sleep(ctx, s.cfg.JobPoll) {
-			return ctx.Err()
-		}
-	}
-	return nil
+	return s.jobs.StopRemote(ctx, id, func(ctx context.Context) (bool, error) {
+		pending, err := s.pending(ctx, tenant, id)
+		return !pending, err
+	})
 }
 
 // pending reports whether tenant's response id is stored and has not
@@ -207,7 +104,7 @@ func (s *Service) followStored(ctx context.Context, tenant, id string, after int
 			_, _, err := s.sendStored(ctx, id, &after, sink)
 			return err
 		}
-		if !sleep(ctx, s.cfg.JobPoll) {
+		if !jobs.Sleep(ctx, jobs.Wall, s.cfg.JobPoll) {
 			return nil
 		}
 	}

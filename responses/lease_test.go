@@ -12,82 +12,57 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/turnpike-gateway/turnpike/gossip"
+	"github.com/turnpike-gateway/turnpike/jobs/jobstest"
+	"github.com/turnpike-gateway/turnpike/state"
 )
 
 // The claims of the tests below are on a clock the test moves
-// (clockLeases): one runs out when the test moves the clock past it, never
-// because a loaded machine ran a renewal late. shortLease makes the
+// (jobstest.Leases): one runs out when the test moves the clock past it,
+// never because a loaded machine ran a renewal late. shortLease makes the
 // renewals, the scans for unclaimed responses and the reads of cancels
 // come every few milliseconds, so that the tests take milliseconds; they
 // wait for outcomes, not for time to pass.
 var shortLease = Config{CollectInterval: -1, JobLease: 150 * time.Millisecond, JobPoll: 10 * time.Millisecond}
 
-// clockLeases is a Store whose claims (ClaimJob, RenewJob, ReleaseJob) are
-// held on the clock of the test, with the state store's rules: a claim is
-// live until its ttl has passed, taken by anyone once it is not, renewed
-// only by its holder while it is.
+// clockLeases is a Store whose claims are held on the clock of the test,
+// with the state store's rules: a claim is live until its ttl has passed,
+// taken by anyone once it is not, renewed only by its holder while it is.
 type clockLeases struct {
 	Store
-	mu   sync.Mutex
-	now  time.Time
-	held map[string]claim
-}
-
-type claim struct {
-	holder string
-	until  time.Time
+	leases *jobstest.Leases
 }
 
 // sharedStore is a fresh store for gateways to share, its claims on a
 // clock that stands still until advance.
 func sharedStore(t *testing.T) *clockLeases {
-	return &clockLeases{Store: openStore(t, t.TempDir()), now: time.Unix(1<<30, 0), held: make(map[string]claim)}
+	st := openStore(t, t.TempDir())
+	return &clockLeases{Store: st, leases: jobstest.NewLeases(st.Namespace(), jobstest.NewClock())}
 }
 
+func (l *clockLeases) Namespace() state.Namespace { return l.leases }
+
 // advance moves the claims' clock on by d.
-func (l *clockLeases) advance(d time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.now = l.now.Add(d)
-}
+func (l *clockLeases) advance(d time.Duration) { l.leases.Clock.Advance(d) }
 
 // renewedNow reports whether holder holds the claim on id for a whole ttl
 // from the clock's present reading: it took or renewed it since the last
 // advance.
 func (l *clockLeases) renewedNow(id, holder string, ttl time.Duration) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c := l.held[id]
-	return c.holder == holder && c.until.Equal(l.now.Add(ttl))
+	return l.leases.RenewedNow(jobKeys.Lease+id, holder, ttl)
 }
 
-func (l *clockLeases) lease(id, holder string, ttl time.Duration, take bool) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c, ok := l.held[id]
-	live := ok && l.now.Before(c.until)
-	if live && c.holder != holder || !take && !live {
-		return false
+// cancelRequests lists the cancels requested and not yet cleared.
+func cancelRequests(t *testing.T, st Store) []string {
+	t.Helper()
+	var ids []string
+	err := st.Namespace().Scan(t.Context(), state.Prefix([]byte(pfxStop)), func(k, _ []byte) error {
+		ids = append(ids, string(k[len(pfxStop):]))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	l.held[id] = claim{holder, l.now.Add(ttl)}
-	return true
-}
-
-func (l *clockLeases) ClaimJob(_ context.Context, id, holder string, ttl time.Duration) (bool, error) {
-	return l.lease(id, holder, ttl, true), nil
-}
-
-func (l *clockLeases) RenewJob(_ context.Context, id, holder string, ttl time.Duration) (bool, error) {
-	return l.lease(id, holder, ttl, false), nil
-}
-
-func (l *clockLeases) ReleaseJob(_ context.Context, id, holder string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.held[id].holder == holder {
-		delete(l.held, id)
-	}
-	return nil
+	return ids
 }
 
 // scanCounter counts a gateway's scans for pending responses (PendingJobs,
@@ -187,7 +162,7 @@ func TestBackgroundCancelOtherGateway(t *testing.T) {
 		t.Fatalf("cancel through b: %s, want cancelled", got.Status)
 	}
 	waitEnded(t, a, resp.ID)
-	if keys, _ := st.CancelRequests(t.Context()); len(keys) != 0 {
+	if keys := cancelRequests(t, st); len(keys) != 0 {
 		t.Errorf("cancel requests left after the end: %v", keys)
 	}
 }
@@ -261,14 +236,22 @@ func (s *stallStore) EndResponse(ctx context.Context, rec *Record, base []Segmen
 	return s.Store.EndResponse(ctx, rec, base, items, final)
 }
 
-func (s *stallStore) RenewJob(ctx context.Context, id, holder string, ttl time.Duration) (bool, error) {
-	s.renewals.Add(1)
+func (s *stallStore) Namespace() state.Namespace { return stallRenewals{s.Store.Namespace(), s} }
+
+// stallRenewals is the namespace of a stallStore: its renewals hang.
+type stallRenewals struct {
+	state.Namespace
+	s *stallStore
+}
+
+func (n stallRenewals) Renew(ctx context.Context, key []byte, holder string, ttl time.Duration) (bool, error) {
+	n.s.renewals.Add(1)
 	select {
-	case <-s.stalled:
+	case <-n.s.stalled:
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}
-	return s.Store.RenewJob(ctx, id, holder, ttl)
+	return n.Namespace.Renew(ctx, key, holder, ttl)
 }
 
 // TestBackgroundTakeOver: when the gateway running a response stops

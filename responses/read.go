@@ -50,9 +50,9 @@ func (s *Service) stopJob(ctx context.Context, tenant, id string) error {
 	if j == nil {
 		return s.stopRemote(ctx, tenant, id)
 	}
-	j.stop()
+	j.Cancel()
 	select {
-	case <-j.ended:
+	case <-j.Done():
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -163,7 +163,7 @@ func (s *Service) Stream(ctx context.Context, tenant, id string, after int, sink
 		return invalidf("stream", "invalid_value", "Only responses created with background: true can be streamed again.")
 	}
 	if j := s.job(id); j != nil {
-		j.follow(ctx, after, sink)
+		j.Work.follow(ctx, after, sink)
 		return nil
 	}
 	return s.followStored(ctx, tenant, id, after, sink)

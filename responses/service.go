@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/turnpike-gateway/turnpike/internal/wait"
+	"github.com/turnpike-gateway/turnpike/jobs"
 	"github.com/turnpike-gateway/turnpike/tracing"
 )
 
@@ -62,7 +63,9 @@ type Config struct {
 	// RetryRefusedFor is how long a background response keeps trying
 	// when the engine refuses it with "try again later" (flow control
 	// shedding load, a gateway shutting down), counted from the first
-	// refusal. Each wait is the refusal's RetryAfter, at most 30s. Then
+	// refusal. Each wait is the refusal's RetryAfter and up to a quarter
+	// more, or when longer a second doubled at each refusal (less up to a
+	// quarter), at most 30s. Then
 	// the response fails with rate_limit_exceeded (a 429 refusal) or
 	// server_overloaded. Default 10m; negative fails at the first refusal.
 	RetryRefusedFor time.Duration `yaml:"-"`
@@ -228,7 +231,11 @@ type Service struct {
 	sealer *sealer
 	// sem holds one token per running background response.
 	sem chan struct{}
-	// ctx is the parent of background responses; Close cancels it.
+	// jobs runs the background responses, each under a lease of the
+	// store.
+	jobs *jobs.Queue[*job]
+	// ctx bounds the collector and the recovery of background responses;
+	// Close cancels it.
 	ctx  context.Context
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -236,13 +243,7 @@ type Service struct {
 	mu struct {
 		sync.Mutex
 		// protects the fields below
-		jobs map[string]*job
-		// enqueuing are the new background responses this gateway has
-		// claimed and not yet registered in jobs: its own scan for
-		// pending responses must not take them over (a claim by the same
-		// holder is granted).
-		enqueuing map[string]struct{}
-		started   bool
+		started bool
 		// held counts the background responses that have not ended, in
 		// all and by tenant: from Create's admission to the job's end.
 		held         int
@@ -300,7 +301,7 @@ func New(store Store, engine Engine, cfg Config) *Service {
 		s.compactions = registerCounter(cfg.Metrics, s.compactions)
 	}
 	s.ctx, s.stop = context.WithCancel(context.Background())
-	s.mu.jobs = make(map[string]*job)
+	s.jobs = s.newJobs()
 	s.mu.heldByTenant = make(map[string]int)
 	return s
 }
@@ -340,13 +341,9 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 
-	if err := s.takeOver(ctx); err != nil {
+	if err := s.jobs.Start(ctx); err != nil {
 		return fmt.Errorf("responses: listing unfinished background responses: %w", err)
 	}
-	s.wg.Add(3)
-	go s.renewClaims()
-	go s.watchCancels()
-	go s.scanJobs()
 	if s.cfg.CollectInterval > 0 {
 		s.wg.Add(1)
 		go s.collect()
@@ -361,36 +358,23 @@ func (s *Service) Start(ctx context.Context) error {
 // it again. (A gateway that dies leaves its claims to run out first.)
 func (s *Service) Close(ctx context.Context) error {
 	s.stop()
-	if err := wait.Group(ctx, &s.wg); err != nil {
+	jerr := s.jobs.Close(ctx)
+	if err := errors.Join(jerr, wait.Group(ctx, &s.wg)); err != nil {
 		return fmt.Errorf("responses: close: %w", err)
 	}
 	return nil
 }
 
+// collect sweeps the retention every Config.CollectInterval until Close.
 func (s *Service) collect() {
-	s.every(s.cfg.CollectInterval, func() {
+	defer s.wg.Done()
+	for jobs.Sleep(s.ctx, jobs.Wall, s.cfg.CollectInterval) {
 		n, err := s.store.Collect(s.ctx, s.cfg.Now())
 		if err != nil && s.ctx.Err() == nil {
 			s.log.Warn("retention sweep failed", "err", err)
 		} else if n > 0 {
 			s.log.Info("retention sweep", "removed", n)
 		}
-	})
-}
-
-// every calls fn every d until Close, on the caller's goroutine, which
-// the caller added to s.wg.
-func (s *Service) every(d time.Duration, fn func()) {
-	defer s.wg.Done()
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-		}
-		fn()
 	}
 }
 

@@ -257,7 +257,7 @@ func (s *StateStore) writeRecord(b *state.Batch, rec *Record) error {
 		b.Delete(key(pfxJob, rec.Response.ID))
 		if rec.Response.Background {
 			// An ended response needs its cancel no more.
-			b.Delete(key(pfxStop, rec.Response.ID))
+			b.Delete(jobKeys.CancelKey(rec.Response.ID))
 		}
 	}
 	return setJSON(b, key(pfxResp, rec.Response.ID), rec)
@@ -268,7 +268,7 @@ func (s *StateStore) writeRecord(b *state.Batch, rec *Record) error {
 func deleteRecord(b *state.Batch, id string) {
 	b.Delete(key(pfxResp, id))
 	b.Delete(key(pfxJob, id))
-	b.Delete(key(pfxStop, id))
+	b.Delete(jobKeys.CancelKey(id))
 	b.DeletePrefix(eventKeys(id))
 }
 
@@ -831,38 +831,17 @@ func (s *StateStore) PendingJobs(ctx context.Context) ([]*Record, error) {
 	return recs, nil
 }
 
-// ClaimJob implements Store: the lease l/<id> of the namespace.
-func (s *StateStore) ClaimJob(ctx context.Context, id, holder string, ttl time.Duration) (bool, error) {
-	ok, err := s.ns.Lease(ctx, key(pfxLease, id), holder, ttl)
-	return ok, classify(err)
+// GetJob implements Store.
+func (s *StateStore) GetJob(ctx context.Context, id string) (*Record, error) {
+	var rec Record
+	if err := s.getJSON(ctx, key(pfxResp, id), &rec); err != nil {
+		return nil, err
+	}
+	return &rec, nil
 }
 
-// RenewJob implements Store.
-func (s *StateStore) RenewJob(ctx context.Context, id, holder string, ttl time.Duration) (bool, error) {
-	ok, err := s.ns.Renew(ctx, key(pfxLease, id), holder, ttl)
-	return ok, classify(err)
-}
-
-// ReleaseJob implements Store.
-func (s *StateStore) ReleaseJob(ctx context.Context, id, holder string) error {
-	return classify(s.ns.Release(ctx, key(pfxLease, id), holder))
-}
-
-// RequestCancel implements Store: c/<id>, synced.
-func (s *StateStore) RequestCancel(ctx context.Context, id string) error {
-	return classify(s.ns.Put(ctx, key(pfxStop, id), nil))
-}
-
-// CancelRequests implements Store: one scan of c/, however many
-// responses run.
-func (s *StateStore) CancelRequests(ctx context.Context) ([]string, error) {
-	var ids []string
-	err := s.scan(ctx, state.Prefix([]byte(pfxStop)), func(k, _ []byte) error {
-		ids = append(ids, string(k[len(pfxStop):]))
-		return nil
-	})
-	return ids, err
-}
+// Namespace implements Store.
+func (s *StateStore) Namespace() state.Namespace { return s.ns }
 
 // Collect implements Store. A TTL entry may be stale (its record was
 // written again later with a new expiry); the record's own expiry decides.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/state"
 )
 
 // Store keeps responses, conversations, their items, background jobs and
@@ -69,22 +71,13 @@ type Store interface {
 	DropEvents(ctx context.Context, id string) error
 	// PendingJobs lists the background responses that have not ended.
 	PendingJobs(ctx context.Context) ([]*Record, error)
-	// ClaimJob takes or renews holder's lease on running background
-	// response id for ttl, and reports whether holder holds it: only the
-	// gateway holding a response's lease runs it. See state.Namespace.Lease.
-	ClaimJob(ctx context.Context, id, holder string, ttl time.Duration) (bool, error)
-	// RenewJob extends holder's lease on response id, if holder holds it
-	// still, and reports whether it does (state.Namespace.Renew).
-	RenewJob(ctx context.Context, id, holder string, ttl time.Duration) (bool, error)
-	// ReleaseJob gives holder's lease on response id up.
-	ReleaseJob(ctx context.Context, id, holder string) error
-	// RequestCancel records, durably, that background response id is to
-	// be cancelled, for whichever gateway runs it; the record ending, or
-	// its deletion, clears it.
-	RequestCancel(ctx context.Context, id string) error
-	// CancelRequests lists the responses whose cancel has been requested
-	// and that have not ended.
-	CancelRequests(ctx context.Context) ([]string, error)
+	// GetJob reads background response id's record, whatever its
+	// tenant, for the gateway that takes it over.
+	GetJob(ctx context.Context, id string) (*Record, error)
+	// Namespace is the state store's namespace under the Store, where
+	// the leases and cancel requests of background responses are kept
+	// (jobKeys).
+	Namespace() state.Namespace
 
 	// Secret returns the secret kept under name, generating and keeping
 	// one with gen when there is none; it is never collected.
