@@ -5,12 +5,21 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // NewMemory is a DB in memory, for tests and for a gateway that keeps no
 // state across restarts. Every write is "durable" at once; Close drops
 // the data.
 func NewMemory() *DB { return newDB(newFlat(&memEngine{}), nil) }
+
+// NewMemoryAt is NewMemory with its leases timed by now, a clock a test
+// moves: a lease runs out when the test moves the clock past it.
+func NewMemoryAt(now func() time.Time) *DB {
+	f := newFlat(&memEngine{})
+	f.leases.now = now
+	return newDB(f, nil)
+}
 
 // memEngine keeps entries in a slice sorted by key: a scan is a binary
 // search and a copy, a write a binary search and a move of the tail, which

@@ -183,11 +183,13 @@ type flat struct {
 	leases *leaseTable
 }
 
-func newFlat(e flatEngine) flat { return flat{e: e, leases: &leaseTable{}} }
+func newFlat(e flatEngine) flat { return flat{e: e, leases: &leaseTable{now: time.Now}} }
 
 // leaseTable holds the leases of an embedded store.
 type leaseTable struct {
-	mu struct {
+	// now is the clock the leases are timed by.
+	now func() time.Time
+	mu  struct {
 		sync.Mutex
 		// protects the field below
 		held map[string]heldLease // by prefix+key
@@ -201,7 +203,7 @@ type heldLease struct {
 
 // lease takes (take) or renews holder's lease k.
 func (l *leaseTable) lease(k, holder string, ttl time.Duration, take bool) bool {
-	now := time.Now()
+	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h, ok := l.mu.held[k]
