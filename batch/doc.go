@@ -17,13 +17,14 @@
 // survives a restart; finalizing writes the output file (2xx answers) and the error file (the
 // rest) in input order, in one write with the batch's end.
 //
-// A batch runs on the one gateway that holds its lease in the store (Options.Holder, Lease):
-// the gateway that created it, or, at Start and every half lease after, any gateway that finds
-// an unfinished batch whose lease is free or ran out. It resumes from the requests that have no
-// result. A cancel asked of another gateway marks the batch cancelling in the store; its runner
-// finds the mark at its next renewal.
+// Batches are the work of a jobs.Queue: a batch runs on the one gateway that holds its lease in
+// the store (Options.Holder, Lease), the gateway that created it or, at Start and every half
+// lease after, any gateway that finds an unfinished batch whose lease is free or ran out (adopt).
+// It resumes from the requests that have no result. A cancel asked of another gateway marks the
+// batch cancelling in the store, with a cancel request of the queue that its runner reads every
+// third of a lease.
 //
-// The Intake (off unless configured) feeds the same runner from a Redis stream: each entry a
+// The Intake (off unless configured) feeds the same requests from a Redis stream: each entry a
 // request with an id, tenant, priority and deadline, each answer an entry of the result stream
 // written with the entry's acknowledgement in one transaction. A gateway that stops leaves its
 // entries pending for its next start; one that dies, for another to claim after ClaimIdle.
@@ -31,10 +32,11 @@
 // # Concurrency model
 //
 // A running batch has its job's goroutine, which owns the record (handlers read it through
-// snapshot and cancel through requestCancel; every write takes the job's lock), and a keeper
-// that renews the lease every third of it. A renewal refused, or failing for a whole lease,
-// stops the batch here without ending it. At most Concurrency requests run at once across
-// batches and the Intake. New starts nothing; Start claims stored batches and starts the
-// takeover loop; Close stops every job, waits for them and releases their leases, leaving
+// snapshot and cancel through requestCancel; every write takes the job's lock); the queue renews
+// the leases every third of one. A renewal refused, or failing for a whole lease, stops the batch
+// here without ending it. The Intake's requests in flight are jobs of a queue of their own,
+// without leases (the stream's consumer group is theirs). At most Concurrency requests run at
+// once across batches and the Intake. New starts nothing; Start claims stored batches and starts
+// the queue's loops; Close stops every job, waits for them and releases their leases, leaving
 // requests in flight to run again wherever the batch is taken up next.
 package batch

@@ -2,6 +2,7 @@ package batch
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/turnpike-gateway/turnpike/apierror"
+	"github.com/turnpike-gateway/turnpike/jobs"
 	"github.com/turnpike-gateway/turnpike/state"
 )
 
@@ -257,21 +259,16 @@ func (h *api) createBatch(c echo.Context) error {
 	if err := putBatch(&b, rec, true); err != nil {
 		return apierror.Internal(err)
 	}
-	h.s.mu.Lock()
-	defer h.s.mu.Unlock()
-	if h.s.mu.closed || !h.s.mu.started {
+	snapshot := rec.Batch
+	err = h.s.jobs.Enqueue(ctx, rec.Batch.ID, &job{s: h.s, rec: rec}, func(ctx context.Context) error {
+		return h.s.store.ns.Apply(ctx, &b)
+	}, h.s.runJob)
+	switch {
+	case errors.Is(err, jobs.ErrNotRunning):
 		return apierror.Unavailable("unavailable", "The batch service is not running on this gateway; retry later.")
-	}
-	if err := h.s.store.ns.Apply(ctx, &b); err != nil {
+	case err != nil:
 		return storeError(err, "", "batch")
 	}
-	// A new id: the lease is free unless the store fails.
-	if ok, err := h.s.store.ns.Lease(ctx, leaseKey(rec.Batch.ID), h.s.opts.Holder, h.s.opts.Lease); err != nil || !ok {
-		h.s.log.Warn("leasing a new batch failed; another gateway takes it up", "batch", rec.Batch.ID, "err", err)
-		return c.JSON(http.StatusOK, rec.Batch)
-	}
-	snapshot := rec.Batch
-	h.s.launchLocked(rec)
 	return c.JSON(http.StatusOK, snapshot)
 }
 
@@ -295,10 +292,7 @@ func (h *api) batch(c echo.Context) (*batchRecord, *job, error) {
 	if err != nil {
 		return nil, nil, storeError(err, "batch_id", "batch")
 	}
-	h.s.mu.Lock()
-	j := h.s.mu.jobs[id]
-	h.s.mu.Unlock()
-	return rec, j, nil
+	return rec, h.s.running(id), nil
 }
 
 func (h *api) getBatch(c echo.Context) error {
@@ -343,7 +337,7 @@ func (h *api) cancelBatch(c echo.Context) error {
 	if err := putBatch(&b, rec, false); err != nil {
 		return apierror.Internal(err)
 	}
-	b.Put(cancelKey(rec.Batch.ID), []byte{1})
+	b.Put(jobKeys.CancelKey(rec.Batch.ID), []byte{1})
 	if err := h.s.store.ns.Apply(ctx, &b); err != nil {
 		return storeError(err, "batch_id", "batch")
 	}
@@ -368,10 +362,7 @@ func (h *api) listBatches(c echo.Context) error {
 		if err != nil {
 			continue
 		}
-		h.s.mu.Lock()
-		j := h.s.mu.jobs[id]
-		h.s.mu.Unlock()
-		if j != nil {
+		if j := h.s.running(id); j != nil {
 			rec.Batch = j.snapshot()
 		}
 		out = append(out, rec.Batch)

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/internal/wait"
+	"github.com/turnpike-gateway/turnpike/jobs"
 )
 
 // Defaults for IntakeConfig.
@@ -104,13 +105,13 @@ type Intake struct {
 	cfg    IntakeConfig
 	client *redis.Client
 
+	// ctx and wg are the reader's; Close cancels ctx and joins it.
 	ctx  context.Context
 	stop context.CancelFunc
 	wg   sync.WaitGroup
-
-	mu sync.Mutex
-	// protects running: the cancel function of each request in flight, by id
-	running map[string]context.CancelCauseFunc
+	// reqs runs the requests in flight, by id. The stream's consumer
+	// group is their lease: they run here only.
+	reqs *jobs.Queue[struct{}]
 }
 
 // NewIntake builds the intake of cfg for s. It connects to nothing yet.
@@ -120,7 +121,11 @@ func NewIntake(s *Service, cfg IntakeConfig) (*Intake, error) {
 	if err != nil {
 		return nil, fmt.Errorf("batch: intake url: %w", err)
 	}
-	in := &Intake{s: s, cfg: cfg, client: redis.NewClient(opts), running: map[string]context.CancelCauseFunc{}}
+	reqs, err := jobs.New(jobs.Options[struct{}]{Logger: s.log})
+	if err != nil {
+		return nil, err
+	}
+	in := &Intake{s: s, cfg: cfg, client: redis.NewClient(opts), reqs: reqs}
 	in.ctx, in.stop = context.WithCancel(context.Background())
 	return in, nil
 }
@@ -132,6 +137,9 @@ func (in *Intake) Start(ctx context.Context) error {
 	if err != nil && !strings.Contains(err.Error(), "BUSYGROUP") {
 		return fmt.Errorf("batch: intake: %w", err)
 	}
+	if err := in.reqs.Start(ctx); err != nil {
+		return fmt.Errorf("batch: intake: %w", err)
+	}
 	in.wg.Add(1)
 	go in.read()
 	return nil
@@ -141,15 +149,11 @@ func (in *Intake) Start(ctx context.Context) error {
 // for the next start) and closes the connection.
 func (in *Intake) Close(ctx context.Context) error {
 	in.stop()
-	if err := wait.Group(ctx, &in.wg); err != nil {
+	if err := errors.Join(wait.Group(ctx, &in.wg), in.reqs.Close(ctx)); err != nil {
 		return fmt.Errorf("batch: intake close: %w", err)
 	}
 	return in.client.Close()
 }
-
-// errIntakeCancelled is the cause of a request's context when a cancel
-// entry names it.
-var errIntakeCancelled = errors.New("batch: intake request cancelled")
 
 func (in *Intake) read() {
 	defer in.wg.Done()
@@ -174,7 +178,7 @@ func (in *Intake) read() {
 			continue
 		case err != nil:
 			in.s.log.Warn("batch intake: reading the stream failed", "err", err)
-			sleep(ctx, time.Second)
+			jobs.Sleep(ctx, jobs.Wall, time.Second)
 			continue
 		}
 		n := 0
@@ -215,15 +219,6 @@ func (in *Intake) claim(ctx context.Context) {
 			return
 		}
 		start = next
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
 	}
 }
 
@@ -284,11 +279,7 @@ func parseEntry(values map[string]any) (*intakeRequest, error) {
 // goroutine once a slot is free.
 func (in *Intake) handle(ctx context.Context, m redis.XMessage) {
 	if id, ok := m.Values["cancel"].(string); ok {
-		in.mu.Lock()
-		if cancel := in.running[id]; cancel != nil {
-			cancel(errIntakeCancelled)
-		}
-		in.mu.Unlock()
+		in.reqs.Cancel(id)
 		in.ack(m.ID)
 		return
 	}
@@ -297,10 +288,7 @@ func (in *Intake) handle(ctx context.Context, m redis.XMessage) {
 		in.finish(m.ID, req.id, CodeInvalidRequest, 400, errorBody("invalid_request_error", "The entry is not a request: "+err.Error()+".", CodeInvalidRequest))
 		return
 	}
-	in.mu.Lock()
-	_, dup := in.running[req.id]
-	in.mu.Unlock()
-	if dup {
+	if in.reqs.Get(req.id) != nil {
 		// Claimed again while it runs here: it is answered once.
 		return
 	}
@@ -309,27 +297,15 @@ func (in *Intake) handle(ctx context.Context, m redis.XMessage) {
 	case <-ctx.Done():
 		return
 	}
-	rctx, cancel := context.WithCancelCause(ctx)
-	stopDeadline := context.CancelFunc(func() {})
-	if !req.deadline.IsZero() {
-		rctx, stopDeadline = context.WithDeadline(rctx, req.deadline)
-	}
-	in.mu.Lock()
-	in.running[req.id] = cancel
-	in.mu.Unlock()
-	in.wg.Add(1)
-	in.s.metrics.inFlight.Inc()
-	go func() {
-		defer in.wg.Done()
+	ran := in.reqs.Run(req.id, struct{}{}, func(rctx context.Context, j *jobs.Job[struct{}]) {
 		defer func() { <-in.s.slots }()
+		in.s.metrics.inFlight.Inc()
 		defer in.s.metrics.inFlight.Dec()
-		defer func() {
-			in.mu.Lock()
-			delete(in.running, req.id)
-			in.mu.Unlock()
-			stopDeadline()
-			cancel(nil)
-		}()
+		if !req.deadline.IsZero() {
+			var stop context.CancelFunc
+			rctx, stop = context.WithDeadline(rctx, req.deadline)
+			defer stop()
+		}
 		a, ok := in.s.call(rctx, req.tenant, req.band, req.line, newID("intake_req_", in.s.now()))
 		switch {
 		case ok:
@@ -337,12 +313,15 @@ func (in *Intake) handle(ctx context.Context, m redis.XMessage) {
 			in.finish(m.ID, req.id, code, a.status, a.body)
 		case in.ctx.Err() != nil:
 			// Shutdown: left pending for the next start.
-		case errors.Is(context.Cause(rctx), errIntakeCancelled):
+		case j.Cancelled():
 			in.finish(m.ID, req.id, CodeCancelled, 499, errorBody("server_error", "The request was cancelled.", CodeCancelled))
 		default:
 			in.finish(m.ID, req.id, CodeDeadline, 408, errorBody("server_error", "The request's deadline passed before it had an answer.", CodeDeadline))
 		}
-	}()
+	})
+	if !ran {
+		<-in.s.slots // closing, or it runs here already
+	}
 }
 
 func errorBody(typ, msg, code string) []byte {

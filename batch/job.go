@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
+	"github.com/turnpike-gateway/turnpike/jobs"
 	"github.com/turnpike-gateway/turnpike/prompt"
 	"github.com/turnpike-gateway/turnpike/state"
 )
@@ -21,9 +21,7 @@ import (
 // goes through mu, so a client's cancel and the runner's progress never
 // overwrite each other.
 type job struct {
-	s         *Service
-	cancel    context.CancelCauseFunc
-	stopTimer context.CancelFunc
+	s *Service
 
 	mu sync.Mutex
 	// protects rec, the batch's record as stored
@@ -62,7 +60,7 @@ func (j *job) requestCancel(ctx context.Context) (Batch, error) {
 		}
 	})
 	if cancel && err == nil {
-		j.cancel(errCancelled)
+		j.s.jobs.Cancel(j.snapshot().ID)
 	}
 	return j.snapshot(), err
 }
@@ -106,52 +104,17 @@ func (j *job) run(ctx context.Context) {
 	}
 	end := StatusCompleted
 	switch {
-	case s.ctx.Err() != nil:
+	case s.ctx.Err() != nil, errors.Is(context.Cause(ctx), jobs.ErrLeaseLost):
+		// Close, or another gateway holds the lease now: the batch stays
+		// for whoever holds it next.
 		return
-	case errors.Is(context.Cause(ctx), errLeaseLost):
-		log.Warn("the batch's lease ran out; left to the gateway that takes it over")
-		return
-	case errors.Is(context.Cause(ctx), errCancelled):
+	case errors.Is(context.Cause(ctx), jobs.ErrCancelled):
 		end = StatusCancelled
 	case ctx.Err() != nil:
 		end = StatusExpired
 	}
 	if err := j.finalize(lines, end); err != nil && s.ctx.Err() == nil {
 		log.Error("finalizing the batch failed", "err", err)
-	}
-}
-
-// keep renews the batch's lease every third of it until done closes, and
-// carries out a cancel asked of another gateway (a marker in the store).
-// A renewal refused, or failing for a whole lease, stops the batch here
-// (errLeaseLost): another gateway may hold it by then.
-func (j *job) keep(ctx context.Context, done <-chan struct{}) {
-	s, id := j.s, j.snapshot().ID
-	t := time.NewTicker(s.opts.Lease / 3)
-	defer t.Stop()
-	renewed := time.Now()
-	for {
-		select {
-		case <-done:
-			return
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		ok, err := s.store.ns.Renew(s.ctx, leaseKey(id), s.opts.Holder, s.opts.Lease)
-		switch {
-		case err == nil && ok:
-			renewed = time.Now()
-		case err == nil || time.Since(renewed) >= s.opts.Lease:
-			s.metrics.leasesLost.Inc()
-			j.cancel(errLeaseLost)
-			return
-		}
-		if _, err := s.store.ns.Get(s.ctx, cancelKey(id)); err == nil {
-			if _, err := j.requestCancel(s.ctx); err != nil {
-				s.log.Warn("cancelling a batch asked elsewhere failed", "batch", id, "err", err)
-			}
-		}
 	}
 }
 
@@ -365,11 +328,7 @@ func (s *Service) call(ctx context.Context, tenant, band string, l *Line, reqID 
 		} else {
 			s.metrics.retries.WithLabelValues("shed").Inc()
 		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
+		if !jobs.Sleep(ctx, jobs.Wall, wait) {
 			return answer{}, false
 		}
 	}
@@ -416,15 +375,9 @@ func lineAPIError(err error) *apierror.Error {
 }
 
 // backoff is the wait before the n-th retry: RetryBackoff doubled n-1
-// times, at most MaxBackoff, with up to a quarter of jitter.
+// times, at most MaxBackoff, less up to a quarter (jobs.Backoff).
 func (s *Service) backoff(n int) time.Duration {
-	o := s.opts
-	d := o.RetryBackoff
-	for k := 1; k < n && d < o.MaxBackoff; k++ {
-		d *= 2
-	}
-	d = min(d, o.MaxBackoff)
-	return d - time.Duration(rand.Int64N(int64(d)/4+1))
+	return jobs.Backoff{First: s.opts.RetryBackoff, Max: s.opts.MaxBackoff}.Delay(n)
 }
 
 // finalize writes the output and error files from the stored results
@@ -494,7 +447,7 @@ func (j *job) finalize(lines []*Line, end string) error {
 		*f.id = &rec.File.ID
 	}
 	b.DeletePrefix(resultPrefix(id))
-	b.Delete(cancelKey(id))
+	b.Delete(jobKeys.CancelKey(id))
 	ts := now.Unix()
 	err = j.update(ctx, &b, func(bt *Batch) {
 		bt.Status, bt.OutputFileID, bt.ErrorFileID = end, outID, errID

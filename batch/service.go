@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/turnpike-gateway/turnpike/dispatch"
-	"github.com/turnpike-gateway/turnpike/internal/wait"
+	"github.com/turnpike-gateway/turnpike/jobs"
 	"github.com/turnpike-gateway/turnpike/state"
 )
 
@@ -109,6 +108,10 @@ type Options struct {
 	// gateway takes over the batches of one that died. Renewed every
 	// third of it. Default 30s.
 	Lease time.Duration
+	// Clock times the renewals of the leases and the scans for free ones;
+	// nil means the wall clock. Tests move one (the leases are timed by
+	// the store's).
+	Clock jobs.Clock
 }
 
 // DefaultLease is Options.Lease's default.
@@ -129,27 +132,17 @@ type Service struct {
 	metrics *metrics
 	// slots bounds the requests in flight across batches.
 	slots chan struct{}
+	// jobs runs the batches, each under a lease of the store.
+	jobs *jobs.Queue[*job]
 
+	// ctx is for the reads and writes of batch records, which outlive a
+	// batch's own context (its window, a cancel); Close cancels it.
 	ctx  context.Context
 	stop context.CancelFunc
-	wg   sync.WaitGroup
-
-	mu struct {
-		sync.Mutex
-		// protects the fields below
-		jobs    map[string]*job
-		started bool
-		closed  bool
-	}
 }
 
-// errCancelled is the cause of a batch's context when a client cancels it.
-var errCancelled = errors.New("batch: cancelled")
-
-// errLeaseLost is the cause of a batch's context when its lease ran out
-// (this gateway paused past it, or the store was unreachable): another
-// gateway may run the batch now, so this one stops without ending it.
-var errLeaseLost = errors.New("batch: lease lost")
+// jobKeys are the batches' leases and cancel requests in the namespace.
+var jobKeys = jobs.Keys{Lease: "lease/", Cancel: "cancelreq/"}
 
 // New validates opts and builds a Service. It starts nothing.
 func New(opts Options) (*Service, error) {
@@ -172,8 +165,22 @@ func New(opts Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{opts: opts, store: store{opts.DB}, log: opts.Logger, metrics: m, slots: make(chan struct{}, opts.Concurrency)}
-	s.mu.jobs = map[string]*job{}
 	s.ctx, s.stop = context.WithCancel(context.Background())
+	s.jobs, err = jobs.New(jobs.Options[*job]{
+		Namespace: opts.DB, Keys: jobKeys, Holder: opts.Holder, Lease: opts.Lease, Clock: opts.Clock,
+		Logger:  opts.Logger.With("jobs", "batches"),
+		Pending: s.pending, Adopt: s.adopt,
+		// A cancel asked of another gateway: the record here says so too.
+		Cancelled: func(j *jobs.Job[*job]) {
+			if _, err := j.Work.requestCancel(s.ctx); err != nil {
+				s.log.Warn("cancelling a batch asked elsewhere failed", "batch", j.ID, "err", err)
+			}
+		},
+		LeaseLost: func(*jobs.Job[*job]) { s.metrics.leasesLost.Inc() },
+	})
+	if err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -214,143 +221,75 @@ func (o *Options) ensureDefaults() {
 	}
 }
 
-// Start resumes the batches a previous process left unfinished: a batch
-// in progress goes on from the requests it has no result for.
+// Start resumes the batches a previous process left unfinished, and
+// those of gateways on the store that stopped renewing their leases: a
+// batch in progress goes on from the requests it has no result for.
 func (s *Service) Start(ctx context.Context) error {
-	recs, err := s.store.unfinished(ctx)
-	if err != nil {
+	if err := s.jobs.Start(ctx); err != nil {
 		return fmt.Errorf("batch: reading unfinished batches: %w", err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.closed {
-		return errors.New("batch: closed")
-	}
-	s.mu.started = true
-	s.mu.Unlock()
-	s.claim(ctx, recs)
-	s.mu.Lock()
-	s.wg.Add(1)
-	go s.takeOver()
 	return nil
 }
 
-// claim leases and runs those of recs, unfinished batches, that no gateway
-// runs: every one at a start on a store of its own, and on a shared store
-// those whose gateway stopped renewing its lease.
-func (s *Service) claim(ctx context.Context, recs []*batchRecord) {
-	for _, rec := range recs {
-		id := rec.Batch.ID
-		s.mu.Lock()
-		_, running := s.mu.jobs[id]
-		closed := s.mu.closed
-		s.mu.Unlock()
-		if running || closed {
-			continue
-		}
-		ok, err := s.store.ns.Lease(ctx, leaseKey(id), s.opts.Holder, s.opts.Lease)
-		if err != nil {
-			s.log.Warn("leasing an unfinished batch failed", "batch", id, "err", err)
-			continue
-		}
-		if !ok {
-			continue // another gateway runs it
-		}
-		s.mu.Lock()
-		if _, running := s.mu.jobs[id]; running || s.mu.closed {
-			s.mu.Unlock()
-			continue
-		}
-		s.log.Info("resuming batch", "batch", id, "status", rec.Batch.Status)
-		s.metrics.resumed.Inc()
-		s.launchLocked(rec)
-		s.mu.Unlock()
+// pending lists the batches that have not ended.
+func (s *Service) pending(ctx context.Context) ([]string, error) {
+	recs, err := s.store.unfinished(ctx)
+	ids := make([]string, len(recs))
+	for i, rec := range recs {
+		ids[i] = rec.Batch.ID
 	}
+	return ids, err
 }
 
-// takeOver looks for unfinished batches whose lease ran out, every half
-// lease, until the service closes.
-func (s *Service) takeOver() {
-	defer s.wg.Done()
-	t := time.NewTicker(s.opts.Lease / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-t.C:
-		}
-		recs, err := s.store.unfinished(s.ctx)
+// adopt resumes batch id, whose lease this gateway has just taken: every
+// unfinished batch at a start on a store of its own, and on a shared store
+// those whose gateway stopped renewing its lease. Its record is read again
+// under the lease: its gateway may have ended it since it was listed. A
+// cancel asked of another gateway is in the record (cancelling).
+func (s *Service) adopt(ctx context.Context, id string, _ bool) {
+	rec, err := s.store.batch(ctx, "", id)
+	if err != nil || terminal(rec.Batch.Status) {
 		if err != nil {
-			if s.ctx.Err() == nil {
-				s.log.Warn("reading unfinished batches failed", "err", err)
-			}
-			continue
+			s.log.Warn("reading an unfinished batch failed", "batch", id, "err", err)
 		}
-		s.claim(s.ctx, recs)
+		return
 	}
+	s.log.Info("resuming batch", "batch", id, "status", rec.Batch.Status)
+	s.metrics.resumed.Inc()
+	s.jobs.Run(id, &job{s: s, rec: rec}, s.runJob)
 }
-
-func leaseKey(id string) []byte  { return []byte("lease/" + id) }
-func cancelKey(id string) []byte { return []byte("cancelreq/" + id) }
 
 // Close stops every batch's runner and waits for them, up to ctx: the
 // requests in flight are abandoned without a result, and run again when
 // a Service on the same store starts.
 func (s *Service) Close(ctx context.Context) error {
-	s.mu.Lock()
-	s.mu.closed = true
-	s.mu.Unlock()
 	s.stop()
-	if err := wait.Group(ctx, &s.wg); err != nil {
-		return fmt.Errorf("batch: close: %w", err)
+	if err := s.jobs.Close(ctx); err != nil {
+		return fmt.Errorf("batch: %w", err)
 	}
 	return nil
 }
 
-// launchLocked starts the runner of rec's batch.
-func (s *Service) launchLocked(rec *batchRecord) {
-	deadline := time.Unix(*rec.Batch.ExpiresAt, 0)
-	base, cancel := context.WithCancelCause(s.ctx)
-	ctx, stopTimer := context.WithDeadline(base, deadline)
-	j := &job{s: s, rec: rec, cancel: cancel, stopTimer: stopTimer}
-	if rec.Batch.Status == StatusCancelling {
-		cancel(errCancelled)
-	}
-	s.mu.jobs[rec.Batch.ID] = j
-	s.wg.Add(1)
+// runJob is the goroutine of a batch's job: it runs the batch until its
+// window ends (the record's expires_at), a cancel, a lost lease or Close.
+func (s *Service) runJob(ctx context.Context, jj *jobs.Job[*job]) {
+	j := jj.Work
 	s.metrics.active.Inc()
-	go func() {
-		defer s.wg.Done()
-		defer s.metrics.active.Dec()
-		keep := make(chan struct{})
-		kept := make(chan struct{})
-		go func() {
-			defer close(kept)
-			j.keep(ctx, keep)
-		}()
-		defer func() {
-			close(keep)
-			<-kept
-			s.mu.Lock()
-			delete(s.mu.jobs, rec.Batch.ID)
-			s.mu.Unlock()
-			stopTimer()
-			// A lost lease is not ours to give back; one this gateway
-			// holds is freed at once, whether the batch ended or the
-			// service closes, so that the next gateway need not wait
-			// for it to run out.
-			if !errors.Is(context.Cause(ctx), errLeaseLost) {
-				rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
-				if err := s.store.ns.Release(rctx, leaseKey(rec.Batch.ID), s.opts.Holder); err != nil {
-					s.log.Warn("releasing a batch's lease failed", "batch", rec.Batch.ID, "err", err)
-				}
-				rcancel()
-			}
-			cancel(nil)
-		}()
-		j.run(ctx)
-	}()
+	defer s.metrics.active.Dec()
+	ctx, stopTimer := context.WithDeadline(ctx, time.Unix(*j.snapshot().ExpiresAt, 0))
+	defer stopTimer()
+	if j.snapshot().Status == StatusCancelling {
+		jj.Cancel()
+	}
+	j.run(ctx)
 }
 
 func (s *Service) now() time.Time { return s.opts.Now() }
+
+// running is batch id's job when it runs here, else nil.
+func (s *Service) running(id string) *job {
+	if j := s.jobs.Get(id); j != nil {
+		return j.Work
+	}
+	return nil
+}
