@@ -3,6 +3,7 @@ package prompt
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"slices"
 	"sync"
 	"unsafe"
@@ -94,9 +95,25 @@ func AppendRenderEndsFrom(dst []byte, p *Prompt, ends []int, skip int, known []i
 // rendered only when first is 0).
 func appendRender(dst []byte, p *Prompt, ends *[]int, skip, first, off int) []byte {
 	r := renderer{dst: dst, base: len(dst), off: off, skip: skip}
+	r.walk(p, ends, first)
+	return r.dst
+}
+
+// RenderedLen is len(AppendRender(nil, p)), found without rendering: a
+// count of approximate tokens needs no more, and rendering a large
+// prompt would double what its body costs.
+func RenderedLen(p *Prompt) int {
+	r := renderer{skip: math.MaxInt}
+	r.walk(p, nil, 0)
+	return r.off
+}
+
+// walk puts p's rendering, from message first on, appending message ends
+// to *ends unless ends is nil.
+func (r *renderer) walk(p *Prompt, ends *[]int, first int) {
 	if p.Messages == nil {
 		r.put(p.Text)
-		return r.dst
+		return
 	}
 	if first == 0 {
 		if canon := canonicalTools(p.Tools); canon != nil {
@@ -126,7 +143,6 @@ func appendRender(dst []byte, p *Prompt, ends *[]int, skip, first, off int) []by
 		}
 	}
 	r.put("<|assistant|>\n")
-	return r.dst
 }
 
 // renderer appends a rendering to dst piece by piece, leaving out its
@@ -137,7 +153,7 @@ type renderer struct {
 }
 
 func (r *renderer) put(s string) {
-	if r.off+len(s) > r.skip {
+	if len(s) > r.skip-r.off {
 		r.dst = append(r.dst, s[max(r.skip-r.off, 0):]...)
 	}
 	r.off += len(s)

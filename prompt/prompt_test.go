@@ -153,7 +153,8 @@ func checkRenderFrom(t *testing.T, p *Prompt, full string) {
 }
 
 // FuzzAppendRenderFrom: for any chat body and offset, the rendering past
-// the offset is the whole rendering's tail.
+// the offset is the whole rendering's tail; its length, and so the
+// approximate count, is known without rendering.
 func FuzzAppendRenderFrom(f *testing.F) {
 	f.Add([]byte(`{"model":"m","tools":[{"type":"function"}],"messages":[{"role":"user","content":"hi"},{"role":"assistant","tool_calls":[{"function":{"name":"ls","arguments":"{}"}}]}]}`), 7)
 	f.Add(agentBody(4<<10), 1000)
@@ -163,6 +164,12 @@ func FuzzAppendRenderFrom(f *testing.F) {
 			return
 		}
 		full, known := AppendRenderEnds(nil, &req.Prompt, nil)
+		if n := RenderedLen(&req.Prompt); n != len(full) {
+			t.Fatalf("RenderedLen %d, rendering of %d bytes", n, len(full))
+		}
+		if n, want := Count(nil, &req.Prompt), (Approx{}).Count(string(full)); n != want {
+			t.Fatalf("Count %d without rendering, %d of the rendering", n, want)
+		}
 		skip = max(skip, 0) % (len(full) + 3)
 		for _, k := range []int{0, len(known) / 2, len(known)} {
 			got, ends := AppendRenderEndsFrom(nil, &req.Prompt, nil, skip, known[:k])

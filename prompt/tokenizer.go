@@ -142,8 +142,11 @@ func Count(tok Tokenizer, p *Prompt) int {
 	if tok == nil {
 		tok = Approx{}
 	}
-	if pt, ok := tok.(PromptTokenizer); ok {
-		return pt.CountPrompt(p)
+	switch t := tok.(type) {
+	case PromptTokenizer:
+		return t.CountPrompt(p)
+	case Approx:
+		return ApproxTokens(RenderedLen(p))
 	}
 	buf := renderBufs.Get().(*[]byte)
 	*buf = AppendRender((*buf)[:0], p)
