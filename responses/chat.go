@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -108,7 +109,7 @@ func renderChat(req *CreateRequest, items []Item) ([]byte, *prompt.Prompt, error
 	if req.PromptCacheKey != nil {
 		c.PromptCacheKey = *req.PromptCacheKey
 	}
-	body, err := json.Marshal(c)
+	body, err := chatBody(&c)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -117,6 +118,100 @@ func renderChat(req *CreateRequest, items []Item) ([]byte, *prompt.Prompt, error
 		return nil, nil, err
 	}
 	return body, p, nil
+}
+
+// chatBody is json.Marshal(c), its messages (the bulk of a long
+// conversation) written straight into a buffer of their size:
+// json.Marshal grows its buffer by doubling and then copies it out,
+// three times the body in all.
+func chatBody(c *chatRequest) ([]byte, error) {
+	msgs := c.Messages
+	c.Messages = nil
+	head, err := json.Marshal(c)
+	c.Messages = msgs
+	if err != nil {
+		return nil, err
+	}
+	// The member's first occurrence: in the model's string before it, a
+	// quote is escaped.
+	const member, null = `"messages":`, `null`
+	at := bytes.Index(head, []byte(member+null)) + len(member)
+	n := len(head) + 1
+	for i := range msgs {
+		n += messageLen(&msgs[i]) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, head[:at]...)
+	b = append(b, '[')
+	for i := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendMessage(b, &msgs[i])
+	}
+	b = append(b, ']')
+	return append(b, head[at+len(null):]...), nil
+}
+
+// appendMessage appends m to b as json.Marshal writes it.
+func appendMessage(b []byte, m *chatMessage) []byte {
+	b = append(b, `{"role":`...)
+	b = appendJSONString(b, m.Role)
+	b = append(b, `,"content":`...)
+	if m.Content == nil {
+		b = append(b, "null"...)
+	} else {
+		b = appendJSONString(b, *m.Content)
+	}
+	if m.ReasoningContent != nil {
+		b = append(b, `,"reasoning_content":`...)
+		b = appendJSONString(b, *m.ReasoningContent)
+	}
+	if len(m.ToolCalls) > 0 {
+		b = append(b, `,"tool_calls":[`...)
+		for i, tc := range m.ToolCalls {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"id":`...)
+			b = appendJSONString(b, tc.ID)
+			b = append(b, `,"type":`...)
+			b = appendJSONString(b, tc.Type)
+			b = append(b, `,"function":{"name":`...)
+			b = appendJSONString(b, tc.Function.Name)
+			b = append(b, `,"arguments":`...)
+			b = appendJSONString(b, tc.Function.Arguments)
+			b = append(b, "}}"...)
+		}
+		b = append(b, ']')
+	}
+	if m.ToolCallID != "" {
+		b = append(b, `,"tool_call_id":`...)
+		b = appendJSONString(b, m.ToolCallID)
+	}
+	return append(b, '}')
+}
+
+// messageLen is len(appendMessage(nil, m)).
+func messageLen(m *chatMessage) int {
+	n := len(`{"role":,"content":}`) + jsonStringLen(m.Role) + len("null")
+	if m.Content != nil {
+		n += jsonStringLen(*m.Content) - len("null")
+	}
+	if m.ReasoningContent != nil {
+		n += len(`,"reasoning_content":`) + jsonStringLen(*m.ReasoningContent)
+	}
+	if len(m.ToolCalls) > 0 {
+		n += len(`,"tool_calls":[]`) + len(m.ToolCalls) - 1
+		for _, tc := range m.ToolCalls {
+			n += len(`{"id":,"type":,"function":{"name":,"arguments":}}`) + jsonStringLen(tc.ID) + jsonStringLen(tc.Type) +
+				jsonStringLen(tc.Function.Name) + jsonStringLen(tc.Function.Arguments)
+		}
+	}
+	if m.ToolCallID != "" {
+		n += len(`,"tool_call_id":`) + jsonStringLen(m.ToolCallID)
+	}
+	return n
 }
 
 // chatPrompt is c as routing sees it: the messages as the chat

@@ -60,6 +60,35 @@ func encodeDelta(typ string, seq int, d *delta) []byte {
 	return append(b, '}')
 }
 
+// jsonStringLen is len(appendJSONString(nil, s)), found without
+// writing it.
+func jsonStringLen(s string) int {
+	n := len(s) + 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&':
+			case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
+				n++
+			default:
+				n += 5
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += len(`\ufffd`) - 1
+		case r == '\u2028' || r == '\u2029':
+			n += len(`\u2028`) - size
+		}
+		i += size
+	}
+	return n
+}
+
 // appendJSONString appends s as a JSON string the way json.Marshal
 // writes one: HTML's <, > and & escaped, as are U+2028 and U+2029, and
 // invalid UTF-8 replaced by U+FFFD.

@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -146,5 +147,47 @@ func fuzzStateless(f *testing.F, decode func([]byte) (*CreateRequest, error), se
 			t.Fatalf("decoded %+v", req)
 		}
 		checkItems(t, req.Input)
+	})
+}
+
+// FuzzChatBody: the engine's body written by hand is byte for byte what
+// json.Marshal makes of the request, whatever its strings hold, and its
+// length is known before it is written.
+func FuzzChatBody(f *testing.F) {
+	f.Add("m", "user", "hi", "", "", "", "", false, true)
+	f.Add(`a"messages":null`, "assistant", "<b>&\u2028</b>\n", "think\x00", "c1", "ls", `{"x":"\xff"}`, true, false)
+	f.Fuzz(func(t *testing.T, model, role, content, reasoning, callID, name, args string, withReasoning, nilContent bool) {
+		msg := chatMessage{Role: role, Content: &content, ToolCallID: callID}
+		if nilContent {
+			msg.Content = nil
+		}
+		if withReasoning {
+			msg.ReasoningContent = &reasoning
+		}
+		if name != "" {
+			msg.ToolCalls = []chatToolCall{{ID: callID, Type: "function", Function: chatFunction{Name: name, Arguments: args}}, {ID: "2", Type: "function"}}
+		}
+		max := 5
+		c := chatRequest{Model: model, Stream: true, Messages: []chatMessage{{Role: "system", Content: &reasoning}, msg}, MaxTokens: &max,
+			Tools: []chatTool{{Type: "function", Function: chatToolFunction{Name: name}}}}
+		got, err := chatBody(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("chatBody\n%s\njson.Marshal\n%s", got, want)
+		}
+		for _, s := range []string{model, content, reasoning, args} {
+			if n, want := jsonStringLen(s), len(appendJSONString(nil, s)); n != want {
+				t.Fatalf("jsonStringLen(%q) = %d, want %d", s, n, want)
+			}
+		}
+		if n, want := messageLen(&msg), len(appendMessage(nil, &msg)); n != want {
+			t.Fatalf("messageLen %d, want %d", n, want)
+		}
 	})
 }
