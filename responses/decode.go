@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/internal/jsonscan"
@@ -110,6 +111,30 @@ func DecodeCreateRequest(body []byte) (*CreateRequest, error) {
 		return nil, err
 	}
 	return decodeCreate(fields, body)
+}
+
+// DecodeCreateRequestCopy is DecodeCreateRequest of a body the caller
+// reuses once it returns (a staged body): the request copies all it keeps,
+// the body itself only for a background response, which is run from it.
+func DecodeCreateRequestCopy(body []byte) (*CreateRequest, error) {
+	r, err := DecodeCreateRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	r.raw = nil
+	if r.Background {
+		r.raw = bytes.Clone(body)
+	}
+	r.ToolChoice = bytes.Clone(r.ToolChoice)
+	r.Prompt = bytes.Clone(r.Prompt)
+	r.Text.Format = bytes.Clone(r.Text.Format)
+	for i := range r.ToolsRaw {
+		r.ToolsRaw[i] = bytes.Clone(r.ToolsRaw[i])
+	}
+	for i := range r.Tools {
+		r.Tools[i].Parameters = bytes.Clone(r.Tools[i].Parameters)
+	}
+	return r, nil
 }
 
 // DecodeCreateFields is DecodeCreateRequest of a body already split into
@@ -757,9 +782,24 @@ func decodeString(raw json.RawMessage, param string) (string, error) {
 	if err != nil {
 		return "", typeError(param, "a string", raw)
 	}
-	// A copy: a string kept past the request (a model name, an item's
-	// text in a chain) must not keep the whole body alive.
-	return strings.Clone(s), nil
+	// A string kept past the request (a model name, an item's text in a
+	// chain) must not keep the whole body alive: one that aliases it is
+	// copied. One with escapes was decoded into a buffer of its own,
+	// sized from its raw JSON.
+	if len(s) > 0 && within(raw, unsafe.StringData(s)) {
+		return strings.Clone(s), nil
+	}
+	return s, nil
+}
+
+// within reports whether p points into b.
+func within(b []byte, p *byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	at := uintptr(unsafe.Pointer(p))
+	return at >= start && at < start+uintptr(len(b))
 }
 
 // ptr is a decoder's result as the optional field it fills: a pointer,

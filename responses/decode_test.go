@@ -1,9 +1,11 @@
 package responses
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -141,6 +143,30 @@ func FuzzDecodeCreateRequest(f *testing.F) {
 			checkAPIError(t, err)
 			return
 		}
+		// A copy decoded from a body overwritten after is the same
+		// request: it keeps nothing of the body but a background's.
+		staged := bytes.Clone(body)
+		cp, err := DecodeCreateRequestCopy(staged)
+		if err != nil {
+			t.Fatalf("decoded once, refused as a copy: %v", err)
+		}
+		for i := range staged {
+			staged[i] = 'x'
+		}
+		if want := body; !req.Background {
+			want = nil
+			if cp.raw != nil {
+				t.Fatalf("a copy kept the body of a request in the foreground")
+			}
+		} else if !bytes.Equal(cp.raw, want) {
+			t.Fatalf("a background copy kept %q, want %q", cp.raw, want)
+		}
+		raw := req.raw
+		req.raw, cp.raw = nil, nil
+		if !reflect.DeepEqual(req, cp) {
+			t.Fatalf("decoded from a body overwritten after:\n%+v\nwant\n%+v", cp, req)
+		}
+		req.raw = raw
 		if req.Model == "" {
 			t.Fatal("accepted a request without a model")
 		}
