@@ -10,12 +10,16 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/turnpike-gateway/turnpike/accelerators/sim"
+	tpresponses "github.com/turnpike-gateway/turnpike/responses"
 )
 
 // bodyWindow is the context window, in tokens, of the model of
@@ -361,4 +365,122 @@ func TestStagePool(t *testing.T) {
 	if b := p.get(10); cap(b) != stageGrain || p.mapped.Load() != 4*stageGrain {
 		t.Errorf("a stage kept was not reused: a stage of %d, %d mapped", cap(b), p.mapped.Load())
 	}
+}
+
+// TestAcceptedBodyCost (issue 32): what a body let through costs the
+// gateway, on the heap and in stages, from its first byte to its answer,
+// with the pools the request draws on empty (as in a burst), beyond what
+// the same request with a two-byte text costs: at most three times its
+// size, and 64 KiB (a stage's rounding). A stored response costs up to
+// 3.5 times its size more, the price of its durability: its stored
+// record, written once the engine's body is dropped, and the store's
+// batch, a copy of the record rounded up to a power of two, and log.
+// A body of plain text is read straight into the buffer its handler
+// keeps; one whose JSON escapes make it longer than its text could be in
+// the model's window is staged and checked first.
+func TestAcceptedBodyCost(t *testing.T) {
+	const size = 400 << 10
+	st := newResponsesOn(t, tpresponses.Config{}, discardingEngine(t, sim.Config{ServedModelName: testModel}))
+	st.engine.discard = true
+	h := st.server.Handler()
+	serve := func(t *testing.T, path, body string) {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
+		if w.Code != http.StatusOK {
+			t.Fatalf("status %d: %.300s", w.Code, w.Body.String())
+		}
+	}
+	serve(t, "/v1/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"hi"}]}`, testModel))
+	setBodies(st, 64<<20, 4)                     // the window known: stages what is past 512 KiB
+	escaped := strings.Repeat(`\u003c`, 100<<10) // 600 KiB of JSON, 100 KiB of text
+	const (
+		chat     = `{"model":%q,"max_tokens":2,"messages":[{"role":"user","content":"%s"}]}`
+		resp     = `{"model":%q,"max_output_tokens":2,"store":false,"input":"%s"}`
+		stored   = `{"model":%q,"max_output_tokens":2,"input":"%s"}`
+		chatPath = "/v1/chat/completions"
+		respPath = "/v1/responses"
+	)
+	for _, tc := range []struct {
+		name, path, format, text string
+		staged                   bool
+		most                     float64
+	}{
+		{"chat", chatPath, chat, lorem(size), false, 3},
+		{"responses", respPath, resp, lorem(size), false, 3},
+		{"stored responses", respPath, stored, lorem(size), false, 6.5},
+		{"chat staged", chatPath, chat, escaped, true, 3},
+		{"responses staged", respPath, resp, escaped, true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := fmt.Sprintf(tc.format, testModel, tc.text)
+			small := fmt.Sprintf(tc.format, testModel, "hi")
+			// The store's and the connections' own warm-up.
+			serve(t, tc.path, body)
+			serve(t, tc.path, small)
+			cost := func(body string) (alloc int, stage float64) {
+				runtime.GC()
+				runtime.GC() // empties the pools
+				staged := st.metric(t, "turnpike_request_body_stage_bytes")
+				alloc = allocated(func() { serve(t, tc.path, body) })
+				// A stage kept for reuse is mapped still, or was already.
+				if s := st.metric(t, "turnpike_request_body_stage_bytes"); s > staged || tc.staged {
+					stage = max(s-staged, staged)
+				}
+				return alloc, stage
+			}
+			base, _ := cost(small)
+			alloc, stage := cost(body)
+			if tc.staged != (stage > 0) {
+				t.Fatalf("staged %v bytes, want staged %v", stage, tc.staged)
+			}
+			ratio := (float64(alloc-base) + stage) / float64(len(body))
+			t.Logf("%s: %d bytes allocated (%d for a two-byte text) and %v staged for a body of %d: %.2f times its size",
+				tc.name, alloc, base, stage, len(body), ratio)
+			if most := tc.most*float64(len(body)) + stageGrain; float64(alloc-base)+stage > most {
+				t.Errorf("the body cost %.2f times its size; at most %v and 64 KiB", ratio, tc.most)
+			}
+		})
+	}
+}
+
+// discardingEngine is a simulated engine of cfg whose chat completions
+// read their body into a buffer of their own and answer at once, so that
+// what a test measures of its process is the gateway's.
+func discardingEngine(t testing.TB, cfg sim.Config) http.Handler {
+	eng, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	h := eng.Handler()
+	var buf [32 << 10]byte
+	var mu sync.Mutex
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		// The gateway asks for a stream on the Responses API's behalf; the
+		// chat completions of these tests do not.
+		const member = `"stream":true`
+		mu.Lock()
+		stream, kept := false, 0
+		for {
+			n, err := r.Body.Read(buf[kept:])
+			stream = stream || bytes.Contains(buf[:kept+n], []byte(member))
+			kept = copy(buf[:], buf[max(kept+n-len(member), 0):kept+n])
+			if err != nil {
+				break
+			}
+		}
+		mu.Unlock()
+		if !stream {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","created":1,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":1,"total_tokens":11}}`, testModel)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"ok\"},\"finish_reason\":null}]}\n\n", testModel)
+		fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":1,\"total_tokens\":11}}\n\ndata: [DONE]\n\n", testModel)
+	})
 }

@@ -145,20 +145,25 @@ func (w *sse) finish(err error) error {
 }
 
 func (h *responsesAPI) create(c echo.Context) error {
-	// The request keeps the body (a background response runs on with
-	// it): it is read into a buffer of its own, never pooled.
+	// A body read whole is the request's own (its raw JSON aliases it);
+	// a staged one is decoded from its stage, which goes back to the pool
+	// before the engine is asked: the request copies what it keeps.
+	var req *responses.CreateRequest
 	body, err := h.s.readChecked(c, prompt.ResponsesBody, "input", func(staged []byte) ([]byte, error) {
-		if staged != nil {
-			return bytes.Clone(staged), nil
+		if staged == nil {
+			return readAllBody(c.Request())
 		}
-		return readAllBody(c.Request())
+		var err error
+		req, err = responses.DecodeCreateRequestCopy(staged)
+		return nil, err
 	})
 	if err != nil {
 		return err
 	}
-	req, err := responses.DecodeCreateRequest(body)
-	if err != nil {
-		return err
+	if req == nil {
+		if req, err = responses.DecodeCreateRequest(body); err != nil {
+			return err
+		}
 	}
 	ctx, tenant := c.Request().Context(), tenantOf(c)
 	if tr := h.s.opts.Tracer; tr.On() {

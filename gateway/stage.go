@@ -14,15 +14,16 @@ import (
 // buffer outside the Go heap, where it is checked. A body refused there
 // never reaches the heap, and its memory goes back to the system the
 // moment it is refused, not at the collector's next cycle, which under a
-// high GOGC is minutes away once a burst has passed. A body let through
-// is copied to where its handler keeps it: for the moment of the copy it
-// costs twice its size.
+// high GOGC is minutes away once a burst has passed. A chat body let
+// through is copied to where its handler keeps it (for the moment of the
+// copy it costs twice its size); a Responses body is decoded from its
+// stage, the request copying what it keeps.
 
 // Staging sizes.
 const (
 	// stageGrain rounds stages up, so that bodies of about one size reuse
 	// one.
-	stageGrain = 1 << 20
+	stageGrain = 64 << 10
 	// stagesKept bounds the stages kept for reuse (two of the default
 	// body limit); the rest are unmapped as soon as their body is done.
 	stagesKept = 64 << 20
