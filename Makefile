@@ -1,10 +1,10 @@
 # turnpike — run `make help` for the targets.
 GO ?= go
 
-.PHONY: help test race bench overhead fuzz lint run ci
+.PHONY: help test race bench overhead fuzz lint run ci k8s-assets
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-10s %s\n", $$1, $$2}'
 
 test: ## run the tests (what CI runs)
 	$(GO) test ./...
@@ -33,6 +33,9 @@ lint: ## gofmt, go vet and staticcheck; fails on any finding
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+
+k8s-assets: ## build and cache a real kube-apiserver and etcd for the Kubernetes discovery tests; prints the KUBEBUILDER_ASSETS dir
+	@bash scripts/k8s-assets.sh
 
 run: ## run turnpike with its embedded simulated fleet
 	$(GO) run ./cmd/turnpike
