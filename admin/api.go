@@ -408,7 +408,7 @@ func (s *Service) listPools(c echo.Context) error {
 func (s *Service) listEndpoints(c echo.Context) error {
 	var out []Endpoint
 	if r := s.deps.Registry; r != nil {
-		for _, ep := range r.Endpoints {
+		for _, ep := range r.Endpoints() {
 			out = append(out, s.endpointView(ep))
 		}
 	}

@@ -204,9 +204,9 @@ func (s *Service) poolView(p *pools.Pool) Pool {
 		Lendable:           p.Lendable(),
 		PriorityScheduling: p.Config.PriorityScheduling,
 		Lending:            lendingView(p, s.now()),
-		Endpoints:          make([]Endpoint, 0, len(p.Endpoints)),
+		Endpoints:          make([]Endpoint, 0, len(p.Endpoints())),
 	}
-	for _, ep := range p.Endpoints {
+	for _, ep := range p.Endpoints() {
 		v.Endpoints = append(v.Endpoints, s.endpointView(ep))
 	}
 	return v

@@ -122,7 +122,7 @@ func TestLendSharedStore(t *testing.T) {
 	if ok, err := b.svc.Refresh(ctx); !ok || err != nil {
 		t.Fatalf("Refresh = %v, %v", ok, err)
 	}
-	if !trainer(b).Lent() || !trainer(b).Endpoints[0].Available() {
+	if !trainer(b).Lent() || !trainer(b).Endpoints()[0].Available() {
 		t.Fatal("b does not take lent work after Refresh")
 	}
 	restarted := newLendFixture(t, kv, nil)

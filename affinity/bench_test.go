@@ -30,7 +30,7 @@ func newPickFixture(tb testing.TB) *pickFixture {
 		tb.Fatal(err)
 	}
 	now := time.Now()
-	for i, ep := range reg.Endpoints {
+	for i, ep := range reg.Endpoints() {
 		setLoad(ep, i%7, float64(i%10)/10, now.Add(time.Hour)) // fresh for the benchmark's life
 	}
 	system := make([]kv.BlockHash, 64)
@@ -44,7 +44,7 @@ func newPickFixture(tb testing.TB) *pickFixture {
 			hashes = append(hashes, kv.BlockHash(uint64(s+1)<<32|uint64(b)))
 		}
 		index.Record(s%endpoints, kv.HBM, hashes)
-		for _, ep := range reg.Endpoints {
+		for _, ep := range reg.Endpoints() {
 			index.Record(ep.Index, kv.HBM, system)
 		}
 		if s == 17 {
@@ -76,7 +76,7 @@ func BenchmarkPick(b *testing.B) {
 			req.PromptTokens = blocks * 16
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := f.policy.Pick(ctx, &req, f.reg.Endpoints); err != nil {
+				if _, err := f.policy.Pick(ctx, &req, f.reg.Endpoints()); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -87,7 +87,7 @@ func BenchmarkPick(b *testing.B) {
 func TestCacheAwarePickDoesNotAllocate(t *testing.T) {
 	f := newPickFixture(t)
 	ctx := context.Background()
-	ep, err := f.policy.Pick(ctx, f.req, f.reg.Endpoints) // warm: pin the session, fill the pools
+	ep, err := f.policy.Pick(ctx, f.req, f.reg.Endpoints()) // warm: pin the session, fill the pools
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestCacheAwarePickDoesNotAllocate(t *testing.T) {
 		t.Errorf("picked endpoint %d, want 17, which holds the session's prompt", ep.Index)
 	}
 	allocs := testing.AllocsPerRun(200, func() {
-		if _, err := f.policy.Pick(ctx, f.req, f.reg.Endpoints); err != nil {
+		if _, err := f.policy.Pick(ctx, f.req, f.reg.Endpoints()); err != nil {
 			t.Fatal(err)
 		}
 		f.policy.Done(f.req, f.req.Routing.Endpoint, Outcome{PromptTokens: 24000, CachedTokens: 23000, TTFT: 50 * time.Millisecond})

@@ -74,7 +74,7 @@ func runPolicySpec(t *testing.T, path string) {
 		epArg := func(d *datadriven.TestData) *pools.Endpoint {
 			var i int
 			d.ScanArgs(t, "ep", &i)
-			return reg.Endpoints[i]
+			return reg.Endpoints()[i]
 		}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			switch d.Cmd {
@@ -111,7 +111,7 @@ func runPolicySpec(t *testing.T, path string) {
 					t.Fatal(err)
 				}
 				pol = p.(*CacheAware)
-				for _, ep := range reg.Endpoints {
+				for _, ep := range reg.Endpoints() {
 					setLoad(ep, 0, 0, t0)
 				}
 				return ""
@@ -131,7 +131,7 @@ func runPolicySpec(t *testing.T, path string) {
 					t.Fatal(err)
 				}
 				clock = clock.Add(dur)
-				for _, ep := range reg.Endpoints {
+				for _, ep := range reg.Endpoints() {
 					l := ep.Load()
 					l.ScrapedAt = clock
 					ep.SetLoad(l)
@@ -141,12 +141,12 @@ func runPolicySpec(t *testing.T, path string) {
 				var r string
 				d.ScanArgs(t, "prompt", &r)
 				req := &Request{Model: "m", Tenant: "t", PromptTokens: 1, Hashes: parseBlocks(t, r)}
-				c := newCycle(req, reg.Endpoints, clock)
+				c := newCycle(req, reg.Endpoints(), clock)
 				defer c.release()
 				c.BlockSize = pol.blockSize
-				pol.matchPrefix(c, reg.Endpoints, false)
+				pol.matchPrefix(c, reg.Endpoints(), false)
 				var sb strings.Builder
-				for _, ep := range reg.Endpoints {
+				for _, ep := range reg.Endpoints() {
 					p := pol.model.Predict(ep, uncachedTokens(c, ep, &pol.weights), clock)
 					fmt.Fprintf(&sb, "ep%d: queued=%.0f uncached=%.0f sequences=%.0f ttft=%v\n", ep.Index, p.Queued, p.Uncached, p.Sequences, p.TTFT.Round(time.Microsecond))
 				}
@@ -180,7 +180,7 @@ func runPolicySpec(t *testing.T, path string) {
 				d.MaybeScanArgs(t, "band", &req.Band)
 				d.ScanArgs(t, "prompt", &r)
 				req.Hashes = parseBlocks(t, r)
-				ep, err := pol.Pick(ctx, req, reg.Endpoints)
+				ep, err := pol.Pick(ctx, req, reg.Endpoints())
 				if err != nil {
 					return err.Error()
 				}
@@ -204,7 +204,7 @@ func runPolicySpec(t *testing.T, path string) {
 				}
 				ep := last.Routing.Endpoint
 				pol.Done(last, ep, o)
-				m := make([]kv.Match, len(reg.Endpoints))
+				m := make([]kv.Match, len(reg.Endpoints()))
 				index.MatchPrefix(last.Hashes, m)
 				return fmt.Sprintf("ep%d holds %d/%d; prefill rate %.0f tokens/s",
 					ep.Index, m[ep.Index].Blocks, len(last.Hashes), pol.Stats().PrefillRate(ep.Index))

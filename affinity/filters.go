@@ -114,14 +114,13 @@ func (ServesModel) Filter(c *Cycle, candidates []*pools.Endpoint) []*pools.Endpo
 // servesRole: ep serves model and the leg (a prefill leg on prefill
 // pools; a whole request or a decode leg on both and decode pools).
 func servesRole(ep *pools.Endpoint, model string, prefill bool) bool {
-	p := ep.Pool
-	if p == nil {
+	if ep.Pool == nil {
 		return true // an endpoint outside any pool: nothing to check against
 	}
-	if r := p.Config.Role; prefill != (r == pools.RolePrefill) {
+	if r := ep.Role(); prefill != (r == pools.RolePrefill) {
 		return false
 	}
-	return model == "" || p.Serves(model)
+	return model == "" || ep.Serves(model)
 }
 
 // HasRoom drops the endpoints whose queue (engine waiting + gateway in

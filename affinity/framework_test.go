@@ -51,7 +51,7 @@ func TestPipelineClampsAndWeights(t *testing.T) {
 			{&fixedScorer{"off", []float64{1, 1, 1, 1}}, 0},
 		},
 		picker, PipelineOptions{})
-	candidates := slices.Clone(reg.Endpoints)
+	candidates := slices.Clone(reg.Endpoints())
 	ep, err := p.Run(context.Background(), &Request{}, candidates)
 	if err != nil {
 		t.Fatal(err)
@@ -61,21 +61,21 @@ func TestPipelineClampsAndWeights(t *testing.T) {
 	if !slices.Equal(picker.got, want) {
 		t.Errorf("scores = %v, want %v", picker.got, want)
 	}
-	if ep != reg.Endpoints[0] {
+	if ep != reg.Endpoints()[0] {
 		t.Errorf("picked %s, want the picker's choice", ep.ID)
 	}
-	if !slices.Equal(candidates, reg.Endpoints) {
+	if !slices.Equal(candidates, reg.Endpoints()) {
 		t.Error("the pipeline changed the caller's candidates")
 	}
 }
 
 func TestPipelineNoEndpoint(t *testing.T) {
 	reg := newFleet(t, 2)
-	for _, ep := range reg.Endpoints {
+	for _, ep := range reg.Endpoints() {
 		ep.SetHealthy(false)
 	}
 	p := NewPipeline([]Filter{Healthy{}}, nil, &MaxScore{Rand: seqRand(1)}, PipelineOptions{})
-	if _, err := p.Run(context.Background(), &Request{}, reg.Endpoints); !errors.Is(err, ErrNoEndpoint) {
+	if _, err := p.Run(context.Background(), &Request{}, reg.Endpoints()); !errors.Is(err, ErrNoEndpoint) {
 		t.Errorf("err = %v, want ErrNoEndpoint", err)
 	}
 }

@@ -39,13 +39,13 @@ func TestInteractiveLane(t *testing.T) {
 		eps         []*pools.Endpoint
 		want        []int
 	}{
-		{"no interactive traffic: everyone everywhere", 0, false, reg.Endpoints, []int{0, 1, 2, 3, 4}},
-		{"an interactive turn takes the lane", 0, true, reg.Endpoints, []int{0}},
-		{"then other turns keep off it", time.Second, false, reg.Endpoints, []int{1, 2, 3, 4}},
-		{"the lane follows the lowest available index", 0, true, reg.Endpoints[1:], []int{1}},
-		{"too small a fleet gets no lane", 0, false, reg.Endpoints[:3], []int{0, 1, 2}},
-		{"still held just before Hold", 29 * time.Second, false, reg.Endpoints, []int{1, 2, 3, 4}},
-		{"released after Hold without interactive turns", 2 * time.Second, false, reg.Endpoints, []int{0, 1, 2, 3, 4}},
+		{"no interactive traffic: everyone everywhere", 0, false, reg.Endpoints(), []int{0, 1, 2, 3, 4}},
+		{"an interactive turn takes the lane", 0, true, reg.Endpoints(), []int{0}},
+		{"then other turns keep off it", time.Second, false, reg.Endpoints(), []int{1, 2, 3, 4}},
+		{"the lane follows the lowest available index", 0, true, reg.Endpoints()[1:], []int{1}},
+		{"too small a fleet gets no lane", 0, false, reg.Endpoints()[:3], []int{0, 1, 2}},
+		{"still held just before Hold", 29 * time.Second, false, reg.Endpoints(), []int{1, 2, 3, 4}},
+		{"released after Hold without interactive turns", 2 * time.Second, false, reg.Endpoints(), []int{0, 1, 2, 3, 4}},
 	}
 	for _, s := range steps {
 		now = now.Add(s.advance)
@@ -54,7 +54,7 @@ func TestInteractiveLane(t *testing.T) {
 		}
 	}
 	off := InteractiveLane{Endpoints: 0, MinFleet: 4, Hold: time.Minute, Now: clock, lastInteractive: new(atomic.Int64)}
-	if got := off.Filter(&Cycle{Request: &Request{Interactive: true}}, append([]*pools.Endpoint(nil), reg.Endpoints...)); len(got) != 5 {
+	if got := off.Filter(&Cycle{Request: &Request{Interactive: true}}, append([]*pools.Endpoint(nil), reg.Endpoints()...)); len(got) != 5 {
 		t.Errorf("a disabled lane filtered: %d left", len(got))
 	}
 }

@@ -98,21 +98,21 @@ func TestPrice(t *testing.T) {
 					t.Fatal(err)
 				}
 				pol = p.(*CacheAware)
-				for _, ep := range reg.Endpoints {
+				for _, ep := range reg.Endpoints() {
 					setLoad(ep, 0, 0, clock)
 				}
 				return ""
 			case "prices":
 				req := request(d)
-				c := newCycle(req, reg.Endpoints, clock)
+				c := newCycle(req, reg.Endpoints(), clock)
 				defer c.release()
 				c.BlockSize = pol.blockSize
-				pol.matchPrefix(c, reg.Endpoints, false)
-				scores := make([]float64, len(reg.Endpoints))
-				(&Price{TierWeights: pol.weights, Model: pol.price}).Score(c, reg.Endpoints, scores)
+				pol.matchPrefix(c, reg.Endpoints(), false)
+				scores := make([]float64, len(reg.Endpoints()))
+				(&Price{TierWeights: pol.weights, Model: pol.price}).Score(c, reg.Endpoints(), scores)
 				var sb strings.Builder
 				fmt.Fprintf(&sb, "target %v\n", pol.price.target(req))
-				for i, ep := range reg.Endpoints {
+				for i, ep := range reg.Endpoints() {
 					uncached := uncachedTokens(c, ep, &pol.weights)
 					p := pol.model.Predict(ep, uncached, clock)
 					cost := pol.price.Cost(ep, uncached, pol.price.output(req))
@@ -122,7 +122,7 @@ func TestPrice(t *testing.T) {
 				return sb.String()
 			case "pick":
 				req := request(d)
-				ep, err := pol.Pick(context.Background(), req, reg.Endpoints)
+				ep, err := pol.Pick(context.Background(), req, reg.Endpoints())
 				if err != nil {
 					return err.Error()
 				}
@@ -142,7 +142,7 @@ func TestPrice(t *testing.T) {
 				d.ScanArgs(t, "ep", &i)
 				d.MaybeScanArgs(t, "waiting", &w)
 				d.MaybeScanArgs(t, "running", &r)
-				reg.Endpoints[i].SetLoad(pools.Load{Waiting: w, Running: r, ScrapedAt: clock})
+				reg.Endpoints()[i].SetLoad(pools.Load{Waiting: w, Running: r, ScrapedAt: clock})
 				return ""
 			case "record":
 				var i int
@@ -153,7 +153,7 @@ func TestPrice(t *testing.T) {
 				return ""
 			case "advance":
 				clock = clock.Add(dur(d, "by"))
-				for _, ep := range reg.Endpoints {
+				for _, ep := range reg.Endpoints() {
 					l := ep.Load()
 					l.ScrapedAt = clock
 					ep.SetLoad(l)
@@ -173,7 +173,7 @@ func TestPrice(t *testing.T) {
 // prompt with a 64-token answer over them; release the cycle when done.
 func priceScorerOn(t testing.TB, n int) (*Price, *Cycle, []*pools.Endpoint) {
 	reg := newMixedFleet(t, n, n)
-	for _, ep := range reg.Endpoints {
+	for _, ep := range reg.Endpoints() {
 		setLoad(ep, 1, 0.2, t0)
 	}
 	cfg := Config{Policy: PolicyCostAware}
@@ -181,7 +181,7 @@ func priceScorerOn(t testing.TB, n int) (*Price, *Cycle, []*pools.Endpoint) {
 	ttft := NewTTFTModel(cfg.PrefillRate, cfg.Smoothing, NewEndpointStats(cfg.PrefillRate, cfg.Smoothing), nil)
 	s := &Price{TierWeights: kv.DefaultTierWeights, Model: NewPriceModel(cfg.Cost, cfg.Smoothing, ttft)}
 	req := &Request{Model: "m", PromptTokens: 4000, ExpectedOutputTokens: 64}
-	return s, newCycle(req, reg.Endpoints, t0), reg.Endpoints
+	return s, newCycle(req, reg.Endpoints(), t0), reg.Endpoints()
 }
 
 // TestPriceScoreAllocs proves the price scorer allocation-free.

@@ -63,7 +63,7 @@ func (s *rejoinStack) turn(ctx context.Context, session string, body []byte) (*p
 	}
 	hashes = append(hashes, kv.BlockHash(1000+len(session)*31+int(session[len(session)-1])))
 	req := &Request{Model: "m", Tenant: "t", SessionKey: session, PromptTokens: 9 * 16, ExpectedOutputTokens: 4, Hashes: hashes}
-	ep, err := s.policy.Pick(ctx, req, s.reg.Endpoints)
+	ep, err := s.policy.Pick(ctx, req, s.reg.Endpoints())
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +138,7 @@ func TestRecoveredEndpointRejoins(t *testing.T) {
 		urls = append(urls, srv.URL)
 	}
 	s := newRejoinStack(t, urls, pools.Options{BreakerFailures: 2, BreakerOpenFor: 50 * time.Millisecond})
-	a, b := s.reg.Endpoints[0], s.reg.Endpoints[1]
+	a, b := s.reg.Endpoints()[0], s.reg.Endpoints()[1]
 	ctx := context.Background()
 
 	down.Store(true)
@@ -196,7 +196,7 @@ func TestHalfOpenTrialIsBounded(t *testing.T) {
 	}
 	releaseTrial := sync.OnceFunc(func() { close(release) })
 	s := newRejoinStack(t, urls, pools.Options{BreakerFailures: 1, BreakerOpenFor: 20 * time.Millisecond})
-	b := s.reg.Endpoints[1]
+	b := s.reg.Endpoints()[1]
 	ctx := context.Background()
 	down.Store(true)
 	if _, err := s.reg.Client().Send(ctx, b, "/v1/chat/completions", []byte(`{}`), nil, 1); err == nil {
@@ -254,7 +254,7 @@ func TestRestartedEngineRejoins(t *testing.T) {
 	})
 	ctx := t.Context()
 	s.reg.Start(ctx)
-	epB := s.reg.Endpoints[1]
+	epB := s.reg.Endpoints()[1]
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hello"}],"max_tokens":4}`)
 
 	addr := strings.TrimPrefix(b.URL, "http://")

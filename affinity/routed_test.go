@@ -19,11 +19,11 @@ func TestRoutedLoad(t *testing.T) {
 
 	reg := newFleet(t, 3)
 	scores := make([]float64, 3)
-	(&RoutedTokens{Load: r}).Score(&Cycle{}, reg.Endpoints, scores)
+	(&RoutedTokens{Load: r}).Score(&Cycle{}, reg.Endpoints(), scores)
 	if want := []float64{0.25, 1, 0}; !near(scores, want) {
 		t.Errorf("routed-tokens scores = %v, want %v", scores, want)
 	}
-	(&RoutedTokens{Load: NewRoutedLoad(4)}).Score(&Cycle{}, reg.Endpoints, scores)
+	(&RoutedTokens{Load: NewRoutedLoad(4)}).Score(&Cycle{}, reg.Endpoints(), scores)
 	if want := []float64{1, 1, 1}; !near(scores, want) {
 		t.Errorf("routed-tokens scores with nothing routed = %v, want %v", scores, want)
 	}

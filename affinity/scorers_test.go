@@ -27,7 +27,7 @@ func near(a, b []float64) bool {
 
 func TestScorers(t *testing.T) {
 	reg := newFleet(t, 3)
-	eps := reg.Endpoints
+	eps := reg.Endpoints()
 	stats := NewEndpointStats(1000, DefaultSmoothing)
 	stats.Observe(2, 4000, time.Second) // endpoint 2 prefills at 4000 tokens/s
 	for _, tc := range []struct {
@@ -150,9 +150,9 @@ func TestInFlightTokens(t *testing.T) {
 		}
 		return resp // in flight until its body is closed
 	}
-	r1, r2 := send(reg.Endpoints[0], 1000), send(reg.Endpoints[1], 250)
+	r1, r2 := send(reg.Endpoints()[0], 1000), send(reg.Endpoints()[1], 250)
 	scores := make([]float64, 3)
-	InFlightTokens{}.Score(&Cycle{Request: &Request{}}, reg.Endpoints, scores)
+	InFlightTokens{}.Score(&Cycle{Request: &Request{}}, reg.Endpoints(), scores)
 	if want := []float64{0, 0.75, 1}; !near(scores, want) {
 		t.Errorf("scores = %v, want %v", scores, want)
 	}
@@ -179,10 +179,10 @@ func TestLoadGuard(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := newFleet(t, len(tc.waiting))
-			for i, ep := range reg.Endpoints {
+			for i, ep := range reg.Endpoints() {
 				setLoad(ep, tc.waiting[i], 0, t0)
 			}
-			if got := g.Spill(t0, reg.Endpoints, tc.scores, tc.picked); got != tc.want {
+			if got := g.Spill(t0, reg.Endpoints(), tc.scores, tc.picked); got != tc.want {
 				t.Errorf("Spill = %d, want %d", got, tc.want)
 			}
 		})
@@ -191,7 +191,7 @@ func TestLoadGuard(t *testing.T) {
 
 func TestFilters(t *testing.T) {
 	reg := newFleet(t, 4)
-	eps := reg.Endpoints
+	eps := reg.Endpoints()
 	c := &Cycle{Request: &Request{Model: "m"}, Now: t0}
 	run := func(f Filter) []int {
 		var out []int

@@ -12,7 +12,7 @@ import (
 func TestSessionHashStability(t *testing.T) {
 	const keys = 20000
 	reg := newFleet(t, 11)
-	ten, eleven := reg.Endpoints[:10], reg.Endpoints
+	ten, eleven := reg.Endpoints()[:10], reg.Endpoints()
 	s := NewSessionHash(0)
 	ctx := context.Background()
 	pick := func(key string, eps []*pools.Endpoint) *pools.Endpoint {
@@ -91,13 +91,13 @@ func TestSessionHashSessionless(t *testing.T) {
 	req := &Request{Hashes: []kv.BlockHash{42, 43}}
 	seen := map[*pools.Endpoint]bool{}
 	for range 5 {
-		ep, _ := s.Pick(ctx, req, reg.Endpoints)
+		ep, _ := s.Pick(ctx, req, reg.Endpoints())
 		seen[ep] = true
 	}
 	if len(seen) != 5 {
 		t.Errorf("sessionless requests went round-robin over %d endpoints, want 5", len(seen))
 	}
-	allocs := testing.AllocsPerRun(100, func() { s.Pick(ctx, req, reg.Endpoints) })
+	allocs := testing.AllocsPerRun(100, func() { s.Pick(ctx, req, reg.Endpoints()) })
 	if allocs != 0 && !raceEnabled {
 		t.Errorf("warm Pick: %v allocs, want 0", allocs)
 	}

@@ -106,7 +106,7 @@ func newFixture(t *testing.T, eng *engine, fo fixtureOptions) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ep := range reg.Endpoints {
+	for _, ep := range reg.Endpoints() {
 		ep.SetLoad(pools.Load{ScrapedAt: time.Now().Add(time.Hour)}) // fresh for the test's span
 	}
 	metrics := prometheus.NewRegistry()

@@ -105,7 +105,7 @@ func newFixtureWith(t testing.TB, opts pools.Options, engines ...*engine) *fixtu
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ep := range reg.Endpoints {
+	for _, ep := range reg.Endpoints() {
 		ep.SetLoad(pools.Load{ScrapedAt: time.Now().Add(time.Hour)}) // fresh for the test's span
 	}
 	metrics := prometheus.NewRegistry()
@@ -626,7 +626,7 @@ func TestPriorityForPrioritizingEngines(t *testing.T) {
 		t.Fatalf("a first-come engine got %q, want the client's bytes", *got.Load())
 	}
 
-	f.reg.Endpoints[0].Pool.Config.PriorityScheduling = true
+	f.reg.Endpoints()[0].Pool.Config.PriorityScheduling = true
 	// other asks for interactive and may have it; acme's maximum band is
 	// standard.
 	for tenant, want := range map[string]string{"other": "0", "acme": "1"} {

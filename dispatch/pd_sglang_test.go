@@ -52,7 +52,7 @@ func newSGLangFixture(t *testing.T, decoders int, dcfg sim.Config, prefillURLs .
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ep := range reg.Endpoints {
+	for _, ep := range reg.Endpoints() {
 		ep.SetLoad(pools.Load{ScrapedAt: time.Now().Add(time.Hour)})
 	}
 	pd := affinity.PDConfig{UncachedTokens: 256, PrefillTimeout: 5 * time.Second}

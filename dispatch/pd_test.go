@@ -107,7 +107,7 @@ func newPDFixtureWith(t *testing.T, prefillers, decoders int, pcfg sim.Config, p
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ep := range reg.Endpoints {
+	for _, ep := range reg.Endpoints() {
 		ep.SetLoad(pools.Load{ScrapedAt: time.Now().Add(time.Hour)})
 		if ep.Pool.Config.Role == pools.RolePrefill {
 			f.prefillEP = append(f.prefillEP, ep)
@@ -447,7 +447,7 @@ func FuzzPrefillAnswer(f *testing.F) {
 			t.Fatal(err)
 		}
 		tr := &Turn{d: d, spec: &Spec{Path: chatPath}}
-		params, _, err := tr.prefillOn(t.Context(), reg.Endpoints[0], []byte(`{}`), 1)
+		params, _, err := tr.prefillOn(t.Context(), reg.Endpoints()[0], []byte(`{}`), 1)
 		if err == nil && len(params) == 0 {
 			t.Fatal("no error and no params")
 		}

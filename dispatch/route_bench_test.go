@@ -63,7 +63,7 @@ func BenchmarkRouteNextTurn(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, ep := range reg.Endpoints {
+	for _, ep := range reg.Endpoints() {
 		ep.SetLoad(pools.Load{ScrapedAt: time.Now().Add(time.Hour)})
 	}
 	index := kv.NewIndex(kv.IndexOptions{})

@@ -291,7 +291,7 @@ func TestBreakerOpensOn5xxNotOn400(t *testing.T) {
 		fmt.Fprint(w, `{"error":{"message":"This model's maximum context length is 8192 tokens.","type":"BadRequestError","param":null,"code":400}}`)
 	})
 	_, front, reg := newGateway(t, nil, b)
-	ep := reg.Endpoints[0]
+	ep := reg.Endpoints()[0]
 	for i := 0; i < 10; i++ {
 		resp := post(t, front.URL, chatBody)
 		if resp.StatusCode != http.StatusBadRequest {
@@ -389,10 +389,10 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 		t.Fatal("the engine request outlived the client")
 	}
 	deadline := time.Now().Add(2 * time.Second)
-	for reg.Endpoints[0].InFlight() != 0 && time.Now().Before(deadline) {
+	for reg.Endpoints()[0].InFlight() != 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := reg.Endpoints[0].InFlight(); n != 0 {
+	if n := reg.Endpoints()[0].InFlight(); n != 0 {
 		t.Fatalf("in-flight count leaked: %d", n)
 	}
 }
@@ -497,7 +497,7 @@ func TestModelsAndHealth(t *testing.T) {
 			t.Errorf("%s: %d", path, resp.StatusCode)
 		}
 	}
-	reg.Endpoints[0].SetHealthy(false)
+	reg.Endpoints()[0].SetHealthy(false)
 	resp, _ = http.Get(front.URL + "/readyz")
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable {

@@ -148,7 +148,7 @@ func (c *endpointCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *endpointCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, ep := range c.fleet.Endpoints {
+	for _, ep := range c.fleet.Endpoints() {
 		pool := ep.Pool.Name()
 		l := ep.Load()
 		healthy := 0.0

@@ -369,7 +369,7 @@ func (s *Server) handleReadyz(c echo.Context) error {
 	if h := s.opts.StoreHealth; h != nil && h() != nil {
 		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "state store unavailable"})
 	}
-	for _, ep := range s.reg.Endpoints {
+	for _, ep := range s.reg.Endpoints() {
 		if ep.Available() {
 			return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 		}

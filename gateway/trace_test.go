@@ -80,7 +80,7 @@ func newTracedStackTB(t testing.TB, traced bool) *tracedStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ep := range reg.Endpoints {
+	for _, ep := range reg.Endpoints() {
 		ep.SetLoad(pools.Load{ScrapedAt: time.Now().Add(time.Hour)}) // fresh for the test's span
 	}
 	metrics := prometheus.NewRegistry()

@@ -82,7 +82,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	for _, ep := range reg.Endpoints {
+	for _, ep := range reg.Endpoints() {
 		ep.SetLoad(pools.Load{ScrapedAt: now.Add(time.Hour)}) // fresh for the test's span
 	}
 	metrics := prometheus.NewRegistry()
@@ -189,7 +189,7 @@ func TestShedOnTheResponsesPath(t *testing.T) {
 // an endpoint is back.
 func TestTurnWaitsForAnEndpoint(t *testing.T) {
 	st := newStack(t, stackOptions{engines: 2})
-	for _, ep := range st.reg.Endpoints {
+	for _, ep := range st.reg.Endpoints() {
 		ep.SetHealthy(false)
 	}
 	type answer struct {
@@ -213,7 +213,7 @@ func TestTurnWaitsForAnEndpoint(t *testing.T) {
 		t.Fatalf("answered %d %v with no endpoint, want it to wait", a.status, a.err)
 	default:
 	}
-	st.reg.Endpoints[1].SetHealthy(true)
+	st.reg.Endpoints()[1].SetHealthy(true)
 	select {
 	case a := <-done:
 		if a.err != nil || a.status != http.StatusOK {
@@ -228,7 +228,7 @@ func TestTurnWaitsForAnEndpoint(t *testing.T) {
 // band's TTL, the turn is answered 503 no-endpoints with a Retry-After.
 func TestTurnWaitsItsTTLForAnEndpoint(t *testing.T) {
 	st := newStack(t, stackOptions{engines: 1, flow: turns.FlowControl{Bands: turns.BandsConfig{Standard: turns.BandConfig{TTL: 100 * time.Millisecond}}}})
-	st.reg.Endpoints[0].SetHealthy(false)
+	st.reg.Endpoints()[0].SetHealthy(false)
 	r := post(t, st.front.URL, longChat(false))
 	if r.StatusCode != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || r.Header.Get("X-Turnpike-Dropped-Reason") != turns.ReasonNoEndpoints {
 		body, _ := io.ReadAll(r.Body)

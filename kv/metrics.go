@@ -1,6 +1,8 @@
 package kv
 
 import (
+	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,14 +13,14 @@ import (
 // subscriber's counters. The request path pays nothing for it.
 type Collector struct {
 	index *Index
-	// names labels endpoint i as names[i].
-	names []string
 
 	mu struct {
 		sync.Mutex
-		// protects the field below
+		// protects the fields below
 		subs map[int]*Subscriber
 	}
+	// names labels endpoint i as names[i]; guarded by mu.
+	names []string
 }
 
 // NewCollector exports ix's per-endpoint state, labelling endpoint i with
@@ -34,6 +36,24 @@ func (c *Collector) AddSubscriber(endpoint int, s *Subscriber) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mu.subs[endpoint] = s
+}
+
+// SetName labels endpoint (0 ≤ endpoint < MaxEndpoints) with name from
+// now on, for a fleet whose endpoints come and go; "" exports nothing of
+// it, and forgets its subscriber.
+func (c *Collector) SetName(endpoint int, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if endpoint < 0 || endpoint >= MaxEndpoints {
+		panic(fmt.Sprintf("kv: endpoint id %d out of range [0, %d)", endpoint, MaxEndpoints))
+	}
+	if endpoint >= len(c.names) {
+		c.names = append(c.names, make([]string, endpoint+1-len(c.names))...)
+	}
+	c.names[endpoint] = name
+	if name == "" {
+		delete(c.mu.subs, endpoint)
+	}
 }
 
 var (
@@ -75,7 +95,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
-	for i, name := range c.names {
+	c.mu.Lock()
+	names := slices.Clone(c.names)
+	c.mu.Unlock()
+	for i, name := range names {
+		if name == "" {
+			continue
+		}
 		st := c.index.EndpointStats(i)
 		for t := Tier(0); t < NumTiers; t++ {
 			if st.Capacity[t] == 0 && st.Blocks[t] == 0 {
@@ -90,7 +116,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, s := range c.mu.subs {
-		if i < 0 || i >= len(c.names) {
+		if i < 0 || i >= len(c.names) || c.names[i] == "" {
 			continue
 		}
 		name, st := c.names[i], s.Stats()

@@ -86,8 +86,12 @@ type PoolConfig struct {
 	// LendSchedule lends a lendable pool in weekly windows, besides (or
 	// instead of) the admin API's lend and reclaim. Optional.
 	LendSchedule *LendSchedule `yaml:"lendSchedule,omitempty" json:"lendSchedule,omitempty"`
-	// Endpoints are the replicas. At least one.
+	// Endpoints are the replicas of a pool with static discovery (the
+	// default): at least one. Other discovery kinds list none.
 	Endpoints []EndpointConfig `yaml:"endpoints" json:"endpoints"`
+	// Discovery says where the pool's endpoints come from: the endpoints
+	// list above (nil, or kind static), an endpoints file, or Kubernetes.
+	Discovery *DiscoveryConfig `yaml:"discovery,omitempty" json:"discovery,omitempty"`
 	// Tokenizer is how the gateway turns the pool's prompts into the
 	// engine's token ids. Zero means approximate. All pools serving one
 	// model must agree.
@@ -319,9 +323,7 @@ func ValidatePools(pcs []PoolConfig) error {
 		if len(pc.ServedModels) == 0 {
 			bad(where+".servedModels", "at least one model name is required")
 		}
-		if len(pc.Endpoints) == 0 {
-			bad(where+".endpoints", "at least one endpoint is required")
-		}
+		pc.Discovery.validate(where, len(pc.Endpoints) > 0, bad)
 		for j, ec := range pc.Endpoints {
 			ew := fmt.Sprintf("%s.endpoints[%d]", where, j)
 			u, err := url.Parse(ec.URL)
@@ -357,6 +359,9 @@ func tokenizers(pcs []PoolConfig) []error {
 		tc := pc.Tokenizer.Normal()
 		switch tc.Kind {
 		case TokenizerApproximate, TokenizerEngine:
+			if tc.Kind == TokenizerEngine && pc.Discovery.kind() != DiscoveryStatic {
+				errs = append(errs, FieldErrorf(where+".kind", "kind engine asks the pool's first listed endpoint, and a pool with %s discovery lists none: use approximate or hf", pc.Discovery.kind()))
+			}
 			if tc.Path != "" {
 				errs = append(errs, FieldErrorf(where+".path", "only kind hf reads a path, not %s", tc.Kind))
 			}

@@ -10,6 +10,17 @@
 // A Registry holds Pools; a Pool holds Endpoints that serve the same models
 // on the same accelerator and model profile. Routing code (affinity, turns)
 // reads an Endpoint's state through its methods; only this package writes it.
+//
+// Each pool's endpoints come from one discovery Source, which upserts and
+// deletes them, each with Labels (pool, role, revision, models,
+// accelerator): static (the config's list), file (FileSource: an endpoints
+// file watched through its directory, so that a rename over it and a
+// ConfigMap's symlink swap are both seen) or kubernetes (KubernetesSource:
+// the Ready pods of an InferencePool or a label selector, through
+// client-go informers). An endpoint that joins a running fleet takes
+// traffic after its first good scrape; one that leaves is out of every
+// snapshot at once, drains its in-flight requests, and then the OnLeave
+// hooks forget it (the KV index) and its Index is free for another.
 // An endpoint turns unhealthy after Options.HealthFailures consecutive
 // failed /health probes, or at once when its connection is refused, and
 // healthy again after one passing probe. A breaker that has been open for
@@ -22,9 +33,12 @@
 //
 // Every Endpoint field read on the request path is either immutable after
 // New or an atomic: the scraped Load is published as an immutable snapshot
-// through atomic.Pointer, counters are typed atomics. The scraper and the
-// health checker each run one goroutine per endpoint, started by
-// Registry.Start and stopped by Registry.Close.
+// through atomic.Pointer, counters are typed atomics. The endpoint set is
+// an immutable snapshot too (Registry.Endpoints, EndpointsFor, Pool.Endpoints),
+// rebuilt under the registry's lock and swapped whole on every change. The
+// scraper and the health checker each run one goroutine per endpoint, from
+// Registry.Start or its joining until it leaves or Registry.Close; each
+// source runs its own watch goroutine, joined by Close.
 //
 // # Request lifecycle and ownership
 //

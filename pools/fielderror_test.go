@@ -90,7 +90,7 @@ func TestEndpointBootstrapPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, b := reg.Endpoints[0].BootstrapPort, reg.Endpoints[1].BootstrapPort; a != DefaultBootstrapPort || b != 9001 {
+	if a, b := reg.Endpoints()[0].BootstrapPort, reg.Endpoints()[1].BootstrapPort; a != DefaultBootstrapPort || b != 9001 {
 		t.Errorf("bootstrap ports %d, %d; want %d, 9001", a, b, DefaultBootstrapPort)
 	}
 }

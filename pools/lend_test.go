@@ -25,7 +25,7 @@ func lendableRegistry(t *testing.T, urls ...string) *Registry {
 
 func TestLendableAdmission(t *testing.T) {
 	r := lendableRegistry(t, "http://a:1", "http://b:1")
-	main, lent := r.Endpoints[0], r.Endpoints[1]
+	main, lent := r.Endpoints()[0], r.Endpoints()[1]
 	now := time.Now()
 	if lent.Available() || lent.Pool.Lent() {
 		t.Fatal("a lendable pool never lent takes traffic")
@@ -96,7 +96,7 @@ func TestReclaimCutsLentWork(t *testing.T) {
 	}))
 	defer engine.Close()
 	r := lendableRegistry(t, "http://a:1", engine.URL)
-	ep := r.Endpoints[1]
+	ep := r.Endpoints()[1]
 	now := time.Now()
 	ep.Pool.SetLease(Lease{Until: now.Add(time.Hour), Grace: time.Minute}, now)
 
@@ -153,7 +153,7 @@ func BenchmarkAvailableLendable(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ep := r.Endpoints[0]
+	ep := r.Endpoints()[0]
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = ep.Available()
@@ -165,7 +165,7 @@ func TestKeepAdmittingAllocs(t *testing.T) {
 	buf := make([]*Endpoint, 0, 4)
 	if n := testing.AllocsPerRun(100, func() {
 		_ = KeepAdmitting(r.EndpointsFor(buf[:0], "m"), false)
-		_ = r.Endpoints[1].Available()
+		_ = r.Endpoints()[1].Available()
 	}); n != 0 {
 		t.Errorf("%v allocations a pick's candidate filter, want 0", n)
 	}

@@ -55,15 +55,25 @@ type Endpoint struct {
 	BootstrapPort int
 	// Pool is the pool the endpoint belongs to.
 	Pool *Pool
-	// Index is the endpoint's position in Registry.Endpoints, stable for the
-	// registry's life; routing code uses it to index caller-owned slices.
+	// Index is a small number that no other endpoint of the fleet has
+	// while this one is in it or draining; routing code uses it to index
+	// caller-owned slices. Once the endpoint has left and drained, the
+	// index may be given to one that joins later.
 	Index int
 
 	staleAfter time.Duration
-	load       atomic.Pointer[Load]
-	healthy    atomic.Bool
-	draining   atomic.Bool
-	inFlight   atomic.Int64
+	labels     atomic.Pointer[Labels]
+	// joining is set while an endpoint that joined a running fleet waits
+	// for its first good scrape: until then it takes no traffic.
+	joining atomic.Bool
+	// gone is closed when the endpoint leaves the fleet (its loops stop),
+	// drained once its in-flight requests have finished and it is
+	// forgotten. Nil for an endpoint built outside a Registry.
+	gone, drained chan struct{}
+	load          atomic.Pointer[Load]
+	healthy       atomic.Bool
+	draining      atomic.Bool
+	inFlight      atomic.Int64
 	// inFlightTokens counts the prompt+expected output tokens of requests in
 	// flight, as the gateway estimated them.
 	inFlightTokens atomic.Int64
@@ -151,9 +161,52 @@ func (e *Endpoint) WantsTrial() bool {
 }
 
 // Available reports whether new requests may be sent here: healthy, not
-// draining, breaker not open, and, in a lendable pool, lent.
+// draining, scraped once if it joined a running fleet, breaker not open,
+// and, in a lendable pool, lent.
 func (e *Endpoint) Available() bool {
-	return e.Healthy() && !e.Draining() && e.breaker.State() != gobreaker.StateOpen && (e.Pool == nil || e.Pool.admitsLent())
+	return e.Healthy() && !e.Draining() && !e.joining.Load() && e.breaker.State() != gobreaker.StateOpen && (e.Pool == nil || e.Pool.admitsLent())
+}
+
+// Joining reports whether the endpoint joined a running fleet and waits
+// for its first good scrape before it takes traffic.
+func (e *Endpoint) Joining() bool { return e.joining.Load() }
+
+// Drained is closed once the endpoint has left the fleet, its in-flight
+// requests have finished and the OnLeave hooks have run; nil for an
+// endpoint built outside a Registry.
+func (e *Endpoint) Drained() <-chan struct{} { return e.drained }
+
+// Labels are what discovery says of the endpoint.
+func (e *Endpoint) Labels() Labels {
+	if l := e.labels.Load(); l != nil {
+		return *l
+	}
+	return Labels{}
+}
+
+// Role is the endpoint's role: its label's, else its pool's.
+func (e *Endpoint) Role() string {
+	if r := e.Labels().Role; r != "" {
+		return r
+	}
+	if e.Pool == nil {
+		return RoleBoth
+	}
+	return e.Pool.Config.Role
+}
+
+// Serves reports whether the endpoint serves the named model: its
+// label's models, else its pool's.
+func (e *Endpoint) Serves(model string) bool { return slices.Contains(e.models(), model) }
+
+func (e *Endpoint) models() []string {
+	if m := e.Labels().Models; m != nil {
+		return m
+	}
+	if e.Pool == nil {
+		return nil
+	}
+	return e.Pool.Config.ServedModels
 }
 
 // Pool is a set of endpoints serving the same models with the same role.
@@ -163,7 +216,9 @@ type Pool struct {
 	Model accelerators.Model
 	// Accelerator is the pool's accelerator profile; zero if none.
 	Accelerator accelerators.Accelerator
-	Endpoints   []*Endpoint
+
+	// eps is the pool's current endpoint set (Registry.publishLocked).
+	eps atomic.Pointer[[]*Endpoint]
 
 	// lend is the lease of a lendable pool (see lend.go).
 	lend lending
@@ -171,6 +226,15 @@ type Pool struct {
 
 // Serves reports whether the pool serves the named model.
 func (p *Pool) Serves(model string) bool { return slices.Contains(p.Config.ServedModels, model) }
+
+// Endpoints is the pool's current endpoint set, by index. The slice is a
+// snapshot: do not modify it.
+func (p *Pool) Endpoints() []*Endpoint {
+	if eps := p.eps.Load(); eps != nil {
+		return *eps
+	}
+	return nil
+}
 
 // Name is the pool's configured name.
 func (p *Pool) Name() string { return p.Config.Name }

@@ -158,7 +158,7 @@ func newTestRegistry(t *testing.T, urls ...string) *Registry {
 func TestScrapeAndStaleness(t *testing.T) {
 	eng, srv := startSim(t, sim.Config{ServedModelName: "m", TimeScale: 0})
 	r := newTestRegistry(t, srv.URL)
-	ep := r.Endpoints[0]
+	ep := r.Endpoints()[0]
 	if !ep.Stale(time.Now()) {
 		t.Fatal("an endpoint never scraped must be stale")
 	}
@@ -193,7 +193,7 @@ func TestScrapeTPUFlavour(t *testing.T) {
 	}
 	defer r.Close(context.Background())
 	r.Start(context.Background())
-	ep := r.Endpoints[0]
+	ep := r.Endpoints()[0]
 	waitFor(t, "first scrape", func() bool { return !ep.Stale(time.Now()) })
 	if l := ep.Load(); l.NumGPUBlocks != eng.NumBlocks() || l.PrefixQueries == 0 || l.PromptTokens == 0 {
 		t.Fatalf("TPU engine's load not read: %+v (engine has %d blocks)", l, eng.NumBlocks())
@@ -210,7 +210,7 @@ func TestHealthRecovers(t *testing.T) {
 	defer srv.Close()
 	r := newTestRegistry(t, srv.URL)
 	r.Start(context.Background())
-	ep := r.Endpoints[0]
+	ep := r.Endpoints()[0]
 	waitFor(t, "unhealthy", func() bool { return !ep.Healthy() })
 	healthy.Store(true)
 	waitFor(t, "healthy again", func() bool { return ep.Healthy() && ep.Available() })
@@ -263,7 +263,7 @@ func TestHealthThresholds(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer r.Close(context.Background())
-			ep.Store(r.Endpoints[0])
+			ep.Store(r.Endpoints()[0])
 			r.Start(t.Context())
 			var got strings.Builder
 			for range tt.script {
@@ -346,7 +346,7 @@ func TestSendTracksInFlight(t *testing.T) {
 	}))
 	defer srv.Close()
 	r := newTestRegistry(t, srv.URL)
-	ep := r.Endpoints[0]
+	ep := r.Endpoints()[0]
 	resp, err := r.Client().Send(context.Background(), ep, "/v1/chat/completions", []byte(`{}`), nil, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -368,7 +368,7 @@ func TestSendClassifiesFailures(t *testing.T) {
 		http.Error(w, "boom", http.StatusBadGateway)
 	}))
 	r := newTestRegistry(t, srv.URL)
-	ep := r.Endpoints[0]
+	ep := r.Endpoints()[0]
 	_, err := r.Client().Send(context.Background(), ep, "/x", nil, nil, 0)
 	var ue *UpstreamError
 	if !asUpstream(err, &ue) || ue.StatusCode != http.StatusBadGateway || string(ue.Body) != "boom\n" {
@@ -481,7 +481,7 @@ func TestWaitingFallsAsRequestsAnswer(t *testing.T) {
 	defer srv.Close()
 	defer close(release)
 	r := newTestRegistry(t, srv.URL)
-	ep := r.Endpoints[0]
+	ep := r.Endpoints()[0]
 	ep.SetLoad(Load{Running: 16, Waiting: 6, MaxNumSeqs: 16, ScrapedAt: time.Now()})
 	waiting := func(want int64, after string) {
 		t.Helper()

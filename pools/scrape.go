@@ -211,7 +211,7 @@ func sum(f *dto.MetricFamily) float64 {
 }
 
 func (r *Registry) scrapeLoop(ctx context.Context, ep *Endpoint) {
-	r.every(r.opts.ScrapeInterval, func() {
+	r.every(ep, r.opts.ScrapeInterval, func() {
 		if err := r.scrape(ctx, ep); err != nil && ctx.Err() == nil {
 			r.log.Debug("scrape failed", "endpoint", ep.ID, "err", err)
 		}
@@ -241,6 +241,9 @@ func (r *Registry) scrape(ctx context.Context, ep *Endpoint) error {
 	}
 	l.ScrapedAt = time.Now()
 	ep.SetLoad(l)
+	if ep.joining.CompareAndSwap(true, false) {
+		r.log.Info("endpoint takes traffic after its first good scrape", "pool", ep.Pool.Config.Name, "endpoint", ep.ID)
+	}
 	if r.onLoad != nil {
 		r.onLoad(ep, l)
 	}
@@ -249,7 +252,7 @@ func (r *Registry) scrape(ctx context.Context, ep *Endpoint) error {
 
 func (r *Registry) healthLoop(ctx context.Context, ep *Endpoint) {
 	h := healthCheck{threshold: r.opts.HealthFailures}
-	r.every(r.opts.HealthInterval, func() {
+	r.every(ep, r.opts.HealthInterval, func() {
 		err := r.probe(ctx, ep)
 		if ctx.Err() != nil {
 			return // the registry is closing: the probe says nothing

@@ -51,10 +51,7 @@ func NewLoadShare(reg *Registry, cfg gossip.Config) (*LoadShare, error) {
 	if reg == nil {
 		return nil, errors.New("pools: load share: Registry required")
 	}
-	c := &loadCodec{reg: reg, ids: make(map[string]int, len(reg.Endpoints))}
-	for _, ep := range reg.Endpoints {
-		c.ids[ep.ID] = ep.Index
-	}
+	c := &loadCodec{reg: reg}
 	cfg.Name = LoadShareExchange
 	x, err := gossip.New(cfg, gossip.Codec[[]PeerLoad](c))
 	if err != nil {
@@ -71,10 +68,12 @@ func NewLoadShare(reg *Registry, cfg gossip.Config) (*LoadShare, error) {
 //
 // A name is the endpoint's ID (host:port), which every gateway derives
 // alike from the pools' URLs; a peer's snapshot is by this gateway's
-// endpoint index, and leaves out the engines it does not route to.
+// endpoint index, and leaves out the engines it does not route to. A
+// snapshot is by the indexes of the fleet when it was decoded: should an
+// endpoint leave and its index go to one that joins, the new one reads
+// the old one's figures until the peer's next report replaces them.
 type loadCodec struct {
 	reg *Registry
-	ids map[string]int
 }
 
 // own is this gateway's own load on ep, as reported.
@@ -89,7 +88,7 @@ const maxFigure = 1 << 53
 // Report implements gossip.Codec.
 func (c *loadCodec) Report(dst []byte) ([]byte, bool) {
 	var n int
-	for _, ep := range c.reg.Endpoints {
+	for _, ep := range c.reg.Endpoints() {
 		if c.own(ep) != (PeerLoad{}) {
 			n++
 		}
@@ -98,7 +97,7 @@ func (c *loadCodec) Report(dst []byte) ([]byte, bool) {
 		return dst, true
 	}
 	dst = binary.AppendUvarint(dst, uint64(n))
-	for _, ep := range c.reg.Endpoints {
+	for _, ep := range c.reg.Endpoints() {
 		l := c.own(ep)
 		if l == (PeerLoad{}) {
 			continue
@@ -122,15 +121,16 @@ func (c *loadCodec) Decode(b []byte) ([]PeerLoad, error) {
 	if count == 0 {
 		return nil, errBadReport
 	}
-	load := make([]PeerLoad, len(c.reg.Endpoints))
+	f := c.reg.fleet.Load()
+	load := make([]PeerLoad, f.indexes)
 	for range count {
 		name := r.Bytes()
 		inFlight, tokens := r.Uvarint(), r.Uvarint()
 		if !r.OK() || len(name) == 0 || len(name) > 255 || inFlight > maxFigure || tokens > maxFigure {
 			return nil, errBadReport
 		}
-		if i, ok := c.ids[string(name)]; ok {
-			load[i] = PeerLoad{InFlight: int64(inFlight), InFlightTokens: int64(tokens)}
+		if ep, ok := f.byID[string(name)]; ok {
+			load[ep.Index] = PeerLoad{InFlight: int64(inFlight), InFlightTokens: int64(tokens)}
 		}
 	}
 	if r.Len() != 0 {
@@ -141,11 +141,13 @@ func (c *loadCodec) Decode(b []byte) ([]PeerLoad, error) {
 
 // Peers implements gossip.Codec: it publishes each endpoint's sums.
 func (c *loadCodec) Peers(snapshots [][]PeerLoad) {
-	for i, ep := range c.reg.Endpoints {
+	for _, ep := range c.reg.Endpoints() {
 		var sum PeerLoad
 		for _, s := range snapshots {
-			sum.InFlight += s[i].InFlight
-			sum.InFlightTokens += s[i].InFlightTokens
+			if ep.Index < len(s) {
+				sum.InFlight += s[ep.Index].InFlight
+				sum.InFlightTokens += s[ep.Index].InFlightTokens
+			}
 		}
 		if old := ep.peers.Load(); old == nil && sum == (PeerLoad{}) || old != nil && *old == sum {
 			continue

@@ -32,11 +32,11 @@ func TestLoadShareTwoGateways(t *testing.T) {
 	defer b.Close(context.Background())
 
 	// A has three requests on e1 (its endpoint 0), one on e2.
-	ra.Endpoints[0].inFlight.Add(3)
-	ra.Endpoints[0].inFlightTokens.Add(30_000)
-	ra.Endpoints[1].inFlight.Add(1)
-	ra.Endpoints[1].inFlightTokens.Add(500)
-	e1, e2 := rb.Endpoints[1], rb.Endpoints[0]
+	ra.Endpoints()[0].inFlight.Add(3)
+	ra.Endpoints()[0].inFlightTokens.Add(30_000)
+	ra.Endpoints()[1].inFlight.Add(1)
+	ra.Endpoints()[1].inFlightTokens.Add(500)
+	e1, e2 := rb.Endpoints()[1], rb.Endpoints()[0]
 	waitFor(t, "B counts A's requests", func() bool {
 		return e1.InFlight() == 3 && e1.InFlightTokens() == 30_000 && e2.InFlight() == 1 && e2.InFlightTokens() == 500
 	})
@@ -45,14 +45,14 @@ func TestLoadShareTwoGateways(t *testing.T) {
 	}
 	// B's own request adds to A's, and A sees it too.
 	e1.inFlight.Add(1)
-	waitFor(t, "A counts B's request", func() bool { return ra.Endpoints[0].InFlight() == 4 })
+	waitFor(t, "A counts B's request", func() bool { return ra.Endpoints()[0].InFlight() == 4 })
 	if got := e1.InFlight(); got != 4 {
 		t.Errorf("B's e1 in flight = %d, want 3 of A's and 1 of its own", got)
 	}
 
 	// A's requests end.
-	ra.Endpoints[0].inFlight.Add(-3)
-	ra.Endpoints[0].inFlightTokens.Add(-30_000)
+	ra.Endpoints()[0].inFlight.Add(-3)
+	ra.Endpoints()[0].inFlightTokens.Add(-30_000)
 	waitFor(t, "B sees A's e1 requests end", func() bool { return e1.InFlight() == 1 && e1.Peers() == PeerLoad{} })
 	if e2.InFlight() != 1 {
 		t.Errorf("B's e2 in flight = %d, want A's 1", e2.InFlight())
@@ -75,18 +75,15 @@ func TestLoadReportRoundTrip(t *testing.T) {
 	if _, empty := c.Report(nil); !empty {
 		t.Fatal("an idle gateway's report is not empty")
 	}
-	r.Endpoints[1].inFlightTokens.Store(1000)
-	r.Endpoints[2].inFlight.Store(5)
-	r.Endpoints[2].inFlightTokens.Store(1 << 40)
+	r.Endpoints()[1].inFlightTokens.Store(1000)
+	r.Endpoints()[2].inFlight.Store(5)
+	r.Endpoints()[2].inFlightTokens.Store(1 << 40)
 	body, empty := c.Report(nil)
 	if empty {
 		t.Fatal("a busy gateway's report is empty")
 	}
 	peer := newTestRegistry(t, "http://e3:8000", "http://e0:8000", "http://e2:8000", "http://e1:8000")
-	pc := &loadCodec{reg: peer, ids: map[string]int{}}
-	for _, ep := range peer.Endpoints {
-		pc.ids[ep.ID] = ep.Index
-	}
+	pc := &loadCodec{reg: peer}
 	got, err := pc.Decode(body)
 	if err != nil {
 		t.Fatal(err)
@@ -112,8 +109,8 @@ func FuzzDecodeLoadReport(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	c := &loadCodec{reg: r, ids: map[string]int{"e1:8000": 0, "e2:8000": 1}}
-	r.Endpoints[1].inFlight.Store(3)
+	c := &loadCodec{reg: r}
+	r.Endpoints()[1].inFlight.Store(3)
 	seed, _ := c.Report(nil)
 	f.Add(seed)
 	f.Add([]byte{1, 1, 'x', 0, 0})
@@ -123,11 +120,11 @@ func FuzzDecodeLoadReport(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if len(load) != len(r.Endpoints) {
-			t.Fatalf("snapshot of %d endpoints, want %d", len(load), len(r.Endpoints))
+		if len(load) != len(r.Endpoints()) {
+			t.Fatalf("snapshot of %d endpoints, want %d", len(load), len(r.Endpoints()))
 		}
 		c.Peers([][]PeerLoad{load, load})
-		for _, ep := range r.Endpoints {
+		for _, ep := range r.Endpoints() {
 			if p := ep.Peers(); p.InFlight < 0 || p.InFlightTokens < 0 {
 				t.Fatalf("negative peer load %+v", p)
 			}

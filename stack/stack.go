@@ -179,46 +179,24 @@ func (s *Stack) startFleetView(ctx context.Context, p *parts) (err error) {
 			index.SetCapacity(ep.Index, l.NumGPUBlocks)
 		}
 	})
-	p.names = make([]string, len(s.reg.Endpoints))
-	groups := map[string]int{}
-	for i, ep := range s.reg.Endpoints {
-		p.names[i] = ep.ID
-		// The replicas of a pool share its Shared tier (a store such as
-		// LMCache's remote backend): a block in it counts for all of them.
-		g, ok := groups[ep.Pool.Config.Name]
-		if !ok {
-			g = len(groups)
-			groups[ep.Pool.Config.Name] = g
-		}
-		index.SetGroup(ep.Index, g)
-	}
-	kvMetrics := kv.NewCollector(index, p.names)
-	p.metrics.MustRegister(kvMetrics)
-	var subs subscriptions
-	for _, ep := range s.reg.Endpoints {
-		if ep.KVEvents == "" {
-			continue
-		}
-		sub, err := kv.NewSubscriber(index, kv.SubscriberConfig{
-			Endpoint: ep.Index,
-			Addr:     ep.KVEvents,
-			Model:    ep.Pool.Config.ServedModels[0],
-			Hasher:   p.hasher,
-			Logger:   log.With("endpoint", ep.ID),
-		})
-		if err != nil {
-			return err
-		}
-		kvMetrics.AddSubscriber(ep.Index, sub)
-		subs = append(subs, sub)
-	}
+	kvMetrics := kv.NewCollector(index, nil)
+	p.metrics.MustRegister(kvMetrics, s.reg.Collector())
+	view := newFleetView(s.reg, index, p.hasher, kvMetrics, log)
 	if err := s.life.start(ctx, "pools", s.reg); err != nil {
 		return err
+	}
+	// The routing records shared with other gateways name the endpoints
+	// of the fleet as it started.
+	for _, ep := range s.reg.Endpoints() {
+		if ep.Index >= len(p.names) {
+			p.names = append(p.names, make([]string, ep.Index+1-len(p.names))...)
+		}
+		p.names[ep.Index] = ep.ID
 	}
 	// The KV subscriptions end before the engines they follow (the
 	// embedded fleet stops after this): an engine's stream closing under
 	// a live subscription reads as an interrupted one.
-	return s.life.start(ctx, "KV event subscriptions", subs)
+	return s.life.start(ctx, "KV event subscriptions", view)
 }
 
 // startState starts tracing, opens the state store, shares routing

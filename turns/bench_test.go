@@ -116,7 +116,7 @@ func newLaneCapacity(tb testing.TB, n int) (*ModelCapacity, time.Time) {
 		tb.Fatal(err)
 	}
 	now := time.Now()
-	for i, ep := range reg.Endpoints {
+	for i, ep := range reg.Endpoints() {
 		ep.SetLoad(pools.Load{Running: i % 7, Waiting: i % 3, MaxNumSeqs: 256, BlockSize: 16, NumGPUBlocks: 20000, ScrapedAt: now.Add(time.Hour)})
 	}
 	mc := NewModelCapacity(reg, "m", Lane{Endpoints: 1, MinFleet: 4, Hold: time.Minute})

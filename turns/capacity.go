@@ -129,17 +129,19 @@ func (pc PoolCapacity) Name() string { return pc.Pool.Name() }
 // sequences (max_num_seqs plus QueueDepthPerEndpoint), of which
 // InteractiveReservedPerEndpoint are reserved for the Interactive band.
 func (pc PoolCapacity) Measure(now time.Time, cfg *FlowControl) Measurement {
-	return measure(pc.Pool.Endpoints, now, cfg, 0, true)
+	return measure(pc.Pool.Endpoints(), now, cfg, 0, true)
 }
 
 // ModelCapacity is the Capacity of every endpoint that serves a model
 // whole, across pools: the endpoints the router chooses among, so that
 // admission and routing agree on the fleet a turn may use. Build one per
-// model at start-up; only its interactive-lane clock changes after.
+// model at start-up; it reads the registry's current endpoints at each
+// Measure, so that it follows discovery.
 type ModelCapacity struct {
-	name string
-	eps  []*pools.Endpoint
-	lane Lane
+	name  string
+	reg   *pools.Registry
+	model string
+	lane  Lane
 	// lastInteractive is when an Interactive turn last came, in Unix
 	// nanoseconds; 0 never.
 	lastInteractive atomic.Int64
@@ -162,7 +164,7 @@ type Lane struct {
 // NewModelCapacity collects reg's endpoints serving model, with lane as
 // the routing policy's interactive lane.
 func NewModelCapacity(reg *pools.Registry, model string, lane Lane) *ModelCapacity {
-	return &ModelCapacity{name: "model:" + model, eps: reg.EndpointsFor(nil, model), lane: lane}
+	return &ModelCapacity{name: "model:" + model, reg: reg, model: model, lane: lane}
 }
 
 // Name is "model:" and the model's name.
@@ -172,7 +174,7 @@ func (mc *ModelCapacity) Name() string { return mc.name }
 // the interactive lane's endpoints left out of the lower bands' room while
 // the lane is held.
 func (mc *ModelCapacity) Measure(now time.Time, cfg *FlowControl) Measurement {
-	return measure(mc.eps, now, cfg, mc.laneNow(now), mc.reserveNow(now, cfg))
+	return measure(mc.reg.Serving(mc.model), now, cfg, mc.laneNow(now), mc.reserveNow(now, cfg))
 }
 
 // noteInteractive implements interactiveNoter.
@@ -202,7 +204,7 @@ func (mc *ModelCapacity) laneNow(now time.Time) int {
 	// for the fleet to have a lane, and one beyond the lane.
 	enough := max(l.MinFleet, l.Endpoints+1)
 	n := 0
-	for _, e := range mc.eps {
+	for _, e := range mc.reg.Serving(mc.model) {
 		if n >= enough {
 			break
 		}

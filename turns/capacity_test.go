@@ -142,14 +142,14 @@ func TestModelCapacitySpansPools(t *testing.T) {
 	var fc FlowControl
 	fc.EnsureDefaults()
 	now := time.Now()
-	for _, ep := range reg.Endpoints {
+	for _, ep := range reg.Endpoints() {
 		ep.SetLoad(pools.Load{ScrapedAt: now})
 	}
 	mc := NewModelCapacity(reg, "m", Lane{})
 	if got := mc.Measure(now, &fc); got.Endpoints != 3 || got.Slots != 3*fc.MaxInFlightPerEndpoint {
 		t.Fatalf("model m: %+v, want 3 endpoints across both pools", got)
 	}
-	reg.Endpoints[0].SetHealthy(false)
+	reg.Endpoints()[0].SetHealthy(false)
 	if got := mc.Measure(now, &fc); got.Endpoints != 2 || got.Saturation == 1 {
 		t.Fatalf("with the gpu pool down: %+v, want the tpu pool's 2 endpoints to admit", got)
 	}
@@ -255,7 +255,7 @@ func TestModelCapacityLane(t *testing.T) {
 	if all, lower := open(at.Add(31 * time.Second)); all != 4 || lower != 4 {
 		t.Errorf("lane lapsed: open %d, lower %d; want 4 and 4", all, lower)
 	}
-	reg.Endpoints[3].SetHealthy(false)
+	reg.Endpoints()[3].SetHealthy(false)
 	if all, lower := open(at.Add(time.Second)); all != 3 || lower != 3 {
 		t.Errorf("three endpoints, below the lane's fleet: open %d, lower %d; want 3 and 3", all, lower)
 	}
@@ -310,7 +310,7 @@ func freshRegistry(t *testing.T, n int, l pools.Load) *pools.Registry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ep := range reg.Endpoints {
+	for _, ep := range reg.Endpoints() {
 		ep.SetLoad(l)
 	}
 	return reg

@@ -30,8 +30,8 @@ func TestActiveActiveSharedLoad(t *testing.T) {
 	a := startGatewayStack(t, srv.URL(), pool, leastLoaded)
 	b := startGatewayStack(t, srv.URL(), pool, leastLoaded)
 	// A routes only to the first engine.
-	busy := a.Registry().Endpoints[0]
-	a.Registry().Endpoints[1].SetDraining(true)
+	busy := a.Registry().Endpoints()[0]
+	a.Registry().Endpoints()[1].SetDraining(true)
 
 	// stream opens a long stream through addr and returns once its first
 	// chunk came; the stream runs until ctx ends.
@@ -55,7 +55,7 @@ func TestActiveActiveSharedLoad(t *testing.T) {
 		stream(ctxA, a.Addr())
 	}
 	var onB *pools.Endpoint // the busy engine in B's registry
-	for _, ep := range b.Registry().Endpoints {
+	for _, ep := range b.Registry().Endpoints() {
 		if ep.ID == busy.ID {
 			onB = ep
 		}

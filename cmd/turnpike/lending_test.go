@@ -174,7 +174,7 @@ func TestLendingOnSchedule(t *testing.T) {
 	}
 	// With the gateway's own pool drained, a background turn can only
 	// run on the lent pool.
-	ls.Registry().Pools[0].Endpoints[0].SetDraining(true)
+	ls.Registry().Pools[0].Endpoints()[0].SetDraining(true)
 	client := openai.NewClient(option.WithBaseURL("http://"+ls.Addr()+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 	if _, err := client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
 		Model:     defaultSimServedModel,

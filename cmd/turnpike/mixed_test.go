@@ -50,13 +50,13 @@ func TestMixedTopology(t *testing.T) {
 		t.Fatalf("%d pools", len(st.Registry().Pools))
 	}
 	gpu, tpu := st.Registry().Pools[0], st.Registry().Pools[1]
-	if gpu.Config.Accelerator != "h200" || gpu.Config.Engine != pools.EngineVLLM || len(gpu.Endpoints) != 2 ||
-		tpu.Config.Accelerator != "tpu-v6e" || tpu.Config.Engine != pools.EngineVLLMTPU || len(tpu.Endpoints) != 1 {
+	if gpu.Config.Accelerator != "h200" || gpu.Config.Engine != pools.EngineVLLM || len(gpu.Endpoints()) != 2 ||
+		tpu.Config.Accelerator != "tpu-v6e" || tpu.Config.Engine != pools.EngineVLLMTPU || len(tpu.Endpoints()) != 1 {
 		t.Fatalf("pools %+v and %+v", gpu.Config, tpu.Config)
 	}
 	engines := st.Fleet().Engines()
 	deadline := time.Now().Add(10 * time.Second)
-	for _, ep := range st.Registry().Endpoints {
+	for _, ep := range st.Registry().Endpoints() {
 		for ep.Stale(time.Now()) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -93,7 +93,7 @@ func TestMixedTopology(t *testing.T) {
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 			for i, e := range engines {
 				if e.Stats().Steps > before[i] {
-					return st.Registry().Endpoints[i].Pool.Name()
+					return st.Registry().Endpoints()[i].Pool.Name()
 				}
 			}
 		}

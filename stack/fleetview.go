@@ -1,0 +1,135 @@
+package stack
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/turnpike-gateway/turnpike/kv"
+	"github.com/turnpike-gateway/turnpike/pools"
+)
+
+// fleetView keeps the KV-cache index in step with the fleet as discovery
+// changes it: an endpoint that joins gets its name in the index's metrics,
+// its pool's Shared-tier group and, when it publishes KV events, a
+// subscription; one that leaves, once drained, loses its subscription and
+// every block the index held for it, so that its index may serve another.
+// It is the KV subscriptions' component: Start starts those of the
+// endpoints that joined before it, Close stops them all.
+type fleetView struct {
+	index   *kv.Index
+	hasher  *kv.Hasher
+	metrics *kv.Collector
+	log     *slog.Logger
+	// groups numbers the pools, whose set is fixed, for SetGroup.
+	groups map[string]int
+
+	mu struct {
+		sync.Mutex
+		// protects the fields below
+		subs map[int]*kv.Subscriber
+		// ctx is the subscriptions' context once started; nil before.
+		ctx    context.Context
+		closed bool
+	}
+}
+
+func newFleetView(reg *pools.Registry, index *kv.Index, hasher *kv.Hasher, metrics *kv.Collector, log *slog.Logger) *fleetView {
+	v := &fleetView{index: index, hasher: hasher, metrics: metrics, log: log, groups: map[string]int{}}
+	v.mu.subs = map[int]*kv.Subscriber{}
+	for _, p := range reg.Pools {
+		// The replicas of a pool share its Shared tier (a store such as
+		// LMCache's remote backend): a block in it counts for all of them.
+		if _, ok := v.groups[p.Name()]; !ok {
+			v.groups[p.Name()] = len(v.groups)
+		}
+	}
+	reg.OnJoin(v.join)
+	reg.OnLeave(v.leave)
+	return v
+}
+
+// join is the registry's OnJoin hook.
+func (v *fleetView) join(ep *pools.Endpoint) {
+	v.metrics.SetName(ep.Index, ep.ID)
+	v.index.SetGroup(ep.Index, v.groups[ep.Pool.Name()])
+	if ep.KVEvents == "" {
+		return
+	}
+	sub, err := kv.NewSubscriber(v.index, kv.SubscriberConfig{
+		Endpoint: ep.Index,
+		Addr:     ep.KVEvents,
+		Model:    ep.Pool.Config.ServedModels[0],
+		Hasher:   v.hasher,
+		Logger:   v.log.With("endpoint", ep.ID),
+	})
+	if err != nil {
+		// Routing still feeds the index; the engine's own events are lost.
+		v.log.Warn("KV event subscription not possible", "endpoint", ep.ID, "err", err)
+		return
+	}
+	v.metrics.AddSubscriber(ep.Index, sub)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.mu.closed {
+		return
+	}
+	v.mu.subs[ep.Index] = sub
+	if v.mu.ctx != nil {
+		if err := sub.Start(v.mu.ctx); err != nil {
+			v.log.Warn("KV event subscription did not start", "endpoint", ep.ID, "err", err)
+		}
+	}
+}
+
+// leave is the registry's OnLeave hook: the endpoint has drained.
+func (v *fleetView) leave(ep *pools.Endpoint) {
+	v.mu.Lock()
+	sub := v.mu.subs[ep.Index]
+	delete(v.mu.subs, ep.Index)
+	started := v.mu.ctx != nil
+	v.mu.Unlock()
+	if sub != nil && started {
+		ctx, cancel := context.WithTimeout(context.Background(), subscriptionsStop)
+		if err := sub.Close(ctx); err != nil {
+			v.log.Warn("KV event subscription did not stop", "endpoint", ep.ID, "err", err)
+		}
+		cancel()
+	}
+	// The subscription has ended: nothing records for the endpoint any
+	// more but routing, which no longer picks it.
+	v.index.Clear(ep.Index)
+	v.index.SetStale(ep.Index, false)
+	v.metrics.SetName(ep.Index, "")
+}
+
+// Start starts the subscriptions of the endpoints that joined so far;
+// those that join later start as they join.
+func (v *fleetView) Start(ctx context.Context) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.mu.ctx = context.WithoutCancel(ctx)
+	return subscriptions(mapValues(v.mu.subs)).Start(v.mu.ctx)
+}
+
+// Close stops every subscription, within subscriptionsStop.
+func (v *fleetView) Close(ctx context.Context) error {
+	v.mu.Lock()
+	v.mu.closed = true
+	subs := mapValues(v.mu.subs)
+	started := v.mu.ctx != nil
+	v.mu.subs = map[int]*kv.Subscriber{}
+	v.mu.Unlock()
+	if !started {
+		return nil
+	}
+	return subscriptions(subs).Close(ctx)
+}
+
+func mapValues(m map[int]*kv.Subscriber) []*kv.Subscriber {
+	out := make([]*kv.Subscriber, 0, len(m))
+	for _, s := range m {
+		out = append(out, s)
+	}
+	return out
+}
