@@ -141,8 +141,14 @@ func TestExpiredLeaseRefused(t *testing.T) {
 	_, dsrv := newTestEngine(t, Config{Role: RoleDecode})
 	content := prompt(4, 4000)
 	p := prefill(t, psrv.URL, content)
-	// The engine frees an expired lease by itself, without a pull.
-	waitFor(t, func() bool { return pe.Stats().UsedBlocks == 0 })
+	// The engine frees an expired lease by itself, without a pull. (The
+	// stats alone may show no blocks used before the prefill's step has
+	// been counted, while the lease is still live.)
+	waitFor(t, func() bool {
+		pe.sched.leases.mu.Lock()
+		defer pe.sched.leases.mu.Unlock()
+		return len(pe.sched.leases.m) == 0 && pe.Stats().UsedBlocks == 0
+	})
 	resp := post(t, dsrv.URL+"/v1/chat/completions", chatBody(content, decodeLeg(t, p, "")))
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("status %d, want 400", resp.StatusCode)
