@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/internal/jsonscan"
 	"github.com/turnpike-gateway/turnpike/kv"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/prompt"
@@ -471,15 +472,14 @@ func (t *Turn) classified(band turns.Band) {
 // priority when ep's engine schedules by priority (pools.PoolConfig.
 // PriorityScheduling), lower first as vLLM reads it (and SGLang with
 // --schedule-low-priority-values-first):
-// interactive 0, standard 1, background 2. The member goes last, so it is
-// the one an engine reads if the client sent a priority of its own. A
-// body that is not a JSON object goes as it is, for the engine to refuse.
+// interactive 0, standard 1, background 2, in place of a priority the
+// client sent. A body that is not a JSON object goes as it is, for the
+// engine to refuse.
 func (t *Turn) withPriority(ep *pools.Endpoint, body []byte) []byte {
 	if !ep.Prioritizes() || !t.band.Valid() || len(body) == 0 {
 		return body
 	}
-	member := strconv.AppendInt([]byte(`"priority":`), int64(t.band.Priority()), 10)
-	b, err := spliceMembers(body, !emptyObject(body), member)
+	b, err := jsonscan.Edit(body, []jsonscan.Member{{Key: "priority", Value: strconv.AppendInt(nil, int64(t.band.Priority()), 10)}})
 	if err != nil {
 		return body
 	}

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+
+	"github.com/turnpike-gateway/turnpike/internal/jsonscan"
 )
 
 // Outcomes of a stream migration, for turnpike_stream_migrations_total.
@@ -116,12 +119,12 @@ func continuation(spec *Spec, text string, generated int) ([]byte, error) {
 	if text == "" {
 		return spec.Body, nil
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(spec.Body, &m); err != nil {
-		return nil, fmt.Errorf("%w: %w", errNotResumable, err)
-	}
+	var set []jsonscan.Member
 	for _, k := range []string{"max_tokens", "max_completion_tokens"} {
-		raw, ok := m[k]
+		raw, ok, err := jsonscan.Lookup(spec.Body, k)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errNotResumable, err)
+		}
 		if !ok || bytes.Equal(raw, []byte("null")) {
 			continue
 		}
@@ -132,31 +135,57 @@ func continuation(spec *Spec, text string, generated int) ([]byte, error) {
 		if n-generated < 1 {
 			return nil, fmt.Errorf("%w: the output budget is spent", errNotResumable)
 		}
-		m[k] = json.RawMessage(fmt.Sprint(n - generated))
+		set = append(set, jsonscan.Member{Key: k, Value: strconv.AppendInt(nil, int64(n-generated), 10)})
 	}
 	textJSON, _ := json.Marshal(text)
 	if spec.Path == chatPath {
-		var msgs []json.RawMessage
-		if err := json.Unmarshal(m["messages"], &msgs); err != nil {
-			return nil, fmt.Errorf("%w: messages: %w", errNotResumable, err)
-		}
-		msgs = append(msgs, json.RawMessage(`{"role":"assistant","content":`+string(textJSON)+`}`))
-		raw, err := json.Marshal(msgs)
+		msgs, _, err := jsonscan.Lookup(spec.Body, "messages")
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", errNotResumable, err)
 		}
-		m["messages"] = raw
-		m["continue_final_message"] = json.RawMessage("true")
-		m["add_generation_prompt"] = json.RawMessage("false")
+		answer := append(append([]byte(`{"role":"assistant","content":`), textJSON...), '}')
+		if msgs, err = appendElement(msgs, answer); err != nil {
+			return nil, fmt.Errorf("%w: messages: %w", errNotResumable, err)
+		}
+		set = append(set, jsonscan.Member{Key: "messages", Value: msgs},
+			jsonscan.Member{Key: "continue_final_message", Value: []byte("true")},
+			jsonscan.Member{Key: "add_generation_prompt", Value: []byte("false")})
 	} else {
+		raw, _, err := jsonscan.Lookup(spec.Body, "prompt")
 		var p string
-		if err := json.Unmarshal(m["prompt"], &p); err != nil {
+		if err != nil || json.Unmarshal(raw, &p) != nil {
 			return nil, fmt.Errorf("%w: a prompt that is not one string", errNotResumable)
 		}
-		raw, _ := json.Marshal(p + text)
-		m["prompt"] = raw
+		raw, _ = json.Marshal(p + text)
+		set = append(set, jsonscan.Member{Key: "prompt", Value: raw})
 	}
-	return json.Marshal(m)
+	return jsonscan.Edit(spec.Body, set)
+}
+
+// appendElement is the JSON array arr with elem added at its end; the
+// elements it had come as they came.
+func appendElement(arr, elem []byte) ([]byte, error) {
+	var d jsonscan.Decoder
+	d.Data = arr
+	d.SkipSpace()
+	if d.Peek() != '[' {
+		return nil, errors.New("not an array")
+	}
+	if err := d.Skip(); err != nil {
+		return nil, err
+	}
+	if err := d.End(); err != nil {
+		return nil, err
+	}
+	head := bytes.TrimRight(arr, " \t\r\n")
+	head = bytes.TrimRight(head[:len(head)-1], " \t\r\n")
+	out := make([]byte, 0, len(head)+len(elem)+2)
+	out = append(out, head...)
+	if head[len(head)-1] != '[' {
+		out = append(out, ',')
+	}
+	out = append(out, elem...)
+	return append(out, ']'), nil
 }
 
 // combinedUsage is the usage of a migrated answer: the prompt as the

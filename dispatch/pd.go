@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/internal/jsonscan"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/tracing"
 	"go.opentelemetry.io/otel/trace"
@@ -217,11 +217,7 @@ func (t *Turn) sendPD(ctx context.Context) error {
 // false when the decoder must prefill.
 func (t *Turn) prefill(ctx context.Context, prefillers []*pools.Endpoint) ([]byte, bool) {
 	d, spec := t.d, t.spec
-	fields, err := bodyFields(spec.Body)
-	if err != nil {
-		return nil, false
-	}
-	leg, err := prefillBody(fields)
+	leg, err := prefillBody(spec.Body)
 	if err != nil {
 		return nil, false
 	}
@@ -238,7 +234,7 @@ func (t *Turn) prefill(ctx context.Context, prefillers []*pools.Endpoint) ([]byt
 		params, usage, err := t.prefillOn(pctx, ep, leg, tokens)
 		if err == nil {
 			t.prefillDone(&req, ep, usage, time.Since(start), pdVLLM)
-			decode, err := decodeBody(spec.Body, fields, params)
+			decode, err := decodeBody(spec.Body, params)
 			if err != nil {
 				return nil, false
 			}
@@ -310,78 +306,23 @@ func (t *Turn) prefillOn(ctx context.Context, ep *pools.Endpoint, leg []byte, to
 	return answer.KVTransferParams, answer.Usage, nil
 }
 
-// bodyFields splits a JSON request body into its top-level fields.
-func bodyFields(body []byte) (map[string]json.RawMessage, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
-		return nil, err
-	}
-	if fields == nil {
-		return nil, errors.New("dispatch: request body is not a JSON object")
-	}
-	return fields, nil
+// prefillBody is the prefill leg of the request body: as vLLM's proxy
+// sends it, one token asked for, not streamed, with the prefill's
+// kv_transfer_params.
+func prefillBody(body []byte) ([]byte, error) {
+	one := []byte("1")
+	return jsonscan.Edit(body, []jsonscan.Member{
+		{Key: "kv_transfer_params", Value: prefillParams},
+		{Key: "stream", Value: []byte("false")},
+		{Key: "max_tokens", Value: one},
+		{Key: "max_completion_tokens", Value: one, Replace: true},
+	}, "stream_options")
 }
 
-// prefillBody is the prefill leg of a request with fields: as vLLM's
-// proxy sends it. fields is not changed.
-func prefillBody(fields map[string]json.RawMessage) ([]byte, error) {
-	leg := make(map[string]json.RawMessage, len(fields)+2)
-	for k, v := range fields {
-		leg[k] = v
-	}
-	one := json.RawMessage("1")
-	leg["kv_transfer_params"] = prefillParams
-	leg["stream"] = json.RawMessage("false")
-	leg["max_tokens"] = one
-	if _, ok := leg["max_completion_tokens"]; ok {
-		leg["max_completion_tokens"] = one
-	}
-	delete(leg, "stream_options")
-	return json.Marshal(leg)
-}
-
-// decodeBody is the decode leg: the client's body with params added, by
-// splicing them in before its closing brace (the client's bytes as they
-// came) unless the client sent kv_transfer_params of its own, which are
-// replaced.
-func decodeBody(body []byte, fields map[string]json.RawMessage, params json.RawMessage) ([]byte, error) {
-	if _, own := fields["kv_transfer_params"]; own {
-		fields["kv_transfer_params"] = params
-		defer delete(fields, "kv_transfer_params")
-		return json.Marshal(fields)
-	}
-	return spliceMembers(body, len(fields) > 0, []byte(`"kv_transfer_params":`), params)
-}
-
-// emptyObject reports whether body is a JSON object without members
-// ({}, whitespace aside).
-func emptyObject(body []byte) bool {
-	b := bytes.TrimSpace(body)
-	return len(b) >= 2 && b[0] == '{' && len(bytes.TrimSpace(b[1:len(b)-1])) == 0
-}
-
-// spliceMembers is body, a JSON object with members when nonEmpty, with
-// the bytes of parts (members, comma-separated by the caller) added
-// before its closing brace.
-func spliceMembers(body []byte, nonEmpty bool, parts ...[]byte) ([]byte, error) {
-	head := bytes.TrimRight(body, " \t\r\n")
-	if len(head) == 0 || head[len(head)-1] != '}' {
-		return nil, errors.New("dispatch: request body is not a JSON object")
-	}
-	head = bytes.TrimRight(head[:len(head)-1], " \t\r\n")
-	n := len(head) + 2
-	for _, p := range parts {
-		n += len(p)
-	}
-	out := make([]byte, 0, n)
-	out = append(out, head...)
-	if nonEmpty {
-		out = append(out, ',')
-	}
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return append(out, '}'), nil
+// decodeBody is the decode leg: the client's body with the prefill's
+// params as its kv_transfer_params (in place of any the client sent).
+func decodeBody(body []byte, params json.RawMessage) ([]byte, error) {
+	return jsonscan.Edit(body, []jsonscan.Member{{Key: "kv_transfer_params", Value: params}})
 }
 
 // pdUsage is the usage the client sees of a disaggregated turn: the
@@ -395,13 +336,11 @@ func (t *Turn) pdUsage() {
 
 // pdRewrite puts the turn's usage in a non-streamed answer.
 func (t *Turn) pdRewrite(b []byte) []byte {
-	fields, err := bodyFields(b)
-	if err != nil || !t.hasUsage {
+	if !t.hasUsage {
 		return b
 	}
 	u, _ := json.Marshal(t.usage)
-	fields["usage"] = u
-	out, err := json.Marshal(fields)
+	out, err := jsonscan.Edit(b, []jsonscan.Member{{Key: "usage", Value: u}})
 	if err != nil {
 		return b
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/internal/jsonscan"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/tracing"
 	"go.opentelemetry.io/otel/trace"
@@ -94,55 +95,22 @@ func (p *pdLeg) sglangSettled() bool {
 // newRoom draws a bootstrap room: SGLang's rooms are 63-bit.
 func newRoom() uint64 { return rand.Uint64() & math.MaxInt64 }
 
-// sglangBodies are the decode and prefill legs of a request with fields:
-// body with the bootstrap fields naming host, port and room; the prefill
-// leg also with stream false and no stream_options. fields is not
-// changed.
-func sglangBodies(body []byte, fields map[string]json.RawMessage, host string, port int, room uint64) (decode, prefill []byte, err error) {
+// sglangBodies are the decode and prefill legs of a request body: body
+// with the bootstrap fields naming host, port and room (in place of any
+// the client sent); the prefill leg also with stream false and no
+// stream_options.
+func sglangBodies(body []byte, host string, port int, room uint64) (decode, prefill []byte, err error) {
 	h, _ := json.Marshal(host)
-	bs := [3]struct {
-		key string
-		val json.RawMessage
-	}{
-		{"bootstrap_host", h},
-		{"bootstrap_port", json.RawMessage(strconv.Itoa(port))},
-		{"bootstrap_room", json.RawMessage(strconv.FormatUint(room, 10))},
+	set := []jsonscan.Member{
+		{Key: "bootstrap_host", Value: h},
+		{Key: "bootstrap_port", Value: strconv.AppendInt(nil, int64(port), 10)},
+		{Key: "bootstrap_room", Value: strconv.AppendUint(nil, room, 10)},
 	}
-	leg := make(map[string]json.RawMessage, len(fields)+len(bs))
-	for k, v := range fields {
-		leg[k] = v
-	}
-	own := false
-	for _, b := range bs {
-		_, had := leg[b.key]
-		own = own || had
-		leg[b.key] = b.val
-	}
-	if own {
-		// The client sent bootstrap fields of its own: they are replaced.
-		if decode, err = json.Marshal(leg); err != nil {
-			return nil, nil, err
-		}
-	} else {
-		members := make([]byte, 0, 96)
-		for i, b := range bs {
-			if i > 0 {
-				members = append(members, ',')
-			}
-			members = strconv.AppendQuote(members, b.key)
-			members = append(members, ':')
-			members = append(members, b.val...)
-		}
-		if decode, err = spliceMembers(body, len(fields) > 0, members); err != nil {
-			return nil, nil, err
-		}
-	}
-	leg["stream"] = json.RawMessage("false")
-	delete(leg, "stream_options")
-	if prefill, err = json.Marshal(leg); err != nil {
+	if decode, err = jsonscan.Edit(body, set); err != nil {
 		return nil, nil, err
 	}
-	return decode, prefill, nil
+	prefill, err = jsonscan.Edit(body, append(set, jsonscan.Member{Key: "stream", Value: []byte("false")}), "stream_options")
+	return decode, prefill, err
 }
 
 // sendSGLang runs a disaggregated turn of an SGLang decoder: both legs at
@@ -155,8 +123,7 @@ func (t *Turn) sendSGLang(ctx context.Context, decoder *pools.Endpoint, prefille
 		t.picked = decoder
 		return t.send(ctx, spec.Body, nil)
 	}
-	fields, err := bodyFields(spec.Body)
-	if err != nil {
+	if !jsonscan.IsObject(spec.Body) {
 		// Not an object: the engine says what is wrong with it.
 		t.picked = decoder
 		return t.send(ctx, spec.Body, nil)
@@ -168,7 +135,7 @@ func (t *Turn) sendSGLang(ctx context.Context, decoder *pools.Endpoint, prefille
 		endPrefill(span, false)
 		return local(pdFallbackPrefillFailed)
 	}
-	decodeB, prefillB, err := sglangBodies(spec.Body, fields, prefiller.URL.Hostname(), prefiller.BootstrapPort, newRoom())
+	decodeB, prefillB, err := sglangBodies(spec.Body, prefiller.URL.Hostname(), prefiller.BootstrapPort, newRoom())
 	if err != nil {
 		d.policy.Done(&req, prefiller, affinity.Outcome{Err: err})
 		endPrefill(span, false)

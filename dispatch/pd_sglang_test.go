@@ -182,27 +182,22 @@ func TestSGLangRoomNeverArrives(t *testing.T) {
 
 func TestSGLangBodies(t *testing.T) {
 	body := []byte(`{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_tokens":300,"messages":[]}`)
-	fields, err := bodyFields(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec, pre, err := sglangBodies(body, fields, "10.0.0.7", 8998, 1<<62)
+	dec, pre, err := sglangBodies(body, "10.0.0.7", 8998, 1<<62)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := `{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_tokens":300,"messages":[],"bootstrap_host":"10.0.0.7","bootstrap_port":8998,"bootstrap_room":4611686018427387904}`; string(dec) != want {
 		t.Errorf("decode leg\n%s\nwant\n%s", dec, want)
 	}
-	if want := `{"bootstrap_host":"10.0.0.7","bootstrap_port":8998,"bootstrap_room":4611686018427387904,"max_tokens":300,"messages":[],"model":"m","stream":false}`; string(pre) != want {
+	if want := `{"model":"m","stream":false,"max_tokens":300,"messages":[],"bootstrap_host":"10.0.0.7","bootstrap_port":8998,"bootstrap_room":4611686018427387904}`; string(pre) != want {
 		t.Errorf("prefill leg\n%s\nwant\n%s", pre, want)
 	}
-	if len(fields) != 5 {
-		t.Errorf("sglangBodies changed the client's fields: %v", fields)
+	if want := `{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_tokens":300,"messages":[]}`; string(body) != want {
+		t.Errorf("sglangBodies changed the client's body: %s", body)
 	}
 	own := []byte(`{"bootstrap_room":7,"model":"m"}`)
-	fields, _ = bodyFields(own)
-	dec, _, err = sglangBodies(own, fields, "h", 1, 9)
-	if err != nil || string(dec) != `{"bootstrap_host":"h","bootstrap_port":1,"bootstrap_room":9,"model":"m"}` {
+	dec, _, err = sglangBodies(own, "h", 1, 9)
+	if err != nil || string(dec) != `{"bootstrap_room":9,"model":"m","bootstrap_host":"h","bootstrap_port":1}` {
 		t.Errorf("the client's own room: %s, %v", dec, err)
 	}
 	var v map[string]any
@@ -218,11 +213,7 @@ func BenchmarkSGLangLegBodies(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		fields, err := bodyFields(body)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, _, err := sglangBodies(body, fields, "10.0.0.7", 8998, newRoom()); err != nil {
+		if _, _, err := sglangBodies(body, "10.0.0.7", 8998, newRoom()); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -388,32 +388,22 @@ func TestPDDecoderDownBeforeFirstByte(t *testing.T) {
 }
 
 func TestPrefillBody(t *testing.T) {
-	fields, err := bodyFields([]byte(`{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_completion_tokens":300,"messages":[]}`))
+	body := []byte(`{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_completion_tokens":300,"messages":[]}`)
+	b, err := prefillBody(body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := prefillBody(fields)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `{"kv_transfer_params":{"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,"remote_block_ids":null,"remote_host":null,"remote_port":null},"max_completion_tokens":1,"max_tokens":1,"messages":[],"model":"m","stream":false}`
+	want := `{"model":"m","stream":false,"max_completion_tokens":1,"messages":[],"kv_transfer_params":{"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,"remote_block_ids":null,"remote_host":null,"remote_port":null},"max_tokens":1}`
 	if string(b) != want {
 		t.Errorf("prefill body\n%s\nwant\n%s", b, want)
 	}
-	if _, ok := fields["kv_transfer_params"]; ok {
-		t.Error("prefillBody changed the client's fields")
-	}
 	params := json.RawMessage(`{"do_remote_prefill":true}`)
 	for _, c := range []struct{ body, want string }{
-		{`{"model":"m","messages":[]}` + "\n", `{"model":"m","messages":[],"kv_transfer_params":{"do_remote_prefill":true}}`},
-		{`{ }`, `{"kv_transfer_params":{"do_remote_prefill":true}}`},
+		{`{"model":"m","messages":[]}` + "\n", `{"model":"m","messages":[],"kv_transfer_params":{"do_remote_prefill":true}}` + "\n"},
+		{`{ }`, `{ "kv_transfer_params":{"do_remote_prefill":true}}`},
 		{`{"kv_transfer_params":{"x":1},"model":"m"}`, `{"kv_transfer_params":{"do_remote_prefill":true},"model":"m"}`},
 	} {
-		f, err := bodyFields([]byte(c.body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := decodeBody([]byte(c.body), f, params)
+		got, err := decodeBody([]byte(c.body), params)
 		if err != nil || string(got) != c.want {
 			t.Errorf("decodeBody(%s) = %s, %v; want %s", c.body, got, err, c.want)
 		}
@@ -423,8 +413,11 @@ func TestPrefillBody(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{`[]`, `null`, `{"a":`} {
-		if _, err := bodyFields([]byte(bad)); err == nil {
-			t.Errorf("bodyFields(%s): no error", bad)
+		if _, err := prefillBody([]byte(bad)); err == nil {
+			t.Errorf("prefillBody(%s): no error", bad)
+		}
+		if _, err := decodeBody([]byte(bad), params); err == nil {
+			t.Errorf("decodeBody(%s): no error", bad)
 		}
 	}
 }
@@ -462,14 +455,10 @@ func BenchmarkPrefillLegBody(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		fields, err := bodyFields(body)
-		if err != nil {
+		if _, err := prefillBody(body); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := prefillBody(fields); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := decodeBody(body, fields, params); err != nil {
+		if _, err := decodeBody(body, params); err != nil {
 			b.Fatal(err)
 		}
 	}

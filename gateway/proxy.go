@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/turnpike-gateway/turnpike/dispatch"
+	"github.com/turnpike-gateway/turnpike/internal/jsonscan"
 	"github.com/turnpike-gateway/turnpike/prompt"
 	"github.com/turnpike-gateway/turnpike/tracing"
 	"go.opentelemetry.io/otel/trace"
@@ -194,8 +194,8 @@ func putBody(buf *bytes.Buffer) {
 // withStreamUsage returns body with stream_options.include_usage set. A
 // body without stream_options gets the member spliced in after its
 // opening brace, without re-encoding; one with its own stream_options
-// (include_usage false or absent, rarer) is re-encoded with the member
-// merged in, since a duplicate key would not be read alike by every
+// (include_usage false or absent, rarer) has the member merged into them
+// in place, since a duplicate key would not be read alike by every
 // engine.
 //
 // buf is what readPooledBody read: bodyHeadroom bytes of room, then the
@@ -225,23 +225,21 @@ const usageMember = `"stream_options":{"include_usage":true},`
 // withStreamUsage needs to splice usageMember in without a copy.
 const bodyHeadroom = len(usageMember)
 
-// mergeStreamUsage sets include_usage in the body's own stream_options.
+// mergeStreamUsage sets include_usage in the body's own stream_options
+// (null reads as none), the rest of the body as it came.
 func mergeStreamUsage(body []byte) ([]byte, bool) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(body, &m) != nil {
-		return nil, false
-	}
-	opts := map[string]json.RawMessage{}
-	if json.Unmarshal(m["stream_options"], &opts) != nil {
-		return nil, false
-	}
-	opts["include_usage"] = json.RawMessage("true")
-	raw, err := json.Marshal(opts)
+	opts, _, err := jsonscan.Lookup(body, "stream_options")
 	if err != nil {
 		return nil, false
 	}
-	m["stream_options"] = raw
-	out, err := json.Marshal(m)
+	if len(opts) == 0 || string(opts) == "null" {
+		opts = []byte("{}")
+	}
+	opts, err = jsonscan.Edit(opts, []jsonscan.Member{{Key: "include_usage", Value: []byte("true")}})
+	if err != nil {
+		return nil, false
+	}
+	out, err := jsonscan.Edit(body, []jsonscan.Member{{Key: "stream_options", Value: opts}})
 	return out, err == nil
 }
 
