@@ -139,6 +139,13 @@ func (x *Index) RecordChain(endpoint int, hashes []BlockHash) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e := x.endpointLocked(endpoint)
+	if !e.runs.on && !e.open && e.holdsNoBlocks() && !x.groupedLocked(endpoint) {
+		e.runs.on = true
+	}
+	if e.runs.on {
+		x.recordRunsLocked(endpoint, e, hashes)
+		return
+	}
 	if e.open {
 		x.verifyLocked(endpoint, e)
 	}
@@ -203,10 +210,16 @@ func (x *Index) RecordAfter(endpoint int, parent BlockHash, hashes []BlockHash) 
 	if len(hashes) == 0 {
 		return
 	}
+	x.explodeLocked(endpoint, e)
 	if anchor, ok := x.holdsLocked(parent, endpoint); ok && e.closed() {
 		x.insertBehindLocked(endpoint, e, anchor, hashes)
 		return
 	}
 	x.recordLocked(endpoint, HBM, hashes, false)
 	x.markOpenLocked(endpoint, HBM)
+}
+
+// groupedLocked reports whether endpoint is in a group.
+func (x *Index) groupedLocked(endpoint int) bool {
+	return endpoint < len(x.mu.groupOf) && x.mu.groupOf[endpoint] != 0
 }

@@ -105,9 +105,24 @@ func TestIndexClosedSearchAgreesWithWalk(t *testing.T) {
 			for _, e := range x.mu.endpoints {
 				closed = closed && (e == nil || e.closed())
 			}
-			// The walk MatchPrefix takes on an open index; no endpoint
+			// The walk MatchPrefix takes on an open index, and the same
+			// walk over the blocks of endpoints holding runs; no endpoint
 			// here is ever stale.
 			bw := x.matchLinearLocked(q, walk)
+			for ep, e := range x.mu.endpoints {
+				if e == nil || !e.runs.on {
+					continue
+				}
+				held := runBlocks(e)
+				for _, h := range q {
+					if !held[h] {
+						break
+					}
+					walk[ep].Blocks++
+					walk[ep].ByTier[HBM]++
+				}
+				bw = max(bw, walk[ep].Blocks)
+			}
 			x.mu.RUnlock()
 			if bf != bw || !slices.Equal(fast, walk) {
 				t.Fatalf("step %d: search %d %+v, walk %d %+v", step, bf, fast, bw, walk)
@@ -137,11 +152,13 @@ func TestRecordChainNextTurn(t *testing.T) {
 		turn = tree.chain(50)
 	}
 	x.RecordChain(0, turn)
-	l := &x.mu.endpoints[0].tiers[HBM]
-	clock := l.clock
+	e := x.mu.endpoints[0]
+	// Blocks placed, in the block list or in runs.
+	placed := func() uint64 { return e.tiers[HBM].clock + e.runs.clock }
+	clock := placed()
 	next := append(slices.Clone(turn), BlockHash(1<<40))
 	x.RecordChain(0, next)
-	if got := l.clock - clock; got != 1 {
+	if got := placed() - clock; got != 1 {
 		t.Fatalf("next turn placed %d nodes, want 1", got)
 	}
 	out := make([]Match, 1)
@@ -152,12 +169,12 @@ func TestRecordChainNextTurn(t *testing.T) {
 	for range 3 {
 		x.RecordChain(1, tree.chain(50))
 	}
-	for l.clock-clock < 100 {
+	for placed()-clock < 100 {
 		x.RecordChain(0, tree.chain(40))
 	}
-	clock = l.clock
+	clock = placed()
 	x.RecordChain(0, append(slices.Clone(next), BlockHash(1<<41)))
-	if got := l.clock - clock; got != uint64(len(next)+1) {
+	if got := placed() - clock; got != uint64(len(next)+1) {
 		t.Fatalf("an old prefix placed %d nodes, want all %d", got, len(next)+1)
 	}
 }

@@ -15,6 +15,14 @@
 // longest prefix of a chain it holds and the tier mix of that prefix; the
 // affinity scorer turns that into a score with TierWeights.
 //
+// An endpoint that only routing writes holds its chains as runs: a piece of
+// a chain in one slice, behind its parent run, only its first block in the
+// map (run.go). A cold chain of thousands of blocks is then one copy and one
+// map insert, and a lookup a few map lookups and binary searches. Any write
+// of single blocks (engine KV events, a group's Shared tier) turns the
+// endpoint's runs into blocks, one map entry and one LRU node each
+// (chain.go says how those are searched), once.
+//
 // # Data flow
 //
 // The index is fed two ways. Speculatively, by routing: once the gateway
@@ -36,6 +44,9 @@
 // Index is safe for concurrent use: writers (Record, Remove, Clear,
 // SetCapacity) take a write lock, MatchPrefix a read lock, and MatchPrefix
 // and Hasher.HashTokens do not allocate, writing into caller-owned slices.
+// The lock is held once a call, for work that grows with the runs a call
+// touches rather than its blocks, so turns recording chains at once wait on
+// each other for microseconds.
 // Counters are atomics. The goroutine a Subscriber's Start starts, until
 // Close, is its only writer; its Stats may be read from any goroutine. A Peers runs one goroutine that
 // publishes and one that applies; RecordRouted only queues a copy.

@@ -117,6 +117,13 @@ type Index struct {
 		// that a new chain of thousands of blocks costs a few
 		// allocations rather than one a block.
 		slab []holder
+		// runStarts holds every run (see run.go) under its first block;
+		// runBlocks counts the blocks of all runs. hashSlab and path are
+		// scratch of RecordChain.
+		runStarts map[BlockHash][]*run
+		runBlocks int
+		hashSlab  []BlockHash
+		path      []*run
 	}
 }
 
@@ -159,6 +166,19 @@ type endpointState struct {
 	// which RecordChain checks again. Under Index.mu.
 	open     bool
 	verifyAt uint64
+	// runs holds the endpoint's HBM blocks while it is written by
+	// routing alone (see run.go). Under Index.mu.
+	runs runState
+}
+
+// holdsNoBlocks reports whether e holds nothing in its block lists.
+func (e *endpointState) holdsNoBlocks() bool {
+	for t := range e.tiers {
+		if e.tiers[t].list.Len() > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // NewIndex returns an empty index.
@@ -168,6 +188,7 @@ func NewIndex(opts IndexOptions) *Index {
 		x.defaultCapacity = DefaultCapacity
 	}
 	x.mu.blocks = make(map[BlockHash][]holder)
+	x.mu.runStarts = make(map[BlockHash][]*run)
 	return x
 }
 
@@ -201,7 +222,12 @@ func (x *Index) SetGroup(endpoint, group int) {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.endpointLocked(endpoint)
+	e := x.endpointLocked(endpoint)
+	if group >= 0 {
+		// A member's shared blocks count after its own: only the
+		// block lists tell them apart.
+		x.explodeLocked(endpoint, e)
+	}
 	for len(x.mu.groupOf) <= endpoint {
 		x.mu.groupOf = append(x.mu.groupOf, 0)
 	}
@@ -272,6 +298,9 @@ func (x *Index) setCapacityLocked(endpoint int, tier Tier, blocks int) {
 	owner, l, ev := x.tierLocked(endpoint, tier)
 	l.capacity = blocks
 	x.evictLocked(owner, l, tier, ev)
+	if e := x.mu.endpoints[endpoint]; owner == endpoint && tier == HBM && e.runs.on {
+		x.evictRunsLocked(e)
+	}
 }
 
 // Record notes that endpoint holds hashes, a prompt's chain, in tier, and
@@ -281,6 +310,7 @@ func (x *Index) Record(endpoint int, tier Tier, hashes []BlockHash) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if len(hashes) > 0 {
+		x.explodeLocked(endpoint, x.endpointLocked(endpoint))
 		x.recordLocked(endpoint, tier, hashes, false)
 		// hashes need not start at a chain's root: an engine's event
 		// names the blocks it stored, whose parents it stored before.
@@ -358,6 +388,12 @@ func (x *Index) RemoveRouted(endpoint int, hashes []BlockHash) {
 func (x *Index) Remove(endpoint int, tier Tier, hashes []BlockHash) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if e := x.endpointLocked(endpoint); e.runs.on {
+		if tier != HBM || x.removeRunLocked(endpoint, e, hashes) {
+			return // an endpoint holding runs holds nothing elsewhere
+		}
+		x.explodeLocked(endpoint, e)
+	}
 	owner, l, _ := x.tierLocked(endpoint, tier)
 	removed := false
 	for _, h := range hashes {
@@ -383,6 +419,7 @@ func (x *Index) Clear(endpoint int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e := x.endpointLocked(endpoint)
+	x.clearRunsLocked(e)
 	for t := range NumTiers {
 		l := &e.tiers[t]
 		for n := l.list.Front(); n != 0; n = l.list.Next(n) {
@@ -472,6 +509,9 @@ func (x *Index) MatchPrefix(hashes []BlockHash, out []Match) int {
 	} else {
 		best = x.matchLinearLocked(hashes, out)
 	}
+	if len(x.mu.runStarts) > 0 {
+		best = max(best, x.matchRunsLocked(hashes, out))
+	}
 	x.mu.RUnlock()
 	x.lookups.Add(1)
 	x.lookupBlocks.Add(uint64(len(hashes)))
@@ -546,17 +586,18 @@ func (x *Index) Stale(endpoint int) bool {
 	return x.mu.endpoints[endpoint].stale.Load()
 }
 
-// Len is the number of distinct blocks held by any endpoint.
+// Len is the number of distinct blocks held by any endpoint, where a block
+// held in runs (see run.go) counts once for each endpoint holding it.
 func (x *Index) Len() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return len(x.mu.blocks)
+	return len(x.mu.blocks) + x.mu.runBlocks
 }
 
 // IndexStats are counters for metrics. The hit ratio is
 // MatchedBlocks/LookupBlocks.
 type IndexStats struct {
-	Blocks        int    // distinct blocks held
+	Blocks        int    // distinct blocks held (see Index.Len)
 	Lookups       uint64 // MatchPrefix calls
 	LookupBlocks  uint64 // blocks asked for
 	MatchedBlocks uint64 // blocks of the longest match, summed over lookups
@@ -593,6 +634,7 @@ func (x *Index) EndpointStats(endpoint int) EndpointStats {
 		s.Blocks[t] = e.tiers[t].list.Len()
 		s.Capacity[t] = e.tiers[t].capacity
 	}
+	s.Blocks[HBM] += e.runs.blocks
 	s.Evictions = e.evictions
 	if endpoint < len(x.mu.groupOf) && x.mu.groupOf[endpoint] != 0 {
 		g := x.mu.groups[x.mu.groupOf[endpoint]-1]

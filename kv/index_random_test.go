@@ -92,6 +92,7 @@ func checkInvariants(t *testing.T, x *Index) {
 	if held != listed {
 		t.Fatalf("%d holdings in the map, %d nodes in the lists", held, listed)
 	}
+	checkRuns(t, x)
 }
 
 func TestIndexRandomAgainstModel(t *testing.T) {

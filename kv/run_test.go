@@ -1,0 +1,219 @@
+package kv
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// runBlocks is the set of blocks endpoint e holds in runs.
+func runBlocks(e *endpointState) map[BlockHash]bool {
+	held := map[BlockHash]bool{}
+	for n := e.runs.list.Front(); n != 0; n = e.runs.list.Next(n) {
+		for _, h := range (*e.runs.list.Value(n)).hashes {
+			held[h] = true
+		}
+	}
+	return held
+}
+
+// checkRuns verifies the runs: each is in the map under its first block,
+// behind its parent in its endpoint's list, with children that know it, and
+// the block counts add up within the capacity.
+func checkRuns(t *testing.T, x *Index) {
+	t.Helper()
+	starts, total := 0, 0
+	for ep, e := range x.mu.endpoints {
+		if e == nil {
+			continue
+		}
+		rs := &e.runs
+		if !rs.on && rs.list.Len() > 0 {
+			t.Fatalf("endpoint %d holds %d runs while not in run mode", ep, rs.list.Len())
+		}
+		if rs.on && !e.holdsNoBlocks() {
+			t.Fatalf("endpoint %d holds runs and blocks", ep)
+		}
+		pos := map[*run]int{}
+		blocks := 0
+		for n := rs.list.Front(); n != 0; n = rs.list.Next(n) {
+			r := *rs.list.Value(n)
+			if r.node != n || int(r.endpoint) != ep || len(r.hashes) == 0 {
+				t.Fatalf("endpoint %d: run at node %d names node %d, endpoint %d, %d blocks", ep, n, r.node, r.endpoint, len(r.hashes))
+			}
+			if p := r.parent; p != nil {
+				if _, ahead := pos[p]; !ahead || p.children[r.at] != r {
+					t.Fatalf("endpoint %d: run %x not behind its parent, or unknown to it", ep, r.hashes[0])
+				}
+			}
+			if !slices.Contains(x.mu.runStarts[r.hashes[0]], r) {
+				t.Fatalf("endpoint %d: run %x missing from the map", ep, r.hashes[0])
+			}
+			pos[r] = len(pos)
+			blocks += len(r.hashes)
+		}
+		if blocks != rs.blocks || blocks > e.tiers[HBM].capacity {
+			t.Fatalf("endpoint %d: runs hold %d blocks, counted %d, capacity %d", ep, blocks, rs.blocks, e.tiers[HBM].capacity)
+		}
+		starts += len(pos)
+		total += blocks
+	}
+	n := 0
+	for _, rs := range x.mu.runStarts {
+		n += len(rs)
+	}
+	if n != starts || total != x.mu.runBlocks {
+		t.Fatalf("map holds %d runs, lists %d; %d blocks counted, %d held", n, starts, x.mu.runBlocks, total)
+	}
+}
+
+// refIndex is what the index must answer, held the plainest way: which
+// endpoints hold each block, in which tiers. It has no bound.
+type refIndex map[BlockHash]map[int]*[NumTiers]bool
+
+func (m refIndex) record(ep int, tier Tier, hs []BlockHash) {
+	for _, h := range hs {
+		if m[h] == nil {
+			m[h] = map[int]*[NumTiers]bool{}
+		}
+		if m[h][ep] == nil {
+			m[h][ep] = new([NumTiers]bool)
+		}
+		m[h][ep][tier] = true
+	}
+}
+
+func (m refIndex) remove(ep int, tier Tier, hs []BlockHash) {
+	for _, h := range hs {
+		if m[h] != nil && m[h][ep] != nil {
+			m[h][ep][tier] = false
+		}
+	}
+}
+
+func (m refIndex) clear(ep int) {
+	for _, eps := range m {
+		delete(eps, ep)
+	}
+}
+
+func (m refIndex) match(hs []BlockHash, endpoints int) ([]Match, int) {
+	out := make([]Match, endpoints)
+	best := 0
+	for ep := range out {
+	blocks:
+		for _, h := range hs {
+			if tiers := m[h][ep]; tiers != nil {
+				for t, held := range tiers {
+					if held {
+						out[ep].Blocks++
+						out[ep].ByTier[t]++
+						continue blocks
+					}
+				}
+			}
+			break
+		}
+		best = max(best, out[ep].Blocks)
+	}
+	return out, best
+}
+
+// FuzzIndexAgainstReference drives an index with the writes of routing
+// (whole chains, the new blocks of a failed turn taken back) and of engine
+// events (blocks without their prefix, removals, clears) and checks every
+// lookup against refIndex. The capacity is never reached: what is held is
+// exactly what was written.
+func FuzzIndexAgainstReference(f *testing.F) {
+	for _, seed := range []uint64{1, 2, 3, 42} {
+		f.Add(seed, uint16(2000))
+	}
+	f.Fuzz(func(t *testing.T, seed uint64, steps uint16) {
+		const endpoints = 4
+		tree := newChainTree(seed)
+		rng := rand.New(rand.NewPCG(seed, 99))
+		x := NewIndex(IndexOptions{DefaultCapacity: 1 << 20})
+		ref := refIndex{}
+		for step := range int(steps) {
+			ep := rng.IntN(endpoints)
+			hs := tree.chain(16)
+			switch r := rng.IntN(100); {
+			case r < 45:
+				out := make([]Match, endpoints)
+				x.MatchPrefix(hs, out)
+				x.RecordChain(ep, hs)
+				ref.record(ep, HBM, hs)
+				if rng.IntN(4) == 0 {
+					// The turn failed: its new blocks are taken back.
+					x.Remove(ep, HBM, hs[out[ep].Blocks:])
+					ref.remove(ep, HBM, hs[out[ep].Blocks:])
+				}
+			case r < 48:
+				x.Record(ep, HBM, hs[len(hs)/2:])
+				ref.record(ep, HBM, hs[len(hs)/2:])
+			case r < 49:
+				x.Record(ep, CPU, hs)
+				ref.record(ep, CPU, hs)
+			case r < 52:
+				x.Remove(ep, HBM, hs[len(hs)/2:])
+				ref.remove(ep, HBM, hs[len(hs)/2:])
+			case r < 54:
+				x.Clear(ep)
+				ref.clear(ep)
+			default:
+				got := make([]Match, endpoints)
+				best := x.MatchPrefix(hs, got)
+				want, wantBest := ref.match(hs, endpoints)
+				if best != wantBest || !slices.Equal(got, want) {
+					t.Fatalf("step %d: MatchPrefix = %d %+v, want %d %+v", step, best, got, wantBest, want)
+				}
+			}
+			if step%64 == 0 {
+				checkInvariants(t, x)
+			}
+		}
+		checkInvariants(t, x)
+	})
+}
+
+// TestRunsEvictFromTheLeastRecentTail fills an endpoint holding runs past
+// its capacity: the least recent chain loses its tail first, a chain's
+// next turn stays behind its prefix, and the counts follow.
+func TestRunsEvictFromTheLeastRecentTail(t *testing.T) {
+	x := NewIndex(IndexOptions{DefaultCapacity: 10})
+	a := []BlockHash{1, 2, 3, 4}
+	b := []BlockHash{11, 12, 13, 14}
+	x.RecordChain(0, a)
+	x.RecordChain(0, b)
+	x.RecordChain(0, append(slices.Clone(a), 5)) // a's next turn
+	checkRuns(t, x)
+	if !x.mu.endpoints[0].runs.on {
+		t.Fatal("an endpoint written by RecordChain alone does not hold runs")
+	}
+	c := []BlockHash{21, 22, 23}
+	x.RecordChain(0, c) // 12 blocks: b, least recent, loses 13 and 14
+	checkRuns(t, x)
+	out := make([]Match, 1)
+	for _, tc := range []struct {
+		chain []BlockHash
+		want  int
+	}{{append(slices.Clone(a), 5), 5}, {b, 2}, {c, 3}} {
+		if got := x.MatchPrefix(tc.chain, out); got != tc.want {
+			t.Errorf("MatchPrefix(%v) = %d, want %d", tc.chain, got, tc.want)
+		}
+	}
+	if st := x.EndpointStats(0); st.Blocks[HBM] != 10 || st.Evictions != 2 {
+		t.Errorf("stats %+v, want 10 blocks in HBM and 2 evictions", st)
+	}
+	if n := x.Len(); n != 10 {
+		t.Errorf("Len = %d, want 10", n)
+	}
+	x.SetCapacity(0, 3)
+	checkRuns(t, x)
+	if got := x.MatchPrefix(c, out); got != 3 {
+		t.Errorf("after shrinking, the most recent chain matches %d, want 3", got)
+	}
+	if got := x.MatchPrefix(a, out); got != 0 {
+		t.Errorf("after shrinking, an older chain matches %d, want 0", got)
+	}
+}
