@@ -17,7 +17,7 @@ const module = "github.com/turnpike-gateway/turnpike/"
 var floors = map[string][]string{
 	// The assembly: filled by init with every package below cmd.
 	"stack":            {},
-	"gateway":          {"affinity", "apierror", "auth", "dispatch", "pools", "prompt", "responses", "state", "tracing"},
+	"gateway":          {"affinity", "apierror", "auth", "dispatch", "internal/jsonscan", "pools", "prompt", "responses", "state", "tracing"},
 	"admin":            {"apierror", "auth", "turns", "pools", "sessions", "state", "internal/wait"},
 	"responses":        {"apierror", "dispatch", "gossip", "internal/jsonscan", "jobs", "prompt", "state", "tracing", "internal/wait"},
 	"batch":            {"apierror", "dispatch", "jobs", "prompt", "state", "internal/wait"},
