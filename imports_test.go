@@ -17,9 +17,10 @@ const module = "github.com/turnpike-gateway/turnpike/"
 var floors = map[string][]string{
 	// The assembly: filled by init with every package below cmd.
 	"stack":            {},
-	"gateway":          {"affinity", "apierror", "auth", "dispatch", "internal/jsonscan", "pools", "prompt", "responses", "state", "tracing"},
+	"gateway":          {"affinity", "apierror", "auth", "dispatch", "internal/jsonscan", "pools", "prompt", "responses", "responses/wire", "state", "tracing"},
 	"admin":            {"apierror", "auth", "turns", "pools", "sessions", "state", "internal/wait"},
-	"responses":        {"apierror", "dispatch", "gossip", "internal/jsonscan", "jobs", "prompt", "state", "tracing", "internal/wait"},
+	"responses":        {"apierror", "dispatch", "gossip", "internal/jsonscan", "jobs", "prompt", "responses/wire", "state", "tracing", "internal/wait"},
+	"responses/wire":   {"apierror", "internal/jsonscan"},
 	"batch":            {"apierror", "dispatch", "jobs", "prompt", "state", "internal/wait"},
 	"dispatch":         {"turns", "affinity", "sessions", "pools", "kv", "prompt", "apierror", "tracing", "internal/jsonscan"},
 	"prompt":           {"internal/jsonscan", "internal/lru"},

@@ -15,6 +15,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/prompt"
 	"github.com/turnpike-gateway/turnpike/responses"
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 	"github.com/turnpike-gateway/turnpike/tracing"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -148,20 +149,20 @@ func (h *responsesAPI) create(c echo.Context) error {
 	// A body read whole is the request's own (its raw JSON aliases it);
 	// a staged one is decoded from its stage, which goes back to the pool
 	// before the engine is asked: the request copies what it keeps.
-	var req *responses.CreateRequest
+	var req *wire.CreateRequest
 	body, err := h.s.readChecked(c, prompt.ResponsesBody, "input", func(staged []byte) ([]byte, error) {
 		if staged == nil {
 			return readAllBody(c.Request())
 		}
 		var err error
-		req, err = responses.DecodeCreateRequestCopy(staged)
+		req, err = wire.DecodeCreateRequestCopy(staged)
 		return nil, err
 	})
 	if err != nil {
 		return err
 	}
 	if req == nil {
-		if req, err = responses.DecodeCreateRequest(body); err != nil {
+		if req, err = wire.DecodeCreateRequest(body); err != nil {
 			return err
 		}
 	}
@@ -191,7 +192,7 @@ func (h *responsesAPI) create(c echo.Context) error {
 
 // endResponseSpan notes the response's id, and its failure, on the turn's
 // span in ctx.
-func endResponseSpan(ctx context.Context, resp *responses.Response, err error) {
+func endResponseSpan(ctx context.Context, resp *wire.Response, err error) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
@@ -210,7 +211,7 @@ func (h *responsesAPI) compact(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	req, err := responses.DecodeCompactRequest(body)
+	req, err := wire.DecodeCompactRequest(body)
 	if err != nil {
 		return err
 	}
@@ -226,7 +227,7 @@ func (h *responsesAPI) inputTokens(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	req, err := responses.DecodeInputTokensRequest(body)
+	req, err := wire.DecodeInputTokensRequest(body)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/responses"
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 	"github.com/turnpike-gateway/turnpike/tracing"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -50,7 +51,7 @@ type wsConn struct {
 	writeCtx context.Context
 	// last is the last response's whole context, nil before the first
 	// one completes.
-	last *responses.PriorContext
+	last *wire.PriorContext
 	// warm is the last warmup (generate:false), nil when none is
 	// pending.
 	warm *wsWarmup
@@ -62,7 +63,7 @@ type wsConn struct {
 // takes over.
 type wsWarmup struct {
 	id, prev string
-	input    []responses.Item
+	input    []wire.Item
 }
 
 // websocket serves GET /v1/responses upgraded to a WebSocket: each
@@ -204,7 +205,7 @@ func (ws *wsConn) serve(ctx context.Context, data []byte) {
 	if w := ws.warm; w != nil && req.PreviousResponseID == w.id {
 		// The turn a warmup prepared: its input goes first.
 		req.PreviousResponseID = w.prev
-		req.Input = append(append([]responses.Item(nil), w.input...), req.Input...)
+		req.Input = append(append([]wire.Item(nil), w.input...), req.Input...)
 	}
 	ws.warm = nil
 	if ws.last != nil && req.PreviousResponseID == ws.last.ID {
@@ -244,14 +245,14 @@ func (ws *wsConn) write(_ string, data []byte) error {
 // response with no output and no usage whose id a later turn continues
 // with previous_response_id, that turn then carrying the warmup's input.
 // The warmup reaches no engine; it is kept on the connection only.
-func (ws *wsConn) warmup(req *responses.CreateRequest) {
+func (ws *wsConn) warmup(req *wire.CreateRequest) {
 	now := time.Now().Unix()
 	resp := responses.WarmupResponse(req, now)
 	if ws.sendEvent(&responses.Event{Type: "response.created", SequenceNumber: 0, Response: resp}) != nil {
 		return
 	}
 	done := *resp
-	done.Status, done.CompletedAt, done.Usage = responses.StatusCompleted, &now, &responses.Usage{}
+	done.Status, done.CompletedAt, done.Usage = wire.StatusCompleted, &now, &wire.Usage{}
 	if ws.sendEvent(&responses.Event{Type: "response.completed", SequenceNumber: 1, Response: &done}) != nil {
 		return
 	}
@@ -267,8 +268,8 @@ func (ws *wsConn) sendEvent(ev *responses.Event) error {
 }
 
 // remember keeps the response's whole context as the connection's last.
-func (ws *wsConn) remember(req *responses.CreateRequest, resp *responses.Response) {
-	p := &responses.PriorContext{ID: resp.ID, Session: resp.ID}
+func (ws *wsConn) remember(req *wire.CreateRequest, resp *wire.Response) {
+	p := &wire.PriorContext{ID: resp.ID, Session: resp.ID}
 	if req.Prior != nil {
 		p.Session = req.Prior.Session
 		p.Items = append(p.Items, req.Prior.Items...)
@@ -286,7 +287,7 @@ func (ws *wsConn) remember(req *responses.CreateRequest, resp *responses.Respons
 // decode reads a response.create message: the body of POST
 // /v1/responses with a type, streamed whatever it says, and the
 // WebSocket-only generate (default true).
-func (ws *wsConn) decode(data []byte) (req *responses.CreateRequest, generate bool, err error) {
+func (ws *wsConn) decode(data []byte) (req *wire.CreateRequest, generate bool, err error) {
 	if data == nil {
 		return nil, false, apierror.Invalid("", "invalid_message", "Expected a text message holding a JSON object.")
 	}
@@ -314,7 +315,7 @@ func (ws *wsConn) decode(data []byte) (req *responses.CreateRequest, generate bo
 	delete(fields, "type")
 	delete(fields, "stream")
 	delete(fields, "generate")
-	if req, err = responses.DecodeCreateFields(fields); err != nil {
+	if req, err = wire.DecodeCreateFields(fields); err != nil {
 		return nil, false, err
 	}
 	if req.Background {

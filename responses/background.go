@@ -13,6 +13,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/jobs"
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 	"github.com/turnpike-gateway/turnpike/tracing"
 )
 
@@ -87,13 +88,13 @@ func (s *Service) job(id string) *jobs.Job[*job] { return s.jobs.Get(id) }
 // createBackground admits a background request against the queue caps,
 // then stores it queued and starts its job. A refused request leaves
 // nothing behind.
-func (s *Service) createBackground(ctx context.Context, tenant string, req *CreateRequest, hdr http.Header) (*Response, error) {
+func (s *Service) createBackground(ctx context.Context, tenant string, req *wire.CreateRequest, hdr http.Header) (*wire.Response, error) {
 	if err := s.hold(tenant); err != nil {
 		return nil, err
 	}
 	t, err := s.prepare(ctx, tenant, req, hdr, newID("resp_"), s.cfg.Now().Unix())
 	if err == nil {
-		var resp *Response
+		var resp *wire.Response
 		if resp, err = s.enqueue(ctx, t, hdr); err == nil {
 			// The job holds the admission now, and gives it back at its end.
 			return resp, nil
@@ -138,12 +139,12 @@ func (s *Service) unhold(tenant string) {
 // here the job owns the response. The queue leases it before it is stored
 // as pending, so that no other gateway looking for pending responses takes
 // it first; the id is new, so the lease fails only when the store does.
-func (s *Service) enqueue(ctx context.Context, t *turn, hdr http.Header) (*Response, error) {
+func (s *Service) enqueue(ctx context.Context, t *turn, hdr http.Header) (*wire.Response, error) {
 	resp := t.rec.Response
-	resp.Status = StatusQueued
+	resp.Status = wire.StatusQueued
 	t.rec.Input = t.input
-	t.rec.Job = &Job{Request: t.req.raw}
-	var snapshot Response
+	t.rec.Job = &Job{Request: t.req.Body}
+	var snapshot wire.Response
 	j, r := s.newJob(t)
 	err := s.jobs.Enqueue(ctx, resp.ID, j, func(ctx context.Context) error {
 		if err := s.store.PutResponse(ctx, t.rec, true); err != nil {
@@ -240,7 +241,7 @@ func (s *Service) work(ctx context.Context, t *turn, r *run, hdr http.Header) er
 	if !s.takeWorker(ctx) {
 		return ctx.Err()
 	}
-	t.rec.Response.Status = StatusInProgress
+	t.rec.Response.Status = wire.StatusInProgress
 	t.rec.Job.Attempts++
 	if err := s.store.PutResponse(ctx, t.rec, true); err != nil {
 		s.log.Warn("storing a background response failed", "response", t.rec.Response.ID, "err", err)
@@ -302,23 +303,23 @@ func refusedError(err error) *apierror.Error {
 // times. Either way it is never silently lost.
 func (s *Service) recover(rec *Record, cancelRequested bool) {
 	id := rec.Response.ID
-	end := func(status string, e *ResponseError) {
+	end := func(status string, e *wire.ResponseError) {
 		rec.Response.Status, rec.Response.Error = status, e
 		rec.Inputs = len(rec.Input)
 		if err := s.store.EndResponse(s.ctx, rec, nil, rec.Input, nil); err != nil {
 			s.log.Error("ending an interrupted background response failed", "response", id, "err", err)
 		}
 	}
-	fail := func(msg string) { end(StatusFailed, &ResponseError{Code: "server_error", Message: msg}) }
+	fail := func(msg string) { end(wire.StatusFailed, &wire.ResponseError{Code: "server_error", Message: msg}) }
 	if cancelRequested {
-		end(StatusCancelled, nil)
+		end(wire.StatusCancelled, nil)
 		return
 	}
 	if rec.Job.Attempts >= s.cfg.MaxAttempts {
 		fail(fmt.Sprintf("The gateway restarted while this background response was running, after %d attempts; it is not retried again.", rec.Job.Attempts))
 		return
 	}
-	req, err := DecodeCreateRequest(rec.Job.Request)
+	req, err := wire.DecodeCreateRequest(rec.Job.Request)
 	if err != nil {
 		fail("The gateway restarted while this background response was running, and its request could not be read again.")
 		return
@@ -331,7 +332,7 @@ func (s *Service) recover(rec *Record, cancelRequested bool) {
 	t.rec.ExpiresAt = rec.ExpiresAt
 	t.rec.Input = t.input
 	t.rec.Job = rec.Job
-	t.rec.Response.Status = StatusQueued
+	t.rec.Response.Status = wire.StatusQueued
 	if err := s.store.DropEvents(s.ctx, id); err != nil {
 		s.log.Warn("dropping old stream events failed", "response", id, "err", err)
 	}

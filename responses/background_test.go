@@ -14,6 +14,7 @@ import (
 
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 )
 
 // refuseTimes makes the engine refuse n times (n < 0: always) with err.
@@ -42,7 +43,7 @@ func waitEnded(t *testing.T, svc *Service, id string) {
 	}
 }
 
-func createBackground(t *testing.T, svc *Service, tenant, input string) *Response {
+func createBackground(t *testing.T, svc *Service, tenant, input string) *wire.Response {
 	t.Helper()
 	resp, err := svc.Create(t.Context(), tenant, mustDecode(t, fmt.Sprintf(`{"model":"m","input":%q,"background":true}`, input)), nil, nil)
 	if err != nil {
@@ -85,7 +86,7 @@ func TestBackgroundRetriesRefusals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Status != StatusCompleted || got.Output[0].Text() != "echo: later" {
+		if got.Status != wire.StatusCompleted || got.Output[0].Text() != "echo: later" {
 			t.Fatalf("got %s %+v, want completed after the refusals", got.Status, got.Error)
 		}
 		if n := refused.Load(); n != 3 {
@@ -111,7 +112,7 @@ func TestBackgroundRetriesRefusals(t *testing.T) {
 			resp := createBackground(t, svc, "a", "never")
 			waitEnded(t, svc, resp.ID)
 			got, _ := svc.Get(t.Context(), "a", resp.ID)
-			if got.Status != StatusFailed || got.Error == nil || got.Error.Code != tc.code {
+			if got.Status != wire.StatusFailed || got.Error == nil || got.Error.Code != tc.code {
 				t.Fatalf("got %s %+v, want failed with %s", got.Status, got.Error, tc.code)
 			}
 			if strings.Contains(got.Error.Message, "turns:") || !strings.Contains(got.Error.Message, "Try again later") {
@@ -155,7 +156,7 @@ func TestBackgroundRetriesRefusals(t *testing.T) {
 		svc.Close(context.Background())
 		rec, _ = st.GetResponse(t.Context(), "a", resp.ID)
 		st.Close()
-		if rec.Response.Status != StatusCompleted {
+		if rec.Response.Status != wire.StatusCompleted {
 			t.Errorf("re-run: %s %+v", rec.Response.Status, rec.Response.Error)
 		}
 	})
@@ -164,7 +165,7 @@ func TestBackgroundRetriesRefusals(t *testing.T) {
 // failEndStore fails every EndResponse, as a full disk would.
 type failEndStore struct{ Store }
 
-func (failEndStore) EndResponse(context.Context, *Record, []Segment, []Item, *StreamEvent) error {
+func (failEndStore) EndResponse(context.Context, *Record, []Segment, []wire.Item, *StreamEvent) error {
 	return errors.New("disk full")
 }
 
@@ -193,7 +194,7 @@ func TestBackgroundEndStoredFirst(t *testing.T) {
 		t.Fatalf("record %+v %v: want still pending after the failed end", rec.Response, err)
 	}
 	for _, typ := range eventTypes(t, st, resp.ID) {
-		if terminalEvent(StatusCompleted) == typ || typ == "response.failed" {
+		if terminalEvent(wire.StatusCompleted) == typ || typ == "response.failed" {
 			t.Errorf("event log holds %s, the record says %s", typ, rec.Response.Status)
 		}
 	}
@@ -239,7 +240,7 @@ func TestBackgroundQueueCaps(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("foreground over the cap: %v", err)
 	}
-	for _, r := range []*Response{a1, a2, b1} {
+	for _, r := range []*wire.Response{a1, a2, b1} {
 		waitEnded(t, svc, r.ID)
 	}
 	createBackground(t, svc, "a", "3")

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 	"github.com/turnpike-gateway/turnpike/state"
 	"github.com/turnpike-gateway/turnpike/state/redistest"
 )
@@ -31,16 +32,16 @@ var benchBackends = []struct {
 }
 
 // benchItems are a turn's items: a user message and an answer.
-func benchItems(i int) []Item {
+func benchItems(i int) []wire.Item {
 	text := strings.Repeat("token ", 100)
-	return []Item{
-		{Type: ItemMessage, ID: newID("msg_"), Status: StatusCompleted, Role: "user", Content: []ContentPart{{Type: "input_text", Text: fmt.Sprint("turn ", i, " ", text)}}},
-		{Type: ItemMessage, ID: newID("msg_"), Status: StatusCompleted, Role: "assistant", Content: []ContentPart{{Type: "output_text", Text: text}}},
+	return []wire.Item{
+		{Type: wire.ItemMessage, ID: newID("msg_"), Status: wire.StatusCompleted, Role: "user", Content: []wire.ContentPart{{Type: "input_text", Text: fmt.Sprint("turn ", i, " ", text)}}},
+		{Type: wire.ItemMessage, ID: newID("msg_"), Status: wire.StatusCompleted, Role: "assistant", Content: []wire.ContentPart{{Type: "output_text", Text: text}}},
 	}
 }
 
 func benchRecord(tenant string) *Record {
-	return &Record{Tenant: tenant, Response: &Response{ID: newID("resp_"), Object: "response", Status: StatusCompleted, Store: true, Output: []Item{}}}
+	return &Record{Tenant: tenant, Response: &wire.Response{ID: newID("resp_"), Object: "response", Status: wire.StatusCompleted, Store: true, Output: []wire.Item{}}}
 }
 
 // BenchmarkStorePut ends responses, each a synced batch of its record

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/turnpike-gateway/turnpike/prompt"
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 )
 
 // chatMessage is one OpenAI chat message as engines take it.
@@ -71,7 +72,7 @@ type chatRequest struct {
 // same conversation as the prompt routing counts and hashes:
 // prompt.AppendRender of it is what the engine's chat template makes of the
 // body.
-func renderChat(req *CreateRequest, items []Item) ([]byte, *prompt.Prompt, error) {
+func renderChat(req *wire.CreateRequest, items []wire.Item) ([]byte, *prompt.Prompt, error) {
 	c := chatRequest{
 		Model:             req.Model,
 		Messages:          renderMessages(req.Instructions, items),
@@ -83,11 +84,11 @@ func renderChat(req *CreateRequest, items []Item) ([]byte, *prompt.Prompt, error
 		ParallelToolCalls: req.ParallelToolCalls,
 		ResponseFormat:    responseFormat(req.Text.Format),
 	}
-	choice := &req.toolChoice
+	choice := &req.EngineChoice
 	for i := range req.Tools {
 		t := &req.Tools[i]
 		name := t.EngineName()
-		if choice.allowed != nil && !slices.Contains(choice.allowed, name) {
+		if choice.Allowed != nil && !slices.Contains(choice.Allowed, name) {
 			continue
 		}
 		c.Tools = append(c.Tools, chatTool{Type: "function", Function: chatToolFunction{
@@ -249,7 +250,7 @@ func chatPrompt(c *chatRequest) (*prompt.Prompt, error) {
 // text is the reasoning_content of the assistant turn that follows it
 // (one that nothing follows is left out); a compaction item is its
 // summary, as a user message.
-func renderMessages(instructions *string, items []Item) []chatMessage {
+func renderMessages(instructions *string, items []wire.Item) []chatMessage {
 	msgs := make([]chatMessage, 0, len(items)+1)
 	if instructions != nil && *instructions != "" {
 		msgs = append(msgs, chatMessage{Role: "system", Content: instructions})
@@ -264,7 +265,7 @@ func renderMessages(instructions *string, items []Item) []chatMessage {
 	for i := range items {
 		it := &items[i]
 		switch it.Type {
-		case ItemMessage:
+		case wire.ItemMessage:
 			role := it.Role
 			if role == "developer" {
 				// Engines' chat templates know system, not developer.
@@ -277,35 +278,35 @@ func renderMessages(instructions *string, items []Item) []chatMessage {
 			}
 			msgs = append(msgs, chatMessage{Role: role, Content: &text})
 			assistantOpen, thinking = false, nil
-		case ItemFunctionCall:
-			call := chatToolCall{ID: it.CallID, Type: "function", Function: chatFunction{Name: engineName(it.Namespace, it.Name), Arguments: it.Arguments}}
+		case wire.ItemFunctionCall:
+			call := chatToolCall{ID: it.CallID, Type: "function", Function: chatFunction{Name: wire.EngineName(it.Namespace, it.Name), Arguments: it.Arguments}}
 			if assistantOpen {
 				last := &msgs[len(msgs)-1]
 				last.ToolCalls = append(last.ToolCalls, call)
 			} else {
 				assistant(chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}})
 			}
-		case ItemCustomToolCall:
-			args, _ := json.Marshal(map[string]string{customInputParam: it.Arguments})
-			call := chatToolCall{ID: it.CallID, Type: "function", Function: chatFunction{Name: engineName(it.Namespace, it.Name), Arguments: string(args)}}
+		case wire.ItemCustomToolCall:
+			args, _ := json.Marshal(map[string]string{wire.CustomInputParam: it.Arguments})
+			call := chatToolCall{ID: it.CallID, Type: "function", Function: chatFunction{Name: wire.EngineName(it.Namespace, it.Name), Arguments: string(args)}}
 			if assistantOpen {
 				last := &msgs[len(msgs)-1]
 				last.ToolCalls = append(last.ToolCalls, call)
 			} else {
 				assistant(chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}})
 			}
-		case ItemFunctionCallOutput, ItemCustomToolCallOutput:
+		case wire.ItemFunctionCallOutput, wire.ItemCustomToolCallOutput:
 			out := it.Output
 			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: it.CallID, Content: &out})
 			assistantOpen, thinking = false, nil
-		case ItemReasoning:
+		case wire.ItemReasoning:
 			if text := reasoningText(it); text != "" {
 				thinking = &text
 			}
 			// The turn it belongs to starts after it.
 			assistantOpen = false
-		case ItemMCPCall:
-			call := chatToolCall{ID: it.ID, Type: "function", Function: chatFunction{Name: engineName(it.ServerLabel, it.Name), Arguments: it.Arguments}}
+		case wire.ItemMCPCall:
+			call := chatToolCall{ID: it.ID, Type: "function", Function: chatFunction{Name: wire.EngineName(it.ServerLabel, it.Name), Arguments: it.Arguments}}
 			if assistantOpen {
 				last := &msgs[len(msgs)-1]
 				last.ToolCalls = append(last.ToolCalls, call)
@@ -318,19 +319,19 @@ func renderMessages(instructions *string, items []Item) []chatMessage {
 			}
 			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: it.ID, Content: &out})
 			assistantOpen, thinking = false, nil
-		case ItemMCPApprovalResponse:
+		case wire.ItemMCPApprovalResponse:
 			// A refused call: the model hears of it as the call's result.
 			// (An approved one is the mcp_call made for it.)
 			req := approvalRequest(items[:i], it.ApprovalRequestID)
 			if req == nil || it.Approve == nil || *it.Approve {
 				continue
 			}
-			call := chatToolCall{ID: req.ID, Type: "function", Function: chatFunction{Name: engineName(req.ServerLabel, req.Name), Arguments: req.Arguments}}
+			call := chatToolCall{ID: req.ID, Type: "function", Function: chatFunction{Name: wire.EngineName(req.ServerLabel, req.Name), Arguments: req.Arguments}}
 			assistant(chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}})
 			out := "The user did not approve this call."
 			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: req.ID, Content: &out})
 			assistantOpen = false
-		case ItemCompaction:
+		case wire.ItemCompaction:
 			text := compactionPrefix + it.Text()
 			msgs = append(msgs, chatMessage{Role: "user", Content: &text})
 			assistantOpen, thinking = false, nil
@@ -340,9 +341,9 @@ func renderMessages(instructions *string, items []Item) []chatMessage {
 }
 
 // approvalRequest is the mcp_approval_request of items with id, or nil.
-func approvalRequest(items []Item, id string) *Item {
+func approvalRequest(items []wire.Item, id string) *wire.Item {
 	for i := len(items) - 1; i >= 0; i-- {
-		if items[i].Type == ItemMCPApprovalRequest && items[i].ID == id {
+		if items[i].Type == wire.ItemMCPApprovalRequest && items[i].ID == id {
 			return &items[i]
 		}
 	}
@@ -353,7 +354,7 @@ func approvalRequest(items []Item, id string) *Item {
 const compactionPrefix = "Summary of the conversation so far (earlier turns were compacted into it):\n\n"
 
 // reasoningText is a reasoning item's text: its content, else its summary.
-func reasoningText(it *Item) string {
+func reasoningText(it *wire.Item) string {
 	if len(it.Content) > 0 {
 		return it.Text()
 	}
@@ -371,17 +372,17 @@ func reasoningText(it *Item) string {
 // the last compaction item but the user, system and developer messages,
 // which OpenAI keeps next to a compaction too. Without a compaction item
 // items are returned as they are.
-func compacted(items []Item) []Item {
+func compacted(items []wire.Item) []wire.Item {
 	last := -1
 	for i := range items {
-		if items[i].Type == ItemCompaction {
+		if items[i].Type == wire.ItemCompaction {
 			last = i
 		}
 	}
 	if last < 0 {
 		return items
 	}
-	out := make([]Item, 0, len(items))
+	out := make([]wire.Item, 0, len(items))
 	for i := range items {
 		it := &items[i]
 		if i < last && !outlivesCompaction(it.Type, it.Role) {
@@ -396,7 +397,7 @@ func compacted(items []Item) []Item {
 // stays in a context before its last compaction item: a user, system or
 // developer message does.
 func outlivesCompaction(typ, role string) bool {
-	return typ == ItemMessage && role != "assistant"
+	return typ == wire.ItemMessage && role != "assistant"
 }
 
 // responseFormat maps text.format to chat's response_format; nil for text.
@@ -432,19 +433,19 @@ func responseFormat(format json.RawMessage) json.RawMessage {
 // chatToolChoice is c in chat's shape, nil to leave the choice to the
 // engine. A choice that needs a tool when none is offered (every allowed
 // tool was hosted) is left out rather than refused by the engine.
-func chatToolChoice(c *toolChoice, tools bool) json.RawMessage {
+func chatToolChoice(c *wire.EngineChoice, tools bool) json.RawMessage {
 	switch {
-	case c.mode == "":
+	case c.Mode == "":
 		return nil
-	case c.mode == "none":
+	case c.Mode == "none":
 		return json.RawMessage(`"none"`)
 	case !tools:
 		return nil
-	case c.mode == "function":
-		b, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": c.name}})
+	case c.Mode == "function":
+		b, _ := json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": c.Name}})
 		return b
 	}
-	b, _ := json.Marshal(c.mode)
+	b, _ := json.Marshal(c.Mode)
 	return b
 }
 
@@ -453,12 +454,12 @@ const messageOverhead = 4
 
 // itemTokens counts one item's share of the prompt with tok, with the
 // chat template's per-message overhead.
-func itemTokens(tok prompt.Tokenizer, it *Item) int {
-	n := tok.Count(it.Arguments) + tok.Count(it.Output) + tok.Count(engineName(it.Namespace, it.Name)) + tok.Count(it.CallID)
+func itemTokens(tok prompt.Tokenizer, it *wire.Item) int {
+	n := tok.Count(it.Arguments) + tok.Count(it.Output) + tok.Count(wire.EngineName(it.Namespace, it.Name)) + tok.Count(it.CallID)
 	for _, p := range it.Content {
 		n += tok.Count(p.Text)
 	}
-	if it.Type == ItemReasoning && len(it.Content) == 0 {
+	if it.Type == wire.ItemReasoning && len(it.Content) == 0 {
 		for _, p := range it.Summary {
 			n += tok.Count(p.Text)
 		}

@@ -6,6 +6,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/prompt"
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 )
 
 // checkPrompt fails t unless the KV index's rendering of p is the
@@ -31,7 +32,7 @@ func TestRenderChatPrompt(t *testing.T) {
 		name string
 		body string
 		// history is earlier turns' items, before the request's input.
-		history []Item
+		history []wire.Item
 	}{
 		{name: "text", body: `{"model":"m","input":"hello"}`},
 		{name: "instructions", body: `{"model":"m","instructions":"Be brief.","input":"hello"}`},
@@ -52,9 +53,9 @@ func TestRenderChatPrompt(t *testing.T) {
 		{name: "call without text", body: `{"model":"m","input":[
 			{"type":"function_call","call_id":"c1","name":"f","arguments":"{\"q\":\"<&>\"}"},
 			{"type":"function_call_output","call_id":"c1","output":"done"}]}`},
-		{name: "history", body: `{"model":"m","instructions":"sys","input":"again"}`, history: []Item{
-			{Type: ItemMessage, Role: "user", Content: []ContentPart{{Type: "input_text", Text: "first"}}},
-			{Type: ItemMessage, Role: "assistant", Content: []ContentPart{{Type: "output_text", Text: "answer\nwith lines"}}},
+		{name: "history", body: `{"model":"m","instructions":"sys","input":"again"}`, history: []wire.Item{
+			{Type: wire.ItemMessage, Role: "user", Content: []wire.ContentPart{{Type: "input_text", Text: "first"}}},
+			{Type: wire.ItemMessage, Role: "assistant", Content: []wire.ContentPart{{Type: "output_text", Text: "answer\nwith lines"}}},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,8 @@ package responses
 import (
 	"encoding/binary"
 	"errors"
+
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 )
 
 // Items in chains are stored in a compact binary form rather than JSON:
@@ -32,7 +34,7 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-func appendParts(b []byte, parts []ContentPart) []byte {
+func appendParts(b []byte, parts []wire.ContentPart) []byte {
 	b = binary.AppendUvarint(b, uint64(len(parts)))
 	for _, p := range parts {
 		b = appendString(appendString(b, p.Type), p.Text)
@@ -41,7 +43,7 @@ func appendParts(b []byte, parts []ContentPart) []byte {
 }
 
 // encodeItem appends the stored form of it to b.
-func encodeItem(b []byte, it *Item) []byte {
+func encodeItem(b []byte, it *wire.Item) []byte {
 	version := byte(itemCodecV1)
 	switch {
 	case it.ServerLabel != "" || it.Error != "" || it.ApprovalRequestID != "" || it.Approve != nil:
@@ -99,7 +101,7 @@ func (d *itemDecoder) str() string {
 }
 
 // parts reads a count of content parts and the parts; nil for none.
-func (d *itemDecoder) parts() []ContentPart {
+func (d *itemDecoder) parts() []wire.ContentPart {
 	if d.err != nil {
 		return nil
 	}
@@ -112,9 +114,9 @@ func (d *itemDecoder) parts() []ContentPart {
 	if n == 0 {
 		return nil
 	}
-	parts := make([]ContentPart, n)
+	parts := make([]wire.ContentPart, n)
 	for i := range parts {
-		parts[i] = ContentPart{Type: d.str(), Text: d.str()}
+		parts[i] = wire.ContentPart{Type: d.str(), Text: d.str()}
 	}
 	return parts
 }
@@ -130,16 +132,16 @@ func storedCompaction(b []byte) bool {
 	if k <= 0 || uint64(len(b)-1-k) < n {
 		return false
 	}
-	return string(b[1+k:1+k+int(n)]) == ItemCompaction
+	return string(b[1+k:1+k+int(n)]) == wire.ItemCompaction
 }
 
 // decodeStoredItem reads an item written by encodeItem.
-func decodeStoredItem(b []byte) (Item, error) {
+func decodeStoredItem(b []byte) (wire.Item, error) {
 	if len(b) == 0 || b[0] < itemCodecV1 || b[0] > itemCodecV4 {
-		return Item{}, errItemCodec
+		return wire.Item{}, errItemCodec
 	}
 	d := itemDecoder{buf: b[1:], s: string(b[1:])}
-	it := Item{Type: d.str(), ID: d.str(), Status: d.str(), Role: d.str(), CallID: d.str(), Name: d.str(), Arguments: d.str(), Output: d.str()}
+	it := wire.Item{Type: d.str(), ID: d.str(), Status: d.str(), Role: d.str(), CallID: d.str(), Name: d.str(), Arguments: d.str(), Output: d.str()}
 	it.Content = d.parts()
 	if b[0] >= itemCodecV2 {
 		it.Namespace = d.str()
@@ -161,7 +163,7 @@ func decodeStoredItem(b []byte) (Item, error) {
 		}
 	}
 	if d.err != nil {
-		return Item{}, d.err
+		return wire.Item{}, d.err
 	}
 	return it, nil
 }

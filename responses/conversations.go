@@ -5,10 +5,8 @@ import (
 	"errors"
 
 	"github.com/turnpike-gateway/turnpike/apierror"
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 )
-
-// maxConversationItems bounds the items a create or add request carries.
-const maxConversationItems = 20
 
 func convNotFound(id string) *apierror.Error {
 	return notFoundf("", "not_found", "Conversation with id '%s' not found.", id)
@@ -21,41 +19,10 @@ func (s *Service) convErr(id string, err error) error {
 	return err
 }
 
-// decodeConversationBody reads {items, metadata} strictly.
-func decodeConversationBody(body []byte, allowed ...string) (items []Item, metadata map[string]string, hasMetadata bool, err error) {
-	fields, err := decodeObject(body, "")
-	if err != nil {
-		return nil, nil, false, err
-	}
-	if err := allowKeys(fields, "", allowed...); err != nil {
-		e := err.(*apierror.Error)
-		e.Param = e.Param[1:]
-		e.Message = "Unknown parameter: '" + e.Param + "'."
-		return nil, nil, false, e
-	}
-	if raw, ok := fields["items"]; ok && !isNull(raw) {
-		if items, err = DecodeItems(raw, "items"); err != nil {
-			return nil, nil, false, err
-		}
-		if len(items) > maxConversationItems {
-			return nil, nil, false, invalidf("items", "array_above_max_length", "Invalid 'items': array too long. Expected an array with maximum length %d, but got %d instead.", maxConversationItems, len(items))
-		}
-	}
-	if raw, ok := fields["metadata"]; ok {
-		hasMetadata = true
-		if !isNull(raw) {
-			if metadata, err = DecodeMetadata(raw); err != nil {
-				return nil, nil, false, err
-			}
-		}
-	}
-	return items, metadata, hasMetadata, nil
-}
-
 // CreateConversation makes a conversation from a POST /v1/conversations
 // body: optional items and metadata.
-func (s *Service) CreateConversation(ctx context.Context, tenant string, body []byte) (*Conversation, error) {
-	items, metadata, _, err := decodeConversationBody(body, "items", "metadata")
+func (s *Service) CreateConversation(ctx context.Context, tenant string, body []byte) (*wire.Conversation, error) {
+	items, metadata, _, err := wire.DecodeConversationBody(body, "items", "metadata")
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +32,7 @@ func (s *Service) CreateConversation(ctx context.Context, tenant string, body []
 	if metadata == nil {
 		metadata = map[string]string{}
 	}
-	c := &Conversation{ID: newID("conv_"), Object: "conversation", CreatedAt: s.cfg.Now().Unix(), Metadata: metadata}
+	c := &wire.Conversation{ID: newID("conv_"), Object: "conversation", CreatedAt: s.cfg.Now().Unix(), Metadata: metadata}
 	if err := s.store.CreateConversation(ctx, tenant, c, items); err != nil {
 		return nil, err
 	}
@@ -73,7 +40,7 @@ func (s *Service) CreateConversation(ctx context.Context, tenant string, body []
 }
 
 // GetConversation returns a conversation.
-func (s *Service) GetConversation(ctx context.Context, tenant, id string) (*Conversation, error) {
+func (s *Service) GetConversation(ctx context.Context, tenant, id string) (*wire.Conversation, error) {
 	c, _, err := s.store.GetConversation(ctx, tenant, id)
 	if err != nil {
 		return nil, s.convErr(id, err)
@@ -83,13 +50,13 @@ func (s *Service) GetConversation(ctx context.Context, tenant, id string) (*Conv
 
 // UpdateConversation replaces a conversation's metadata from a
 // {"metadata": {...}} body.
-func (s *Service) UpdateConversation(ctx context.Context, tenant, id string, body []byte) (*Conversation, error) {
-	_, metadata, has, err := decodeConversationBody(body, "metadata")
+func (s *Service) UpdateConversation(ctx context.Context, tenant, id string, body []byte) (*wire.Conversation, error) {
+	_, metadata, has, err := wire.DecodeConversationBody(body, "metadata")
 	if err != nil {
 		return nil, err
 	}
 	if !has {
-		return nil, invalidf("metadata", "missing_required_parameter", "Missing required parameter: 'metadata'.")
+		return nil, wire.Invalidf("metadata", "missing_required_parameter", "Missing required parameter: 'metadata'.")
 	}
 	if metadata == nil {
 		metadata = map[string]string{}
@@ -103,15 +70,15 @@ func (s *Service) UpdateConversation(ctx context.Context, tenant, id string, bod
 
 // DeleteConversation removes a conversation and its items. Responses made
 // in it stay.
-func (s *Service) DeleteConversation(ctx context.Context, tenant, id string) (*Deleted, error) {
+func (s *Service) DeleteConversation(ctx context.Context, tenant, id string) (*wire.Deleted, error) {
 	if err := s.store.DeleteConversation(ctx, tenant, id); err != nil {
 		return nil, s.convErr(id, err)
 	}
-	return &Deleted{ID: id, Object: "conversation.deleted", Deleted: true}, nil
+	return &wire.Deleted{ID: id, Object: "conversation.deleted", Deleted: true}, nil
 }
 
 // ConversationItems pages through a conversation's items.
-func (s *Service) ConversationItems(ctx context.Context, tenant, id string, opts ListOptions) (*ItemList, error) {
+func (s *Service) ConversationItems(ctx context.Context, tenant, id string, opts ListOptions) (*wire.ItemList, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -128,15 +95,8 @@ func (s *Service) ConversationItems(ctx context.Context, tenant, id string, opts
 
 // AddConversationItems appends the items of an {"items": [...]} body and
 // returns them as a list.
-func (s *Service) AddConversationItems(ctx context.Context, tenant, id string, body []byte) (*ItemList, error) {
-	fields, err := decodeObject(body, "")
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := fields["items"]; !ok {
-		return nil, invalidf("items", "missing_required_parameter", "Missing required parameter: 'items'.")
-	}
-	items, _, _, err := decodeConversationBody(body, "items")
+func (s *Service) AddConversationItems(ctx context.Context, tenant, id string, body []byte) (*wire.ItemList, error) {
+	items, err := wire.DecodeConversationItems(body)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +110,7 @@ func (s *Service) AddConversationItems(ctx context.Context, tenant, id string, b
 }
 
 // ConversationItem returns one item of a conversation.
-func (s *Service) ConversationItem(ctx context.Context, tenant, conv, id string) (*Item, error) {
+func (s *Service) ConversationItem(ctx context.Context, tenant, conv, id string) (*wire.Item, error) {
 	if _, _, err := s.store.GetConversation(ctx, tenant, conv); err != nil {
 		return nil, s.convErr(conv, err)
 	}
@@ -165,7 +125,7 @@ func (s *Service) ConversationItem(ctx context.Context, tenant, conv, id string)
 }
 
 // DeleteConversationItem removes one item and returns the conversation.
-func (s *Service) DeleteConversationItem(ctx context.Context, tenant, conv, id string) (*Conversation, error) {
+func (s *Service) DeleteConversationItem(ctx context.Context, tenant, conv, id string) (*wire.Conversation, error) {
 	c, _, err := s.store.GetConversation(ctx, tenant, conv)
 	if err != nil {
 		return nil, s.convErr(conv, err)

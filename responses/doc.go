@@ -5,13 +5,14 @@
 //
 // # Overview
 //
-// The gateway decodes a request with DecodeCreateRequest (strict: an
-// unknown parameter or a wrong type is an *apierror.Error naming it) and hands it
+// The gateway decodes a request with wire.DecodeCreateRequest (package
+// wire holds the API's JSON types and strict decoders: an unknown
+// parameter or a wrong type is an *apierror.Error naming it) and hands it
 // to Service.Create. Every field of OpenAI's request is accepted, with
 // client_metadata, which the Codex CLI sends; those an engine has no use
 // for (context_management, prompt_cache_options, moderation, prompt, …)
-// are checked and left out of the engine request (options.go), some
-// echoed on the response. Tools (tools.go): function tools go to the
+// are checked and left out of the engine request (wire/options.go), some
+// echoed on the response. Tools (wire/tools.go): function tools go to the
 // engine; a namespace tool's functions are flattened into the engine's
 // one list as <namespace>__<name> and the engine's calls to them mapped
 // back to the name and namespace OpenAI returns; hosted tools (web_search,
@@ -20,7 +21,7 @@
 // request. mcp tools are run by the service itself (mcp.go): listed,
 // offered to the engine, called inside the response, the engine asked
 // again with the results; custom tools are functions of one string for
-// the engine (tools.go). The service rebuilds the turn's context from the
+// the engine. The service rebuilds the turn's context from the
 // Store (the previous_response_id chain or the conversation), fits it to
 // the model's window (counting tokens with the turn path's tokenizer; the
 // rendered prompt's count is the turn's, used again by admission and

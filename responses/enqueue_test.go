@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"testing"
+
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 )
 
 // scanOnPut is a Store that runs svc's own scan for pending responses
@@ -34,7 +36,7 @@ func TestBackgroundOwnScanWhileEnqueuing(t *testing.T) {
 	svc := startOn(t, w, eng, shortLease)
 	w.svc = svc
 	resp := createBackground(t, svc, "a", "once")
-	if got := waitStatus(t, svc, resp.ID); got.Status != StatusCompleted {
+	if got := waitStatus(t, svc, resp.ID); got.Status != wire.StatusCompleted {
 		t.Fatalf("status %s", got.Status)
 	}
 	if w.err != nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 )
 
 // Error classes. Every error the Service returns to a caller is an
@@ -15,8 +16,9 @@ var (
 	// ErrNotFound: no such response, conversation or item for this tenant.
 	// Another tenant's id is not found too.
 	ErrNotFound = errors.New("responses: not found")
-	// ErrInvalid: the request is malformed or names something it may not.
-	ErrInvalid = errors.New("responses: invalid request")
+	// ErrInvalid: the request is malformed or names something it may not;
+	// the strict decoders of wire answer with it.
+	ErrInvalid = wire.ErrInvalid
 	// ErrConflict: the request is well formed but the object is not in a
 	// state that allows it (cancelling a response that is not background).
 	ErrConflict = errors.New("responses: conflict")
@@ -34,10 +36,6 @@ var (
 	// ErrClosed: the store or service has been closed.
 	ErrClosed = errors.New("responses: closed")
 )
-
-func invalidf(param, code, format string, args ...any) *apierror.Error {
-	return apierror.Invalid(param, code, format, args...).WithClass(ErrInvalid)
-}
 
 func notFoundf(param, code, format string, args ...any) *apierror.Error {
 	return apierror.NotFound(param, code, format, args...).WithClass(ErrNotFound)

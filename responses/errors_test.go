@@ -8,6 +8,7 @@ import (
 
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 )
 
 // TestErrorClasses: each class is its sentinel for errors.Is and leaves
@@ -19,7 +20,7 @@ func TestErrorClasses(t *testing.T) {
 		class error
 		want  string // status type code param
 	}{
-		{"invalid", unknownParam("foo"), ErrInvalid, "400 invalid_request_error unknown_parameter foo"},
+		{"invalid", wire.Invalidf("foo", "unknown_parameter", "Unknown parameter: 'foo'."), ErrInvalid, "400 invalid_request_error unknown_parameter foo"},
 		{"not found", convNotFound("conv_1"), ErrNotFound, "404 invalid_request_error not_found "},
 		{"conflict", conflictf("previous_response_id", "previous_response_not_ended", "not ended"), ErrConflict,
 			"400 invalid_request_error previous_response_not_ended previous_response_id"},

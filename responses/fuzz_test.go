@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/turnpike-gateway/turnpike/apierror"
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 )
 
 // checkAPIError fails t unless err is an invalid-request *apierror.Error
@@ -14,7 +15,7 @@ import (
 func checkAPIError(t *testing.T, err error) {
 	t.Helper()
 	var e *apierror.Error
-	if !errors.As(err, &e) || e.Message == "" || e.Status != 400 || !errors.Is(err, ErrInvalid) {
+	if !errors.As(err, &e) || e.Message == "" || e.Status != 400 || !errors.Is(err, wire.ErrInvalid) {
 		t.Fatalf("not a 400 with a message: %#v", err)
 	}
 }
@@ -22,11 +23,11 @@ func checkAPIError(t *testing.T, err error) {
 // checkItems fails t unless every decoded item survives the store: its
 // stored form decodes to it, and its JSON encodes (references aside,
 // which are resolved before anything is stored).
-func checkItems(t *testing.T, items []Item) {
+func checkItems(t *testing.T, items []wire.Item) {
 	t.Helper()
 	for i := range items {
 		it := &items[i]
-		if it.Type == ItemReference {
+		if it.Type == wire.ItemReference {
 			if it.ID == "" {
 				t.Fatal("a reference without an id")
 			}
@@ -66,12 +67,12 @@ func FuzzConversationBody(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, allowed := range [][]string{{"items", "metadata"}, {"metadata"}, {"items"}} {
-			items, metadata, _, err := decodeConversationBody(body, allowed...)
+			items, metadata, _, err := wire.DecodeConversationBody(body, allowed...)
 			if err != nil {
 				checkAPIError(t, err)
 				continue
 			}
-			if len(items) > maxConversationItems || len(metadata) > maxMetadataKeys {
+			if len(items) > wire.MaxConversationItems || len(metadata) > wire.MaxMetadataKeys {
 				t.Fatalf("%d items, %d metadata keys accepted", len(items), len(metadata))
 			}
 			if len(allowed) == 1 && allowed[0] == "metadata" && len(items) > 0 {
@@ -85,13 +86,13 @@ func FuzzConversationBody(f *testing.F) {
 // FuzzStoredItem: whatever bytes the store holds, reading them as an item
 // fails cleanly or gives an item whose stored form reads back the same.
 func FuzzStoredItem(f *testing.F) {
-	for _, it := range []Item{
-		{Type: ItemMessage, ID: "msg_1", Status: "completed", Role: "user", Content: []ContentPart{{Type: "input_text", Text: "hi"}}},
-		{Type: ItemFunctionCall, ID: "fc_1", CallID: "c", Name: "f", Namespace: "ns", Arguments: "{}"},
-		{Type: ItemReasoning, ID: "rs_1", Summary: []ContentPart{{Type: partSummary, Text: "s"}}, EncryptedContent: "AQ"},
-		{Type: ItemCompaction, ID: "cmp_1", Content: []ContentPart{{Type: partSummary, Text: "sum"}}, EncryptedContent: "AQ"},
-		{Type: ItemMCPCall, ID: "mcp_1", ServerLabel: "s", Name: "add", Arguments: "{}", Error: "boom", ApprovalRequestID: "mcpr_1"},
-		{Type: ItemMCPApprovalResponse, ID: "mcpa_1", ApprovalRequestID: "mcpr_1", Approve: &approved},
+	for _, it := range []wire.Item{
+		{Type: wire.ItemMessage, ID: "msg_1", Status: "completed", Role: "user", Content: []wire.ContentPart{{Type: "input_text", Text: "hi"}}},
+		{Type: wire.ItemFunctionCall, ID: "fc_1", CallID: "c", Name: "f", Namespace: "ns", Arguments: "{}"},
+		{Type: wire.ItemReasoning, ID: "rs_1", Summary: []wire.ContentPart{{Type: wire.PartSummary, Text: "s"}}, EncryptedContent: "AQ"},
+		{Type: wire.ItemCompaction, ID: "cmp_1", Content: []wire.ContentPart{{Type: wire.PartSummary, Text: "sum"}}, EncryptedContent: "AQ"},
+		{Type: wire.ItemMCPCall, ID: "mcp_1", ServerLabel: "s", Name: "add", Arguments: "{}", Error: "boom", ApprovalRequestID: "mcpr_1"},
+		{Type: wire.ItemMCPApprovalResponse, ID: "mcpa_1", ApprovalRequestID: "mcpr_1", Approve: &approved},
 	} {
 		f.Add(encodeItem(nil, &it))
 	}
@@ -112,7 +113,7 @@ func FuzzStoredItem(f *testing.F) {
 // stateless request whose items the store keeps, or to an OpenAI-shaped
 // 400.
 func FuzzDecodeCompactRequest(f *testing.F) {
-	fuzzStateless(f, DecodeCompactRequest,
+	fuzzStateless(f, wire.DecodeCompactRequest,
 		`{"model":"m","input":"hi"}`, `{"model":"m","previous_response_id":"resp_1"}`, `{"model":"m"}`,
 		`{"model":"m","input":[{"role":"user","content":"a"},{"type":"compaction","id":"cmp_1","encrypted_content":"AQ"}],"instructions":"x","prompt_cache_key":"k","service_tier":"flex"}`,
 		`{"model":"m","input":"x","stream":true}`, `{"model":"m","input":"x","store":true}`, `{"model":"m","input":null,"previous_response_id":null}`,
@@ -123,7 +124,7 @@ func FuzzDecodeCompactRequest(f *testing.F) {
 // decodes to a stateless, unstreamed request for a model, or to an
 // OpenAI-shaped 400.
 func FuzzDecodeInputTokensRequest(f *testing.F) {
-	fuzzStateless(f, DecodeInputTokensRequest,
+	fuzzStateless(f, wire.DecodeInputTokensRequest,
 		`{"model":"m","input":"hi"}`, `{"model":"m","previous_response_id":"resp_1"}`, `{"model":"m","conversation":"conv_1"}`, `{"model":"m"}`,
 		`{"model":"m","input":[{"role":"user","content":"a"}],"instructions":"x","tools":[{"type":"function","name":"f","parameters":{}}],"tool_choice":"auto","truncation":"auto"}`,
 		`{"model":"m","input":"x","stream":true}`, `{"model":"m","input":"x","store":true}`, `{"model":"m","input":null}`,
@@ -133,7 +134,7 @@ func FuzzDecodeInputTokensRequest(f *testing.F) {
 // fuzzStateless fuzzes a decoder of stateless requests from seeds: a body
 // decodes to an unstored, unstreamed request for a model whose items the
 // store keeps, or to an OpenAI-shaped 400.
-func fuzzStateless(f *testing.F, decode func([]byte) (*CreateRequest, error), seeds ...string) {
+func fuzzStateless(f *testing.F, decode func([]byte) (*wire.CreateRequest, error), seeds ...string) {
 	for _, s := range seeds {
 		f.Add([]byte(s))
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 	"github.com/turnpike-gateway/turnpike/apierror"
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 	"github.com/turnpike-gateway/turnpike/state"
 )
 
@@ -48,11 +49,11 @@ func (ii *inputItems) run(t *testing.T, d *datadriven.TestData) string {
 		rec.Input, rec.Job = kindItems(d, "in"), &Job{}
 		err = ii.st.PutResponse(ctx, rec, true)
 	case "conversation":
-		err = ii.st.CreateConversation(ctx, tenant, &Conversation{ID: arg("id"), Object: "conversation"}, kindItems(d, "items"))
+		err = ii.st.CreateConversation(ctx, tenant, &wire.Conversation{ID: arg("id"), Object: "conversation"}, kindItems(d, "items"))
 	case "list":
 		opts := ListOptions{Order: arg("order"), After: arg("after")}
 		d.MaybeScanArgs(t, "limit", &opts.Limit)
-		var l *ItemList
+		var l *wire.ItemList
 		if l, err = ii.svc.InputItems(ctx, tenant, arg("id"), opts); err == nil {
 			fmt.Fprintf(&out, "%s\n", showList(l))
 		}
@@ -62,7 +63,7 @@ func (ii *inputItems) run(t *testing.T, d *datadriven.TestData) string {
 		opts := ListOptions{Order: arg("order")}
 		d.MaybeScanArgs(t, "limit", &opts.Limit)
 		for range 100 {
-			var l *ItemList
+			var l *wire.ItemList
 			if l, err = ii.svc.InputItems(ctx, tenant, arg("id"), opts); err != nil {
 				break
 			}
@@ -87,7 +88,7 @@ func (ii *inputItems) run(t *testing.T, d *datadriven.TestData) string {
 }
 
 func (ii *inputItems) record(tenant string, arg func(string) string) *Record {
-	resp := &Response{ID: arg("id"), Object: "response", Status: StatusCompleted, Output: []Item{}}
+	resp := &wire.Response{ID: arg("id"), Object: "response", Status: wire.StatusCompleted, Output: []wire.Item{}}
 	rec := &Record{Tenant: tenant, Response: resp, Conversation: arg("conv")}
 	if prev := arg("prev"); prev != "" {
 		resp.PreviousResponseID = &prev
@@ -98,7 +99,7 @@ func (ii *inputItems) record(tenant string, arg func(string) string) *Record {
 // end stores a response that has ended, as the create path does: its
 // input and output after its previous response's context, or at the end
 // of its conversation.
-func (ii *inputItems) end(ctx context.Context, tenant string, arg func(string) string, in, output []Item, out *strings.Builder) error {
+func (ii *inputItems) end(ctx context.Context, tenant string, arg func(string) string, in, output []wire.Item, out *strings.Builder) error {
 	rec := ii.record(tenant, arg)
 	rec.Inputs = len(in)
 	var base []Segment
@@ -117,8 +118,8 @@ func (ii *inputItems) end(ctx context.Context, tenant string, arg func(string) s
 }
 
 // kindItems are the items of argument key (kindItem).
-func kindItems(d *datadriven.TestData, key string) []Item {
-	var items []Item
+func kindItems(d *datadriven.TestData, key string) []wire.Item {
+	var items []wire.Item
 	for _, a := range d.CmdArgs {
 		if a.Key != key {
 			continue
@@ -133,27 +134,27 @@ func kindItems(d *datadriven.TestData, key string) []Item {
 // kindItem is an item of the kind its id's first letter names: u, s, d a
 // user, system, developer message; a an assistant message; f a function
 // call; o its output; r reasoning; c a compaction item.
-func kindItem(id string) Item {
-	it := Item{ID: id, Status: StatusCompleted}
+func kindItem(id string) wire.Item {
+	it := wire.Item{ID: id, Status: wire.StatusCompleted}
 	switch id[0] {
 	case 'u', 's', 'd', 'a':
-		it.Type, it.Role = ItemMessage, map[byte]string{'u': "user", 's': "system", 'd': "developer", 'a': "assistant"}[id[0]]
-		it.Content = []ContentPart{{Type: "input_text", Text: id}}
+		it.Type, it.Role = wire.ItemMessage, map[byte]string{'u': "user", 's': "system", 'd': "developer", 'a': "assistant"}[id[0]]
+		it.Content = []wire.ContentPart{{Type: "input_text", Text: id}}
 	case 'f':
-		it.Type, it.CallID, it.Name, it.Arguments = ItemFunctionCall, "call_"+id, "f", "{}"
+		it.Type, it.CallID, it.Name, it.Arguments = wire.ItemFunctionCall, "call_"+id, "f", "{}"
 	case 'o':
-		it.Type, it.CallID, it.Output = ItemFunctionCallOutput, "call_f"+id[1:], "ok"
+		it.Type, it.CallID, it.Output = wire.ItemFunctionCallOutput, "call_f"+id[1:], "ok"
 	case 'r':
-		it.Type, it.Content = ItemReasoning, []ContentPart{{Type: partReasoning, Text: id}}
+		it.Type, it.Content = wire.ItemReasoning, []wire.ContentPart{{Type: wire.PartReasoning, Text: id}}
 	case 'c':
-		it.Type, it.EncryptedContent = ItemCompaction, "sealed-"+id
+		it.Type, it.EncryptedContent = wire.ItemCompaction, "sealed-"+id
 	default:
 		panic("no kind of item starts with " + id[:1])
 	}
 	return it
 }
 
-func showList(l *ItemList) string {
+func showList(l *wire.ItemList) string {
 	first, last := "null", "null"
 	if l.FirstID != nil {
 		first, last = *l.FirstID, *l.LastID
@@ -173,8 +174,8 @@ func TestInputItemsMatchCompacted(t *testing.T) {
 	kinds := []string{"u", "u", "s", "a", "a", "f", "o", "r", "c"}
 	var recs []*Record
 	n := 0
-	newItems := func(k int) []Item {
-		var items []Item
+	newItems := func(k int) []wire.Item {
+		var items []wire.Item
 		for range k {
 			n++
 			items = append(items, kindItem(fmt.Sprintf("%s%d", kinds[rng.IntN(len(kinds))], n)))
@@ -182,7 +183,7 @@ func TestInputItemsMatchCompacted(t *testing.T) {
 		return items
 	}
 	for i := range 40 {
-		rec := &Record{Tenant: "a", Response: &Response{ID: fmt.Sprintf("resp%d", i), Object: "response", Status: StatusCompleted, Output: []Item{}}}
+		rec := &Record{Tenant: "a", Response: &wire.Response{ID: fmt.Sprintf("resp%d", i), Object: "response", Status: wire.StatusCompleted, Output: []wire.Item{}}}
 		var base []Segment
 		if len(recs) > 0 && rng.IntN(8) > 0 {
 			// Mostly the tip, sometimes an earlier response: a fork.
@@ -208,7 +209,7 @@ func TestInputItemsMatchCompacted(t *testing.T) {
 		for _, order := range []string{"asc", "desc"} {
 			for _, limit := range []int{1, 2, 3, 7, 100} {
 				opts := ListOptions{Order: order, Limit: limit}
-				var got []Item
+				var got []wire.Item
 				for {
 					l, err := svc.InputItems(ctx, "a", rec.Response.ID, opts)
 					if err != nil {

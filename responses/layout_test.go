@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 	"github.com/turnpike-gateway/turnpike/state"
 )
 
@@ -74,7 +75,7 @@ func (l *layout) run(t *testing.T, d *datadriven.TestData) string {
 	case "append", "fork":
 		err = l.append(ctx, d, &out, arg)
 	case "queue":
-		rec := &Record{Tenant: arg("tenant"), Response: &Response{ID: arg("id"), Object: "response", Status: StatusQueued, Output: []Item{}},
+		rec := &Record{Tenant: arg("tenant"), Response: &wire.Response{ID: arg("id"), Object: "response", Status: wire.StatusQueued, Output: []wire.Item{}},
 			Input: l.items(d), Job: &Job{Request: json.RawMessage(`{}`)}}
 		err = l.st.PutResponse(ctx, rec, true)
 	case "event":
@@ -102,7 +103,7 @@ func (l *layout) run(t *testing.T, d *datadriven.TestData) string {
 	case "load":
 		var rec *Record
 		if rec, err = l.st.GetResponse(ctx, arg("tenant"), arg("id")); err == nil {
-			var items []Item
+			var items []wire.Item
 			if items, err = l.st.LoadContext(ctx, rec.Context); err == nil {
 				fmt.Fprintf(&out, "context %s own %s\nitems: %s\n", segments(rec.Context), segments([]Segment{rec.Own}), itemIDs(items))
 			}
@@ -113,7 +114,7 @@ func (l *layout) run(t *testing.T, d *datadriven.TestData) string {
 			fmt.Fprintf(&out, "%s at %s\n", arg("id"), segments([]Segment{seg}))
 		}
 	case "conversation":
-		err = l.st.CreateConversation(ctx, arg("tenant"), &Conversation{ID: arg("id"), Object: "conversation"}, l.items(d))
+		err = l.st.CreateConversation(ctx, arg("tenant"), &wire.Conversation{ID: arg("id"), Object: "conversation"}, l.items(d))
 	case "add-items":
 		err = l.st.AppendItems(ctx, arg("tenant"), arg("conv"), l.items(d))
 	case "delete-item":
@@ -167,7 +168,7 @@ func (l *layout) append(ctx context.Context, d *datadriven.TestData, out *string
 		base = p.Context
 	}
 	items := l.items(d)
-	rec := &Record{Tenant: tenant, Response: &Response{ID: id, Object: "response", Status: StatusCompleted, Output: []Item{}},
+	rec := &Record{Tenant: tenant, Response: &wire.Response{ID: id, Object: "response", Status: wire.StatusCompleted, Output: []wire.Item{}},
 		Conversation: arg("conv"), Inputs: min(1, len(items))}
 	var final *StreamEvent
 	if ev := arg("event"); ev != "" {
@@ -203,14 +204,14 @@ func (l *layout) list(ctx context.Context, t *testing.T, d *datadriven.TestData,
 
 // items are the items named by the items argument: user messages whose
 // text is their id.
-func (l *layout) items(d *datadriven.TestData) []Item {
-	var items []Item
+func (l *layout) items(d *datadriven.TestData) []wire.Item {
+	var items []wire.Item
 	for _, a := range d.CmdArgs {
 		if a.Key != "items" {
 			continue
 		}
 		for _, id := range a.Vals {
-			items = append(items, Item{Type: ItemMessage, ID: id, Status: StatusCompleted, Role: "user", Content: []ContentPart{{Type: "input_text", Text: id}}})
+			items = append(items, wire.Item{Type: wire.ItemMessage, ID: id, Status: wire.StatusCompleted, Role: "user", Content: []wire.ContentPart{{Type: "input_text", Text: id}}})
 		}
 	}
 	return items
@@ -310,7 +311,7 @@ func segments(segs []Segment) string {
 	return strings.Join(parts, " ")
 }
 
-func itemIDs(items []Item) string {
+func itemIDs(items []wire.Item) string {
 	ids := make([]string, len(items))
 	for i, it := range items {
 		ids[i] = it.ID

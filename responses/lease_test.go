@@ -13,6 +13,7 @@ import (
 
 	"github.com/turnpike-gateway/turnpike/gossip"
 	"github.com/turnpike-gateway/turnpike/jobs/jobstest"
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 	"github.com/turnpike-gateway/turnpike/state"
 )
 
@@ -89,9 +90,9 @@ func startOn(t *testing.T, st Store, eng Engine, cfg Config) *Service {
 }
 
 // waitStatus waits for response id to end, as read through svc.
-func waitStatus(t *testing.T, svc *Service, id string) *Response {
+func waitStatus(t *testing.T, svc *Service, id string) *wire.Response {
 	t.Helper()
-	var got *Response
+	var got *wire.Response
 	waitFor(t, func() bool {
 		r, err := svc.Get(context.Background(), "a", id)
 		if err != nil {
@@ -132,7 +133,7 @@ func TestBackgroundClaimedOnce(t *testing.T) {
 		}
 	}
 	close(engA.block)
-	if got := waitStatus(t, b, resp.ID); got.Status != StatusCompleted {
+	if got := waitStatus(t, b, resp.ID); got.Status != wire.StatusCompleted {
 		t.Fatalf("status %s", got.Status)
 	}
 	if n := len(engA.requests()) + len(engB.requests()); n != 1 {
@@ -158,7 +159,7 @@ func TestBackgroundCancelOtherGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != StatusCancelled {
+	if got.Status != wire.StatusCancelled {
 		t.Fatalf("cancel through b: %s, want cancelled", got.Status)
 	}
 	waitEnded(t, a, resp.ID)
@@ -231,7 +232,7 @@ type stallStore struct {
 	renewals, ends atomic.Int32
 }
 
-func (s *stallStore) EndResponse(ctx context.Context, rec *Record, base []Segment, items []Item, final *StreamEvent) error {
+func (s *stallStore) EndResponse(ctx context.Context, rec *Record, base []Segment, items []wire.Item, final *StreamEvent) error {
 	s.ends.Add(1)
 	return s.Store.EndResponse(ctx, rec, base, items, final)
 }
@@ -273,7 +274,7 @@ func TestBackgroundTakeOver(t *testing.T) {
 	b := startOn(t, st, engB, shortLease)
 	st.advance(shortLease.JobLease)
 	got := waitStatus(t, b, resp.ID)
-	if got.Status != StatusCompleted || got.Output[0].Text() != "echo: carry on" {
+	if got.Status != wire.StatusCompleted || got.Output[0].Text() != "echo: carry on" {
 		t.Fatalf("taken over: %s %+v", got.Status, got.Error)
 	}
 	close(engA.block) // a's answer is done; its end waits on the claim
@@ -284,7 +285,7 @@ func TestBackgroundTakeOver(t *testing.T) {
 	waitFor(t, func() bool { return ss.renewals.Load() >= 2 || a.job(resp.ID) == nil })
 	unstall() // a's check of its claim now finds it gone
 	waitEnded(t, a, resp.ID)
-	if got, _ := a.Get(t.Context(), "a", resp.ID); got.Status != StatusCompleted || got.Output[0].Text() != "echo: carry on" {
+	if got, _ := a.Get(t.Context(), "a", resp.ID); got.Status != wire.StatusCompleted || got.Output[0].Text() != "echo: carry on" {
 		t.Errorf("after a stopped: %s, want b's completed", got.Status)
 	}
 	if n := ss.ends.Load(); n != 0 {
@@ -344,7 +345,7 @@ func TestBackgroundQueueCapsAcrossGateways(t *testing.T) {
 	refused(b, "v")
 	close(engA.block)
 	close(engB.block)
-	for _, r := range []*Response{r1, r2} {
+	for _, r := range []*wire.Response{r1, r2} {
 		waitEnded(t, a, r.ID)
 	}
 	waitEnded(t, b, r3.ID)

@@ -3,6 +3,8 @@ package responses
 import (
 	"strings"
 	"testing"
+
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 )
 
 // TestMCPApprovalPolicy: require_approval as a setting or a filter, and
@@ -24,7 +26,7 @@ func TestMCPApprovalPolicy(t *testing.T) {
 				t.Fatalf("servers %+v", req.MCP)
 			}
 			for tool, want := range tt.needs {
-				if got := req.MCP[0].needsApproval(tool); got != want {
+				if got := req.MCP[0].NeedsApproval(tool); got != want {
 					t.Errorf("%s needs approval: %v, want %v", tool, got, want)
 				}
 			}
@@ -40,8 +42,8 @@ func TestMCPApprovalPolicy(t *testing.T) {
 func TestMCPAllowedURLsDefault(t *testing.T) {
 	s := New(openStore(t, t.TempDir()), &fakeEngine{}, Config{CollectInterval: -1})
 	ms := &mcpSessions{s: s}
-	it := ms.list(t.Context(), &MCPServer{Label: "x", URL: "http://169.254.169.254/mcp"})
-	if it.Type != ItemMCPListTools || !strings.Contains(it.Error, "responses.mcpAllowedURLs") || len(ms.conns) != 0 {
+	it := ms.list(t.Context(), &wire.MCPServer{Label: "x", URL: "http://169.254.169.254/mcp"})
+	if it.Type != wire.ItemMCPListTools || !strings.Contains(it.Error, "responses.mcpAllowedURLs") || len(ms.conns) != 0 {
 		t.Fatalf("list with no server allowed: %+v", it)
 	}
 }
@@ -75,8 +77,8 @@ func TestMCPAllowedURLs(t *testing.T) {
 		t.Fatalf("allowed server refused: %v", err)
 	}
 	ms := &mcpSessions{s: s}
-	it := ms.list(t.Context(), &MCPServer{Label: "x", URL: "http://169.254.169.254/mcp"})
-	if it.Type != ItemMCPListTools || !strings.Contains(it.Error, "mcpAllowedURLs") || it.Output != "[]" || len(ms.conns) != 0 {
+	it := ms.list(t.Context(), &wire.MCPServer{Label: "x", URL: "http://169.254.169.254/mcp"})
+	if it.Type != wire.ItemMCPListTools || !strings.Contains(it.Error, "mcpAllowedURLs") || it.Output != "[]" || len(ms.conns) != 0 {
 		t.Fatalf("list of a server not allowed: %+v", it)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 )
 
 // getRecord reads a response record, not found in the OpenAI shape.
@@ -16,7 +18,7 @@ func (s *Service) getRecord(ctx context.Context, tenant, id string) (*Record, er
 }
 
 // Get returns a stored response.
-func (s *Service) Get(ctx context.Context, tenant, id string) (*Response, error) {
+func (s *Service) Get(ctx context.Context, tenant, id string) (*wire.Response, error) {
 	rec, err := s.getRecord(ctx, tenant, id)
 	if err != nil {
 		return nil, err
@@ -26,7 +28,7 @@ func (s *Service) Get(ctx context.Context, tenant, id string) (*Response, error)
 
 // Delete removes a stored response; a running background response is
 // cancelled first.
-func (s *Service) Delete(ctx context.Context, tenant, id string) (*Deleted, error) {
+func (s *Service) Delete(ctx context.Context, tenant, id string) (*wire.Deleted, error) {
 	if _, err := s.getRecord(ctx, tenant, id); err != nil {
 		return nil, err
 	}
@@ -39,7 +41,7 @@ func (s *Service) Delete(ctx context.Context, tenant, id string) (*Deleted, erro
 		}
 		return nil, err
 	}
-	return &Deleted{ID: id, Object: "response.deleted", Deleted: true}, nil
+	return &wire.Deleted{ID: id, Object: "response.deleted", Deleted: true}, nil
 }
 
 // stopJob stops the background job of response id and waits for it to
@@ -61,7 +63,7 @@ func (s *Service) stopJob(ctx context.Context, tenant, id string) error {
 
 // Cancel stops a background response and its engine request; it ends
 // cancelled. Cancelling one that has ended returns it as it is.
-func (s *Service) Cancel(ctx context.Context, tenant, id string) (*Response, error) {
+func (s *Service) Cancel(ctx context.Context, tenant, id string) (*wire.Response, error) {
 	rec, err := s.getRecord(ctx, tenant, id)
 	if err != nil {
 		return nil, err
@@ -83,7 +85,7 @@ func (s *Service) Cancel(ctx context.Context, tenant, id string) (*Response, err
 // previous_response_id saw its whole chain, every earlier turn's input
 // and output, then its own input, compacted as load rebuilt it; one in a
 // conversation lists its own turn's input.
-func (s *Service) InputItems(ctx context.Context, tenant, id string, opts ListOptions) (*ItemList, error) {
+func (s *Service) InputItems(ctx context.Context, tenant, id string, opts ListOptions) (*wire.ItemList, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -98,7 +100,7 @@ func (s *Service) InputItems(ctx context.Context, tenant, id string, opts ListOp
 		}
 		return pageSlice(items, opts)
 	}
-	var items []Item
+	var items []wire.Item
 	var more bool
 	if rec.Conversation != "" {
 		items, more, err = s.store.ListItems(ctx, tenant, ownInput(rec), opts)
@@ -133,11 +135,11 @@ func inputContext(rec *Record) []Segment {
 // pendingInput is what the model of a response that has not ended sees:
 // its previous response's context (if it is still stored), then its own
 // input, compacted; in a conversation, its own input.
-func (s *Service) pendingInput(ctx context.Context, rec *Record) ([]Item, error) {
+func (s *Service) pendingInput(ctx context.Context, rec *Record) ([]wire.Item, error) {
 	if rec.Conversation != "" {
 		return rec.Input, nil
 	}
-	var history []Item
+	var history []wire.Item
 	if prev := rec.Response.PreviousResponseID; prev != nil {
 		p, err := s.store.GetResponse(ctx, rec.Tenant, *prev)
 		switch {
@@ -160,7 +162,7 @@ func (s *Service) Stream(ctx context.Context, tenant, id string, after int, sink
 		return err
 	}
 	if !rec.Response.Background {
-		return invalidf("stream", "invalid_value", "Only responses created with background: true can be streamed again.")
+		return wire.Invalidf("stream", "invalid_value", "Only responses created with background: true can be streamed again.")
 	}
 	if j := s.job(id); j != nil {
 		j.Work.follow(ctx, after, sink)
@@ -174,21 +176,21 @@ func (o *ListOptions) validate() error {
 		o.Limit = 20
 	}
 	if o.Limit < 1 || o.Limit > 100 {
-		return invalidf("limit", "invalid_value", "Invalid 'limit': expected a value between 1 and 100, but got %d instead.", o.Limit)
+		return wire.Invalidf("limit", "invalid_value", "Invalid 'limit': expected a value between 1 and 100, but got %d instead.", o.Limit)
 	}
 	switch o.Order {
 	case "":
 		o.Order = "desc"
 	case "asc", "desc":
 	default:
-		return invalidf("order", "invalid_value", "Invalid value: '%s'. Supported values are: 'asc' and 'desc'.", o.Order)
+		return wire.Invalidf("order", "invalid_value", "Invalid value: '%s'. Supported values are: 'asc' and 'desc'.", o.Order)
 	}
 	return nil
 }
 
 // pageSlice pages through items held in memory.
-func pageSlice(all []Item, opts ListOptions) (*ItemList, error) {
-	ordered := make([]Item, len(all))
+func pageSlice(all []wire.Item, opts ListOptions) (*wire.ItemList, error) {
+	ordered := make([]wire.Item, len(all))
 	copy(ordered, all)
 	if opts.Order == "desc" {
 		for i, j := 0, len(ordered)-1; i < j; i, j = i+1, j-1 {
@@ -217,16 +219,24 @@ func pageSlice(all []Item, opts ListOptions) (*ItemList, error) {
 
 // unknownAfter refuses a cursor that names no item of the list.
 func unknownAfter(id string) error {
-	return invalidf("after", "invalid_value", "Invalid 'after': no item with id '%s' in this list.", id)
+	return wire.Invalidf("after", "invalid_value", "Invalid 'after': no item with id '%s' in this list.", id)
 }
 
-func newItemList(items []Item, more bool) *ItemList {
-	l := &ItemList{Object: "list", Data: items, HasMore: more}
+func newItemList(items []wire.Item, more bool) *wire.ItemList {
+	l := &wire.ItemList{Object: "list", Data: items, HasMore: more}
 	if l.Data == nil {
-		l.Data = []Item{}
+		l.Data = []wire.Item{}
 	}
 	if n := len(items); n > 0 {
 		l.FirstID, l.LastID = &items[0].ID, &items[n-1].ID
 	}
 	return l
+}
+
+// ListOptions page through items: After is an item id cursor, Limit 1..100
+// (default 20), Order "asc" or "desc" (default "desc").
+type ListOptions struct {
+	After string
+	Limit int
+	Order string
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 )
 
 // Sink receives a response's stream events, each as its type and its JSON
@@ -42,21 +43,21 @@ type Holder interface {
 // Event is one Responses streaming event. Fields a type does not use are
 // left zero and omitted.
 type Event struct {
-	Type           string       `json:"type"`
-	SequenceNumber int          `json:"sequence_number"`
-	Response       *Response    `json:"response,omitempty"`
-	OutputIndex    *int         `json:"output_index,omitempty"`
-	ItemID         string       `json:"item_id,omitempty"`
-	ContentIndex   *int         `json:"content_index,omitempty"`
-	SummaryIndex   *int         `json:"summary_index,omitempty"`
-	Item           *Item        `json:"item,omitempty"`
-	Part           *ContentPart `json:"part,omitempty"`
-	Delta          *string      `json:"delta,omitempty"`
-	Text           *string      `json:"text,omitempty"`
-	Arguments      *string      `json:"arguments,omitempty"`
-	Input          *string      `json:"input,omitempty"`
-	Name           string       `json:"name,omitempty"`
-	Logprobs       *[]string    `json:"logprobs,omitempty"`
+	Type           string            `json:"type"`
+	SequenceNumber int               `json:"sequence_number"`
+	Response       *wire.Response    `json:"response,omitempty"`
+	OutputIndex    *int              `json:"output_index,omitempty"`
+	ItemID         string            `json:"item_id,omitempty"`
+	ContentIndex   *int              `json:"content_index,omitempty"`
+	SummaryIndex   *int              `json:"summary_index,omitempty"`
+	Item           *wire.Item        `json:"item,omitempty"`
+	Part           *wire.ContentPart `json:"part,omitempty"`
+	Delta          *string           `json:"delta,omitempty"`
+	Text           *string           `json:"text,omitempty"`
+	Arguments      *string           `json:"arguments,omitempty"`
+	Input          *string           `json:"input,omitempty"`
+	Name           string            `json:"name,omitempty"`
+	Logprobs       *[]string         `json:"logprobs,omitempty"`
 	// Status is set on a reasoning summary part cut short: "incomplete".
 	Status string `json:"status,omitempty"`
 }
@@ -95,7 +96,7 @@ type chunkDelta struct {
 // run translates one engine stream into a response and its events. It is
 // owned by one goroutine.
 type run struct {
-	resp *Response
+	resp *wire.Response
 	sink Sink
 	seq  int
 	// open is the output index of the item being streamed, -1 if none;
@@ -108,7 +109,7 @@ type run struct {
 	finish   string
 	// names maps the engine's names of namespaced functions back to
 	// them; nil when the request has none.
-	names map[string]*Tool
+	names map[string]*wire.Tool
 	// summarize makes reasoning a summary (reasoning.summary is set),
 	// else reasoning text, as OpenAI serves open models; seal, when not
 	// nil, seals a reasoning item's text into its encrypted_content
@@ -122,8 +123,8 @@ type run struct {
 
 // newRun starts the translation of the answer to a request offering
 // tools.
-func newRun(resp *Response, tools []Tool, sink Sink, seq int) *run {
-	return &run{resp: resp, sink: sink, seq: seq, open: -1, openCall: -1, names: toolNames(tools)}
+func newRun(resp *wire.Response, tools []wire.Tool, sink Sink, seq int) *run {
+	return &run{resp: resp, sink: sink, seq: seq, open: -1, openCall: -1, names: wire.ToolNames(tools)}
 }
 
 // newRun starts the translation of t's answer, its reasoning shown and
@@ -131,7 +132,7 @@ func newRun(resp *Response, tools []Tool, sink Sink, seq int) *run {
 func (s *Service) newRun(t *turn, sink Sink, seq int) *run {
 	r := newRun(t.rec.Response, t.req.Tools, sink, seq)
 	r.summarize = t.req.Reasoning != nil && t.req.Reasoning.Summary != nil
-	if slices.Contains(t.req.Include, includeReasoning) {
+	if slices.Contains(t.req.Include, wire.IncludeReasoning) {
 		tenant := t.rec.Tenant
 		r.seal = func(text string) string { return s.sealer.seal(sealReasoning, tenant, []byte(text)) }
 	}
@@ -141,22 +142,22 @@ func (s *Service) newRun(t *turn, sink Sink, seq int) *run {
 // prelude puts items the gateway made before the engine's answer (a
 // compaction item, MCP tool lists, approved MCP calls) at the head of
 // the output, each added, its progress told, and done.
-func (r *run) prelude(items []Item) {
+func (r *run) prelude(items []wire.Item) {
 	for i := range items {
 		idx := len(r.resp.Output)
 		r.resp.Output = append(r.resp.Output, items[i])
 		added := items[i]
 		switch added.Type {
-		case ItemMCPListTools:
+		case wire.ItemMCPListTools:
 			added.Output = "[]"
-		case ItemMCPCall:
-			added.Output, added.Error, added.Status = "", "", StatusInProgress
+		case wire.ItemMCPCall:
+			added.Output, added.Error, added.Status = "", "", wire.StatusInProgress
 		}
 		r.emit(&Event{Type: "response.output_item.added", OutputIndex: &idx, Item: &added})
 		switch added.Type {
-		case ItemMCPListTools:
+		case wire.ItemMCPListTools:
 			r.mcpProgress("response.mcp_list_tools.", idx, &r.resp.Output[idx])
-		case ItemMCPCall:
+		case wire.ItemMCPCall:
 			r.mcpProgress("response.mcp_call.", idx, &r.resp.Output[idx])
 		}
 		done := items[i]
@@ -166,7 +167,7 @@ func (r *run) prelude(items []Item) {
 
 // mcpProgress tells an MCP item's progress, its request made: events
 // prefix+in_progress, then prefix+completed or prefix+failed.
-func (r *run) mcpProgress(prefix string, idx int, it *Item) {
+func (r *run) mcpProgress(prefix string, idx int, it *wire.Item) {
 	r.emit(&Event{Type: prefix + "in_progress", OutputIndex: &idx, ItemID: it.ID})
 	end := "completed"
 	if it.Error != "" {
@@ -266,7 +267,7 @@ func (r *run) takeUsage(t *dispatch.Turn) {
 	if !ok {
 		return
 	}
-	usage := &Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+	usage := &wire.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
 	if usage.TotalTokens == 0 {
 		usage.TotalTokens = u.PromptTokens + u.CompletionTokens
 	}
@@ -318,14 +319,14 @@ func (r *run) chunk(data []byte) error {
 }
 
 func (r *run) textDelta(d string) {
-	if r.openType() != ItemMessage {
-		r.closeOpen(StatusCompleted)
+	if r.openType() != wire.ItemMessage {
+		r.closeOpen(wire.StatusCompleted)
 		r.open = len(r.resp.Output)
-		r.resp.Output = append(r.resp.Output, Item{Type: ItemMessage, ID: newID("msg_"), Status: StatusInProgress, Role: "assistant"})
+		r.resp.Output = append(r.resp.Output, wire.Item{Type: wire.ItemMessage, ID: newID("msg_"), Status: wire.StatusInProgress, Role: "assistant"})
 		it := r.resp.Output[r.open]
 		r.emit(&Event{Type: "response.output_item.added", OutputIndex: &r.open, Item: &it})
 		r.emit(&Event{Type: "response.content_part.added", OutputIndex: &r.open, ItemID: it.ID, ContentIndex: &zero,
-			Part: &ContentPart{Type: "output_text"}})
+			Part: &wire.ContentPart{Type: "output_text"}})
 	}
 	r.text.WriteString(d)
 	r.emitDelta("response.output_text.delta", delta{outputIndex: r.open, itemID: r.resp.Output[r.open].ID,
@@ -335,18 +336,18 @@ func (r *run) textDelta(d string) {
 // reasoningDelta streams the model's thinking into a reasoning item: as
 // its summary's one part, or as its one reasoning_text content part.
 func (r *run) reasoningDelta(d string) {
-	if r.openType() != ItemReasoning {
-		r.closeOpen(StatusCompleted)
+	if r.openType() != wire.ItemReasoning {
+		r.closeOpen(wire.StatusCompleted)
 		r.open = len(r.resp.Output)
-		r.resp.Output = append(r.resp.Output, Item{Type: ItemReasoning, ID: newID("rs_"), Status: StatusInProgress})
+		r.resp.Output = append(r.resp.Output, wire.Item{Type: wire.ItemReasoning, ID: newID("rs_"), Status: wire.StatusInProgress})
 		it := r.resp.Output[r.open]
 		r.emit(&Event{Type: "response.output_item.added", OutputIndex: &r.open, Item: &it})
 		if r.summarize {
 			r.emit(&Event{Type: "response.reasoning_summary_part.added", OutputIndex: &r.open, ItemID: it.ID, SummaryIndex: &zero,
-				Part: &ContentPart{Type: partSummary}})
+				Part: &wire.ContentPart{Type: wire.PartSummary}})
 		} else {
 			r.emit(&Event{Type: "response.content_part.added", OutputIndex: &r.open, ItemID: it.ID, ContentIndex: &zero,
-				Part: &ContentPart{Type: partReasoning}})
+				Part: &wire.ContentPart{Type: wire.PartReasoning}})
 		}
 	}
 	r.text.WriteString(d)
@@ -360,41 +361,41 @@ func (r *run) reasoningDelta(d string) {
 
 // closeReasoning ends the reasoning item it: its text becomes its summary
 // or content, sealed when the request asks.
-func (r *run) closeReasoning(idx int, it *Item) {
+func (r *run) closeReasoning(idx int, it *wire.Item) {
 	text := r.text.String()
 	r.text.Reset()
 	if r.seal != nil {
 		it.EncryptedContent = r.seal(text)
 	}
 	if r.summarize {
-		it.Summary = []ContentPart{{Type: partSummary, Text: text}}
+		it.Summary = []wire.ContentPart{{Type: wire.PartSummary, Text: text}}
 		r.emit(&Event{Type: "response.reasoning_summary_text.done", OutputIndex: &idx, ItemID: it.ID, SummaryIndex: &zero, Text: &text})
 		ev := &Event{Type: "response.reasoning_summary_part.done", OutputIndex: &idx, ItemID: it.ID, SummaryIndex: &zero, Part: &it.Summary[0]}
-		if it.Status == StatusIncomplete {
-			ev.Status = StatusIncomplete
+		if it.Status == wire.StatusIncomplete {
+			ev.Status = wire.StatusIncomplete
 		}
 		r.emit(ev)
 		return
 	}
-	it.Content = []ContentPart{{Type: partReasoning, Text: text}}
+	it.Content = []wire.ContentPart{{Type: wire.PartReasoning, Text: text}}
 	r.emit(&Event{Type: "response.reasoning_text.done", OutputIndex: &idx, ItemID: it.ID, ContentIndex: &zero, Text: &text})
 	r.emit(&Event{Type: "response.content_part.done", OutputIndex: &idx, ItemID: it.ID, ContentIndex: &zero, Part: &it.Content[0]})
 }
 
 func (r *run) callDelta(index int, callID, name, args string) {
 	if r.open < 0 || r.openCall != index {
-		r.closeOpen(StatusCompleted)
+		r.closeOpen(wire.StatusCompleted)
 		if callID == "" {
 			callID = newID("call_")
 		}
 		r.open, r.openCall = len(r.resp.Output), index
-		it := Item{Type: ItemFunctionCall, ID: newID("fc_"), Status: StatusInProgress, CallID: callID}
+		it := wire.Item{Type: wire.ItemFunctionCall, ID: newID("fc_"), Status: wire.StatusInProgress, CallID: callID}
 		if t := r.names[name]; t != nil && t.Custom {
-			it.Type, it.ID = ItemCustomToolCall, newID("ctc_")
+			it.Type, it.ID = wire.ItemCustomToolCall, newID("ctc_")
 		} else if t != nil && t.MCP != nil {
-			it = Item{Type: ItemMCPCall, ID: newID("mcp_"), Status: StatusInProgress}
-			if t.MCP.needsApproval(t.Name) {
-				it = Item{Type: ItemMCPApprovalRequest, ID: newID("mcpr_")}
+			it = wire.Item{Type: wire.ItemMCPCall, ID: newID("mcp_"), Status: wire.StatusInProgress}
+			if t.MCP.NeedsApproval(t.Name) {
+				it = wire.Item{Type: wire.ItemMCPApprovalRequest, ID: newID("mcpr_")}
 			}
 		}
 		r.resp.Output = append(r.resp.Output, it)
@@ -409,9 +410,9 @@ func (r *run) callDelta(index int, callID, name, args string) {
 	if args != "" {
 		it.Arguments += args
 		switch it.Type {
-		case ItemFunctionCall:
+		case wire.ItemFunctionCall:
 			r.emitDelta("response.function_call_arguments.delta", delta{outputIndex: r.open, itemID: it.ID, text: args})
-		case ItemMCPCall:
+		case wire.ItemMCPCall:
 			r.emitDelta("response.mcp_call_arguments.delta", delta{outputIndex: r.open, itemID: it.ID, text: args})
 		}
 	}
@@ -420,7 +421,7 @@ func (r *run) callDelta(index int, callID, name, args string) {
 // name names a call to the function the engine knows as engineName:
 // a namespaced function is called by its own name in its namespace, as
 // OpenAI returns it.
-func (r *run) name(it *Item, engineName string) {
+func (r *run) name(it *wire.Item, engineName string) {
 	if t := r.names[engineName]; t != nil {
 		if t.MCP != nil {
 			it.ServerLabel, it.Name = t.MCP.Label, t.Name
@@ -441,33 +442,33 @@ func (r *run) closeOpen(status string) {
 	it := &r.resp.Output[idx]
 	it.Status = status
 	switch it.Type {
-	case ItemReasoning:
+	case wire.ItemReasoning:
 		r.closeReasoning(idx, it)
-	case ItemMessage:
+	case wire.ItemMessage:
 		text := r.text.String()
 		r.text.Reset()
-		it.Content = []ContentPart{{Type: "output_text", Text: text}}
+		it.Content = []wire.ContentPart{{Type: "output_text", Text: text}}
 		var noLogprobs []string
 		r.emit(&Event{Type: "response.output_text.done", OutputIndex: &idx, ItemID: it.ID, ContentIndex: &zero, Text: &text, Logprobs: &noLogprobs})
 		r.emit(&Event{Type: "response.content_part.done", OutputIndex: &idx, ItemID: it.ID, ContentIndex: &zero, Part: &it.Content[0]})
-	case ItemMCPCall:
+	case wire.ItemMCPCall:
 		args := it.Arguments
 		r.emit(&Event{Type: "response.mcp_call_arguments.done", OutputIndex: &idx, ItemID: it.ID, Arguments: &args})
-		if status == StatusCompleted {
+		if status == wire.StatusCompleted {
 			// Done once the gateway has made the call (mcp.go).
-			it.Status = StatusInProgress
+			it.Status = wire.StatusInProgress
 			r.pendingMCP = append(r.pendingMCP, idx)
 			r.open, r.openCall = -1, -1
 			return
 		}
-	case ItemMCPApprovalRequest:
+	case wire.ItemMCPApprovalRequest:
 		it.Status = ""
-	case ItemCustomToolCall:
+	case wire.ItemCustomToolCall:
 		// The engine wrote the function's arguments, {"input": "…"}: the
 		// call's input is that string, streamed whole.
 		var args map[string]json.RawMessage
 		var input string
-		if json.Unmarshal([]byte(it.Arguments), &args) == nil && json.Unmarshal(args[customInputParam], &input) == nil {
+		if json.Unmarshal([]byte(it.Arguments), &args) == nil && json.Unmarshal(args[wire.CustomInputParam], &input) == nil {
 			it.Arguments = input
 		}
 		in := it.Arguments
@@ -487,23 +488,23 @@ func (r *run) closeOpen(status string) {
 func (r *run) end(engErr error, cancelled bool, now int64) {
 	switch {
 	case cancelled:
-		r.closeOpen(StatusIncomplete)
-		r.resp.Status = StatusCancelled
+		r.closeOpen(wire.StatusIncomplete)
+		r.resp.Status = wire.StatusCancelled
 	case engErr != nil:
-		r.closeOpen(StatusIncomplete)
-		r.resp.Status = StatusFailed
-		r.resp.Error = &ResponseError{Code: "server_error", Message: engErr.Error()}
+		r.closeOpen(wire.StatusIncomplete)
+		r.resp.Status = wire.StatusFailed
+		r.resp.Error = &wire.ResponseError{Code: "server_error", Message: engErr.Error()}
 	case r.finish == "length":
-		r.closeOpen(StatusIncomplete)
-		r.resp.Status = StatusIncomplete
-		r.resp.IncompleteDetails = &IncompleteDetails{Reason: "max_output_tokens"}
+		r.closeOpen(wire.StatusIncomplete)
+		r.resp.Status = wire.StatusIncomplete
+		r.resp.IncompleteDetails = &wire.IncompleteDetails{Reason: "max_output_tokens"}
 	case r.finish == "content_filter":
-		r.closeOpen(StatusIncomplete)
-		r.resp.Status = StatusIncomplete
-		r.resp.IncompleteDetails = &IncompleteDetails{Reason: "content_filter"}
+		r.closeOpen(wire.StatusIncomplete)
+		r.resp.Status = wire.StatusIncomplete
+		r.resp.IncompleteDetails = &wire.IncompleteDetails{Reason: "content_filter"}
 	default:
-		r.closeOpen(StatusCompleted)
-		r.resp.Status = StatusCompleted
+		r.closeOpen(wire.StatusCompleted)
+		r.resp.Status = wire.StatusCompleted
 		r.resp.CompletedAt = &now
 	}
 }
@@ -543,11 +544,11 @@ func (r *run) errorEvent(ae *apierror.Error) []byte {
 // cancelled response (whose stream just ends).
 func terminalEvent(status string) string {
 	switch status {
-	case StatusCompleted:
+	case wire.StatusCompleted:
 		return "response.completed"
-	case StatusIncomplete:
+	case wire.StatusIncomplete:
 		return "response.incomplete"
-	case StatusFailed:
+	case wire.StatusFailed:
 		return "response.failed"
 	}
 	return ""

@@ -199,14 +199,6 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Validate reports whether p is a policy.
-func (p HostedToolPolicy) Validate() error {
-	if p != HostedToolsDrop && p != HostedToolsReject {
-		return fmt.Errorf("responses: hostedTools is %q; want %q or %q", p, HostedToolsDrop, HostedToolsReject)
-	}
-	return nil
-}
-
 // Service answers the Responses and Conversations API on a Store, sending
 // turns down the turn path (Engine). Create with New, then Start it;
 // Close it before closing the store.
@@ -383,4 +375,24 @@ func newID(prefix string) string {
 	var b [16]byte
 	rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// HostedToolPolicy is what becomes of a request's hosted tools.
+type HostedToolPolicy string
+
+const (
+	// HostedToolsDrop answers without them: they are removed from the
+	// engine request, counted in turnpike_responses_hosted_tools_dropped_total
+	// and logged at debug.
+	HostedToolsDrop HostedToolPolicy = "drop"
+	// HostedToolsReject refuses the request with a 400 naming the tool.
+	HostedToolsReject HostedToolPolicy = "reject"
+)
+
+// Validate reports whether p is a policy.
+func (p HostedToolPolicy) Validate() error {
+	if p != HostedToolsDrop && p != HostedToolsReject {
+		return fmt.Errorf("responses: hostedTools is %q; want %q or %q", p, HostedToolsDrop, HostedToolsReject)
+	}
+	return nil
 }

@@ -13,19 +13,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 )
 
 func TestChainContext(t *testing.T) {
 	eng := &fakeEngine{}
 	svc, st := newTestService(t, eng)
 	ctx := context.Background()
-	create := func(body string) *Response {
+	create := func(body string) *wire.Response {
 		t.Helper()
 		resp, err := svc.Create(ctx, "a", mustDecode(t, body), nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.Status != StatusCompleted {
+		if resp.Status != wire.StatusCompleted {
 			t.Fatalf("status %s, error %+v", resp.Status, resp.Error)
 		}
 		return resp
@@ -120,7 +121,7 @@ func TestRestartKeepsResponses(t *testing.T) {
 	defer st.Close()
 	for _, id := range ids {
 		rec, err := st.GetResponse(ctx, "a", id)
-		if err != nil || rec.Response.Status != StatusCompleted {
+		if err != nil || rec.Response.Status != wire.StatusCompleted {
 			t.Fatalf("%s after restart: %v", id, err)
 		}
 		if got := rec.Response.Output[0].Text(); !strings.HasPrefix(got, "echo: turn") {
@@ -140,7 +141,7 @@ func TestBackgroundRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Status != StatusQueued {
+	if resp.Status != wire.StatusQueued {
 		t.Fatalf("status %s, want queued", resp.Status)
 	}
 	waitFor(t, func() bool { return len(blocked.requests()) == 1 })
@@ -153,7 +154,7 @@ func TestBackgroundRecovery(t *testing.T) {
 	defer svc.Close(context.Background())
 	waitFor(t, func() bool {
 		r, _ := svc.Get(ctx, "a", resp.ID)
-		return r.Status == StatusCompleted
+		return r.Status == wire.StatusCompleted
 	})
 	r, _ := svc.Get(ctx, "a", resp.ID)
 	if r.Output[0].Text() != "echo: long job" {
@@ -169,7 +170,7 @@ func TestBackgroundGivesUpAfterMaxAttempts(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	st := openStore(t, dir)
-	rec := &Record{Tenant: "a", Response: &Response{ID: "resp_x", Object: "response", Status: StatusInProgress, Background: true, Store: true, Output: []Item{}},
+	rec := &Record{Tenant: "a", Response: &wire.Response{ID: "resp_x", Object: "response", Status: wire.StatusInProgress, Background: true, Store: true, Output: []wire.Item{}},
 		Job: &Job{Request: []byte(`{"model":"m","input":"x","background":true}`), Attempts: 2}}
 	if err := st.PutResponse(ctx, rec, true); err != nil {
 		t.Fatal(err)
@@ -181,7 +182,7 @@ func TestBackgroundGivesUpAfterMaxAttempts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Status != StatusFailed || r.Error == nil || !strings.Contains(r.Error.Message, "restarted") {
+	if r.Status != wire.StatusFailed || r.Error == nil || !strings.Contains(r.Error.Message, "restarted") {
 		t.Errorf("got %s %+v, want failed with a clear error", r.Status, r.Error)
 	}
 	if jobs, _ := st.PendingJobs(ctx); len(jobs) != 0 {
@@ -199,7 +200,7 @@ func TestCancelBackground(t *testing.T) {
 	}
 	waitFor(t, func() bool { return len(eng.requests()) == 1 })
 	got, err := svc.Cancel(ctx, "a", resp.ID)
-	if err != nil || got.Status != StatusCancelled {
+	if err != nil || got.Status != wire.StatusCancelled {
 		t.Fatalf("cancel: %v %v", got, err)
 	}
 	close(eng.block)
@@ -250,7 +251,7 @@ func TestFunctionCallRendering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r1.Output) != 1 || r1.Output[0].Type != ItemFunctionCall || r1.Output[0].Arguments != `{"city":"Paris"}` {
+	if len(r1.Output) != 1 || r1.Output[0].Type != wire.ItemFunctionCall || r1.Output[0].Arguments != `{"city":"Paris"}` {
 		t.Fatalf("output %+v", r1.Output)
 	}
 	body := fmt.Sprintf(`{"model":"m","previous_response_id":%q,"tools":%s,"input":[{"type":"function_call_output","call_id":%q,"output":"sunny"}]}`, r1.ID, tools, r1.Output[0].CallID)
@@ -353,7 +354,7 @@ func TestEngineFailureMidStream(t *testing.T) {
 		t.Fatalf("stream ended with %s: %s", got, last)
 	}
 	stored, err := svc.Get(ctx, "a", resp.ID)
-	if err != nil || stored.Status != StatusFailed || stored.Error == nil {
+	if err != nil || stored.Status != wire.StatusFailed || stored.Error == nil {
 		t.Errorf("stored: %+v %v", stored, err)
 	}
 }
@@ -367,7 +368,7 @@ func TestChainSession(t *testing.T) {
 	var specs []dispatch.Spec
 	eng.seen = func(s *dispatch.Spec) { specs = append(specs, *s) }
 	ctx := t.Context()
-	create := func(body string) *Response {
+	create := func(body string) *wire.Response {
 		t.Helper()
 		resp, err := svc.Create(ctx, "a", mustDecode(t, body), nil, nil)
 		if err != nil {
@@ -492,7 +493,7 @@ func TestNamespacedCallMappedBack(t *testing.T) {
 		t.Fatalf("output %+v", resp.Output)
 	}
 	call := resp.Output[0]
-	if call.Type != ItemFunctionCall || call.Name != "spawn_agent" || call.Namespace != "multi_agent_v1" {
+	if call.Type != wire.ItemFunctionCall || call.Name != "spawn_agent" || call.Namespace != "multi_agent_v1" {
 		t.Fatalf("call %+v, want spawn_agent in multi_agent_v1", call)
 	}
 	b, _ := json.Marshal(call)

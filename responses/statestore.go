@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 	"github.com/turnpike-gateway/turnpike/state"
 )
 
@@ -83,10 +84,10 @@ func (s *StateStore) expiry() int64 { return s.opts.Now().Add(s.opts.TTL).Unix()
 // head is a chain's head: where its next item goes, who owns it, and, for
 // a conversation, the conversation object itself.
 type head struct {
-	Tenant       string        `json:"tenant"`
-	Next         uint32        `json:"next"`
-	ExpiresAt    int64         `json:"expires_at"`
-	Conversation *Conversation `json:"conversation,omitempty"`
+	Tenant       string             `json:"tenant"`
+	Next         uint32             `json:"next"`
+	ExpiresAt    int64              `json:"expires_at"`
+	Conversation *wire.Conversation `json:"conversation,omitempty"`
 }
 
 // locator says where an item is stored.
@@ -233,7 +234,7 @@ func (s *StateStore) writeHeadLocked(b *state.Batch, chain string, h *head) erro
 }
 
 // appendLocked writes items at seq from.. of chain, with their locators.
-func appendLocked(b *state.Batch, tenant, chain string, from uint32, items []Item) error {
+func appendLocked(b *state.Batch, tenant, chain string, from uint32, items []wire.Item) error {
 	for i := range items {
 		seq := from + uint32(i)
 		b.Put(itemKey(chain, seq), encodeItem(nil, &items[i]))
@@ -299,7 +300,7 @@ func (s *StateStore) PutResponse(ctx context.Context, rec *Record, sync bool) er
 }
 
 // EndResponse implements Store.
-func (s *StateStore) EndResponse(ctx context.Context, rec *Record, base []Segment, items []Item, final *StreamEvent) error {
+func (s *StateStore) EndResponse(ctx context.Context, rec *Record, base []Segment, items []wire.Item, final *StreamEvent) error {
 	id := rec.Response.ID
 	n := uint32(len(items))
 	chains := []string{id}
@@ -392,12 +393,12 @@ func (s *StateStore) DeleteResponse(ctx context.Context, tenant, id string) erro
 }
 
 // LoadContext implements Store.
-func (s *StateStore) LoadContext(ctx context.Context, segs []Segment) ([]Item, error) {
+func (s *StateStore) LoadContext(ctx context.Context, segs []Segment) ([]wire.Item, error) {
 	var n int
 	for _, sg := range segs {
 		n += int(sg.To - sg.From)
 	}
-	items := make([]Item, 0, n)
+	items := make([]wire.Item, 0, n)
 	for _, sg := range segs {
 		r := state.Range{Start: itemKey(sg.Chain, sg.From), End: itemKey(sg.Chain, sg.To)}
 		err := s.scan(ctx, r, func(k, v []byte) error {
@@ -419,12 +420,12 @@ func (s *StateStore) LoadContext(ctx context.Context, segs []Segment) ([]Item, e
 var errStopScan = errors.New("responses: scan stopped")
 
 // ListItems implements Store.
-func (s *StateStore) ListItems(ctx context.Context, tenant string, seg Segment, opts ListOptions) ([]Item, bool, error) {
+func (s *StateStore) ListItems(ctx context.Context, tenant string, seg Segment, opts ListOptions) ([]wire.Item, bool, error) {
 	return s.list(ctx, tenant, []Segment{seg}, opts, false)
 }
 
 // ListContext implements Store.
-func (s *StateStore) ListContext(ctx context.Context, tenant string, segs []Segment, opts ListOptions) ([]Item, bool, error) {
+func (s *StateStore) ListContext(ctx context.Context, tenant string, segs []Segment, opts ListOptions) ([]wire.Item, bool, error) {
 	return s.list(ctx, tenant, segs, opts, true)
 }
 
@@ -450,7 +451,7 @@ func (p place) before(q place) bool {
 // order, or one after a cursor, first looks for it from the cursor (or
 // the start) on, back from the end and by type alone; a first page in
 // desc order meets it on its way.
-func (s *StateStore) list(ctx context.Context, tenant string, segs []Segment, opts ListOptions, compact bool) ([]Item, bool, error) {
+func (s *StateStore) list(ctx context.Context, tenant string, segs []Segment, opts ListOptions, compact bool) ([]wire.Item, bool, error) {
 	desc := opts.Order != "asc"
 	lo, hi := place{}, place{seg: len(segs)}
 	var cmp compaction
@@ -471,7 +472,7 @@ func (s *StateStore) list(ctx context.Context, tenant string, segs []Segment, op
 			return nil, false, err
 		}
 	}
-	items := make([]Item, 0, min(opts.Limit, span(segs, lo, hi)))
+	items := make([]wire.Item, 0, min(opts.Limit, span(segs, lo, hi)))
 	more := false
 	err = s.scanPlaces(ctx, segs, lo, hi, desc, func(p place, k, v []byte) error {
 		if compact && !cmp.found && storedCompaction(v) {
@@ -506,7 +507,7 @@ type compaction struct {
 }
 
 // drops reports whether the compaction item stands for it, at p.
-func (c compaction) drops(p place, it *Item) bool {
+func (c compaction) drops(p place, it *wire.Item) bool {
 	return c.found && p.before(c.at) && !outlivesCompaction(it.Type, it.Role)
 }
 
@@ -568,15 +569,15 @@ func (s *StateStore) lastCompaction(ctx context.Context, segs []Segment, from pl
 }
 
 // itemAt reads the item at p of segs.
-func (s *StateStore) itemAt(ctx context.Context, segs []Segment, p place) (Item, error) {
+func (s *StateStore) itemAt(ctx context.Context, segs []Segment, p place) (wire.Item, error) {
 	k := itemKey(segs[p.seg].Chain, p.seq)
 	v, err := s.ns.Get(ctx, k)
 	if err != nil {
-		return Item{}, classify(err)
+		return wire.Item{}, classify(err)
 	}
 	item, err := decodeStoredItem(v)
 	if err != nil {
-		return Item{}, fmt.Errorf("responses: item %q: %w", k, err)
+		return wire.Item{}, fmt.Errorf("responses: item %q: %w", k, err)
 	}
 	return item, nil
 }
@@ -632,24 +633,24 @@ func (s *StateStore) scanPlaces(ctx context.Context, segs []Segment, lo, hi plac
 }
 
 // GetItem implements Store.
-func (s *StateStore) GetItem(ctx context.Context, tenant, id string) (Item, Segment, error) {
+func (s *StateStore) GetItem(ctx context.Context, tenant, id string) (wire.Item, Segment, error) {
 	var loc locator
 	if err := s.getJSON(ctx, locKey(tenant, id), &loc); err != nil {
-		return Item{}, Segment{}, err
+		return wire.Item{}, Segment{}, err
 	}
 	if loc.Tenant != tenant {
-		return Item{}, Segment{}, ErrNotFound
+		return wire.Item{}, Segment{}, ErrNotFound
 	}
 	v, err := s.ns.Get(ctx, itemKey(loc.Chain, loc.Seq))
 	if err != nil {
-		return Item{}, Segment{}, classify(err)
+		return wire.Item{}, Segment{}, classify(err)
 	}
 	item, err := decodeStoredItem(v)
 	return item, Segment{Chain: loc.Chain, From: loc.Seq, To: loc.Seq + 1}, err
 }
 
 // CreateConversation implements Store.
-func (s *StateStore) CreateConversation(ctx context.Context, tenant string, c *Conversation, items []Item) error {
+func (s *StateStore) CreateConversation(ctx context.Context, tenant string, c *wire.Conversation, items []wire.Item) error {
 	unlock := s.lockChains(c.ID)
 	defer unlock()
 	b := state.Batch{Sync: true}
@@ -674,7 +675,7 @@ func (s *StateStore) conversationLocked(ctx context.Context, tenant, id string) 
 }
 
 // GetConversation implements Store.
-func (s *StateStore) GetConversation(ctx context.Context, tenant, id string) (*Conversation, Segment, error) {
+func (s *StateStore) GetConversation(ctx context.Context, tenant, id string) (*wire.Conversation, Segment, error) {
 	h, err := s.conversationLocked(ctx, tenant, id)
 	if err != nil {
 		return nil, Segment{}, err
@@ -683,7 +684,7 @@ func (s *StateStore) GetConversation(ctx context.Context, tenant, id string) (*C
 }
 
 // UpdateConversation implements Store.
-func (s *StateStore) UpdateConversation(ctx context.Context, tenant, id string, metadata map[string]string) (*Conversation, error) {
+func (s *StateStore) UpdateConversation(ctx context.Context, tenant, id string, metadata map[string]string) (*wire.Conversation, error) {
 	unlock := s.lockChains(id)
 	defer unlock()
 	h, err := s.conversationLocked(ctx, tenant, id)
@@ -743,7 +744,7 @@ func (s *StateStore) deleteChainLocked(ctx context.Context, b *state.Batch, chai
 }
 
 // AppendItems implements Store.
-func (s *StateStore) AppendItems(ctx context.Context, tenant, conv string, items []Item) error {
+func (s *StateStore) AppendItems(ctx context.Context, tenant, conv string, items []wire.Item) error {
 	unlock := s.lockChains(conv)
 	defer unlock()
 	h, err := s.conversationLocked(ctx, tenant, conv)

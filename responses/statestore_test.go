@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 )
 
 // TestStoreCloseUnderLoad: Close waits for the operations in flight, and
@@ -24,7 +26,7 @@ func TestStoreCloseUnderLoad(t *testing.T) {
 				<-start
 				for i := 0; ; i++ {
 					id := fmt.Sprintf("resp_%d_%d", g, i)
-					rec := &Record{Tenant: "a", Response: &Response{ID: id, Object: "response", Status: StatusInProgress, Output: []Item{}}}
+					rec := &Record{Tenant: "a", Response: &wire.Response{ID: id, Object: "response", Status: wire.StatusInProgress, Output: []wire.Item{}}}
 					err := st.PutResponse(ctx, rec, false)
 					if err == nil {
 						err = st.AppendEvent(ctx, id, 0, []byte(`{}`))
@@ -62,7 +64,7 @@ func TestItemLocatorsByTenant(t *testing.T) {
 	eng := &fakeEngine{}
 	svc, st := newTestService(t, eng)
 	ctx := t.Context()
-	create := func(tenant, body string) *Response {
+	create := func(tenant, body string) *wire.Response {
 		t.Helper()
 		resp, err := svc.Create(ctx, tenant, mustDecode(t, body), nil, nil)
 		if err != nil {

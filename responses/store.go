@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 	"github.com/turnpike-gateway/turnpike/state"
 )
 
@@ -31,34 +32,34 @@ type Store interface {
 	// does not hold. It sets rec.Context and rec.Own, clears rec.Input and
 	// rec.Job. With rec.Conversation set the items go to the end of that
 	// conversation and base is ignored.
-	EndResponse(ctx context.Context, rec *Record, base []Segment, items []Item, final *StreamEvent) error
+	EndResponse(ctx context.Context, rec *Record, base []Segment, items []wire.Item, final *StreamEvent) error
 	// DeleteResponse removes a response and its events. Its items stay
 	// while a later response's context may use them; retention collects
 	// them with their chain.
 	DeleteResponse(ctx context.Context, tenant, id string) error
 	// LoadContext reads the items of segs in order: one range scan each.
-	LoadContext(ctx context.Context, segs []Segment) ([]Item, error)
+	LoadContext(ctx context.Context, segs []Segment) ([]wire.Item, error)
 	// ListItems pages through the items of one segment; opts.After names
 	// an item of tenant's in it.
-	ListItems(ctx context.Context, tenant string, seg Segment, opts ListOptions) ([]Item, bool, error)
+	ListItems(ctx context.Context, tenant string, seg Segment, opts ListOptions) ([]wire.Item, bool, error)
 	// ListContext pages through the items of segs read as one list, as a
 	// model saw them: before the last compaction item, only the messages
 	// that outlive one (compacted); opts.After names an item of tenant's
 	// in it.
-	ListContext(ctx context.Context, tenant string, segs []Segment, opts ListOptions) ([]Item, bool, error)
+	ListContext(ctx context.Context, tenant string, segs []Segment, opts ListOptions) ([]wire.Item, bool, error)
 	// GetItem reads an item by id, wherever it is stored.
-	GetItem(ctx context.Context, tenant, id string) (Item, Segment, error)
+	GetItem(ctx context.Context, tenant, id string) (wire.Item, Segment, error)
 
 	// CreateConversation stores a new conversation with its first items.
-	CreateConversation(ctx context.Context, tenant string, c *Conversation, items []Item) error
+	CreateConversation(ctx context.Context, tenant string, c *wire.Conversation, items []wire.Item) error
 	// GetConversation reads a conversation and the segment of its items.
-	GetConversation(ctx context.Context, tenant, id string) (*Conversation, Segment, error)
+	GetConversation(ctx context.Context, tenant, id string) (*wire.Conversation, Segment, error)
 	// UpdateConversation replaces a conversation's metadata.
-	UpdateConversation(ctx context.Context, tenant, id string, metadata map[string]string) (*Conversation, error)
+	UpdateConversation(ctx context.Context, tenant, id string, metadata map[string]string) (*wire.Conversation, error)
 	// DeleteConversation removes a conversation and its items.
 	DeleteConversation(ctx context.Context, tenant, id string) error
 	// AppendItems adds items to the end of a conversation.
-	AppendItems(ctx context.Context, tenant, conv string, items []Item) error
+	AppendItems(ctx context.Context, tenant, conv string, items []wire.Item) error
 	// DeleteItem removes one item from a conversation.
 	DeleteItem(ctx context.Context, tenant, conv, id string) error
 
@@ -95,9 +96,9 @@ type Store interface {
 // Record is what the store keeps for a response: the client-visible object
 // plus what turnpike needs to rebuild its context.
 type Record struct {
-	Tenant    string    `json:"tenant"`
-	ExpiresAt int64     `json:"expires_at"`
-	Response  *Response `json:"response"`
+	Tenant    string         `json:"tenant"`
+	ExpiresAt int64          `json:"expires_at"`
+	Response  *wire.Response `json:"response"`
 	// Conversation is the conversation the response belongs to, if any.
 	Conversation string `json:"conversation,omitempty"`
 	// Session is the session the response's turn was counted in (see
@@ -106,7 +107,7 @@ type Record struct {
 	Session string `json:"session,omitempty"`
 	// Input is the response's own input items until it ends; then they
 	// live in the chain at the head of Own.
-	Input []Item `json:"input,omitempty"`
+	Input []wire.Item `json:"input,omitempty"`
 	// Context is the response's whole context, its own items included:
 	// the manifest a next turn continues. Usually one segment.
 	Context []Segment `json:"context,omitempty"`

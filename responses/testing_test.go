@@ -16,6 +16,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/prompt"
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 	"github.com/turnpike-gateway/turnpike/state"
 )
 
@@ -217,9 +218,9 @@ func reopen(t testing.TB, dir string) (*Service, *testStore) {
 	return svc, st
 }
 
-func mustDecode(t testing.TB, body string) *CreateRequest {
+func mustDecode(t testing.TB, body string) *wire.CreateRequest {
 	t.Helper()
-	req, err := DecodeCreateRequest([]byte(body))
+	req, err := wire.DecodeCreateRequest([]byte(body))
 	if err != nil {
 		t.Fatalf("decode %s: %v", body, err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/prompt"
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 	"github.com/turnpike-gateway/turnpike/tracing"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -18,12 +19,12 @@ import (
 // turn is a response being made: the request, its record, and the engine
 // request rebuilt from its context.
 type turn struct {
-	req *CreateRequest
+	req *wire.CreateRequest
 	rec *Record
 	// base is the context the response continues (its previous
 	// response's), nil for a new chain or a conversation.
 	base   []Segment
-	input  []Item
+	input  []wire.Item
 	body   []byte
 	prompt *prompt.Prompt
 	// promptTokens is the prompt's token count, computed once, when the
@@ -39,7 +40,7 @@ type turn struct {
 	// items is the context the engine request was rendered from (before
 	// fitting it to the window); pre the items that start the output
 	// before the engine's answer (a compaction item).
-	items, pre []Item
+	items, pre []wire.Item
 	// conversation or chainRoot names the session for routing: the
 	// conversation, or the session of the chain the response continues;
 	// newChain is the response's own id when it starts a chain, the
@@ -52,7 +53,7 @@ type turn struct {
 
 // prepare checks the request against the store and builds the turn:
 // the response object, the whole context and the engine request.
-func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest, hdr http.Header, id string, created int64) (*turn, error) {
+func (s *Service) prepare(ctx context.Context, tenant string, req *wire.CreateRequest, hdr http.Header, id string, created int64) (*turn, error) {
 	lctx, span := s.cfg.Tracer.Start(ctx, tracing.SpanStateLoad, trace.SpanKindInternal)
 	t, items, err := s.load(lctx, tenant, req, hdr, id, created)
 	tracing.Fail(span, err)
@@ -61,7 +62,7 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 		return nil, err
 	}
 	if len(items) == 0 {
-		return nil, invalidf("input", "empty_array", "Invalid 'input': empty array. Expected at least one input item, or a previous_response_id or conversation that holds some.")
+		return nil, wire.Invalidf("input", "empty_array", "Invalid 'input': empty array. Expected at least one input item, or a previous_response_id or conversation that holds some.")
 	}
 	t.items = items
 	if err := s.fit(t, items); err != nil {
@@ -73,7 +74,7 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *CreateRequest
 // load checks the request against the store and builds the turn with its
 // whole context, compacted, which the engine request is yet to be
 // rendered from.
-func (s *Service) load(ctx context.Context, tenant string, req *CreateRequest, hdr http.Header, id string, created int64) (*turn, []Item, error) {
+func (s *Service) load(ctx context.Context, tenant string, req *wire.CreateRequest, hdr http.Header, id string, created int64) (*turn, []wire.Item, error) {
 	if !s.engine.Serves(req.Model) {
 		return nil, nil, modelNotFound(req.Model)
 	}
@@ -82,7 +83,7 @@ func (s *Service) load(ctx context.Context, tenant string, req *CreateRequest, h
 	}
 	resp := newResponse(req, id, created)
 	t := &turn{req: req, rec: &Record{Tenant: tenant, Response: resp}, newChain: id, hdr: hdr}
-	var history []Item
+	var history []wire.Item
 	var err error
 	switch {
 	case req.PreviousResponseID != "":
@@ -139,12 +140,12 @@ func (s *Service) load(ctx context.Context, tenant string, req *CreateRequest, h
 // hostedTools applies Config.HostedTools to the request's hosted tools,
 // which the engine request never carries: refuses the request for the
 // first, or counts and notes them.
-func (s *Service) hostedTools(req *CreateRequest) error {
+func (s *Service) hostedTools(req *wire.CreateRequest) error {
 	if len(req.HostedTools) == 0 {
 		return nil
 	}
 	if s.cfg.HostedTools == HostedToolsReject {
-		return hostedToolError(req.HostedTools[0])
+		return wire.HostedToolError(req.HostedTools[0])
 	}
 	for _, h := range req.HostedTools {
 		s.hostedDropped.WithLabelValues(h.Type).Inc()
@@ -162,15 +163,15 @@ func (s *Service) hostedTools(req *CreateRequest) error {
 // WarmupResponse is the response object of a request that prepares a
 // turn and runs none (WebSocket mode's generate:false): made as every
 // response is, with a new id, in progress.
-func WarmupResponse(req *CreateRequest, created int64) *Response {
+func WarmupResponse(req *wire.CreateRequest, created int64) *wire.Response {
 	return newResponse(req, newID("resp_"), created)
 }
 
-func newResponse(req *CreateRequest, id string, created int64) *Response {
-	resp := &Response{
-		ID: id, Object: "response", CreatedAt: created, Status: StatusInProgress,
+func newResponse(req *wire.CreateRequest, id string, created int64) *wire.Response {
+	resp := &wire.Response{
+		ID: id, Object: "response", CreatedAt: created, Status: wire.StatusInProgress,
 		Background: req.Background, Instructions: req.Instructions, MaxOutputTokens: req.MaxOutputTokens,
-		Model: req.Model, Output: []Item{}, ParallelToolCalls: true, Store: req.Store,
+		Model: req.Model, Output: []wire.Item{}, ParallelToolCalls: true, Store: req.Store,
 		Temperature: 1, TopP: 1, Text: req.Text, ToolChoice: json.RawMessage(`"auto"`),
 		Tools: make([]json.RawMessage, 0, len(req.ToolsRaw)), Truncation: req.Truncation,
 		User: req.User, PromptCacheKey: req.PromptCacheKey, SafetyIdentifier: req.SafetyIdentifier,
@@ -201,17 +202,17 @@ func newResponse(req *CreateRequest, id string, created int64) *Response {
 		resp.PreviousResponseID = &req.PreviousResponseID
 	}
 	if req.Conversation != "" {
-		resp.Conversation = &ConversationRef{ID: req.Conversation}
+		resp.Conversation = &wire.ConversationRef{ID: req.Conversation}
 	}
 	return resp
 }
 
 // resolveInput gives every input item an id and a status and replaces
 // item references with the items they name.
-func (s *Service) resolveInput(ctx context.Context, tenant string, in []Item) ([]Item, error) {
-	out := make([]Item, len(in))
+func (s *Service) resolveInput(ctx context.Context, tenant string, in []wire.Item) ([]wire.Item, error) {
+	out := make([]wire.Item, len(in))
 	for i, it := range in {
-		if it.Type == ItemReference {
+		if it.Type == wire.ItemReference {
 			ref, _, err := s.store.GetItem(ctx, tenant, it.ID)
 			if errors.Is(err, ErrNotFound) {
 				return nil, notFoundf(fmt.Sprintf("input[%d].id", i), "item_not_found", "Item with id '%s' not found.", it.ID)
@@ -230,7 +231,7 @@ func (s *Service) resolveInput(ctx context.Context, tenant string, in []Item) ([
 			it.ID = newID(itemPrefix(it.Type))
 		}
 		if it.Status == "" {
-			it.Status = StatusCompleted
+			it.Status = wire.StatusCompleted
 		}
 		out[i] = it
 	}
@@ -240,47 +241,47 @@ func (s *Service) resolveInput(ctx context.Context, tenant string, in []Item) ([
 // expand opens the sealed content of a reasoning or compaction item in
 // input[i], which the engine is to see again: a reasoning item's text
 // becomes its content, a compaction item's summary its one part.
-func (s *Service) expand(tenant string, it *Item, i int) error {
+func (s *Service) expand(tenant string, it *wire.Item, i int) error {
 	var kind, part string
 	switch {
-	case it.Type == ItemReasoning && it.EncryptedContent != "":
-		kind, part = sealReasoning, partReasoning
-	case it.Type == ItemCompaction:
-		kind, part = sealCompaction, partSummary
+	case it.Type == wire.ItemReasoning && it.EncryptedContent != "":
+		kind, part = sealReasoning, wire.PartReasoning
+	case it.Type == wire.ItemCompaction:
+		kind, part = sealCompaction, wire.PartSummary
 	default:
 		return nil
 	}
 	text, err := s.sealer.open(kind, tenant, it.EncryptedContent)
 	if err != nil {
-		return invalidf(fmt.Sprintf("input[%d].encrypted_content", i), "invalid_encrypted_content",
+		return wire.Invalidf(fmt.Sprintf("input[%d].encrypted_content", i), "invalid_encrypted_content",
 			"The encrypted content of input[%d] (%s %s) could not be verified: %s. Send back encrypted_content exactly as this gateway returned it.",
 			i, it.Type, it.ID, strings.TrimPrefix(err.Error(), errSealed.Error()+": "))
 	}
-	it.Content = []ContentPart{{Type: part, Text: string(text)}}
+	it.Content = []wire.ContentPart{{Type: part, Text: string(text)}}
 	return nil
 }
 
 func itemPrefix(typ string) string {
 	switch typ {
-	case ItemReasoning:
+	case wire.ItemReasoning:
 		return "rs_"
-	case ItemCompaction:
+	case wire.ItemCompaction:
 		return "cmp_"
-	case ItemCustomToolCall:
+	case wire.ItemCustomToolCall:
 		return "ctc_"
-	case ItemCustomToolCallOutput:
+	case wire.ItemCustomToolCallOutput:
 		return "ctco_"
-	case ItemMCPListTools:
+	case wire.ItemMCPListTools:
 		return "mcpl_"
-	case ItemMCPCall:
+	case wire.ItemMCPCall:
 		return "mcp_"
-	case ItemMCPApprovalRequest:
+	case wire.ItemMCPApprovalRequest:
 		return "mcpr_"
-	case ItemMCPApprovalResponse:
+	case wire.ItemMCPApprovalResponse:
 		return "mcpa_"
-	case ItemFunctionCall:
+	case wire.ItemFunctionCall:
 		return "fc_"
-	case ItemFunctionCallOutput:
+	case wire.ItemFunctionCallOutput:
 		return "fco_"
 	}
 	return "msg_"
@@ -297,7 +298,7 @@ const fitAttempts = 5
 // ErrContextLength. Items are chosen by their own token counts; the
 // rendered prompt is then counted as the engine will see it, and that
 // count is the turn's.
-func (s *Service) fit(t *turn, items []Item) error {
+func (s *Service) fit(t *turn, items []wire.Item) error {
 	req := t.req
 	limit := s.engine.ContextLength(req.Model)
 	if limit <= 0 {
@@ -311,7 +312,7 @@ func (s *Service) fit(t *turn, items []Item) error {
 	budget := limit
 	if req.MaxOutputTokens != nil {
 		if *req.MaxOutputTokens >= limit {
-			return invalidf("max_output_tokens", "context_length_exceeded",
+			return wire.Invalidf("max_output_tokens", "context_length_exceeded",
 				"This model's maximum context length is %d tokens. However, you requested %d output tokens (max_output_tokens), which leaves no room for the input. Please reduce max_output_tokens.", limit, *req.MaxOutputTokens)
 		}
 		budget -= *req.MaxOutputTokens
@@ -387,7 +388,7 @@ func (t *turn) spec() *dispatch.Spec {
 
 // fitItems chooses the items that fit budget by their token counts, and
 // returns them with their total.
-func fitItems(tok prompt.Tokenizer, req *CreateRequest, items []Item, budget int) ([]Item, int, error) {
+func fitItems(tok prompt.Tokenizer, req *wire.CreateRequest, items []wire.Item, budget int) ([]wire.Item, int, error) {
 	total := 0
 	if req.Instructions != nil {
 		total += tok.Count(*req.Instructions) + messageOverhead
@@ -401,14 +402,14 @@ func fitItems(tok prompt.Tokenizer, req *CreateRequest, items []Item, budget int
 	if req.Truncation != "auto" {
 		return items, total, nil
 	}
-	kept := make([]Item, 0, len(items))
+	kept := make([]wire.Item, 0, len(items))
 	dropping := true
 	for i := range items {
 		it := &items[i]
-		system := it.Type == ItemMessage && (it.Role == "system" || it.Role == "developer")
+		system := it.Type == wire.ItemMessage && (it.Role == "system" || it.Role == "developer")
 		// A tool output without its call would be refused by the chat
 		// template: it goes with the call.
-		orphan := (it.Type == ItemFunctionCallOutput || it.Type == ItemCustomToolCallOutput) && len(kept) == countSystem(kept)
+		orphan := (it.Type == wire.ItemFunctionCallOutput || it.Type == wire.ItemCustomToolCallOutput) && len(kept) == countSystem(kept)
 		if dropping && !system && i < len(items)-1 && (total > budget || orphan) {
 			total -= itemTokens(tok, it)
 			continue
@@ -428,10 +429,10 @@ func contextLengthError(total, budget int) error {
 	return contextLengthf("Your input exceeds the context window of this model: about %d tokens, and %d fit. Please adjust your input, or set truncation to 'auto', and try again.", total, budget)
 }
 
-func countSystem(items []Item) int {
+func countSystem(items []wire.Item) int {
 	n := 0
 	for i := range items {
-		if items[i].Type == ItemMessage && (items[i].Role == "system" || items[i].Role == "developer") {
+		if items[i].Type == wire.ItemMessage && (items[i].Role == "system" || items[i].Role == "developer") {
 			n++
 		}
 	}
@@ -480,7 +481,7 @@ func engineError(e *dispatch.EngineError) error {
 // store is down, a response that is to be stored is refused (ErrUnavailable,
 // 503) before any engine is asked, and one the store fails to keep at its
 // end is answered with the store's error, never as a response.
-func (s *Service) Create(ctx context.Context, tenant string, req *CreateRequest, hdr http.Header, sink Sink) (*Response, error) {
+func (s *Service) Create(ctx context.Context, tenant string, req *wire.CreateRequest, hdr http.Header, sink Sink) (*wire.Response, error) {
 	if s.engine == nil {
 		return nil, errors.New("responses: service not started")
 	}
@@ -539,7 +540,7 @@ func (s *Service) Create(ctx context.Context, tenant string, req *CreateRequest,
 // for a client that listens to nothing (storeFailure).
 func (s *Service) endTurn(ctx context.Context, t *turn, r *run, j *job) error {
 	resp := t.rec.Response
-	if resp.Status == StatusFailed && resp.Error != nil {
+	if resp.Status == wire.StatusFailed && resp.Error != nil {
 		s.log.Warn("response failed", "response", resp.ID, "err", resp.Error.Message)
 	}
 	typ := terminalEvent(resp.Status)
@@ -555,7 +556,7 @@ func (s *Service) endTurn(ctx context.Context, t *turn, r *run, j *job) error {
 		}
 	}
 	if resp.Store {
-		items := make([]Item, 0, len(t.input)+len(resp.Output))
+		items := make([]wire.Item, 0, len(t.input)+len(resp.Output))
 		items = append(append(items, t.input...), resp.Output...)
 		t.rec.Inputs = len(t.input)
 		sctx, span := s.cfg.Tracer.Start(ctx, tracing.SpanStateSave, trace.SpanKindInternal)
@@ -568,8 +569,8 @@ func (s *Service) endTurn(ctx context.Context, t *turn, r *run, j *job) error {
 			// of the failure.
 			s.log.Error("storing a response failed", "response", resp.ID, "err", cause(err))
 			ae := storeFailure(err)
-			resp.Status, resp.CompletedAt = StatusFailed, nil
-			resp.Error = &ResponseError{Code: ae.Code, Message: ae.Message}
+			resp.Status, resp.CompletedAt = wire.StatusFailed, nil
+			resp.Error = &wire.ResponseError{Code: ae.Code, Message: ae.Message}
 			r.seq = seq
 			s.announce(r, j, "error", r.errorEvent(ae))
 			return ae

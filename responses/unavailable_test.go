@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/turnpike-gateway/turnpike/apierror"
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 	"github.com/turnpike-gateway/turnpike/state"
 )
 
@@ -33,7 +34,7 @@ func (d *downStore) Health() error {
 	return nil
 }
 
-func (d *downStore) EndResponse(ctx context.Context, rec *Record, base []Segment, items []Item, final *StreamEvent) error {
+func (d *downStore) EndResponse(ctx context.Context, rec *Record, base []Segment, items []wire.Item, final *StreamEvent) error {
 	if d.endErr != nil {
 		return d.endErr
 	}
@@ -87,7 +88,7 @@ func TestCreateWhileStoreDown(t *testing.T) {
 		t.Errorf("the engine was asked %d times while the store was down", n)
 	}
 	resp, err := svc.Create(t.Context(), "a", mustDecode(t, `{"model":"m","input":"hi","store":false}`), http.Header{}, nil)
-	if err != nil || resp.Status != StatusCompleted {
+	if err != nil || resp.Status != wire.StatusCompleted {
 		t.Fatalf("store false while the store is down: %+v, %v", resp, err)
 	}
 }
@@ -126,7 +127,7 @@ func TestCreateStoreFailsAtEnd(t *testing.T) {
 			}
 			last := events[len(events)-1]
 			for _, ev := range events {
-				if terminalEvent(StatusCompleted) == ev.typ {
+				if terminalEvent(wire.StatusCompleted) == ev.typ {
 					t.Errorf("a response that was not stored was announced %s", ev.typ)
 				}
 			}
@@ -146,7 +147,7 @@ func TestCreateStoreFailsAtEnd(t *testing.T) {
 				got.Error.Code != tc.code || got.Error.Type != apierror.TypeServer || got.SequenceNumber != len(events)-1 {
 				t.Errorf("last event %s %s; want an error event %s numbered %d", last.typ, last.data, tc.code, len(events)-1)
 			}
-			if resp.Status != StatusFailed || resp.Error == nil || resp.Error.Code != tc.code {
+			if resp.Status != wire.StatusFailed || resp.Error == nil || resp.Error.Code != tc.code {
 				t.Errorf("the response returned: %s %+v", resp.Status, resp.Error)
 			}
 		})

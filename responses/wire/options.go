@@ -1,4 +1,4 @@
-package responses
+package wire
 
 import (
 	"encoding/json"
@@ -161,7 +161,7 @@ func checkObject(raw json.RawMessage, param string, spec fields) error {
 		switch {
 		case !ok || isNull(v):
 			if spec[k].required {
-				return invalidf(param+"."+k, "missing_required_parameter", "Missing required parameter: '%s.%s'.", param, k)
+				return Invalidf(param+"."+k, "missing_required_parameter", "Missing required parameter: '%s.%s'.", param, k)
 			}
 		case spec[k].check != nil:
 			if err := spec[k].check(v, param+"."+k); err != nil {

@@ -1,4 +1,4 @@
-package responses
+package wire
 
 import (
 	"encoding/json"
@@ -31,7 +31,7 @@ type Tool struct {
 }
 
 // customInputParam is the one parameter of a custom tool's function.
-const customInputParam = "input"
+const CustomInputParam = "input"
 
 // customParameters are a custom tool's function's parameters.
 var customParameters = json.RawMessage(`{"type":"object","properties":{"input":{"type":"string","description":"The tool's input, as free text."}},"required":["input"]}`)
@@ -49,7 +49,7 @@ func decodeCustom(f map[string]json.RawMessage, p, namespace string) (Tool, erro
 		return t, err
 	}
 	if t.Name == "" {
-		return t, invalidf(p+".name", "empty_string", "Invalid '%s.name': empty string.", p)
+		return t, Invalidf(p+".name", "empty_string", "Invalid '%s.name': empty string.", p)
 	}
 	desc := ""
 	if d, ok := f["description"]; ok && !isNull(d) {
@@ -89,14 +89,14 @@ func decodeCustom(f map[string]json.RawMessage, p, namespace string) (Tool, erro
 }
 
 // EngineName is the name the engine knows the tool by.
-func (t *Tool) EngineName() string { return engineName(t.Namespace, t.Name) }
+func (t *Tool) EngineName() string { return EngineName(t.Namespace, t.Name) }
 
 // engineName flattens a namespaced function's name for the engine:
 // the namespace, trailing underscores trimmed, "__", the name
 // (multi_agent_v1 and spawn_agent make multi_agent_v1__spawn_agent;
 // mcp__fs__ and read make mcp__fs__read). It is a pure function of the
 // two, so history items render the same whatever tools a later turn has.
-func engineName(namespace, name string) string {
+func EngineName(namespace, name string) string {
 	if namespace == "" {
 		return name
 	}
@@ -113,18 +113,6 @@ type HostedTool struct {
 	// Type is its type as the client sent it.
 	Type string
 }
-
-// HostedToolPolicy is what becomes of a request's hosted tools.
-type HostedToolPolicy string
-
-const (
-	// HostedToolsDrop answers without them: they are removed from the
-	// engine request, counted in turnpike_responses_hosted_tools_dropped_total
-	// and logged at debug.
-	HostedToolsDrop HostedToolPolicy = "drop"
-	// HostedToolsReject refuses the request with a 400 naming the tool.
-	HostedToolsReject HostedToolPolicy = "reject"
-)
 
 // hostedToolTypes are the tool types OpenAI runs (or that make the model
 // emit items only OpenAI's own models produce); turnpike can run none.
@@ -176,7 +164,7 @@ func (r *CreateRequest) decodeTools(raw json.RawMessage) error {
 				return err
 			}
 			if slices.ContainsFunc(r.MCP, func(o MCPServer) bool { return o.Label == m.Label }) {
-				return invalidf(p+".server_label", "duplicate_server_label", "Invalid '%s.server_label': another mcp tool is labelled '%s'.", p, m.Label)
+				return Invalidf(p+".server_label", "duplicate_server_label", "Invalid '%s.server_label': another mcp tool is labelled '%s'.", p, m.Label)
 			}
 			r.MCP = append(r.MCP, m)
 			r.ToolsRaw[i] = redactMCP(f)
@@ -187,7 +175,7 @@ func (r *CreateRequest) decodeTools(raw json.RawMessage) error {
 			}
 			r.Tools = append(r.Tools, t)
 		default:
-			return invalidf(p+".type", "invalid_value", "Invalid value: '%s'. Supported values are: 'function', 'namespace', %s.", typ, quoteList(hostedToolTypes))
+			return Invalidf(p+".type", "invalid_value", "Invalid value: '%s'. Supported values are: 'function', 'namespace', %s.", typ, quoteList(hostedToolTypes))
 		}
 	}
 	// The engine sees one flat list: a namespaced function's name in it
@@ -197,7 +185,7 @@ func (r *CreateRequest) decodeTools(raw json.RawMessage) error {
 		t := &r.Tools[i]
 		n := t.EngineName()
 		if other := seen[n]; other != nil && (other.Namespace != "" || t.Namespace != "") {
-			return invalidf("tools", "duplicate_tool_name", "Invalid 'tools': the engine would know two tools as '%s' (a namespace's functions are named <namespace>__<name>); rename one.", n)
+			return Invalidf("tools", "duplicate_tool_name", "Invalid 'tools': the engine would know two tools as '%s' (a namespace's functions are named <namespace>__<name>); rename one.", n)
 		}
 		seen[n] = t
 	}
@@ -214,7 +202,7 @@ func (r *CreateRequest) decodeNamespace(f map[string]json.RawMessage, p string) 
 		return err
 	}
 	if ns == "" {
-		return invalidf(p+".name", "empty_string", "Invalid '%s.name': empty string.", p)
+		return Invalidf(p+".name", "empty_string", "Invalid '%s.name': empty string.", p)
 	}
 	if d, ok := f["description"]; ok && !isNull(d) {
 		if _, err := decodeString(d, p+".description"); err != nil {
@@ -224,7 +212,7 @@ func (r *CreateRequest) decodeNamespace(f map[string]json.RawMessage, p string) 
 	members, err := decodeList(f["tools"], p+".tools", "an array", decodeObject)
 	if err != nil {
 		if isNull(f["tools"]) {
-			return invalidf(p+".tools", "missing_required_parameter", "Missing required parameter: '%s.tools'.", p)
+			return Invalidf(p+".tools", "missing_required_parameter", "Missing required parameter: '%s.tools'.", p)
 		}
 		return err
 	}
@@ -241,7 +229,7 @@ func (r *CreateRequest) decodeNamespace(f map[string]json.RawMessage, p string) 
 		case "custom":
 			t, err = decodeCustom(m, mp, ns)
 		default:
-			return invalidf(mp+".type", "invalid_value", "Invalid value: '%s'. Supported values are: 'function' and 'custom'.", typ)
+			return Invalidf(mp+".type", "invalid_value", "Invalid value: '%s'. Supported values are: 'function' and 'custom'.", typ)
 		}
 		if err != nil {
 			return err
@@ -263,7 +251,7 @@ func decodeFunction(f map[string]json.RawMessage, p, namespace string) (Tool, er
 		return t, err
 	}
 	if t.Name == "" {
-		return t, invalidf(p+".name", "empty_string", "Invalid '%s.name': empty string.", p)
+		return t, Invalidf(p+".name", "empty_string", "Invalid '%s.name': empty string.", p)
 	}
 	if d, ok := f["description"]; ok && !isNull(d) {
 		if t.Description, err = ptr(decodeString(d, p+".description")); err != nil {
@@ -312,104 +300,104 @@ func checkToolExtras(f map[string]json.RawMessage, p string) error {
 }
 
 // toolChoice is a request's tool_choice as the engine is to be told it.
-type toolChoice struct {
+type EngineChoice struct {
 	// mode is "none", "auto" or "required"; "function" forces name;
 	// "" leaves the choice to the engine (a forced hosted tool, dropped).
-	mode, name string
+	Mode, Name string
 	// allowed, when not nil, limits the tools the engine is offered to
 	// these engine names (an allowed_tools choice).
-	allowed []string
+	Allowed []string
 }
 
 // decodeToolChoice reads tool_choice: a mode, a function, an allowed_tools
 // list, or a hosted tool type. Names are resolved against the tools in
 // resolveToolChoice, once both are read.
-func decodeToolChoice(raw json.RawMessage) (toolChoice, error) {
+func decodeToolChoice(raw json.RawMessage) (EngineChoice, error) {
 	if raw[0] == '"' {
 		mode, err := decodeEnum(raw, "tool_choice", "none", "auto", "required")
-		return toolChoice{mode: mode}, err
+		return EngineChoice{Mode: mode}, err
 	}
 	f, err := decodeObject(raw, "tool_choice")
 	if err != nil {
-		return toolChoice{}, typeError("tool_choice", "a string or an object", raw)
+		return EngineChoice{}, typeError("tool_choice", "a string or an object", raw)
 	}
 	typ, err := decodeString(f["type"], "tool_choice.type")
 	if err != nil {
-		return toolChoice{}, err
+		return EngineChoice{}, err
 	}
 	switch {
 	case typ == "function":
 		if err := allowKeys(f, "tool_choice", "type", "name"); err != nil {
-			return toolChoice{}, err
+			return EngineChoice{}, err
 		}
 		name, err := decodeString(f["name"], "tool_choice.name")
-		return toolChoice{mode: "function", name: name}, err
+		return EngineChoice{Mode: "function", Name: name}, err
 	case typ == "allowed_tools":
 		if err := allowKeys(f, "tool_choice", "type", "mode", "tools"); err != nil {
-			return toolChoice{}, err
+			return EngineChoice{}, err
 		}
 		mode, err := decodeEnum(f["mode"], "tool_choice.mode", "auto", "required")
 		if err != nil {
-			return toolChoice{}, err
+			return EngineChoice{}, err
 		}
 		tools, err := decodeList(f["tools"], "tool_choice.tools", "an array", decodeObject)
 		if err != nil {
-			return toolChoice{}, err
+			return EngineChoice{}, err
 		}
-		c := toolChoice{mode: mode, allowed: []string{}}
+		c := EngineChoice{Mode: mode, Allowed: []string{}}
 		for i, t := range tools {
 			p := fmt.Sprintf("tool_choice.tools[%d]", i)
 			typ, err := decodeString(t["type"], p+".type")
 			if err != nil {
-				return toolChoice{}, err
+				return EngineChoice{}, err
 			}
 			if typ != "function" && typ != "custom" {
 				continue // a hosted tool: never offered to the engine anyway
 			}
 			name, err := decodeString(t["name"], p+".name")
 			if err != nil {
-				return toolChoice{}, err
+				return EngineChoice{}, err
 			}
-			c.allowed = append(c.allowed, name)
+			c.Allowed = append(c.Allowed, name)
 		}
 		return c, nil
 	case typ == "mcp":
 		if err := allowKeys(f, "tool_choice", "type", "server_label", "name"); err != nil {
-			return toolChoice{}, err
+			return EngineChoice{}, err
 		}
 		label, err := decodeString(f["server_label"], "tool_choice.server_label")
 		if err != nil {
-			return toolChoice{}, err
+			return EngineChoice{}, err
 		}
 		if n, ok := f["name"]; ok && !isNull(n) {
 			name, err := decodeString(n, "tool_choice.name")
-			return toolChoice{mode: "function", name: engineName(label, name)}, err
+			return EngineChoice{Mode: "function", Name: EngineName(label, name)}, err
 		}
-		return toolChoice{mode: "required"}, nil
+		return EngineChoice{Mode: "required"}, nil
 	case typ == "custom":
 		if err := allowKeys(f, "tool_choice", "type", "name"); err != nil {
-			return toolChoice{}, err
+			return EngineChoice{}, err
 		}
 		name, err := decodeString(f["name"], "tool_choice.name")
-		return toolChoice{mode: "function", name: name}, err
+		return EngineChoice{Mode: "function", Name: name}, err
 	case slices.Contains(hostedToolTypes, typ):
 		// The hosted tool is never offered to the engine: the engine
 		// chooses among the rest.
-		return toolChoice{}, nil
+		return EngineChoice{}, nil
 	}
-	return toolChoice{}, invalidf("tool_choice.type", "invalid_value", "Invalid value: '%s'. Supported values are: 'function', 'allowed_tools', %s.", typ, quoteList(hostedToolTypes))
+	return EngineChoice{}, Invalidf("tool_choice.type", "invalid_value", "Invalid value: '%s'. Supported values are: 'function', 'allowed_tools', %s.", typ, quoteList(hostedToolTypes))
 }
 
 // resolveToolChoice maps the names in the request's tool_choice to engine
 // names: a function named as declared at the top level, or by its name
 // within its namespace when that name is unique.
 func (r *CreateRequest) resolveToolChoice() {
-	c := &r.toolChoice
-	if c.mode == "function" {
-		c.name = r.engineToolName(c.name)
+	c := &r.EngineChoice
+	if c.Mode == "function" {
+		c.Name = r.engineToolName(c.Name)
 	}
-	for i, n := range c.allowed {
-		c.allowed[i] = r.engineToolName(n)
+	for i, n := range c.Allowed {
+		c.Allowed[i] = r.engineToolName(n)
 	}
 }
 
@@ -436,7 +424,7 @@ func (r *CreateRequest) engineToolName(name string) string {
 // toolNames maps engine names back to the namespaced, MCP and custom
 // tools they name; nil when there are none (a function's engine name is
 // its name).
-func toolNames(tools []Tool) map[string]*Tool {
+func ToolNames(tools []Tool) map[string]*Tool {
 	var m map[string]*Tool
 	for i := range tools {
 		if tools[i].Namespace == "" && !tools[i].Custom {
@@ -451,8 +439,8 @@ func toolNames(tools []Tool) map[string]*Tool {
 }
 
 // hostedToolError refuses a request for its first hosted tool.
-func hostedToolError(h HostedTool) *apierror.Error {
-	return invalidf(fmt.Sprintf("tools[%d].type", h.Index), "unsupported_value",
+func HostedToolError(h HostedTool) *apierror.Error {
+	return Invalidf(fmt.Sprintf("tools[%d].type", h.Index), "unsupported_value",
 		"Tools of type '%s' are not supported by this gateway: it runs no hosted tools (responses.hostedTools is 'reject').", h.Type)
 }
 

@@ -1,4 +1,4 @@
-package responses
+package wire
 
 import (
 	"bytes"
@@ -40,7 +40,7 @@ type CreateRequest struct {
 	// ToolChoice is the tool_choice as sent, echoed; toolChoice is what
 	// the engine is told.
 	ToolChoice        json.RawMessage
-	toolChoice        toolChoice
+	EngineChoice      EngineChoice
 	ParallelToolCalls *bool
 	MaxOutputTokens   *int
 	// MaxToolCalls bounds calls to hosted tools, which turnpike never
@@ -78,7 +78,7 @@ type CreateRequest struct {
 
 	// raw is the body as received, kept with a background job so that it
 	// can be re-run after a restart.
-	raw []byte
+	Body []byte
 }
 
 // PriorContext is a response's whole context kept by the caller: the
@@ -94,7 +94,7 @@ type PriorContext struct {
 
 // Limits on what a request may carry.
 const (
-	maxMetadataKeys     = 16
+	MaxMetadataKeys     = 16
 	maxMetadataKeyLen   = 64
 	maxMetadataValueLen = 512
 	maxTopLogprobs      = 20
@@ -121,9 +121,9 @@ func DecodeCreateRequestCopy(body []byte) (*CreateRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.raw = nil
+	r.Body = nil
 	if r.Background {
-		r.raw = bytes.Clone(body)
+		r.Body = bytes.Clone(body)
 	}
 	r.ToolChoice = bytes.Clone(r.ToolChoice)
 	r.Prompt = bytes.Clone(r.Prompt)
@@ -146,7 +146,7 @@ func DecodeCreateFields(fields map[string]json.RawMessage) (*CreateRequest, erro
 }
 
 func decodeCreate(fields map[string]json.RawMessage, body []byte) (*CreateRequest, error) {
-	r := &CreateRequest{Store: true, Truncation: "disabled", raw: body}
+	r := &CreateRequest{Store: true, Truncation: "disabled", Body: body}
 	// Decode in a fixed order so the same bad body always names the same param.
 	for _, k := range sortedKeys(fields) {
 		raw := fields[k]
@@ -158,23 +158,23 @@ func decodeCreate(fields map[string]json.RawMessage, body []byte) (*CreateReques
 		}
 	}
 	if r.Model == "" {
-		return nil, invalidf("model", "missing_required_parameter", "Missing required parameter: 'model'.")
+		return nil, Invalidf("model", "missing_required_parameter", "Missing required parameter: 'model'.")
 	}
 	if _, ok := fields["input"]; !ok || isNull(fields["input"]) {
-		return nil, invalidf("input", "missing_required_parameter", "Missing required parameter: 'input'.")
+		return nil, Invalidf("input", "missing_required_parameter", "Missing required parameter: 'input'.")
 	}
 	if r.Background && len(r.MCP) > 0 {
-		return nil, invalidf("background", "unsupported_value", "MCP tools are run in foreground responses only; leave out 'background'.")
+		return nil, Invalidf("background", "unsupported_value", "MCP tools are run in foreground responses only; leave out 'background'.")
 	}
 	if r.Background && !r.Store {
-		return nil, invalidf("background", "invalid_value", "Background mode requires 'store' to be true.")
+		return nil, Invalidf("background", "invalid_value", "Background mode requires 'store' to be true.")
 	}
 	if r.Conversation != "" && r.PreviousResponseID != "" {
-		return nil, invalidf("previous_response_id", "mutually_exclusive_parameters",
+		return nil, Invalidf("previous_response_id", "mutually_exclusive_parameters",
 			"Parameters 'previous_response_id' and 'conversation' cannot be used together.")
 	}
 	if len(r.ToolChoice) > 0 && len(r.ToolsRaw) == 0 && !bytes.Equal(r.ToolChoice, []byte(`"none"`)) && !bytes.Equal(r.ToolChoice, []byte(`"auto"`)) {
-		return nil, invalidf("tool_choice", "invalid_value", "Invalid 'tool_choice': tools must be given when tool_choice requires a tool.")
+		return nil, Invalidf("tool_choice", "invalid_value", "Invalid 'tool_choice': tools must be given when tool_choice requires a tool.")
 	}
 	r.resolveToolChoice()
 	if r.Text.Format == nil {
@@ -206,7 +206,7 @@ func (r *CreateRequest) decodeField(k string, raw json.RawMessage) error {
 		err = r.decodeTools(raw)
 	case "tool_choice":
 		r.ToolChoice = raw
-		r.toolChoice, err = decodeToolChoice(raw)
+		r.EngineChoice, err = decodeToolChoice(raw)
 	case "parallel_tool_calls":
 		r.ParallelToolCalls, err = ptr(decodeBool(raw, k))
 	case "max_output_tokens":
@@ -260,7 +260,7 @@ func (r *CreateRequest) decodeField(k string, raw json.RawMessage) error {
 }
 
 func unknownParam(p string) *apierror.Error {
-	return invalidf(p, "unknown_parameter", "Unknown parameter: '%s'.", p)
+	return Invalidf(p, "unknown_parameter", "Unknown parameter: '%s'.", p)
 }
 
 // DecodeItems decodes a list of input items (POST conversations and their
@@ -304,7 +304,7 @@ func decodeInput(raw json.RawMessage) ([]Item, error) {
 	items, err := DecodeItems(raw, "input")
 	if err != nil {
 		if e, ok := err.(*apierror.Error); ok && e.Param == "input" && e.Code == "invalid_type" {
-			return nil, invalidf("input", "invalid_type", "Invalid type for 'input': expected a string or an array of input items, but got %s instead.", kindOf(raw))
+			return nil, Invalidf("input", "invalid_type", "Invalid type for 'input': expected a string or an array of input items, but got %s instead.", kindOf(raw))
 		}
 	}
 	return items, err
@@ -326,7 +326,7 @@ func decodeItem(raw json.RawMessage, param string) (Item, error) {
 		v, ok := f[k]
 		if !ok || isNull(v) {
 			if required {
-				return "", invalidf(param+"."+k, "missing_required_parameter", "Missing required parameter: '%s.%s'.", param, k)
+				return "", Invalidf(param+"."+k, "missing_required_parameter", "Missing required parameter: '%s.%s'.", param, k)
 			}
 			return "", nil
 		}
@@ -353,7 +353,7 @@ func decodeItem(raw json.RawMessage, param string) (Item, error) {
 		}
 		c, ok := f["content"]
 		if !ok || isNull(c) {
-			return it, invalidf(param+".content", "missing_required_parameter", "Missing required parameter: '%s.content'.", param)
+			return it, Invalidf(param+".content", "missing_required_parameter", "Missing required parameter: '%s.content'.", param)
 		}
 		it.Content, err = decodeContent(c, param+".content", it.Role)
 	case ItemFunctionCall, ItemCustomToolCall:
@@ -402,7 +402,7 @@ func decodeItem(raw json.RawMessage, param string) (Item, error) {
 		}
 		o, ok := f["output"]
 		if !ok || isNull(o) {
-			return it, invalidf(param+".output", "missing_required_parameter", "Missing required parameter: '%s.output'.", param)
+			return it, Invalidf(param+".output", "missing_required_parameter", "Missing required parameter: '%s.output'.", param)
 		}
 		if o[0] == '"' {
 			it.Output, err = decodeString(o, param+".output")
@@ -435,11 +435,11 @@ func decodeItem(raw json.RawMessage, param string) (Item, error) {
 		}
 		it.EncryptedContent, err = str("encrypted_content", true)
 	default:
-		return it, invalidf(param+".type", "invalid_value",
+		return it, Invalidf(param+".type", "invalid_value",
 			"Invalid value: '%s'. Supported values are: 'message', 'function_call', 'function_call_output', 'reasoning', 'compaction', 'mcp_list_tools', 'mcp_call', 'mcp_approval_request', 'mcp_approval_response', 'custom_tool_call', 'custom_tool_call_output' and 'item_reference'.", typ)
 	}
 	if err == nil && it.Status != "" && it.Status != "completed" && it.Status != "incomplete" && it.Status != "in_progress" {
-		err = invalidf(param+".status", "invalid_value", "Invalid value: '%s'. Supported values are: 'in_progress', 'completed' and 'incomplete'.", it.Status)
+		err = Invalidf(param+".status", "invalid_value", "Invalid value: '%s'. Supported values are: 'in_progress', 'completed' and 'incomplete'.", it.Status)
 	}
 	return it, err
 }
@@ -464,7 +464,7 @@ func checkCallExtras(f map[string]json.RawMessage, param string) error {
 func decodeParts(raw json.RawMessage, param, typ string, required bool) ([]ContentPart, error) {
 	if isNull(raw) {
 		if required {
-			return nil, invalidf(param, "missing_required_parameter", "Missing required parameter: '%s'.", param)
+			return nil, Invalidf(param, "missing_required_parameter", "Missing required parameter: '%s'.", param)
 		}
 		return nil, nil
 	}
@@ -520,9 +520,9 @@ func decodeContent(raw json.RawMessage, param, role string) ([]ContentPart, erro
 				return nil, typeError(p+".prompt_cache_breakpoint", "an object", v)
 			}
 		case "input_image", "input_file", "input_audio", "refusal":
-			return nil, invalidf(p+".type", "unsupported_value", "Content parts of type '%s' are not supported by this gateway.", typ)
+			return nil, Invalidf(p+".type", "unsupported_value", "Content parts of type '%s' are not supported by this gateway.", typ)
 		default:
-			return nil, invalidf(p+".type", "invalid_value", "Invalid value: '%s'. Supported values are: 'input_text' and 'output_text'.", typ)
+			return nil, Invalidf(p+".type", "invalid_value", "Invalid value: '%s'. Supported values are: 'input_text' and 'output_text'.", typ)
 		}
 		text, err := decodeString(f["text"], p+".text")
 		if err != nil {
@@ -651,20 +651,20 @@ func DecodeMetadata(raw json.RawMessage) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(f) > maxMetadataKeys {
-		return nil, invalidf("metadata", "object_above_max_properties", "Invalid 'metadata': too many properties. Expected an object with at most %d properties, but got %d instead.", maxMetadataKeys, len(f))
+	if len(f) > MaxMetadataKeys {
+		return nil, Invalidf("metadata", "object_above_max_properties", "Invalid 'metadata': too many properties. Expected an object with at most %d properties, but got %d instead.", MaxMetadataKeys, len(f))
 	}
 	m := make(map[string]string, len(f))
 	for k, v := range f {
 		if len(k) > maxMetadataKeyLen {
-			return nil, invalidf("metadata", "string_above_max_length", "Invalid 'metadata': key '%s' is longer than %d characters.", k, maxMetadataKeyLen)
+			return nil, Invalidf("metadata", "string_above_max_length", "Invalid 'metadata': key '%s' is longer than %d characters.", k, maxMetadataKeyLen)
 		}
 		s, err := decodeString(v, "metadata."+k)
 		if err != nil {
 			return nil, err
 		}
 		if len(s) > maxMetadataValueLen {
-			return nil, invalidf("metadata."+k, "string_above_max_length", "Invalid 'metadata.%s': string too long. Expected a string with maximum length %d.", k, maxMetadataValueLen)
+			return nil, Invalidf("metadata."+k, "string_above_max_length", "Invalid 'metadata.%s': string too long. Expected a string with maximum length %d.", k, maxMetadataValueLen)
 		}
 		m[k] = s
 	}
@@ -714,10 +714,10 @@ func decodeObjectSlowly(raw json.RawMessage, param string) (map[string]json.RawM
 			if err != nil {
 				msg = err.Error()
 			}
-			return nil, invalidf("", "invalid_json", "We could not parse the JSON body of your request: %s.", msg)
+			return nil, Invalidf("", "invalid_json", "We could not parse the JSON body of your request: %s.", msg)
 		}
 		if kindOf(raw) != "an object" {
-			return nil, invalidf("", "invalid_json", "The request body must be a JSON object.")
+			return nil, Invalidf("", "invalid_json", "The request body must be a JSON object.")
 		}
 	}
 	var f map[string]json.RawMessage
@@ -768,13 +768,13 @@ func kindOf(raw json.RawMessage) string {
 }
 
 func typeError(param, want string, raw json.RawMessage) *apierror.Error {
-	return invalidf(param, "invalid_type", "Invalid type for '%s': expected %s, but got %s instead.", param, want, kindOf(raw))
+	return Invalidf(param, "invalid_type", "Invalid type for '%s': expected %s, but got %s instead.", param, want, kindOf(raw))
 }
 
 func decodeString(raw json.RawMessage, param string) (string, error) {
 	if kindOf(raw) != "a string" {
 		if isNull(raw) {
-			return "", invalidf(param, "missing_required_parameter", "Missing required parameter: '%s'.", param)
+			return "", Invalidf(param, "missing_required_parameter", "Missing required parameter: '%s'.", param)
 		}
 		return "", typeError(param, "a string", raw)
 	}
@@ -826,10 +826,10 @@ func decodeNumber(raw json.RawMessage, param string, lo, hi float64) (float64, e
 		return 0, typeError(param, "a number", raw)
 	}
 	if f < lo {
-		return 0, invalidf(param, "decimal_below_min_value", "Invalid '%s': decimal below minimum value. Expected a value >= %g, but got %g instead.", param, lo, f)
+		return 0, Invalidf(param, "decimal_below_min_value", "Invalid '%s': decimal below minimum value. Expected a value >= %g, but got %g instead.", param, lo, f)
 	}
 	if f > hi {
-		return 0, invalidf(param, "decimal_above_max_value", "Invalid '%s': decimal above maximum value. Expected a value <= %g, but got %g instead.", param, hi, f)
+		return 0, Invalidf(param, "decimal_above_max_value", "Invalid '%s': decimal above maximum value. Expected a value <= %g, but got %g instead.", param, hi, f)
 	}
 	return f, nil
 }
@@ -838,7 +838,7 @@ func decodeNumber(raw json.RawMessage, param string, lo, hi float64) (float64, e
 func decodeIntRange(raw json.RawMessage, param string, lo, hi int) (int, error) {
 	n, err := decodeInt(raw, param, lo)
 	if err == nil && n > hi {
-		return 0, invalidf(param, "integer_above_max_value", "Invalid '%s': integer above maximum value. Expected a value <= %d, but got %d instead.", param, hi, n)
+		return 0, Invalidf(param, "integer_above_max_value", "Invalid '%s': integer above maximum value. Expected a value <= %d, but got %d instead.", param, hi, n)
 	}
 	return n, err
 }
@@ -849,10 +849,10 @@ func decodeInt(raw json.RawMessage, param string, lo int) (int, error) {
 	}
 	n, err := strconv.Atoi(string(bytes.TrimSpace(raw)))
 	if err != nil {
-		return 0, invalidf(param, "integer_above_max_value", "Invalid '%s': integer out of range.", param)
+		return 0, Invalidf(param, "integer_above_max_value", "Invalid '%s': integer out of range.", param)
 	}
 	if n < lo {
-		return 0, invalidf(param, "integer_below_min_value", "Invalid '%s': integer below minimum value. Expected a value >= %d, but got %d instead.", param, lo, n)
+		return 0, Invalidf(param, "integer_below_min_value", "Invalid '%s': integer below minimum value. Expected a value >= %d, but got %d instead.", param, lo, n)
 	}
 	return n, nil
 }
@@ -863,7 +863,7 @@ func decodeEnum(raw json.RawMessage, param string, values ...string) (string, er
 		return "", err
 	}
 	if !slices.Contains(values, s) {
-		return "", invalidf(param, "invalid_value", "Invalid value: '%s'. Supported values are: %s.", s, quoteList(values))
+		return "", Invalidf(param, "invalid_value", "Invalid value: '%s'. Supported values are: %s.", s, quoteList(values))
 	}
 	return s, nil
 }

@@ -1,4 +1,4 @@
-package responses
+package wire
 
 import (
 	"encoding/json"
@@ -165,13 +165,13 @@ type Item struct {
 
 // Part types of reasoning and compaction items.
 const (
-	partReasoning = "reasoning_text"
-	partSummary   = "summary_text"
+	PartReasoning = "reasoning_text"
+	PartSummary   = "summary_text"
 )
 
 // includeReasoning is the include value that asks for reasoning items'
 // encrypted_content.
-const includeReasoning = "reasoning.encrypted_content"
+const IncludeReasoning = "reasoning.encrypted_content"
 
 // ContentPart is one text part: input_text or output_text of a message,
 // reasoning_text or summary_text of a reasoning item.
@@ -421,12 +421,4 @@ type Deleted struct {
 	ID      string `json:"id"`
 	Object  string `json:"object"`
 	Deleted bool   `json:"deleted"`
-}
-
-// ListOptions page through items: After is an item id cursor, Limit 1..100
-// (default 20), Order "asc" or "desc" (default "desc").
-type ListOptions struct {
-	After string
-	Limit int
-	Order string
 }
