@@ -292,6 +292,11 @@ func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error)
 	if capacity == nil {
 		return nil, d.modelNotFound(spec.Model)
 	}
+	if len(d.reg.Serving(spec.Model)) == 0 {
+		// No endpoint listed (discovery found none, or all left): a turn
+		// held in the queue would only wait out its band's TTL.
+		return nil, fmt.Errorf("%w: none serves %s", ErrNoEndpoint, spec.Model)
+	}
 	t.countPrompt()
 	if d.tr.On() {
 		t.annotate()
