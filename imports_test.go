@@ -37,7 +37,7 @@ var floors = map[string][]string{
 	"state":            {},
 	"state/redistest":  {},
 	"tracing":          {},
-	"pools":            {"accelerators", "accelerators/enginemetrics", "gossip", "internal/wait"},
+	"pools":            {"accelerators", "accelerators/enginemetrics", "gossip", "internal/filewatch", "internal/wait"},
 	"gossip":           {},
 	"accelerators":     {},
 	"accelerators/sim": {"accelerators", "accelerators/enginemetrics", "internal/lru"},
@@ -55,10 +55,11 @@ var floors = map[string][]string{
 	// The engines' metric names, the one spelling for pools, sim and bench.
 	"accelerators/enginemetrics": {},
 	// Machinery with no domain, under internal/: it imports nothing of ours.
-	"internal/lru":      {},
-	"internal/heap":     {},
-	"internal/jsonscan": {},
-	"internal/wait":     {},
+	"internal/lru":       {},
+	"internal/heap":      {},
+	"internal/jsonscan":  {},
+	"internal/wait":      {},
+	"internal/filewatch": {},
 }
 
 // The assembly (stack) may import every package below cmd but the load

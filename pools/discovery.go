@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -328,32 +329,76 @@ type poolSink struct {
 func (s poolSink) Upsert(t Target)  { s.r.upsert(s.pool, t) }
 func (s poolSink) Delete(id string) { s.r.remove(s.pool, id) }
 
-// staticSource is kind static: the pool's endpoints list. Its Start
-// reports the list and returns; nothing changes after.
+// staticSource is kind static: the pool's endpoints list. Its start
+// reports the list; a reload of the config replaces it (set).
 type staticSource struct {
-	targets []Target
+	mu   sync.Mutex
+	sink Sink
+	// last is the list last reported, by ID.
+	last map[string]Target
 }
 
 func newStaticSource(pc *PoolConfig) (*staticSource, error) {
-	s := &staticSource{}
-	for _, ec := range pc.Endpoints {
+	if _, err := staticTargets(pc.Name, pc.Endpoints); err != nil {
+		return nil, err
+	}
+	return &staticSource{}, nil
+}
+
+// staticTargets are the targets of an endpoints list, in its order.
+func staticTargets(pool string, ecs []EndpointConfig) ([]Target, error) {
+	ts := make([]Target, 0, len(ecs))
+	for _, ec := range ecs {
 		u, err := url.Parse(ec.URL)
 		if err != nil {
 			return nil, fmt.Errorf("pools: endpoint %q: %w", ec.URL, err)
 		}
-		s.targets = append(s.targets, Target{URL: u, KVEvents: ec.KVEvents, BootstrapPort: ec.BootstrapPort, Labels: Labels{Pool: pc.Name}})
+		ts = append(ts, Target{URL: u, KVEvents: ec.KVEvents, BootstrapPort: ec.BootstrapPort, Labels: Labels{Pool: pool}})
 	}
-	return s, nil
+	return ts, nil
 }
 
-func (s *staticSource) Start(_ context.Context, sink Sink) error {
-	for _, t := range s.targets {
-		sink.Upsert(t)
+// start reports pc's list to sink.
+func (s *staticSource) start(pc *PoolConfig, sink Sink) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sink = sink
+	return s.setLocked(pc.Name, pc.Endpoints)
+}
+
+// set replaces the list: endpoints no longer listed leave, new ones join.
+func (s *staticSource) set(pool string, ecs []EndpointConfig) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.setLocked(pool, ecs)
+}
+
+// setLocked reports what is new or changed in list order, so that the
+// endpoints of a list take their indexes in its order, then what is gone.
+func (s *staticSource) setLocked(pool string, ecs []EndpointConfig) error {
+	ts, err := staticTargets(pool, ecs)
+	if err != nil {
+		return err
 	}
+	want := make(map[string]Target, len(ts))
+	for _, t := range ts {
+		want[t.ID()] = t
+		if old, ok := s.last[t.ID()]; !ok || !old.equal(&t) {
+			s.sink.Upsert(t)
+		}
+	}
+	for id := range s.last {
+		if _, ok := want[id]; !ok {
+			s.sink.Delete(id)
+		}
+	}
+	s.last = want
 	return nil
 }
 
-func (s *staticSource) Close(context.Context) error { return nil }
+// Start and Close are the Source's: the registry reports the list at New.
+func (s *staticSource) Start(context.Context, Sink) error { return nil }
+func (s *staticSource) Close(context.Context) error       { return nil }
 
 var (
 	_ Source = (*staticSource)(nil)

@@ -2,17 +2,18 @@ package pools
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/turnpike-gateway/turnpike/internal/filewatch"
 )
 
 // DefaultFileResync is how often a file source reads its file even when
@@ -50,10 +51,7 @@ type FileSource struct {
 		sync.Mutex
 		err error
 	}
-	watcher *fsnotify.Watcher
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	once    sync.Once
+	watcher *filewatch.Watcher
 }
 
 // NewFileSource builds the file source of the named pool. Nothing is read
@@ -66,7 +64,7 @@ func NewFileSource(pool, path, scheme string, log *slog.Logger, metrics *discove
 		metrics = newDiscoveryMetrics()
 	}
 	return &FileSource{pool: pool, path: path, scheme: scheme, log: log.With("pool", pool, "discovery", "file", "path", path),
-		metrics: metrics, stop: make(chan struct{})}
+		metrics: metrics}
 }
 
 // Start reads the file and reports its endpoints, then watches it. A file
@@ -74,26 +72,28 @@ func NewFileSource(pool, path, scheme string, log *slog.Logger, metrics *discove
 // good set to keep.
 func (s *FileSource) Start(_ context.Context, sink Sink) error {
 	s.rc.sink = sink
-	w, err := fsnotify.NewWatcher()
+	// Watch before the first read, so that a change between the two is
+	// not lost.
+	w, err := filewatch.New(s.path)
 	if err != nil {
 		return fmt.Errorf("pools: file discovery: %w", err)
 	}
-	// Watch before the first read, so that a change between the two is
-	// not lost.
-	if err := w.Add(filepath.Dir(s.path)); err != nil {
-		w.Close()
-		return fmt.Errorf("pools: file discovery: watch %s: %w", filepath.Dir(s.path), err)
-	}
 	if err := s.read(true); err != nil {
-		w.Close()
+		w.Close(context.Background())
 		return err
 	}
 	s.watcher = w
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.watch()
-	}()
+	w.Run(cmp.Or(s.Resync, DefaultFileResync), func(event string, err error) {
+		// Any change in the directory may be the file's: a rename over
+		// it, a symlink on its path swapped, the file written in place.
+		// An unchanged file is read and dropped.
+		if err != nil {
+			s.log.Warn("endpoints file watch error; reading again", "err", err)
+		} else {
+			s.log.Debug("endpoints file directory changed", "event", event)
+		}
+		_ = s.read(false)
+	})
 	return nil
 }
 
@@ -106,52 +106,13 @@ func (s *FileSource) Err() error {
 
 // Close stops watching, up to ctx.
 func (s *FileSource) Close(ctx context.Context) error {
-	s.once.Do(func() {
-		close(s.stop)
-		if s.watcher != nil {
-			s.watcher.Close()
-		}
-	})
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
+	if s.watcher == nil {
 		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("pools: file discovery: close: %w", ctx.Err())
 	}
-}
-
-func (s *FileSource) watch() {
-	resync := s.Resync
-	if resync <= 0 {
-		resync = DefaultFileResync
+	if err := s.watcher.Close(ctx); err != nil {
+		return fmt.Errorf("pools: file discovery: close: %w", err)
 	}
-	t := time.NewTicker(resync)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case ev, ok := <-s.watcher.Events:
-			if !ok {
-				return
-			}
-			// Any change in the directory may be the file's: a rename
-			// over it, a symlink on its path swapped, the file written
-			// in place. An unchanged file is read and dropped.
-			s.log.Debug("endpoints file directory changed", "event", ev.String())
-			_ = s.read(false)
-		case err, ok := <-s.watcher.Errors:
-			if !ok {
-				return
-			}
-			s.log.Warn("endpoints file watch error; reading again", "err", err)
-			_ = s.read(false)
-		case <-t.C:
-			_ = s.read(false)
-		}
-	}
+	return nil
 }
 
 // read reads and applies the file. A file like the last one read is not

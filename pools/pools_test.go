@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -560,4 +561,37 @@ func sameLoad(a, b Load) bool {
 		a.BlockSize == b.BlockSize && a.NumGPUBlocks == b.NumGPUBlocks && a.MaxNumSeqs == b.MaxNumSeqs &&
 		a.MaxBatchedTokens == b.MaxBatchedTokens && eq(a.PrefixQueries, b.PrefixQueries) &&
 		eq(a.PrefixHits, b.PrefixHits) && eq(a.PromptTokens, b.PromptTokens) && eq(a.GenerationTokens, b.GenerationTokens)
+}
+
+// TestSetEndpoints: a static pool's list replaced while the registry runs
+// (a reload of the config file): the endpoint no longer listed leaves and
+// drains, the new one joins, the one kept is the same endpoint.
+func TestSetEndpoints(t *testing.T) {
+	r := newTestRegistry(t, "http://127.0.0.1:1", "http://127.0.0.1:2")
+	joined := make(chan string, 4)
+	r.OnJoin(func(ep *Endpoint) { joined <- ep.ID })
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	<-joined
+	<-joined
+	kept, _ := r.Endpoint("127.0.0.1:1")
+	left, _ := r.Endpoint("127.0.0.1:2")
+	if err := r.SetEndpoints("p", []EndpointConfig{{URL: "http://127.0.0.1:1"}, {URL: "http://127.0.0.1:3"}}); err != nil {
+		t.Fatal(err)
+	}
+	if id := <-joined; id != "127.0.0.1:3" {
+		t.Fatalf("joined %s, want 127.0.0.1:3", id)
+	}
+	<-left.Drained()
+	var ids []string
+	for _, ep := range r.Endpoints() {
+		ids = append(ids, ep.ID)
+	}
+	if got, _ := r.Endpoint("127.0.0.1:1"); got != kept || !slices.Equal(ids, []string{"127.0.0.1:1", "127.0.0.1:3"}) && !slices.Equal(ids, []string{"127.0.0.1:3", "127.0.0.1:1"}) {
+		t.Fatalf("after SetEndpoints: %v, the kept endpoint the same: %v", ids, got == kept)
+	}
+	if err := r.SetEndpoints("nope", nil); err == nil {
+		t.Fatal("SetEndpoints of an unknown pool: no error")
+	}
 }

@@ -126,7 +126,9 @@ func NewRegistry(pcs []PoolConfig, opts Options, log *slog.Logger) (*Registry, e
 			return nil, err
 		}
 		if s, ok := src.(*staticSource); ok {
-			_ = s.Start(context.Background(), poolSink{r, p})
+			if err := s.start(&p.Config, poolSink{r, p}); err != nil {
+				return nil, err
+			}
 		}
 		r.sources = append(r.sources, src)
 	}
@@ -145,6 +147,28 @@ func (r *Registry) newSource(p *Pool) (Source, error) {
 	default:
 		return newStaticSource(&p.Config)
 	}
+}
+
+// SetEndpoints replaces the endpoints list of the static pool named pool,
+// as a reload of the config file does: an endpoint no longer listed leaves
+// and drains as one that discovery lost, a new one joins and takes traffic
+// after its first good scrape, one listed before and now is untouched.
+// The list must have passed ValidatePools. A pool of another discovery
+// kind follows its source, not a list.
+func (r *Registry) SetEndpoints(pool string, eps []EndpointConfig) error {
+	for i, p := range r.Pools {
+		if p.Config.Name != pool {
+			continue
+		}
+		s, ok := r.sources[i].(*staticSource)
+		if !ok {
+			return fmt.Errorf("pools: pool %q discovers its endpoints (kind %s): it has no list to set", pool, p.Config.Discovery.kind())
+		}
+		// Pool.Config stays the config the pool started with: it is read
+		// without a lock, and the endpoint set is the snapshot's anyway.
+		return s.set(pool, eps)
+	}
+	return fmt.Errorf("pools: no pool %q", pool)
 }
 
 // Collector exports discovery's counters: entries skipped as bad, sources
