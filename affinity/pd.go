@@ -3,6 +3,7 @@ package affinity
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/pools"
@@ -31,6 +32,26 @@ type PDConfig struct {
 	// PrefillTimeout bounds the prefill leg, after which the decoder
 	// prefills locally. Default 30s.
 	PrefillTimeout time.Duration `yaml:"prefillTimeout" json:"prefillTimeout"`
+	// CompatibleRevisions are groups of engine revisions whose prefill
+	// and decode legs may pair (their KV layouts agree); a revision always
+	// pairs with itself. A turn whose decoder has no prefiller of a
+	// compatible revision runs aggregated on the decoder.
+	CompatibleRevisions [][]string `yaml:"compatibleRevisions" json:"compatibleRevisions"`
+}
+
+// Compatible reports whether a prefiller of revision prefill may hand its
+// KV to a decoder of revision decode: the same revision, or two that one
+// of CompatibleRevisions lists together.
+func (c *PDConfig) Compatible(prefill, decode string) bool {
+	if prefill == decode {
+		return true
+	}
+	for _, g := range c.CompatibleRevisions {
+		if slices.Contains(g, prefill) && slices.Contains(g, decode) {
+			return true
+		}
+	}
+	return false
 }
 
 // EnsureDefaults fills unset fields.
@@ -49,6 +70,14 @@ func (c *PDConfig) Validate() error {
 	if c.PrefillTimeout < 0 {
 		errs = append(errs, fmt.Errorf("affinity: pd.prefillTimeout %v is negative", c.PrefillTimeout))
 	}
+	for i, g := range c.CompatibleRevisions {
+		if len(g) < 2 {
+			errs = append(errs, fmt.Errorf("affinity: pd.compatibleRevisions[%d] %v: a group pairs two revisions or more", i, g))
+		}
+		if slices.Contains(g, "") {
+			errs = append(errs, fmt.Errorf("affinity: pd.compatibleRevisions[%d] %v: a revision is named", i, g))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -63,10 +92,13 @@ const (
 	PDNoPrefiller = "no_prefiller"
 	// PDDisabled: the threshold is negative.
 	PDDisabled = "disabled"
+	// PDRevisionMismatch: prefill endpoints are available, none of a
+	// revision compatible with the decoder's; the decoder prefills.
+	PDRevisionMismatch = "revision_mismatch"
 )
 
 // PDReasons lists every decision reason.
-var PDReasons = []string{PDDisaggregated, PDCachedAtDecoder, PDNoPrefiller, PDDisabled}
+var PDReasons = []string{PDDisaggregated, PDCachedAtDecoder, PDNoPrefiller, PDDisabled, PDRevisionMismatch}
 
 // PDDecision is the decider's verdict on one turn.
 type PDDecision struct {
@@ -80,14 +112,17 @@ type PDDecision struct {
 
 // Decide is the prefix-based P/D decider, run after the decoder was
 // picked: promptTokens long, cachedTokens of it held at the decoder,
-// prefillers the prefill endpoints available.
-func (c *PDConfig) Decide(promptTokens, cachedTokens, prefillers int) PDDecision {
+// prefillers the prefill endpoints available of a revision compatible
+// with the decoder's, incompatible those available of another.
+func (c *PDConfig) Decide(promptTokens, cachedTokens, prefillers, incompatible int) PDDecision {
 	d := PDDecision{Uncached: max(promptTokens-cachedTokens, 0)}
 	switch {
 	case c.UncachedTokens < 0:
 		d.Reason = PDDisabled
 	case d.Uncached < c.UncachedTokens:
 		d.Reason = PDCachedAtDecoder
+	case prefillers == 0 && incompatible > 0:
+		d.Reason = PDRevisionMismatch
 	case prefillers == 0:
 		d.Reason = PDNoPrefiller
 	default:

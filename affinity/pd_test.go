@@ -21,16 +21,50 @@ func TestPDDecider(t *testing.T) {
 			}
 			return fmt.Sprintf("uncachedTokens=%d prefillTimeout=%v", cfg.UncachedTokens, cfg.PrefillTimeout)
 		case "decide":
-			var prompt, cached, prefillers int
+			var prompt, cached, prefillers, incompatible int
 			d.ScanArgs(t, "prompt", &prompt)
 			d.ScanArgs(t, "cached", &cached)
 			d.ScanArgs(t, "prefillers", &prefillers)
-			dec := cfg.Decide(prompt, cached, prefillers)
+			if d.HasArg("incompatible") {
+				d.ScanArgs(t, "incompatible", &incompatible)
+			}
+			dec := cfg.Decide(prompt, cached, prefillers, incompatible)
 			verdict := "local"
 			if dec.Disaggregate {
 				verdict = "disaggregate"
 			}
 			return fmt.Sprintf("%s uncached=%d reason=%s", verdict, dec.Uncached, dec.Reason)
+		}
+		return "unknown command " + d.Cmd
+	})
+}
+
+// TestPDRevisions: which prefill and decode revisions pair.
+func TestPDRevisions(t *testing.T) {
+	var cfg PDConfig
+	datadriven.RunTest(t, "testdata/pd_revisions", func(t *testing.T, d *datadriven.TestData) string {
+		switch d.Cmd {
+		case "revisions":
+			cfg = PDConfig{}
+			for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+				if line == "" {
+					continue
+				}
+				var g []string
+				for _, r := range strings.Fields(line) {
+					g = append(g, strings.Trim(r, `"`))
+				}
+				cfg.CompatibleRevisions = append(cfg.CompatibleRevisions, g)
+			}
+			if err := cfg.Validate(); err != nil {
+				return "error: " + err.Error()
+			}
+			return fmt.Sprintf("groups: %v", cfg.CompatibleRevisions)
+		case "pair":
+			var prefill, decode string
+			d.ScanArgs(t, "prefill", &prefill)
+			d.ScanArgs(t, "decode", &decode)
+			return fmt.Sprint(cfg.Compatible(prefill, decode))
 		}
 		return "unknown command " + d.Cmd
 	})

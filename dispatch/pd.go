@@ -70,7 +70,7 @@ func newPDMetrics() *pdMetrics {
 	m := &pdMetrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnpike_pd_decisions_total",
-			Help: "Turns of disaggregated models by the P/D decider's verdict: disaggregated, below_threshold (the decoder prefilled), no_prefiller, disabled.",
+			Help: "Turns of disaggregated models by the P/D decider's verdict: disaggregated, below_threshold (the decoder prefilled), no_prefiller, disabled, revision_mismatch (no prefiller of a revision compatible with the decoder's).",
 		}, []string{"flavor", "reason"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnpike_pd_fallbacks_total",
@@ -158,13 +158,20 @@ func (t *Turn) sendPD(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNoEndpoint, err)
 	}
-	// A prefiller pairs only with decoders of its protocol.
+	// A prefiller pairs only with decoders of its protocol and of a
+	// compatible revision.
 	flavor := pdFlavor(decoder)
 	var pbuf [16]*pools.Endpoint
 	prefillers := d.reg.PrefillEndpointsFor(pbuf[:0], spec.Model)
-	n := 0
+	n, incompatible := 0, 0
 	for _, ep := range prefillers {
-		if pdFlavor(ep) == flavor {
+		switch {
+		case pdFlavor(ep) != flavor:
+		case !d.pd.Compatible(ep.Revision(), decoder.Revision()):
+			if ep.Available() {
+				incompatible++
+			}
+		default:
 			prefillers[n] = ep
 			n++
 		}
@@ -174,7 +181,7 @@ func (t *Turn) sendPD(ctx context.Context) error {
 	if t.route.Routing.Endpoint == decoder {
 		cached = t.route.Routing.CachedBlocks * d.hasher.BlockTokens()
 	}
-	verdict := d.pd.Decide(t.route.PromptTokens, cached, affinity.Available(prefillers))
+	verdict := d.pd.Decide(t.route.PromptTokens, cached, affinity.Available(prefillers), incompatible)
 	d.pdm.decisions.WithLabelValues(flavor, verdict.Reason).Inc()
 	if verdict.Disaggregate && flavor == pdSGLang {
 		return t.sendSGLang(ctx, decoder, prefillers)

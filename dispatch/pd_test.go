@@ -88,21 +88,38 @@ func newPDFixture(t *testing.T, prefillers, decoders int, pcfg sim.Config) *pdFi
 
 func newPDFixtureWith(t *testing.T, prefillers, decoders int, pcfg sim.Config, policy func(*pools.Registry) affinity.Policy) *pdFixture {
 	t.Helper()
+	return newPDFixtureOf(t, pdFixtureConfig{prefillers: prefillers, decoders: decoders, sim: pcfg, policy: policy})
+}
+
+// pdFixtureConfig is a P/D fixture's fleet: its engines, the prefill
+// engines' config, the policy, each pool's engine revision and the P/D
+// config (default: threshold 256 tokens, 5 s prefill timeout).
+type pdFixtureConfig struct {
+	prefillers, decoders int
+	sim                  sim.Config
+	policy               func(*pools.Registry) affinity.Policy
+	prefillRevision      string
+	decodeRevision       string
+	pd                   *affinity.PDConfig
+}
+
+func newPDFixtureOf(t *testing.T, c pdFixtureConfig) *pdFixture {
+	t.Helper()
 	f := &pdFixture{metrics: prometheus.NewRegistry()}
-	pool := func(name, role string, n int, cfg sim.Config) ([]*simEngine, pools.PoolConfig) {
+	pool := func(name, role, revision string, n int, cfg sim.Config) ([]*simEngine, pools.PoolConfig) {
 		pc := pools.PoolConfig{Name: name, Role: role, ServedModels: []string{testModel}, PriorityScheduling: cfg.SchedulingPolicy == sim.SchedulingPriority}
 		var engines []*simEngine
 		for range n {
 			cfg.Role = role
 			e := newSimEngine(t, cfg)
 			engines = append(engines, e)
-			pc.Endpoints = append(pc.Endpoints, pools.EndpointConfig{URL: e.URL})
+			pc.Endpoints = append(pc.Endpoints, pools.EndpointConfig{URL: e.URL, Revision: revision})
 		}
 		return engines, pc
 	}
 	var ppc, dpc pools.PoolConfig
-	f.prefill, ppc = pool("prefill", pools.RolePrefill, prefillers, pcfg)
-	f.decode, dpc = pool("decode", pools.RoleDecode, decoders, sim.Config{SchedulingPolicy: pcfg.SchedulingPolicy})
+	f.prefill, ppc = pool("prefill", pools.RolePrefill, c.prefillRevision, c.prefillers, c.sim)
+	f.decode, dpc = pool("decode", pools.RoleDecode, c.decodeRevision, c.decoders, sim.Config{SchedulingPolicy: c.sim.SchedulingPolicy})
 	reg, err := pools.NewRegistry([]pools.PoolConfig{ppc, dpc}, pools.Options{BreakerFailures: 3, BreakerOpenFor: time.Minute}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +133,10 @@ func newPDFixtureWith(t *testing.T, prefillers, decoders int, pcfg sim.Config, p
 		}
 	}
 	pd := affinity.PDConfig{UncachedTokens: 256, PrefillTimeout: 5 * time.Second}
-	f.d, err = New(Options{Registry: reg, Policy: policy(reg), Logger: slog.New(slog.DiscardHandler), Metrics: f.metrics, PD: &pd})
+	if c.pd != nil {
+		pd = *c.pd
+	}
+	f.d, err = New(Options{Registry: reg, Policy: c.policy(reg), Logger: slog.New(slog.DiscardHandler), Metrics: f.metrics, PD: &pd})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,6 +439,47 @@ func TestPrefillBody(t *testing.T) {
 		if _, err := decodeBody([]byte(bad), params); err == nil {
 			t.Errorf("decodeBody(%s): no error", bad)
 		}
+	}
+}
+
+// TestPDRevisions (issue 35): a prefill leg pairs only with a decoder of a
+// compatible revision. With the prefiller on another revision the turn
+// runs on the decoder alone, and the decision says why; with the two
+// declared compatible, it is disaggregated.
+func TestPDRevisions(t *testing.T) {
+	roundRobin := func(*pools.Registry) affinity.Policy { return &affinity.RoundRobin{} }
+	for _, tc := range []struct {
+		name       string
+		compatible [][]string
+		reason     string
+		prefills   int
+	}{
+		{"incompatible", nil, affinity.PDRevisionMismatch, 0},
+		{"declared compatible", [][]string{{"r1", "r2"}}, affinity.PDDisaggregated, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pd := affinity.PDConfig{UncachedTokens: 256, PrefillTimeout: 5 * time.Second, CompatibleRevisions: tc.compatible}
+			f := newPDFixtureOf(t, pdFixtureConfig{prefillers: 1, decoders: 1, policy: roundRobin,
+				prefillRevision: "r1", decodeRevision: "r2", pd: &pd})
+			if r := f.decodeEP[0].Revision(); r != "r2" {
+				t.Fatalf("decoder revision %q, want the config's r2", r)
+			}
+			tr, err := f.d.Begin(t.Context(), pdSpec(longPrompt(1, 2000), false, ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, u := readTurn(t, tr, false)
+			tr.End(nil)
+			if len(text) == 0 || u.CompletionTokens != 12 {
+				t.Errorf("answer %q, usage %+v", text, u)
+			}
+			if n := len(f.prefill[0].received()); n != tc.prefills {
+				t.Errorf("%d prefill legs, want %d", n, tc.prefills)
+			}
+			if n := testutil.ToFloat64(f.d.pdm.decisions.WithLabelValues(pdVLLM, tc.reason)); n != 1 {
+				t.Errorf("%v decisions %s, want 1", n, tc.reason)
+			}
+		})
 	}
 }
 

@@ -153,6 +153,11 @@ type EndpointConfig struct {
 	// for endpoints of prefill pools with engine sglang. Default 8998,
 	// SGLang's.
 	BootstrapPort int `yaml:"bootstrapPort,omitempty" json:"bootstrapPort,omitempty"`
+	// Revision is the engine's revision (a rollout's generation), as
+	// discovery reads it from a pod's labels: a prefill leg pairs only
+	// with a decoder of a compatible revision (routing.pd.
+	// compatibleRevisions). Empty: unknown, which pairs with unknown.
+	Revision string `yaml:"revision,omitempty" json:"revision,omitempty"`
 }
 
 // DefaultBootstrapPort is SGLang's default --disaggregation-bootstrap-port.

@@ -353,7 +353,7 @@ func staticTargets(pool string, ecs []EndpointConfig) ([]Target, error) {
 		if err != nil {
 			return nil, fmt.Errorf("pools: endpoint %q: %w", ec.URL, err)
 		}
-		ts = append(ts, Target{URL: u, KVEvents: ec.KVEvents, BootstrapPort: ec.BootstrapPort, Labels: Labels{Pool: pool}})
+		ts = append(ts, Target{URL: u, KVEvents: ec.KVEvents, BootstrapPort: ec.BootstrapPort, Labels: Labels{Pool: pool, Revision: ec.Revision}})
 	}
 	return ts, nil
 }

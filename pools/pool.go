@@ -184,6 +184,9 @@ func (e *Endpoint) Labels() Labels {
 	return Labels{}
 }
 
+// Revision is the endpoint's revision: its label's ("" when unknown).
+func (e *Endpoint) Revision() string { return e.Labels().Revision }
+
 // Role is the endpoint's role: its label's, else its pool's.
 func (e *Endpoint) Role() string {
 	if r := e.Labels().Role; r != "" {
