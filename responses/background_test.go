@@ -54,7 +54,7 @@ func createBackground(t *testing.T, svc *Service, tenant, input string) *wire.Re
 
 // eventTypes lists the types of a response's stored events, checking that
 // each is kept under its own sequence number.
-func eventTypes(t *testing.T, st Store, id string) []string {
+func eventTypes(t *testing.T, st *StateStore, id string) []string {
 	t.Helper()
 	evs, err := st.Events(context.Background(), id, -1)
 	if err != nil {
@@ -92,7 +92,7 @@ func TestBackgroundRetriesRefusals(t *testing.T) {
 		if n := refused.Load(); n != 3 {
 			t.Errorf("refused %d times, want 3", n)
 		}
-		if types := eventTypes(t, st, resp.ID); types[len(types)-1] != "response.completed" || strings.Count(strings.Join(types, " "), "response.in_progress") != 1 {
+		if types := eventTypes(t, st.StateStore, resp.ID); types[len(types)-1] != "response.completed" || strings.Count(strings.Join(types, " "), "response.in_progress") != 1 {
 			t.Errorf("events %v", types)
 		}
 	})
@@ -132,7 +132,7 @@ func TestBackgroundRetriesRefusals(t *testing.T) {
 		eng := &fakeEngine{}
 		var refused *atomic.Int32
 		eng.refuse, refused = refuseTimes(-1, &dispatch.ShedError{Status: http.StatusServiceUnavailable, Reason: "saturated", RetryAfter: time.Hour})
-		svc := New(st, eng, Config{CollectInterval: -1})
+		svc := New(st.StateStore, eng, Config{CollectInterval: -1})
 		if err := svc.Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +148,7 @@ func TestBackgroundRetriesRefusals(t *testing.T) {
 			t.Fatalf("after Close: %+v %v, want still pending", rec.Response, err)
 		}
 		// The next start runs it.
-		svc = New(st, &fakeEngine{}, Config{CollectInterval: -1})
+		svc = New(st.StateStore, &fakeEngine{}, Config{CollectInterval: -1})
 		if err := svc.Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -162,19 +162,16 @@ func TestBackgroundRetriesRefusals(t *testing.T) {
 	})
 }
 
-// failEndStore fails every EndResponse, as a full disk would.
-type failEndStore struct{ Store }
-
-func (failEndStore) EndResponse(context.Context, *Record, []Segment, []wire.Item, *StreamEvent) error {
-	return errors.New("disk full")
-}
-
 // TestBackgroundEndStoredFirst: a background response's event log never
-// announces an end its record does not hold.
+// announces an end its record does not hold. The disk fills while the
+// engine answers: from then on every synced write fails, and the end is
+// the first.
 func TestBackgroundEndStoredFirst(t *testing.T) {
 	st := openStore(t, t.TempDir())
 	defer st.Close()
-	svc := New(failEndStore{st}, &fakeEngine{}, Config{CollectInterval: -1})
+	ns := faulty(st.Namespace())
+	eng := &fakeEngine{block: make(chan struct{})}
+	svc := New(NewStore(ns, StoreOptions{}), eng, Config{CollectInterval: -1})
 	if err := svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -188,12 +185,15 @@ func TestBackgroundEndStoredFirst(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}))
+	waitFor(t, func() bool { return len(eng.requests()) == 1 })
+	ns.failSyncs(errors.New("disk full"))
+	close(eng.block)
 	waitEnded(t, svc, resp.ID)
 	rec, err := st.GetResponse(t.Context(), "a", resp.ID)
 	if err != nil || rec.Response.Ended() || rec.Job == nil {
 		t.Fatalf("record %+v %v: want still pending after the failed end", rec.Response, err)
 	}
-	for _, typ := range eventTypes(t, st, resp.ID) {
+	for _, typ := range eventTypes(t, st.StateStore, resp.ID) {
 		if terminalEvent(wire.StatusCompleted) == typ || typ == "response.failed" {
 			t.Errorf("event log holds %s, the record says %s", typ, rec.Response.Status)
 		}

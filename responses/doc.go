@@ -22,7 +22,7 @@
 // offered to the engine, called inside the response, the engine asked
 // again with the results; custom tools are functions of one string for
 // the engine. The service rebuilds the turn's context from the
-// Store (the previous_response_id chain or the conversation), fits it to
+// StateStore (the previous_response_id chain or the conversation), fits it to
 // the model's window (counting tokens with the turn path's tokenizer; the
 // rendered prompt's count is the turn's, used again by admission and
 // routing), renders it as a chat completion and sends it down the turn

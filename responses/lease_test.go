@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,35 +24,41 @@ import (
 // wait for outcomes, not for time to pass.
 var shortLease = Config{CollectInterval: -1, JobLease: 150 * time.Millisecond, JobPoll: 10 * time.Millisecond}
 
-// clockLeases is a Store whose claims are held on the clock of the test,
-// with the state store's rules: a claim is live until its ttl has passed,
+// clockStore is a StateStore for gateways to share, over a namespace
+// whose claims are held on the clock of the test (jobstest.Leases), with
+// the state store's rules: a claim is live until its ttl has passed,
 // taken by anyone once it is not, renewed only by its holder while it is.
-type clockLeases struct {
-	Store
+type clockStore struct {
+	*StateStore
 	leases *jobstest.Leases
 }
 
 // sharedStore is a fresh store for gateways to share, its claims on a
 // clock that stands still until advance.
-func sharedStore(t *testing.T) *clockLeases {
-	st := openStore(t, t.TempDir())
-	return &clockLeases{Store: st, leases: jobstest.NewLeases(st.Namespace(), jobstest.NewClock())}
+func sharedStore(t *testing.T) *clockStore {
+	leases := jobstest.NewLeases(openStore(t, t.TempDir()).Namespace(), jobstest.NewClock())
+	return &clockStore{StateStore: NewStore(leases, StoreOptions{}), leases: leases}
 }
 
-func (l *clockLeases) Namespace() state.Namespace { return l.leases }
+// faulty is one more gateway's StateStore on the shared store, over a
+// namespace that takes faults and counts what it is asked.
+func (l *clockStore) faulty() (*StateStore, *faultyNamespace) {
+	ns := faulty(l.leases)
+	return NewStore(ns, StoreOptions{}), ns
+}
 
 // advance moves the claims' clock on by d.
-func (l *clockLeases) advance(d time.Duration) { l.leases.Clock.Advance(d) }
+func (l *clockStore) advance(d time.Duration) { l.leases.Clock.Advance(d) }
 
 // renewedNow reports whether holder holds the claim on id for a whole ttl
 // from the clock's present reading: it took or renewed it since the last
 // advance.
-func (l *clockLeases) renewedNow(id, holder string, ttl time.Duration) bool {
+func (l *clockStore) renewedNow(id, holder string, ttl time.Duration) bool {
 	return l.leases.RenewedNow(jobKeys.Lease+id, holder, ttl)
 }
 
 // cancelRequests lists the cancels requested and not yet cleared.
-func cancelRequests(t *testing.T, st Store) []string {
+func cancelRequests(t *testing.T, st *StateStore) []string {
 	t.Helper()
 	var ids []string
 	err := st.Namespace().Scan(t.Context(), state.Prefix([]byte(pfxStop)), func(k, _ []byte) error {
@@ -66,20 +71,8 @@ func cancelRequests(t *testing.T, st Store) []string {
 	return ids
 }
 
-// scanCounter counts a gateway's scans for pending responses (PendingJobs,
-// the first read of each takeOver).
-type scanCounter struct {
-	Store
-	n atomic.Int32
-}
-
-func (s *scanCounter) PendingJobs(ctx context.Context) ([]*Record, error) {
-	s.n.Add(1)
-	return s.Store.PendingJobs(ctx)
-}
-
 // startOn starts a service on st as one more gateway sharing the store.
-func startOn(t *testing.T, st Store, eng Engine, cfg Config) *Service {
+func startOn(t *testing.T, st *StateStore, eng Engine, cfg Config) *Service {
 	t.Helper()
 	svc := New(st, eng, cfg)
 	if err := svc.Start(t.Context()); err != nil {
@@ -112,21 +105,21 @@ func TestBackgroundClaimedOnce(t *testing.T) {
 	engA := &fakeEngine{block: make(chan struct{})}
 	cfgA := shortLease
 	cfgA.Holder = "gw-a"
-	a := startOn(t, st, engA, cfgA)
+	a := startOn(t, st.StateStore, engA, cfgA)
 	resp := createBackground(t, a, "a", "once")
 	waitFor(t, func() bool { return len(engA.requests()) == 1 })
 	engB := &fakeEngine{}
-	scans := &scanCounter{Store: st}
-	b := startOn(t, scans, engB, shortLease)
+	stB, scans := st.faulty()
+	b := startOn(t, stB, engB, shortLease)
 	// Four leases pass, half a lease at a time. After each step a renews
 	// its claim, and b scans for unclaimed responses from start to end at
 	// least once: the scan that begins after seen is read reads the moved
 	// clock, and has ended when the next begins.
 	for step := range 8 {
 		st.advance(shortLease.JobLease / 2)
-		seen := scans.n.Load()
+		seen := scans.jobScans.Load()
 		waitFor(t, func() bool {
-			return scans.n.Load() >= seen+2 && st.renewedNow(resp.ID, "gw-a", shortLease.JobLease)
+			return scans.jobScans.Load() >= seen+2 && st.renewedNow(resp.ID, "gw-a", shortLease.JobLease)
 		})
 		if b.job(resp.ID) != nil || len(engB.requests()) != 0 {
 			t.Fatalf("step %d: b runs a's live background response (%d engine requests)", step, len(engB.requests()))
@@ -151,8 +144,8 @@ func TestBackgroundCancelOtherGateway(t *testing.T) {
 	// for a loaded machine to read the cancel on a and end the response.
 	cfg := shortLease
 	cfg.JobLease = 10 * time.Second
-	a := startOn(t, st, engA, cfg)
-	b := startOn(t, st, &fakeEngine{}, cfg)
+	a := startOn(t, st.StateStore, engA, cfg)
+	b := startOn(t, st.StateStore, &fakeEngine{}, cfg)
 	resp := createBackground(t, a, "a", "stop me")
 	waitFor(t, func() bool { return len(engA.requests()) == 1 })
 	got, err := b.Cancel(t.Context(), "a", resp.ID)
@@ -163,7 +156,7 @@ func TestBackgroundCancelOtherGateway(t *testing.T) {
 		t.Fatalf("cancel through b: %s, want cancelled", got.Status)
 	}
 	waitEnded(t, a, resp.ID)
-	if keys := cancelRequests(t, st); len(keys) != 0 {
+	if keys := cancelRequests(t, st.StateStore); len(keys) != 0 {
 		t.Errorf("cancel requests left after the end: %v", keys)
 	}
 }
@@ -174,8 +167,8 @@ func TestBackgroundCancelOtherGateway(t *testing.T) {
 func TestBackgroundStreamOtherGateway(t *testing.T) {
 	st := sharedStore(t)
 	engA := &fakeEngine{block: make(chan struct{})}
-	a := startOn(t, st, engA, shortLease)
-	b := startOn(t, st, &fakeEngine{}, shortLease)
+	a := startOn(t, st.StateStore, engA, shortLease)
+	b := startOn(t, st.StateStore, &fakeEngine{}, shortLease)
 	resp := createBackground(t, a, "a", "follow me there")
 	waitFor(t, func() bool { return len(engA.requests()) == 1 })
 	type ev struct {
@@ -216,43 +209,9 @@ func TestBackgroundStreamOtherGateway(t *testing.T) {
 			t.Fatalf("events %v: a gap or a repeat", got)
 		}
 	}
-	if want := eventTypes(t, st, resp.ID); len(want) != 2+len(got) {
+	if want := eventTypes(t, st.StateStore, resp.ID); len(want) != 2+len(got) {
 		t.Errorf("%d events stored, %d streamed after 1", len(want), len(got))
 	}
-}
-
-// stallStore stands for a gateway that stops answering (a long pause, a
-// network partition) while it runs a response: its claim renewals hang
-// until released, so its claim runs out.
-type stallStore struct {
-	Store
-	stalled chan struct{}
-	// renewals counts the claim renewals begun; ends, the responses this
-	// gateway ended.
-	renewals, ends atomic.Int32
-}
-
-func (s *stallStore) EndResponse(ctx context.Context, rec *Record, base []Segment, items []wire.Item, final *StreamEvent) error {
-	s.ends.Add(1)
-	return s.Store.EndResponse(ctx, rec, base, items, final)
-}
-
-func (s *stallStore) Namespace() state.Namespace { return stallRenewals{s.Store.Namespace(), s} }
-
-// stallRenewals is the namespace of a stallStore: its renewals hang.
-type stallRenewals struct {
-	state.Namespace
-	s *stallStore
-}
-
-func (n stallRenewals) Renew(ctx context.Context, key []byte, holder string, ttl time.Duration) (bool, error) {
-	n.s.renewals.Add(1)
-	select {
-	case <-n.s.stalled:
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-	return n.Namespace.Renew(ctx, key, holder, ttl)
 }
 
 // TestBackgroundTakeOver: when the gateway running a response stops
@@ -262,16 +221,22 @@ func (n stallRenewals) Renew(ctx context.Context, key []byte, holder string, ttl
 func TestBackgroundTakeOver(t *testing.T) {
 	st := sharedStore(t)
 	engA := &fakeEngine{block: make(chan struct{})}
-	// a's renewals hang from the start, so its claim runs out while its
-	// engine request waits.
-	ss := &stallStore{Store: st, stalled: make(chan struct{})}
-	a := startOn(t, ss, engA, shortLease)
+	// a stands for a gateway that stops answering (a long pause, a
+	// network partition) while it runs a response: its claim renewals
+	// hang from the start until released, so its claim runs out while
+	// its engine request waits.
+	stA, ss := st.faulty()
+	ss.stalled = make(chan struct{})
+	a := startOn(t, stA, engA, shortLease)
 	unstall := sync.OnceFunc(func() { close(ss.stalled) })
 	t.Cleanup(unstall) // before a's Close, which waits for the renewals
 	resp := createBackground(t, a, "a", "carry on")
 	waitFor(t, func() bool { return len(engA.requests()) == 1 })
+	// a has stored the response as pending and as in progress; its only
+	// synced write from here on would be the response's end.
+	ends := ss.syncs.Load()
 	engB := &fakeEngine{}
-	b := startOn(t, st, engB, shortLease)
+	b := startOn(t, st.StateStore, engB, shortLease)
 	st.advance(shortLease.JobLease)
 	got := waitStatus(t, b, resp.ID)
 	if got.Status != wire.StatusCompleted || got.Output[0].Text() != "echo: carry on" {
@@ -288,7 +253,7 @@ func TestBackgroundTakeOver(t *testing.T) {
 	if got, _ := a.Get(t.Context(), "a", resp.ID); got.Status != wire.StatusCompleted || got.Output[0].Text() != "echo: carry on" {
 		t.Errorf("after a stopped: %s, want b's completed", got.Status)
 	}
-	if n := ss.ends.Load(); n != 0 {
+	if n := ss.syncs.Load() - ends; n != 0 {
 		t.Errorf("a ended the response %d times after losing its claim", n)
 	}
 	if n := testutil.ToFloat64(a.claimsLost); n != 1 {
@@ -309,7 +274,7 @@ func TestBackgroundQueueCapsAcrossGateways(t *testing.T) {
 	cfg := shortLease
 	cfg.MaxQueued, cfg.MaxQueuedPerTenant = 3, 2
 	engA, engB := &fakeEngine{block: make(chan struct{})}, &fakeEngine{block: make(chan struct{})}
-	a, b := startOn(t, st, engA, cfg), startOn(t, st, engB, cfg)
+	a, b := startOn(t, st.StateStore, engA, cfg), startOn(t, st.StateStore, engB, cfg)
 	bus := &gossip.Loopback{}
 	for _, svc := range []*Service{a, b} {
 		x, err := svc.HeldExchange(gossip.Config{Transport: bus, Interval: 5 * time.Millisecond})

@@ -40,7 +40,7 @@ func TestMCPApprovalPolicy(t *testing.T) {
 // TestMCPAllowedURLsDefault: with no MCPAllowedURLs the gateway calls no
 // MCP server, and the error names the setting (issue 32, item 6).
 func TestMCPAllowedURLsDefault(t *testing.T) {
-	s := New(openStore(t, t.TempDir()), &fakeEngine{}, Config{CollectInterval: -1})
+	s := New(openStore(t, t.TempDir()).StateStore, &fakeEngine{}, Config{CollectInterval: -1})
 	ms := &mcpSessions{s: s}
 	it := ms.list(t.Context(), &wire.MCPServer{Label: "x", URL: "http://169.254.169.254/mcp"})
 	if it.Type != wire.ItemMCPListTools || !strings.Contains(it.Error, "responses.mcpAllowedURLs") || len(ms.conns) != 0 {
@@ -50,7 +50,7 @@ func TestMCPAllowedURLsDefault(t *testing.T) {
 
 // TestMCPAllowedURLsBoundary: a prefix matches at a boundary only.
 func TestMCPAllowedURLsBoundary(t *testing.T) {
-	s := New(openStore(t, t.TempDir()), &fakeEngine{}, Config{CollectInterval: -1,
+	s := New(openStore(t, t.TempDir()).StateStore, &fakeEngine{}, Config{CollectInterval: -1,
 		MCPAllowedURLs: []string{"https://tools.internal", "http://127.0.0.1:"}})
 	for url, want := range map[string]bool{
 		"https://tools.internal":                  true,
@@ -72,7 +72,7 @@ func TestMCPAllowedURLsBoundary(t *testing.T) {
 // TestMCPAllowedURLs: with MCPAllowedURLs set, a server outside them
 // lists nothing: its list item carries the error and no request leaves.
 func TestMCPAllowedURLs(t *testing.T) {
-	s := New(openStore(t, t.TempDir()), &fakeEngine{}, Config{CollectInterval: -1, MCPAllowedURLs: []string{"https://tools.internal/"}})
+	s := New(openStore(t, t.TempDir()).StateStore, &fakeEngine{}, Config{CollectInterval: -1, MCPAllowedURLs: []string{"https://tools.internal/"}})
 	if err := s.mcpAllowed("https://tools.internal/mcp"); err != nil {
 		t.Fatalf("allowed server refused: %v", err)
 	}

@@ -135,7 +135,7 @@ func (s *sealer) open(kind, tenant, blob string) ([]byte, error) {
 // sealKeys is the key list the service seals with: the configured keys,
 // or the key kept in the store, generated and kept on first use so that
 // blobs survive a restart.
-func sealKeys(ctx context.Context, store Store, configured [][]byte) ([][]byte, error) {
+func sealKeys(ctx context.Context, store *StateStore, configured [][]byte) ([][]byte, error) {
 	if len(configured) > 0 {
 		return configured, nil
 	}

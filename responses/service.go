@@ -199,11 +199,11 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Service answers the Responses and Conversations API on a Store, sending
-// turns down the turn path (Engine). Create with New, then Start it;
-// Close it before closing the store.
+// Service answers the Responses and Conversations API on a StateStore,
+// sending turns down the turn path (Engine). Create with New, then Start
+// it; Close it before closing the store.
 type Service struct {
-	store  Store
+	store  *StateStore
 	cfg    Config
 	log    *slog.Logger
 	engine Engine
@@ -250,7 +250,7 @@ type Service struct {
 // nothing: no background response runs until Start. A config that does
 // not Validate is a programming error (the assembly validates the
 // file's): New panics on it, as on metrics it cannot register.
-func New(store Store, engine Engine, cfg Config) *Service {
+func New(store *StateStore, engine Engine, cfg Config) *Service {
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		panic(err)

@@ -104,7 +104,7 @@ func TestRestartKeepsResponses(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	st := openStore(t, dir)
-	svc := New(st, &fakeEngine{}, Config{CollectInterval: -1})
+	svc := New(st.StateStore, &fakeEngine{}, Config{CollectInterval: -1})
 	svc.Start(t.Context())
 	var ids []string
 	for i := range 5 {
@@ -135,7 +135,7 @@ func TestBackgroundRecovery(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t, dir)
 	blocked := &fakeEngine{block: make(chan struct{})}
-	svc := New(st, blocked, Config{CollectInterval: -1})
+	svc := New(st.StateStore, blocked, Config{CollectInterval: -1})
 	svc.Start(t.Context())
 	resp, err := svc.Create(ctx, "a", mustDecode(t, `{"model":"m","input":"long job","background":true}`), nil, nil)
 	if err != nil {
@@ -175,7 +175,7 @@ func TestBackgroundGivesUpAfterMaxAttempts(t *testing.T) {
 	if err := st.PutResponse(ctx, rec, true); err != nil {
 		t.Fatal(err)
 	}
-	svc := New(st, &fakeEngine{}, Config{CollectInterval: -1, MaxAttempts: 2})
+	svc := New(st.StateStore, &fakeEngine{}, Config{CollectInterval: -1, MaxAttempts: 2})
 	svc.Start(t.Context())
 	defer func() { svc.Close(context.Background()); st.Close() }()
 	r, err := svc.Get(ctx, "a", "resp_x")
@@ -273,7 +273,7 @@ func TestRetention(t *testing.T) {
 	clock := func() time.Time { return now }
 	st := openStoreWith(t, t.TempDir(), StoreOptions{TTL: time.Hour, Now: clock})
 	defer st.Close()
-	svc := New(st, &fakeEngine{}, Config{CollectInterval: -1, Now: clock})
+	svc := New(st.StateStore, &fakeEngine{}, Config{CollectInterval: -1, Now: clock})
 	svc.Start(t.Context())
 	defer svc.Close(context.Background())
 	ctx := context.Background()
@@ -423,7 +423,7 @@ func TestHostedToolPolicy(t *testing.T) {
 		eng := &fakeEngine{contextLength: 100000}
 		st := openStore(t, t.TempDir())
 		reg := prometheus.NewRegistry()
-		svc := New(st, eng, Config{CollectInterval: -1, Metrics: reg})
+		svc := New(st.StateStore, eng, Config{CollectInterval: -1, Metrics: reg})
 		resp, err := svc.Create(t.Context(), "a", mustDecode(t, body), nil, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -448,7 +448,7 @@ turnpike_responses_hosted_tools_dropped_total{type="web_search"} 2
 	t.Run("reject", func(t *testing.T) {
 		eng := &fakeEngine{contextLength: 100000}
 		st := openStore(t, t.TempDir())
-		svc := New(st, eng, Config{CollectInterval: -1, HostedTools: HostedToolsReject})
+		svc := New(st.StateStore, eng, Config{CollectInterval: -1, HostedTools: HostedToolsReject})
 		_, err := svc.Create(t.Context(), "a", mustDecode(t, body), nil, nil)
 		var e *apierror.Error
 		if !errors.As(err, &e) || e.Status != 400 || e.Param != "tools[1].type" || !strings.Contains(e.Message, "web_search") {

@@ -58,8 +58,15 @@ func (o *StoreOptions) EnsureDefaults() {
 	}
 }
 
-// StateStore is the Store over a namespace of the state store, which owns
-// the database, its syncs and its life.
+// StateStore keeps responses, conversations, their items, background jobs
+// and stream events, over a namespace of the state store (embedded Pebble,
+// or a shared store behind the same state.Namespace), which owns the
+// database, its syncs and its life; tests inject faults in that namespace.
+//
+// Every record carries its tenant. Methods that take a tenant check it
+// and answer ErrNotFound for another tenant's id. Methods that take
+// segments or a response id alone trust the caller to have read (and so
+// checked) the owning record first.
 //
 // Writers do not share a lock: each builds its own batch and applies it,
 // and the state store's commit pipeline groups concurrent synced batches
@@ -73,7 +80,7 @@ type StateStore struct {
 	chains [256]sync.Mutex
 }
 
-// NewStore is the Store over ns, a namespace no one else writes.
+// NewStore is the StateStore over ns, a namespace no one else writes.
 func NewStore(ns state.Namespace, opts StoreOptions) *StateStore {
 	opts.EnsureDefaults()
 	return &StateStore{ns: ns, opts: opts}
@@ -140,7 +147,7 @@ func ttlKey(at int64, kind byte, id string) []byte {
 	return append(b, id...)
 }
 
-// classify gives an error of the state store the class the Store
+// classify gives an error of the state store the class the StateStore
 // promises: ErrNotFound for a missing key, ErrClosed for a closed store,
 // the 503 of ErrUnavailable for a store that failed (storeUnavailable).
 func classify(err error) error {
@@ -273,7 +280,7 @@ func deleteRecord(b *state.Batch, id string) {
 	b.DeletePrefix(eventKeys(id))
 }
 
-// GetResponse implements Store.
+// GetResponse reads a response record.
 func (s *StateStore) GetResponse(ctx context.Context, tenant, id string) (*Record, error) {
 	return s.readRecord(ctx, tenant, id)
 }
@@ -290,7 +297,9 @@ func (s *StateStore) readRecord(ctx context.Context, tenant, id string) (*Record
 	return &rec, nil
 }
 
-// PutResponse implements Store.
+// PutResponse writes a record that has not ended (a background
+// response as it is queued and started). sync makes it durable before
+// returning. A record with a Job is listed by PendingJobs.
 func (s *StateStore) PutResponse(ctx context.Context, rec *Record, sync bool) error {
 	b := state.Batch{Sync: sync}
 	if err := s.writeRecord(&b, rec); err != nil {
@@ -299,7 +308,13 @@ func (s *StateStore) PutResponse(ctx context.Context, rec *Record, sync bool) er
 	return s.apply(ctx, &b)
 }
 
-// EndResponse implements Store.
+// EndResponse appends items (the response's input, then its output)
+// after base, the context it continues, and writes rec and, if not
+// nil, final (a background response's terminal stream event), all in
+// one synced batch: the event log never announces an end the record
+// does not hold. It sets rec.Context and rec.Own, clears rec.Input and
+// rec.Job. With rec.Conversation set the items go to the end of that
+// conversation and base is ignored.
 func (s *StateStore) EndResponse(ctx context.Context, rec *Record, base []Segment, items []wire.Item, final *StreamEvent) error {
 	id := rec.Response.ID
 	n := uint32(len(items))
@@ -380,7 +395,9 @@ func (s *StateStore) EndResponse(ctx context.Context, rec *Record, base []Segmen
 	return s.apply(ctx, &b)
 }
 
-// DeleteResponse implements Store.
+// DeleteResponse removes a response and its events. Its items stay
+// while a later response's context may use them; retention collects
+// them with their chain.
 func (s *StateStore) DeleteResponse(ctx context.Context, tenant, id string) error {
 	rec, err := s.readRecord(ctx, tenant, id)
 	if err != nil {
@@ -392,7 +409,7 @@ func (s *StateStore) DeleteResponse(ctx context.Context, tenant, id string) erro
 	return s.apply(ctx, &b)
 }
 
-// LoadContext implements Store.
+// LoadContext reads the items of segs in order: one range scan each.
 func (s *StateStore) LoadContext(ctx context.Context, segs []Segment) ([]wire.Item, error) {
 	var n int
 	for _, sg := range segs {
@@ -419,12 +436,16 @@ func (s *StateStore) LoadContext(ctx context.Context, segs []Segment) ([]wire.It
 // errStopScan stops a scan that has what it came for.
 var errStopScan = errors.New("responses: scan stopped")
 
-// ListItems implements Store.
+// ListItems pages through the items of one segment; opts.After names
+// an item of tenant's in it.
 func (s *StateStore) ListItems(ctx context.Context, tenant string, seg Segment, opts ListOptions) ([]wire.Item, bool, error) {
 	return s.list(ctx, tenant, []Segment{seg}, opts, false)
 }
 
-// ListContext implements Store.
+// ListContext pages through the items of segs read as one list, as a
+// model saw them: before the last compaction item, only the messages
+// that outlive one (compacted); opts.After names an item of tenant's
+// in it.
 func (s *StateStore) ListContext(ctx context.Context, tenant string, segs []Segment, opts ListOptions) ([]wire.Item, bool, error) {
 	return s.list(ctx, tenant, segs, opts, true)
 }
@@ -632,7 +653,7 @@ func (s *StateStore) scanPlaces(ctx context.Context, segs []Segment, lo, hi plac
 	return nil
 }
 
-// GetItem implements Store.
+// GetItem reads an item by id, wherever it is stored.
 func (s *StateStore) GetItem(ctx context.Context, tenant, id string) (wire.Item, Segment, error) {
 	var loc locator
 	if err := s.getJSON(ctx, locKey(tenant, id), &loc); err != nil {
@@ -649,7 +670,7 @@ func (s *StateStore) GetItem(ctx context.Context, tenant, id string) (wire.Item,
 	return item, Segment{Chain: loc.Chain, From: loc.Seq, To: loc.Seq + 1}, err
 }
 
-// CreateConversation implements Store.
+// CreateConversation stores a new conversation with its first items.
 func (s *StateStore) CreateConversation(ctx context.Context, tenant string, c *wire.Conversation, items []wire.Item) error {
 	unlock := s.lockChains(c.ID)
 	defer unlock()
@@ -674,7 +695,7 @@ func (s *StateStore) conversationLocked(ctx context.Context, tenant, id string) 
 	return h, nil
 }
 
-// GetConversation implements Store.
+// GetConversation reads a conversation and the segment of its items.
 func (s *StateStore) GetConversation(ctx context.Context, tenant, id string) (*wire.Conversation, Segment, error) {
 	h, err := s.conversationLocked(ctx, tenant, id)
 	if err != nil {
@@ -683,7 +704,7 @@ func (s *StateStore) GetConversation(ctx context.Context, tenant, id string) (*w
 	return h.Conversation, Segment{Chain: id, From: 0, To: h.Next}, nil
 }
 
-// UpdateConversation implements Store.
+// UpdateConversation replaces a conversation's metadata.
 func (s *StateStore) UpdateConversation(ctx context.Context, tenant, id string, metadata map[string]string) (*wire.Conversation, error) {
 	unlock := s.lockChains(id)
 	defer unlock()
@@ -699,7 +720,7 @@ func (s *StateStore) UpdateConversation(ctx context.Context, tenant, id string, 
 	return h.Conversation, s.apply(ctx, &b)
 }
 
-// DeleteConversation implements Store.
+// DeleteConversation removes a conversation and its items.
 func (s *StateStore) DeleteConversation(ctx context.Context, tenant, id string) error {
 	unlock := s.lockChains(id)
 	defer unlock()
@@ -743,7 +764,7 @@ func (s *StateStore) deleteChainLocked(ctx context.Context, b *state.Batch, chai
 	return nil
 }
 
-// AppendItems implements Store.
+// AppendItems adds items to the end of a conversation.
 func (s *StateStore) AppendItems(ctx context.Context, tenant, conv string, items []wire.Item) error {
 	unlock := s.lockChains(conv)
 	defer unlock()
@@ -762,7 +783,7 @@ func (s *StateStore) AppendItems(ctx context.Context, tenant, conv string, items
 	return s.apply(ctx, &b)
 }
 
-// DeleteItem implements Store.
+// DeleteItem removes one item from a conversation.
 func (s *StateStore) DeleteItem(ctx context.Context, tenant, conv, id string) error {
 	unlock := s.lockChains(conv)
 	defer unlock()
@@ -782,14 +803,15 @@ func (s *StateStore) DeleteItem(ctx context.Context, tenant, conv, id string) er
 	return s.apply(ctx, &b)
 }
 
-// AppendEvent implements Store.
+// AppendEvent keeps a background response's stream event seq, unsynced:
+// the response's next synced write makes it durable.
 func (s *StateStore) AppendEvent(ctx context.Context, id string, seq int, event []byte) error {
 	var b state.Batch // unsynced: the response's next synced write carries it
 	b.Put(eventKey(id, uint32(seq)), event)
 	return s.apply(ctx, &b)
 }
 
-// Events implements Store.
+// Events returns the stored events of a response after seq after.
 func (s *StateStore) Events(ctx context.Context, id string, after int) ([][]byte, error) {
 	r := state.Range{Start: eventKey(id, uint32(max(after+1, 0))), End: state.Prefix(eventKeys(id)).End}
 	var out [][]byte
@@ -800,14 +822,14 @@ func (s *StateStore) Events(ctx context.Context, id string, after int) ([][]byte
 	return out, err
 }
 
-// DropEvents implements Store.
+// DropEvents forgets a response's events (a job about to be re-run).
 func (s *StateStore) DropEvents(ctx context.Context, id string) error {
 	var b state.Batch
 	b.DeletePrefix(eventKeys(id))
 	return s.apply(ctx, &b)
 }
 
-// PendingJobs implements Store.
+// PendingJobs lists the background responses that have not ended.
 func (s *StateStore) PendingJobs(ctx context.Context) ([]*Record, error) {
 	var ids []string
 	err := s.scan(ctx, state.Prefix([]byte(pfxJob)), func(k, _ []byte) error {
@@ -832,7 +854,8 @@ func (s *StateStore) PendingJobs(ctx context.Context) ([]*Record, error) {
 	return recs, nil
 }
 
-// GetJob implements Store.
+// GetJob reads background response id's record, whatever its
+// tenant, for the gateway that takes it over.
 func (s *StateStore) GetJob(ctx context.Context, id string) (*Record, error) {
 	var rec Record
 	if err := s.getJSON(ctx, key(pfxResp, id), &rec); err != nil {
@@ -841,11 +864,13 @@ func (s *StateStore) GetJob(ctx context.Context, id string) (*Record, error) {
 	return &rec, nil
 }
 
-// Namespace implements Store.
+// Namespace is the state store's namespace under s, where the leases and
+// cancel requests of background responses are kept (jobKeys).
 func (s *StateStore) Namespace() state.Namespace { return s.ns }
 
-// Collect implements Store. A TTL entry may be stale (its record was
-// written again later with a new expiry); the record's own expiry decides.
+// Collect deletes what expired before now and reports how many records
+// it removed. A TTL entry may be stale (its record was written again
+// later with a new expiry); the record's own expiry decides.
 func (s *StateStore) Collect(ctx context.Context, now time.Time) (int, error) {
 	type entry struct {
 		key  []byte
@@ -896,9 +921,9 @@ func (s *StateStore) Collect(ctx context.Context, now time.Time) (int, error) {
 }
 
 // Secret returns the secret kept under name (k/<name>), generating and
-// keeping one with gen when there is none. Two gateways starting at once
-// on a shared store may both generate one; each reads back what was kept
-// last, so they settle on one.
+// keeping one with gen when there is none; it is never collected. Two
+// gateways starting at once on a shared store may both generate one; each
+// reads back what was kept last, so they settle on one.
 func (s *StateStore) Secret(ctx context.Context, name string, gen func() []byte) ([]byte, error) {
 	k := []byte(pfxKey + name)
 	v, err := s.ns.Get(ctx, k)
@@ -914,5 +939,3 @@ func (s *StateStore) Secret(ctx context.Context, name string, gen func() []byte)
 	v, err = s.ns.Get(ctx, k)
 	return v, classify(err)
 }
-
-var _ Store = (*StateStore)(nil)

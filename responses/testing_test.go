@@ -195,7 +195,7 @@ func openStoreWith(t testing.TB, dir string, opts StoreOptions) *testStore {
 func newTestService(t testing.TB, eng Engine) (*Service, *testStore) {
 	t.Helper()
 	st := openStore(t, t.TempDir())
-	svc := New(st, eng, Config{CollectInterval: -1})
+	svc := New(st.StateStore, eng, Config{CollectInterval: -1})
 	if err := svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func newTestService(t testing.TB, eng Engine) (*Service, *testStore) {
 func reopen(t testing.TB, dir string) (*Service, *testStore) {
 	t.Helper()
 	st := openStore(t, dir)
-	svc := New(st, &fakeEngine{}, Config{CollectInterval: -1})
+	svc := New(st.StateStore, &fakeEngine{}, Config{CollectInterval: -1})
 	if err := svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -19,38 +19,19 @@ var errRefused = errors.New("dial tcp 127.0.0.1:6379: connect: connection refuse
 // errOutage is what the state store returns while it is down.
 var errOutage = fmt.Errorf("%w: %w", state.ErrUnavailable, errRefused)
 
-// downStore is a Store whose health says down (when down is set) and
-// whose EndResponse fails with endErr (when not nil).
-type downStore struct {
-	Store
-	down   bool
-	endErr error
-}
-
-func (d *downStore) Health() error {
-	if d.down {
-		return classify(errOutage)
-	}
-	return nil
-}
-
-func (d *downStore) EndResponse(ctx context.Context, rec *Record, base []Segment, items []wire.Item, final *StreamEvent) error {
-	if d.endErr != nil {
-		return d.endErr
-	}
-	return d.Store.EndResponse(ctx, rec, base, items, final)
-}
-
-func newDownService(t *testing.T, ds *downStore) (*Service, *fakeEngine) {
+// newDownService starts a service on a fresh store whose namespace takes
+// the faults arm sets once the service has started (its seal key kept).
+func newDownService(t *testing.T, arm func(*faultyNamespace)) (*Service, *fakeEngine) {
 	t.Helper()
 	st := openStore(t, t.TempDir())
-	ds.Store = st
+	ns := faulty(st.Namespace())
 	eng := &fakeEngine{}
-	svc := New(ds, eng, Config{CollectInterval: -1})
+	svc := New(NewStore(ns, StoreOptions{}), eng, Config{CollectInterval: -1})
 	if err := svc.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { svc.Close(context.Background()) })
+	arm(ns)
 	return svc, eng
 }
 
@@ -68,7 +49,7 @@ func wantStoreUnavailable(t *testing.T, what string, err error) {
 // response that is to be stored is refused with a 503 before the engine
 // is asked; one that is not (store: false) runs.
 func TestCreateWhileStoreDown(t *testing.T) {
-	svc, eng := newDownService(t, &downStore{down: true})
+	svc, eng := newDownService(t, func(ns *faultyNamespace) { ns.down.Store(true) })
 	for _, tc := range []struct{ name, body string }{
 		{"stored", `{"model":"m","input":"hi"}`},
 		{"streamed", `{"model":"m","input":"hi","stream":true}`},
@@ -99,16 +80,16 @@ func TestCreateWhileStoreDown(t *testing.T) {
 // an error event, which the SDKs raise, instead of its end.
 func TestCreateStoreFailsAtEnd(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		endErr error
-		status int
-		code   string
+		name    string
+		syncErr error
+		status  int
+		code    string
 	}{
-		{"outage", classify(errOutage), http.StatusServiceUnavailable, "store_unavailable"},
+		{"outage", errOutage, http.StatusServiceUnavailable, "store_unavailable"},
 		{"other", errors.New("disk full"), http.StatusInternalServerError, "server_error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			svc, _ := newDownService(t, &downStore{endErr: tc.endErr})
+			svc, _ := newDownService(t, func(ns *faultyNamespace) { ns.failSyncs(tc.syncErr) })
 			resp, err := svc.Create(t.Context(), "a", mustDecode(t, `{"model":"m","input":"hi"}`), http.Header{}, nil)
 			var ae *apierror.Error
 			if resp != nil || !errors.As(err, &ae) || ae.Status != tc.status || ae.Code != tc.code {
