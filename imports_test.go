@@ -19,7 +19,7 @@ var floors = map[string][]string{
 	"stack":            {},
 	"gateway":          {"affinity", "apierror", "auth", "dispatch", "internal/jsonscan", "pools", "prompt", "responses", "responses/wire", "state", "tracing"},
 	"admin":            {"apierror", "auth", "turns", "pools", "sessions", "state", "internal/wait"},
-	"responses":        {"apierror", "dispatch", "gossip", "internal/jsonscan", "jobs", "prompt", "responses/wire", "state", "tracing", "internal/wait"},
+	"responses":        {"apierror", "dispatch", "gossip", "internal/jsonscan", "jobs", "prompt", "responses/mcpclient", "responses/wire", "state", "tracing", "internal/wait"},
 	"responses/wire":   {"apierror", "internal/jsonscan"},
 	"batch":            {"apierror", "dispatch", "jobs", "prompt", "state", "internal/wait"},
 	"dispatch":         {"turns", "affinity", "sessions", "pools", "kv", "models", "prompt", "apierror", "tracing", "internal/jsonscan"},
@@ -53,6 +53,8 @@ var floors = map[string][]string{
 	"bench/scenario/overload":  {"bench/driver", "bench/workload"},
 	"bench/report":             {"bench/driver", "bench/scenario/chaos", "bench/scenario/isolation", "bench/scenario/lending", "bench/scenario/overload", "bench/scrape", "bench/workload"},
 	"bench/overhead":           {"accelerators/enginemetrics", "bench/driver", "bench/report", "bench/workload"},
+	// responses' parts below it: the client of the MCP servers its tool loop calls.
+	"responses/mcpclient": {"responses/wire"},
 	// The engines' metric names, the one spelling for pools, sim and bench.
 	"accelerators/enginemetrics": {},
 	// Machinery with no domain, under internal/: it imports nothing of ours.

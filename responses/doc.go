@@ -18,10 +18,10 @@
 // back to the name and namespace OpenAI returns; hosted tools (web_search,
 // file_search, …), which only OpenAI runs, never reach the engine, and
 // Config.HostedTools drops them (counted, logged at debug) or refuses the
-// request. mcp tools are run by the service itself (mcp.go): listed,
-// offered to the engine, called inside the response, the engine asked
-// again with the results; custom tools are functions of one string for
-// the engine. The service rebuilds the turn's context from the
+// request. mcp tools are run by the service itself (mcp.go, over the
+// client in responses/mcpclient): listed, offered to the engine, called
+// inside the response, the engine asked again with the results; custom
+// tools are functions of one string for the engine. The service rebuilds the turn's context from the
 // StateStore (the previous_response_id chain or the conversation), fits it to
 // the model's window (counting tokens with the turn path's tokenizer; the
 // rendered prompt's count is the turn's, used again by admission and

@@ -3,14 +3,13 @@ package responses
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/turnpike-gateway/turnpike/responses/mcpclient"
 	"github.com/turnpike-gateway/turnpike/responses/wire"
 )
 
@@ -35,60 +34,6 @@ const (
 	maxMCPLegs = 16
 )
 
-// mcpSessions holds a response's connections to its MCP servers, opened
-// on first use and closed when the response ends. It is owned by the
-// response's goroutine.
-type mcpSessions struct {
-	s     *Service
-	conns map[string]*mcp.ClientSession
-	// calls counts the calls made, for max_tool_calls.
-	calls int
-}
-
-func (ms *mcpSessions) close() {
-	for _, c := range ms.conns {
-		c.Close()
-	}
-}
-
-// headerTransport adds a server's headers to each request.
-type headerTransport struct {
-	headers map[string]string
-	base    http.RoundTripper
-}
-
-func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	for k, v := range h.headers {
-		r.Header.Set(k, v)
-	}
-	return h.base.RoundTrip(r)
-}
-
-// session connects to srv, once per response.
-func (ms *mcpSessions) session(ctx context.Context, srv *wire.MCPServer) (*mcp.ClientSession, error) {
-	if c := ms.conns[srv.Label]; c != nil {
-		return c, nil
-	}
-	if err := ms.s.mcpAllowed(srv.URL); err != nil {
-		return nil, err
-	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "turnpike", Version: "1"}, nil)
-	transport := &mcp.StreamableClientTransport{Endpoint: srv.URL, MaxRetries: -1,
-		HTTPClient: &http.Client{Transport: headerTransport{srv.Headers, http.DefaultTransport}}}
-	ctx, cancel := context.WithTimeout(ctx, ms.s.cfg.MCPTimeout)
-	defer cancel()
-	c, err := client.Connect(ctx, transport, nil)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to MCP server %q: %w", srv.Label, err)
-	}
-	if ms.conns == nil {
-		ms.conns = make(map[string]*mcp.ClientSession)
-	}
-	ms.conns[srv.Label] = c
-	return c, nil
-}
-
 // mcpAllowed checks a server URL against Config.MCPAllowedURLs: none is
 // allowed unless a prefix names it. A prefix matches at a boundary only
 // (its own end in '/' or ':', or the URL's next character one of "/?#"),
@@ -106,96 +51,31 @@ func (s *Service) mcpAllowed(url string) error {
 	return fmt.Errorf("the MCP server %s is not among the servers this gateway may call (responses.mcpAllowedURLs)", url)
 }
 
-// list lists srv's tools as an mcp_list_tools item; a failure is the
+// mcpList lists srv's tools as an mcp_list_tools item; a failure is the
 // item's error.
-func (ms *mcpSessions) list(ctx context.Context, srv *wire.MCPServer) wire.Item {
+func (s *Service) mcpList(ctx context.Context, ms *mcpclient.Sessions, srv *wire.MCPServer) wire.Item {
 	it := wire.Item{Type: wire.ItemMCPListTools, ID: newID("mcpl_"), Status: wire.StatusCompleted, ServerLabel: srv.Label, Output: "[]"}
-	c, err := ms.session(ctx, srv)
+	tools, err := ms.List(ctx, srv)
 	if err == nil {
-		ctx, cancel := context.WithTimeout(ctx, ms.s.cfg.MCPTimeout)
-		defer cancel()
-		var res *mcp.ListToolsResult
-		if res, err = c.ListTools(ctx, nil); err == nil {
-			tools := make([]wire.MCPListedTool, 0, len(res.Tools))
-			for _, t := range res.Tools {
-				schema, _ := json.Marshal(t.InputSchema)
-				ann, _ := json.Marshal(t.Annotations)
-				tools = append(tools, wire.MCPListedTool{Name: t.Name, Description: t.Description, InputSchema: schema, Annotations: ann})
-			}
-			b, _ := json.Marshal(tools)
-			it.Output = string(b)
-		}
-	}
-	if err != nil {
+		b, _ := json.Marshal(tools)
+		it.Output = string(b)
+	} else {
 		it.Error, it.Status = err.Error(), wire.StatusFailed
 	}
-	ms.s.mcpRequests.WithLabelValues("list", resultOf(err)).Inc()
+	s.mcpRequests.WithLabelValues("list", resultOf(err)).Inc()
 	return it
 }
 
-// call makes an mcp_call item's call and fills its output or error.
-func (ms *mcpSessions) call(ctx context.Context, srv *wire.MCPServer, it *wire.Item) {
-	ms.calls++
+// mcpCall makes an mcp_call item's call and fills its output or error.
+func (s *Service) mcpCall(ctx context.Context, ms *mcpclient.Sessions, srv *wire.MCPServer, it *wire.Item) {
 	it.Status = wire.StatusCompleted
-	err := func() error {
-		var args map[string]any
-		if strings.TrimSpace(it.Arguments) != "" {
-			if err := json.Unmarshal([]byte(it.Arguments), &args); err != nil {
-				return fmt.Errorf("the arguments are not a JSON object: %v", err)
-			}
-		}
-		c, err := ms.session(ctx, srv)
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(ctx, ms.s.cfg.MCPTimeout)
-		defer cancel()
-		res, err := c.CallTool(ctx, &mcp.CallToolParams{Name: it.Name, Arguments: args})
-		if err != nil {
-			return err
-		}
-		var out strings.Builder
-		for _, c := range res.Content {
-			switch c := c.(type) {
-			case *mcp.TextContent:
-				out.WriteString(c.Text)
-			default:
-				b, _ := json.Marshal(c)
-				out.Write(b)
-			}
-		}
-		if res.IsError {
-			b, _ := json.Marshal(res.Content)
-			return toolError{content: b}
-		}
-		it.Output = out.String()
-		return nil
-	}()
+	out, err := ms.Call(ctx, srv, it.Name, it.Arguments)
 	if err != nil {
-		it.Error, it.Status = callError(err), wire.StatusFailed
+		it.Error, it.Status = mcpclient.CallError(err), wire.StatusFailed
+	} else {
+		it.Output = out
 	}
-	ms.s.mcpRequests.WithLabelValues("call", resultOf(err)).Inc()
-}
-
-// toolError is a tool's own failure (a result with isError), its content
-// as the server sent it.
-type toolError struct{ content json.RawMessage }
-
-func (e toolError) Error() string { return string(e.content) }
-
-// callError is an mcp_call's error as OpenAI writes it, in JSON: the
-// tool's failure (mcp_tool_execution_error with its content), or a
-// failure to reach or speak with the server (mcp_protocol_error).
-func callError(err error) string {
-	var te toolError
-	if !errors.As(err, &te) {
-		return wire.MCPProtocolError(err.Error())
-	}
-	b, _ := json.Marshal(struct {
-		Type    string          `json:"type"`
-		Content json.RawMessage `json:"content"`
-	}{"mcp_tool_execution_error", te.content})
-	return string(b)
+	s.mcpRequests.WithLabelValues("call", resultOf(err)).Inc()
 }
 
 // errorText is an mcp_call's error as the model reads it.
@@ -229,18 +109,18 @@ func resultOf(err error) string {
 // the engine, and the calls the input approves are made. It returns the
 // response's MCP sessions, nil when the request has no mcp tools; the
 // caller closes them.
-func (s *Service) mcpSetup(ctx context.Context, t *turn) (*mcpSessions, error) {
+func (s *Service) mcpSetup(ctx context.Context, t *turn) (*mcpclient.Sessions, error) {
 	if len(t.req.MCP) == 0 {
 		return nil, nil
 	}
-	ms := &mcpSessions{s: s}
+	ms := s.mcp.Open()
 	req := *t.req
 	req.Tools = slices.Clone(t.req.Tools)
 	for i := range req.MCP {
 		srv := &req.MCP[i]
 		listed := lastList(t.items, srv.Label)
 		if listed == nil {
-			it := ms.list(ctx, srv)
+			it := s.mcpList(ctx, ms, srv)
 			t.pre = append(t.pre, it)
 			listed = &it
 		}
@@ -268,7 +148,7 @@ func (s *Service) mcpSetup(ctx context.Context, t *turn) (*mcpSessions, error) {
 		}
 		ar := approvalRequest(t.items, in.ApprovalRequestID)
 		if ar == nil {
-			ms.close()
+			ms.Close()
 			return nil, wire.Invalidf(fmt.Sprintf("input[%d].approval_request_id", i), "invalid_value",
 				"No mcp_approval_request with id '%s' comes before this approval.", in.ApprovalRequestID)
 		}
@@ -277,16 +157,16 @@ func (s *Service) mcpSetup(ctx context.Context, t *turn) (*mcpSessions, error) {
 		}
 		srv := req.Server(ar.ServerLabel)
 		if srv == nil {
-			ms.close()
+			ms.Close()
 			return nil, wire.Invalidf(fmt.Sprintf("input[%d].approval_request_id", i), "invalid_value",
 				"The approved call is to MCP server '%s', which is not among the request's tools.", ar.ServerLabel)
 		}
 		call := wire.Item{Type: wire.ItemMCPCall, ID: newID("mcp_"), ServerLabel: ar.ServerLabel, Name: ar.Name, Arguments: ar.Arguments, ApprovalRequestID: ar.ID}
-		ms.callBounded(ctx, t.req, srv, &call)
+		s.callBounded(ctx, ms, t.req, srv, &call)
 		t.pre = append(t.pre, call)
 	}
 	if err := s.fit(t, compacted(slices.Concat(t.items, t.pre))); err != nil {
-		ms.close()
+		ms.Close()
 		return nil, err
 	}
 	return ms, nil
@@ -311,12 +191,12 @@ func answered(items []wire.Item, id string) bool {
 
 // callBounded makes the call unless max_tool_calls has been reached, in
 // which case the call fails saying so.
-func (ms *mcpSessions) callBounded(ctx context.Context, req *wire.CreateRequest, srv *wire.MCPServer, it *wire.Item) {
-	if req.MaxToolCalls != nil && ms.calls >= *req.MaxToolCalls {
-		it.Status, it.Error = wire.StatusFailed, callError(fmt.Errorf("not called: this response has made max_tool_calls (%d) tool calls", *req.MaxToolCalls))
+func (s *Service) callBounded(ctx context.Context, ms *mcpclient.Sessions, req *wire.CreateRequest, srv *wire.MCPServer, it *wire.Item) {
+	if req.MaxToolCalls != nil && ms.Calls() >= *req.MaxToolCalls {
+		it.Status, it.Error = wire.StatusFailed, mcpclient.CallError(fmt.Errorf("not called: this response has made max_tool_calls (%d) tool calls", *req.MaxToolCalls))
 		return
 	}
-	ms.call(ctx, srv, it)
+	s.mcpCall(ctx, ms, srv, it)
 }
 
 // mcpStep makes the MCP calls the engine's last turn asked for, each
@@ -325,7 +205,7 @@ func (ms *mcpSessions) callBounded(ctx context.Context, req *wire.CreateRequest,
 // client runs or a tool that waits for approval, nor when no MCP call
 // was made. Once max_tool_calls is reached the next turn offers no
 // tools, so the model answers.
-func (s *Service) mcpStep(ctx context.Context, t *turn, r *run, ms *mcpSessions, legStart int) bool {
+func (s *Service) mcpStep(ctx context.Context, t *turn, r *run, ms *mcpclient.Sessions, legStart int) bool {
 	r.closeOpen(wire.StatusCompleted)
 	pending := r.pendingMCP
 	r.pendingMCP = nil
@@ -334,9 +214,9 @@ func (s *Service) mcpStep(ctx context.Context, t *turn, r *run, ms *mcpSessions,
 		srv := t.req.Server(it.ServerLabel)
 		r.emit(&Event{Type: "response.mcp_call.in_progress", OutputIndex: &idx, ItemID: it.ID})
 		if srv == nil {
-			it.Status, it.Error = wire.StatusFailed, callError(fmt.Errorf("no MCP server labelled %q among the request's tools", it.ServerLabel))
+			it.Status, it.Error = wire.StatusFailed, mcpclient.CallError(fmt.Errorf("no MCP server labelled %q among the request's tools", it.ServerLabel))
 		} else {
-			ms.callBounded(ctx, t.req, srv, it)
+			s.callBounded(ctx, ms, t.req, srv, it)
 		}
 		end := "response.mcp_call.completed"
 		if it.Error != "" {
@@ -354,7 +234,7 @@ func (s *Service) mcpStep(ctx context.Context, t *turn, r *run, ms *mcpSessions,
 			return false
 		}
 	}
-	if t.req.MaxToolCalls != nil && ms.calls >= *t.req.MaxToolCalls {
+	if t.req.MaxToolCalls != nil && ms.Calls() >= *t.req.MaxToolCalls {
 		req := *t.req
 		req.EngineChoice = wire.EngineChoice{Mode: "none"}
 		t.req = &req
@@ -365,7 +245,7 @@ func (s *Service) mcpStep(ctx context.Context, t *turn, r *run, ms *mcpSessions,
 // mcpLoop asks the engine again while its answer calls MCP tools, each
 // time with the calls' results; engErr is the first turn's failure and
 // the loop's result is the last one's. The caller owns r and ends it.
-func (s *Service) mcpLoop(ctx context.Context, t *turn, r *run, ms *mcpSessions, hdr http.Header, engErr error) error {
+func (s *Service) mcpLoop(ctx context.Context, t *turn, r *run, ms *mcpclient.Sessions, hdr http.Header, engErr error) error {
 	if ms == nil || engErr != nil {
 		return engErr
 	}

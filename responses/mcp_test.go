@@ -1,7 +1,10 @@
 package responses
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/turnpike-gateway/turnpike/responses/wire"
@@ -41,9 +44,11 @@ func TestMCPApprovalPolicy(t *testing.T) {
 // MCP server, and the error names the setting (issue 32, item 6).
 func TestMCPAllowedURLsDefault(t *testing.T) {
 	s := New(openStore(t, t.TempDir()).StateStore, &fakeEngine{}, Config{CollectInterval: -1})
-	ms := &mcpSessions{s: s}
-	it := ms.list(t.Context(), &wire.MCPServer{Label: "x", URL: "http://169.254.169.254/mcp"})
-	if it.Type != wire.ItemMCPListTools || !strings.Contains(it.Error, "responses.mcpAllowedURLs") || len(ms.conns) != 0 {
+	url, hits := countingServer(t)
+	ms := s.mcp.Open()
+	defer ms.Close()
+	it := s.mcpList(t.Context(), ms, &wire.MCPServer{Label: "x", URL: url})
+	if it.Type != wire.ItemMCPListTools || !strings.Contains(it.Error, "responses.mcpAllowedURLs") || hits.Load() != 0 {
 		t.Fatalf("list with no server allowed: %+v", it)
 	}
 }
@@ -76,9 +81,20 @@ func TestMCPAllowedURLs(t *testing.T) {
 	if err := s.mcpAllowed("https://tools.internal/mcp"); err != nil {
 		t.Fatalf("allowed server refused: %v", err)
 	}
-	ms := &mcpSessions{s: s}
-	it := ms.list(t.Context(), &wire.MCPServer{Label: "x", URL: "http://169.254.169.254/mcp"})
-	if it.Type != wire.ItemMCPListTools || !strings.Contains(it.Error, "mcpAllowedURLs") || it.Output != "[]" || len(ms.conns) != 0 {
+	url, hits := countingServer(t)
+	ms := s.mcp.Open()
+	defer ms.Close()
+	it := s.mcpList(t.Context(), ms, &wire.MCPServer{Label: "x", URL: url})
+	if it.Type != wire.ItemMCPListTools || !strings.Contains(it.Error, "mcpAllowedURLs") || it.Output != "[]" || hits.Load() != 0 {
 		t.Fatalf("list of a server not allowed: %+v", it)
 	}
+}
+
+// countingServer is the URL of a server on loopback that answers nothing
+// but counts the requests that reach it.
+func countingServer(t *testing.T) (string, *atomic.Int32) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp", &hits
 }

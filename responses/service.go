@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/turnpike-gateway/turnpike/internal/wait"
 	"github.com/turnpike-gateway/turnpike/jobs"
+	"github.com/turnpike-gateway/turnpike/responses/mcpclient"
 	"github.com/turnpike-gateway/turnpike/tracing"
 )
 
@@ -207,6 +208,9 @@ type Service struct {
 	cfg    Config
 	log    *slog.Logger
 	engine Engine
+	// mcp reaches the MCP servers of mcp tools, the servers
+	// Config.MCPAllowedURLs allows.
+	mcp *mcpclient.Client
 	// hostedDropped counts the hosted tools dropped from requests, by type.
 	hostedDropped *prometheus.CounterVec
 	// compactions counts compaction summaries written, by trigger
@@ -265,6 +269,7 @@ func New(store *StateStore, engine Engine, cfg Config) *Service {
 		cfg.Now = time.Now
 	}
 	s := &Service{store: store, engine: engine, cfg: cfg, log: cfg.Logger, sem: make(chan struct{}, cfg.Workers)}
+	s.mcp = &mcpclient.Client{Timeout: cfg.MCPTimeout, Allow: s.mcpAllowed}
 	s.hostedDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "turnpike_responses_hosted_tools_dropped_total",
 		Help: "Hosted tools (web_search, file_search, …) removed from Responses requests before they reached an engine, by tool type.",

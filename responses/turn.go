@@ -505,7 +505,7 @@ func (s *Service) Create(ctx context.Context, tenant string, req *wire.CreateReq
 		return nil, err
 	}
 	if ms != nil {
-		defer ms.close()
+		defer ms.Close()
 	}
 	dt, err := s.begin(ctx, t, hdr)
 	if err != nil {
