@@ -33,6 +33,7 @@ func (s *Service) Register(g *echo.Group) {
 	r(http.MethodDelete, "/tenants/:tenant/keys/:key", s.revokeKey)
 	r(http.MethodGet, "/tenants/:tenant/sessions/:session", s.getSession)
 	r(http.MethodPost, "/tenants/:tenant/sessions/:session/unpin", s.unpinSession)
+	r(http.MethodGet, "/config", s.getConfig)
 	r(http.MethodGet, "/flowcontrol", s.getFlowControl)
 	r(http.MethodPut, "/flowcontrol", s.putFlowControl)
 	r(http.MethodDelete, "/flowcontrol", s.deleteFlowControl)

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -161,8 +162,11 @@ type Service struct {
 	stop  context.CancelFunc
 	loops sync.WaitGroup
 	// fileFlow is flow control as the config file set it, restored when
-	// the API's override is deleted.
+	// the API's override is deleted. Written under mu (Reload), as is
+	// deps.Config.
 	fileFlow turns.FlowControl
+	// config is what GET /config answers; nil until the assembly sets it.
+	config atomic.Pointer[ConfigStatus]
 
 	mu struct {
 		sync.Mutex

@@ -43,6 +43,9 @@ type Request struct {
 	// Routing is what the last Pick decided, kept here for Done. The
 	// policy writes it; the gateway leaves it alone.
 	Routing Routing
+	// picker is the policy that made the last Pick under a Reloadable,
+	// which Done goes to.
+	picker Policy
 }
 
 // Routing is a policy's note, in the Request, of what its last Pick
