@@ -63,6 +63,10 @@ var floors = map[string][]string{
 	"internal/jsonscan":  {},
 	"internal/wait":      {},
 	"internal/filewatch": {},
+	// A real kube-apiserver and etcd for tests.
+	"internal/kubetest": {},
+	// The Helm chart's tests (test files alone).
+	"deploy/helm": {},
 }
 
 // The assembly (stack) may import every package below cmd but the load

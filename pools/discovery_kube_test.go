@@ -6,12 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -22,7 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/turnpike-gateway/turnpike/internal/kubetest"
 )
 
 // controlPlane starts a real kube-apiserver and etcd from
@@ -31,48 +28,15 @@ import (
 // are not there.
 func controlPlane(t *testing.T) (kubeconfig string, client kubernetes.Interface, dyn dynamic.Interface) {
 	t.Helper()
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		t.Skip("run `make k8s-assets` and set KUBEBUILDER_ASSETS=<dir>")
-	}
-	// The CRD ships with the module that gives its Go types.
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api-inference-extension").Output()
-	if err != nil {
-		t.Fatalf("locate the InferencePool CRD's module: %v", err)
-	}
-	crd := filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "bases", "inference.networking.k8s.io_inferencepools.yaml")
-	env := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDInstallOptions:     envtest.CRDInstallOptions{Paths: []string{crd}, ErrorIfPathMissing: true},
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start the control plane from %s: %v", assets, err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stop the control plane: %v", err)
-		}
-	})
-	user, err := env.AddUser(envtest.User{Name: "turnpike-test", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
+	cp := kubetest.Start(t)
+	var err error
+	if client, err = kubernetes.NewForConfig(cp.Config); err != nil {
 		t.Fatal(err)
 	}
-	b, err := user.KubeConfig()
-	if err != nil {
+	if dyn, err = dynamic.NewForConfig(cp.Config); err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if client, err = kubernetes.NewForConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if dyn, err = dynamic.NewForConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
-	return kubeconfig, client, dyn
+	return cp.Kubeconfig, client, dyn
 }
 
 // loopbackEngines starts an engine on each of 127.0.0.1 … 127.0.0.n, all
