@@ -1,7 +1,7 @@
 # turnpike — run `make help` for the targets.
 GO ?= go
 
-.PHONY: help test race bench overhead fuzz lint run ci k8s-assets
+.PHONY: help test race bench overhead fuzz lint run ci k8s-assets chart-check
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-10s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ lint: ## gofmt, go vet and staticcheck; fails on any finding
 
 k8s-assets: ## build and cache a real kube-apiserver and etcd for the Kubernetes discovery tests; prints the KUBEBUILDER_ASSETS dir
 	@bash scripts/k8s-assets.sh
+
+chart-check: ## helm lint and template of deploy/helm/turnpike and its Go tests (a server-side dry run with KUBEBUILDER_ASSETS set)
+	@bash scripts/chart-check.sh
 
 run: ## run turnpike with its embedded simulated fleet
 	$(GO) run ./cmd/turnpike
