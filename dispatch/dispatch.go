@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/internal/jsonscan"
 	"github.com/turnpike-gateway/turnpike/kv"
+	"github.com/turnpike-gateway/turnpike/models"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/prompt"
 	"github.com/turnpike-gateway/turnpike/sessions"
@@ -82,6 +84,9 @@ type Options struct {
 	// requests under the span of Begin's context, and sends its context
 	// to engines as traceparent; nil traces nothing.
 	Tracer *tracing.Tracer
+	// Models rewrites the models turns name (aliases, weighted rules with
+	// fallbacks); SetModels replaces it. Nil rewrites none.
+	Models *models.Table
 }
 
 // Dispatcher runs turns on the fleet. Build it with New.
@@ -112,6 +117,10 @@ type Dispatcher struct {
 	pdModels map[string]bool
 	pdm      *pdMetrics
 	tr       *tracing.Tracer
+	// models rewrites the model a turn names; fallbacks counts the turns
+	// sent to a target's fallback.
+	models    atomic.Pointer[models.Table]
+	fallbacks prometheus.Counter
 }
 
 // New builds a Dispatcher. It starts nothing.
@@ -143,7 +152,12 @@ func New(opts Options) (*Dispatcher, error) {
 			Name: "turnpike_prompt_tokens_resumed_total",
 			Help: "Prompt tokens neither encoded nor hashed again because the conversation's previous turn had them (prompt.Memo).",
 		}),
+		fallbacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "turnpike_model_fallbacks_total",
+			Help: "Turns tried on a fallback model of their rule's target, which had no endpoint or shed them.",
+		}),
 	}
+	d.models.Store(opts.Models)
 	for _, r := range []string{migrationResumed, migrationNotResumable, migrationFailed} {
 		d.migrations.WithLabelValues(r)
 	}
@@ -176,7 +190,7 @@ func New(opts Options) (*Dispatcher, error) {
 		d.pdModels[m] = opts.Registry.Disaggregated(m)
 	}
 	if opts.Metrics != nil {
-		for _, c := range append([]prometheus.Collector{d.retries, d.migrations, d.resumedTokens}, d.pdm.collectors()...) {
+		for _, c := range append([]prometheus.Collector{d.retries, d.migrations, d.resumedTokens, d.fallbacks}, d.pdm.collectors()...) {
 			if err := opts.Metrics.Register(c); err != nil {
 				return nil, fmt.Errorf("dispatch: %w", err)
 			}
@@ -185,12 +199,28 @@ func New(opts Options) (*Dispatcher, error) {
 	return d, nil
 }
 
-// Serves reports whether a pool serves model.
-func (d *Dispatcher) Serves(model string) bool { return d.capacity[model] != nil }
+// Serves reports whether a pool serves model, or one of the models its
+// rewrite rules may send it to.
+func (d *Dispatcher) Serves(model string) bool { return d.served(model) != "" }
 
 // ContextLength is the smallest context window, in tokens, of the pools
-// serving model; 0 if none says.
+// serving model; 0 if none says. For a model the rewrite rules take,
+// the smallest of every served model they may send it to, fallbacks
+// included: the prompt fits whichever answers.
 func (d *Dispatcher) ContextLength(model string) int {
+	if d.capacity[model] != nil {
+		return d.contextLength(model)
+	}
+	n := 0
+	for _, m := range d.models.Load().Targets(model) {
+		if l := d.contextLength(m); l > 0 && (n == 0 || l < n) {
+			n = l
+		}
+	}
+	return n
+}
+
+func (d *Dispatcher) contextLength(model string) int {
 	n := 0
 	for _, p := range d.reg.PoolsFor(model) {
 		if l := p.Model.ContextLength; l > 0 && (n == 0 || l < n) {
@@ -201,8 +231,13 @@ func (d *Dispatcher) ContextLength(model string) int {
 }
 
 // Tokenizer is the tokenizer the turns of model are counted and encoded
-// with.
+// with; for a model the rewrite rules take, that of the first served
+// model they may send it to (Begin counts again for a target with
+// another).
 func (d *Dispatcher) Tokenizer(model string) prompt.Tokenizer {
+	if m := d.served(model); m != "" {
+		model = m
+	}
 	if tok, ok := d.toks[model]; ok {
 		return tok
 	}
@@ -212,7 +247,8 @@ func (d *Dispatcher) Tokenizer(model string) prompt.Tokenizer {
 // Spec is one turn as its caller describes it. Begin reads it and keeps
 // it until End; the caller must not change it in between.
 type Spec struct {
-	// Tenant owns the turn; Model is the served model name.
+	// Tenant owns the turn; Model is the model the client named: a
+	// served model, or a name the rewrite rules (Options.Models) take.
 	Tenant, Model string
 	// Path is the engine route: "/v1/chat/completions" or "/v1/completions".
 	Path string
@@ -267,13 +303,27 @@ var bufferPool = sync.Pool{New: func() any { return new(buffers) }}
 // maxPooledTokens keeps one huge prompt from pinning its buffers forever.
 const maxPooledTokens = 1 << 20
 
-// Begin runs a turn up to the engine's answer: session, admission,
-// tokens and hashes, pick, send, retries before the first byte. On
-// success the caller owns the Turn and must call End exactly once; on
-// error everything taken has been given back.
-func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (_ *Turn, err error) {
-	t := &Turn{ctx: ctx, d: d, spec: spec, start: time.Now()}
-	t.sessionKey, _ = sessions.Derive(sessionInputs(spec))
+// Begin runs a turn up to the engine's answer: model rewrite, session,
+// admission, tokens and hashes, pick, send, retries before the first
+// byte, fallback models. On success the caller owns the Turn and must
+// call End exactly once; on error everything taken has been given back.
+//
+// A model the rewrite rules take goes to the target they pick (by the
+// session, so that a session's turns keep one) with the body's model
+// member rewritten; Turn.Model says which served it.
+func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (*Turn, error) {
+	key := SessionKey(spec)
+	if m := d.models.Load(); m != nil {
+		if route, ok := m.Resolve(&models.Request{Model: spec.Model, Tenant: spec.Tenant, Header: spec.ClientHeader, Session: key}); ok {
+			return d.beginRouted(ctx, spec, key, route)
+		}
+	}
+	return d.begin(ctx, spec, key)
+}
+
+// begin is Begin for spec's model as named, in session key.
+func (d *Dispatcher) begin(ctx context.Context, spec *Spec, key string) (_ *Turn, err error) {
+	t := &Turn{ctx: ctx, d: d, spec: spec, start: time.Now(), sessionKey: key}
 	t.route = affinity.Request{
 		Model:                spec.Model,
 		Tenant:               spec.Tenant,

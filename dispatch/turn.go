@@ -107,6 +107,10 @@ func (t *Turn) Endpoint() *pools.Endpoint { return t.ep }
 // Header is the engine's response header.
 func (t *Turn) Header() http.Header { return t.resp.Header }
 
+// Model is the served model the turn went to: the one its spec named, or
+// the target (or fallback) of the rule that rewrote it.
+func (t *Turn) Model() string { return t.spec.Model }
+
 // SessionKey is the session the turn was counted in, "" for none.
 func (t *Turn) SessionKey() string { return t.sessionKey }
 

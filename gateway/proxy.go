@@ -84,6 +84,7 @@ func (s *Server) proxyCompletion(c echo.Context, path string, kind prompt.BodyKi
 			spec.Body, strip = b, true
 		}
 	}
+	s.nameModelRule(c, spec.Tenant, spec.Model)
 	ctx := c.Request().Context()
 	var span trace.Span
 	if tr := s.opts.Tracer; tr.On() {
@@ -120,6 +121,14 @@ func (s *Server) proxyCompletion(c echo.Context, path string, kind prompt.BodyKi
 	c.Response().WriteHeader(http.StatusOK)
 	_, err = c.Response().Write(b)
 	return err
+}
+
+// nameModelRule names, in the response's header, the rule that rewrites
+// the request's model, if one does.
+func (s *Server) nameModelRule(c echo.Context, tenant, model string) {
+	if rule := s.dispatch.ModelRule(tenant, model, c.Request().Header); rule != "" {
+		c.Response().Header().Set(dispatch.ModelRuleHeader, rule)
+	}
 }
 
 // startTurn starts the span of a chat or text completion turn, under the

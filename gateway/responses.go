@@ -167,6 +167,7 @@ func (h *responsesAPI) create(c echo.Context) error {
 		}
 	}
 	ctx, tenant := c.Request().Context(), tenantOf(c)
+	h.s.nameModelRule(c, tenant, req.Model)
 	if tr := h.s.opts.Tracer; tr.On() {
 		var span trace.Span
 		ctx, span = tr.StartTurn(tr.Extract(ctx, c.Request().Header), tracing.OpResponses, req.Model)

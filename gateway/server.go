@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -384,20 +385,30 @@ func (s *Server) handleOpenAPI(c echo.Context) error {
 	return c.Blob(http.StatusOK, "application/yaml", s.opts.OpenAPI)
 }
 
-// handleModels lists the union of the pools' served models.
+// handleModels lists the union of the pools' served models, then the
+// names the model rewrites take that no pool serves (aliases), each with
+// the served model that answers it as its root, as vLLM names the model
+// behind a served name.
 func (s *Server) handleModels(c echo.Context) error {
 	type model struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
 		Created int64  `json:"created"`
 		OwnedBy string `json:"owned_by"`
+		Root    string `json:"root,omitempty"`
 	}
 	out := struct {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
-	for _, m := range s.reg.Models() {
+	served := s.reg.Models()
+	for _, m := range served {
 		out.Data = append(out.Data, model{ID: m, Object: "model", Created: s.started.Unix(), OwnedBy: "turnpike"})
+	}
+	for _, a := range s.dispatch.Models().Aliases() {
+		if !slices.Contains(served, a.Name) {
+			out.Data = append(out.Data, model{ID: a.Name, Object: "model", Created: s.started.Unix(), OwnedBy: "turnpike", Root: a.Target})
+		}
 	}
 	return c.JSON(http.StatusOK, out)
 }

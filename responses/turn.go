@@ -450,6 +450,9 @@ func (s *Service) begin(ctx context.Context, t *turn, hdr http.Header) (*dispatc
 		return nil, engineError(ee)
 	}
 	if err == nil {
+		// The response names the served model that answers it, the
+		// target of the rule that rewrote the one named, if any.
+		t.rec.Response.Model = dt.Model()
 		// The chain's next responses continue in this session.
 		t.rec.Session = dt.SessionKey()
 		if span := trace.SpanFromContext(ctx); t.conversation != "" && span.IsRecording() {

@@ -13,6 +13,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/batch"
 	"github.com/turnpike-gateway/turnpike/gateway"
+	"github.com/turnpike-gateway/turnpike/models"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/responses"
 	"github.com/turnpike-gateway/turnpike/sessions"
@@ -45,6 +46,9 @@ type Config struct {
 	// Routing chooses and tunes the routing policy (see affinity.Config)
 	// and prefill/decode disaggregation (pd). Default policy cache-aware.
 	Routing RoutingConfig `yaml:"routing"`
+	// Models rewrites the models clients name: aliases and rules with
+	// weighted targets and fallbacks (see models.Config). Default none.
+	Models models.Config `yaml:"models"`
 	// Sessions bounds session state (see sessions.Options).
 	Sessions sessions.Options `yaml:"sessions"`
 	// FlowControl is bands, saturation, shedding and queueing (see
@@ -198,6 +202,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.FlowControl.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("flowControl: %w", err))
+	}
+	if err := c.Models.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.Admin.Validate(); err != nil {
 		errs = append(errs, err)
