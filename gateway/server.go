@@ -144,6 +144,8 @@ type Server struct {
 	// active counts the requests being handled, so that a shutdown past
 	// its deadline can wait for them to say why they end.
 	active sync.WaitGroup
+	// draining: Drain was called, /readyz answers 503.
+	draining atomic.Bool
 
 	// served delivers, once, why the server stopped serving (Served).
 	served chan error
@@ -302,6 +304,11 @@ func (s *Server) Addr() string {
 // or the listener's error if it failed before.
 func (s *Server) Served() <-chan error { return s.served }
 
+// Drain makes /readyz answer 503 from now on while every other route
+// serves as before: the first step of a graceful shutdown, so that load
+// balancers stop sending requests before Close stops accepting them.
+func (s *Server) Drain() { s.draining.Store(true) }
+
 // Close stops accepting connections and waits, up to the shutdown
 // timeout or ctx, for in-flight requests (streams included) to finish.
 func (s *Server) Close(ctx context.Context) error {
@@ -367,6 +374,9 @@ func (s *Server) handleHealthz(c echo.Context) error {
 // endpoint can take requests. The store's failure is not told: /readyz
 // is open, and it names the store's address.
 func (s *Server) handleReadyz(c echo.Context) error {
+	if s.draining.Load() {
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "shutting down"})
+	}
 	if h := s.opts.StoreHealth; h != nil && h() != nil {
 		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "state store unavailable"})
 	}

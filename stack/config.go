@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -26,13 +27,64 @@ import (
 const (
 	DefaultAddr    = "127.0.0.1:8080"
 	DefaultDataDir = "./turnpike-data"
+	// DefaultShutdownDelay is how long /readyz fails before the gateway
+	// stops accepting, at SIGTERM: long enough for a load balancer (a
+	// Kubernetes Service's endpoints) to stop sending new requests.
+	DefaultShutdownDelay = 5 * time.Second
+	// DefaultShutdownTimeout bounds the drain of in-flight requests at
+	// shutdown (gateway.DefaultShutdownTimeout).
+	DefaultShutdownTimeout = gateway.DefaultShutdownTimeout
 )
+
+// APIVersionV1 is the config file's apiVersion, the one this gateway
+// reads. A file without apiVersion is read as turnpike/v1, with a
+// warning (Config.Warnings); one naming any other version is refused.
+const APIVersionV1 = "turnpike/v1"
+
+// ServerConfig is the server section: how the gateway shuts down.
+type ServerConfig struct {
+	// ShutdownDelay is how long, at SIGTERM, /readyz answers 503 while
+	// the gateway still serves every request, before it stops accepting:
+	// the time a load balancer takes to see it unready. Default 5s; a
+	// negative value is none.
+	ShutdownDelay time.Duration `yaml:"shutdownDelay"`
+	// ShutdownTimeout bounds how long, once it stops accepting, the
+	// gateway waits for in-flight requests (streams included) before it
+	// ends them. Default 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdownTimeout"`
+}
+
+// EnsureDefaults fills unset fields.
+func (c *ServerConfig) EnsureDefaults() {
+	if c.ShutdownDelay == 0 {
+		c.ShutdownDelay = DefaultShutdownDelay
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+}
+
+// Validate reports every problem at once.
+func (c *ServerConfig) Validate() error {
+	if c.ShutdownTimeout < 0 {
+		return errors.New("server.shutdownTimeout: must not be negative")
+	}
+	return nil
+}
+
+// delay is ShutdownDelay, none when negative.
+func (c *ServerConfig) delay() time.Duration { return max(c.ShutdownDelay, 0) }
 
 // Config is the whole config file. Every section has defaults; only pools
 // are required (and only when not running the embedded demo fleet).
 type Config struct {
+	// APIVersion is the file's version, APIVersionV1. Default (absent):
+	// read as APIVersionV1, with a warning.
+	APIVersion string `yaml:"apiVersion"`
 	// Addr is the listen address. Default 127.0.0.1:8080.
 	Addr string `yaml:"addr"`
+	// Server is how the gateway shuts down (see ServerConfig).
+	Server ServerConfig `yaml:"server"`
 	// DataDir holds the state store when it is Pebble. Default
 	// ./turnpike-data.
 	DataDir string `yaml:"dataDir"`
@@ -78,6 +130,9 @@ type Config struct {
 	// Runtime tunes the Go runtime's garbage collector (see GoRuntime).
 	// Default gcPercent 400.
 	Runtime GoRuntime `yaml:"runtime"`
+
+	// noVersion: the file had no apiVersion (Warnings).
+	noVersion bool
 }
 
 // RoutingConfig is the routing section: the policy's keys and pd.
@@ -135,13 +190,22 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse is Load of a file's contents: every problem is reported at once.
+// A file of another apiVersion is refused before anything else is read:
+// its other keys may mean something else.
 func Parse(b []byte) (*Config, error) {
+	var version struct {
+		APIVersion *string `yaml:"apiVersion"`
+	}
+	if err := yaml.Unmarshal(b, &version); err == nil && version.APIVersion != nil && *version.APIVersion != APIVersionV1 {
+		return nil, fmt.Errorf("config: apiVersion %q is not one this gateway reads: want %s", *version.APIVersion, APIVersionV1)
+	}
 	var c Config
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	c.noVersion = c.APIVersion == ""
 	c.EnsureDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -158,8 +222,21 @@ func (c *Config) bodyBudget() int64 {
 	return gateway.BodyBudgetFor(memoryLimit())
 }
 
+// Warnings are what a valid file should still change: today, a missing
+// apiVersion.
+func (c *Config) Warnings() []string {
+	if c.noVersion {
+		return []string{"config: no apiVersion; read as " + APIVersionV1 + ": add `apiVersion: " + APIVersionV1 + "` at the top of the file"}
+	}
+	return nil
+}
+
 // EnsureDefaults fills unset fields.
 func (c *Config) EnsureDefaults() {
+	if c.APIVersion == "" {
+		c.APIVersion = APIVersionV1
+	}
+	c.Server.EnsureDefaults()
 	if c.Addr == "" {
 		c.Addr = DefaultAddr
 	}
@@ -188,6 +265,12 @@ func (c *Config) Where() string {
 // Validate reports every problem at once.
 func (c *Config) Validate() error {
 	var errs []error
+	if c.APIVersion != "" && c.APIVersion != APIVersionV1 {
+		errs = append(errs, fmt.Errorf("apiVersion: %q is not %s", c.APIVersion, APIVersionV1))
+	}
+	if err := c.Server.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := pools.ValidatePools(c.Pools); err != nil {
 		errs = append(errs, err)
 	}

@@ -172,3 +172,35 @@ func TestResponsesSection(t *testing.T) {
 		}
 	}
 }
+
+// TestAPIVersion: turnpike/v1 is read; a file without apiVersion is read
+// as turnpike/v1 with a warning; any other version is refused, whatever
+// else the file says.
+func TestAPIVersion(t *testing.T) {
+	const rest = "pools: [{name: p, servedModels: [m], endpoints: [{url: 'http://127.0.0.1:9'}]}]\n"
+	for _, tc := range []struct {
+		name, file string
+		err        string
+		warnings   int
+	}{
+		{name: "v1", file: "apiVersion: turnpike/v1\n" + rest},
+		{name: "none", file: rest, warnings: 1},
+		{name: "unknown", file: "apiVersion: turnpike/v2\nnoSuchKey: 1\n" + rest, err: `apiVersion "turnpike/v2" is not one this gateway reads: want turnpike/v1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.file))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || strings.Contains(err.Error(), "noSuchKey") {
+					t.Fatalf("Parse: %v, want only %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.APIVersion != APIVersionV1 || len(c.Warnings()) != tc.warnings {
+				t.Fatalf("apiVersion %q, warnings %q", c.APIVersion, c.Warnings())
+			}
+		})
+	}
+}

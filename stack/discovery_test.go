@@ -124,38 +124,7 @@ func TestFileDiscoveryUnderLoad(t *testing.T) {
 	t.Cleanup(func() { st.Close(context.Background()) })
 	client := openai.NewClient(option.WithBaseURL("http://"+st.Addr()+"/v1"), option.WithAPIKey("k"), option.WithMaxRetries(0))
 
-	// Agents: sessions of chat turns, each turn the whole history so far,
-	// until told to stop.
-	var done atomic.Int64
-	var mu sync.Mutex
-	var failures []error
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for a := range 8 {
-		wg.Go(func() {
-			for s := 0; ; s++ {
-				msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("You are agent " + fmt.Sprint(a))}
-				for turn := range 4 {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					msgs = append(msgs, openai.UserMessage(fmt.Sprintf("session %d turn %d: run the tests", s, turn)))
-					resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
-						Model: model, Messages: msgs, MaxTokens: openai.Int(8)})
-					if err != nil {
-						mu.Lock()
-						failures = append(failures, err)
-						mu.Unlock()
-						continue
-					}
-					msgs = append(msgs, openai.AssistantMessage(resp.Choices[0].Message.Content))
-					done.Add(1)
-				}
-			}
-		})
-	}
+	done, stopAgents := runAgents(client, model, 8)
 	progress := func(what string, n int64) {
 		t.Helper()
 		want := done.Load() + n
@@ -185,9 +154,7 @@ func TestFileDiscoveryUnderLoad(t *testing.T) {
 	if n := e[0].turns.Load(); n != left {
 		t.Errorf("the engine that left took %d more turns", n-left)
 	}
-	close(stop)
-	wg.Wait()
-	if len(failures) > 0 {
+	if failures := stopAgents(); len(failures) > 0 {
 		t.Fatalf("%d of %d turns failed while the set changed; first: %v", len(failures), done.Load()+int64(len(failures)), failures[0])
 	}
 
@@ -207,6 +174,47 @@ func TestFileDiscoveryUnderLoad(t *testing.T) {
 			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}, MaxTokens: openai.Int(4)})
 		return err == nil
 	})
+}
+
+// runAgents runs n agents on client: sessions of chat turns, each turn the
+// whole history so far, until stop, which returns the turns that failed.
+// done counts the turns answered.
+func runAgents(client openai.Client, model string, n int) (done *atomic.Int64, stop func() []error) {
+	done = new(atomic.Int64)
+	var mu sync.Mutex
+	var failures []error
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	for a := range n {
+		wg.Go(func() {
+			for s := 0; ; s++ {
+				msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("You are agent " + fmt.Sprint(a))}
+				for turn := range 4 {
+					select {
+					case <-quit:
+						return
+					default:
+					}
+					msgs = append(msgs, openai.UserMessage(fmt.Sprintf("session %d turn %d: run the tests", s, turn)))
+					resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+						Model: model, Messages: msgs, MaxTokens: openai.Int(8)})
+					if err != nil {
+						mu.Lock()
+						failures = append(failures, err)
+						mu.Unlock()
+						continue
+					}
+					msgs = append(msgs, openai.AssistantMessage(resp.Choices[0].Message.Content))
+					done.Add(1)
+				}
+			}
+		})
+	}
+	return done, func() []error {
+		close(quit)
+		wg.Wait()
+		return failures
+	}
 }
 
 // eventually waits for cond, failing t after a minute: a condition, not a

@@ -41,14 +41,28 @@ type Options struct {
 	// whose pools the gateway serves instead of the config's: the
 	// embedded demo fleet and the benchmarks' backend.
 	Fleet *sim.Topology
+	// ConfigPath is the file the config was read from, which Reload reads
+	// again, at SIGHUP and whenever it changes (watched from Start). ""
+	// means none: nothing reloads, and the routing policy is built once.
+	ConfigPath string
+	// Adjust, when set, is laid over every config read from ConfigPath
+	// on reload, as it was over the first: the command line's flags, which
+	// keep winning over the file.
+	Adjust func(*Config)
+	// After is the clock Shutdown waits server.shutdownDelay on; nil
+	// means time.After. Tests release the delay themselves.
+	After func(time.Duration) <-chan time.Time
 }
 
 // Stack is one gateway built from its config: every component, started
 // in dependency order and closed in reverse.
 type Stack struct {
+	// cfg is the running config: guarded by reload.mu once started.
 	cfg      Config
 	log      *slog.Logger
 	topology *sim.Topology
+	after    func(time.Duration) <-chan time.Time
+	reload   reloader
 
 	// Set by Start.
 	fleet *sim.Fleets
@@ -63,7 +77,11 @@ type Stack struct {
 // nothing starts until Start. With an embedded fleet, the pools are
 // checked once the fleet has started and given them.
 func New(cfg *Config, opts Options) (*Stack, error) {
-	s := &Stack{cfg: *cfg, log: opts.Logger, topology: opts.Fleet}
+	s := &Stack{cfg: *cfg, log: opts.Logger, topology: opts.Fleet, after: opts.After}
+	s.reload.path, s.reload.adjust = opts.ConfigPath, opts.Adjust
+	if s.after == nil {
+		s.after = time.After
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -89,7 +107,11 @@ func (s *Stack) Fleet() *sim.Fleets { return s.fleet }
 
 // Pools are the pools the gateway serves: the config's, or the embedded
 // fleet's once started.
-func (s *Stack) Pools() []pools.PoolConfig { return s.cfg.Pools }
+func (s *Stack) Pools() []pools.PoolConfig {
+	s.reload.mu.Lock()
+	defer s.reload.mu.Unlock()
+	return s.cfg.Pools
+}
 
 // Registry is the gateway's view of its pools, once started.
 func (s *Stack) Registry() *pools.Registry { return s.reg }
@@ -157,12 +179,17 @@ func (s *Stack) startFleet(ctx context.Context) error {
 		return err
 	}
 	cfg.Pools = SimPools(s.fleet, s.topology.TokenizerDir)
+	s.fleetRouting(cfg)
+	return cfg.Validate()
+}
+
+// fleetRouting adapts routing to the embedded fleet's engines.
+func (s *Stack) fleetRouting(cfg *Config) {
 	if s.topology.Config.SchedulingPolicy == sim.SchedulingPriority && cfg.Routing.InteractiveLane == affinity.DefaultInteractiveLane {
 		// Engines that take interactive turns ahead of the rest need no
 		// endpoint kept for them.
 		cfg.Routing.InteractiveLane = -1
 	}
-	return cfg.Validate()
 }
 
 // startFleetView starts the pools' scrapes and health checks, and the
@@ -255,9 +282,15 @@ func (s *Stack) startState(ctx context.Context, p *parts) error {
 func (s *Stack) startTurnPath(ctx context.Context, p *parts) error {
 	cfg, log := &s.cfg, s.log
 	cfg.Routing.TierWeights = catalogTierWeights(cfg.Routing.TierWeights, cfg.Pools)
-	policy, err := affinity.NewPolicy(cfg.Routing.Config, affinity.Deps{Index: p.index, Hasher: p.hasher, Sessions: p.sess, Metrics: p.metrics})
+	deps := affinity.Deps{Index: p.index, Hasher: p.hasher, Sessions: p.sess, Metrics: p.metrics}
+	policy, err := affinity.NewPolicy(cfg.Routing.Config, deps)
 	if err != nil {
 		return err
+	}
+	if s.reload.path != "" {
+		// A reload may replace the policy while turns run.
+		s.reload.policy, s.reload.policyDeps = affinity.NewReloadable(policy), deps
+		policy = s.reload.policy
 	}
 	if p.gossip, err = gossip.NewMetrics(p.metrics); err != nil {
 		return err
@@ -281,6 +314,7 @@ func (s *Stack) startTurnPath(ctx context.Context, p *parts) error {
 	}
 	p.d, err = dispatch.New(dispatch.Options{Registry: s.reg, Policy: policy, Sessions: p.sess, Flow: p.flow, Lane: interactiveLane(&cfg.Routing.Config),
 		Hasher: p.hasher, Tokenizers: toks, Logger: log, Metrics: p.metrics, PD: &cfg.Routing.PD, Tracer: p.tracer, Models: rewrites})
+	s.reload.dispatch = p.d
 	return err
 }
 
@@ -346,20 +380,23 @@ func (s *Stack) startAPIs(ctx context.Context, p *parts) error {
 	if err := s.life.start(ctx, "admin", adm); err != nil {
 		return err
 	}
+	s.reload.adm = adm
+	s.reload.register(p.metrics)
 	if s.gw, err = gateway.New(gateway.Options{
-		Addr:       cfg.Addr,
-		Registry:   s.reg,
-		Dispatch:   p.d,
-		Logger:     log,
-		Metrics:    p.metrics,
-		BodyLimit:  cfg.BodyLimit,
-		BodyBudget: cfg.bodyBudget(),
-		OpenAPI:    turnpike.Spec,
-		Responses:  svc,
-		Batches:    batches,
-		Auth:       authn,
-		Admin:      adm,
-		Tracer:     p.tracer,
+		Addr:            cfg.Addr,
+		ShutdownTimeout: cfg.Server.ShutdownTimeout,
+		Registry:        s.reg,
+		Dispatch:        p.d,
+		Logger:          log,
+		Metrics:         p.metrics,
+		BodyLimit:       cfg.BodyLimit,
+		BodyBudget:      cfg.bodyBudget(),
+		OpenAPI:         turnpike.Spec,
+		Responses:       svc,
+		Batches:         batches,
+		Auth:            authn,
+		Admin:           adm,
+		Tracer:          p.tracer,
 		// Not ready while the store is down: the turns it would take
 		// could not be stored.
 		StoreHealth: p.db.Health,
@@ -368,12 +405,48 @@ func (s *Stack) startAPIs(ctx context.Context, p *parts) error {
 	}
 	// The gateway stops first: it finishes in-flight requests, streams
 	// included, while everything under it still runs.
-	return s.life.start(ctx, "gateway", s.gw)
+	if err := s.life.start(ctx, "gateway", s.gw); err != nil {
+		return err
+	}
+	s.reload.mu.Lock()
+	s.reload.mu.loadedAt = time.Now()
+	s.reload.lastGood.Set(float64(s.reload.mu.loadedAt.UnixNano()) / 1e9)
+	s.publishStatusLocked()
+	s.reload.mu.Unlock()
+	if s.reload.path == "" {
+		return nil
+	}
+	// Last started, first closed: no reload runs while the stack stops.
+	return s.life.start(ctx, "config file watch", &configWatch{s: s})
 }
 
 // Close shuts the gateway down gracefully, then everything under it, in
 // the reverse of the order it started.
 func (s *Stack) Close(ctx context.Context) error { return s.life.close(ctx) }
+
+// Shutdown is the graceful stop at SIGTERM. /readyz answers 503 at once
+// while the gateway serves every request as before, for
+// server.shutdownDelay, so that load balancers stop sending it new ones;
+// then Close: the gateway stops accepting, finishes in-flight requests,
+// streams included, within server.shutdownTimeout, and everything under
+// it stops. ctx ending cuts the delay short, not the drain.
+func (s *Stack) Shutdown(ctx context.Context) error {
+	s.reload.mu.Lock()
+	delay := s.cfg.Server.delay()
+	s.reload.mu.Unlock()
+	if s.gw != nil {
+		s.gw.Drain()
+		s.log.Info("shutting down: /readyz fails; serving on while load balancers notice", "delay", delay)
+		if delay > 0 {
+			select {
+			case <-s.after(delay):
+			case <-ctx.Done():
+			}
+		}
+		s.log.Info("shutting down: no new connections; finishing in-flight requests")
+	}
+	return s.Close(context.WithoutCancel(ctx))
+}
 
 // interactiveLane is the routing policy's interactive lane as admission
 // sees it: the cache-aware policy's interactive-lane filter, when it runs.

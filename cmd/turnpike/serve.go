@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
@@ -141,22 +143,31 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if cfg, err = stack.Load(*configPath); err != nil {
 			return err
 		}
+		for _, w := range cfg.Warnings() {
+			log.Warn(w, "path", *configPath)
+		}
 	} else {
 		cfg = &stack.Config{}
 		cfg.EnsureDefaults()
+		// No load balancer in front of the demo to wait for.
+		cfg.Server.ShutdownDelay = -1
 	}
-	if *addr != "" {
-		cfg.Addr = *addr
+	// The flags win over the file, at start and at every reload.
+	flags := func(cfg *stack.Config) {
+		if *addr != "" {
+			cfg.Addr = *addr
+		}
+		if *dataDir != "" {
+			cfg.DataDir = *dataDir
+		}
+		if *stateURL != "" {
+			cfg.State.Backend, cfg.State.URL = state.BackendRedis, *stateURL
+		}
+		if *policy != "" {
+			cfg.Routing.Policy = *policy
+		}
 	}
-	if *dataDir != "" {
-		cfg.DataDir = *dataDir
-	}
-	if *stateURL != "" {
-		cfg.State.Backend, cfg.State.URL = state.BackendRedis, *stateURL
-	}
-	if *policy != "" {
-		cfg.Routing.Policy = *policy
-	}
+	flags(cfg)
 	// The embedded fleet's config is validated once its pools exist
 	// (Stack.Start); a file's here, with the flags over it.
 	if (*policy != "" || *stateURL != "") && *configPath != "" {
@@ -165,11 +176,19 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	cfg.Runtime.Apply(os.Getenv, log)
-	opts := stack.Options{Logger: log}
+	opts := stack.Options{Logger: log, ConfigPath: *configPath, Adjust: flags}
 	if *configPath == "" {
 		if opts.Fleet, err = sf.fleet(); err != nil {
 			return err
 		}
+	}
+	// SIGHUP reloads the config file; registered before the stack
+	// starts, so that an early one is not the default's: the end of the
+	// process.
+	hup := make(chan os.Signal, 1)
+	if *configPath != "" {
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
 	}
 	st, err := stack.New(cfg, opts)
 	if err != nil {
@@ -183,14 +202,26 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	} else {
 		log.Info("turnpike serving", "addr", "http://"+st.Addr(), "pools", len(cfg.Pools), "policy", cfg.Routing.Policy, "state", cfg.Where())
 	}
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down: finishing in-flight requests")
-	case err := <-st.Served():
-		st.Close(context.Background())
-		return err
+	return serveUntilSignal(ctx, st, hup, log)
+}
+
+// serveUntilSignal reloads the config at every SIGHUP on hup, and on
+// SIGTERM or SIGINT (ctx ending) shuts the stack down gracefully: /readyz
+// fails first, the gateway serves on for server.shutdownDelay, then drains
+// (Stack.Shutdown).
+func serveUntilSignal(ctx context.Context, st *stack.Stack, hup <-chan os.Signal, log *slog.Logger) error {
+	for {
+		select {
+		case <-hup:
+			log.Info("SIGHUP: reloading the config file")
+			st.Reload(ctx, stack.TriggerSignal)
+		case <-ctx.Done():
+			return st.Shutdown(context.Background())
+		case err := <-st.Served():
+			st.Close(context.Background())
+			return err
+		}
 	}
-	return st.Close(context.Background())
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {

@@ -1,0 +1,85 @@
+package stack
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/turnpike-gateway/turnpike/pools"
+)
+
+// TestShutdownFailsReadyFirst (issue 34): at Shutdown (SIGTERM) /readyz
+// answers 503 at once while a new turn is still answered 200, for as long
+// as the shutdown delay lasts; then the gateway drains, and a stream in
+// flight since before the signal ends whole.
+func TestShutdownFailsReadyFirst(t *testing.T) {
+	const model = "m"
+	e := startCountingEngine(t, model)
+	cfg := &Config{}
+	cfg.Pools = []pools.PoolConfig{{Name: "p", ServedModels: []string{model}, Endpoints: []pools.EndpointConfig{{URL: "http://" + e.host + ":" + e.port}}}}
+	cfg.EnsureDefaults()
+	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
+	// The delay is the test's to end: its clock is a channel.
+	cfg.Server.ShutdownDelay = time.Hour
+	delay, release := make(chan time.Duration, 1), make(chan time.Time)
+	after := func(d time.Duration) <-chan time.Time { delay <- d; return release }
+	st, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), After: after})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(context.Background()) })
+	base := "http://" + st.Addr()
+	ready := func() int {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	eventually(t, "the gateway to be ready", func() bool { return ready() == http.StatusOK })
+
+	body := `{"model":"` + model + `","stream":true,"max_tokens":64,"ignore_eos":true,"messages":[{"role":"user","content":"hello"}]}`
+	stream, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	br := bufio.NewReader(stream.Body)
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+
+	shut := make(chan error, 1)
+	go func() { shut <- st.Shutdown(context.Background()) }()
+	if d := <-delay; d != time.Hour {
+		t.Fatalf("shutdown waits %v, want server.shutdownDelay 1h", d)
+	}
+	if got := ready(); got != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz during the shutdown delay: %d, want 503", got)
+	}
+	client := openai.NewClient(option.WithBaseURL(base+"/v1"), option.WithAPIKey("k"), option.WithMaxRetries(0))
+	if _, err := client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: model,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("still there?")}, MaxTokens: openai.Int(4)}); err != nil {
+		t.Fatalf("a turn during the shutdown delay: %v", err)
+	}
+	close(release)
+	rest, _ := io.ReadAll(br)
+	if !strings.HasSuffix(string(rest), "data: [DONE]\n\n") || strings.Contains(string(rest), `"error"`) {
+		t.Fatalf("a stream in flight at shutdown ended with %q", rest)
+	}
+	if err := <-shut; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+}
