@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/guard"
 	"github.com/turnpike-gateway/turnpike/internal/jsonscan"
 	"github.com/turnpike-gateway/turnpike/kv"
 	"github.com/turnpike-gateway/turnpike/models"
@@ -87,11 +88,15 @@ type Options struct {
 	// Models rewrites the models turns name (aliases, weighted rules with
 	// fallbacks); SetModels replaces it. Nil rewrites none.
 	Models *models.Table
+	// Guard checks each turn's input before it is admitted; nil checks
+	// nothing.
+	Guard *guard.Guard
 }
 
 // Dispatcher runs turns on the fleet. Build it with New.
 type Dispatcher struct {
 	reg      *pools.Registry
+	guard    *guard.Guard
 	policy   affinity.Policy
 	sessions *sessions.Store
 	flow     *turns.Controller
@@ -138,6 +143,7 @@ func New(opts Options) (*Dispatcher, error) {
 		log:           opts.Logger,
 		tr:            opts.Tracer,
 		needsHashes:   affinity.NeedsHashes(opts.Policy),
+		guard:         opts.Guard,
 		capacity:      map[string]*turns.ModelCapacity{},
 		maxMigrations: opts.Registry.Options().MaxMigrations,
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
@@ -346,6 +352,12 @@ func (d *Dispatcher) begin(ctx context.Context, spec *Spec, key string) (_ *Turn
 		// No endpoint listed (discovery found none, or all left): a turn
 		// held in the queue would only wait out its band's TTL.
 		return nil, fmt.Errorf("%w: none serves %s", ErrNoEndpoint, spec.Model)
+	}
+	if d.guard != nil && spec.Prompt != nil {
+		// Checked before admission: a refused turn holds no place.
+		if err := d.guard.CheckInput(ctx, spec.Tenant, spec.Model, spec.Prompt); err != nil {
+			return nil, err
+		}
 	}
 	t.countPrompt()
 	if d.tr.On() {

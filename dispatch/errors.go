@@ -8,6 +8,7 @@ import (
 
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/apierror"
+	"github.com/turnpike-gateway/turnpike/guard"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/prompt"
 )
@@ -26,10 +27,20 @@ func APIError(err error) (ae *apierror.Error, ok bool) {
 		fe *prompt.FieldError
 		ee *EngineError
 		ue *pools.UpstreamError
+		gr *guard.Refusal
 	)
 	switch {
 	case errors.As(err, &se):
 		return shedAPIError(se), true
+	case errors.As(err, &gr):
+		msg := "The input was refused by the content check '" + gr.Check + "'."
+		if gr.Reason != "" {
+			msg = "The input was refused by the content check '" + gr.Check + "': " + gr.Reason
+		}
+		return apierror.New(http.StatusBadRequest, "content_policy_violation", "%s", msg).WithClass(gr), true
+	case errors.Is(err, guard.ErrUnavailable):
+		return apierror.Unavailable("content_check_unavailable", "The content check could not be made; retry later.").
+			WithHeader("Retry-After", "1").WithClass(guard.ErrUnavailable), true
 	case errors.As(err, &fe):
 		return apierror.Invalid(fe.Param, fe.Code, "%s", fe.Message).WithClass(fe), true
 	case errors.As(err, &ee):
