@@ -42,12 +42,12 @@ type Config struct {
 
 // Config values.
 const (
-	OnInput       = "input"
-	FailOpen      = "open"
-	FailClosed    = "closed"
-	ScopeTurn     = "turn"
-	ScopePrompt   = "prompt"
-	DefaultName   = "guard"
+	OnInput        = "input"
+	FailOpen       = "open"
+	FailClosed     = "closed"
+	ScopeTurn      = "turn"
+	ScopePrompt    = "prompt"
+	DefaultName    = "guard"
 	DefaultTimeout = 2 * time.Second
 )
 
