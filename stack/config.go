@@ -14,6 +14,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/batch"
 	"github.com/turnpike-gateway/turnpike/gateway"
+	"github.com/turnpike-gateway/turnpike/guard"
 	"github.com/turnpike-gateway/turnpike/models"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/responses"
@@ -101,6 +102,9 @@ type Config struct {
 	// Models rewrites the models clients name: aliases and rules with
 	// weighted targets and fallbacks (see models.Config). Default none.
 	Models models.Config `yaml:"models"`
+	// Guard is the content-safety check a turn's input is sent to before
+	// an engine is asked (see guard.Config). Default none.
+	Guard guard.Config `yaml:"guard"`
 	// Sessions bounds session state (see sessions.Options).
 	Sessions sessions.Options `yaml:"sessions"`
 	// FlowControl is bands, saturation, shedding and queueing (see
@@ -237,6 +241,7 @@ func (c *Config) EnsureDefaults() {
 		c.APIVersion = APIVersionV1
 	}
 	c.Server.EnsureDefaults()
+	c.Guard.EnsureDefaults()
 	if c.Addr == "" {
 		c.Addr = DefaultAddr
 	}
@@ -287,6 +292,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("flowControl: %w", err))
 	}
 	if err := c.Models.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Guard.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.Admin.Validate(); err != nil {

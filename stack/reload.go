@@ -227,6 +227,7 @@ func needsRestart(running, next *Config) []string {
 	same("bodyLimit", running.BodyLimit, next.BodyLimit)
 	same("bodyBudget", running.BodyBudget, next.BodyBudget)
 	same("tracing", running.Tracing, next.Tracing)
+	same("guard", running.Guard, next.Guard)
 	same("runtime", running.Runtime, next.Runtime)
 	same("adminToken", running.Admin.AdminToken, next.Admin.AdminToken)
 	same("routing.pd", running.Routing.PD, next.Routing.PD)

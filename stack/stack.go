@@ -23,6 +23,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/gateway"
 	"github.com/turnpike-gateway/turnpike/gossip"
+	"github.com/turnpike-gateway/turnpike/guard"
 	"github.com/turnpike-gateway/turnpike/kv"
 	"github.com/turnpike-gateway/turnpike/models"
 	"github.com/turnpike-gateway/turnpike/pools"
@@ -312,8 +313,12 @@ func (s *Stack) startTurnPath(ctx context.Context, p *parts) error {
 	if err != nil {
 		return err
 	}
+	check, err := guard.New(cfg.Guard, p.metrics)
+	if err != nil {
+		return err
+	}
 	p.d, err = dispatch.New(dispatch.Options{Registry: s.reg, Policy: policy, Sessions: p.sess, Flow: p.flow, Lane: interactiveLane(&cfg.Routing.Config),
-		Hasher: p.hasher, Tokenizers: toks, Logger: log, Metrics: p.metrics, PD: &cfg.Routing.PD, Tracer: p.tracer, Models: rewrites})
+		Hasher: p.hasher, Tokenizers: toks, Logger: log, Metrics: p.metrics, PD: &cfg.Routing.PD, Tracer: p.tracer, Models: rewrites, Guard: check})
 	s.reload.dispatch = p.d
 	return err
 }
