@@ -20,6 +20,9 @@
 // the durable state store in production, MemPinStore in tests) and
 // LoadPins brings them back after a restart, so a restarted gateway routes
 // every session where its cache is.
+// EndpointLeft drops the pins to an endpoint that left the fleet, at the
+// cost of one map copy whatever the number of sessions: each pin is
+// dropped when its session is next looked at.
 //
 // Keys are scoped by tenant: the same key under two tenants names two
 // sessions, and nothing in this package lets one tenant read another's.

@@ -61,11 +61,14 @@ const (
 	PinRescored
 	// PinRemoved: the pin was removed on request (admin unpin).
 	PinRemoved
+	// PinLeft: the pinned endpoint left the fleet (Store.EndpointLeft);
+	// the session re-pins, as new, at its next turn.
+	PinLeft
 
 	numPinReasons = iota
 )
 
-var pinReasonNames = [numPinReasons]string{"new", "unhealthy", "draining", "breaker-open", "overloaded", "unavailable", "rescored", "removed"}
+var pinReasonNames = [numPinReasons]string{"new", "unhealthy", "draining", "breaker-open", "overloaded", "unavailable", "rescored", "removed", "left"}
 
 func (r PinReason) String() string {
 	if int(r) < len(pinReasonNames) {

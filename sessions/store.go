@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -118,6 +119,13 @@ type Store struct {
 	opts    Options
 	shards  []shard
 	metrics storeMetrics
+
+	// departed maps the ID of each endpoint that left the fleet in the
+	// last TTL to when it left (EndpointLeft): a pin to it set no later is
+	// gone. It is read on every pin lookup and replaced, copied, when an
+	// endpoint leaves; departedMu serialises those writers.
+	departed   atomic.Pointer[map[string]time.Time]
+	departedMu sync.Mutex
 
 	// stop ends the sweep Start starts, which closes swept.
 	stop   chan struct{}
@@ -258,6 +266,7 @@ func (s *Store) Touch(tenant, key string, now time.Time) State {
 			e.st.MeanGap = time.Duration(math.Round(a*float64(gap) + (1-a)*float64(e.st.MeanGap)))
 		}
 	}
+	s.dropDepartedLocked(e)
 	e.st.Turns++
 	e.st.LastSeen = now
 	if ok {
@@ -291,6 +300,7 @@ func (s *Store) Get(tenant, key string, now time.Time) (State, bool) {
 	if !ok || s.expired(e, now) {
 		return State{}, false
 	}
+	s.dropDepartedLocked(e)
 	return e.st, true
 }
 
@@ -320,6 +330,7 @@ func (s *Store) pinnedShared(tenant, key string, now time.Time) (string, int) {
 	sh.mu.Lock()
 	e, ok := sh.mu.sessions.Peek(k)
 	if ok && !s.expired(e, now) && now.Sub(e.pinChecked) < s.opts.PinRefresh {
+		s.dropDepartedLocked(e)
 		ep, blocks := e.st.Endpoint, e.st.PrefixBlocks
 		sh.mu.Unlock()
 		return ep, blocks
@@ -362,6 +373,8 @@ func (s *Store) pinnedShared(tenant, key string, now time.Time) (string, int) {
 		// find out.
 		e.st.Endpoint, e.st.PrefixBlocks, e.pinAt = p.Endpoint, 0, p.At
 	}
+	// Another gateway may have written it before the endpoint left.
+	s.dropDepartedLocked(e)
 	return e.st.Endpoint, e.st.PrefixBlocks
 }
 
@@ -382,6 +395,9 @@ func (s *Store) Pin(ctx context.Context, tenant, key, endpointID string, prefixB
 		e = &entry{st: State{Tenant: tenant, Key: key, FirstSeen: now, LastSeen: now}}
 		s.addLocked(sh, k, e, now)
 	}
+	// A pin to an endpoint that left and came back is a new pin, newer
+	// than the departure.
+	s.dropDepartedLocked(e)
 	e.st.PrefixBlocks = prefixBlocks
 	changed := e.st.Endpoint != endpointID
 	e.st.Endpoint = endpointID
@@ -419,6 +435,46 @@ func (s *Store) Unpin(ctx context.Context, tenant, key string, reason PinReason,
 	}
 	s.metrics.pinChanges[reason].Inc()
 	return true, s.persist(ctx, tenant, key, "")
+}
+
+// EndpointLeft drops, as of now, every pin to endpointID (a
+// pools.Endpoint ID): the endpoint has left the fleet, and the sessions
+// pinned to it re-pin at their next turn to where their prefix is best
+// served. It costs the same for a million sessions as for one: it records
+// the departure, and each session's pin is dropped (and counted, reason
+// PinLeft) when it is next looked at. A pin set after now, to the endpoint
+// come back, holds. Nothing is written to the PinStore: the re-pin is.
+func (s *Store) EndpointLeft(endpointID string, now time.Time) {
+	s.departedMu.Lock()
+	defer s.departedMu.Unlock()
+	m := map[string]time.Time{endpointID: now}
+	if old := s.departed.Load(); old != nil {
+		for id, at := range *old {
+			// Every session seen since at has had its pin dropped
+			// (Touch), and one not seen since expires by at+TTL: a
+			// departure older than the TTL drops no pin any more.
+			if id != endpointID && now.Sub(at) <= s.opts.TTL {
+				m[id] = at
+			}
+		}
+	}
+	s.departed.Store(&m)
+}
+
+// dropDepartedLocked unpins e when its endpoint left at or after its pin
+// was set. The caller holds e's shard lock.
+func (s *Store) dropDepartedLocked(e *entry) {
+	if e.st.Endpoint == "" {
+		return
+	}
+	m := s.departed.Load()
+	if m == nil {
+		return
+	}
+	if at, ok := (*m)[e.st.Endpoint]; ok && !e.pinAt.After(at) {
+		e.st.Endpoint, e.st.PrefixBlocks = "", 0
+		s.metrics.pinChanges[PinLeft].Inc()
+	}
 }
 
 func (s *Store) persist(ctx context.Context, tenant, key, endpointID string) error {

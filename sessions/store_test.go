@@ -43,6 +43,7 @@ func parseReason(t testing.TB, s string) PinReason {
 //	get tenant=T key=K at=D
 //	pin tenant=T key=K endpoint=E [blocks=N] [reason=R] at=D
 //	unpin tenant=T key=K [reason=R]
+//	left endpoint=E at=D         the endpoint left the fleet
 //	sweep at=D
 //	pins                         the pin store's contents
 //	pin-changes                  the pin change counter, by reason
@@ -130,6 +131,9 @@ func TestStore(t *testing.T) {
 					return err.Error()
 				}
 				return fmt.Sprintf("had pin: %t", had)
+			case "left":
+				s.EndpointLeft(endpoint, now)
+				return ""
 			case "sweep":
 				return fmt.Sprintf("swept %d, %d left", s.Sweep(now), s.Len())
 			case "pins":
@@ -185,6 +189,8 @@ func TestPinnedDoesNotAllocate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The departures of other endpoints are looked up on every read.
+	s.EndpointLeft("e2", t0)
 	key := "s500"
 	allocs := testing.AllocsPerRun(100, func() {
 		if ep, _ := s.Pinned("t", key, t0); ep != "e1" {

@@ -4,16 +4,19 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/turnpike-gateway/turnpike/kv"
 	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/sessions"
 )
 
 // fleetView keeps the KV-cache index in step with the fleet as discovery
 // changes it: an endpoint that joins gets its name in the index's metrics,
 // its pool's Shared-tier group and, when it publishes KV events, a
 // subscription; one that leaves, once drained, loses its subscription and
-// every block the index held for it, so that its index may serve another.
+// every block the index held for it, so that its index may serve another,
+// and the sessions pinned to it their pins.
 // It is the KV subscriptions' component: Start starts those of the
 // endpoints that joined before it, Close stops them all.
 type fleetView struct {
@@ -31,6 +34,10 @@ type fleetView struct {
 		// ctx is the subscriptions' context once started; nil before.
 		ctx    context.Context
 		closed bool
+		// sess, once set (setSessions), hears each endpoint that leaves;
+		// until then departed keeps when each left, for it to hear then.
+		sess     *sessions.Store
+		departed map[string]time.Time
 	}
 }
 
@@ -101,6 +108,34 @@ func (v *fleetView) leave(ep *pools.Endpoint) {
 	v.index.Clear(ep.Index)
 	v.index.SetStale(ep.Index, false)
 	v.metrics.SetName(ep.Index, "")
+
+	now := time.Now()
+	v.mu.Lock()
+	sess := v.mu.sess
+	if sess == nil {
+		if v.mu.departed == nil {
+			v.mu.departed = map[string]time.Time{}
+		}
+		v.mu.departed[ep.ID] = now
+	}
+	v.mu.Unlock()
+	if sess != nil {
+		sess.EndpointLeft(ep.ID, now)
+	}
+}
+
+// setSessions hands the view the session store, built after the pools
+// start, with the endpoints that left before: their pins go when it
+// hears of them. Call it before the store loads its pins (Start), so that
+// pins restored to an endpoint gone meanwhile go too.
+func (v *fleetView) setSessions(s *sessions.Store) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.mu.sess = s
+	for id, at := range v.mu.departed {
+		s.EndpointLeft(id, at)
+	}
+	v.mu.departed = nil
 }
 
 // Start starts the subscriptions of the endpoints that joined so far;

@@ -164,8 +164,10 @@ type parts struct {
 	gossip *gossip.Metrics
 	db     *state.DB
 	sess   *sessions.Store
-	flow   *turns.Controller
-	d      *dispatch.Dispatcher
+	// view keeps the KV index and the session pins in step with the fleet.
+	view *fleetView
+	flow *turns.Controller
+	d    *dispatch.Dispatcher
 }
 
 // startFleet starts the embedded simulated fleet, when there is one, and
@@ -211,6 +213,7 @@ func (s *Stack) startFleetView(ctx context.Context, p *parts) (err error) {
 	kvMetrics := kv.NewCollector(index, nil)
 	p.metrics.MustRegister(kvMetrics, s.reg.Collector())
 	view := newFleetView(s.reg, index, p.hasher, kvMetrics, log)
+	p.view = view
 	if err := s.life.start(ctx, "pools", s.reg); err != nil {
 		return err
 	}
@@ -272,6 +275,7 @@ func (s *Stack) startState(ctx context.Context, p *parts) error {
 	if p.sess, err = sessions.NewStore(sessOpts); err != nil {
 		return err
 	}
+	p.view.setSessions(p.sess)
 	if err := s.life.start(ctx, "session pin writer", pins); err != nil {
 		return err
 	}
