@@ -31,20 +31,34 @@ type countingEngine struct {
 
 func startCountingEngine(t *testing.T, model string) *countingEngine {
 	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveCountingEngine(t, model, l)
+}
+
+// serveCountingEngine serves a counting engine on l, which it closes when
+// the test ends.
+func serveCountingEngine(t *testing.T, model string, l net.Listener) *countingEngine {
+	t.Helper()
 	eng, err := sim.New(sim.Config{ServedModelName: model, TimeScale: 0.02})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ce := &countingEngine{}
 	h := eng.Handler()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/chat/completions" {
 			ce.turns.Add(1)
 		}
 		h.ServeHTTP(w, r)
 	}))
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
 	t.Cleanup(func() { srv.Close(); eng.Close() })
-	host, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	host, port, err := net.SplitHostPort(l.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,35 +122,12 @@ func TestFileDiscoveryUnderLoad(t *testing.T) {
 	cm := &configMapDir{t: t, dir: t.TempDir()}
 	cm.write(e[0], e[1])
 
-	cfg := &Config{}
-	cfg.Pools = []pools.PoolConfig{{Name: "p", ServedModels: []string{model},
-		Discovery: &pools.DiscoveryConfig{Kind: pools.DiscoveryFile, Path: cm.path()}}}
-	cfg.EnsureDefaults()
-	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
-	cfg.Fleet.ScrapeInterval = 50 * time.Millisecond
-	st, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(context.Background()) })
-	client := openai.NewClient(option.WithBaseURL("http://"+st.Addr()+"/v1"), option.WithAPIKey("k"), option.WithMaxRetries(0))
+	st, client := startDiscoveryGateway(t, pools.PoolConfig{Name: "p", ServedModels: []string{model},
+		Discovery: &pools.DiscoveryConfig{Kind: pools.DiscoveryFile, Path: cm.path()}})
+	ids := func() map[string]bool { return endpointIDs(st) }
 
 	done, stopAgents := runAgents(client, model, 8)
-	progress := func(what string, n int64) {
-		t.Helper()
-		want := done.Load() + n
-		eventually(t, what, func() bool { return done.Load() >= want })
-	}
-	ids := func() map[string]bool {
-		m := map[string]bool{}
-		for _, ep := range st.Registry().Endpoints() {
-			m[ep.ID] = true
-		}
-		return m
-	}
+	progress := agentProgress(t, done)
 	id := func(c *countingEngine) string { return c.host + ":" + c.port }
 
 	progress("turns on the first two engines", 40)
@@ -161,12 +152,7 @@ func TestFileDiscoveryUnderLoad(t *testing.T) {
 	// No engine listed: the model's turns are refused as unavailable.
 	cm.write()
 	eventually(t, "the set to empty", func() bool { return len(ids()) == 0 })
-	_, err = client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: model,
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}, MaxTokens: openai.Int(4)})
-	var apiErr *openai.Error
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.Code != "no_healthy_endpoint" {
-		t.Fatalf("a turn with no endpoint: %v, want a 503 no_healthy_endpoint", err)
-	}
+	refusedUnavailable(t, client, model)
 	cm.write(e[3])
 	eventually(t, "an engine to be listed again", func() bool { return len(ids()) == 1 })
 	eventually(t, "a turn to be served again", func() bool {
@@ -174,6 +160,59 @@ func TestFileDiscoveryUnderLoad(t *testing.T) {
 			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}, MaxTokens: openai.Int(4)})
 		return err == nil
 	})
+}
+
+// startDiscoveryGateway starts a gateway of the one pool, its endpoints
+// discovered, scraped every 50ms, and returns it and a client of its
+// OpenAI API.
+func startDiscoveryGateway(t *testing.T, pool pools.PoolConfig) (*Stack, openai.Client) {
+	t.Helper()
+	cfg := &Config{}
+	cfg.Pools = []pools.PoolConfig{pool}
+	cfg.EnsureDefaults()
+	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
+	cfg.Fleet.ScrapeInterval = 50 * time.Millisecond
+	st, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(context.Background()) })
+	return st, openai.NewClient(option.WithBaseURL("http://"+st.Addr()+"/v1"), option.WithAPIKey("k"), option.WithMaxRetries(0))
+}
+
+// endpointIDs is the set of the gateway's endpoints.
+func endpointIDs(st *Stack) map[string]bool {
+	m := map[string]bool{}
+	for _, ep := range st.Registry().Endpoints() {
+		m[ep.ID] = true
+	}
+	return m
+}
+
+// agentProgress returns a wait for n more turns answered (done, of
+// runAgents) than when it is called.
+func agentProgress(t *testing.T, done *atomic.Int64) func(what string, n int64) {
+	return func(what string, n int64) {
+		t.Helper()
+		want := done.Load() + n
+		eventually(t, what, func() bool { return done.Load() >= want })
+	}
+}
+
+// refusedUnavailable sends a turn for model and fails t unless it is
+// answered 503 no_healthy_endpoint: no endpoint serves the model, and the
+// turn is refused rather than held for its band's TTL.
+func refusedUnavailable(t *testing.T, client openai.Client, model string) {
+	t.Helper()
+	_, err := client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{Model: model,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}, MaxTokens: openai.Int(4)})
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.Code != "no_healthy_endpoint" {
+		t.Fatalf("a turn with no endpoint: %v, want a 503 no_healthy_endpoint", err)
+	}
 }
 
 // runAgents runs n agents on client: sessions of chat turns, each turn the
