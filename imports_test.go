@@ -17,7 +17,7 @@ const module = "github.com/turnpike-gateway/turnpike/"
 var floors = map[string][]string{
 	// The assembly: filled by init with every package below cmd.
 	"stack":            {},
-	"gateway":          {"affinity", "apierror", "auth", "dispatch", "internal/jsonscan", "pools", "prompt", "responses", "responses/wire", "state", "tracing"},
+	"gateway":          {"affinity", "apierror", "auth", "dispatch", "internal/jsonscan", "pools", "prompt", "responses", "responses/api", "responses/wire", "state", "tracing"},
 	"admin":            {"apierror", "auth", "turns", "pools", "sessions", "state", "internal/wait"},
 	"responses":        {"apierror", "dispatch", "gossip", "internal/jsonscan", "jobs", "prompt", "responses/mcpclient", "responses/wire", "state", "tracing", "internal/wait"},
 	"responses/wire":   {"apierror", "internal/jsonscan"},
@@ -56,6 +56,8 @@ var floors = map[string][]string{
 	"bench/overhead":           {"accelerators/enginemetrics", "bench/driver", "bench/report", "bench/workload"},
 	// responses' parts below it: the client of the MCP servers its tool loop calls.
 	"responses/mcpclient": {"responses/wire"},
+	// responses' HTTP handlers and WebSocket protocol, which the gateway mounts.
+	"responses/api": {"apierror", "dispatch", "prompt", "responses", "responses/wire", "tracing"},
 	// The engines' metric names, the one spelling for pools, sim and bench.
 	"accelerators/enginemetrics": {},
 	// Machinery with no domain, under internal/: it imports nothing of ours.
@@ -66,6 +68,9 @@ var floors = map[string][]string{
 	"internal/filewatch": {},
 	// A real kube-apiserver and etcd for tests.
 	"internal/kubetest": {},
+	// The gateway's and responses/api's test fixture (tests alone import
+	// it): a Responses stack over simulated engines, with no gateway.
+	"internal/gatewaytest": {"accelerators/sim", "affinity", "dispatch", "pools", "responses", "state"},
 	// The Helm chart's tests (test files alone).
 	"deploy/helm": {},
 }

@@ -157,7 +157,7 @@ func BenchmarkResponsesTurn(b *testing.B) {
 			// engine, whose own work would be a third of what is measured;
 			// it answers instantChat instead. No request has been sent yet,
 			// and the stack's registry runs no scrapes.
-			st.engine.h = http.HandlerFunc(instantChat)
+			st.engine.H = http.HandlerFunc(instantChat)
 			h := st.front.Config.Handler
 			b.ReportAllocs()
 			b.SetBytes(int64(len(body)))
@@ -201,7 +201,7 @@ func BenchmarkStreamBurst(b *testing.B) {
 	})
 	b.Run("responses", func(b *testing.B) {
 		st := newResponsesStack(b, 0)
-		st.engine.h = burstEngine(tokens)
+		st.engine.H = burstEngine(tokens)
 		run(b, st.front.URL+"/v1/responses", `{"model":"test-model","input":"hi","stream":true}`)
 	})
 }

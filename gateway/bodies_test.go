@@ -145,7 +145,7 @@ func TestSDKBodyBudget(t *testing.T) {
 	if raw.Header.Get("Retry-After") == "" {
 		t.Error("the 503 has no Retry-After")
 	}
-	if st.engine.count() != 0 {
+	if st.engine.Count() != 0 {
 		t.Error("a request past the budget reached the engine")
 	}
 
@@ -214,22 +214,22 @@ func TestSDKContextLengthByBytes(t *testing.T) {
 	}
 
 	t.Run("chat", func(t *testing.T) {
-		before, sent := refusals(), st.engine.count()
+		before, sent := refusals(), st.engine.Count()
 		_, err := st.client.Chat.Completions.New(ctx, chatText(bodyWindow*tokenBytes+1))
 		wantRefused(t, err, "messages")
-		if st.engine.count() != sent || refusals() != before+1 {
-			t.Errorf("engine requests %d → %d, refusals %v → %v", sent, st.engine.count(), before, refusals())
+		if st.engine.Count() != sent || refusals() != before+1 {
+			t.Errorf("engine requests %d → %d, refusals %v → %v", sent, st.engine.Count(), before, refusals())
 		}
 	})
 	t.Run("chat text that fits by its length", func(t *testing.T) {
-		before, sent := refusals(), st.engine.count()
+		before, sent := refusals(), st.engine.Count()
 		st.client.Chat.Completions.New(ctx, chatText(bodyWindow*tokenBytes))
-		if refusals() != before || st.engine.count() != sent+1 {
-			t.Errorf("the body was refused by its length (refusals %v → %v; engine requests %d → %d)", before, refusals(), sent, st.engine.count())
+		if refusals() != before || st.engine.Count() != sent+1 {
+			t.Errorf("the body was refused by its length (refusals %v → %v; engine requests %d → %d)", before, refusals(), sent, st.engine.Count())
 		}
 	})
 	t.Run("chat image", func(t *testing.T) {
-		before, sent := refusals(), st.engine.count()
+		before, sent := refusals(), st.engine.Count()
 		image := "data:image/png;base64," + strings.Repeat("iVBORw0KGgo", bodyWindow*tokenBytes/11+1)
 		st.client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 			Model: testModel, MaxTokens: openai.Int(4),
@@ -238,11 +238,11 @@ func TestSDKContextLengthByBytes(t *testing.T) {
 				openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: image}),
 			})},
 		})
-		if refusals() != before || st.engine.count() != sent+1 {
-			t.Fatalf("an image was counted as text (refusals %v → %v; engine requests %d → %d)", before, refusals(), sent, st.engine.count())
+		if refusals() != before || st.engine.Count() != sent+1 {
+			t.Fatalf("an image was counted as text (refusals %v → %v; engine requests %d → %d)", before, refusals(), sent, st.engine.Count())
 		}
 		// The body, read into a stage and checked there, went on whole.
-		if !strings.Contains(st.engine.last(), image) {
+		if !strings.Contains(st.engine.Last(), image) {
 			t.Error("the engine did not get the image the client sent")
 		}
 	})
@@ -260,11 +260,11 @@ func TestSDKContextLengthByBytes(t *testing.T) {
 	// approximate tokenizer, and refuses past the window by that count:
 	// four bytes a token, whatever MaxTokenBytes says.
 	t.Run("responses", func(t *testing.T) {
-		before, sent := refusals(), st.engine.count()
+		before, sent := refusals(), st.engine.Count()
 		_, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text(lorem(4*bodyWindow + 1))})
 		wantRefused(t, err, "input")
-		if st.engine.count() != sent || refusals() != before+1 {
-			t.Errorf("engine requests %d → %d, refusals %v → %v", sent, st.engine.count(), before, refusals())
+		if st.engine.Count() != sent || refusals() != before+1 {
+			t.Errorf("engine requests %d → %d, refusals %v → %v", sent, st.engine.Count(), before, refusals())
 		}
 	})
 	t.Run("responses truncation auto", func(t *testing.T) {
@@ -381,7 +381,7 @@ func TestStagePool(t *testing.T) {
 func TestAcceptedBodyCost(t *testing.T) {
 	const size = 400 << 10
 	st := newResponsesOn(t, tpresponses.Config{}, discardingEngine(t, sim.Config{ServedModelName: testModel}))
-	st.engine.discard = true
+	st.engine.Discard = true
 	h := st.server.Handler()
 	serve := func(t *testing.T, path, body string) {
 		w := httptest.NewRecorder()

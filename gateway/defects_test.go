@@ -48,8 +48,8 @@ func TestSDKBudgetsNeverNegative(t *testing.T) {
 
 	_, err = st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text("hi"), MaxOutputTokens: openai.Int(1_000_000_000_000)})
 	wantAPIError(t, err, http.StatusBadRequest, "context_length_exceeded", "max_output_tokens", "1000000000000", "maximum context length")
-	if st.engine.count() != 0 {
-		t.Errorf("%d engine requests, want none", st.engine.count())
+	if st.engine.Count() != 0 {
+		t.Errorf("%d engine requests, want none", st.engine.Count())
 	}
 
 	// A budget that fits still runs.
@@ -67,8 +67,8 @@ func TestSDKEmptyInput(t *testing.T) {
 	empty := responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{}}
 	_, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: empty})
 	wantAPIError(t, err, http.StatusBadRequest, "empty_array", "input")
-	if st.engine.count() != 0 {
-		t.Fatalf("%d engine requests, want none", st.engine.count())
+	if st.engine.Count() != 0 {
+		t.Fatalf("%d engine requests, want none", st.engine.Count())
 	}
 	first, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text("hi"), MaxOutputTokens: openai.Int(8)})
 	if err != nil {

@@ -1,7 +1,8 @@
 // Package gateway is turnpike's HTTP front: an Echo server that answers the
 // OpenAI-compatible API (chat and text completions relayed to engines; the
-// Responses and Conversations API answered by package responses), health,
-// readiness, metrics and the OpenAPI document. It holds no routing or flow
+// Responses and Conversations API, whose routes and WebSocket protocol
+// package responses/api registers, as admin and batch register theirs),
+// health, readiness, metrics and the OpenAPI document. It holds no routing or flow
 // control rules of its own: every engine request is a turn of package
 // dispatch.
 //
@@ -16,15 +17,13 @@
 // through the turn's one reader and writes each line as it came, flushing
 // at every event boundary.
 //
-// A Responses WebSocket connection (GET /v1/responses upgraded) has two
-// goroutines: a reader that hands each message over and cancels the turn
-// in flight when the client goes away, and the handler's, which answers
-// messages one after another in order. The connection keeps its last
-// response's context for store:false chaining and a pending generate:false
-// warmup, and carries a dispatch.Affinity in its turns' context so that
-// they keep to the replica its first turn went to. Events are written
-// under a context that outlives the turn, so a turn ended by the
-// connection limit or a shutdown still sends its final event.
+// The API packages mount their own routes on the server's groups: admin
+// on /admin/v1 behind the admin token, batch and responses/api on /v1
+// behind the tenancy middleware. The Responses API reaches the server's
+// facilities — the tenant, the checked body read, the model rule's
+// header, the request metrics, the error mapping and the shutdown cause —
+// through the api.Front the server hands it, not by importing the
+// gateway.
 //
 // # Request bodies
 //

@@ -20,10 +20,11 @@ import (
 	"github.com/sony/gobreaker/v2"
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/dispatch"
+	"github.com/turnpike-gateway/turnpike/internal/gatewaytest"
 	"github.com/turnpike-gateway/turnpike/pools"
 )
 
-const testModel = "test-model"
+const testModel = gatewaytest.TestModel
 
 // backend is an engine stand-in for proxy tests: the gateway is the code
 // under test, the backend only answers as an engine would.
@@ -108,27 +109,6 @@ func post(t *testing.T, url, body string) *http.Response {
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	return resp
-}
-
-type errorBody struct {
-	Error struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Param   *string `json:"param"`
-		Code    *string `json:"code"`
-	} `json:"error"`
-}
-
-func readAPIError(t *testing.T, resp *http.Response) errorBody {
-	t.Helper()
-	var eb errorBody
-	if err := json.NewDecoder(resp.Body).Decode(&eb); err != nil {
-		t.Fatalf("error body is not OpenAI-shaped JSON: %v", err)
-	}
-	if eb.Error.Message == "" || eb.Error.Type == "" {
-		t.Fatalf("error body lacks message or type: %+v", eb)
-	}
-	return eb
 }
 
 const chatBody = `{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`

@@ -85,12 +85,12 @@ func TestSDKGuard(t *testing.T) {
 			if err := send(st, "hello"); err != nil {
 				t.Fatalf("%s: an allowed turn: %v", name, err)
 			}
-			before := st.engine.count()
+			before := st.engine.Count()
 			err := send(st, "something forbidden")
 			if code, c, msg := status(err); code != http.StatusBadRequest || c != "content_policy_violation" || !strings.Contains(msg, "'policy': not here") {
 				t.Errorf("%s: a refused turn: %v", name, err)
 			}
-			if st.engine.count() != before {
+			if st.engine.Count() != before {
 				t.Errorf("%s: the engine saw a refused turn", name)
 			}
 		}
@@ -107,7 +107,7 @@ func TestSDKGuard(t *testing.T) {
 		if code, c, _ := status(err); code != http.StatusServiceUnavailable || c != "content_check_unavailable" {
 			t.Errorf("fail closed: %v", err)
 		}
-		if st.engine.count() != 0 {
+		if st.engine.Count() != 0 {
 			t.Error("the engine saw a turn the check could not read")
 		}
 	})

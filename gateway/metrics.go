@@ -16,15 +16,6 @@ type metrics struct {
 	errors   *prometheus.CounterVec
 	ttft     *prometheus.HistogramVec
 	duration *prometheus.HistogramVec
-	// ws are the Responses WebSocket connections' collectors.
-	ws wsMetrics
-}
-
-// wsMetrics count Responses WebSocket connections and their messages.
-type wsMetrics struct {
-	open     prometheus.Gauge
-	messages *prometheus.CounterVec
-	closed   *prometheus.CounterVec
 }
 
 // latencyBuckets span 5ms to 2 minutes: TTFT of a cached short prompt up to
@@ -52,22 +43,7 @@ func newMetrics(reg *prometheus.Registry, fleet *pools.Registry, memo *prompt.Me
 			Buckets: latencyBuckets,
 		}, []string{"route"}),
 	}
-	m.ws = wsMetrics{
-		open: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "turnpike_websocket_connections",
-			Help: "Responses WebSocket connections open.",
-		}),
-		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "turnpike_websocket_messages_total",
-			Help: "Messages received on Responses WebSocket connections, by what they became: response, warmup (generate:false) or error.",
-		}, []string{"kind"}),
-		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "turnpike_websocket_closed_total",
-			Help: "Responses WebSocket connections ended, by reason: client, limit (the connection time limit) or shutdown.",
-		}, []string{"reason"}),
-	}
-	reg.MustRegister(m.requests, m.errors, m.ttft, m.duration, &endpointCollector{fleet: fleet}, connCollector{fleet},
-		m.ws.open, m.ws.messages, m.ws.closed)
+	reg.MustRegister(m.requests, m.errors, m.ttft, m.duration, &endpointCollector{fleet: fleet}, connCollector{fleet})
 	if memo != nil {
 		reg.MustRegister(memoCollector{memo})
 	}

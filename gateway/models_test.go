@@ -33,13 +33,6 @@ func newModelsStack(t *testing.T, cfg models.Config) *responsesStack {
 	return newResponsesOnWith(t, tpresponses.Config{}, dispatch.Options{Models: table}, eng.Handler())
 }
 
-// sent is what the engine was sent, in order.
-func (r *recorder) sent() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.bodies...)
-}
-
 // TestSDKAlias: a chat completion and a Responses chain sent to an alias
 // are served by its target and answer with the served model's name; the
 // header names the rule; /v1/models lists the alias with its target.
@@ -62,7 +55,7 @@ func TestSDKAlias(t *testing.T) {
 	if got := raw.Header.Get(dispatch.ModelRuleHeader); got != "alias:gpt-4.1" {
 		t.Errorf("%s: %q", dispatch.ModelRuleHeader, got)
 	}
-	if body := st.engine.sent()[0]; !strings.Contains(body, `"model":"`+testModel+`"`) || strings.Contains(body, "gpt-4.1") {
+	if body := st.engine.Sent()[0]; !strings.Contains(body, `"model":"`+testModel+`"`) || strings.Contains(body, "gpt-4.1") {
 		t.Errorf("the engine was sent %s", body)
 	}
 
@@ -95,7 +88,7 @@ func TestSDKAlias(t *testing.T) {
 	if stored.Model != testModel {
 		t.Errorf("stored response: model %q", stored.Model)
 	}
-	for _, b := range st.engine.sent()[1:] {
+	for _, b := range st.engine.Sent()[1:] {
 		if !strings.Contains(b, `"model":"`+testModel+`"`) {
 			t.Errorf("the engine was sent %s", b)
 		}
@@ -167,7 +160,7 @@ func TestSDKFallback(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Code != "model_not_found" {
 		t.Fatalf("no target served: %v", err)
 	}
-	if n := st.engine.count(); n != 2 {
+	if n := st.engine.Count(); n != 2 {
 		t.Errorf("the engine answered %d requests, want 2", n)
 	}
 }

@@ -71,8 +71,9 @@ type Options struct {
 	WebSocketLimit time.Duration
 	// OpenAPI is the spec served at /openapi.yaml; nil serves 404.
 	OpenAPI []byte
-	// Responses serves the Responses and Conversations API; its owner
-	// starts and closes it. nil leaves those routes unregistered.
+	// Responses serves the Responses and Conversations API, whose routes
+	// package responses/api registers; its owner starts and closes it.
+	// nil leaves those routes unregistered.
 	Responses *responses.Service
 	// Auth authenticates tenants and the admin API; nil leaves /v1 open
 	// (every request is the default tenant's) and mounts no admin API.
@@ -239,7 +240,9 @@ func New(opts Options) (*Server, error) {
 	v1.POST("/chat/completions", s.handleChatCompletions)
 	v1.POST("/completions", s.handleCompletions)
 	v1.GET("/models", s.handleModels)
-	s.mountResponses(v1)
+	if err := s.mountResponses(v1); err != nil {
+		return nil, err
+	}
 	if opts.Batches != nil {
 		opts.Batches.Register(v1, tenantOf)
 	}

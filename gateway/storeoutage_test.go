@@ -92,7 +92,7 @@ func newOutageStack(t *testing.T, timeScale float64) *outageStack {
 		t.Fatal(err)
 	}
 	st := &outageStack{redis: srv, gate: &gate{h: eng.Handler()}}
-	st.engine = &recorder{h: st.gate}
+	st.engine = &recorder{H: st.gate}
 	backend := httptest.NewServer(st.engine)
 	reg, err := pools.NewRegistry([]pools.PoolConfig{{
 		Name: "p", Model: "llama-3.1-8b", ServedModels: []string{testModel}, Endpoints: []pools.EndpointConfig{{URL: backend.URL}},
@@ -187,7 +187,7 @@ func TestSDKStoreOutage(t *testing.T) {
 
 	st.redis.Kill()
 	st.waitReady(t, http.StatusServiceUnavailable)
-	asked := st.engine.count()
+	asked := st.engine.Count()
 	for _, tc := range []struct {
 		name string
 		call func() error
@@ -224,7 +224,7 @@ func TestSDKStoreOutage(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) { wantStoreUnavailable(t, tc.name, tc.call()) })
 	}
-	if n := st.engine.count() - asked; n != 0 {
+	if n := st.engine.Count() - asked; n != 0 {
 		t.Errorf("the engine was asked %d times while the store was down", n)
 	}
 
@@ -238,8 +238,8 @@ func TestSDKStoreOutage(t *testing.T) {
 	if err != nil || r2.Status != responses.ResponseStatusCompleted {
 		t.Fatalf("after the restart: %+v, %v", r2, err)
 	}
-	if !strings.Contains(st.engine.last(), "The secret word is pelican.") {
-		t.Errorf("the turn after the restart lost its context:\n%s", st.engine.last())
+	if !strings.Contains(st.engine.Last(), "The secret word is pelican.") {
+		t.Errorf("the turn after the restart lost its context:\n%s", st.engine.Last())
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/dispatch"
+	"github.com/turnpike-gateway/turnpike/internal/gatewaytest"
 	"github.com/turnpike-gateway/turnpike/pools"
 	tpresponses "github.com/turnpike-gateway/turnpike/responses"
 	"github.com/turnpike-gateway/turnpike/sessions"
@@ -398,8 +399,8 @@ func TestTraceWebSocketTurns(t *testing.T) {
 	defer conn.CloseNow()
 	var ids []string
 	for _, in := range []string{"Say one.", "Say two."} {
-		wsSend(t, conn, `{"type":"response.create","model":"`+testModel+`","input":"`+in+`","max_output_tokens":8}`)
-		id, ev := wsTurn(t, conn)
+		gatewaytest.WSSend(t, conn, `{"type":"response.create","model":"`+testModel+`","input":"`+in+`","max_output_tokens":8}`)
+		id, ev := gatewaytest.WSTurn(t, conn)
 		if ev.Type != "response.completed" {
 			t.Fatalf("turn ended with %s", ev.Type)
 		}

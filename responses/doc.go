@@ -5,7 +5,8 @@
 //
 // # Overview
 //
-// The gateway decodes a request with wire.DecodeCreateRequest (package
+// Package responses/api (its HTTP handlers and WebSocket protocol, which
+// the gateway mounts) decodes a request with wire.DecodeCreateRequest (package
 // wire holds the API's JSON types and strict decoders: an unknown
 // parameter or a wrong type is an *apierror.Error naming it) and hands it
 // to Service.Create. Every field of OpenAI's request is accepted, with

@@ -1,4 +1,4 @@
-package gateway
+package api_test
 
 import (
 	"bytes"
@@ -15,92 +15,21 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
+	"github.com/turnpike-gateway/turnpike/gateway"
+	"github.com/turnpike-gateway/turnpike/internal/gatewaytest"
 	tpresponses "github.com/turnpike-gateway/turnpike/responses"
 )
 
-// wsEventMsg is the part of a WebSocket event the tests read.
-type wsEventMsg struct {
-	Type           string `json:"type"`
-	SequenceNumber int    `json:"sequence_number"`
-	Response       *struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
-	} `json:"response"`
-	Error *struct {
-		Code    *string `json:"code"`
-		Message string  `json:"message"`
-	} `json:"error"`
-}
-
-func dialResponses(t *testing.T, st *responsesStack) *websocket.Conn {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(st.front.URL, "http")+"/v1/responses", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.CloseNow() })
-	return conn
-}
-
-func wsSend(t *testing.T, conn *websocket.Conn, msg string) {
-	t.Helper()
-	if err := conn.Write(t.Context(), websocket.MessageText, []byte(msg)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func wsRead(t *testing.T, conn *websocket.Conn) wsEventMsg {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	typ, data, err := conn.Read(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if typ != websocket.MessageText {
-		t.Fatalf("message type %v", typ)
-	}
-	var ev wsEventMsg
-	if err := json.Unmarshal(data, &ev); err != nil {
-		t.Fatalf("%v: %s", err, data)
-	}
-	return ev
-}
-
-// wsTurn reads one response's events up to its end, checking their
-// order, and returns the ended response's id and the terminal event.
-func wsTurn(t *testing.T, conn *websocket.Conn) (string, wsEventMsg) {
-	t.Helper()
-	for seq := 0; ; seq++ {
-		ev := wsRead(t, conn)
-		if ev.Type == "error" {
-			t.Fatalf("error event: %+v", ev.Error)
-		}
-		if ev.SequenceNumber != seq {
-			t.Fatalf("event %s has sequence number %d, want %d", ev.Type, ev.SequenceNumber, seq)
-		}
-		if seq == 0 && ev.Type != "response.created" {
-			t.Fatalf("first event %s", ev.Type)
-		}
-		switch ev.Type {
-		case "response.completed", "response.incomplete", "response.failed", "response.cancelled":
-			return ev.Response.ID, ev
-		}
-	}
-}
-
 func TestWebSocketResponsesInOrder(t *testing.T) {
-	st := newResponsesStack(t, 0)
-	conn := dialResponses(t, st)
+	st := gatewaytest.NewStack(t, 0, mount)
+	conn := gatewaytest.DialResponses(t, st)
 	// Both sent at once: answered one after another.
-	wsSend(t, conn, `{"type":"response.create","model":"`+testModel+`","input":"Say one.","max_output_tokens":8}`)
-	wsSend(t, conn, `{"type":"response.create","model":"`+testModel+`","input":"Say two.","max_output_tokens":8,"stream":true}`)
-	id1, end1 := wsTurn(t, conn)
-	id2, end2 := wsTurn(t, conn)
+	gatewaytest.WSSend(t, conn, `{"type":"response.create","model":"`+testModel+`","input":"Say one.","max_output_tokens":8}`)
+	gatewaytest.WSSend(t, conn, `{"type":"response.create","model":"`+testModel+`","input":"Say two.","max_output_tokens":8,"stream":true}`)
+	id1, end1 := gatewaytest.WSTurn(t, conn)
+	id2, end2 := gatewaytest.WSTurn(t, conn)
 	if end1.Type != "response.completed" || end2.Type != "response.completed" {
 		t.Errorf("ends %s, %s", end1.Type, end2.Type)
 	}
@@ -108,81 +37,81 @@ func TestWebSocketResponsesInOrder(t *testing.T) {
 		t.Errorf("ids %s, %s", id1, id2)
 	}
 	// Stored by default, so HTTP sees them.
-	r, err := st.client.Responses.Get(t.Context(), id2, responses.ResponseGetParams{})
+	r, err := st.Client.Responses.Get(t.Context(), id2, responses.ResponseGetParams{})
 	if err != nil || r.Status != responses.ResponseStatusCompleted {
 		t.Fatalf("get %s: %v %v", id2, r, err)
 	}
 }
 
 func TestWebSocketChainWithoutStore(t *testing.T) {
-	st := newResponsesStack(t, 0)
-	conn := dialResponses(t, st)
-	wsSend(t, conn, `{"type":"response.create","model":"`+testModel+`","store":false,"input":"The secret word is pelican.","max_output_tokens":8}`)
-	id1, _ := wsTurn(t, conn)
+	st := gatewaytest.NewStack(t, 0, mount)
+	conn := gatewaytest.DialResponses(t, st)
+	gatewaytest.WSSend(t, conn, `{"type":"response.create","model":"`+testModel+`","store":false,"input":"The secret word is pelican.","max_output_tokens":8}`)
+	id1, _ := gatewaytest.WSTurn(t, conn)
 	// Not in the store...
-	if _, err := st.client.Responses.Get(t.Context(), id1, responses.ResponseGetParams{}); err == nil {
+	if _, err := st.Client.Responses.Get(t.Context(), id1, responses.ResponseGetParams{}); err == nil {
 		t.Fatal("a store:false response is retrievable")
 	}
 	// ...yet the connection continues it.
-	wsSend(t, conn, `{"type":"response.create","model":"`+testModel+`","store":false,"previous_response_id":"`+id1+`","input":"What is the secret word?","max_output_tokens":8}`)
-	id2, end := wsTurn(t, conn)
+	gatewaytest.WSSend(t, conn, `{"type":"response.create","model":"`+testModel+`","store":false,"previous_response_id":"`+id1+`","input":"What is the secret word?","max_output_tokens":8}`)
+	id2, end := gatewaytest.WSTurn(t, conn)
 	if end.Type != "response.completed" {
 		t.Fatalf("second turn %s", end.Type)
 	}
-	body := st.engine.last()
+	body := st.Engine.Last()
 	if !strings.Contains(body, "pelican") || !strings.Contains(body, "What is the secret word?") {
 		t.Errorf("engine request lacks the earlier context: %s", body)
 	}
 	// And a third turn carries both earlier ones.
-	wsSend(t, conn, `{"type":"response.create","model":"`+testModel+`","store":false,"previous_response_id":"`+id2+`","input":"Again?","max_output_tokens":8}`)
-	wsTurn(t, conn)
-	body = st.engine.last()
+	gatewaytest.WSSend(t, conn, `{"type":"response.create","model":"`+testModel+`","store":false,"previous_response_id":"`+id2+`","input":"Again?","max_output_tokens":8}`)
+	gatewaytest.WSTurn(t, conn)
+	body = st.Engine.Last()
 	if !strings.Contains(body, "pelican") || !strings.Contains(body, "What is the secret word?") || !strings.Contains(body, "Again?") {
 		t.Errorf("third engine request lacks the earlier context: %s", body)
 	}
 	// An id the connection does not hold is not found, as over HTTP.
-	wsSend(t, conn, `{"type":"response.create","model":"`+testModel+`","store":false,"previous_response_id":"`+id1+`","input":"x"}`)
-	if ev := wsRead(t, conn); ev.Type != "error" || ev.Error == nil || ev.Error.Code == nil || *ev.Error.Code != "previous_response_not_found" {
+	gatewaytest.WSSend(t, conn, `{"type":"response.create","model":"`+testModel+`","store":false,"previous_response_id":"`+id1+`","input":"x"}`)
+	if ev := gatewaytest.WSRead(t, conn); ev.Type != "error" || ev.Error == nil || ev.Error.Code == nil || *ev.Error.Code != "previous_response_not_found" {
 		t.Errorf("stale previous_response_id: %+v", ev)
 	}
 }
 
 func TestWebSocketBadMessageKeepsConnection(t *testing.T) {
-	st := newResponsesStack(t, 0)
-	conn := dialResponses(t, st)
+	st := gatewaytest.NewStack(t, 0, mount)
+	conn := gatewaytest.DialResponses(t, st)
 	for _, msg := range []string{
 		`not json`,
 		`{"type":"response.cancel"}`,
 		`{"type":"response.create","model":"` + testModel + `","input":"x","bogus":1}`,
 	} {
-		wsSend(t, conn, msg)
-		ev := wsRead(t, conn)
+		gatewaytest.WSSend(t, conn, msg)
+		ev := gatewaytest.WSRead(t, conn)
 		if ev.Type != "error" || ev.Error == nil || ev.Error.Message == "" {
 			t.Errorf("%s: %+v", msg, ev)
 		}
 	}
-	wsSend(t, conn, `{"type":"response.create","model":"`+testModel+`","input":"Still there?","max_output_tokens":8}`)
-	if _, end := wsTurn(t, conn); end.Type != "response.completed" {
+	gatewaytest.WSSend(t, conn, `{"type":"response.create","model":"`+testModel+`","input":"Still there?","max_output_tokens":8}`)
+	if _, end := gatewaytest.WSTurn(t, conn); end.Type != "response.completed" {
 		t.Errorf("after errors: %s", end.Type)
 	}
 }
 
 func TestWebSocketDisconnectCancels(t *testing.T) {
-	st := newResponsesStack(t, 1)
-	conn := dialResponses(t, st)
-	wsSend(t, conn, `{"type":"response.create","model":"`+testModel+`","input":"Write at length.","max_output_tokens":20000}`)
+	st := gatewaytest.NewStack(t, 1, mount)
+	conn := gatewaytest.DialResponses(t, st)
+	gatewaytest.WSSend(t, conn, `{"type":"response.create","model":"`+testModel+`","input":"Write at length.","max_output_tokens":20000}`)
 	var id string
 	for id == "" {
-		if ev := wsRead(t, conn); ev.Type == "response.created" {
+		if ev := gatewaytest.WSRead(t, conn); ev.Type == "response.created" {
 			id = ev.Response.ID
 		}
 	}
 	conn.CloseNow()
 	// The engine request is cancelled with the turn.
-	waitIdle(t, st.engine)
+	waitIdle(t, st.Engine)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		r, err := st.client.Responses.Get(context.Background(), id, responses.ResponseGetParams{})
+		r, err := st.Client.Responses.Get(context.Background(), id, responses.ResponseGetParams{})
 		if err == nil && r.Status == responses.ResponseStatusCancelled {
 			return
 		}
@@ -194,12 +123,11 @@ func TestWebSocketDisconnectCancels(t *testing.T) {
 }
 
 func TestWebSocketConnectionLimit(t *testing.T) {
-	st := newResponsesStack(t, 0)
-	st.server.opts.WebSocketLimit = 300 * time.Millisecond
-	conn := dialResponses(t, st)
-	wsSend(t, conn, `{"type":"response.create","model":"`+testModel+`","input":"Hi.","max_output_tokens":4}`)
-	wsTurn(t, conn)
-	ev := wsRead(t, conn)
+	st := gatewaytest.NewStack(t, 0, mountWith(func(o *gateway.Options) { o.WebSocketLimit = 300 * time.Millisecond }))
+	conn := gatewaytest.DialResponses(t, st)
+	gatewaytest.WSSend(t, conn, `{"type":"response.create","model":"`+testModel+`","input":"Hi.","max_output_tokens":4}`)
+	gatewaytest.WSTurn(t, conn)
+	ev := gatewaytest.WSRead(t, conn)
 	if ev.Type != "error" || ev.Error == nil || ev.Error.Code == nil || *ev.Error.Code != "websocket_connection_limit_reached" {
 		t.Fatalf("at the limit: %+v", ev)
 	}
@@ -211,11 +139,11 @@ func TestWebSocketConnectionLimit(t *testing.T) {
 }
 
 // sdkConn opens a Responses WebSocket connection with the OpenAI Go SDK.
-func sdkConn(t *testing.T, st *responsesStack) *responses.ResponseConnection {
+func sdkConn(t *testing.T, st *gatewaytest.Stack) *responses.ResponseConnection {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	conn, err := st.client.Responses.Connect(ctx, responses.ResponseConnectionOptions{})
+	conn, err := st.Client.Responses.Connect(ctx, responses.ResponseConnectionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,9 +159,9 @@ func sdkSend(t *testing.T, conn *responses.ResponseConnection, msg string) {
 }
 
 // sdkTurn reads one response's events up to its end and returns them.
-func sdkTurn(t *testing.T, conn *responses.ResponseConnection) []wsEventMsg {
+func sdkTurn(t *testing.T, conn *responses.ResponseConnection) []gatewaytest.WSEvent {
 	t.Helper()
-	var evs []wsEventMsg
+	var evs []gatewaytest.WSEvent
 	for {
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		raw, err := conn.RecvRaw(ctx)
@@ -241,7 +169,7 @@ func sdkTurn(t *testing.T, conn *responses.ResponseConnection) []wsEventMsg {
 		if err != nil {
 			t.Fatalf("after %d events: %v", len(evs), err)
 		}
-		var ev wsEventMsg
+		var ev gatewaytest.WSEvent
 		if err := json.Unmarshal(raw, &ev); err != nil {
 			t.Fatalf("%v: %s", err, raw)
 		}
@@ -255,7 +183,7 @@ func sdkTurn(t *testing.T, conn *responses.ResponseConnection) []wsEventMsg {
 
 // answered reports whether ev ends a response with its answer, whole or
 // cut at max_output_tokens.
-func answered(ev wsEventMsg) bool {
+func answered(ev gatewaytest.WSEvent) bool {
 	return ev.Type == "response.completed" || ev.Type == "response.incomplete"
 }
 
@@ -264,7 +192,8 @@ func answered(ev wsEventMsg) bool {
 // without reaching an engine, and the turn that continues it carries its
 // input.
 func TestWebSocketWarmup(t *testing.T) {
-	st := newResponsesStack(t, 0)
+	reg := prometheus.NewRegistry()
+	st := gatewaytest.NewStack(t, 0, mountWith(func(o *gateway.Options) { o.Metrics = reg }))
 	conn := sdkConn(t, st)
 	err := conn.Create(t.Context(), responses.ResponsesClientEventResponseCreateParam{
 		Model:    testModel,
@@ -280,8 +209,8 @@ func TestWebSocketWarmup(t *testing.T) {
 		t.Fatalf("warmup events %+v", evs)
 	}
 	warm := evs[1].Response.ID
-	if !strings.HasPrefix(warm, "resp_") || st.engine.count() != 0 {
-		t.Fatalf("warmup id %q, engine requests %d", warm, st.engine.count())
+	if !strings.HasPrefix(warm, "resp_") || st.Engine.Count() != 0 {
+		t.Fatalf("warmup id %q, engine requests %d", warm, st.Engine.Count())
 	}
 	sdkSend(t, conn, `{"type":"response.create","model":"`+testModel+`","store":false,"previous_response_id":"`+warm+`","input":"What is the secret word?","max_output_tokens":8}`)
 	evs = sdkTurn(t, conn)
@@ -289,18 +218,18 @@ func TestWebSocketWarmup(t *testing.T) {
 	if !answered(end) {
 		t.Fatalf("turn after the warmup ended %+v", end)
 	}
-	body := st.engine.last()
+	body := st.Engine.Last()
 	if !strings.Contains(body, "pelican") || !strings.Contains(body, "What is the secret word?") {
 		t.Errorf("the turn after the warmup lacks its input: %s", body)
 	}
 	// Chained on from there, the warmup's input stays in the context.
 	sdkSend(t, conn, `{"type":"response.create","model":"`+testModel+`","store":false,"previous_response_id":"`+end.Response.ID+`","input":"Again?","max_output_tokens":8}`)
 	sdkTurn(t, conn)
-	if body := st.engine.last(); !strings.Contains(body, "pelican") || !strings.Contains(body, "Again?") {
+	if body := st.Engine.Last(); !strings.Contains(body, "pelican") || !strings.Contains(body, "Again?") {
 		t.Errorf("third turn lacks the context: %s", body)
 	}
-	if st.engine.count() != 2 {
-		t.Errorf("engine requests %d, want 2", st.engine.count())
+	if st.Engine.Count() != 2 {
+		t.Errorf("engine requests %d, want 2", st.Engine.Count())
 	}
 	// generate must be a boolean; stream_id multiplexing is refused.
 	for _, msg := range []string{
@@ -314,8 +243,8 @@ func TestWebSocketWarmup(t *testing.T) {
 	}
 	// A connection answers its messages in turn, so once the last error
 	// has arrived every message before it has been counted.
-	m := st.server.metrics.ws.messages
-	if w, r := testutil.ToFloat64(m.WithLabelValues("warmup")), testutil.ToFloat64(m.WithLabelValues("response")); w != 1 || r != 2 {
+	m := "turnpike_websocket_messages_total"
+	if w, r := counter(t, reg, m, "kind", "warmup"), counter(t, reg, m, "kind", "response"); w != 1 || r != 2 {
 		t.Errorf("messages counted: %v warmups, %v responses", w, r)
 	}
 }
@@ -324,17 +253,17 @@ func TestWebSocketWarmup(t *testing.T) {
 // to one another (no session, no chain), all go to the replica its first
 // turn went to, where round-robin over HTTP spreads them.
 func TestWebSocketStaysOnOneReplica(t *testing.T) {
-	st := newResponsesFleet(t, sim.Config{}, tpresponses.Config{}, 3)
+	st := gatewaytest.NewFleet(t, sim.Config{}, tpresponses.Config{}, 3, mount)
 	counts := func() []int {
 		var out []int
-		for _, e := range st.engines {
-			out = append(out, e.count())
+		for _, e := range st.Engines {
+			out = append(out, e.Count())
 		}
 		return out
 	}
 	for i := range 3 {
-		if _, err := st.client.Responses.New(t.Context(), responses.ResponseNewParams{
-			Model: testModel, Input: text(fmt.Sprintf("HTTP question %d", i)), MaxOutputTokens: openai.Int(4), Store: openai.Bool(false),
+		if _, err := st.Client.Responses.New(t.Context(), responses.ResponseNewParams{
+			Model: testModel, Input: gatewaytest.Text(fmt.Sprintf("HTTP question %d", i)), MaxOutputTokens: openai.Int(4), Store: openai.Bool(false),
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -368,8 +297,8 @@ func TestWebSocketStaysOnOneReplica(t *testing.T) {
 // saying why), then sends the limit error and closes; the engine request
 // is cancelled.
 func TestWebSocketLimitMidTurn(t *testing.T) {
-	st := newResponsesStack(t, 1)
-	st.server.opts.WebSocketLimit = 500 * time.Millisecond
+	reg := prometheus.NewRegistry()
+	st := gatewaytest.NewStack(t, 1, mountWith(func(o *gateway.Options) { o.WebSocketLimit, o.Metrics = 500*time.Millisecond, reg }))
 	conn := sdkConn(t, st)
 	sdkSend(t, conn, `{"type":"response.create","model":"`+testModel+`","input":"Write at length.","max_output_tokens":20000}`)
 	evs := sdkTurn(t, conn)
@@ -386,19 +315,19 @@ func TestWebSocketLimitMidTurn(t *testing.T) {
 	if _, err := conn.RecvRaw(ctx); err == nil {
 		t.Error("the connection stayed open after the limit")
 	}
-	waitIdle(t, st.engine)
-	if n := testutil.ToFloat64(st.server.metrics.ws.closed.WithLabelValues("limit")); n != 1 {
+	waitIdle(t, st.Engine)
+	if n := counter(t, reg, "turnpike_websocket_closed_total", "reason", "limit"); n != 1 {
 		t.Errorf("connections closed at the limit: %v", n)
 	}
 }
 
 // waitIdle waits until the engine answers no request.
-func waitIdle(t *testing.T, e *recorder) {
+func waitIdle(t *testing.T, e *gatewaytest.Recorder) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for e.active.Load() != 0 {
+	for e.Active.Load() != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the engine still answers %d requests", e.active.Load())
+			t.Fatalf("the engine still answers %d requests", e.Active.Load())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -409,9 +338,9 @@ func waitIdle(t *testing.T, e *recorder) {
 // (the context the connection keeps grows by one short exchange a turn),
 // against a simulated engine that answers at once.
 func BenchmarkWebSocketTurn(b *testing.B) {
-	st := newResponsesStack(b, 0)
+	st := gatewaytest.NewStack(b, 0, mount)
 	ctx := b.Context()
-	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(st.front.URL, "http")+"/v1/responses", nil)
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(st.Front.URL, "http")+"/v1/responses", nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -439,7 +368,7 @@ func BenchmarkWebSocketTurn(b *testing.B) {
 				}
 				continue
 			}
-			var ev wsEventMsg
+			var ev gatewaytest.WSEvent
 			if err := json.Unmarshal(data, &ev); err != nil {
 				b.Fatal(err)
 			}
@@ -455,7 +384,7 @@ func BenchmarkWebSocketTurn(b *testing.B) {
 // prompt_cache_retention…) and has the members an HTTP create's response
 // has (issue 32, item 8: it was built by hand and had drifted).
 func TestWebSocketWarmupIsAResponse(t *testing.T) {
-	st := newResponsesStack(t, 0)
+	st := gatewaytest.NewStack(t, 0, mount)
 	conn := sdkConn(t, st)
 	const fields = `"model":"` + testModel + `","store":false,"input":"hi","user":"u-1","safety_identifier":"sid-1","max_tool_calls":3,` +
 		`"top_logprobs":2,"prompt_cache_retention":"24h","prompt_cache_key":"k-1","metadata":{"a":"b"},"max_output_tokens":8`
@@ -481,7 +410,7 @@ func TestWebSocketWarmupIsAResponse(t *testing.T) {
 			t.Errorf("warmup response %s = %s, want %s", k, got, want)
 		}
 	}
-	resp, err := http.Post(st.front.URL+"/v1/responses", "application/json", strings.NewReader(`{`+fields+`}`))
+	resp, err := http.Post(st.Front.URL+"/v1/responses", "application/json", strings.NewReader(`{`+fields+`}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package gateway
+package api_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
+	"github.com/turnpike-gateway/turnpike/internal/gatewaytest"
 	tpresponses "github.com/turnpike-gateway/turnpike/responses"
 )
 
@@ -38,7 +39,7 @@ func codexTools() []responses.ToolUnionParam {
 // not, and the engine's call comes back named as OpenAI names it, with
 // its namespace; the next stateless turn sends that call back as input.
 func TestSDKAgentRequest(t *testing.T) {
-	st := newResponsesStack(t, 0)
+	st := gatewaytest.NewStack(t, 0, mount)
 	ctx := context.Background()
 	params := responses.ResponseNewParams{
 		Model:              testModel,
@@ -57,7 +58,7 @@ func TestSDKAgentRequest(t *testing.T) {
 		PromptCacheOptions: responses.ResponseNewParamsPromptCacheOptions{Ttl: "30m"},
 		Text:               responses.ResponseTextConfigParam{Verbosity: responses.ResponseTextConfigVerbosityLow},
 	}
-	stream := st.client.Responses.NewStreaming(ctx, params,
+	stream := st.Client.Responses.NewStreaming(ctx, params,
 		option.WithJSONSet("client_metadata", map[string]string{"x-codex-installation-id": "inst-1"}),
 		option.WithHeader("session-id", "codex-session"), option.WithHeader("thread-id", "019a-thread"))
 	var final responses.Response
@@ -94,7 +95,7 @@ func TestSDKAgentRequest(t *testing.T) {
 			} `json:"function"`
 		} `json:"tools"`
 	}
-	json.Unmarshal([]byte(st.engine.last()), &sent)
+	json.Unmarshal([]byte(st.Engine.Last()), &sent)
 	var names []string
 	for _, tl := range sent.Tools {
 		names = append(names, tl.Function.Name)
@@ -112,14 +113,14 @@ func TestSDKAgentRequest(t *testing.T) {
 		CallID: call.CallID, Name: call.Name, Namespace: openai.String(call.Namespace), Arguments: call.Arguments,
 	}}, out)
 	params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: input}
-	r2, err := st.client.Responses.New(ctx, params)
+	r2, err := st.Client.Responses.New(ctx, params)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r2.OutputText() == "" {
 		t.Errorf("second turn: %+v", r2.Output)
 	}
-	if last := st.engine.last(); !strings.Contains(last, `"name":"multi_agent_v1__spawn_agent","arguments"`) {
+	if last := st.Engine.Last(); !strings.Contains(last, `"name":"multi_agent_v1__spawn_agent","arguments"`) {
 		t.Errorf("the call was not rendered flat for the engine:\n%s", last)
 	}
 }
@@ -129,14 +130,14 @@ func TestSDKAgentRequest(t *testing.T) {
 // external_web_access) is answered; with responses.hostedTools: reject the
 // hosted tool is refused by name.
 func TestResponsesCodexBody(t *testing.T) {
-	st := newResponsesStack(t, 0)
+	st := gatewaytest.NewStack(t, 0, mount)
 	body := `{"model":"` + testModel + `","instructions":"be brief","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}],` +
 		`"tools":[{"type":"function","name":"exec_command","description":"run","strict":false,"parameters":{"type":"object","properties":{}}},` +
 		`{"type":"namespace","name":"multi_agent_v1","description":"agents","tools":[{"type":"function","name":"spawn_agent","description":"spawn","strict":false,"parameters":{"type":"object","properties":{}}}]},` +
 		`{"type":"web_search","external_web_access":false}],"tool_choice":"auto","parallel_tool_calls":false,` +
 		`"reasoning":{"effort":"medium","summary":"auto"},"store":false,"stream":false,"include":["reasoning.encrypted_content"],` +
 		`"prompt_cache_key":"t1","client_metadata":{"x-codex-installation-id":"i"}}`
-	resp, err := http.Post(st.front.URL+"/v1/responses", "application/json", strings.NewReader(body))
+	resp, err := http.Post(st.Front.URL+"/v1/responses", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,13 +159,13 @@ func TestResponsesCodexBody(t *testing.T) {
 // TestSDKHostedToolsRejected: with responses.hostedTools: reject, a
 // request with a hosted tool is refused with OpenAI's error naming it.
 func TestSDKHostedToolsRejected(t *testing.T) {
-	st := newResponsesStackWith(t, 0, tpresponses.Config{HostedTools: tpresponses.HostedToolsReject})
-	_, err := st.client.Responses.New(context.Background(), responses.ResponseNewParams{Model: testModel, Input: text("hi"), Tools: codexTools()})
+	st := gatewaytest.NewStackWith(t, 0, tpresponses.Config{HostedTools: tpresponses.HostedToolsReject}, mount)
+	_, err := st.Client.Responses.New(context.Background(), responses.ResponseNewParams{Model: testModel, Input: gatewaytest.Text("hi"), Tools: codexTools()})
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "tools[2].type" || !strings.Contains(apiErr.Message, "web_search") {
 		t.Fatalf("got %v, want a 400 naming tools[2]", err)
 	}
-	if st.engine.last() != "" {
+	if st.Engine.Last() != "" {
 		t.Error("the engine was asked")
 	}
 }

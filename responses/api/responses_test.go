@@ -1,183 +1,26 @@
-package gateway
+package api_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/conversations"
-	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
-	"github.com/turnpike-gateway/turnpike/accelerators/sim"
-	"github.com/turnpike-gateway/turnpike/affinity"
-	"github.com/turnpike-gateway/turnpike/dispatch"
-	"github.com/turnpike-gateway/turnpike/pools"
-	tpresponses "github.com/turnpike-gateway/turnpike/responses"
-	"github.com/turnpike-gateway/turnpike/state"
+	"github.com/turnpike-gateway/turnpike/internal/gatewaytest"
 )
 
-// recorder keeps the chat completion bodies an engine receives.
-type recorder struct {
-	h  http.Handler
-	mu sync.Mutex
-	// bodies are the chat completion request bodies, in arrival order.
-	bodies []string
-	// active counts the chat completion requests being answered.
-	active atomic.Int64
-	// discard, set before the first request, passes the bodies on unread
-	// (a test that measures what the gateway allocates).
-	discard bool
-}
-
-func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.URL.Path == "/v1/chat/completions" && !r.discard {
-		b, _ := io.ReadAll(req.Body)
-		req.Body = io.NopCloser(bytes.NewReader(b))
-		r.mu.Lock()
-		r.bodies = append(r.bodies, string(b))
-		r.mu.Unlock()
-		r.active.Add(1)
-		defer r.active.Add(-1)
-	}
-	r.h.ServeHTTP(w, req)
-}
-
-func (r *recorder) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.bodies)
-}
-
-func (r *recorder) last() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.bodies) == 0 {
-		return ""
-	}
-	return r.bodies[len(r.bodies)-1]
-}
-
-// responsesStack is a gateway with the Responses API over simulated
-// engines (one unless newResponsesFleet says more), and an OpenAI SDK
-// client for it.
-type responsesStack struct {
-	front  *httptest.Server
-	engine *recorder
-	// engines are every engine, engine the first.
-	engines []*recorder
-	client  openai.Client
-	server  *Server
-}
-
-func newResponsesStack(t testing.TB, timeScale float64) *responsesStack {
-	t.Helper()
-	return newResponsesStackWith(t, timeScale, tpresponses.Config{})
-}
-
-// newResponsesStackWith is newResponsesStack with the service's config.
-func newResponsesStackWith(t testing.TB, timeScale float64, cfg tpresponses.Config) *responsesStack {
-	t.Helper()
-	return newResponsesFleet(t, sim.Config{TimeScale: timeScale}, cfg, 1)
-}
-
-// newResponsesStackSim is newResponsesStack over a simulated engine of
-// simCfg (its served model name is testModel).
-func newResponsesStackSim(t testing.TB, simCfg sim.Config, cfg tpresponses.Config) *responsesStack {
-	t.Helper()
-	return newResponsesFleet(t, simCfg, cfg, 1)
-}
-
-// newResponsesFleet is newResponsesStackSim over n engines, picked
-// round-robin.
-func newResponsesFleet(t testing.TB, simCfg sim.Config, cfg tpresponses.Config, n int) *responsesStack {
-	t.Helper()
-	simCfg.ServedModelName = testModel
-	var engines []http.Handler
-	for range n {
-		eng, err := sim.New(simCfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { eng.Close() })
-		engines = append(engines, eng.Handler())
-	}
-	return newResponsesOn(t, cfg, engines...)
-}
-
-// newResponsesOn is a responses stack over the given engines.
-func newResponsesOn(t testing.TB, cfg tpresponses.Config, engines ...http.Handler) *responsesStack {
-	t.Helper()
-	return newResponsesOnWith(t, cfg, dispatch.Options{}, engines...)
-}
-
-// newResponsesOnWith is newResponsesOn with the dispatcher's options
-// (its Registry, Policy and Logger are the stack's own).
-func newResponsesOnWith(t testing.TB, cfg tpresponses.Config, dopts dispatch.Options, engines ...http.Handler) *responsesStack {
-	t.Helper()
-	log := slog.New(slog.DiscardHandler)
-	var recs []*recorder
-	var eps []pools.EndpointConfig
-	for _, h := range engines {
-		rec := &recorder{h: h}
-		backend := httptest.NewServer(rec)
-		t.Cleanup(backend.Close)
-		recs = append(recs, rec)
-		eps = append(eps, pools.EndpointConfig{URL: backend.URL})
-	}
-	reg, err := pools.NewRegistry([]pools.PoolConfig{{
-		Name: "p", Model: "llama-3.1-8b", ServedModels: []string{testModel}, Endpoints: eps,
-	}}, pools.Options{}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := state.OpenPebble(t.TempDir(), state.PebbleOptions{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dopts.Registry, dopts.Policy, dopts.Logger = reg, &affinity.RoundRobin{}, log
-	d, err := dispatch.New(dopts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.CollectInterval, cfg.Logger = -1, log
-	svc := tpresponses.New(tpresponses.NewStore(db.Namespace("rs/"), tpresponses.StoreOptions{}), d, cfg)
-	if err := svc.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Options{Registry: reg, Dispatch: d, Logger: log, BodyLimit: 1 << 20, Responses: svc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := httptest.NewServer(s.Handler())
-	t.Cleanup(func() {
-		front.Close()
-		svc.Close(context.Background())
-		db.Close()
-	})
-	client := openai.NewClient(option.WithBaseURL(front.URL+"/v1"), option.WithAPIKey("test"), option.WithMaxRetries(0))
-	return &responsesStack{front: front, engine: recs[0], engines: recs, client: client, server: s}
-}
-
-func text(s string) responses.ResponseNewParamsInputUnion {
-	return responses.ResponseNewParamsInputUnion{OfString: openai.String(s)}
-}
-
 func TestSDKCreateAndChain(t *testing.T) {
-	st := newResponsesStack(t, 0)
+	st := gatewaytest.NewStack(t, 0, mount)
 	ctx := context.Background()
-	r1, err := st.client.Responses.New(ctx, responses.ResponseNewParams{
-		Model: testModel, Input: text("The secret word is pelican."), Instructions: openai.String("Answer briefly."),
+	r1, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{
+		Model: testModel, Input: gatewaytest.Text("The secret word is pelican."), Instructions: openai.String("Answer briefly."),
 		MaxOutputTokens: openai.Int(16), Metadata: map[string]string{"k": "v"},
 	})
 	if err != nil {
@@ -193,13 +36,13 @@ func TestSDKCreateAndChain(t *testing.T) {
 		t.Errorf("echoed fields: metadata %v, instructions %+v", r1.Metadata, r1.Instructions)
 	}
 
-	r2, err := st.client.Responses.New(ctx, responses.ResponseNewParams{
-		Model: testModel, Input: text("What was the secret word?"), PreviousResponseID: openai.String(r1.ID), MaxOutputTokens: openai.Int(16),
+	r2, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{
+		Model: testModel, Input: gatewaytest.Text("What was the secret word?"), PreviousResponseID: openai.String(r1.ID), MaxOutputTokens: openai.Int(16),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sent := st.engine.last()
+	sent := st.Engine.Last()
 	for _, want := range []string{"The secret word is pelican.", jsonString(r1.OutputText()), "What was the secret word?"} {
 		if !strings.Contains(sent, want) {
 			t.Errorf("the engine did not get %q for the second turn:\n%s", want, sent)
@@ -208,7 +51,7 @@ func TestSDKCreateAndChain(t *testing.T) {
 	if r2.PreviousResponseID != r1.ID {
 		t.Errorf("previous_response_id echoed as %q", r2.PreviousResponseID)
 	}
-	got, err := st.client.Responses.Get(ctx, r2.ID, responses.ResponseGetParams{})
+	got, err := st.Client.Responses.Get(ctx, r2.ID, responses.ResponseGetParams{})
 	if err != nil || got.OutputText() != r2.OutputText() {
 		t.Errorf("get: %v, text %q want %q", err, got.OutputText(), r2.OutputText())
 	}
@@ -221,9 +64,9 @@ func jsonString(s string) string {
 }
 
 func TestSDKStreamEvents(t *testing.T) {
-	st := newResponsesStack(t, 0)
-	stream := st.client.Responses.NewStreaming(context.Background(), responses.ResponseNewParams{
-		Model: testModel, Input: text("Tell me a story."), MaxOutputTokens: openai.Int(8),
+	st := gatewaytest.NewStack(t, 0, mount)
+	stream := st.Client.Responses.NewStreaming(context.Background(), responses.ResponseNewParams{
+		Model: testModel, Input: gatewaytest.Text("Tell me a story."), MaxOutputTokens: openai.Int(8),
 	})
 	var types []string
 	var deltas strings.Builder
@@ -263,20 +106,20 @@ func TestSDKStreamEvents(t *testing.T) {
 		t.Errorf("incomplete details %+v", final.IncompleteDetails)
 	}
 	// Stored before it was announced.
-	got, err := st.client.Responses.Get(context.Background(), final.ID, responses.ResponseGetParams{})
+	got, err := st.Client.Responses.Get(context.Background(), final.ID, responses.ResponseGetParams{})
 	if err != nil || got.Status != final.Status {
 		t.Errorf("stored: %v %v", got, err)
 	}
 }
 
 func TestSDKFunctionCalling(t *testing.T) {
-	st := newResponsesStack(t, 0)
+	st := gatewaytest.NewStack(t, 0, mount)
 	ctx := context.Background()
 	tools := []responses.ToolUnionParam{{OfFunction: &responses.FunctionToolParam{
 		Name: "get_weather", Description: openai.String("Weather in a city"),
 		Parameters: map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}},
 	}}}
-	r1, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text("Weather in Paris?"), Tools: tools})
+	r1, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: gatewaytest.Text("Weather in Paris?"), Tools: tools})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +132,7 @@ func TestSDKFunctionCalling(t *testing.T) {
 	}
 	out := responses.ResponseInputItemParamOfFunctionCallOutput(`{"temperature":"21C"}`)
 	out.OfFunctionCallOutput.CallID = openai.String(call.CallID)
-	r2, err := st.client.Responses.New(ctx, responses.ResponseNewParams{
+	r2, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{
 		Model: testModel, PreviousResponseID: openai.String(r1.ID), Tools: tools, MaxOutputTokens: openai.Int(16),
 		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{out}},
 	})
@@ -308,7 +151,7 @@ func TestSDKFunctionCalling(t *testing.T) {
 			} `json:"tool_calls"`
 		} `json:"messages"`
 	}
-	json.Unmarshal([]byte(st.engine.last()), &sent)
+	json.Unmarshal([]byte(st.Engine.Last()), &sent)
 	m := sent.Messages
 	if len(m) != 3 || m[1].Role != "assistant" || len(m[1].ToolCalls) != 1 || m[1].ToolCalls[0].ID != call.CallID ||
 		m[2].Role != "tool" || m[2].ToolCallID != call.CallID {
@@ -317,18 +160,18 @@ func TestSDKFunctionCalling(t *testing.T) {
 }
 
 func TestSDKInputItemsPaging(t *testing.T) {
-	st := newResponsesStack(t, 0)
+	st := gatewaytest.NewStack(t, 0, mount)
 	ctx := context.Background()
 	var in responses.ResponseInputParam
 	for _, s := range []string{"a", "b", "c", "d", "e"} {
 		in = append(in, responses.ResponseInputItemParamOfMessage(s, responses.EasyInputMessageRoleUser))
 	}
-	r, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, MaxOutputTokens: openai.Int(4),
+	r, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, MaxOutputTokens: openai.Int(4),
 		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: in}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	page, err := st.client.Responses.InputItems.List(ctx, r.ID, responses.InputItemListParams{Limit: openai.Int(2)})
+	page, err := st.Client.Responses.InputItems.List(ctx, r.ID, responses.InputItemListParams{Limit: openai.Int(2)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +184,7 @@ func TestSDKInputItemsPaging(t *testing.T) {
 		t.Fatalf("first page: %d items, has_more %v", len(page.Data), page.HasMore)
 	}
 	var got []string
-	iter := st.client.Responses.InputItems.ListAutoPaging(ctx, r.ID, responses.InputItemListParams{Limit: openai.Int(2)})
+	iter := st.Client.Responses.InputItems.ListAutoPaging(ctx, r.ID, responses.InputItemListParams{Limit: openai.Int(2)})
 	for iter.Next() {
 		it := iter.Current()
 		got = append(got, it.AsMessage().Content[0].Text)
@@ -352,7 +195,7 @@ func TestSDKInputItemsPaging(t *testing.T) {
 	if strings.Join(got, "") != "edcba" {
 		t.Errorf("paged (desc) through %v", got)
 	}
-	asc, err := st.client.Responses.InputItems.List(ctx, r.ID, responses.InputItemListParams{Order: responses.InputItemListParamsOrderAsc, Limit: openai.Int(10)})
+	asc, err := st.Client.Responses.InputItems.List(ctx, r.ID, responses.InputItemListParams{Order: responses.InputItemListParamsOrderAsc, Limit: openai.Int(10)})
 	if err != nil || len(asc.Data) != 5 || asc.HasMore || asc.Data[0].AsMessage().Content[0].Text != "a" {
 		t.Errorf("asc: %v %+v", err, asc)
 	}
@@ -361,19 +204,19 @@ func TestSDKInputItemsPaging(t *testing.T) {
 // TestInputItemsLimitOutOfRange: a limit outside 1..100 is refused with
 // the value the client sent (issue 9, D5: limit=0 was reported as -1).
 func TestInputItemsLimitOutOfRange(t *testing.T) {
-	st := newResponsesStack(t, 0)
-	r, err := st.client.Responses.New(context.Background(), responses.ResponseNewParams{Model: testModel, Input: text("hi"), MaxOutputTokens: openai.Int(4)})
+	st := gatewaytest.NewStack(t, 0, mount)
+	r, err := st.Client.Responses.New(context.Background(), responses.ResponseNewParams{Model: testModel, Input: gatewaytest.Text("hi"), MaxOutputTokens: openai.Int(4)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, limit := range []string{"0", "-3", "101"} {
 		t.Run(limit, func(t *testing.T) {
-			resp, err := http.Get(st.front.URL + "/v1/responses/" + r.ID + "/input_items?limit=" + limit)
+			resp, err := http.Get(st.Front.URL + "/v1/responses/" + r.ID + "/input_items?limit=" + limit)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			eb := readAPIError(t, resp)
+			eb := gatewaytest.ReadAPIError(t, resp)
 			if resp.StatusCode != http.StatusBadRequest || deref(eb.Error.Param) != "limit" || deref(eb.Error.Code) != "invalid_value" {
 				t.Fatalf("limit=%s: %d param %q code %q", limit, resp.StatusCode, deref(eb.Error.Param), deref(eb.Error.Code))
 			}
@@ -385,30 +228,30 @@ func TestInputItemsLimitOutOfRange(t *testing.T) {
 }
 
 func TestSDKDelete(t *testing.T) {
-	st := newResponsesStack(t, 0)
+	st := gatewaytest.NewStack(t, 0, mount)
 	ctx := context.Background()
-	r, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text("bye"), MaxOutputTokens: openai.Int(4)})
+	r, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: gatewaytest.Text("bye"), MaxOutputTokens: openai.Int(4)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.client.Responses.Delete(ctx, r.ID); err != nil {
+	if err := st.Client.Responses.Delete(ctx, r.ID); err != nil {
 		t.Fatal(err)
 	}
-	_, err = st.client.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
+	_, err = st.Client.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
 		t.Fatalf("get after delete: %v", err)
 	}
-	if err := st.client.Responses.Delete(ctx, r.ID); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
+	if err := st.Client.Responses.Delete(ctx, r.ID); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
 		t.Errorf("second delete: %v", err)
 	}
 }
 
 func TestSDKBackground(t *testing.T) {
-	st := newResponsesStack(t, 0.05)
+	st := gatewaytest.NewStack(t, 0.05, mount)
 	ctx := context.Background()
-	r, err := st.client.Responses.New(ctx, responses.ResponseNewParams{
-		Model: testModel, Input: text("Work on this in the background."), Background: openai.Bool(true), MaxOutputTokens: openai.Int(16),
+	r, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{
+		Model: testModel, Input: gatewaytest.Text("Work on this in the background."), Background: openai.Bool(true), MaxOutputTokens: openai.Int(16),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -422,7 +265,7 @@ func TestSDKBackground(t *testing.T) {
 			t.Fatalf("still %s after 20s", r.Status)
 		}
 		time.Sleep(20 * time.Millisecond)
-		if r, err = st.client.Responses.Get(ctx, r.ID, responses.ResponseGetParams{}); err != nil {
+		if r, err = st.Client.Responses.Get(ctx, r.ID, responses.ResponseGetParams{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -431,7 +274,7 @@ func TestSDKBackground(t *testing.T) {
 	}
 
 	// Resume its event stream part-way.
-	stream := st.client.Responses.GetStreaming(ctx, r.ID, responses.ResponseGetParams{StartingAfter: openai.Int(2)})
+	stream := st.Client.Responses.GetStreaming(ctx, r.ID, responses.ResponseGetParams{StartingAfter: openai.Int(2)})
 	var first, last responses.ResponseStreamEventUnion
 	n := 0
 	for stream.Next() {
@@ -449,13 +292,13 @@ func TestSDKBackground(t *testing.T) {
 	}
 
 	// Cancel a long one while it runs.
-	long, err := st.client.Responses.New(ctx, responses.ResponseNewParams{
-		Model: testModel, Input: text("Write at length."), Background: openai.Bool(true), MaxOutputTokens: openai.Int(20000),
+	long, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{
+		Model: testModel, Input: gatewaytest.Text("Write at length."), Background: openai.Bool(true), MaxOutputTokens: openai.Int(20000),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cancelled, err := st.client.Responses.Cancel(ctx, long.ID)
+	cancelled, err := st.Client.Responses.Cancel(ctx, long.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,25 +306,25 @@ func TestSDKBackground(t *testing.T) {
 		t.Errorf("after cancel: %s", cancelled.Status)
 	}
 	// A foreground response cannot be cancelled.
-	fg, _ := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text("x"), MaxOutputTokens: openai.Int(2)})
+	fg, _ := st.Client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: gatewaytest.Text("x"), MaxOutputTokens: openai.Int(2)})
 	var apiErr *openai.Error
-	if _, err := st.client.Responses.Cancel(ctx, fg.ID); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest {
+	if _, err := st.Client.Responses.Cancel(ctx, fg.ID); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest {
 		t.Errorf("cancel foreground: %v", err)
 	}
 }
 
 func TestSDKConversations(t *testing.T) {
-	st := newResponsesStack(t, 0)
+	st := gatewaytest.NewStack(t, 0, mount)
 	ctx := context.Background()
-	conv, err := st.client.Conversations.New(ctx, conversations.ConversationNewParams{
+	conv, err := st.Client.Conversations.New(ctx, conversations.ConversationNewParams{
 		Items:    []responses.ResponseInputItemUnionParam{responses.ResponseInputItemParamOfMessage("You are terse.", responses.EasyInputMessageRoleSystem)},
 		Metadata: map[string]string{"topic": "demo"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := st.client.Responses.New(ctx, responses.ResponseNewParams{
-		Model: testModel, Input: text("Hello there."), MaxOutputTokens: openai.Int(8),
+	r, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{
+		Model: testModel, Input: gatewaytest.Text("Hello there."), MaxOutputTokens: openai.Int(8),
 		Conversation: responses.ResponseNewParamsConversationUnion{OfString: openai.String(conv.ID)},
 	})
 	if err != nil {
@@ -490,41 +333,41 @@ func TestSDKConversations(t *testing.T) {
 	if r.Conversation.ID != conv.ID {
 		t.Errorf("conversation echoed as %q", r.Conversation.ID)
 	}
-	items, err := st.client.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{Order: conversations.ItemListParamsOrderAsc})
+	items, err := st.Client.Conversations.Items.List(ctx, conv.ID, conversations.ItemListParams{Order: conversations.ItemListParamsOrderAsc})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(items.Data) != 3 || items.Data[1].AsMessage().Content[0].Text != "Hello there." || items.Data[2].Role != "assistant" {
 		t.Fatalf("conversation items: %+v", items.Data)
 	}
-	added, err := st.client.Conversations.Items.New(ctx, conv.ID, conversations.ItemNewParams{
+	added, err := st.Client.Conversations.Items.New(ctx, conv.ID, conversations.ItemNewParams{
 		Items: []responses.ResponseInputItemUnionParam{responses.ResponseInputItemParamOfMessage("And again.", responses.EasyInputMessageRoleUser)},
 	})
 	if err != nil || len(added.Data) != 1 {
 		t.Fatalf("add items: %v", err)
 	}
-	one, err := st.client.Conversations.Items.Get(ctx, conv.ID, added.Data[0].ID, conversations.ItemGetParams{})
+	one, err := st.Client.Conversations.Items.Get(ctx, conv.ID, added.Data[0].ID, conversations.ItemGetParams{})
 	if err != nil || one.ID != added.Data[0].ID {
 		t.Fatalf("get item: %v", err)
 	}
-	if _, err := st.client.Conversations.Items.Delete(ctx, conv.ID, one.ID); err != nil {
+	if _, err := st.Client.Conversations.Items.Delete(ctx, conv.ID, one.ID); err != nil {
 		t.Fatal(err)
 	}
-	upd, err := st.client.Conversations.Update(ctx, conv.ID, conversations.ConversationUpdateParams{Metadata: map[string]string{"topic": "changed"}})
+	upd, err := st.Client.Conversations.Update(ctx, conv.ID, conversations.ConversationUpdateParams{Metadata: map[string]string{"topic": "changed"}})
 	if err != nil || !strings.Contains(upd.RawJSON(), `"topic":"changed"`) {
 		t.Fatalf("update: %v %+v", err, upd)
 	}
-	if _, err := st.client.Conversations.Delete(ctx, conv.ID); err != nil {
+	if _, err := st.Client.Conversations.Delete(ctx, conv.ID); err != nil {
 		t.Fatal(err)
 	}
 	var apiErr *openai.Error
-	if _, err := st.client.Conversations.Get(ctx, conv.ID); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
+	if _, err := st.Client.Conversations.Get(ctx, conv.ID); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
 		t.Errorf("get after delete: %v", err)
 	}
 }
 
 func TestResponsesBadInput(t *testing.T) {
-	st := newResponsesStack(t, 0)
+	st := gatewaytest.NewStack(t, 0, mount)
 	big := `{"model":"` + testModel + `","input":"` + strings.Repeat("x", 2<<20) + `"}`
 	tests := []struct {
 		name, body  string
@@ -543,7 +386,7 @@ func TestResponsesBadInput(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, err := http.Post(st.front.URL+"/v1/responses", "application/json", strings.NewReader(tc.body))
+			resp, err := http.Post(st.Front.URL+"/v1/responses", "application/json", strings.NewReader(tc.body))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -578,27 +421,4 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
-}
-
-// TestReadAllBody: a body of stated length is read in one allocation, and
-// bodies of unstated length, or longer than stated, whole.
-func TestReadAllBody(t *testing.T) {
-	body := strings.Repeat("x", 170<<10)
-	r := httptest.NewRequest(http.MethodPost, "/v1/responses", strings.NewReader(body))
-	if n := testing.AllocsPerRun(20, func() {
-		r.Body = io.NopCloser(strings.NewReader(body))
-		if b, err := readAllBody(r); err != nil || len(b) != len(body) {
-			t.Fatalf("read %d bytes, %v", len(b), err)
-		}
-	}); n > 3 {
-		// Two are the test's reader; io.ReadAll makes a dozen more.
-		t.Errorf("%v allocations for a body of stated length, want 1 (and the test reader's 2)", n)
-	}
-	for _, stated := range []int64{-1, 10} {
-		r := httptest.NewRequest(http.MethodPost, "/v1/responses", strings.NewReader(body))
-		r.ContentLength = stated
-		if b, err := readAllBody(r); err != nil || string(b) != body {
-			t.Errorf("stated length %d: read %d bytes, %v", stated, len(b), err)
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package gateway
+package api
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/responses"
@@ -17,10 +18,6 @@ import (
 	"github.com/turnpike-gateway/turnpike/tracing"
 	"go.opentelemetry.io/otel/trace"
 )
-
-// DefaultWebSocketLimit is how long a Responses WebSocket connection may
-// live, as OpenAI allows.
-const DefaultWebSocketLimit = 60 * time.Minute
 
 // errConnectionLimit ends a connection that reached its time limit; a
 // turn in flight then fails with it.
@@ -42,7 +39,7 @@ type wsEvent struct {
 // turn can continue it by previous_response_id whether or not it was
 // stored.
 type wsConn struct {
-	h      *responsesAPI
+	h      *API
 	conn   *websocket.Conn
 	tenant string
 	hdr    http.Header
@@ -70,7 +67,7 @@ type wsWarmup struct {
 // response.create message makes a response whose stream events come
 // back as text messages, in order; a request error is an error event and
 // the connection stays open.
-func (h *responsesAPI) websocket(c echo.Context) error {
+func (h *API) websocket(c echo.Context) error {
 	r := c.Request()
 	if !isUpgrade(r) {
 		return apierror.New(http.StatusMethodNotAllowed, "method_not_allowed",
@@ -81,13 +78,13 @@ func (h *responsesAPI) websocket(c echo.Context) error {
 		// Accept has written the refusal.
 		return nil
 	}
-	conn.SetReadLimit(h.s.opts.BodyLimit)
-	limit := h.s.opts.WebSocketLimit
+	conn.SetReadLimit(h.opts.MessageLimit)
+	limit := h.opts.WebSocketLimit
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
 	defer cancel(nil)
 	// A gateway shutting down ends the connection's turn with its reason.
 	stopWatch := context.AfterFunc(r.Context(), func() {
-		if cause := context.Cause(r.Context()); errors.Is(cause, ErrShuttingDown) {
+		if cause := context.Cause(r.Context()); h.f.ShuttingDown != nil && errors.Is(cause, h.f.ShuttingDown) {
 			cancel(cause)
 		}
 	})
@@ -121,7 +118,7 @@ func (h *responsesAPI) websocket(c echo.Context) error {
 	}()
 	// The connection's turns keep to the replica its first turn went to.
 	turnCtx := dispatch.WithAffinity(ctx, &dispatch.Affinity{})
-	ws := &wsConn{h: h, conn: conn, tenant: tenantOf(c), hdr: r.Header.Clone(), writeCtx: readCtx, m: &h.s.metrics.ws}
+	ws := &wsConn{h: h, conn: conn, tenant: h.f.Tenant(c), hdr: r.Header.Clone(), writeCtx: readCtx, m: h.m}
 	ws.m.open.Inc()
 	defer ws.m.open.Dec()
 	for {
@@ -143,7 +140,7 @@ func (h *responsesAPI) websocket(c echo.Context) error {
 			ws.m.closed.WithLabelValues("limit").Inc()
 			ws.limitReached(limit)
 			return nil
-		case errors.Is(cause, ErrShuttingDown):
+		case h.f.ShuttingDown != nil && errors.Is(cause, h.f.ShuttingDown):
 			ws.m.closed.WithLabelValues("shutdown").Inc()
 		default:
 			ws.m.closed.WithLabelValues("client").Inc()
@@ -216,14 +213,14 @@ func (ws *wsConn) serve(ctx context.Context, data []byte) {
 		ws.warmup(req)
 		return
 	}
-	if tr := ws.h.s.opts.Tracer; tr.On() {
+	if tr := ws.h.opts.Tracer; tr.On() {
 		// A span per turn, each a child of the client's traceparent
 		// on the upgrade request, if it sent one.
 		var span trace.Span
 		ctx, span = tr.StartTurn(tr.Extract(ctx, ws.hdr), tracing.OpResponses, req.Model)
 		defer span.End()
 	}
-	resp, err := ws.h.svc.Create(ctx, ws.tenant, req, ws.hdr, responses.SinkFunc(ws.write))
+	resp, err := ws.h.opts.Service.Create(ctx, ws.tenant, req, ws.hdr, responses.SinkFunc(ws.write))
 	endResponseSpan(ctx, resp, err)
 	if err != nil {
 		ws.m.messages.WithLabelValues("error").Inc()
@@ -327,10 +324,40 @@ func (ws *wsConn) decode(data []byte) (req *wire.CreateRequest, generate bool, e
 
 // sendError sends err as an error event.
 func (ws *wsConn) sendError(err error) {
-	e := toAPIError(err)
+	e := ws.h.f.Error(err)
 	b, merr := json.Marshal(wsEvent{Type: "error", Status: e.Status, Error: e})
 	if merr != nil {
 		return
 	}
 	_ = ws.write("error", b)
+}
+
+// wsMetrics count Responses WebSocket connections and their messages.
+type wsMetrics struct {
+	open     prometheus.Gauge
+	messages *prometheus.CounterVec
+	closed   *prometheus.CounterVec
+}
+
+// newWSMetrics makes the WebSocket collectors and registers them on reg,
+// unless it is nil.
+func newWSMetrics(reg prometheus.Registerer) *wsMetrics {
+	m := &wsMetrics{
+		open: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "turnpike_websocket_connections",
+			Help: "Responses WebSocket connections open.",
+		}),
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnpike_websocket_messages_total",
+			Help: "Messages received on Responses WebSocket connections, by what they became: response, warmup (generate:false) or error.",
+		}, []string{"kind"}),
+		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnpike_websocket_closed_total",
+			Help: "Responses WebSocket connections ended, by reason: client, limit (the connection time limit) or shutdown.",
+		}, []string{"reason"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.open, m.messages, m.closed)
+	}
+	return m
 }

@@ -1,4 +1,4 @@
-package gateway
+package api_test
 
 import (
 	"context"
@@ -15,14 +15,15 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
+	"github.com/turnpike-gateway/turnpike/internal/gatewaytest"
 	tpresponses "github.com/turnpike-gateway/turnpike/responses"
 )
 
 // newMCPStack is a responses stack allowed to call MCP servers on
 // loopback, and one such server.
-func newMCPStack(t *testing.T) (*responsesStack, *mcpServer) {
+func newMCPStack(t *testing.T) (*gatewaytest.Stack, *mcpServer) {
 	t.Helper()
-	return newResponsesStackWith(t, 0, tpresponses.Config{MCPAllowedURLs: []string{"http://127.0.0.1:"}}), newMCPServer(t)
+	return gatewaytest.NewStackWith(t, 0, tpresponses.Config{MCPAllowedURLs: []string{"http://127.0.0.1:"}}, mount), newMCPServer(t)
 }
 
 // mcpServer is an in-process MCP server over streamable HTTP with two
@@ -97,8 +98,8 @@ func addResult(t *testing.T, arguments string) string {
 // server and are not echoed.
 func TestSDKMCPCall(t *testing.T) {
 	st, m := newMCPStack(t)
-	before := len(st.engine.bodies)
-	evs, r := streamed(t, st, responses.ResponseNewParams{Model: testModel, Input: text("add 2 and 3"),
+	before := len(st.Engine.Bodies)
+	evs, r := streamed(t, st, responses.ResponseNewParams{Model: testModel, Input: gatewaytest.Text("add 2 and 3"),
 		Tools: []responses.ToolUnionParam{m.tool("add", "never")}})
 	if got := outputTypes(r); !slices.Equal(got, []string{"mcp_list_tools", "mcp_call", "message"}) {
 		t.Fatalf("output %v: %s", got, r.RawJSON())
@@ -121,15 +122,15 @@ func TestSDKMCPCall(t *testing.T) {
 	if slices.Index(types, "response.mcp_call.completed") > slices.Index(types, "response.output_text.delta") {
 		t.Errorf("the answer streamed before the call was made: %v", types)
 	}
-	st.engine.mu.Lock()
-	asked := len(st.engine.bodies) - before
-	st.engine.mu.Unlock()
+	st.Engine.Mu.Lock()
+	asked := len(st.Engine.Bodies) - before
+	st.Engine.Mu.Unlock()
 	msgs := engineMessages(t, st)
 	if asked != 2 || len(msgs) != 3 || msgs[2]["role"] != "tool" || msgs[2]["content"] != call.Output {
 		t.Fatalf("engine asked %d times, last with %v", asked, msgs)
 	}
-	if !strings.Contains(st.engine.last(), `"calc__add"`) {
-		t.Errorf("the engine was not offered calc__add: %s", st.engine.last())
+	if !strings.Contains(st.Engine.Last(), `"calc__add"`) {
+		t.Errorf("the engine was not offered calc__add: %s", st.Engine.Last())
 	}
 	m.mu.Lock()
 	keys := slices.Compact(slices.Clone(m.keys))
@@ -153,7 +154,7 @@ func TestSDKMCPApproval(t *testing.T) {
 	st, m := newMCPStack(t)
 	ctx := context.Background()
 	tools := []responses.ToolUnionParam{m.tool("add", "always")}
-	r1, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text("add 4 and 5"), Tools: tools})
+	r1, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: gatewaytest.Text("add 4 and 5"), Tools: tools})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +167,7 @@ func TestSDKMCPApproval(t *testing.T) {
 	}
 
 	approve := func(ok bool) *responses.Response {
-		r, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, PreviousResponseID: openai.String(r1.ID), Tools: tools,
+		r, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, PreviousResponseID: openai.String(r1.ID), Tools: tools,
 			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{responses.ResponseInputItemParamOfMcpApprovalResponse(req.ID, ok)}}})
 		if err != nil {
 			t.Fatal(err)
@@ -192,7 +193,7 @@ func TestSDKMCPApproval(t *testing.T) {
 	}
 
 	t.Run("unknown request", func(t *testing.T) {
-		_, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Tools: tools,
+		_, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Tools: tools,
 			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{responses.ResponseInputItemParamOfMcpApprovalResponse("mcpr_nope", true)}}})
 		var apiErr *openai.Error
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "input[0].approval_request_id" {
@@ -208,7 +209,7 @@ func TestSDKMCPFailures(t *testing.T) {
 	st, m := newMCPStack(t)
 	ctx := context.Background()
 
-	r, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text("try it"), Tools: []responses.ToolUnionParam{m.tool("fail", "never")}})
+	r, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: gatewaytest.Text("try it"), Tools: []responses.ToolUnionParam{m.tool("fail", "never")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ func TestSDKMCPFailures(t *testing.T) {
 		t.Fatalf("failing tool: call %s", r.Output[1].RawJSON())
 	}
 
-	limited, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text("add 1 and 1"),
+	limited, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: gatewaytest.Text("add 1 and 1"),
 		Tools: []responses.ToolUnionParam{m.tool("add", "never")}, MaxToolCalls: openai.Int(0)})
 	if err != nil {
 		t.Fatal(err)
@@ -228,15 +229,15 @@ func TestSDKMCPFailures(t *testing.T) {
 		!strings.Contains(limited.Output[1].AsMcpCall().Error.Message, "max_tool_calls") {
 		t.Fatalf("max_tool_calls 0: %s", limited.RawJSON())
 	}
-	if !strings.Contains(st.engine.last(), `"tool_choice":"none"`) {
-		t.Errorf("past max_tool_calls the engine was still offered tools: %s", st.engine.last())
+	if !strings.Contains(st.Engine.Last(), `"tool_choice":"none"`) {
+		t.Errorf("past max_tool_calls the engine was still offered tools: %s", st.Engine.Last())
 	}
 
 	gone := httptest.NewServer(http.NotFoundHandler())
 	gone.Close()
 	tool := m.tool("add", "never")
 	tool.OfMcp.ServerURL = openai.String(gone.URL)
-	r, err = st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text("add 1 and 2"), Tools: []responses.ToolUnionParam{tool}})
+	r, err = st.Client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: gatewaytest.Text("add 1 and 2"), Tools: []responses.ToolUnionParam{tool}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package gateway
+package api_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
+	"github.com/turnpike-gateway/turnpike/internal/gatewaytest"
 )
 
 // TestSDKInputTokens: POST /v1/responses/input_tokens (the SDK's
@@ -16,7 +17,7 @@ import (
 // the same fields sends the engine, which is the engine's own count of it
 // (usage.input_tokens), for a plain input, tools and a chain.
 func TestSDKInputTokens(t *testing.T) {
-	st := newResponsesStack(t, 0)
+	st := gatewaytest.NewStack(t, 0, mount)
 	ctx := context.Background()
 	tool := responses.ToolParamOfFunction("get_weather", map[string]any{
 		"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}},
@@ -24,7 +25,7 @@ func TestSDKInputTokens(t *testing.T) {
 
 	count := func(p responses.InputTokenCountParams) int64 {
 		t.Helper()
-		c, err := st.client.Responses.InputTokens.Count(ctx, p)
+		c, err := st.Client.Responses.InputTokens.Count(ctx, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,7 +36,7 @@ func TestSDKInputTokens(t *testing.T) {
 	}
 	n1 := count(responses.InputTokenCountParams{Model: openai.String(testModel), Instructions: openai.String("Be brief."),
 		Input: responses.InputTokenCountParamsInputUnion{OfString: openai.String("Tell me about Lisbon.")}})
-	r1, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Instructions: openai.String("Be brief."), Input: text("Tell me about Lisbon.")})
+	r1, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Instructions: openai.String("Be brief."), Input: gatewaytest.Text("Tell me about Lisbon.")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,8 +50,8 @@ func TestSDKInputTokens(t *testing.T) {
 	if n2 <= n1 {
 		t.Errorf("a chained turn with tools counts %d, not more than its first turn's %d", n2, n1)
 	}
-	r2, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, PreviousResponseID: openai.String(r1.ID),
-		Tools: []responses.ToolUnionParam{tool}, Instructions: openai.String("Be brief."), Input: text("And the weather in Porto?")})
+	r2, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, PreviousResponseID: openai.String(r1.ID),
+		Tools: []responses.ToolUnionParam{tool}, Instructions: openai.String("Be brief."), Input: gatewaytest.Text("And the weather in Porto?")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestSDKInputTokens(t *testing.T) {
 		{"a field that does not shape the prompt", responses.InputTokenCountParams{Model: openai.String(testModel), Input: responses.InputTokenCountParamsInputUnion{OfString: openai.String("hi")}}, []option.RequestOption{option.WithJSONSet("stream", true)}, http.StatusBadRequest, "unknown_parameter", "stream"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := st.client.Responses.InputTokens.Count(ctx, tc.params, tc.opts...)
+			_, err := st.Client.Responses.InputTokens.Count(ctx, tc.params, tc.opts...)
 			var apiErr *openai.Error
 			if !errors.As(err, &apiErr) || apiErr.StatusCode != tc.status || apiErr.Code != tc.code || apiErr.Param != tc.wantParam {
 				t.Fatalf("err %v, want %d %s on %s", err, tc.status, tc.code, tc.wantParam)

@@ -1,4 +1,4 @@
-package gateway
+package api_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/conversations"
 	"github.com/openai/openai-go/v3/responses"
+	"github.com/turnpike-gateway/turnpike/internal/gatewaytest"
 )
 
 // itemKey names a listed item: a user message by its text (the client
@@ -24,10 +25,10 @@ func itemKey(it responses.ResponseItemUnion) string {
 }
 
 // listKeys pages through response id's input items as the SDK does.
-func listKeys(t *testing.T, st *responsesStack, id string, params responses.InputItemListParams) []string {
+func listKeys(t *testing.T, st *gatewaytest.Stack, id string, params responses.InputItemListParams) []string {
 	t.Helper()
 	var got []string
-	iter := st.client.Responses.InputItems.ListAutoPaging(context.Background(), id, params)
+	iter := st.Client.Responses.InputItems.ListAutoPaging(context.Background(), id, params)
 	for iter.Next() {
 		got = append(got, itemKey(iter.Current()))
 	}
@@ -56,17 +57,17 @@ func pageIDs(t *testing.T, raw string) (first, last *string) {
 // its own input, newest first unless asked otherwise, paged both ways
 // (issue 32, item 2: a 10-turn chain listed only its last input).
 func TestSDKInputItemsChain(t *testing.T) {
-	st := newResponsesStack(t, 0)
+	st := gatewaytest.NewStack(t, 0, mount)
 	ctx := context.Background()
 	const turns = 10
 	var chain []*responses.Response
 	var want []string // the last response's input items, oldest first
 	for i := range turns {
-		p := responses.ResponseNewParams{Model: testModel, Input: text(fmt.Sprintf("turn %d", i)), MaxOutputTokens: openai.Int(4)}
+		p := responses.ResponseNewParams{Model: testModel, Input: gatewaytest.Text(fmt.Sprintf("turn %d", i)), MaxOutputTokens: openai.Int(4)}
 		if i > 0 {
 			p.PreviousResponseID = openai.String(chain[i-1].ID)
 		}
-		r, err := st.client.Responses.New(ctx, p)
+		r, err := st.Client.Responses.New(ctx, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +94,7 @@ func TestSDKInputItemsChain(t *testing.T) {
 	}
 
 	t.Run("default", func(t *testing.T) {
-		page, err := st.client.Responses.InputItems.List(ctx, last, responses.InputItemListParams{})
+		page, err := st.Client.Responses.InputItems.List(ctx, last, responses.InputItemListParams{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +123,7 @@ func TestSDKInputItemsChain(t *testing.T) {
 			params := responses.InputItemListParams{Order: tc.order, Limit: openai.Int(tc.limit)}
 			var got []string
 			for n := 0; ; n++ {
-				page, err := st.client.Responses.InputItems.List(ctx, last, params)
+				page, err := st.Client.Responses.InputItems.List(ctx, last, params)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -175,7 +176,7 @@ func TestSDKInputItemsChain(t *testing.T) {
 			{"limit", responses.InputItemListParams{Limit: openai.Int(101)}, "limit"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				_, err := st.client.Responses.InputItems.List(ctx, last, tc.params)
+				_, err := st.Client.Responses.InputItems.List(ctx, last, tc.params)
 				var apiErr *openai.Error
 				if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest ||
 					apiErr.Param != tc.param || apiErr.Code != "invalid_value" || apiErr.Type != "invalid_request_error" || apiErr.Message == "" {
@@ -189,9 +190,9 @@ func TestSDKInputItemsChain(t *testing.T) {
 // TestSDKInputItemsConversation: a response in a conversation lists its
 // own turn's input only, not the conversation before it.
 func TestSDKInputItemsConversation(t *testing.T) {
-	st := newResponsesStack(t, 0)
+	st := gatewaytest.NewStack(t, 0, mount)
 	ctx := context.Background()
-	conv, err := st.client.Conversations.New(ctx, conversations.ConversationNewParams{
+	conv, err := st.Client.Conversations.New(ctx, conversations.ConversationNewParams{
 		Items: []responses.ResponseInputItemUnionParam{responses.ResponseInputItemParamOfMessage("You are terse.", responses.EasyInputMessageRoleSystem)},
 	})
 	if err != nil {
@@ -203,7 +204,7 @@ func TestSDKInputItemsConversation(t *testing.T) {
 		for _, s := range in {
 			items = append(items, responses.ResponseInputItemParamOfMessage(s, responses.EasyInputMessageRoleUser))
 		}
-		last, err = st.client.Responses.New(ctx, responses.ResponseNewParams{
+		last, err = st.Client.Responses.New(ctx, responses.ResponseNewParams{
 			Model: testModel, MaxOutputTokens: openai.Int(4), Input: responses.ResponseNewParamsInputUnion{OfInputItemList: items},
 			Conversation: responses.ResponseNewParamsConversationUnion{OfString: openai.String(conv.ID)},
 		})
@@ -222,15 +223,15 @@ func TestSDKInputItemsConversation(t *testing.T) {
 // compaction item and what follows it, not the earlier answers it stands
 // for.
 func TestSDKInputItemsCompacted(t *testing.T) {
-	st := newResponsesStack(t, 0)
+	st := gatewaytest.NewStack(t, 0, mount)
 	ctx := context.Background()
-	r1, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, MaxOutputTokens: openai.Int(8),
-		Input: text("The secret word is pelican. Remember it for later, it matters a great deal.")})
+	r1, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, MaxOutputTokens: openai.Int(8),
+		Input: gatewaytest.Text("The secret word is pelican. Remember it for later, it matters a great deal.")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, MaxOutputTokens: openai.Int(8),
-		PreviousResponseID: openai.String(r1.ID), Input: text("What was the word?"),
+	r2, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, MaxOutputTokens: openai.Int(8),
+		PreviousResponseID: openai.String(r1.ID), Input: gatewaytest.Text("What was the word?"),
 		ContextManagement: []responses.ResponseNewParamsContextManagement{{Type: "compaction", CompactThreshold: openai.Int(20)}}})
 	if err != nil {
 		t.Fatal(err)
@@ -238,8 +239,8 @@ func TestSDKInputItemsCompacted(t *testing.T) {
 	if len(r2.Output) != 2 || r2.Output[0].Type != "compaction" {
 		t.Fatalf("the second turn did not compact: %s", r2.RawJSON())
 	}
-	r3, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, MaxOutputTokens: openai.Int(8),
-		PreviousResponseID: openai.String(r2.ID), Input: text("Thanks.")})
+	r3, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, MaxOutputTokens: openai.Int(8),
+		PreviousResponseID: openai.String(r2.ID), Input: gatewaytest.Text("Thanks.")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +263,7 @@ func TestSDKInputItemsCompacted(t *testing.T) {
 		t.Errorf("the compacting turn:\n got %v\nwant %v", got, want)
 	}
 	// An answer the compaction dropped is no cursor of r3's list.
-	_, err = st.client.Responses.InputItems.List(ctx, r3.ID, responses.InputItemListParams{After: openai.String(r1.Output[0].ID)})
+	_, err = st.Client.Responses.InputItems.List(ctx, r3.ID, responses.InputItemListParams{After: openai.String(r1.Output[0].ID)})
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "after" {
 		t.Errorf("after a dropped item: %v", err)

@@ -1,4 +1,4 @@
-package gateway
+package api_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
+	"github.com/turnpike-gateway/turnpike/internal/gatewaytest"
 	tpresponses "github.com/turnpike-gateway/turnpike/responses"
 )
 
@@ -47,7 +48,7 @@ func compactedInput(t *testing.T, out []responses.ResponseOutputItemUnion) respo
 
 // summaryOf is the compaction summary the engine's last request shows,
 // "" if none.
-func summaryOf(t *testing.T, st *responsesStack) string {
+func summaryOf(t *testing.T, st *gatewaytest.Stack) string {
 	t.Helper()
 	for _, m := range engineMessages(t, st) {
 		if c, _ := m["content"].(string); strings.HasPrefix(c, summaryHeader) {
@@ -71,19 +72,19 @@ func hasRole(msgs []map[string]any, role string) bool {
 // and a compaction item; a later stateless request carrying them shows
 // the engine the summary in place of what it stands for.
 func TestSDKCompact(t *testing.T) {
-	st := newResponsesStack(t, 0)
+	st := gatewaytest.NewStack(t, 0, mount)
 	ctx := context.Background()
 	history := responses.ResponseCompactParamsInputUnion{OfResponseInputItemArray: responses.ResponseInputParam{
 		responses.ResponseInputItemParamOfMessage("The secret word is pelican.", responses.EasyInputMessageRoleUser),
 		responses.ResponseInputItemParamOfMessage("Noted: pelican.", responses.EasyInputMessageRoleAssistant),
 		responses.ResponseInputItemParamOfMessage("Also remember the number 42.", responses.EasyInputMessageRoleUser),
 	}}
-	c, err := st.client.Responses.Compact(ctx, responses.ResponseCompactParams{Model: testModel, Input: history, Instructions: openai.String("Be brief.")})
+	c, err := st.Client.Responses.Compact(ctx, responses.ResponseCompactParams{Model: testModel, Input: history, Instructions: openai.String("Be brief.")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	asked := engineMessages(t, st)
-	if last, _ := asked[len(asked)-1]["content"].(string); !strings.Contains(last, "summary") || !strings.Contains(st.engine.last(), "pelican") {
+	if last, _ := asked[len(asked)-1]["content"].(string); !strings.Contains(last, "summary") || !strings.Contains(st.Engine.Last(), "pelican") {
 		t.Fatalf("the engine was not asked to summarise the conversation: %v", asked)
 	}
 	if c.Object != "response.compaction" || c.ID == "" || c.CreatedAt == 0 || len(c.Output) != 3 || c.Usage.InputTokens == 0 {
@@ -95,7 +96,7 @@ func TestSDKCompact(t *testing.T) {
 	}
 
 	next := append(compactedInput(t, c.Output), responses.ResponseInputItemParamOfMessage("What was the word?", responses.EasyInputMessageRoleUser))
-	r, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Store: openai.Bool(false),
+	r, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Store: openai.Bool(false),
 		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: next}})
 	if err != nil {
 		t.Fatal(err)
@@ -112,15 +113,15 @@ func TestSDKCompact(t *testing.T) {
 	}
 
 	t.Run("previous_response_id", func(t *testing.T) {
-		r1, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text("Plan a trip to Lisbon.")})
+		r1, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: gatewaytest.Text("Plan a trip to Lisbon.")})
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := st.client.Responses.Compact(ctx, responses.ResponseCompactParams{Model: testModel, PreviousResponseID: openai.String(r1.ID)})
+		c, err := st.Client.Responses.Compact(ctx, responses.ResponseCompactParams{Model: testModel, PreviousResponseID: openai.String(r1.ID)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(c.Output) != 2 || c.Output[1].Type != "compaction" || !strings.Contains(st.engine.last(), "Lisbon") {
+		if len(c.Output) != 2 || c.Output[1].Type != "compaction" || !strings.Contains(st.Engine.Last(), "Lisbon") {
 			t.Fatalf("compaction %s", c.RawJSON())
 		}
 	})
@@ -128,7 +129,7 @@ func TestSDKCompact(t *testing.T) {
 	t.Run("tampered", func(t *testing.T) {
 		bad := compactedInput(t, c.Output)
 		bad[len(bad)-1].OfCompaction.EncryptedContent = flipMiddle(item.EncryptedContent)
-		_, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Store: openai.Bool(false),
+		_, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Store: openai.Bool(false),
 			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: bad}})
 		var apiErr *openai.Error
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Code != "invalid_encrypted_content" || apiErr.Param != "input[2].encrypted_content" {
@@ -141,13 +142,13 @@ func TestSDKCompact(t *testing.T) {
 			"nothing to compact": {Model: testModel},
 			"unknown previous":   {Model: testModel, PreviousResponseID: openai.String("resp_nope")},
 		} {
-			_, err := st.client.Responses.Compact(ctx, p)
+			_, err := st.Client.Responses.Compact(ctx, p)
 			var apiErr *openai.Error
 			if !errors.As(err, &apiErr) || apiErr.StatusCode/100 != 4 {
 				t.Errorf("%s: err %v", name, err)
 			}
 		}
-		resp, err := http.Post(st.front.URL+"/v1/responses/compact", "application/json", strings.NewReader(`{"model":"m","input":"x","stream":true}`))
+		resp, err := http.Post(st.Front.URL+"/v1/responses/compact", "application/json", strings.NewReader(`{"model":"m","input":"x","stream":true}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,15 +164,15 @@ func TestSDKCompact(t *testing.T) {
 // starts with the compaction item (streamed like any item), the engine
 // answers from the summary, and the chain's next turn goes on from it.
 func TestSDKAutoCompaction(t *testing.T) {
-	st := newResponsesStackWith(t, 0, tpresponses.Config{})
+	st := gatewaytest.NewStackWith(t, 0, tpresponses.Config{}, mount)
 	ctx := context.Background()
-	r1, err := st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel,
-		Input: text("The secret word is pelican. Remember it for later, it matters a great deal.")})
+	r1, err := st.Client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel,
+		Input: gatewaytest.Text("The secret word is pelican. Remember it for later, it matters a great deal.")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := len(st.engine.bodies)
-	params := responses.ResponseNewParams{Model: testModel, PreviousResponseID: openai.String(r1.ID), Input: text("What was the word?"),
+	before := len(st.Engine.Bodies)
+	params := responses.ResponseNewParams{Model: testModel, PreviousResponseID: openai.String(r1.ID), Input: gatewaytest.Text("What was the word?"),
 		ContextManagement: []responses.ResponseNewParamsContextManagement{{Type: "compaction", CompactThreshold: openai.Int(20)}}}
 	evs, r2 := streamed(t, st, params)
 	if len(r2.Output) != 2 || r2.Output[0].Type != "compaction" || r2.Output[0].AsCompaction().EncryptedContent == "" || r2.Output[1].Type != "message" {
@@ -186,9 +187,9 @@ func TestSDKAutoCompaction(t *testing.T) {
 	if len(first) < 2 || first[0] != "response.output_item.added/compaction" || first[1] != "response.output_item.done/compaction" {
 		t.Fatalf("item events %v", first)
 	}
-	st.engine.mu.Lock()
-	asked := len(st.engine.bodies) - before
-	st.engine.mu.Unlock()
+	st.Engine.Mu.Lock()
+	asked := len(st.Engine.Bodies) - before
+	st.Engine.Mu.Unlock()
 	if asked != 2 {
 		t.Fatalf("the engine was asked %d times; want the summary, then the answer", asked)
 	}
@@ -199,8 +200,8 @@ func TestSDKAutoCompaction(t *testing.T) {
 
 	// Below the threshold nothing is compacted; the chain goes on from
 	// the summary and the answer after it.
-	params.PreviousResponseID, params.Input, params.ContextManagement = openai.String(r2.ID), text("Thanks."), nil
-	r3, err := st.client.Responses.New(ctx, params)
+	params.PreviousResponseID, params.Input, params.ContextManagement = openai.String(r2.ID), gatewaytest.Text("Thanks."), nil
+	r3, err := st.Client.Responses.New(ctx, params)
 	if err != nil {
 		t.Fatal(err)
 	}

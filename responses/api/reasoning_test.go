@@ -1,4 +1,4 @@
-package gateway
+package api_test
 
 import (
 	"context"
@@ -13,14 +13,15 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
+	"github.com/turnpike-gateway/turnpike/internal/gatewaytest"
 	tpresponses "github.com/turnpike-gateway/turnpike/responses"
 )
 
 // streamed runs a streamed response and returns its event types and the
 // response it ended with.
-func streamed(t *testing.T, st *responsesStack, params responses.ResponseNewParams) ([]responses.ResponseStreamEventUnion, responses.Response) {
+func streamed(t *testing.T, st *gatewaytest.Stack, params responses.ResponseNewParams) ([]responses.ResponseStreamEventUnion, responses.Response) {
 	t.Helper()
-	stream := st.client.Responses.NewStreaming(context.Background(), params)
+	stream := st.Client.Responses.NewStreaming(context.Background(), params)
 	var evs []responses.ResponseStreamEventUnion
 	var final responses.Response
 	for stream.Next() {
@@ -48,12 +49,12 @@ func eventTypes(evs []responses.ResponseStreamEventUnion) []string {
 }
 
 // engineMessages are the chat messages of the engine's last request.
-func engineMessages(t *testing.T, st *responsesStack) []map[string]any {
+func engineMessages(t *testing.T, st *gatewaytest.Stack) []map[string]any {
 	t.Helper()
 	var body struct {
 		Messages []map[string]any `json:"messages"`
 	}
-	if err := json.Unmarshal([]byte(st.engine.last()), &body); err != nil {
+	if err := json.Unmarshal([]byte(st.Engine.Last()), &body); err != nil {
 		t.Fatal(err)
 	}
 	return body.Messages
@@ -66,7 +67,7 @@ func engineMessages(t *testing.T, st *responsesStack) []map[string]any {
 // the ids the client got, the engine sees that thinking again as the
 // assistant turn's reasoning_content.
 func TestSDKReasoningSummaryStateless(t *testing.T) {
-	st := newResponsesStackSim(t, sim.Config{Reasoning: true}, tpresponses.Config{})
+	st := gatewaytest.NewStackSim(t, sim.Config{Reasoning: true}, tpresponses.Config{}, mount)
 	first := responses.ResponseInputParam{responses.ResponseInputItemParamOfMessage("plan the release", responses.EasyInputMessageRoleUser)}
 	params := responses.ResponseNewParams{
 		Model: testModel, Input: responses.ResponseNewParamsInputUnion{OfInputItemList: first},
@@ -138,7 +139,7 @@ func TestSDKReasoningSummaryStateless(t *testing.T) {
 // reasoning text, as OpenAI serves its open models, and a function call
 // after it carries it back on the next stateless turn.
 func TestSDKReasoningText(t *testing.T) {
-	st := newResponsesStackSim(t, sim.Config{Reasoning: true}, tpresponses.Config{})
+	st := gatewaytest.NewStackSim(t, sim.Config{Reasoning: true}, tpresponses.Config{}, mount)
 	first := responses.ResponseInputParam{responses.ResponseInputItemParamOfMessage("list the files", responses.EasyInputMessageRoleUser)}
 	params := responses.ResponseNewParams{
 		Model: testModel, Input: responses.ResponseNewParamsInputUnion{OfInputItemList: first},
@@ -183,12 +184,12 @@ func TestSDKReasoningText(t *testing.T) {
 // as it is sent (altered, made up) is a 400 naming the item, before
 // anything reaches the engine.
 func TestSDKReasoningTampered(t *testing.T) {
-	st := newResponsesStackSim(t, sim.Config{Reasoning: true}, tpresponses.Config{})
+	st := gatewaytest.NewStackSim(t, sim.Config{Reasoning: true}, tpresponses.Config{}, mount)
 	params := responses.ResponseNewParams{
-		Model: testModel, Input: text("think"), Store: openai.Bool(false),
+		Model: testModel, Input: gatewaytest.Text("think"), Store: openai.Bool(false),
 		Include: []responses.ResponseIncludable{responses.ResponseIncludableReasoningEncryptedContent},
 	}
-	r, err := st.client.Responses.New(context.Background(), params)
+	r, err := st.Client.Responses.New(context.Background(), params)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,13 +201,13 @@ func TestSDKReasoningTampered(t *testing.T) {
 	}
 	for name, enc := range map[string]string{"altered": string(altered), "made up": "gAAAAABoBfake"} {
 		t.Run(name, func(t *testing.T) {
-			before := len(st.engine.bodies)
+			before := len(st.Engine.Bodies)
 			item := responses.ResponseReasoningItemParam{ID: "rs_client_1", Summary: []responses.ResponseReasoningItemSummaryParam{}, EncryptedContent: openai.String(enc)}
 			params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
 				responses.ResponseInputItemParamOfMessage("hi", responses.EasyInputMessageRoleUser),
 				{OfReasoning: &item},
 			}}
-			_, err := st.client.Responses.New(context.Background(), params)
+			_, err := st.Client.Responses.New(context.Background(), params)
 			var apiErr *openai.Error
 			if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "input[1].encrypted_content" || apiErr.Code != "invalid_encrypted_content" {
 				t.Fatalf("err %v", err)
@@ -214,9 +215,9 @@ func TestSDKReasoningTampered(t *testing.T) {
 			if !strings.Contains(apiErr.Message, "rs_client_1") {
 				t.Errorf("message does not name the item: %s", apiErr.Message)
 			}
-			st.engine.mu.Lock()
-			after := len(st.engine.bodies)
-			st.engine.mu.Unlock()
+			st.Engine.Mu.Lock()
+			after := len(st.Engine.Bodies)
+			st.Engine.Mu.Unlock()
 			if after != before {
 				t.Error("the engine was asked")
 			}

@@ -1,4 +1,4 @@
-package gateway
+package api_test
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
+	"github.com/turnpike-gateway/turnpike/internal/gatewaytest"
 )
 
 // TestSDKCustomTool: a custom tool (freeform input) reaches the engine
@@ -17,7 +18,7 @@ import (
 // streamed with the custom tool input events; a stateless next turn with
 // the call and its output shows the engine the call and the result.
 func TestSDKCustomTool(t *testing.T) {
-	st := newResponsesStack(t, 0)
+	st := gatewaytest.NewStack(t, 0, mount)
 	first := responses.ResponseInputParam{responses.ResponseInputItemParamOfMessage("patch the file", responses.EasyInputMessageRoleUser)}
 	params := responses.ResponseNewParams{
 		Model: testModel, Input: responses.ResponseNewParamsInputUnion{OfInputItemList: first}, Store: openai.Bool(false),
@@ -34,7 +35,7 @@ func TestSDKCustomTool(t *testing.T) {
 			} `json:"function"`
 		} `json:"tools"`
 	}
-	json.Unmarshal([]byte(st.engine.bodies[0]), &body)
+	json.Unmarshal([]byte(st.Engine.Bodies[0]), &body)
 	if len(body.Tools) != 1 || body.Tools[0].Function.Name != "apply_patch" || !strings.Contains(body.Tools[0].Function.Description, "lark grammar") ||
 		!strings.Contains(string(body.Tools[0].Function.Parameters), `"input"`) {
 		t.Fatalf("engine tools %+v", body.Tools)
