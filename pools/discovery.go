@@ -78,14 +78,20 @@ func parseLabels(m map[string]string) (Labels, error) {
 	default:
 		return Labels{}, fmt.Errorf("role %q is not both, prefill or decode", l.Role)
 	}
-	if s := m[LabelModels]; s != "" {
-		for _, name := range strings.Split(s, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				l.Models = append(l.Models, name)
-			}
+	l.Models = splitModels(m[LabelModels])
+	return l, nil
+}
+
+// splitModels reads a comma-separated list of model names; nil when it
+// names none.
+func splitModels(s string) []string {
+	var models []string
+	for name := range strings.SplitSeq(s, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			models = append(models, name)
 		}
 	}
-	return l, nil
+	return models
 }
 
 // Target is one endpoint as a discovery source reports it.
@@ -175,6 +181,15 @@ type DiscoveryConfig struct {
 	// revision. Default: the pod's pod-template-hash, else its
 	// controller-revision-hash.
 	RevisionLabel string `yaml:"revisionLabel,omitempty" json:"revisionLabel,omitempty"`
+	// ModelsLabel names the pod label, or annotation, that lists the model
+	// names a pod serves, comma separated; the annotation wins, as only it
+	// can hold a name with a slash or a list. Default llm-d.ai/model; a
+	// pod with neither serves the pool's servedModels.
+	ModelsLabel string `yaml:"modelsLabel,omitempty" json:"modelsLabel,omitempty"`
+	// AcceleratorLabel names the pod label that gives a pod's accelerator
+	// (a catalog name). Default accelerator, the endpoints file's key; a
+	// pod without it has the pool's.
+	AcceleratorLabel string `yaml:"acceleratorLabel,omitempty" json:"acceleratorLabel,omitempty"`
 	// Kubeconfig is a kubeconfig file for kind kubernetes. Default
 	// $KUBECONFIG, else the in-cluster config.
 	Kubeconfig string `yaml:"kubeconfig,omitempty" json:"kubeconfig,omitempty"`
@@ -218,6 +233,16 @@ func (d *DiscoveryConfig) validate(where string, hasEndpoints bool, bad func(fie
 			bad(where+".path", "required for kind file")
 		}
 	case DiscoveryKubernetes:
+		for _, f := range [...]struct{ field, key string }{
+			{"revisionLabel", d.RevisionLabel}, {"modelsLabel", d.ModelsLabel}, {"acceleratorLabel", d.AcceleratorLabel},
+		} {
+			if f.key == "" {
+				continue
+			}
+			if err := validLabelKey(f.key); err != nil {
+				bad(where+"."+f.field, "%v", err)
+			}
+		}
 		switch {
 		case d.InferencePool != nil:
 			if d.InferencePool.Name == "" {

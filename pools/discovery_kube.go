@@ -1,6 +1,7 @@
 package pools
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -37,6 +39,12 @@ const (
 	// LeaderWorkerSet's pods carry.
 	PodLabelTemplateHash       = "pod-template-hash"
 	PodLabelControllerRevision = "controller-revision-hash"
+	// DefaultPodModelsLabel is DiscoveryConfig.ModelsLabel's default:
+	// llm-d's label of the model a pod serves.
+	DefaultPodModelsLabel = "llm-d.ai/model"
+	// DefaultPodAcceleratorLabel is DiscoveryConfig.AcceleratorLabel's
+	// default.
+	DefaultPodAcceleratorLabel = LabelAccelerator
 )
 
 // DefaultKubernetesSyncTimeout bounds the wait at Start for the first
@@ -59,7 +67,11 @@ var InferencePoolResource = schema.GroupVersionResource{Group: inferencev1.Group
 // Each endpoint's role is the pod's llm-d.ai/role label (prefill, decode,
 // both; the pool's role when absent), its revision the label
 // DiscoveryConfig.RevisionLabel names, else pod-template-hash, else
-// controller-revision-hash.
+// controller-revision-hash; the models it serves are those the annotation,
+// else the label, DiscoveryConfig.ModelsLabel names lists (llm-d.ai/model;
+// the pool's when absent), and its accelerator the label
+// DiscoveryConfig.AcceleratorLabel names (accelerator; the pool's when
+// absent).
 type KubernetesSource struct {
 	pool    string
 	cfg     DiscoveryConfig
@@ -123,6 +135,14 @@ func NewKubernetesSource(pool string, cfg DiscoveryConfig, log *slog.Logger, met
 func validSelector(s string) error {
 	_, err := labels.Parse(s)
 	return err
+}
+
+// validLabelKey reports why s is not a label key, or nil.
+func validLabelKey(s string) error {
+	if errs := validation.IsQualifiedName(s); len(errs) > 0 {
+		return fmt.Errorf("%q is not a label key: %s", s, strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // ownNamespace is the namespace of the pod the gateway runs in, or
@@ -325,7 +345,8 @@ func (s *KubernetesSource) addPod(want map[string]Target, pod *corev1.Pod, ports
 		return
 	}
 	key := pod.Namespace + "/" + pod.Name
-	l := Labels{Role: pod.Labels[PodLabelRole], Revision: s.revision(pod)}
+	l := Labels{Role: pod.Labels[PodLabelRole], Revision: s.revision(pod), Models: s.models(pod),
+		Accelerator: pod.Labels[cmp.Or(s.cfg.AcceleratorLabel, DefaultPodAcceleratorLabel)]}
 	switch l.Role {
 	case "", RoleBoth, RolePrefill, RoleDecode:
 		delete(s.badLogged, key)
@@ -361,6 +382,17 @@ func (s *KubernetesSource) revision(pod *corev1.Pod) string {
 		return h
 	}
 	return pod.Labels[PodLabelControllerRevision]
+}
+
+// models are the model names the pod says it serves: a label value cannot
+// hold a slash or a comma, so the annotation of the same key, which can,
+// comes first.
+func (s *KubernetesSource) models(pod *corev1.Pod) []string {
+	key := cmp.Or(s.cfg.ModelsLabel, DefaultPodModelsLabel)
+	if v, ok := pod.Annotations[key]; ok {
+		return splitModels(v)
+	}
+	return splitModels(pod.Labels[key])
 }
 
 func podReady(pod *corev1.Pod) bool {

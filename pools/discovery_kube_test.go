@@ -119,10 +119,12 @@ func TestKubernetesDiscovery(t *testing.T) {
 		k := cp.Namespace(t, "tp-selector")
 		k.Pod("sglang-1", "127.0.0.1", map[string]string{"app": "sglang", PodLabelRole: RolePrefill, "release": "r7"})
 		k.Pod("sglang-2", "127.0.0.2", map[string]string{"app": "sglang", PodLabelRole: "bogus"})
+		// A pod that says what it serves, and on what.
+		k.Pod("sglang-3", "127.0.0.3", map[string]string{"app": "sglang", DefaultPodModelsLabel: "small", "gpu": "h100"})
 		r, err := NewRegistry([]PoolConfig{
 			{Name: "decode", ServedModels: []string{"m"}, Endpoints: []EndpointConfig{{URL: "http://" + id(6)}}},
 			{Name: "sglang", ServedModels: []string{"m"}, Discovery: &DiscoveryConfig{
-				Kind: DiscoveryKubernetes, Kubeconfig: kubeconfig, Namespace: k.Name, Selector: "app=sglang", Ports: []int{port}, RevisionLabel: "release",
+				Kind: DiscoveryKubernetes, Kubeconfig: kubeconfig, Namespace: k.Name, Selector: "app=sglang", Ports: []int{port}, RevisionLabel: "release", AcceleratorLabel: "gpu",
 			}},
 		}, opts, nil)
 		if err != nil {
@@ -132,7 +134,7 @@ func TestKubernetesDiscovery(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer r.Close(context.Background())
-		if got, want := ids(r), sorted(id(1), id(6)); !slices.Equal(got, want) {
+		if got, want := ids(r), sorted(id(1), id(3), id(6)); !slices.Equal(got, want) {
 			t.Fatalf("endpoints %v, want %v (the pod with a bad role skipped)", got, want)
 		}
 		e1, _ := r.Endpoint(id(1))
@@ -142,11 +144,26 @@ func TestKubernetesDiscovery(t *testing.T) {
 		if got := r.PrefillEndpointsFor(nil, "m"); len(got) != 1 || got[0] != e1 {
 			t.Errorf("prefill candidates %v", got)
 		}
+		if l := e1.Labels(); l.Models != nil || l.Accelerator != "" {
+			t.Errorf("%s without model or accelerator labels: models %v, accelerator %q", e1.ID, l.Models, l.Accelerator)
+		}
+
+		// Served models from the pod's llm-d.ai/model label, or from the
+		// annotation of that key, which can hold names a label cannot.
+		e3, _ := r.Endpoint(id(3))
+		if l := e3.Labels(); !slices.Equal(l.Models, []string{"small"}) || l.Accelerator != "h100" || e3.Serves("m") {
+			t.Errorf("%s: models %v, accelerator %q, serves m %v", e3.ID, l.Models, l.Accelerator, e3.Serves("m"))
+		}
+		k.Annotate("sglang-3", map[string]string{DefaultPodModelsLabel: "org/small, org/large"})
+		eventually(t, "the annotated models", func() bool {
+			e3, _ := r.Endpoint(id(3))
+			return e3 != nil && e3.Serves("org/large") && e3.Serves("org/small") && !e3.Serves("small")
+		})
 		if n := testutil.ToFloat64(r.metrics.badEntries.WithLabelValues("sglang")); n != 1 {
 			t.Errorf("bad pods counted %v, want 1", n)
 		}
 		k.DeletePod("sglang-1")
-		eventually(t, "the deleted pod to leave", func() bool { return slices.Equal(ids(r), []string{id(6)}) })
+		eventually(t, "the deleted pod to leave", func() bool { return slices.Equal(ids(r), sorted(id(3), id(6))) })
 	})
 }
 

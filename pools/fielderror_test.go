@@ -80,6 +80,33 @@ func TestValidatePoolsTokenizer(t *testing.T) {
 	}
 }
 
+// TestValidateKubernetesLabelKeys: the pod label keys kind kubernetes
+// reads by must be label keys; every bad one is reported.
+func TestValidateKubernetesLabelKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		d    DiscoveryConfig
+		want []string
+	}{
+		{"defaults", DiscoveryConfig{}, nil},
+		{"named keys", DiscoveryConfig{RevisionLabel: "release", ModelsLabel: "example.com/models", AcceleratorLabel: "gpu"}, nil},
+		{"bad keys", DiscoveryConfig{ModelsLabel: "models list", AcceleratorLabel: "a/b/c"},
+			[]string{"pools[0].discovery.modelsLabel", "pools[0].discovery.acceleratorLabel"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := tc.d
+			d.Kind, d.Selector, d.Ports = DiscoveryKubernetes, "app=vllm", []int{8000}
+			var got []string
+			for _, fe := range FieldErrors(ValidatePools([]PoolConfig{{Name: "p", ServedModels: []string{"m"}, Discovery: &d}})) {
+				got = append(got, fe.Field)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("fields %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestEndpointBootstrapPort: an endpoint's SGLang bootstrap port is its
 // config's, or SGLang's default 8998.
 func TestEndpointBootstrapPort(t *testing.T) {

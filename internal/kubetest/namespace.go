@@ -95,6 +95,25 @@ func (n *Namespace) SetReady(name string, ready bool) {
 	}
 }
 
+// Annotate sets annotations on the pod.
+func (n *Namespace) Annotate(name string, annotations map[string]string) {
+	n.t.Helper()
+	ctx := n.t.Context()
+	p, err := n.Client.CoreV1().Pods(n.Name).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	for k, v := range annotations {
+		p.Annotations[k] = v
+	}
+	if _, err := n.Client.CoreV1().Pods(n.Name).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
 // DeletePod deletes the pod at once.
 func (n *Namespace) DeletePod(name string) {
 	n.t.Helper()
