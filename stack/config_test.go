@@ -38,6 +38,43 @@ func TestExampleConfigLoads(t *testing.T) {
 	}
 }
 
+// TestExampleDiscoveryLoads: the example config's commented pools of each
+// discovery kind, uncommented, are a valid config.
+func TestExampleDiscoveryLoads(t *testing.T) {
+	b, err := os.ReadFile("../turnpike.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(b), "# Endpoints discovered instead of listed")
+	if !ok {
+		t.Fatal("no discovery examples in the example config")
+	}
+	_, block, _ = strings.Cut(block, "\n") // the heading's end
+	// The examples run to the end of the comment; in it, a pool's lines
+	// are "  #- " and "  #  ", prose is "  # ".
+	pools := "pools:\n"
+	for line := range strings.Lines(block) {
+		rest, ok := strings.CutPrefix(line, "  #")
+		if !ok {
+			break
+		}
+		if strings.HasPrefix(rest, "- ") || strings.HasPrefix(rest, "  ") {
+			pools += "  " + rest
+		}
+	}
+	cfg, err := Parse([]byte(pools))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, pools)
+	}
+	var kinds []string
+	for _, pc := range cfg.Pools {
+		kinds = append(kinds, pc.Discovery.Kind)
+	}
+	if want := "file kubernetes kubernetes"; strings.Join(kinds, " ") != want {
+		t.Errorf("discovery kinds %v, want %s", kinds, want)
+	}
+}
+
 // TestConfigValidateReportsEverything: one run of validation names every
 // problem, so an operator fixes a config in one pass.
 func TestConfigValidateReportsEverything(t *testing.T) {
