@@ -31,7 +31,7 @@ func BenchmarkResponsesSession(b *testing.B) {
 		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
 			toks := &hf.Prompts{Model: m, Incremental: hf.NewIncremental(m.Tokenizer, 64<<20)}
 			st := newResponsesOnWith(b, tpresponses.Config{}, dispatch.Options{Tokenizers: map[string]prompt.Tokenizer{testModel: toks}}, http.HandlerFunc(instantChat))
-			st.engine.Discard = true // what the turn costs the gateway, not a copy of each engine body
+			st.engine.Discard.Store(true) // what the turn costs the gateway, not a copy of each engine body
 			h := st.front.Config.Handler
 			prev := ""
 			for i := range depth {

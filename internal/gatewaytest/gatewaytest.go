@@ -34,13 +34,13 @@ type Recorder struct {
 	Bodies []string
 	// Active counts the chat completion requests being answered.
 	Active atomic.Int64
-	// Discard, set before the first request, passes the bodies on unread
+	// Discard, once set, passes the bodies on unread
 	// (a test that measures what the gateway allocates).
-	Discard bool
+	Discard atomic.Bool
 }
 
 func (r *Recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.URL.Path == "/v1/chat/completions" && !r.Discard {
+	if req.URL.Path == "/v1/chat/completions" && !r.Discard.Load() {
 		b, _ := io.ReadAll(req.Body)
 		req.Body = io.NopCloser(bytes.NewReader(b))
 		r.Mu.Lock()
