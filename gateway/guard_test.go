@@ -13,10 +13,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/guard"
-	tpresponses "github.com/turnpike-gateway/turnpike/responses"
 )
 
 // guardedStack is a responses stack whose turns a content check (a test
@@ -47,12 +45,7 @@ func guardedStack(t *testing.T, mode string, hang bool) *responsesStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := sim.New(sim.Config{ServedModelName: testModel})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	return newResponsesOnWith(t, tpresponses.Config{}, dispatch.Options{Guard: g}, eng.Handler())
+	return newSimStackWith(t, dispatch.Options{Guard: g})
 }
 
 // TestSDKGuard (issue 37): a content check refuses a turn before any

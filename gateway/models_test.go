@@ -11,10 +11,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
-	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/models"
-	tpresponses "github.com/turnpike-gateway/turnpike/responses"
 )
 
 // newModelsStack is a responses stack whose fleet serves testModel alone,
@@ -25,12 +23,7 @@ func newModelsStack(t *testing.T, cfg models.Config) *responsesStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := sim.New(sim.Config{ServedModelName: testModel})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	return newResponsesOnWith(t, tpresponses.Config{}, dispatch.Options{Models: table}, eng.Handler())
+	return newSimStackWith(t, dispatch.Options{Models: table})
 }
 
 // TestSDKAlias: a chat completion and a Responses chain sent to an alias

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/internal/gatewaytest"
 	tpresponses "github.com/turnpike-gateway/turnpike/responses"
@@ -61,6 +62,18 @@ func newResponsesStack(t testing.TB, timeScale float64) *responsesStack {
 func newResponsesOn(t testing.TB, cfg tpresponses.Config, engines ...http.Handler) *responsesStack {
 	t.Helper()
 	return stackOf(func(m gatewaytest.Mount) *gatewaytest.Stack { return gatewaytest.NewOn(t, cfg, m, engines...) })
+}
+
+// newSimStackWith is a responses stack over one simulated engine serving
+// testModel, with the dispatcher's options.
+func newSimStackWith(t testing.TB, dopts dispatch.Options) *responsesStack {
+	t.Helper()
+	eng, err := sim.New(sim.Config{ServedModelName: testModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	return newResponsesOnWith(t, tpresponses.Config{}, dopts, eng.Handler())
 }
 
 // newResponsesOnWith is newResponsesOn with the dispatcher's options

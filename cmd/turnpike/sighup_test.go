@@ -10,31 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/admin"
 )
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestServeReloadsOnSIGHUP (issue 34): `turnpike serve --config FILE`
 // reloads FILE when the process gets SIGHUP: the routing policy changed
@@ -57,16 +38,22 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 	write("round-robin")
 
 	ctx, cancel := context.WithCancel(t.Context())
-	var stderr syncBuffer
+	var logged bytes.Buffer
+	stderr := &lockedWriter{w: &logged}
+	log := func() string {
+		stderr.mu.Lock()
+		defer stderr.mu.Unlock()
+		return logged.String()
+	}
 	served := make(chan error, 1)
 	go func() {
-		served <- serveCmd(ctx, []string{"--config", path, "--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--log-level", "info"}, &bytes.Buffer{}, &stderr)
+		served <- serveCmd(ctx, []string{"--config", path, "--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--log-level", "info"}, &bytes.Buffer{}, stderr)
 	}()
 	t.Cleanup(func() { cancel(); <-served })
 	addrRE := regexp.MustCompile(`turnpike serving" addr=http://([0-9.:]+)`)
 	var addr string
 	waitFor(t, "the gateway to serve", func() bool {
-		if m := addrRE.FindStringSubmatch(stderr.String()); m != nil {
+		if m := addrRE.FindStringSubmatch(log()); m != nil {
 			addr = m[1]
 			return true
 		}
