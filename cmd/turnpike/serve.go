@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -128,6 +129,8 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	stateURL := fs.String("state-url", "", "keep state in the Redis at this URL (redis:// or rediss://) instead of Pebble under the data dir")
 	policy := fs.String("policy", "", "routing policy: round-robin, least-loaded, session-hash, cache-aware or cost-aware (default cache-aware, or the config's routing.policy)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	var aliases modelAliases
+	fs.Var(&aliases, "model-alias", "NAME=MODEL: answer requests for NAME with the served MODEL (models.aliases; repeatable; wins over the file's)")
 	var sf simFlags
 	sf.register(fs, "sim-", "sim-replicas")
 	if err := fs.Parse(args); err != nil {
@@ -166,11 +169,17 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if *policy != "" {
 			cfg.Routing.Policy = *policy
 		}
+		for name, target := range aliases {
+			if cfg.Models.Aliases == nil {
+				cfg.Models.Aliases = map[string]string{}
+			}
+			cfg.Models.Aliases[name] = target
+		}
 	}
 	flags(cfg)
 	// The embedded fleet's config is validated once its pools exist
 	// (Stack.Start); a file's here, with the flags over it.
-	if (*policy != "" || *stateURL != "") && *configPath != "" {
+	if (*policy != "" || *stateURL != "" || len(aliases) > 0) && *configPath != "" {
 		if err := cfg.Validate(); err != nil {
 			return err
 		}
@@ -203,6 +212,23 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		log.Info("turnpike serving", "addr", "http://"+st.Addr(), "pools", len(cfg.Pools), "policy", cfg.Routing.Policy, "state", cfg.Where())
 	}
 	return serveUntilSignal(ctx, st, hup, log)
+}
+
+// modelAliases is the --model-alias flag: NAME=MODEL, repeatable.
+type modelAliases map[string]string
+
+func (m *modelAliases) String() string { return fmt.Sprint(map[string]string(*m)) }
+
+func (m *modelAliases) Set(v string) error {
+	name, target, ok := strings.Cut(v, "=")
+	if name, target = strings.TrimSpace(name), strings.TrimSpace(target); !ok || name == "" || target == "" {
+		return fmt.Errorf("want NAME=MODEL, not %q", v)
+	}
+	if *m == nil {
+		*m = modelAliases{}
+	}
+	(*m)[name] = target
+	return nil
 }
 
 // serveUntilSignal reloads the config at every SIGHUP on hup, and on

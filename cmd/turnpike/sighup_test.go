@@ -91,3 +91,21 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 		return st.LastReload != nil && st.LastReload.Trigger == "signal" && st.LastReload.Result == admin.ReloadSuccess && policy(st) == "least-loaded"
 	})
 }
+
+// --model-alias takes NAME=MODEL, repeated; anything else is refused.
+func TestModelAliasFlag(t *testing.T) {
+	var m modelAliases
+	for _, v := range []string{"gpt-4.1=meta-llama/Llama-3.1-8B-Instruct", " gpt-4o = Qwen/Qwen3-32B "} {
+		if err := m.Set(v); err != nil {
+			t.Fatalf("Set(%q): %v", v, err)
+		}
+	}
+	if m["gpt-4.1"] != "meta-llama/Llama-3.1-8B-Instruct" || m["gpt-4o"] != "Qwen/Qwen3-32B" || len(m) != 2 {
+		t.Errorf("aliases %v", m)
+	}
+	for _, bad := range []string{"gpt-4.1", "=m", "a=", ""} {
+		if err := m.Set(bad); err == nil {
+			t.Errorf("Set(%q) took it", bad)
+		}
+	}
+}

@@ -42,9 +42,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The served model name: a gpt-* name, as gpt-oss is served by vLLM,
-# because the Agents SDK's compaction session accepts only such names.
-model=${TURNPIKE_AGENTS_MODEL:-gpt-oss-20b}
+# The model the agents name: a gpt-* name, because the Agents SDK's
+# compaction session accepts only such names. The fleet serves another
+# model, and the gateway answers the name as an alias of it
+# (--model-alias, models.aliases).
+model=${TURNPIKE_AGENTS_MODEL:-gpt-4.1}
+served=${TURNPIKE_AGENTS_SERVED_MODEL:-meta-llama/Llama-3.1-8B-Instruct}
 
 if [[ ! -x "$here/node_modules/.bin/codex" || "$here/package-lock.json" -nt "$here/node_modules/.package-lock.json" ]]; then
 	echo "== npm ci (scripts/agents)"
@@ -57,7 +60,7 @@ echo "== building turnpike"
 echo "== starting turnpike (embedded simulated fleet)"
 admin_token="agents-check-$RANDOM$RANDOM"
 TURNPIKE_ADMIN_TOKEN=$admin_token "$tmp/turnpike" --addr 127.0.0.1:0 --data-dir "$tmp/data" \
-	--sim-served-model "$model" --sim-time-scale "${TURNPIKE_AGENTS_TIME_SCALE:-0.2}" \
+	--sim-served-model "$served" --model-alias "$model=$served" --sim-time-scale "${TURNPIKE_AGENTS_TIME_SCALE:-0.2}" \
 	--log-level "${TURNPIKE_AGENTS_LOG_LEVEL:-warn}" >"$tmp/turnpike.out" 2>"$tmp/turnpike.log" &
 gw_pid=$!
 
@@ -76,7 +79,7 @@ done
 if [[ -z "$base" ]]; then
 	echo "turnpike did not become ready in 30s:"; cat "$tmp/turnpike.log"; exit 1
 fi
-echo "turnpike ready at $base (model $model)"
+echo "turnpike ready at $base (model $model, an alias of $served)"
 
 export TURNPIKE_URL=$base TURNPIKE_MODEL=$model TURNPIKE_ADMIN_TOKEN=$admin_token
 export AGENTS_TMP=$tmp
