@@ -56,6 +56,8 @@ var floors = map[string][]string{
 	"bench/overhead":           {"accelerators/enginemetrics", "bench/driver", "bench/report", "bench/workload"},
 	// responses' parts below it: the client of the MCP servers its tool loop calls.
 	"responses/mcpclient": {"responses/wire"},
+	// The MCP server of the client's and the API's tests.
+	"responses/mcpclient/mcptest": {},
 	// responses' HTTP handlers and WebSocket protocol, which the gateway mounts.
 	"responses/api": {"apierror", "dispatch", "prompt", "responses", "responses/wire", "tracing"},
 	// The engines' metric names, the one spelling for pools, sim and bench.

@@ -9,14 +9,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/turnpike-gateway/turnpike/internal/gatewaytest"
 	tpresponses "github.com/turnpike-gateway/turnpike/responses"
+	"github.com/turnpike-gateway/turnpike/responses/mcpclient/mcptest"
 )
 
 // newMCPStack is a responses stack allowed to call MCP servers on
@@ -26,48 +25,16 @@ func newMCPStack(t *testing.T) (*gatewaytest.Stack, *mcpServer) {
 	return gatewaytest.NewStackWith(t, 0, tpresponses.Config{MCPAllowedURLs: []string{"http://127.0.0.1:"}}, mount), newMCPServer(t)
 }
 
-// mcpServer is an in-process MCP server over streamable HTTP with two
-// tools: add (integers a and b; answers their sum) and fail (always
-// fails). It notes the X-Key header of each request.
-type mcpServer struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	keys []string
-}
+// mcpServer is the calculator MCP server, with the mcp tools that name it.
+type mcpServer struct{ *mcptest.Calc }
 
-type addArgs struct {
-	A int `json:"a" jsonschema:"the first addend"`
-	B int `json:"b" jsonschema:"the second addend"`
-}
-
-func newMCPServer(t *testing.T) *mcpServer {
-	t.Helper()
-	server := mcp.NewServer(&mcp.Implementation{Name: "calc", Version: "1"}, nil)
-	mcp.AddTool(server, &mcp.Tool{Name: "add", Description: "Add two integers."},
-		func(_ context.Context, _ *mcp.CallToolRequest, in addArgs) (*mcp.CallToolResult, any, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strconv.Itoa(in.A + in.B)}}}, nil, nil
-		})
-	mcp.AddTool(server, &mcp.Tool{Name: "fail", Description: "Always fails."},
-		func(context.Context, *mcp.CallToolRequest, addArgs) (*mcp.CallToolResult, any, error) {
-			return nil, nil, errors.New("disk on fire")
-		})
-	m := &mcpServer{}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
-	m.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m.mu.Lock()
-		m.keys = append(m.keys, r.Header.Get("X-Key"))
-		m.mu.Unlock()
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(m.srv.Close)
-	return m
-}
+func newMCPServer(t *testing.T) *mcpServer { return &mcpServer{mcptest.NewCalc(t)} }
 
 // mcpTool is an mcp tool on m offering only tool, approved as approval
 // says.
 func (m *mcpServer) tool(tool, approval string) responses.ToolUnionParam {
 	return responses.ToolUnionParam{OfMcp: &responses.ToolMcpParam{
-		ServerLabel: "calc", ServerURL: openai.String(m.srv.URL), Headers: map[string]string{"X-Key": "k-1"},
+		ServerLabel: "calc", ServerURL: openai.String(m.URL), Headers: map[string]string{"X-Key": "k-1"},
 		AllowedTools:    responses.ToolMcpAllowedToolsUnionParam{OfMcpAllowedTools: []string{tool}},
 		RequireApproval: responses.ToolMcpRequireApprovalUnionParam{OfMcpToolApprovalSetting: openai.String(approval)},
 	}}
@@ -84,7 +51,7 @@ func outputTypes(r responses.Response) []string {
 // addResult is what add answers for a call's arguments.
 func addResult(t *testing.T, arguments string) string {
 	t.Helper()
-	var a addArgs
+	var a struct{ A, B int }
 	if err := json.Unmarshal([]byte(arguments), &a); err != nil {
 		t.Fatalf("arguments %q: %v", arguments, err)
 	}
@@ -132,9 +99,7 @@ func TestSDKMCPCall(t *testing.T) {
 	if !strings.Contains(st.Engine.Last(), `"calc__add"`) {
 		t.Errorf("the engine was not offered calc__add: %s", st.Engine.Last())
 	}
-	m.mu.Lock()
-	keys := slices.Compact(slices.Clone(m.keys))
-	m.mu.Unlock()
+	keys := slices.Compact(m.Keys())
 	if !slices.Equal(keys, []string{"k-1"}) {
 		t.Errorf("X-Key headers the server saw: %v", keys)
 	}

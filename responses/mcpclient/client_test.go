@@ -1,19 +1,16 @@
 package mcpclient
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/turnpike-gateway/turnpike/responses/mcpclient/mcptest"
 	"github.com/turnpike-gateway/turnpike/responses/wire"
 )
 
@@ -22,46 +19,15 @@ type addArgs struct {
 	B int `json:"b"`
 }
 
-// calcServer is an MCP server (streamable HTTP) with two tools, add and
-// fail, that records the X-Key header of every request.
-type calcServer struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	keys []string
-}
-
-func newCalcServer(t *testing.T) *calcServer {
-	t.Helper()
-	server := mcp.NewServer(&mcp.Implementation{Name: "calc", Version: "1"}, nil)
-	mcp.AddTool(server, &mcp.Tool{Name: "add", Description: "Add two integers."},
-		func(_ context.Context, _ *mcp.CallToolRequest, in addArgs) (*mcp.CallToolResult, any, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strconv.Itoa(in.A + in.B)}}}, nil, nil
-		})
-	mcp.AddTool(server, &mcp.Tool{Name: "fail", Description: "Always fails."},
-		func(context.Context, *mcp.CallToolRequest, addArgs) (*mcp.CallToolResult, any, error) {
-			return nil, nil, errors.New("disk on fire")
-		})
-	c := &calcServer{}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
-	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c.mu.Lock()
-		c.keys = append(c.keys, r.Header.Get("X-Key"))
-		c.mu.Unlock()
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(c.srv.Close)
-	return c
-}
-
 // TestListAndCall: a server's tools are listed and called over one
 // connection per response, with the server's headers on every request; a
 // tool's own failure is an mcp_tool_execution_error with its content.
 func TestListAndCall(t *testing.T) {
-	calc := newCalcServer(t)
+	calc := mcptest.NewCalc(t)
 	c := &Client{Timeout: 10 * time.Second}
 	ss := c.Open()
 	defer ss.Close()
-	srv := &wire.MCPServer{Label: "calc", URL: calc.srv.URL, Headers: map[string]string{"X-Key": "k-1"}}
+	srv := &wire.MCPServer{Label: "calc", URL: calc.URL, Headers: map[string]string{"X-Key": "k-1"}}
 
 	tools, err := ss.List(t.Context(), srv)
 	if err != nil {
@@ -96,9 +62,7 @@ func TestListAndCall(t *testing.T) {
 	if len(ss.conns) != 1 {
 		t.Errorf("%d connections for one server, want 1", len(ss.conns))
 	}
-	calc.mu.Lock()
-	defer calc.mu.Unlock()
-	for i, k := range calc.keys {
+	for i, k := range calc.Keys() {
 		if k != "k-1" {
 			t.Errorf("request %d carried X-Key %q, want the server's header", i, k)
 		}
