@@ -89,28 +89,32 @@ func Edit(obj []byte, set []Member, drop ...string) ([]byte, error) {
 	}
 	placed := make([]bool, len(set))
 	first := true
-	put := func(b ...[]byte) {
+	// put writes a member: raw as it came (key ""), or key and value.
+	put := func(key string, raw []byte) {
 		if !first {
 			out = append(out, ',')
 		}
-		for _, p := range b {
-			out = append(out, p...)
+		if key != "" {
+			out = append(out, '"')
+			out = append(out, key...)
+			out = append(out, '"', ':')
 		}
+		out = append(out, raw...)
 		first = false
 	}
 	for _, s := range ms {
 		switch i := indexOf(set, s.key); {
 		case slices.Contains(drop, s.key):
 		case i < 0:
-			put(obj[s.from:s.to])
+			put("", obj[s.from:s.to])
 		case !placed[i]:
-			put(quotedKey(s.key), set[i].Value)
+			put(s.key, set[i].Value)
 			placed[i] = true
 		}
 	}
 	for i, m := range set {
 		if !placed[i] && !m.Replace && !slices.Contains(drop, m.Key) {
-			put(quotedKey(m.Key), m.Value)
+			put(m.Key, m.Value)
 		}
 	}
 	return append(out, obj[closing:]...), nil
@@ -135,14 +139,6 @@ func Lookup(obj []byte, key string) ([]byte, bool, error) {
 		}
 	}
 	return nil, false, nil
-}
-
-// quotedKey is key quoted, with the colon after it.
-func quotedKey(key string) []byte {
-	b := make([]byte, 0, len(key)+3)
-	b = append(b, '"')
-	b = append(b, key...)
-	return append(b, '"', ':')
 }
 
 func indexOf(set []Member, k string) int {
