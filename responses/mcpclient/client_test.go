@@ -14,11 +14,6 @@ import (
 	"github.com/turnpike-gateway/turnpike/responses/wire"
 )
 
-type addArgs struct {
-	A int `json:"a"`
-	B int `json:"b"`
-}
-
 // TestListAndCall: a server's tools are listed and called over one
 // connection per response, with the server's headers on every request; a
 // tool's own failure is an mcp_tool_execution_error with its content.
