@@ -223,6 +223,7 @@ func New(opts Options) (*Server, error) {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(s.track)
+	e.Use(s.closeWhileDraining)
 	e.Use(middleware.Recover())
 	e.Use(middleware.RequestID())
 	e.Use(requestIDToEngines)
@@ -310,7 +311,25 @@ func (s *Server) Served() <-chan error { return s.served }
 // Drain makes /readyz answer 503 from now on while every other route
 // serves as before: the first step of a graceful shutdown, so that load
 // balancers stop sending requests before Close stops accepting them.
+// Every answer from now on also carries Connection: close, and its
+// connection closes once it is written: a client holding a keep-alive
+// connection learns on its next answer to open a new one, which a load
+// balancer sends to another gateway. (Idle connections are not closed
+// here: a client may be sending on one at this instant, and a request
+// lost that way is one the client must retry. Close closes those that
+// are still idle.)
 func (s *Server) Drain() { s.draining.Store(true) }
+
+// closeWhileDraining answers with Connection: close once Drain was called;
+// net/http then closes the connection after the answer.
+func (s *Server) closeWhileDraining(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.draining.Load() {
+			c.Response().Header().Set(echo.HeaderConnection, "close")
+		}
+		return next(c)
+	}
+}
 
 // Close stops accepting connections and waits, up to the shutdown
 // timeout or ctx, for in-flight requests (streams included) to finish.
@@ -401,7 +420,7 @@ func (s *Server) handleOpenAPI(c echo.Context) error {
 // handleModels lists the union of the pools' served models, then the
 // names the model rewrites take that no pool serves (aliases), each with
 // the served model that answers it as its root, as vLLM names the model
-// behind a served name.
+// behind a served name: of them, those the request's tenant may use.
 func (s *Server) handleModels(c echo.Context) error {
 	type model struct {
 		ID      string `json:"id"`
@@ -414,12 +433,15 @@ func (s *Server) handleModels(c echo.Context) error {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
+	tenant := tenantOf(c)
 	served := s.reg.Models()
 	for _, m := range served {
-		out.Data = append(out.Data, model{ID: m, Object: "model", Created: s.started.Unix(), OwnedBy: "turnpike"})
+		if s.dispatch.MayUse(tenant, m) {
+			out.Data = append(out.Data, model{ID: m, Object: "model", Created: s.started.Unix(), OwnedBy: "turnpike"})
+		}
 	}
 	for _, a := range s.dispatch.Models().Aliases() {
-		if !slices.Contains(served, a.Name) {
+		if !slices.Contains(served, a.Name) && s.dispatch.MayUse(tenant, a.Name) {
 			out.Data = append(out.Data, model{ID: a.Name, Object: "model", Created: s.started.Unix(), OwnedBy: "turnpike", Root: a.Target})
 		}
 	}

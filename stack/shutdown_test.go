@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -79,6 +80,82 @@ func TestShutdownFailsReadyFirst(t *testing.T) {
 	if !strings.HasSuffix(string(rest), "data: [DONE]\n\n") || strings.Contains(string(rest), `"error"`) {
 		t.Fatalf("a stream in flight at shutdown ended with %q", rest)
 	}
+	if err := <-shut; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+}
+
+// TestShutdownClosesKeepAlives (issue 35): a client holding a keep-alive
+// connection from before SIGTERM gets its next answer, during the
+// shutdown delay, with Connection: close, and the gateway closes that
+// connection after it; /readyz fails before, and the gateway still
+// accepts new connections until the delay ends.
+func TestShutdownClosesKeepAlives(t *testing.T) {
+	const model = "m"
+	e := startCountingEngine(t, model)
+	cfg := &Config{}
+	cfg.Pools = []pools.PoolConfig{{Name: "p", ServedModels: []string{model}, Endpoints: []pools.EndpointConfig{{URL: "http://" + e.host + ":" + e.port}}}}
+	cfg.EnsureDefaults()
+	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
+	cfg.Server.ShutdownDelay = time.Hour
+	delay, release := make(chan time.Duration, 1), make(chan time.Time)
+	after := func(d time.Duration) <-chan time.Time { delay <- d; return release }
+	st, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), After: after})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(context.Background()) })
+
+	conn, err := net.Dial("tcp", st.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	// get sends GET path on the kept connection and reads the answer whole.
+	get := func(path string) *http.Response {
+		t.Helper()
+		if _, err := io.WriteString(conn, "GET "+path+" HTTP/1.1\r\nHost: gw\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	eventually(t, "the gateway to be ready", func() bool { return get("/readyz").StatusCode == http.StatusOK })
+	// A response read says Connection: close as Close.
+	if r := get("/healthz"); r.Close {
+		t.Fatal("before shutdown: Connection: close, want the connection kept")
+	}
+
+	shut := make(chan error, 1)
+	go func() { shut <- st.Shutdown(context.Background()) }()
+	<-delay
+	// Readiness fails first, on a connection of its own: the gateway
+	// still accepts new ones.
+	ready, err := http.Get("http://" + st.Addr() + "/readyz")
+	if err != nil {
+		t.Fatalf("a new connection during the shutdown delay: %v", err)
+	}
+	ready.Body.Close()
+	if ready.StatusCode != http.StatusServiceUnavailable || !ready.Close {
+		t.Fatalf("/readyz during the shutdown delay: %d, close %v; want 503 and Connection: close", ready.StatusCode, ready.Close)
+	}
+	if r := get("/healthz"); r.StatusCode != http.StatusOK || !r.Close {
+		t.Fatalf("the kept connection's next answer: %d, close %v; want 200 and Connection: close", r.StatusCode, r.Close)
+	}
+	conn.SetReadDeadline(time.Now().Add(time.Minute))
+	if n, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("after the answer with Connection: close the connection reads %v, %v; want EOF", n, err)
+	}
+	close(release)
 	if err := <-shut; err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
