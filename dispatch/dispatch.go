@@ -205,9 +205,22 @@ func New(opts Options) (*Dispatcher, error) {
 	return d, nil
 }
 
-// Serves reports whether a pool serves model, or one of the models its
-// rewrite rules may send it to.
-func (d *Dispatcher) Serves(model string) bool { return d.served(model) != "" }
+// Serves reports whether tenant may ask for model (its tenancy's models)
+// and a pool serves it, or one of the models its rewrite rules may send
+// it to.
+func (d *Dispatcher) Serves(tenant, model string) bool {
+	return d.MayUse(tenant, model) && d.served(model) != ""
+}
+
+// MayUse reports whether tenant may ask for model by that name: every
+// model, unless its tenancy lists the ones it may.
+func (d *Dispatcher) MayUse(tenant, model string) bool {
+	if d.flow == nil {
+		return true
+	}
+	t := d.flow.Tenant(tenant)
+	return t.MayUse(model)
+}
 
 // ContextLength is the smallest context window, in tokens, of the pools
 // serving model; 0 if none says. For a model the rewrite rules take,
@@ -314,10 +327,16 @@ const maxPooledTokens = 1 << 20
 // byte, fallback models. On success the caller owns the Turn and must
 // call End exactly once; on error everything taken has been given back.
 //
+// A model the tenant may not ask for is not found (ErrModelNotFound).
 // A model the rewrite rules take goes to the target they pick (by the
 // session, so that a session's turns keep one) with the body's model
 // member rewritten; Turn.Model says which served it.
 func (d *Dispatcher) Begin(ctx context.Context, spec *Spec) (*Turn, error) {
+	if !d.MayUse(spec.Tenant, spec.Model) {
+		// Not found, as for a model that does not exist: a tenant learns
+		// nothing of the models it may not use.
+		return nil, d.modelNotFound(spec.Model)
+	}
 	key := SessionKey(spec)
 	if m := d.models.Load(); m != nil {
 		if route, ok := m.Resolve(&models.Request{Model: spec.Model, Tenant: spec.Tenant, Header: spec.ClientHeader, Session: key}); ok {

@@ -7,12 +7,15 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/models"
+	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/turns"
 )
 
 // newModelsStack is a responses stack whose fleet serves testModel alone,
@@ -155,5 +158,74 @@ func TestSDKFallback(t *testing.T) {
 	}
 	if n := st.engine.Count(); n != 2 {
 		t.Errorf("the engine answered %d requests, want 2", n)
+	}
+}
+
+// TestSDKTenantModels: a tenant that lists the models it may use is told
+// any other is not found (404 model_not_found, never forbidden) on chat
+// and on the Responses API, reaches the served model only through the
+// alias it may use, and sees only that alias in /v1/models.
+func TestSDKTenantModels(t *testing.T) {
+	fc := turns.FlowControl{}
+	fc.EnsureDefaults()
+	flow, err := turns.New(turns.Config{FlowControl: fc, Tenants: []turns.Tenant{
+		{Name: DefaultTenant, Weight: 1, Models: []string{"gpt-4.1"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := flow.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { flow.Close(context.Background()) })
+	table, err := models.New(models.Config{Aliases: map[string]string{"gpt-4.1": testModel}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newSimStackWith(t, dispatch.Options{Models: table, Flow: flow})
+	for _, ep := range st.server.reg.Endpoints() {
+		// No scraper runs: the engine's load is fresh for the test's span.
+		ep.SetLoad(pools.Load{ScrapedAt: time.Now().Add(time.Hour)})
+	}
+	ctx := context.Background()
+
+	notFound := func(what string, err error) {
+		t.Helper()
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Code != "model_not_found" {
+			t.Errorf("%s: %v, want 404 model_not_found", what, err)
+		}
+	}
+	_, err = st.client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:    testModel,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello.")},
+	})
+	notFound("chat naming the served model", err)
+	_, err = st.client.Responses.New(ctx, responses.ResponseNewParams{Model: testModel, Input: text("Say hello.")})
+	notFound("a response naming the served model", err)
+	if n := st.engine.Count(); n != 0 {
+		t.Fatalf("the engine answered %d requests of a model the tenant may not use", n)
+	}
+
+	r, err := st.client.Responses.New(ctx, responses.ResponseNewParams{
+		Model: "gpt-4.1", Input: text("Say hello."), MaxOutputTokens: openai.Int(16),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Model != testModel || r.Status != responses.ResponseStatusCompleted {
+		t.Errorf("through the alias: model %q, status %s", r.Model, r.Status)
+	}
+
+	list, err := st.client.Models.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range list.Data {
+		ids = append(ids, m.ID)
+	}
+	if len(ids) != 1 || ids[0] != "gpt-4.1" {
+		t.Errorf("/v1/models lists %v, want only gpt-4.1", ids)
 	}
 }

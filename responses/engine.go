@@ -14,8 +14,8 @@ import (
 type Engine interface {
 	// Begin runs a turn up to the engine's answer; see dispatch.Dispatcher.
 	Begin(ctx context.Context, spec *dispatch.Spec) (*dispatch.Turn, error)
-	// Serves reports whether a pool serves model.
-	Serves(model string) bool
+	// Serves reports whether tenant may ask for model and a pool serves it.
+	Serves(tenant, model string) bool
 	// ContextLength is the model's context window in tokens, 0 if unknown.
 	ContextLength(model string) int
 	// Tokenizer is the tokenizer the turns of model are counted with.

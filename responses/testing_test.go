@@ -67,7 +67,9 @@ func (f *fakeEngine) dispatcher() *dispatch.Dispatcher {
 
 func (f *fakeEngine) ContextLength(string) int { return f.contextLength }
 
-func (f *fakeEngine) Serves(model string) bool { return f.dispatcher().Serves(model) }
+func (f *fakeEngine) Serves(tenant, model string) bool {
+	return f.dispatcher().Serves(tenant, model)
+}
 
 func (f *fakeEngine) Tokenizer(string) prompt.Tokenizer { return prompt.Approx{} }
 

@@ -75,7 +75,7 @@ func (s *Service) prepare(ctx context.Context, tenant string, req *wire.CreateRe
 // whole context, compacted, which the engine request is yet to be
 // rendered from.
 func (s *Service) load(ctx context.Context, tenant string, req *wire.CreateRequest, hdr http.Header, id string, created int64) (*turn, []wire.Item, error) {
-	if !s.engine.Serves(req.Model) {
+	if !s.engine.Serves(tenant, req.Model) {
 		return nil, nil, modelNotFound(req.Model)
 	}
 	if err := s.hostedTools(req); err != nil {

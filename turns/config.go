@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/pools"
@@ -444,6 +445,18 @@ type Tenant struct {
 	MaxBand Band `yaml:"maxBand" json:"maxBand"`
 	// Quota bounds the tenant's traffic. Zero fields mean unlimited.
 	Quota Quota `yaml:"quota" json:"quota"`
+	// Models are the model names the tenant may ask for, as a client names
+	// them: served names and the aliases and rule matches of the models:
+	// section. Any other model is not found for the tenant (404
+	// model_not_found, as if it did not exist), and /v1/models lists only
+	// these. The fallbacks a rule gives are the gateway's own choice and
+	// need not be listed. Default none listed: every model.
+	Models []string `yaml:"models" json:"models,omitempty"`
+}
+
+// MayUse reports whether the tenant may ask for model by that name.
+func (t *Tenant) MayUse(model string) bool {
+	return len(t.Models) == 0 || slices.Contains(t.Models, model)
 }
 
 // Quota bounds one tenant's traffic across all pools. A turn past a limit
@@ -508,6 +521,11 @@ func ValidateTenants(ts []Tenant) error {
 		}
 		if t.Quota.Concurrent < 0 {
 			bad("quota.concurrent", "%d is negative", t.Quota.Concurrent)
+		}
+		for i, m := range t.Models {
+			if m == "" {
+				bad(fmt.Sprintf("models[%d]", i), "is empty")
+			}
 		}
 	}
 	return errors.Join(errs...)
