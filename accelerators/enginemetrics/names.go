@@ -28,6 +28,22 @@ const (
 	VLLMNIXLXferTime            = "vllm:nixl_xfer_time_seconds"           // histogram
 	VLLMNIXLBytesTransferred    = "vllm:nixl_bytes_transferred"           // histogram
 	VLLMExternalPrefixCacheHits = "vllm:external_prefix_cache_hits_total" // counter, in tokens
+
+	// VLLMLoRARequestsInfo is a gauge whose value is the time (Unix
+	// seconds) the engine last set it, its labels the LoRA adapters of
+	// the running and the waiting requests (comma-separated) and the
+	// adapter slots (LabelRunningLoRAAdapters, LabelWaitingLoRAAdapters,
+	// LabelMaxLoRA). A new label set is a new series and the old ones
+	// stay: the one with the latest value is current. Exported only by an
+	// engine serving LoRA adapters.
+	VLLMLoRARequestsInfo = "vllm:lora_requests_info"
+)
+
+// The simulator's own series, which no engine exports: what a benchmark
+// reads back about adapter loads.
+const (
+	SimLoRALoads     = "sim_lora_loads_total"      // counter: adapters loaded into a slot
+	SimLoRALoadWaits = "sim_lora_load_waits_total" // counter: requests that waited on an adapter's load
 )
 
 // SGLang's series.
@@ -62,4 +78,8 @@ const (
 	LabelChunkedPrefillSize = "chunked_prefill_size" // SGLang: LabelMaxNumBatchedTokens, -1 for none
 
 	LabelModelName = "model_name" // the served model, on every other series
+
+	LabelRunningLoRAAdapters = "running_lora_adapters" // VLLMLoRARequestsInfo: adapters of running requests
+	LabelWaitingLoRAAdapters = "waiting_lora_adapters" // VLLMLoRARequestsInfo: adapters of waiting requests
+	LabelMaxLoRA             = "max_lora"              // VLLMLoRARequestsInfo: adapter slots
 )

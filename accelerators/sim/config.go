@@ -195,6 +195,27 @@ type Config struct {
 	DropRate  float64
 	DropAfter int
 
+	// LoRA adapters, as vLLM serves them with --enable-lora. MaxLoRAs 0
+	// (the default) serves none.
+
+	// MaxLoRAs is the adapter slots, vLLM's --max-loras: how many
+	// adapters are loaded at once. Loading one more unloads the least
+	// recently used one no request uses.
+	MaxLoRAs int
+	// LoRAAdapters are the adapters the engine can load: by a request
+	// that names one when RuntimeLoRALoading is on, by POST
+	// /v1/load_lora_adapter, or at start (Preload).
+	LoRAAdapters []LoRAAdapter
+	// LoRALoadBandwidth is the bytes per second an adapter loads at.
+	// Default DefaultLoRALoadBandwidth.
+	LoRALoadBandwidth float64
+	// RuntimeLoRALoading loads a known adapter a request names when it is
+	// not loaded, the request waiting on the load (vLLM with
+	// VLLM_ALLOW_RUNTIME_LORA_UPDATING and a LoRA resolver). False: such
+	// a request is answered 404, as vLLM answers a model it does not
+	// serve.
+	RuntimeLoRALoading bool
+
 	// KVEventsAddr, when set, is the ZMQ endpoint the engine binds a PUB
 	// socket on for vLLM KV events, e.g. "tcp://127.0.0.1:5557" (port 0
 	// picks a free one; see Engine.KVEventsAddr).
@@ -265,6 +286,22 @@ func (cfg *Config) EnsureDefaults() *Config {
 	}
 	if cfg.KVSharedBandwidth == 0 {
 		cfg.KVSharedBandwidth = DefaultKVSharedBandwidth
+	}
+	if cfg.LoRALoadBandwidth == 0 {
+		cfg.LoRALoadBandwidth = DefaultLoRALoadBandwidth
+	}
+	if len(cfg.LoRAAdapters) > 0 {
+		adapters := make([]LoRAAdapter, len(cfg.LoRAAdapters))
+		for i, a := range cfg.LoRAAdapters {
+			if a.Path == "" {
+				a.Path = "/adapters/" + a.Name
+			}
+			if a.SizeBytes == 0 {
+				a.SizeBytes = DefaultLoRASizeBytes
+			}
+			adapters[i] = a
+		}
+		cfg.LoRAAdapters = adapters
 	}
 	return cfg
 }
@@ -365,6 +402,27 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.DropAfter < 0 {
 		bad("drop after %d chunks is negative", cfg.DropAfter)
+	}
+	if cfg.MaxLoRAs < 0 {
+		bad("max loras %d < 0", cfg.MaxLoRAs)
+	}
+	if cfg.MaxLoRAs == 0 && (len(cfg.LoRAAdapters) > 0 || cfg.RuntimeLoRALoading) {
+		bad("lora adapters or runtime lora loading without max loras")
+	}
+	if cfg.LoRALoadBandwidth <= 0 {
+		bad("lora load bandwidth %v is not positive", cfg.LoRALoadBandwidth)
+	}
+	seen := map[string]bool{}
+	for _, a := range cfg.LoRAAdapters {
+		switch {
+		case a.Name == "" || a.Name == cfg.ServedModelName:
+			bad("lora adapter name %q is empty or the served model's", a.Name)
+		case seen[a.Name]:
+			bad("lora adapter %q named twice", a.Name)
+		case a.SizeBytes < 0:
+			bad("lora adapter %q size %d < 0", a.Name, a.SizeBytes)
+		}
+		seen[a.Name] = true
 	}
 	return errors.Join(errs...)
 }

@@ -36,6 +36,7 @@ type Engine struct {
 	metrics *metrics
 	handler http.Handler
 	pub     *kvPublisher // nil without KVEventsAddr
+	lora    *loras       // nil without MaxLoRAs
 	nextID  atomic.Uint64
 	healthy atomic.Bool
 	// eventErrors counts KV event batches that could not be queued.
@@ -69,8 +70,9 @@ type Engine struct {
 	}
 
 	// Owned by the loop goroutine (and by Close once the loop stopped).
-	sched  *scheduler
-	events *eventLog
+	sched    *scheduler
+	events   *eventLog
+	loraInfo *loraInfo // nil without MaxLoRAs
 }
 
 // Stats is a snapshot of an engine's scheduler, updated every step.
@@ -119,6 +121,10 @@ func New(cfg Config) (*Engine, error) {
 		e.events = &eventLog{blockSize: cfg.BlockSize}
 	}
 	e.metrics = newMetrics(cfg.Flavor, cfg.ServedModelName, cfg.BlockSize, e.numBlocks, cfg.MaxNumSeqs, cfg.MaxBatchedTokens)
+	if cfg.MaxLoRAs > 0 {
+		e.lora = newLoRAs(&cfg, e.metrics.reg, cfg.ServedModelName)
+		e.loraInfo = newLoRAInfo(e.metrics.reg, cfg.MaxLoRAs)
+	}
 	cache := newKVCache(e.numBlocks, cfg.BlockSize, e.events)
 	cache.lower = cfg.lowerTiers(acc, e.events)
 	e.sched = newScheduler(&cfg, acc, model, cache, e.metrics)
@@ -332,6 +338,9 @@ func (e *Engine) publishStats(stepped bool) {
 	e.metrics.running.Set(float64(len(s.running)))
 	e.metrics.waiting.Set(float64(len(s.waiting)))
 	e.metrics.usage.Set(usage)
+	if e.loraInfo != nil {
+		e.loraInfo.set(e.lora.requestsInfo(s.running, s.waiting))
+	}
 	e.stats.Lock()
 	e.stats.Running = len(s.running)
 	e.stats.Waiting = len(s.waiting)

@@ -41,6 +41,10 @@ type kvEvent struct {
 	hasParent      bool
 	hashLo, hashHi int
 	tokLo, tokHi   int
+	// loraID and loraName are the adapter of stored blocks; 0 and "" for
+	// the base model.
+	loraID   int64
+	loraName string
 }
 
 // eventLog collects the KV events of one engine step. A nil log records
@@ -63,6 +67,18 @@ func (l *eventLog) stored(hash, parent uint64, hasParent bool, tokens []uint32) 
 	l.storedIn(hash, parent, hasParent, tokens, MediumGPU)
 }
 
+// storedLoRA is stored for a block computed with adapter name (id).
+func (l *eventLog) storedLoRA(hash, parent uint64, hasParent bool, tokens []uint32, id int64, name string) {
+	if l == nil {
+		return
+	}
+	n := len(l.events)
+	l.storedIn(hash, parent, hasParent, tokens, MediumGPU)
+	if len(l.events) > n {
+		l.events[n].loraID, l.events[n].loraName = id, name
+	}
+}
+
 // storedIn records a block stored in medium after parent. Consecutive
 // blocks of one chain and medium merge into one BlockStored, as vLLM
 // reports a request's blocks.
@@ -72,7 +88,7 @@ func (l *eventLog) storedIn(hash, parent uint64, hasParent bool, tokens []uint32
 	}
 	if n := len(l.events); n > 0 {
 		last := &l.events[n-1]
-		if last.kind == evStored && last.medium == medium && last.hashHi == len(l.hashes) && last.tokHi == len(l.tokens) &&
+		if last.kind == evStored && last.medium == medium && last.hashHi == len(l.hashes) && last.tokHi == len(l.tokens) && last.loraID == 0 &&
 			hasParent && l.hashes[last.hashHi-1] == parent {
 			l.hashes = append(l.hashes, hash)
 			l.tokens = append(l.tokens, tokens...)
@@ -120,7 +136,7 @@ func (l *eventLog) cleared() {
 // array [ts, [event...], data_parallel_rank], each event an array led by
 // its tag:
 //
-//	["BlockStored", block_hashes, parent_block_hash|nil, token_ids, block_size, lora_id (nil), medium]
+//	["BlockStored", block_hashes, parent_block_hash|nil, token_ids, block_size, lora_id|nil, medium, lora_name|nil]
 //	["BlockRemoved", block_hashes, medium]
 //	["AllBlocksCleared"]
 func (l *eventLog) encode(enc *msgpack.Encoder, ts float64) error {
@@ -136,7 +152,7 @@ func (l *eventLog) encode(enc *msgpack.Encoder, ts float64) error {
 	for _, ev := range l.events {
 		switch ev.kind {
 		case evStored:
-			try(enc.EncodeArrayLen(7))
+			try(enc.EncodeArrayLen(8))
 			try(enc.EncodeString(EventBlockStored))
 			l.encodeHashes(enc, ev, try)
 			if ev.hasParent {
@@ -149,8 +165,17 @@ func (l *eventLog) encode(enc *msgpack.Encoder, ts float64) error {
 				try(enc.EncodeUint32(t))
 			}
 			try(enc.EncodeInt(int64(l.blockSize)))
-			try(enc.EncodeNil())
+			if ev.loraID != 0 {
+				try(enc.EncodeInt(ev.loraID))
+			} else {
+				try(enc.EncodeNil())
+			}
 			try(enc.EncodeString(ev.medium))
+			if ev.loraName != "" {
+				try(enc.EncodeString(ev.loraName))
+			} else {
+				try(enc.EncodeNil())
+			}
 		case evRemoved:
 			try(enc.EncodeArrayLen(3))
 			try(enc.EncodeString(EventBlockRemoved))

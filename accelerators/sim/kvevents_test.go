@@ -19,6 +19,7 @@ func TestEventBatchEncoding(t *testing.T) {
 	l.removed(7)
 	l.removed(8) // merged
 	l.stored(1<<63+5, 99, true, []uint32{5, 6})
+	l.storedLoRA(13, 0, false, []uint32{7, 8}, 3, "sql") // an adapter's: its id and name
 	l.cleared()
 
 	var buf bytes.Buffer
@@ -32,9 +33,10 @@ func TestEventBatchEncoding(t *testing.T) {
 	want := []any{
 		1.5,
 		[]any{
-			[]any{"BlockStored", []any{uint64(11), uint64(12)}, nil, []any{uint64(1), uint64(2), uint64(3), uint64(4)}, int64(2), nil, "GPU"},
+			[]any{"BlockStored", []any{uint64(11), uint64(12)}, nil, []any{uint64(1), uint64(2), uint64(3), uint64(4)}, int64(2), nil, "GPU", nil},
 			[]any{"BlockRemoved", []any{uint64(7), uint64(8)}, "GPU"},
-			[]any{"BlockStored", []any{uint64(1<<63 + 5)}, uint64(99), []any{uint64(5), uint64(6)}, int64(2), nil, "GPU"},
+			[]any{"BlockStored", []any{uint64(1<<63 + 5)}, uint64(99), []any{uint64(5), uint64(6)}, int64(2), nil, "GPU", nil},
+			[]any{"BlockStored", []any{uint64(13)}, nil, []any{uint64(7), uint64(8)}, int64(2), int64(3), "GPU", "sql"},
 			[]any{"AllBlocksCleared"},
 		},
 		nil,

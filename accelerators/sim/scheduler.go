@@ -426,7 +426,7 @@ func (s *scheduler) store(q *sequence) {
 		}
 		toks := q.tokens[i*bs : (i+1)*bs]
 		if s.kv.store(q.blocks[i], h, parent, i > 0, toks) {
-			s.kv.events.stored(h, parent, i > 0, toks)
+			s.kv.events.storedLoRA(h, parent, i > 0, toks, q.loraID, q.adapter)
 		}
 	}
 }

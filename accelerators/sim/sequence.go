@@ -32,6 +32,11 @@ type sequence struct {
 	// priority orders it under the priority scheduling policy (lower
 	// first).
 	priority int
+	// adapter is the LoRA adapter it runs with, "" for the base model;
+	// loraID is its lora_int_id. Its KV blocks chain from the adapter's
+	// seed (loraSeed), apart from the base model's and other adapters'.
+	adapter string
+	loraID  int64
 
 	// Owned by the engine loop.
 	computed     int      // tokens whose KV is computed
@@ -102,7 +107,7 @@ func (q *sequence) completeTokens() int {
 func (q *sequence) hashAt(i, blockSize int) uint64 {
 	for len(q.hashes) <= i {
 		j := len(q.hashes)
-		var parent uint64
+		parent := loraSeed(q.adapter)
 		if j > 0 {
 			parent = q.hashes[j-1]
 		}

@@ -22,7 +22,11 @@ const maxBodyBytes = 32 << 20
 //	POST /v1/chat/completions   OpenAI chat, streamed or not, with tools
 //	                            and response_format
 //	POST /v1/completions        OpenAI completions, streamed or not
-//	GET  /v1/models             the served model, with max_model_len
+//	GET  /v1/models             the served model, with max_model_len, and
+//	                            the loaded LoRA adapters (parent: the model)
+//	POST /v1/load_lora_adapter  vLLM's {"lora_name","lora_path"}: load an
+//	                            adapter into a slot (Config.MaxLoRAs)
+//	POST /v1/unload_lora_adapter  vLLM's {"lora_name"}
 //	GET  /health                200, or 503 after SetHealthy(false)
 //	POST /tokenize              vLLM's {"model","prompt"|"messages"}
 //	GET  /metrics               Prometheus text, this engine's registry
@@ -40,6 +44,8 @@ func (e *Engine) routes() http.Handler {
 	mux.HandleFunc("GET /v1/models", e.handleModels)
 	mux.HandleFunc("GET /health", e.handleHealth)
 	mux.HandleFunc("POST /tokenize", e.handleTokenize)
+	mux.HandleFunc("POST "+LoadLoRAPath, e.handleLoadLoRA)
+	mux.HandleFunc("POST "+UnloadLoRAPath, e.handleUnloadLoRA)
 	mux.HandleFunc("POST "+PullPath, e.handlePull)
 	mux.HandleFunc("POST "+BootstrapPath, e.handleBootstrap)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(e.metrics.reg, promhttp.HandlerOpts{}))
@@ -186,7 +192,8 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request, g genRequest) 
 		writeError(w, f.status, fmt.Sprintf("injected fault: status %d", f.status), "")
 		return
 	}
-	if !e.modelOK(w, g.model) {
+	adapter, ok := e.modelOK(w, g.model)
+	if !ok {
 		return
 	}
 	if g.priority != 0 && e.cfg.SchedulingPolicy != SchedulingPriority {
@@ -226,6 +233,20 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request, g genRequest) 
 		writeRequestError(w, err)
 		return
 	}
+	var loraID int64
+	if adapter != "" {
+		id, _, err := e.lora.acquire(ctx, adapter, e.cfg.RuntimeLoRALoading)
+		switch {
+		case errors.Is(err, errLoRANotFound):
+			writeModelNotFound(w, g.model)
+			return
+		case err != nil:
+			writeError(w, http.StatusServiceUnavailable, err.Error(), "")
+			return
+		}
+		defer e.lora.release(adapter)
+		loraID = id
+	}
 	var q *sequence
 	if ids != nil {
 		q = newExactSequence(e.nextID.Add(1), g.prompt, ids, out)
@@ -233,6 +254,7 @@ func (e *Engine) generate(w http.ResponseWriter, r *http.Request, g genRequest) 
 		q = newSequence(e.nextID.Add(1), g.prompt, out)
 	}
 	q.priority = g.priority
+	q.adapter, q.loraID = adapter, loraID
 	a := answer{e: e, g: &g, q: q, created: time.Now().Unix()}
 	a.id = e.responseID(g.chat, q.id)
 	if kv := g.kv; kv != nil && (kv.DoRemoteDecode || kv.DoRemotePrefill) {
@@ -306,12 +328,21 @@ func (e *Engine) maxTokens(promptTokens int, asked *int) (int, error) {
 	return *asked, nil
 }
 
-func (e *Engine) modelOK(w http.ResponseWriter, model string) bool {
+// modelOK checks the request's model: the served model (or none), or a
+// LoRA adapter of it, which it returns. Anything else is answered 404.
+func (e *Engine) modelOK(w http.ResponseWriter, model string) (adapter string, ok bool) {
 	if model == "" || model == e.cfg.ServedModelName {
-		return true
+		return "", true
 	}
+	if e.lora.isAdapter(model) {
+		return model, true
+	}
+	writeModelNotFound(w, model)
+	return "", false
+}
+
+func writeModelNotFound(w http.ResponseWriter, model string) {
 	writeError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", model), "model")
-	return false
 }
 
 func (e *Engine) responseID(chat bool, id uint64) string {
@@ -323,14 +354,14 @@ func (e *Engine) responseID(chat bool, id uint64) string {
 }
 
 func (e *Engine) handleModels(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, modelList{Object: "list", Data: []modelCard{{
+	writeJSON(w, http.StatusOK, modelList{Object: "list", Data: append([]modelCard{{
 		ID:          e.cfg.ServedModelName,
 		Object:      "model",
 		Created:     e.created,
 		OwnedBy:     e.cfg.Flavor,
 		Root:        e.cfg.Model,
 		MaxModelLen: e.maxModelLen,
-	}}})
+	}}, e.adapterCards()...)})
 }
 
 func (e *Engine) handleHealth(w http.ResponseWriter, r *http.Request) {
@@ -351,7 +382,7 @@ func (e *Engine) handleTokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error(), "")
 		return
 	}
-	if !e.modelOK(w, req.Model) {
+	if _, ok := e.modelOK(w, req.Model); !ok {
 		return
 	}
 	var text string
