@@ -213,7 +213,7 @@ type redisEngine struct {
 	client redis.UniversalClient
 	opts   RedisOptions
 	// errs count failed operations (not ErrNotFound, not fn's errors).
-	errs struct{ get, scan, apply, lease atomic.Uint64 }
+	errs struct{ get, scan, apply, lease, draw atomic.Uint64 }
 	// health is the DB's, for the metrics.
 	health *health
 }
@@ -544,7 +544,7 @@ func (m *redisMetrics) Collect(ch chan<- prometheus.Metric) {
 		up = 0
 	}
 	ch <- prometheus.MustNewConstMetric(m.up, prometheus.GaugeValue, up)
-	for op, n := range map[string]uint64{"get": m.e.errs.get.Load(), "scan": m.e.errs.scan.Load(), "apply": m.e.errs.apply.Load(), "lease": m.e.errs.lease.Load()} {
+	for op, n := range map[string]uint64{"get": m.e.errs.get.Load(), "scan": m.e.errs.scan.Load(), "apply": m.e.errs.apply.Load(), "lease": m.e.errs.lease.Load(), "draw": m.e.errs.draw.Load()} {
 		ch <- prometheus.MustNewConstMetric(m.errs, prometheus.CounterValue, float64(n), op)
 	}
 }

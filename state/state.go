@@ -73,6 +73,15 @@ type Namespace interface {
 	// not hold (any more) is left as it is.
 	// Redis: a Lua script of GET, then DEL when holder's.
 	Release(ctx context.Context, key []byte, holder string) error
+	// Draw takes each draw's cost from its token bucket, all at once, when
+	// every bucket holds its draw's need, or with force whatever they hold
+	// (a settlement); it writes each bucket's level after (or now, when
+	// it did not draw) into levels, len(draws) at least, and reports
+	// whether it drew. Gateways drawing from one bucket at once each see
+	// the other's draw. Like a lease a bucket is not a key: in memory and
+	// Pebble it lives in this process (a restart refills it).
+	// Redis: a Lua script of HMGET, then HSET and PEXPIRE per bucket.
+	Draw(ctx context.Context, now time.Time, draws []Draw, force bool, levels []float64) (bool, error)
 	// Health is the DB's (DB.Health): nil while the store answers, else
 	// an error of class ErrUnavailable. An atomic load, for every request.
 	Health() error
@@ -179,11 +188,14 @@ type flatEngine interface {
 // memory: an embedded store has one process, so a mutex is the whole
 // of the mutual exclusion, and a restart (every holder gone) frees them.
 type flat struct {
-	e      flatEngine
-	leases *leaseTable
+	e       flatEngine
+	leases  *leaseTable
+	buckets *bucketTable
 }
 
-func newFlat(e flatEngine) flat { return flat{e: e, leases: &leaseTable{now: time.Now}} }
+func newFlat(e flatEngine) flat {
+	return flat{e: e, leases: &leaseTable{now: time.Now}, buckets: &bucketTable{}}
+}
 
 // leaseTable holds the leases of an embedded store.
 type leaseTable struct {

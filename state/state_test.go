@@ -107,6 +107,7 @@ var conformance = []struct {
 	{"closed", testClosed},
 	{"close under load", testCloseUnderLoad},
 	{"lease", testLease},
+	{"token buckets", testDraw},
 	{"lease race", testLeaseRace},
 }
 
