@@ -96,6 +96,21 @@ type PoolConfig struct {
 	// engine's token ids. Zero means approximate. All pools serving one
 	// model must agree.
 	Tokenizer TokenizerConfig `yaml:"tokenizer,omitempty" json:"tokenizer,omitempty"`
+	// Adapters are LoRA adapters of the served model that the pool's
+	// engines serve: a request naming one goes to a replica that has it
+	// loaded (routing's lora-affinity filter). Adapters the engines list
+	// in /v1/models (entries with a parent) are served too without being
+	// named here. Optional.
+	Adapters []AdapterConfig `yaml:"adapters,omitempty" json:"adapters,omitempty"`
+	// LoRALoading is "off" (default: the engines load adapters
+	// themselves, or refuse) or "on-demand": the gateway loads an
+	// adapter on the replica routing chose before sending it the request
+	// (LoRALoadingOnDemand).
+	LoRALoading string `yaml:"loraLoading,omitempty" json:"loraLoading,omitempty"`
+	// MaxLoRA is the adapter slots of each replica when its engine does
+	// not report them (vllm:lora_requests_info's max_lora). 0 (default):
+	// the engine's word only.
+	MaxLoRA int `yaml:"maxLoRA,omitempty" json:"maxLoRA,omitempty"`
 }
 
 // Tokenizer kinds.
@@ -328,6 +343,7 @@ func ValidatePools(pcs []PoolConfig) error {
 		if len(pc.ServedModels) == 0 {
 			bad(where+".servedModels", "at least one model name is required")
 		}
+		pc.validateLoRA(where, bad)
 		pc.Discovery.validate(where, len(pc.Endpoints) > 0, bad)
 		for j, ec := range pc.Endpoints {
 			ew := fmt.Sprintf("%s.endpoints[%d]", where, j)

@@ -314,6 +314,8 @@ type discoveryMetrics struct {
 	badEntries *prometheus.CounterVec
 	errors     *prometheus.CounterVec
 	changes    *prometheus.CounterVec
+	// adapterLoads counts the gateway's LoRA adapter loads.
+	adapterLoads *prometheus.CounterVec
 }
 
 func newDiscoveryMetrics() *discoveryMetrics {
@@ -330,6 +332,10 @@ func newDiscoveryMetrics() *discoveryMetrics {
 			Name: "turnpike_discovery_changes_total",
 			Help: "Endpoints that joined or left a pool, by pool and change (join, leave).",
 		}, []string{"pool", "change"}),
+		adapterLoads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnpike_lora_adapter_loads_total",
+			Help: "LoRA adapter loads the gateway asked an engine for (loraLoading on-demand), by pool and result (ok, error).",
+		}, []string{"pool", "result"}),
 	}
 }
 
@@ -337,12 +343,14 @@ func (m *discoveryMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.badEntries.Describe(ch)
 	m.errors.Describe(ch)
 	m.changes.Describe(ch)
+	m.adapterLoads.Describe(ch)
 }
 
 func (m *discoveryMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.badEntries.Collect(ch)
 	m.errors.Collect(ch)
 	m.changes.Collect(ch)
+	m.adapterLoads.Collect(ch)
 }
 
 // poolSink is the Sink of one pool's source.

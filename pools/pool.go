@@ -30,6 +30,9 @@ type Load struct {
 	PrefixQueries, PrefixHits float64
 	// PromptTokens and GenerationTokens are cumulative token counters.
 	PromptTokens, GenerationTokens float64
+	// LoRA is what the engine says of its adapters; zero when it serves
+	// none.
+	LoRA LoRALoad
 	// ScrapedAt is when this snapshot was taken; zero if never.
 	ScrapedAt time.Time
 
@@ -90,6 +93,8 @@ type Endpoint struct {
 	breaker *gobreaker.CircuitBreaker[struct{}]
 	// trials counts the requests in flight that the breaker let through
 	// while half-open, from Send until the engine's answer decides them.
+	// lora is what the gateway knows of the endpoint's adapters.
+	lora adapterState
 	trials atomic.Int32
 }
 
@@ -199,8 +204,11 @@ func (e *Endpoint) Role() string {
 }
 
 // Serves reports whether the endpoint serves the named model: its
-// label's models, else its pool's.
-func (e *Endpoint) Serves(model string) bool { return slices.Contains(e.models(), model) }
+// label's models, else its pool's, or a LoRA adapter of them
+// (IsAdapter).
+func (e *Endpoint) Serves(model string) bool {
+	return slices.Contains(e.models(), model) || e.IsAdapter(model)
+}
 
 func (e *Endpoint) models() []string {
 	if m := e.Labels().Models; m != nil {
@@ -227,8 +235,11 @@ type Pool struct {
 	lend lending
 }
 
-// Serves reports whether the pool serves the named model.
-func (p *Pool) Serves(model string) bool { return slices.Contains(p.Config.ServedModels, model) }
+// Serves reports whether the pool serves the named model, or names it
+// as an adapter (PoolConfig.Adapters).
+func (p *Pool) Serves(model string) bool {
+	return slices.Contains(p.Config.ServedModels, model) || p.adapter(model)
+}
 
 // Endpoints is the pool's current endpoint set, by index. The slice is a
 // snapshot: do not modify it.

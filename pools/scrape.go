@@ -26,8 +26,10 @@ const maxMetricsBytes = 4 << 20
 // metricNames maps an engine flavour's metric names onto Load's fields.
 type metricNames struct {
 	running, waiting, kvUsage, cacheConfig string
-	prefixQueries, prefixHits              string
-	promptTokens, generationTokens         string
+	// loraInfo is the LoRA adapters series; "" when the flavour has none.
+	loraInfo                       string
+	prefixQueries, prefixHits      string
+	promptTokens, generationTokens string
 	// legacy are older spellings of kvUsage, prefixQueries and
 	// prefixHits, read when the family above is missing; "" for none.
 	legacyKVUsage, legacyPrefixQueries, legacyPrefixHits string
@@ -43,6 +45,7 @@ var vllmNames = metricNames{
 	prefixHits:       enginemetrics.VLLMPrefixCacheHits,
 	promptTokens:     enginemetrics.VLLMPromptTokens,
 	generationTokens: enginemetrics.VLLMGenerationTokens,
+	loraInfo:         enginemetrics.VLLMLoRARequestsInfo,
 }
 
 var flavours = map[string]metricNames{
@@ -79,7 +82,7 @@ func (names metricNames) withLegacy(kvUsage, prefixQueries, prefixHits string) m
 func (names *metricNames) keep(page []byte) []byte {
 	all := [...]string{names.running, names.waiting, names.kvUsage, names.cacheConfig,
 		names.prefixQueries, names.prefixHits, names.promptTokens, names.generationTokens,
-		names.legacyKVUsage, names.legacyPrefixQueries, names.legacyPrefixHits}
+		names.legacyKVUsage, names.legacyPrefixQueries, names.legacyPrefixHits, names.loraInfo}
 	wanted := func(name []byte, comment bool) bool {
 		for _, w := range all {
 			if w == "" {
@@ -157,6 +160,9 @@ func (names *metricNames) load(fams map[string]*dto.MetricFamily) Load {
 	l.PrefixHits = sum(family(fams, names.prefixHits, names.legacyPrefixHits))
 	l.PromptTokens = sum(fams[names.promptTokens])
 	l.GenerationTokens = sum(fams[names.generationTokens])
+	if names.loraInfo != "" {
+		l.LoRA = parseLoRAInfo(fams[names.loraInfo])
+	}
 	if f := fams[names.cacheConfig]; f != nil && len(f.Metric) > 0 {
 		for _, lp := range f.Metric[0].Label {
 			switch lp.GetName() {
@@ -246,6 +252,9 @@ func (r *Registry) scrape(ctx context.Context, ep *Endpoint) error {
 	}
 	if r.onLoad != nil {
 		r.onLoad(ep, l)
+	}
+	if ep.wantsAdapters(&l) {
+		return r.discoverAdapters(ctx, ep)
 	}
 	return nil
 }
