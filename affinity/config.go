@@ -107,7 +107,7 @@ const (
 )
 
 // DefaultFilters are the cache-aware policy's filters, in order.
-var DefaultFilters = []string{FilterServesModel, FilterHealthy, FilterBreakerClosed, FilterInteractiveLane, FilterHasRoom, FilterEngineRoom}
+var DefaultFilters = []string{FilterServesModel, FilterHealthy, FilterBreakerClosed, FilterInteractiveLane, FilterLoRAAffinity, FilterHasRoom, FilterEngineRoom}
 
 // DefaultScorers are the cache-aware policy's scorers: the weighted
 // scorers with the one cost, predicted time to first token, in place of

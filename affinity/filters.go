@@ -14,6 +14,7 @@ var filterFactories = map[string]func(*env) Filter{
 	FilterServesModel:   func(*env) Filter { return ServesModel{} },
 	FilterHasRoom:       func(e *env) Filter { return HasRoom{MaxQueue: e.cfg.MaxQueue} },
 	FilterEngineRoom:    func(e *env) Filter { return EngineRoom{MaxQueue: e.cfg.MaxEngineQueue} },
+	FilterLoRAAffinity:  func(e *env) Filter { return LoRAAffinity{MaxQueue: e.cfg.MaxQueue} },
 	FilterInteractiveLane: func(e *env) Filter {
 		return InteractiveLane{Endpoints: max(e.cfg.InteractiveLane, 0), MinFleet: DefaultInteractiveLaneMinFleet,
 			Hold: e.cfg.InteractiveLaneHold, Now: e.now, lastInteractive: new(atomic.Int64)}
