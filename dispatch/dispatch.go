@@ -363,7 +363,7 @@ func (d *Dispatcher) begin(ctx context.Context, spec *Spec, key string) (_ *Turn
 			t.release(affinity.Outcome{Err: err}, false)
 		}
 	}()
-	capacity := d.capacity[spec.Model]
+	capacity := d.capacityOf(spec.Model)
 	if capacity == nil {
 		return nil, d.modelNotFound(spec.Model)
 	}
@@ -523,7 +523,12 @@ func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) e
 			return fmt.Errorf("%w: %w", ErrNoEndpoint, err)
 		}
 		ectx, span := d.tr.Start(ctx, tracing.SpanEngine, trace.SpanKindClient)
-		resp, err := d.reg.Client().Send(ectx, ep, spec.Path, t.withPriority(ep, body), d.traced(ectx, header), tokens)
+		// A LoRA adapter is loaded there first when its pool loads on
+		// demand; a failed load is retried elsewhere like a failed send.
+		var resp *http.Response
+		if err = d.reg.EnsureAdapter(ectx, ep, spec.Model, time.Now()); err == nil {
+			resp, err = d.reg.Client().Send(ectx, ep, spec.Path, t.withPriority(ep, body), d.traced(ectx, header), tokens)
+		}
 		startEngine(span, ep, resp, err)
 		if err == nil {
 			t.resp, t.ep, t.engine = resp, ep, span

@@ -33,7 +33,7 @@ func (d *Dispatcher) ModelRule(tenant, model string, header http.Header) string 
 // picks its target: model itself when a pool serves it, else the first of
 // its rules' targets a pool serves; "" when none.
 func (d *Dispatcher) served(model string) string {
-	if d.capacity[model] != nil {
+	if d.capacityOf(model) != nil {
 		return model
 	}
 	for _, m := range d.models.Load().Targets(model) {

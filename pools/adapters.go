@@ -492,3 +492,23 @@ func (r *Registry) postLoad(ctx context.Context, ep *Endpoint, adapter string) e
 	}
 	return fmt.Errorf("%w: %w: %s on %s: status %d: %s", ErrUpstream, ErrAdapterLoad, adapter, ep.ID, resp.StatusCode, bytes.TrimSpace(msg))
 }
+
+// AdapterBase is the served model adapter is a LoRA adapter of: the
+// first model of the first pool whose config names it or one of whose
+// engines lists it; "" when it is no adapter of the fleet's.
+func (r *Registry) AdapterBase(adapter string) string {
+	for _, p := range r.Pools {
+		if len(p.Config.ServedModels) == 0 || slices.Contains(p.Config.ServedModels, adapter) {
+			continue
+		}
+		if p.adapter(adapter) {
+			return p.Config.ServedModels[0]
+		}
+		for _, ep := range p.Endpoints() {
+			if slices.Contains(ep.listedAdapters(), adapter) {
+				return p.Config.ServedModels[0]
+			}
+		}
+	}
+	return ""
+}

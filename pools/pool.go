@@ -66,6 +66,10 @@ type Endpoint struct {
 
 	staleAfter time.Duration
 	labels     atomic.Pointer[Labels]
+	// joined is when the endpoint joined the fleet (was built); reg,
+	// when built by a Registry, hears it start to drain.
+	joined time.Time
+	reg    *Registry
 	// joining is set while an endpoint that joined a running fleet waits
 	// for its first good scrape: until then it takes no traffic.
 	joining atomic.Bool
@@ -132,8 +136,22 @@ func (e *Endpoint) SetHealthy(ok bool) { e.healthy.Store(ok) }
 // Draining reports whether the endpoint takes no new requests.
 func (e *Endpoint) Draining() bool { return e.draining.Load() }
 
-// SetDraining drains (true) or undrains (false) the endpoint.
-func (e *Endpoint) SetDraining(d bool) { e.draining.Store(d) }
+// SetDraining drains (true) or undrains (false) the endpoint. An endpoint
+// that starts to drain is announced to the Registry's OnDrain hooks.
+func (e *Endpoint) SetDraining(d bool) {
+	if e.draining.Swap(d) || !d || e.reg == nil {
+		return
+	}
+	e.reg.drainStarted(e)
+}
+
+// Joined is when the endpoint joined the fleet: for a static pool's
+// endpoint, when the registry was built. Zero for an endpoint built
+// outside a Registry.
+func (e *Endpoint) Joined() time.Time { return e.joined }
+
+// SetJoined sets when the endpoint joined. Used by tests.
+func (e *Endpoint) SetJoined(t time.Time) { e.joined = t }
 
 // InFlight is the number of gateway requests currently on this endpoint:
 // this gateway's, and those the other gateways on the fleet last reported

@@ -35,6 +35,9 @@ type Registry struct {
 	// onJoin and onLeave, registered before Start, see each endpoint
 	// join (those present at Start included) and leave once drained.
 	onJoin, onLeave []func(*Endpoint)
+	// onDrain, registered before Start, hear each endpoint start to
+	// drain, in a goroutine of its own that wg counts.
+	onDrain []func(context.Context, *Endpoint)
 
 	// sources are the pools' discovery sources, one per pool, in pool
 	// order; static ones have reported at New.
@@ -90,6 +93,50 @@ func (r *Registry) OnJoin(fn func(*Endpoint)) { r.onJoin = append(r.onJoin, fn) 
 // Index is given to no other endpoint before fn returns. Call before
 // Start.
 func (r *Registry) OnLeave(fn func(*Endpoint)) { r.onLeave = append(r.onLeave, fn) }
+
+// OnDrain registers fn to be called with each endpoint that starts to
+// drain: drained by hand (Endpoint.SetDraining) or leaving the fleet. It
+// is called at once, while the endpoint's in-flight requests still run,
+// from a goroutine of its own, with a context that ends when the registry
+// closes (Close waits for fn): the sessions pinned there are handed over
+// from it. Call before Start.
+func (r *Registry) OnDrain(fn func(context.Context, *Endpoint)) {
+	r.onDrain = append(r.onDrain, fn)
+}
+
+// drainStarted runs the OnDrain hooks for ep in a goroutine, unless the
+// registry has closed. The caller does not hold r.mu.
+func (r *Registry) drainStarted(ep *Endpoint) {
+	if len(r.onDrain) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drainHooksLocked(ep)
+}
+
+// drainHooksLocked starts the OnDrain hooks for ep; the caller holds r.mu.
+func (r *Registry) drainHooksLocked(ep *Endpoint) {
+	if len(r.onDrain) == 0 || r.mu.closed {
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-r.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		for _, fn := range r.onDrain {
+			fn(ctx, ep)
+		}
+	}()
+}
 
 // NewRegistry builds the fleet from validated pool configs and options.
 // Static pools' endpoints are there at once, and start healthy so that a
@@ -323,7 +370,9 @@ func (r *Registry) remove(p *Pool, id string) {
 // frees its index.
 func (r *Registry) leaveLocked(ep *Endpoint) {
 	delete(r.mu.byID, ep.ID)
-	ep.SetDraining(true)
+	if !ep.draining.Swap(true) {
+		r.drainHooksLocked(ep)
+	}
 	close(ep.gone)
 	r.publishLocked()
 	r.metrics.changes.WithLabelValues(ep.Pool.Config.Name, "leave").Inc()
@@ -376,6 +425,8 @@ func (r *Registry) newEndpointLocked(p *Pool, t Target) *Endpoint {
 		Pool:          p,
 		Index:         index,
 		staleAfter:    opts.StaleAfter,
+		joined:        time.Now(),
+		reg:           r,
 		gone:          make(chan struct{}),
 		drained:       make(chan struct{}),
 	}

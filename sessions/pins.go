@@ -64,11 +64,15 @@ const (
 	// PinLeft: the pinned endpoint left the fleet (Store.EndpointLeft);
 	// the session re-pins, as new, at its next turn.
 	PinLeft
+	// PinHandOff: the pinned endpoint started to drain and the session was
+	// handed over, before its next turn, to the endpoint that will serve
+	// that turn best.
+	PinHandOff
 
 	numPinReasons = iota
 )
 
-var pinReasonNames = [numPinReasons]string{"new", "unhealthy", "draining", "breaker-open", "overloaded", "unavailable", "rescored", "removed", "left"}
+var pinReasonNames = [numPinReasons]string{"new", "unhealthy", "draining", "breaker-open", "overloaded", "unavailable", "rescored", "removed", "left", "hand-off"}
 
 func (r PinReason) String() string {
 	if int(r) < len(pinReasonNames) {

@@ -1,5 +1,7 @@
 package lru
 
+import "iter"
+
 // Cache is a map bounded by evicting the least recently used entries. An
 // entry costs 1, or what the cost function says (its bytes, say); adding
 // one evicts from the least recent end while the entries' total cost is
@@ -115,4 +117,17 @@ func (c *Cache[K, V]) RemoveOldest() (k K, v V, ok bool) {
 	delete(c.index, e.key)
 	c.total -= e.cost
 	return e.key, e.value, true
+}
+
+// All yields the entries, the most recently used first, leaving the order
+// as it is. The cache must not change during the walk.
+func (c *Cache[K, V]) All() iter.Seq2[K, V] {
+	return func(yield func(K, V) bool) {
+		for n := c.list.Front(); n != 0; n = c.list.Next(n) {
+			e := c.list.Value(n)
+			if !yield(e.key, e.value) {
+				return
+			}
+		}
+	}
 }

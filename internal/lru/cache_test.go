@@ -198,3 +198,18 @@ func BenchmarkCacheAddEvict(b *testing.B) {
 		c.Add(i, i)
 	}
 }
+
+func TestCacheAll(t *testing.T) {
+	c := NewCache[string, int](0, nil)
+	c.Add("a", 1)
+	c.Add("b", 2)
+	c.Add("c", 3)
+	c.Get("a")
+	var got []string
+	for k, v := range c.All() {
+		got = append(got, fmt.Sprint(k, v))
+	}
+	if want := []string{"a1", "c3", "b2"}; !slices.Equal(got, want) {
+		t.Errorf("All: %v, want %v (most recent first)", got, want)
+	}
+}
