@@ -271,12 +271,12 @@ func renderMessages(instructions *string, items []wire.Item) []chatMessage {
 				// Engines' chat templates know system, not developer.
 				role = "system"
 			}
-			text := it.Text()
+			text := itemText(it)
 			if role == "assistant" {
-				assistant(chatMessage{Role: role, Content: &text})
+				assistant(chatMessage{Role: role, Content: text})
 				continue
 			}
-			msgs = append(msgs, chatMessage{Role: role, Content: &text})
+			msgs = append(msgs, chatMessage{Role: role, Content: text})
 			assistantOpen, thinking = false, nil
 		case wire.ItemFunctionCall:
 			call := chatToolCall{ID: it.CallID, Type: "function", Function: chatFunction{Name: wire.EngineName(it.Namespace, it.Name), Arguments: it.Arguments}}
@@ -296,8 +296,7 @@ func renderMessages(instructions *string, items []wire.Item) []chatMessage {
 				assistant(chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}})
 			}
 		case wire.ItemFunctionCallOutput, wire.ItemCustomToolCallOutput:
-			out := it.Output
-			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: it.CallID, Content: &out})
+			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: it.CallID, Content: &it.Output})
 			assistantOpen, thinking = false, nil
 		case wire.ItemReasoning:
 			if text := reasoningText(it); text != "" {
@@ -338,6 +337,17 @@ func renderMessages(instructions *string, items []wire.Item) []chatMessage {
 		}
 	}
 	return msgs
+}
+
+// itemText points to the text of a message item: to its one part's, so
+// that a long context's messages allocate nothing of their own, or to
+// the parts joined.
+func itemText(it *wire.Item) *string {
+	if len(it.Content) == 1 {
+		return &it.Content[0].Text
+	}
+	text := it.Text()
+	return &text
 }
 
 // approvalRequest is the mcp_approval_request of items with id, or nil.

@@ -32,7 +32,7 @@ func (s *Service) CreateConversation(ctx context.Context, tenant string, body []
 	if metadata == nil {
 		metadata = map[string]string{}
 	}
-	c := &wire.Conversation{ID: newID("conv_"), Object: "conversation", CreatedAt: s.cfg.Now().Unix(), Metadata: metadata}
+	c := &wire.Conversation{ID: newID(conversationPrefix), Object: "conversation", CreatedAt: s.cfg.Now().Unix(), Metadata: metadata}
 	if err := s.store.CreateConversation(ctx, tenant, c, items); err != nil {
 		return nil, err
 	}

@@ -223,6 +223,9 @@ type Service struct {
 	// another's claim ran out (or a restart); claimsLost those it
 	// stopped because another gateway holds their claim now.
 	takenOver, claimsLost prometheus.Counter
+	// contexts keeps the decoded contexts of the responses that ended
+	// last, for their chains' next turns.
+	contexts *contextCache
 	// sealer seals and opens encrypted content; set by Start.
 	sealer *sealer
 	// sem holds one token per running background response.
@@ -268,7 +271,8 @@ func New(store *StateStore, engine Engine, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Service{store: store, engine: engine, cfg: cfg, log: cfg.Logger, sem: make(chan struct{}, cfg.Workers)}
+	s := &Service{store: store, engine: engine, cfg: cfg, log: cfg.Logger, sem: make(chan struct{}, cfg.Workers),
+		contexts: newContextCache(contextCacheBytes)}
 	s.mcp = &mcpclient.Client{Timeout: cfg.MCPTimeout, Allow: s.mcpAllowed}
 	s.hostedDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "turnpike_responses_hosted_tools_dropped_total",

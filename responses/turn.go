@@ -41,6 +41,13 @@ type turn struct {
 	// fitting it to the window); pre the items that start the output
 	// before the engine's answer (a compaction item).
 	items, pre []wire.Item
+	// history is the context as stored, not compacted: the items of base
+	// (the first nbase, their strings baseStrs bytes), then the input.
+	// The turn owns it; once the response is stored it becomes the
+	// response's entry in the context cache.
+	history  []wire.Item
+	nbase    int
+	baseStrs int64
 	// conversation or chainRoot names the session for routing: the
 	// conversation, or the session of the chain the response continues;
 	// newChain is the response's own id when it starts a chain, the
@@ -115,7 +122,7 @@ func (s *Service) load(ctx context.Context, tenant string, req *wire.CreateReque
 			// first response named it after itself.
 			t.chainRoot = t.base[0].Chain
 		}
-		if history, err = s.store.LoadContext(ctx, t.base); err != nil {
+		if history, err = s.loadChain(ctx, t, len(req.Input)); err != nil {
 			return nil, nil, err
 		}
 	case req.Conversation != "":
@@ -134,7 +141,8 @@ func (s *Service) load(ctx context.Context, tenant string, req *wire.CreateReque
 	if t.input, err = s.resolveInput(ctx, tenant, req.Input); err != nil {
 		return nil, nil, err
 	}
-	return t, compacted(append(history, t.input...)), nil
+	t.history = append(history, t.input...)
+	return t, compacted(t.history), nil
 }
 
 // hostedTools applies Config.HostedTools to the request's hosted tools,
@@ -566,6 +574,9 @@ func (s *Service) endTurn(ctx context.Context, t *turn, r *run, j *job) error {
 		err := s.store.EndResponse(sctx, t.rec, t.base, items, final)
 		tracing.Fail(span, err)
 		span.End()
+		if err == nil {
+			s.rememberContext(t, items)
+		}
 		if err != nil {
 			// Nothing was written: a background record stays pending and
 			// the next Start takes it over. Only those listening now hear

@@ -1,0 +1,194 @@
+package responses
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/turnpike-gateway/turnpike/internal/lru"
+	"github.com/turnpike-gateway/turnpike/responses/wire"
+)
+
+// contextCacheBytes bounds the memory of a Service's contextCache: about
+// 150 agent sessions of 100k tokens each.
+const contextCacheBytes = 64 << 20
+
+// contextHeadroom is the room a turn's copy of a cached context leaves
+// after its input for the response's output, so that the next entry is
+// made in place.
+const contextHeadroom = 8
+
+// itemSize and partSize are the memory of a wire.Item besides its strings
+// and parts, and of a part besides its strings.
+const (
+	itemSize = int64(unsafe.Sizeof(wire.Item{}))
+	partSize = int64(unsafe.Sizeof(wire.ContentPart{}))
+)
+
+// conversationPrefix starts the id of a conversation, and so the name of
+// its chain.
+const conversationPrefix = "conv_"
+
+// contextCache keeps the decoded contexts of the responses that ended
+// last on this gateway, each under its response's id, so that the next
+// turn of a chain copies its context and decodes nothing but what it adds:
+// a turn's cost stays flat in the length of its history instead of one
+// decode of every stored item.
+//
+// An entry is exactly what StateStore.LoadContext returns for its
+// response's manifest: the manifest it was made for is kept with it and
+// compared with the record's, which the turn reads anyway (a response
+// deleted is not found there, so not continued from here), and the items
+// a response adds go through the stored form (encodeItem, decodeStoredItem)
+// before they join the entry. Items in a response chain are never
+// rewritten, only collected with the records that read them; a context
+// that reads a conversation's chain, whose items can be deleted, is not
+// cached.
+//
+// Entries are immutable once added: a turn takes a copy (one allocation
+// and one copy of the item headers, no decoding). When a chain moves on,
+// its old entry goes; a fork from it loads from the store. Memory is
+// bounded by contextCacheBytes, the least recently used entries going
+// first. A contextCache is safe for concurrent use; a nil one caches
+// nothing.
+type contextCache struct {
+	// hits counts the contexts taken from the cache.
+	hits atomic.Uint64
+	mu   struct {
+		sync.Mutex
+		// protects the fields below
+		entries *lru.Cache[string, *cachedContext]
+	}
+}
+
+// cachedContext is a response's whole context, decoded: the items of its
+// manifest segs, whose strings and parts take about strs bytes.
+type cachedContext struct {
+	segs  []Segment
+	items []wire.Item
+	strs  int64
+}
+
+// cost is about the memory e holds.
+func (e *cachedContext) cost() int64 { return int64(cap(e.items))*itemSize + e.strs }
+
+func newContextCache(maxBytes int64) *contextCache {
+	c := &contextCache{}
+	c.mu.entries = lru.NewCache(maxBytes, func(_ string, e *cachedContext) int64 { return e.cost() })
+	return c
+}
+
+// get returns a copy of the context of response id when it is cached for
+// the manifest segs, with room for extra more items, and the bytes of its
+// strings and parts; false when it is not.
+func (c *contextCache) get(id string, segs []Segment, extra int) ([]wire.Item, int64, bool) {
+	if c == nil {
+		return nil, 0, false
+	}
+	c.mu.Lock()
+	e, ok := c.mu.entries.Get(id)
+	c.mu.Unlock()
+	if !ok || !slices.Equal(e.segs, segs) {
+		return nil, 0, false
+	}
+	c.hits.Add(1)
+	items := make([]wire.Item, len(e.items), len(e.items)+extra)
+	copy(items, e.items)
+	return items, e.strs, true
+}
+
+// put caches the context of rec, a response just stored with the items
+// added: base, the items of the context it continued (their strings and
+// parts baseStrs bytes), then added as they were stored. base becomes the entry's, its capacity
+// reused; the caller gives it up. The entry of prev, the response rec
+// continued, goes.
+func (c *contextCache) put(prev string, rec *Record, base []wire.Item, baseStrs int64, added []wire.Item) {
+	if c == nil || rec.Conversation != "" {
+		return
+	}
+	for _, sg := range rec.Context {
+		if strings.HasPrefix(sg.Chain, conversationPrefix) {
+			return
+		}
+	}
+	items, strs := base, baseStrs
+	var b []byte
+	for i := range added {
+		b = encodeItem(b[:0], &added[i])
+		it, err := decodeStoredItem(b)
+		if err != nil {
+			// Not what the store holds: cache nothing.
+			c.drop(prev)
+			return
+		}
+		items = append(items, it)
+		strs += int64(len(b)) + int64(len(it.Content)+len(it.Summary))*partSize
+	}
+	e := &cachedContext{segs: slices.Clone(rec.Context), items: items, strs: strs}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev != "" {
+		c.mu.entries.Remove(prev)
+	}
+	c.mu.entries.Add(rec.Response.ID, e)
+}
+
+// drop forgets the entry of response id.
+func (c *contextCache) drop(id string) {
+	if c == nil || id == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.entries.Remove(id)
+}
+
+// contextStrings is about the bytes of the strings and parts of items as
+// StateStore.LoadContext returns them.
+func contextStrings(items []wire.Item) int64 {
+	var n int64
+	for i := range items {
+		it := &items[i]
+		n += int64(len(it.Type) + len(it.ID) + len(it.Status) + len(it.Role) + len(it.CallID) + len(it.Name) +
+			len(it.Arguments) + len(it.Output) + len(it.Namespace) + len(it.EncryptedContent) +
+			len(it.ServerLabel) + len(it.Error) + len(it.ApprovalRequestID))
+		for _, p := range it.Content {
+			n += int64(len(p.Type)+len(p.Text)) + partSize
+		}
+		for _, p := range it.Summary {
+			n += int64(len(p.Type)+len(p.Text)) + partSize
+		}
+	}
+	return n
+}
+
+// loadChain reads the context of t.base, the manifest of the response t
+// continues, from the context cache or else the store, with room for in
+// more items and the output after them, and notes it in t.
+func (s *Service) loadChain(ctx context.Context, t *turn, in int) ([]wire.Item, error) {
+	items, strs, ok := s.contexts.get(t.req.PreviousResponseID, t.base, in+contextHeadroom)
+	if !ok {
+		var err error
+		if items, err = s.store.LoadContext(ctx, t.base); err != nil {
+			return nil, err
+		}
+		strs = contextStrings(items)
+	}
+	t.nbase, t.baseStrs = len(items), strs
+	return items, nil
+}
+
+// rememberContext caches the context of t's response, just stored with
+// the items added.
+func (s *Service) rememberContext(t *turn, added []wire.Item) {
+	var base []wire.Item
+	if t.nbase > 0 {
+		// The turn's own copy; with no base, t.history may share its
+		// array with the caller's (a WebSocket connection's prior context).
+		base = t.history[:t.nbase]
+	}
+	s.contexts.put(t.req.PreviousResponseID, t.rec, base, t.baseStrs, added)
+}
