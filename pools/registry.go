@@ -476,6 +476,11 @@ func (r *Registry) publishLocked() {
 					f.models = append(f.models, m)
 				}
 			}
+			if ep.Role() != RolePrefill {
+				for _, a := range ep.adapterNames() {
+					f.whole[a] = append(f.whole[a], ep)
+				}
+			}
 		}
 	}
 	r.fleet.Store(f)
@@ -527,11 +532,6 @@ func (r *Registry) Close(ctx context.Context) error {
 	if err := wait.Group(ctx, &r.wg); err != nil {
 		errs = append(errs, err)
 	}
-			if ep.Role() != RolePrefill {
-				for _, a := range ep.adapterNames() {
-					f.whole[a] = append(f.whole[a], ep)
-				}
-			}
 	r.client.http.CloseIdleConnections()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("pools: close: %w", err)
