@@ -93,12 +93,12 @@ type Endpoint struct {
 	answered atomic.Int64
 	// peers is the other gateways' load here (LoadShare), nil when none.
 	peers atomic.Pointer[PeerLoad]
+	// lora is what the gateway knows of the endpoint's adapters.
+	lora adapterState
 
 	breaker *gobreaker.CircuitBreaker[struct{}]
 	// trials counts the requests in flight that the breaker let through
 	// while half-open, from Send until the engine's answer decides them.
-	// lora is what the gateway knows of the endpoint's adapters.
-	lora adapterState
 	trials atomic.Int32
 }
 
