@@ -21,6 +21,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/prompt"
 	"github.com/turnpike-gateway/turnpike/responses"
+	"github.com/turnpike-gateway/turnpike/state"
 	"github.com/turnpike-gateway/turnpike/tracing"
 )
 
@@ -97,6 +98,14 @@ type Options struct {
 	// that a load balancer sends turns that must be stored elsewhere. nil
 	// leaves the store out of readiness.
 	StoreHealth func() error
+	// Idempotency keeps, per tenant and Idempotency-Key, the answers of
+	// non-streamed Responses and chat requests, so that a retry is
+	// answered once (idempotency.go): the state store's, shared by every
+	// gateway on it. nil ignores the header.
+	Idempotency *state.Records
+	// IdempotencyTTL is how long an answer is kept under its key.
+	// Default DefaultIdempotencyTTL (1h).
+	IdempotencyTTL time.Duration
 }
 
 // DefaultPromptMemoBytes is the default of Options.PromptMemoBytes: about
@@ -127,6 +136,8 @@ type Server struct {
 	reg      *pools.Registry
 	dispatch *dispatch.Dispatcher
 	metrics  *metrics
+	// idem counts the outcomes of requests with an Idempotency-Key.
+	idem *idempotencyMetrics
 	// memo remembers recent chat bodies; nil when disabled.
 	memo *prompt.Memo
 	// bodies is the budget of the request bodies in flight; overContext
@@ -199,6 +210,9 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxTokenBytes == 0 {
 		opts.MaxTokenBytes = DefaultMaxTokenBytes
 	}
+	if opts.IdempotencyTTL <= 0 {
+		opts.IdempotencyTTL = DefaultIdempotencyTTL
+	}
 	s := &Server{
 		opts:     opts,
 		log:      opts.Logger,
@@ -214,6 +228,7 @@ func New(opts Options) (*Server, error) {
 		s.memo = prompt.NewMemo(opts.PromptMemoBytes)
 	}
 	s.metrics = newMetrics(opts.Metrics, opts.Registry, s.memo)
+	s.idem = newIdempotencyMetrics(opts.Metrics)
 	s.bodies.limit = opts.BodyBudget
 	s.stages.max = stagesKept
 	s.contextFloor = s.contextFloors()
@@ -234,9 +249,9 @@ func New(opts Options) (*Server, error) {
 	// it to each route as the route is added.
 	var v1 *echo.Group
 	if opts.Auth != nil {
-		v1 = e.Group("/v1", requireTenant(opts.Auth))
+		v1 = e.Group("/v1", requireTenant(opts.Auth), s.idempotent)
 	} else {
-		v1 = e.Group("/v1")
+		v1 = e.Group("/v1", s.idempotent)
 	}
 	v1.POST("/chat/completions", s.handleChatCompletions)
 	v1.POST("/completions", s.handleCompletions)

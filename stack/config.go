@@ -42,7 +42,8 @@ const (
 // warning (Config.Warnings); one naming any other version is refused.
 const APIVersionV1 = "turnpike/v1"
 
-// ServerConfig is the server section: how the gateway shuts down.
+// ServerConfig is the server section: how the gateway shuts down, and
+// how long it keeps the answers of requests sent with an Idempotency-Key.
 type ServerConfig struct {
 	// ShutdownDelay is how long, at SIGTERM, /readyz answers 503 while
 	// the gateway still serves every request, before it stops accepting:
@@ -53,6 +54,12 @@ type ServerConfig struct {
 	// gateway waits for in-flight requests (streams included) before it
 	// ends them. Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdownTimeout"`
+	// IdempotencyTTL is how long the answer of a non-streamed Responses
+	// or chat request sent with an Idempotency-Key header is kept in the
+	// state store, so that a retry of it, on any gateway of the store,
+	// gets that answer again instead of running a second time. Default
+	// 1h.
+	IdempotencyTTL time.Duration `yaml:"idempotencyTTL"`
 }
 
 // EnsureDefaults fills unset fields.
@@ -63,14 +70,21 @@ func (c *ServerConfig) EnsureDefaults() {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if c.IdempotencyTTL == 0 {
+		c.IdempotencyTTL = gateway.DefaultIdempotencyTTL
+	}
 }
 
 // Validate reports every problem at once.
 func (c *ServerConfig) Validate() error {
+	var errs []error
 	if c.ShutdownTimeout < 0 {
-		return errors.New("server.shutdownTimeout: must not be negative")
+		errs = append(errs, errors.New("server.shutdownTimeout: must not be negative"))
 	}
-	return nil
+	if c.IdempotencyTTL < 0 {
+		errs = append(errs, errors.New("server.idempotencyTTL: must not be negative"))
+	}
+	return errors.Join(errs...)
 }
 
 // delay is ShutdownDelay, none when negative.

@@ -409,6 +409,10 @@ func (s *Stack) startAPIs(ctx context.Context, p *parts) error {
 		// Not ready while the store is down: the turns it would take
 		// could not be stored.
 		StoreHealth: p.db.Health,
+		// Answers kept for Idempotency-Key retries: in Redis, a retry
+		// that lands on another gateway finds them too.
+		Idempotency:    p.db.Records("idempotency"),
+		IdempotencyTTL: cfg.Server.IdempotencyTTL,
 	}); err != nil {
 		return err
 	}
