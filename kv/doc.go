@@ -8,6 +8,10 @@
 // tokenizes it) into a chain of BlockHash values, one per full block of
 // BlockSize tokens, each covering its whole prefix. A conversation that grows keeps the chain of
 // its earlier turns, so its hashes tell where its KV cache already is.
+// A chain starts from its model's seed (ModelSeed), and a LoRA adapter is
+// a model of its own: its blocks are never the base model's, as in the
+// engine, whose KV events name the adapter of stored blocks (lora_id,
+// lora_name) for the Subscriber to seed their chain with.
 //
 // The Index maps each BlockHash to the endpoints holding it and the tiers
 // (HBM, CPU, Disk, Shared) they hold it in, each endpoint's tiers bounded by

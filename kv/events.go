@@ -51,8 +51,12 @@ type Event struct {
 	TokenIDs []uint32
 	// BlockSize is the engine's tokens per block.
 	BlockSize int
-	// LoRAID is the adapter the blocks were computed with; 0 means none.
+	// LoRAID is the adapter the blocks were computed with (vLLM's
+	// lora_int_id); 0 means none.
 	LoRAID int64
+	// LoRAName is that adapter's name, the model id requests name it by
+	// (newer vLLM sends it); "" when the engine did not say.
+	LoRAName string
 	// Medium is where the blocks live ("GPU", "CPU", "DISK", ...); empty
 	// when the engine did not say, which means GPU.
 	Medium string
@@ -75,7 +79,7 @@ var ErrMalformedBatch = errors.New("kv: malformed KV event batch")
 // these (newer vLLM adds some) are skipped; trailing fields left at their
 // defaults may be omitted.
 var (
-	blockStoredFields  = []string{"block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium"}
+	blockStoredFields  = []string{"block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name"}
 	blockRemovedFields = []string{"block_hashes", "medium"}
 	batchFields        = []string{"ts", "events", "data_parallel_rank"}
 )
@@ -258,6 +262,11 @@ func (bd *batchDecoder) eventField(ev *Event, name string) error {
 			return bd.d.DecodeNil()
 		}
 		ev.Medium, err = bd.d.DecodeString()
+	case "lora_name":
+		if bd.isNil() {
+			return bd.d.DecodeNil()
+		}
+		ev.LoRAName, err = bd.d.DecodeString()
 	default:
 		err = bd.d.Skip()
 	}

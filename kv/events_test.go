@@ -68,7 +68,7 @@ func TestDecodeBatchFixtures(t *testing.T) {
 			Events: []Event{
 				{Kind: BlockStored, BlockHashes: []EngineHash{EngineHash(xxhash.Sum64(b2))},
 					ParentBlockHash: EngineHash(xxhash.Sum64(b1)), HasParent: true,
-					TokenIDs: seqTokens(200, 16), BlockSize: 16, LoRAID: 3, Medium: "CPU"},
+					TokenIDs: seqTokens(200, 16), BlockSize: 16, LoRAID: 3, LoRAName: "adapter-x", Medium: "CPU"},
 				{Kind: BlockRemoved, BlockHashes: []EngineHash{EngineHash(xxhash.Sum64(b1))}},
 			},
 			DataParallelRank: -1,

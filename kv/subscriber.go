@@ -360,7 +360,18 @@ func (s *Subscriber) applyEvent(ev *Event, limit int) (skipped string) {
 		if ev.BlockSize != 0 && ev.BlockSize != bs {
 			return fmt.Sprintf("engine block size %d, gateway block size %d", ev.BlockSize, bs)
 		}
-		parent := ModelSeed(s.cfg.Model)
+		// An adapter's blocks chain from its own seed, as the gateway
+		// hashes a prompt for it (the request's model is the adapter): a
+		// base-model prefix never counts as cached for an adapter, nor an
+		// adapter's for the base model.
+		seed := s.cfg.Model
+		if ev.LoRAID != 0 || ev.LoRAName != "" {
+			if ev.LoRAName == "" {
+				return "adapter blocks without lora_name"
+			}
+			seed = ev.LoRAName
+		}
+		parent := ModelSeed(seed)
 		if ev.HasParent {
 			if parent, ok = s.mapping.Get(ev.ParentBlockHash); !ok {
 				return "unknown parent block"
