@@ -227,6 +227,12 @@ func chatPrompt(c *chatRequest) (*prompt.Prompt, error) {
 		}
 		p.Tools = tools
 	}
+	n := 0
+	for i := range c.Messages {
+		n += len(c.Messages[i].ToolCalls)
+	}
+	// One array for every message's calls, as renderMessages has.
+	calls := make([]prompt.ToolCall, 0, n)
 	for i := range c.Messages {
 		m := &c.Messages[i]
 		km := prompt.Message{Role: m.Role}
@@ -234,10 +240,10 @@ func chatPrompt(c *chatRequest) (*prompt.Prompt, error) {
 			km.Content = *m.Content
 		}
 		if len(m.ToolCalls) > 0 {
-			km.ToolCalls = make([]prompt.ToolCall, len(m.ToolCalls))
-			for j, tc := range m.ToolCalls {
-				km.ToolCalls[j] = prompt.ToolCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments}
+			for _, tc := range m.ToolCalls {
+				calls = append(calls, prompt.ToolCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 			}
+			km.ToolCalls = calls[len(calls)-len(m.ToolCalls) : len(calls) : len(calls)]
 		}
 		p.Messages[i] = km
 	}
@@ -262,6 +268,19 @@ func renderMessages(instructions *string, items []wire.Item) []chatMessage {
 		msgs = append(msgs, m)
 		assistantOpen = true
 	}
+	// Every tool call lives in one array, each message's a run of it: an
+	// open assistant message's calls are the last ones added.
+	calls := make([]chatToolCall, 0, countCalls(items))
+	call := func(c chatToolCall) {
+		calls = append(calls, c)
+		k := len(calls)
+		if !assistantOpen {
+			assistant(chatMessage{Role: "assistant", ToolCalls: calls[k-1 : k : k]})
+			return
+		}
+		last := &msgs[len(msgs)-1]
+		last.ToolCalls = calls[k-len(last.ToolCalls)-1 : k : k]
+	}
 	for i := range items {
 		it := &items[i]
 		switch it.Type {
@@ -279,39 +298,21 @@ func renderMessages(instructions *string, items []wire.Item) []chatMessage {
 			msgs = append(msgs, chatMessage{Role: role, Content: text})
 			assistantOpen, thinking = false, nil
 		case wire.ItemFunctionCall:
-			call := chatToolCall{ID: it.CallID, Type: "function", Function: chatFunction{Name: wire.EngineName(it.Namespace, it.Name), Arguments: it.Arguments}}
-			if assistantOpen {
-				last := &msgs[len(msgs)-1]
-				last.ToolCalls = append(last.ToolCalls, call)
-			} else {
-				assistant(chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}})
-			}
+			call(chatToolCall{ID: it.CallID, Type: "function", Function: chatFunction{Name: wire.EngineName(it.Namespace, it.Name), Arguments: it.Arguments}})
 		case wire.ItemCustomToolCall:
 			args, _ := json.Marshal(map[string]string{wire.CustomInputParam: it.Arguments})
-			call := chatToolCall{ID: it.CallID, Type: "function", Function: chatFunction{Name: wire.EngineName(it.Namespace, it.Name), Arguments: string(args)}}
-			if assistantOpen {
-				last := &msgs[len(msgs)-1]
-				last.ToolCalls = append(last.ToolCalls, call)
-			} else {
-				assistant(chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}})
-			}
+			call(chatToolCall{ID: it.CallID, Type: "function", Function: chatFunction{Name: wire.EngineName(it.Namespace, it.Name), Arguments: string(args)}})
 		case wire.ItemFunctionCallOutput, wire.ItemCustomToolCallOutput:
 			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: it.CallID, Content: &it.Output})
 			assistantOpen, thinking = false, nil
 		case wire.ItemReasoning:
-			if text := reasoningText(it); text != "" {
-				thinking = &text
+			if text := reasoningTextRef(it); *text != "" {
+				thinking = text
 			}
 			// The turn it belongs to starts after it.
 			assistantOpen = false
 		case wire.ItemMCPCall:
-			call := chatToolCall{ID: it.ID, Type: "function", Function: chatFunction{Name: wire.EngineName(it.ServerLabel, it.Name), Arguments: it.Arguments}}
-			if assistantOpen {
-				last := &msgs[len(msgs)-1]
-				last.ToolCalls = append(last.ToolCalls, call)
-			} else {
-				assistant(chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}})
-			}
+			call(chatToolCall{ID: it.ID, Type: "function", Function: chatFunction{Name: wire.EngineName(it.ServerLabel, it.Name), Arguments: it.Arguments}})
 			out := it.Output
 			if it.Error != "" {
 				out = "Error: " + errorText(it.Error)
@@ -325,8 +326,8 @@ func renderMessages(instructions *string, items []wire.Item) []chatMessage {
 			if req == nil || it.Approve == nil || *it.Approve {
 				continue
 			}
-			call := chatToolCall{ID: req.ID, Type: "function", Function: chatFunction{Name: wire.EngineName(req.ServerLabel, req.Name), Arguments: req.Arguments}}
-			assistant(chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}})
+			assistantOpen = false
+			call(chatToolCall{ID: req.ID, Type: "function", Function: chatFunction{Name: wire.EngineName(req.ServerLabel, req.Name), Arguments: req.Arguments}})
 			out := "The user did not approve this call."
 			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: req.ID, Content: &out})
 			assistantOpen = false
@@ -337,6 +338,19 @@ func renderMessages(instructions *string, items []wire.Item) []chatMessage {
 		}
 	}
 	return msgs
+}
+
+// countCalls is the number of tool calls renderMessages makes of items,
+// or more.
+func countCalls(items []wire.Item) int {
+	n := 0
+	for i := range items {
+		switch items[i].Type {
+		case wire.ItemFunctionCall, wire.ItemCustomToolCall, wire.ItemMCPCall, wire.ItemMCPApprovalResponse:
+			n++
+		}
+	}
+	return n
 }
 
 // itemText points to the text of a message item: to its one part's, so
@@ -362,6 +376,20 @@ func approvalRequest(items []wire.Item, id string) *wire.Item {
 
 // compactionPrefix introduces a compaction item's summary to the model.
 const compactionPrefix = "Summary of the conversation so far (earlier turns were compacted into it):\n\n"
+
+// reasoningTextRef points to reasoningText(it): to the item's one part
+// when it has one, so that rendering a long session allocates nothing
+// for each of them.
+func reasoningTextRef(it *wire.Item) *string {
+	switch {
+	case len(it.Content) == 1:
+		return &it.Content[0].Text
+	case len(it.Content) == 0 && len(it.Summary) == 1:
+		return &it.Summary[0].Text
+	}
+	text := reasoningText(it)
+	return &text
+}
 
 // reasoningText is a reasoning item's text: its content, else its summary.
 func reasoningText(it *wire.Item) string {

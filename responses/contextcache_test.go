@@ -80,3 +80,40 @@ func TestContextCache(t *testing.T) {
 		t.Errorf("%d turns continued from the cache, want 4", n)
 	}
 }
+
+// TestRenderAllocsFlat: rendering a context allocates as often for a
+// long agent session (messages, tool calls and their outputs) as for a
+// short one, so that a turn's allocations do not grow with its history.
+func TestRenderAllocsFlat(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts under the race detector are not meaningful")
+	}
+	session := func(turns int) []wire.Item {
+		var items []wire.Item
+		for i := range turns {
+			call := fmt.Sprintf("call_%d", i)
+			items = append(items,
+				wire.Item{Type: wire.ItemMessage, Role: "user", Content: []wire.ContentPart{{Type: "input_text", Text: fmt.Sprint("step ", i)}}},
+				wire.Item{Type: wire.ItemReasoning, Content: []wire.ContentPart{{Type: wire.PartReasoning, Text: "thinking"}}},
+				wire.Item{Type: wire.ItemMessage, Role: "assistant", Content: []wire.ContentPart{{Type: "output_text", Text: "looking"}}},
+				wire.Item{Type: wire.ItemFunctionCall, CallID: call, Name: "grep", Arguments: `{"q":"x"}`},
+				wire.Item{Type: wire.ItemFunctionCall, CallID: call + "b", Name: "ls", Arguments: `{}`},
+				wire.Item{Type: wire.ItemFunctionCallOutput, CallID: call, Output: "a.go:1: x"},
+				wire.Item{Type: wire.ItemFunctionCallOutput, CallID: call + "b", Output: "a.go"},
+			)
+		}
+		return items
+	}
+	req := mustDecode(t, `{"model":"m","input":"x","instructions":"be brief","tools":[{"type":"function","name":"grep","parameters":{"type":"object"}}]}`)
+	allocs := func(turns int) float64 {
+		items := session(turns)
+		return testing.AllocsPerRun(20, func() {
+			if _, _, err := renderChat(req, items); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if short, long := allocs(5), allocs(200); long != short {
+		t.Errorf("rendering allocates %v times for 5 turns, %v for 200", short, long)
+	}
+}

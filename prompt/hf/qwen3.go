@@ -57,6 +57,7 @@ var jsonCache struct {
 
 type renderedJSON struct {
 	raw, out string
+	kind     byte
 	ok       bool
 }
 
@@ -67,14 +68,13 @@ const maxJSONCache = 4096
 // cachedRender is render(raw), remembered under raw and kind, a byte
 // that tells renderings of the same text apart.
 func cachedRender(kind byte, raw string, render func(string) (string, bool, error)) (string, bool, error) {
-	d := xxhash.New()
-	d.Write([]byte{kind})
-	d.WriteString(raw)
-	h := d.Sum64()
+	// Every call of every turn looks its arguments up: no digest is
+	// allocated for it.
+	h := xxhash.Sum64String(raw) ^ uint64(kind)<<56
 	jsonCache.RLock()
 	e, hit := jsonCache.m[h]
 	jsonCache.RUnlock()
-	if hit && e.raw == raw {
+	if hit && e.kind == kind && e.raw == raw {
 		return e.out, e.ok, nil
 	}
 	out, ok, err := render(raw)
@@ -85,7 +85,7 @@ func cachedRender(kind byte, raw string, render func(string) (string, bool, erro
 	if jsonCache.m == nil || len(jsonCache.m) >= maxJSONCache {
 		jsonCache.m = make(map[uint64]renderedJSON, maxJSONCache)
 	}
-	jsonCache.m[h] = renderedJSON{raw: strings.Clone(raw), out: out, ok: ok}
+	jsonCache.m[h] = renderedJSON{raw: strings.Clone(raw), out: out, kind: kind, ok: ok}
 	jsonCache.Unlock()
 	return out, ok, nil
 }
