@@ -22,7 +22,7 @@ var floors = map[string][]string{
 	"responses":        {"apierror", "dispatch", "gossip", "internal/jsonscan", "jobs", "prompt", "responses/mcpclient", "responses/wire", "state", "tracing", "internal/wait"},
 	"responses/wire":   {"apierror", "internal/jsonscan"},
 	"batch":            {"apierror", "dispatch", "jobs", "prompt", "state", "internal/wait"},
-	"dispatch":         {"turns", "affinity", "sessions", "pools", "kv", "models", "prompt", "apierror", "tracing", "internal/jsonscan", "guard"},
+	"dispatch":         {"turns", "affinity", "sessions", "pools", "kv", "models", "prompt", "apierror", "tracing", "internal/jsonscan", "internal/lru", "guard"},
 	"models":           {},
 	"guard":            {"prompt"},
 	"prompt":           {"internal/jsonscan", "internal/lru"},

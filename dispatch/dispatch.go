@@ -91,6 +91,12 @@ type Options struct {
 	// Guard checks each turn's input before it is admitted; nil checks
 	// nothing.
 	Guard *guard.Guard
+	// Revisions assigns new sessions a revision while several serve their
+	// model (weights, a preferred revision); nil sends them to the newest.
+	Revisions *affinity.Revisions
+	// HandOff tunes the hand-over of a draining endpoint's sessions
+	// (HandOff) and its warm-ups; nil means the defaults, warm-ups on.
+	HandOff *HandOffConfig
 }
 
 // Dispatcher runs turns on the fleet. Build it with New.
@@ -126,6 +132,14 @@ type Dispatcher struct {
 	// sent to a target's fallback.
 	models    atomic.Pointer[models.Table]
 	fallbacks prometheus.Counter
+	// revisions assigns sessions their revision; revm counts by revision.
+	revisions *affinity.Revisions
+	revm      *revisionMetrics
+	// handOff tunes HandOff, which reads the sessions' last prompts (nil
+	// without sessions) and spends warmUps (nil when warm-ups are off).
+	handOff HandOffConfig
+	last    *lastPrompts
+	warmUps *tokenBucket
 }
 
 // New builds a Dispatcher. It starts nothing.
@@ -191,12 +205,15 @@ func New(opts Options) (*Dispatcher, error) {
 	}
 	d.pdModels = map[string]bool{}
 	d.pdm = newPDMetrics()
+	if err := d.initHandOff(opts); err != nil {
+		return nil, err
+	}
 	for _, m := range opts.Registry.Models() {
 		d.capacity[m] = turns.NewModelCapacity(opts.Registry, m, opts.Lane)
 		d.pdModels[m] = opts.Registry.Disaggregated(m)
 	}
 	if opts.Metrics != nil {
-		for _, c := range append([]prometheus.Collector{d.retries, d.migrations, d.resumedTokens, d.fallbacks}, d.pdm.collectors()...) {
+		for _, c := range append(append([]prometheus.Collector{d.retries, d.migrations, d.resumedTokens, d.fallbacks}, d.pdm.collectors()...), d.revm.collectors()...) {
 			if err := opts.Metrics.Register(c); err != nil {
 				return nil, fmt.Errorf("dispatch: %w", err)
 			}
@@ -581,12 +598,15 @@ func (t *Turn) withPriority(ep *pools.Endpoint, body []byte) []byte {
 // to. A turn flow control granted on a lent pool's room goes to a lent
 // pool's endpoint while one is available, and to any endpoint once none
 // is (its pool reclaimed: the turn is retried or moved elsewhere); any
-// other turn goes to a lent pool only when it may (lent).
+// other turn goes to a lent pool only when it may (lent). Of several
+// revisions, only the session's are kept (keepRevision).
 func (t *Turn) candidates(eps []*pools.Endpoint) []*pools.Endpoint {
 	if t.onLent {
-		return pools.PreferLent(eps)
+		eps = pools.PreferLent(eps)
+	} else {
+		eps = pools.KeepAdmitting(eps, t.lent)
 	}
-	return pools.KeepAdmitting(eps, t.lent)
+	return t.keepRevision(eps)
 }
 
 // engineHeader is what the engine is told besides the body: the client's

@@ -280,6 +280,8 @@ func (t *Turn) prefillDone(req *affinity.Request, ep *pools.Endpoint, usage Usag
 		CompletionTokens: usage.CompletionTokens, TTFT: took,
 	})
 	t.d.pdm.prefillLeg.WithLabelValues(flavor).Observe(took.Seconds())
+	// The decoder was picked first: its pick is the turn's routing.
+	t.d.revm.prefillLeg(ep, t.route.Routing.Endpoint)
 }
 
 // prefillOn sends the prefill leg to ep and reads the params and usage

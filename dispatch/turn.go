@@ -376,6 +376,14 @@ func (t *Turn) End(err error) {
 	if t.d.tr.On() {
 		t.endSpans(err)
 	}
+	if err == nil && t.ep != nil {
+		t.d.revm.turnEnded(t.ep, &o)
+		if t.touched && t.d.last != nil {
+			// What a hand-off of the session re-sends; kept before release
+			// gives the hashes back.
+			t.d.last.keep(t)
+		}
+	}
 	t.release(o, true)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/batch"
+	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/gateway"
 	"github.com/turnpike-gateway/turnpike/guard"
 	"github.com/turnpike-gateway/turnpike/models"
@@ -159,6 +160,17 @@ type RoutingConfig struct {
 	// PD is when a model with prefill and decode pools disaggregates a
 	// turn (see affinity.PDConfig). Default uncachedTokens 512.
 	PD affinity.PDConfig `yaml:"pd"`
+	// Revisions is, by model, where new sessions go while several
+	// revisions serve it: weights for a canary, or a preferred revision
+	// (see affinity.RevisionPolicy); changeable at runtime through the
+	// admin API. Default: the newest revision, that of the endpoint that
+	// joined last.
+	Revisions map[string]affinity.RevisionPolicy `yaml:"revisions"`
+	// HandOff is what becomes of the sessions pinned to an endpoint that
+	// starts to drain: re-pinned at once, and their new endpoint warmed
+	// (see dispatch.HandOffConfig). Default warm-ups on, 50000 tokens a
+	// second.
+	HandOff dispatch.HandOffConfig `yaml:"handOff"`
 	// ShareRecords, with state.backend redis, publishes the prompts this
 	// gateway routes (which endpoint got which block chain) to the other
 	// gateways on the same Redis and applies theirs to this gateway's KV
@@ -189,11 +201,13 @@ func (r *RoutingConfig) shareRecords(backend string) bool {
 func (r *RoutingConfig) EnsureDefaults() {
 	r.Config.EnsureDefaults()
 	r.PD.EnsureDefaults()
+	r.HandOff.EnsureDefaults()
 }
 
 // Validate reports every problem at once.
 func (r *RoutingConfig) Validate() error {
-	return errors.Join(r.Config.Validate(), r.PD.Validate())
+	_, revErr := affinity.NewRevisions(r.Revisions)
+	return errors.Join(r.Config.Validate(), r.PD.Validate(), r.HandOff.Validate(), revErr)
 }
 
 // Load reads a config file, fills its defaults and validates it. Unknown

@@ -38,6 +38,9 @@ type fleetView struct {
 		// until then departed keeps when each left, for it to hear then.
 		sess     *sessions.Store
 		departed map[string]time.Time
+		// handOff, once set (setHandOff), hands over the sessions of
+		// each endpoint that starts to drain.
+		handOff func(context.Context, *pools.Endpoint)
 	}
 }
 
@@ -53,7 +56,28 @@ func newFleetView(reg *pools.Registry, index *kv.Index, hasher *kv.Hasher, metri
 	}
 	reg.OnJoin(v.join)
 	reg.OnLeave(v.leave)
+	reg.OnDrain(v.drain)
 	return v
+}
+
+// drain is the registry's OnDrain hook: the endpoint's sessions are
+// handed over while it drains. Before the turn path is built no session
+// has been served, and there is nothing to hand over.
+func (v *fleetView) drain(ctx context.Context, ep *pools.Endpoint) {
+	v.mu.Lock()
+	handOff := v.mu.handOff
+	v.mu.Unlock()
+	if handOff != nil {
+		handOff(ctx, ep)
+	}
+}
+
+// setHandOff hands the view what hands over a draining endpoint's
+// sessions (the dispatcher's HandOff).
+func (v *fleetView) setHandOff(fn func(context.Context, *pools.Endpoint)) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.mu.handOff = fn
 }
 
 // join is the registry's OnJoin hook.

@@ -321,10 +321,20 @@ func (s *Stack) startTurnPath(ctx context.Context, p *parts) error {
 	if err != nil {
 		return err
 	}
+	revisions, err := affinity.NewRevisions(cfg.Routing.Revisions)
+	if err != nil {
+		return err
+	}
 	p.d, err = dispatch.New(dispatch.Options{Registry: s.reg, Policy: policy, Sessions: p.sess, Flow: p.flow, Lane: interactiveLane(&cfg.Routing.Config),
-		Hasher: p.hasher, Tokenizers: toks, Logger: log, Metrics: p.metrics, PD: &cfg.Routing.PD, Tracer: p.tracer, Models: rewrites, Guard: check})
+		Hasher: p.hasher, Tokenizers: toks, Logger: log, Metrics: p.metrics, PD: &cfg.Routing.PD, Tracer: p.tracer, Models: rewrites, Guard: check,
+		Revisions: revisions, HandOff: &cfg.Routing.HandOff})
 	s.reload.dispatch = p.d
-	return err
+	if err != nil {
+		return err
+	}
+	d := p.d
+	p.view.setHandOff(func(ctx context.Context, ep *pools.Endpoint) { d.HandOff(ctx, ep) })
+	return nil
 }
 
 // startAPIs starts the APIs' services, Responses, batches and admin, and

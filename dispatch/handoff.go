@@ -1,0 +1,373 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/internal/jsonscan"
+	"github.com/turnpike-gateway/turnpike/internal/lru"
+	"github.com/turnpike-gateway/turnpike/kv"
+	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/sessions"
+	"github.com/turnpike-gateway/turnpike/turns"
+)
+
+// Defaults of HandOffConfig.
+const (
+	// DefaultWarmUpTokensPerSecond is the warm-ups' budget: prompt tokens
+	// a second that the fleet prefills for sessions handed over, at most
+	// as much again in a burst. About what one replica of a 7-8B model
+	// prefills in a few hundred milliseconds.
+	DefaultWarmUpTokensPerSecond = 50_000
+	// DefaultWarmUpConcurrency is how many warm-ups of one hand-off run
+	// at once.
+	DefaultWarmUpConcurrency = 4
+	// DefaultLastPromptBytes bounds the memory kept of sessions' last
+	// prompts, which the warm-ups send again.
+	DefaultLastPromptBytes = 64 << 20
+)
+
+// HandOffConfig is routing.handOff: what happens to the sessions pinned to
+// an endpoint that starts to drain (drained through the admin API, or
+// leaving the fleet as discovery removes it). Each is re-pinned at once
+// to the endpoint the routing policy would choose for its next turn, given
+// its last prompt's blocks in the KV-cache index; and, unless disabled,
+// that endpoint is warmed: sent the session's last prompt as a
+// prefill-only request (max_tokens 1, background priority), when it has
+// slack, within a budget of tokens a second, so that the next turn finds
+// its prefix cached.
+type HandOffConfig struct {
+	// DisableWarmUp sends no warm-ups (the sessions are still re-pinned)
+	// and keeps no prompt bodies. Default false: warm-ups on.
+	DisableWarmUp bool `yaml:"disableWarmUp" json:"disableWarmUp"`
+	// WarmUpTokensPerSecond is the warm-ups' budget, in prompt tokens not
+	// cached at their endpoint a second, with a burst of as much again;
+	// a warm-up past it is skipped. Default 50000.
+	WarmUpTokensPerSecond float64 `yaml:"warmUpTokensPerSecond" json:"warmUpTokensPerSecond"`
+	// WarmUpConcurrency is how many warm-ups of one hand-off run at once.
+	// Default 4.
+	WarmUpConcurrency int `yaml:"warmUpConcurrency" json:"warmUpConcurrency"`
+	// LastPromptBytes bounds the memory kept of the sessions' last
+	// prompts, in bytes: beyond it the least recently served sessions'
+	// go, and those sessions are re-pinned at their next turn instead.
+	// Default 64 MiB.
+	LastPromptBytes int64 `yaml:"lastPromptBytes" json:"lastPromptBytes"`
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (c *HandOffConfig) EnsureDefaults() {
+	if c.WarmUpTokensPerSecond == 0 {
+		c.WarmUpTokensPerSecond = DefaultWarmUpTokensPerSecond
+	}
+	if c.WarmUpConcurrency == 0 {
+		c.WarmUpConcurrency = DefaultWarmUpConcurrency
+	}
+	if c.LastPromptBytes == 0 {
+		c.LastPromptBytes = DefaultLastPromptBytes
+	}
+}
+
+// Validate reports every problem at once.
+func (c *HandOffConfig) Validate() error {
+	var errs []error
+	if c.WarmUpTokensPerSecond < 0 {
+		errs = append(errs, fmt.Errorf("dispatch: handOff.warmUpTokensPerSecond %v is negative", c.WarmUpTokensPerSecond))
+	}
+	if c.WarmUpConcurrency < 0 {
+		errs = append(errs, fmt.Errorf("dispatch: handOff.warmUpConcurrency %d is negative", c.WarmUpConcurrency))
+	}
+	if c.LastPromptBytes < 0 {
+		errs = append(errs, fmt.Errorf("dispatch: handOff.lastPromptBytes %d is negative", c.LastPromptBytes))
+	}
+	return errors.Join(errs...)
+}
+
+// lastPrompt is what a session's last answered turn sent: its blocks, to
+// find where its next turn is best served, and its engine body, to warm
+// that endpoint. Immutable once kept.
+type lastPrompt struct {
+	tenant, key  string
+	model, path  string
+	endpoint     string
+	body         []byte // nil when warm-ups are off
+	hashes       []kv.BlockHash
+	promptTokens int
+}
+
+// lastPrompts keeps the last prompt of each session, bounded in bytes,
+// the least recently served going first.
+type lastPrompts struct {
+	keepBody bool
+	mu       struct {
+		sync.Mutex
+		// protects the fields below
+		c *lru.Cache[[2]string, *lastPrompt]
+	}
+}
+
+func newLastPrompts(maxBytes int64, keepBody bool) *lastPrompts {
+	l := &lastPrompts{keepBody: keepBody}
+	l.mu.c = lru.NewCache(maxBytes, func(_ [2]string, p *lastPrompt) int64 {
+		return int64(len(p.body)+8*len(p.hashes)+len(p.tenant)+len(p.key)+len(p.model)+len(p.path)+len(p.endpoint)) + 128
+	})
+	return l
+}
+
+// keep records the turn's prompt as its session's last: the turn was
+// answered whole by t.ep.
+func (l *lastPrompts) keep(t *Turn) {
+	p := &lastPrompt{
+		tenant: t.spec.Tenant, key: t.sessionKey, model: t.spec.Model, path: t.spec.Path,
+		endpoint: t.ep.ID, hashes: slices.Clone(t.route.Hashes), promptTokens: t.route.PromptTokens,
+	}
+	if l.keepBody {
+		p.body = slices.Clone(t.spec.Body)
+	}
+	l.mu.Lock()
+	l.mu.c.Add([2]string{p.tenant, p.key}, p)
+	l.mu.Unlock()
+}
+
+// servedBy returns the last prompts of the sessions last served by
+// endpointID, the most recently served first.
+func (l *lastPrompts) servedBy(endpointID string) []*lastPrompt {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*lastPrompt
+	for _, p := range l.mu.c.All() {
+		if p.endpoint == endpointID {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// tokenBucket is the warm-ups' budget: rate tokens a second, up to burst
+// saved. A take may overdraw it once it holds anything, so that a prompt
+// longer than the burst is not refused forever; the debt is repaid before
+// the next. Over any span T, what is taken is at most burst + rate×T plus
+// one take.
+type tokenBucket struct {
+	rate, burst float64
+	now         func() time.Time
+	mu          struct {
+		sync.Mutex
+		// protects the fields below
+		level float64
+		at    time.Time
+	}
+}
+
+func newTokenBucket(rate, burst float64, now func() time.Time) *tokenBucket {
+	b := &tokenBucket{rate: rate, burst: burst, now: now}
+	b.mu.level, b.mu.at = burst, now()
+	return b
+}
+
+// take spends n tokens and reports true, or reports false, spending
+// nothing, when the bucket is empty or in debt.
+func (b *tokenBucket) take(n int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	if dt := now.Sub(b.mu.at).Seconds(); dt > 0 {
+		b.mu.level = min(b.burst, b.mu.level+dt*b.rate)
+	}
+	b.mu.at = now
+	if b.mu.level <= 0 {
+		return false
+	}
+	b.mu.level -= float64(n)
+	return true
+}
+
+// HandOffReport is what one hand-off did.
+type HandOffReport struct {
+	// Sessions is how many sessions were pinned to the endpoint and known
+	// by their last prompt; HandedOff how many of them were re-pinned.
+	Sessions, HandedOff int
+	// WarmUps counts the warm-ups by result (WarmUpSent, WarmUpBudget…).
+	WarmUps map[string]int
+}
+
+// HandOff hands over the sessions pinned to from, an endpoint that has
+// started to drain: each session this gateway knows the last prompt of is
+// re-pinned to the endpoint the policy chooses for its next turn among
+// the others serving its model (of the revision the session is assigned,
+// as a new session would be), and that endpoint is warmed with the prompt
+// unless HandOffConfig.DisableWarmUp. Sessions it does not know re-pin at
+// their next turn. It returns when every warm-up has ended or ctx has.
+// The registry calls it (pools.Registry.OnDrain); it is safe to call from
+// several goroutines.
+func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffReport {
+	rep := HandOffReport{WarmUps: map[string]int{}}
+	if d.sessions == nil || d.last == nil {
+		return rep
+	}
+	type warm struct {
+		p      *lastPrompt
+		to     *pools.Endpoint
+		cached int
+	}
+	var warms []warm
+	for _, p := range d.last.servedBy(from.ID) {
+		now := time.Now()
+		if id, _ := d.sessions.Pinned(p.tenant, p.key, now); id != from.ID {
+			continue // moved already, or forgotten
+		}
+		rep.Sessions++
+		to, cached, err := d.handOffTarget(ctx, p, from)
+		if err != nil {
+			d.log.Debug("session not handed over", "endpoint", from.ID, "err", err)
+			continue
+		}
+		// A failed write of the pin is counted by the store; routing goes on.
+		_ = d.sessions.Pin(ctx, p.tenant, p.key, to.ID, cached, sessions.PinHandOff, now)
+		d.revm.handOffs.WithLabelValues(to.Revision()).Inc()
+		rep.HandedOff++
+		if d.warmUps != nil && p.body != nil {
+			warms = append(warms, warm{p, to, cached})
+		}
+	}
+	if len(warms) == 0 {
+		return rep
+	}
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, d.handOff.WarmUpConcurrency)
+	)
+	for _, w := range warms {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			result := d.warmUp(ctx, w.p, w.to, w.cached)
+			d.revm.warmUps.WithLabelValues(w.to.Revision(), result).Inc()
+			mu.Lock()
+			rep.WarmUps[result]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	d.log.Info("sessions handed over", "endpoint", from.ID, "sessions", rep.Sessions, "handed_over", rep.HandedOff, "warm_ups", rep.WarmUps[WarmUpSent])
+	return rep
+}
+
+// handOffTarget is the endpoint p's session's next turn is best served
+// by, other than from, and how many blocks of its prompt it holds.
+func (d *Dispatcher) handOffTarget(ctx context.Context, p *lastPrompt, from *pools.Endpoint) (*pools.Endpoint, int, error) {
+	var buf [16]*pools.Endpoint
+	eps := without(pools.KeepAdmitting(d.reg.EndpointsFor(buf[:0], p.model), false), from)
+	if len(eps) == 0 {
+		return nil, 0, ErrNoEndpoint
+	}
+	// Its pin is going: the session is assigned a revision anew.
+	eps = d.revisions.Keep(p.model, p.key, nil, eps)
+	req := affinity.Request{
+		Model: p.model, Tenant: p.tenant, SessionKey: p.key,
+		PromptTokens: p.promptTokens, Hashes: p.hashes, Band: turns.Standard.String(),
+	}
+	return affinity.Choose(ctx, d.policy, &req, eps)
+}
+
+// warmUp sends p's prompt to ep as a prefill-only request, when ep has
+// slack and the budget allows, and says what became of it.
+func (d *Dispatcher) warmUp(ctx context.Context, p *lastPrompt, ep *pools.Endpoint, cached int) string {
+	uncached := p.promptTokens - cached*d.hasher.BlockTokens()
+	if uncached <= 0 {
+		return WarmUpCached
+	}
+	if !ep.Available() || ep.EngineQueue(time.Now()) > 0 {
+		return WarmUpBusy
+	}
+	if !d.warmUps.take(uncached) {
+		return WarmUpBudget
+	}
+	body, err := warmUpBody(p.body, ep)
+	if err != nil {
+		return WarmUpFailed
+	}
+	// Routed as a background turn of the session on ep alone: the policy
+	// records the prompt on ep ahead of the engine, as for any turn, and
+	// takes it back if the engine fails.
+	req := affinity.Request{
+		Model: p.model, Tenant: p.tenant, SessionKey: p.key, PromptTokens: p.promptTokens,
+		ExpectedOutputTokens: 1, Hashes: p.hashes, Band: turns.Background.String(),
+	}
+	if _, err := d.policy.Pick(ctx, &req, []*pools.Endpoint{ep}); err != nil {
+		return WarmUpBusy
+	}
+	header := http.Header{"X-Request-Id": {newRequestID()}}
+	resp, err := d.reg.Client().Send(ctx, ep, p.path, body, header, int64(p.promptTokens+1))
+	if err == nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxAnswerBytes))
+		resp.Body.Close()
+		if resp.StatusCode >= 300 {
+			err = fmt.Errorf("dispatch: warm-up answered %d", resp.StatusCode)
+		}
+	}
+	d.policy.Done(&req, ep, affinity.Outcome{Err: err})
+	if err != nil {
+		d.log.Debug("warm-up failed", "endpoint", ep.ID, "err", err)
+		return WarmUpFailed
+	}
+	return WarmUpSent
+}
+
+// warmUpBody is body as a prefill-only request: one token, not streamed,
+// of background priority where ep's engine schedules by priority, with
+// nothing of a P/D leg.
+func warmUpBody(body []byte, ep *pools.Endpoint) ([]byte, error) {
+	one := []byte("1")
+	set := []jsonscan.Member{
+		{Key: "stream", Value: []byte("false")},
+		{Key: "max_tokens", Value: one},
+		{Key: "max_completion_tokens", Value: one, Replace: true},
+		{Key: "n", Value: one, Replace: true},
+	}
+	if ep.Prioritizes() {
+		set = append(set, jsonscan.Member{Key: "priority", Value: strconv.AppendInt(nil, int64(turns.Background.Priority()), 10)})
+	}
+	return jsonscan.Edit(body, set, "stream_options", "kv_transfer_params")
+}
+
+// initHandOff sets up the revisions, their metrics, the last prompts and
+// the warm-up budget from opts.
+func (d *Dispatcher) initHandOff(opts Options) error {
+	d.revisions, d.revm = opts.Revisions, newRevisionMetrics()
+	if d.revisions == nil {
+		d.revisions, _ = affinity.NewRevisions(nil)
+	}
+	if opts.HandOff != nil {
+		d.handOff = *opts.HandOff
+	}
+	d.handOff.EnsureDefaults()
+	if err := d.handOff.Validate(); err != nil {
+		return err
+	}
+	if d.sessions == nil {
+		return nil
+	}
+	warm := !d.handOff.DisableWarmUp && d.handOff.WarmUpTokensPerSecond > 0
+	d.last = newLastPrompts(d.handOff.LastPromptBytes, warm)
+	if warm {
+		r := d.handOff.WarmUpTokensPerSecond
+		d.warmUps = newTokenBucket(r, r, time.Now)
+	}
+	return nil
+}

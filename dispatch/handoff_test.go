@@ -1,0 +1,289 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/turnpike-gateway/turnpike/accelerators/sim"
+	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/kv"
+	"github.com/turnpike-gateway/turnpike/pools"
+	"github.com/turnpike-gateway/turnpike/prompt"
+	"github.com/turnpike-gateway/turnpike/sessions"
+)
+
+// handOffFixture is a cache-aware dispatcher, with sessions and a KV-cache
+// index, over simulated engines of the given revisions.
+type handOffFixture struct {
+	d       *Dispatcher
+	reg     *pools.Registry
+	sess    *sessions.Store
+	engines map[string]*simEngine // by endpoint ID
+	metrics *prometheus.Registry
+}
+
+func newHandOffFixture(t *testing.T, revisions []string, ho HandOffConfig) *handOffFixture {
+	t.Helper()
+	f := &handOffFixture{engines: map[string]*simEngine{}, metrics: prometheus.NewRegistry()}
+	pc := pools.PoolConfig{Name: "p", ServedModels: []string{testModel}}
+	var engines []*simEngine
+	for _, rev := range revisions {
+		e := newSimEngine(t, sim.Config{})
+		engines = append(engines, e)
+		pc.Endpoints = append(pc.Endpoints, pools.EndpointConfig{URL: e.URL, Revision: rev})
+	}
+	log := slog.New(slog.DiscardHandler)
+	reg, err := pools.NewRegistry([]pools.PoolConfig{pc}, pools.Options{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ep := range reg.Endpoints() {
+		// Fresh for the test's span, with room for 64 sequences: slack.
+		ep.SetLoad(pools.Load{ScrapedAt: time.Now().Add(time.Hour), MaxNumSeqs: 64})
+		ep.SetJoined(time.Unix(int64(i), 0))
+		f.engines[ep.ID] = engines[i]
+	}
+	f.reg = reg
+	if f.sess, err = sessions.NewStore(sessions.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	hasher := &kv.Hasher{}
+	policy, err := affinity.NewPolicy(affinity.Config{}, affinity.Deps{Index: kv.NewIndex(kv.IndexOptions{}), Hasher: hasher, Sessions: f.sess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.d, err = New(Options{Registry: reg, Policy: policy, Sessions: f.sess, Hasher: hasher, Logger: log, Metrics: f.metrics, HandOff: &ho})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// turn runs one whole streamed turn of session key with content and
+// returns the endpoint that answered and the engine's cached tokens.
+func (f *handOffFixture) turn(t *testing.T, key, content string) (*pools.Endpoint, int) {
+	t.Helper()
+	m, _ := json.Marshal(content)
+	spec := &Spec{
+		Tenant: "acme", Model: testModel, Path: chatPath,
+		Body:         fmt.Appendf(nil, `{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_tokens":4,"messages":[{"role":"user","content":%s}]}`, m),
+		ClientHeader: http.Header{"X-Session-Id": {key}},
+		Prompt:       &prompt.Prompt{Model: testModel, Messages: []prompt.Message{{Role: "user", Content: content}}},
+	}
+	tr, err := f.d.Begin(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := tr.Endpoint()
+	_, u := readTurn(t, tr, true)
+	tr.End(nil)
+	return ep, u.PromptTokensDetails.CachedTokens
+}
+
+// warmUps are the requests ep's engine got with max_tokens 1, not streamed.
+func (f *handOffFixture) warmUps(ep *pools.Endpoint) int {
+	n := 0
+	for _, l := range f.engines[ep.ID].received() {
+		if string(l.body["max_tokens"]) == "1" && string(l.body["stream"]) == "false" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestHandOff: an endpoint that drains hands its sessions over: each is
+// re-pinned at once to the endpoint its next turn goes to, counted; with
+// warm-ups that endpoint is sent the session's last prompt, one token, not
+// streamed, and the next turn finds it cached; without, it starts cold.
+func TestHandOff(t *testing.T) {
+	content := longPrompt(7, 1500)
+	for _, tc := range []struct {
+		name   string
+		ho     HandOffConfig
+		warmed bool
+	}{
+		{"warm-up", HandOffConfig{}, true},
+		{"no warm-up", HandOffConfig{DisableWarmUp: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newHandOffFixture(t, []string{"r1", "r1", "r1"}, tc.ho)
+			from, _ := f.turn(t, "s1", content)
+			if id, _ := f.sess.Pinned("acme", "s1", time.Now()); id != from.ID {
+				t.Fatalf("pinned to %q, want %s", id, from.ID)
+			}
+			from.SetDraining(true)
+			rep := f.d.HandOff(t.Context(), from)
+			if rep.Sessions != 1 || rep.HandedOff != 1 {
+				t.Fatalf("hand-off %+v, want the one session handed over", rep)
+			}
+			to, _ := f.sess.Pinned("acme", "s1", time.Now())
+			if to == "" || to == from.ID {
+				t.Fatalf("pinned to %q after the hand-off", to)
+			}
+			if n := testutil.ToFloat64(f.d.revm.handOffs.WithLabelValues("r1")); n != 1 {
+				t.Errorf("%v hand-offs counted, want 1", n)
+			}
+			toEP, _ := f.reg.Endpoint(to)
+			wantWarm := 0
+			if tc.warmed {
+				wantWarm = 1
+			}
+			if n := f.warmUps(toEP); n != wantWarm || rep.WarmUps[WarmUpSent] != wantWarm {
+				t.Errorf("%d warm-ups sent to %s (report %v), want %d", n, to, rep.WarmUps, wantWarm)
+			}
+			next, cached := f.turn(t, "s1", content+" and one more thing")
+			if next.ID != to {
+				t.Errorf("the next turn went to %s, not %s it was handed to", next.ID, to)
+			}
+			if tc.warmed && cached < 1000 {
+				t.Errorf("the next turn found %d tokens cached after the warm-up, want its prompt's", cached)
+			}
+			if !tc.warmed && cached != 0 {
+				t.Errorf("the next turn found %d tokens cached without a warm-up", cached)
+			}
+		})
+	}
+}
+
+// TestHandOffRevision: a handed-over session goes to the revision a new
+// session would, the newest without weights; a session pinned elsewhere
+// stays.
+func TestHandOffRevision(t *testing.T) {
+	f := newHandOffFixture(t, []string{"old", "old", "new"}, HandOffConfig{DisableWarmUp: true})
+	oldEPs := f.reg.Endpoints()[:2]
+	newEP := f.reg.Endpoints()[2]
+	// Sessions pinned to the old revision before the new one came.
+	for i, ep := range oldEPs {
+		_ = f.sess.Pin(t.Context(), "acme", fmt.Sprint("old-", i), ep.ID, 0, sessions.PinNew, time.Now())
+	}
+	// A pinned session stays on its endpoint's revision.
+	for i, ep := range oldEPs {
+		got, _ := f.turn(t, fmt.Sprint("old-", i), longPrompt(i, 300))
+		if got.Revision() != "old" {
+			t.Errorf("session pinned to %s went to %s of revision %s", ep.ID, got.ID, got.Revision())
+		}
+	}
+	// A new session goes to the newest revision.
+	if got, _ := f.turn(t, "fresh", longPrompt(9, 300)); got != newEP {
+		t.Errorf("a new session went to %s (%s), want the newest revision's %s", got.ID, got.Revision(), newEP.ID)
+	}
+	from, _ := f.reg.Endpoint(mustPinned(t, f, "old-0"))
+	from.SetDraining(true)
+	f.d.HandOff(t.Context(), from)
+	if got := mustPinned(t, f, "old-0"); got != newEP.ID {
+		t.Errorf("handed over to %s, want the newest revision's %s", got, newEP.ID)
+	}
+	if got := mustPinned(t, f, "old-1"); got != oldEPs[1].ID {
+		t.Errorf("a session of another endpoint moved to %s", got)
+	}
+}
+
+func mustPinned(t *testing.T, f *handOffFixture, key string) string {
+	t.Helper()
+	id, _ := f.sess.Pinned("acme", key, time.Now())
+	if id == "" {
+		t.Fatalf("session %s is not pinned", key)
+	}
+	return id
+}
+
+// TestHandOffWarmUpBudget: warm-ups past the budget of tokens a second are
+// skipped and counted so.
+func TestHandOffWarmUpBudget(t *testing.T) {
+	f := newHandOffFixture(t, []string{"r1", "r1"}, HandOffConfig{WarmUpTokensPerSecond: 1000, WarmUpConcurrency: 1})
+	from, other := f.reg.Endpoints()[0], f.reg.Endpoints()[1]
+	other.SetDraining(true) // every session on from
+	for i := range 3 {
+		f.turn(t, fmt.Sprint("s", i), longPrompt(i, 800))
+	}
+	other.SetDraining(false)
+	from.SetDraining(true)
+	rep := f.d.HandOff(t.Context(), from)
+	// A full bucket of 1000 takes one prompt of 800 tokens, and one more
+	// (the overdraft), then none until it refills.
+	if rep.HandedOff != 3 || rep.WarmUps[WarmUpSent] != 2 || rep.WarmUps[WarmUpBudget] != 1 {
+		t.Errorf("hand-off %+v, want 3 handed over, 2 warm-ups sent, 1 over budget", rep)
+	}
+}
+
+// TestTokenBucket: the warm-up budget gives at most burst + rate×T (and
+// one take's overdraft) over any span T, and refills with time.
+func TestTokenBucket(t *testing.T) {
+	now := time.Unix(0, 0)
+	clock := func() time.Time { return now }
+	b := newTokenBucket(1000, 1000, clock)
+	steps := []struct {
+		advance time.Duration
+		take    int
+		ok      bool
+	}{
+		{0, 800, true},                     // 1000 → 200
+		{0, 800, true},                     // overdraws: 200 → -600
+		{0, 1, false},                      // in debt
+		{600 * time.Millisecond, 1, false}, // repaid to 0: still nothing
+		{100 * time.Millisecond, 50, true}, // 100 → 50
+		{time.Hour, 1, true},               // full again, not beyond burst
+		{0, 999, true},                     // 999 → 0
+		{0, 1, false},
+	}
+	for i, s := range steps {
+		now = now.Add(s.advance)
+		if got := b.take(s.take); got != s.ok {
+			t.Fatalf("step %d: take(%d) = %v, want %v", i, s.take, got, s.ok)
+		}
+	}
+	// Over a long run of small takes the bucket gives at most burst +
+	// rate×T + one take.
+	b = newTokenBucket(1000, 1000, clock)
+	taken := 0
+	for range 10_000 {
+		now = now.Add(time.Millisecond)
+		if b.take(7) {
+			taken += 7
+		}
+	}
+	if max := 1000 + 1000*10 + 7; taken > max || taken < 10_000 {
+		t.Errorf("took %d tokens in 10 s at 1000/s with a burst of 1000, want (10000, %d]", taken, max)
+	}
+}
+
+// TestHandOffConcurrent: hand-offs of two endpoints at once, with turns
+// running, hand every session over once.
+func TestHandOffConcurrent(t *testing.T) {
+	f := newHandOffFixture(t, []string{"r1", "r1", "r1", "r1"}, HandOffConfig{})
+	eps := f.reg.Endpoints()
+	eps[2].SetDraining(true) // every session on eps[0] or eps[1]
+	eps[3].SetDraining(true)
+	for i := range 8 {
+		f.turn(t, fmt.Sprint("s", i), longPrompt(i, 200))
+	}
+	eps[2].SetDraining(false)
+	eps[3].SetDraining(false)
+	var wg sync.WaitGroup
+	reports := make([]HandOffReport, 2)
+	for i := range 2 {
+		eps[i].SetDraining(true)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reports[i] = f.d.HandOff(context.Background(), eps[i])
+		}()
+	}
+	wg.Wait()
+	if n := reports[0].HandedOff + reports[1].HandedOff; n != 8 {
+		t.Errorf("%d sessions handed over, want 8 (%+v)", n, reports)
+	}
+	for i := range 8 {
+		if id := mustPinned(t, f, fmt.Sprint("s", i)); id == eps[0].ID || id == eps[1].ID {
+			t.Errorf("session s%d still pinned to the draining %s", i, id)
+		}
+	}
+}
