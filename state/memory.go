@@ -87,6 +87,9 @@ func (m *memEngine) apply(prefix []byte, b *Batch) error {
 		switch o.kind {
 		case opPut:
 			v := bytes.Clone(o.value)
+			if o.enc != nil {
+				v = o.bytes()
+			}
 			if found {
 				m.mu.entries[i].value = v
 			} else {

@@ -82,25 +82,10 @@ func (e *pebbleEngine) scan(lo, hi []byte, reverse bool, fn func(key, value []by
 }
 
 func (e *pebbleEngine) apply(prefix []byte, b *Batch) error {
-	pb := e.db.NewBatch()
+	pb, err := e.batch(prefix, b)
 	defer pb.Close()
-	// Pebble copies keys into the batch, so one buffer serves every op.
-	var arr [128]byte
-	buf := arr[:0]
-	for _, o := range b.ops {
-		buf = append(append(buf[:0], prefix...), o.key...)
-		var err error
-		switch o.kind {
-		case opPut:
-			err = pb.Set(buf, o.value, nil)
-		case opDelete:
-			err = pb.Delete(buf, nil)
-		case opDeletePrefix:
-			err = pb.DeleteRange(buf, prefixEnd(buf), nil)
-		}
-		if err != nil {
-			return fmt.Errorf("state: batch: %w", err)
-		}
+	if err != nil {
+		return err
 	}
 	opts := pebble.NoSync
 	if b.Sync {
@@ -110,6 +95,61 @@ func (e *pebbleEngine) apply(prefix []byte, b *Batch) error {
 		return fmt.Errorf("state: commit: %w", err)
 	}
 	return nil
+}
+
+// batch is b as a Pebble batch, with prefix before every key; the caller
+// closes it. It is sized once for all its ops: grown by doubling, a large
+// value would be copied at each step and end in a buffer up to twice its
+// size. A Value is written straight into it.
+func (e *pebbleEngine) batch(prefix []byte, b *Batch) (*pebble.Batch, error) {
+	size := pebbleBatchSize(prefix, b)
+	pb := e.db.NewBatchWithSize(size, pebble.WithInitialSizeBytes(size))
+	// Pebble copies keys into the batch, so one buffer serves every op.
+	var arr [128]byte
+	buf := arr[:0]
+	for i := range b.ops {
+		o := &b.ops[i]
+		buf = append(append(buf[:0], prefix...), o.key...)
+		var err error
+		switch {
+		case o.kind == opPut && o.enc != nil:
+			d := pb.SetDeferred(len(buf), o.enc.Len())
+			copy(d.Key, buf)
+			o.appendValue(d.Value[:0:len(d.Value)])
+			err = d.Finish()
+		case o.kind == opPut:
+			err = pb.Set(buf, o.value, nil)
+		case o.kind == opDelete:
+			err = pb.Delete(buf, nil)
+		case o.kind == opDeletePrefix:
+			err = pb.DeleteRange(buf, prefixEnd(buf), nil)
+		}
+		if err != nil {
+			return pb, fmt.Errorf("state: batch: %w", err)
+		}
+	}
+	return pb, nil
+}
+
+// pebbleBatchSize is the room b takes in a Pebble batch: its 12-byte
+// header, then what Pebble reserves for each op as it adds it (a kind
+// byte, two length varints of at most 5 bytes, the key and the value,
+// or the end key of a range), and the 20 bytes more it asks for its
+// first op (two varints of up to 10). With that room it never grows.
+func pebbleBatchSize(prefix []byte, b *Batch) int {
+	n := 12 + 20
+	for i := range b.ops {
+		o := &b.ops[i]
+		k := len(prefix) + len(o.key)
+		n += 1 + 2*5 + k
+		switch o.kind {
+		case opPut:
+			n += o.valueLen()
+		case opDeletePrefix:
+			n += k // prefixEnd is no longer than the prefix
+		}
+	}
+	return n
 }
 
 // close closes the database; closing the WAL syncs what unsynced batches

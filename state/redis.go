@@ -403,7 +403,7 @@ func (e *redisEngine) applyOn(ctx context.Context, w redisWriter, prefix []byte,
 			k := n.values + string(o.key)
 			switch o.kind {
 			case opPut:
-				p.Set(ctx, k, o.value, 0)
+				p.Set(ctx, k, o.bytes(), 0)
 				p.ZAdd(ctx, n.index, redis.Z{Member: o.key})
 			case opDelete:
 				p.Del(ctx, k)
@@ -421,7 +421,7 @@ func (e *redisEngine) applyScript(ctx context.Context, w redisWriter, n redisNam
 	for _, o := range b.ops {
 		switch o.kind {
 		case opPut:
-			args = append(args, "p", o.key, o.value)
+			args = append(args, "p", o.key, o.bytes())
 		case opDelete:
 			args = append(args, "d", o.key)
 		case opDeletePrefix:

@@ -106,8 +106,8 @@ func Prefix(p []byte) Range { return Range{Start: p, End: prefixEnd(p)} }
 // order they were added: a Put after a DeletePrefix that covers it
 // survives it. The zero value is an empty, unsynced batch.
 //
-// A batch keeps the slices it is given, without copying, until Apply
-// returns: do not change them before.
+// A batch keeps the slices and Values it is given, without copying,
+// until Apply returns: do not change them before.
 type Batch struct {
 	// Sync makes Apply return only once the batch is durable (it survives
 	// a kill -9). Without it, the batch is durable once a later synced
@@ -129,10 +129,26 @@ const (
 type op struct {
 	kind       opKind
 	key, value []byte
+	// enc, when not nil, is the value of a put, written by the engine.
+	enc Value
+}
+
+// Value is a value that the store writes itself, in place, into the
+// buffer that carries the batch to it (Pebble's batch), rather than one
+// encoded beforehand and copied there: a large value is held once at a
+// time, not twice.
+type Value interface {
+	// Len is the exact length of the value, in bytes.
+	Len() int
+	// AppendTo appends the value, Len bytes, to b and returns the result.
+	AppendTo(b []byte) []byte
 }
 
 // Put stores value under key.
 func (b *Batch) Put(key, value []byte) { b.add(op{kind: opPut, key: key, value: value}) }
+
+// PutValue stores v under key, written when Apply writes the batch.
+func (b *Batch) PutValue(key []byte, v Value) { b.add(op{kind: opPut, key: key, enc: v}) }
 
 // Delete removes key.
 func (b *Batch) Delete(key []byte) { b.add(op{kind: opDelete, key: key}) }
@@ -151,6 +167,38 @@ func (b *Batch) add(o op) {
 
 // Len is the number of writes in the batch.
 func (b *Batch) Len() int { return len(b.ops) }
+
+// valueLen is the length of o's value.
+func (o *op) valueLen() int {
+	if o.enc != nil {
+		return o.enc.Len()
+	}
+	return len(o.value)
+}
+
+// appendValue appends o's value to dst, which has room for it: a Value
+// that writes other than its Len bytes, or past that room, is a bug of
+// its own, and panics.
+func (o *op) appendValue(dst []byte) []byte {
+	if o.enc == nil {
+		return append(dst, o.value...)
+	}
+	n, room := o.enc.Len(), cap(dst)-len(dst)
+	out := o.enc.AppendTo(dst)
+	if len(out) != len(dst)+n || n > room || cap(out) != cap(dst) {
+		panic(fmt.Sprintf("state: a %T of length %d wrote %d bytes into room for %d", o.enc, n, len(out)-len(dst), room))
+	}
+	return out
+}
+
+// bytes is o's value in a slice of its own when it is a Value, else the
+// slice o was given.
+func (o *op) bytes() []byte {
+	if o.enc == nil {
+		return o.value
+	}
+	return o.appendValue(make([]byte, 0, o.enc.Len()))
+}
 
 // engine is the store under the namespaces. Every call names the
 // namespace's prefix and keys relative to it: an embedded engine puts the

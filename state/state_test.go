@@ -103,6 +103,7 @@ var conformance = []struct {
 	{"batch order", testBatchOrder},
 	{"batch atomic", testBatchAtomic},
 	{"empty batch", testEmptyBatch},
+	{"put value", testPutValue},
 	{"cancelled", testCancelled},
 	{"closed", testClosed},
 	{"close under load", testCloseUnderLoad},
@@ -464,6 +465,69 @@ func testBatchAtomic(t *testing.T, db *state.DB) {
 	close(stop)
 	readers.Wait()
 }
+
+// repeated is a state.Value: n bytes of s repeated, written by the
+// store.
+type repeated struct {
+	s string
+	n int
+}
+
+func (r repeated) Len() int { return r.n }
+
+func (r repeated) AppendTo(b []byte) []byte {
+	for range r.n / len(r.s) {
+		b = append(b, r.s...)
+	}
+	return append(b, r.s[:r.n%len(r.s)]...)
+}
+
+// testPutValue: a Value is stored as the bytes it writes, in the batch's
+// order among other writes, large or empty; one that writes other than
+// its length is a bug, and panics.
+func testPutValue(t *testing.T, db *state.DB) {
+	ctx := context.Background()
+	ns := db.Namespace("t/")
+	put(t, ns, "v/old", "old")
+	big := repeated{"lorem ipsum ", 1<<20 + 7}
+	var b state.Batch
+	b.PutValue([]byte("v/early"), repeated{"x", 3}) // goes with the DeletePrefix
+	b.DeletePrefix([]byte("v/"))
+	b.PutValue([]byte("v/big"), big)
+	b.Put([]byte("v/plain"), []byte("plain"))
+	b.PutValue([]byte("v/empty"), repeated{"x", 0})
+	b.PutValue([]byte("v/small"), repeated{"ab", 5})
+	if err := ns.Apply(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, ns, "v/big"); got != string(big.AppendTo(nil)) {
+		t.Errorf("v/big: %d bytes, %.40q…, want %d", len(got), got, big.n)
+	}
+	want := []string{"v/empty=", "v/plain=plain", "v/small=ababa"}
+	if got := scan(t, ns, state.Range{Start: []byte("v/c")}); !slices.Equal(got, want) {
+		t.Errorf("after batch: %v, want %v", got, want)
+	}
+
+	var lying state.Batch
+	lying.PutValue([]byte("v/lie"), liar{})
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("a Value that wrote past its length did not panic")
+			}
+		}()
+		ns.Apply(ctx, &lying)
+	}()
+	if got := get(t, ns, "v/lie"); got != "<missing>" {
+		t.Errorf("a Value that panicked was stored: %q", got)
+	}
+}
+
+// liar says it is 2 bytes long and writes 3.
+type liar struct{}
+
+func (liar) Len() int                 { return 2 }
+func (liar) AppendTo(b []byte) []byte { return append(b, "abc"...) }
 
 func testEmptyBatch(t *testing.T, db *state.DB) {
 	ns := db.Namespace("t/")
