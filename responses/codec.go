@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/turnpike-gateway/turnpike/responses/wire"
+	"github.com/turnpike-gateway/turnpike/state"
 )
 
 // Items in chains are stored in a compact binary form rather than JSON:
@@ -42,17 +43,34 @@ func appendParts(b []byte, parts []wire.ContentPart) []byte {
 	return b
 }
 
-// encodeItem appends the stored form of it to b.
-func encodeItem(b []byte, it *wire.Item) []byte {
-	version := byte(itemCodecV1)
+// itemVersion is the oldest version of the stored form that holds it.
+func itemVersion(it *wire.Item) byte {
 	switch {
 	case it.ServerLabel != "" || it.Error != "" || it.ApprovalRequestID != "" || it.Approve != nil:
-		version = itemCodecV4
+		return itemCodecV4
 	case it.EncryptedContent != "" || len(it.Summary) > 0:
-		version = itemCodecV3
+		return itemCodecV3
 	case it.Namespace != "":
-		version = itemCodecV2
+		return itemCodecV2
 	}
+	return itemCodecV1
+}
+
+// approval is the stored form of it.Approve.
+func approval(it *wire.Item) string {
+	switch {
+	case it.Approve == nil:
+		return ""
+	case *it.Approve:
+		return "1"
+	}
+	return "0"
+}
+
+// encodeItem appends the stored form of it to b; encodedItemLen says
+// how long it is.
+func encodeItem(b []byte, it *wire.Item) []byte {
+	version := itemVersion(it)
 	b = append(b, version)
 	for _, s := range [...]string{it.Type, it.ID, it.Status, it.Role, it.CallID, it.Name, it.Arguments, it.Output} {
 		b = appendString(b, s)
@@ -66,19 +84,63 @@ func encodeItem(b []byte, it *wire.Item) []byte {
 		b = appendParts(b, it.Summary)
 	}
 	if version == itemCodecV4 {
-		approve := ""
-		if it.Approve != nil {
-			approve = "0"
-			if *it.Approve {
-				approve = "1"
-			}
-		}
-		for _, s := range [...]string{it.ServerLabel, it.Error, it.ApprovalRequestID, approve} {
+		for _, s := range [...]string{it.ServerLabel, it.Error, it.ApprovalRequestID, approval(it)} {
 			b = appendString(b, s)
 		}
 	}
 	return b
 }
+
+// encodedItemLen is the length of encodeItem's form of it, counted as
+// encodeItem writes it.
+func encodedItemLen(it *wire.Item) int {
+	version := itemVersion(it)
+	n := 1
+	for _, s := range [...]string{it.Type, it.ID, it.Status, it.Role, it.CallID, it.Name, it.Arguments, it.Output} {
+		n += stringLen(s)
+	}
+	n += partsLen(it.Content)
+	if version >= itemCodecV2 {
+		n += stringLen(it.Namespace)
+	}
+	if version >= itemCodecV3 {
+		n += stringLen(it.EncryptedContent) + partsLen(it.Summary)
+	}
+	if version == itemCodecV4 {
+		for _, s := range [...]string{it.ServerLabel, it.Error, it.ApprovalRequestID, approval(it)} {
+			n += stringLen(s)
+		}
+	}
+	return n
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for ; x >= 0x80; x >>= 7 {
+		n++
+	}
+	return n
+}
+
+func stringLen(s string) int { return uvarintLen(uint64(len(s))) + len(s) }
+
+func partsLen(parts []wire.ContentPart) int {
+	n := uvarintLen(uint64(len(parts)))
+	for _, p := range parts {
+		n += stringLen(p.Type) + stringLen(p.Text)
+	}
+	return n
+}
+
+// storedItem is an item to store, written by the state store straight
+// into its batch: a large item is not encoded into a buffer of its own
+// first and copied.
+type storedItem struct{ it *wire.Item }
+
+func (s storedItem) Len() int                 { return encodedItemLen(s.it) }
+func (s storedItem) AppendTo(b []byte) []byte { return encodeItem(b, s.it) }
+
+var _ state.Value = storedItem{}
 
 // itemDecoder reads stored items. All strings of one item share one
 // allocation.

@@ -241,10 +241,12 @@ func (s *StateStore) writeHeadLocked(b *state.Batch, chain string, h *head) erro
 }
 
 // appendLocked writes items at seq from.. of chain, with their locators.
+// The batch encodes each item as it writes it (storedItem): items must
+// not change until it is applied.
 func appendLocked(b *state.Batch, tenant, chain string, from uint32, items []wire.Item) error {
 	for i := range items {
 		seq := from + uint32(i)
-		b.Put(itemKey(chain, seq), encodeItem(nil, &items[i]))
+		b.PutValue(itemKey(chain, seq), storedItem{&items[i]})
 		if err := setJSON(b, locKey(tenant, items[i].ID), locator{Tenant: tenant, Chain: chain, Seq: seq}); err != nil {
 			return err
 		}
