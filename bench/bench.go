@@ -24,6 +24,12 @@ type Duration = workload.Duration
 // LendingConfig shapes the lending workload (workload.LendingConfig).
 type LendingConfig = workload.LendingConfig
 
+// LoRAConfig shapes the lora workload (workload.LoRAConfig).
+type LoRAConfig = workload.LoRAConfig
+
+// AdapterName is the name of the lora workload's adapter i.
+func AdapterName(i int) string { return workload.AdapterName(i) }
+
 // Workload and API names (workload.Workload*, workload.API*).
 const (
 	WorkloadAgentic    = workload.WorkloadAgentic
@@ -33,6 +39,7 @@ const (
 	WorkloadLending    = workload.WorkloadLending
 	WorkloadLongPrompt = workload.WorkloadLongPrompt
 	WorkloadOverload   = workload.WorkloadOverload
+	WorkloadLoRA       = workload.WorkloadLoRA
 
 	APIResponses = workload.APIResponses
 	APIChat      = workload.APIChat
@@ -73,6 +80,8 @@ const (
 	DefaultTrainerDuty     = workload.DefaultTrainerDuty
 	DefaultTrainerCycle    = workload.DefaultTrainerCycle
 	DefaultLendingCycles   = workload.DefaultLendingCycles
+	DefaultLoRAAdapters    = workload.DefaultLoRAAdapters
+	DefaultLoRAZipf        = workload.DefaultLoRAZipf
 	DefaultReclaimDeadline = workload.DefaultReclaimDeadline
 	DefaultAsyncJobs       = workload.DefaultAsyncJobs
 	DefaultAsyncOutput     = workload.DefaultAsyncOutput

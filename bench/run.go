@@ -11,6 +11,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/bench/scenario/chaos"
 	"github.com/turnpike-gateway/turnpike/bench/scenario/isolation"
 	"github.com/turnpike-gateway/turnpike/bench/scenario/lending"
+	"github.com/turnpike-gateway/turnpike/bench/scenario/lora"
 	"github.com/turnpike-gateway/turnpike/bench/scenario/overload"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
@@ -80,6 +81,14 @@ func run(ctx context.Context, cfg Config, target Target, label string) (*Result,
 		}
 		res := report.ResultOf(r)
 		res.Lending = rep
+		return res, nil
+	case workload.WorkloadLoRA:
+		r, rep, err := lora.Run(ctx, cfg, target, label)
+		if err != nil {
+			return nil, err
+		}
+		res := report.ResultOf(r)
+		res.LoRA = rep
 		return res, nil
 	default:
 		return report.ResultOf(driver.RunAgentic(ctx, cfg, target, label)), nil

@@ -48,7 +48,18 @@ func SimPool(simCfg *sim.Config, name, role string) pools.PoolConfig {
 		Role:         role,
 		// The engines' policy, which the pool's config states.
 		PriorityScheduling: simCfg.SchedulingPolicy == sim.SchedulingPriority,
+		Adapters:           simAdapters(simCfg),
+		MaxLoRA:            simCfg.MaxLoRAs,
 	}
+}
+
+// simAdapters are the pool's adapters: the engines'.
+func simAdapters(simCfg *sim.Config) []pools.AdapterConfig {
+	var out []pools.AdapterConfig
+	for _, a := range simCfg.LoRAAdapters {
+		out = append(out, pools.AdapterConfig{Name: a.Name, Path: a.Path})
+	}
+	return out
 }
 
 // urlPort is the port of a base URL, 0 when it names none.

@@ -48,6 +48,16 @@ type Call struct {
 	Input      []workload.Item
 	// MaxTokens is the output asked for.
 	MaxTokens int
+	// Model is the model asked for; "" is the run's (Config.Model).
+	Model string
+}
+
+// modelOf is the model c asks for.
+func (s *sender) modelOf(c *Call) string {
+	if c.Model != "" {
+		return c.Model
+	}
+	return s.model
 }
 
 // outcome is what one call measured.
@@ -221,7 +231,7 @@ var errStreamFailed = errors.New("bench: stream ended in failure")
 
 func (s *sender) streamResponses(ctx context.Context, cl openai.Client, c Call, opts []option.RequestOption, m *meter, o *outcome) error {
 	params := responses.ResponseNewParams{
-		Model:           s.model,
+		Model:           s.modelOf(&c),
 		MaxOutputTokens: openai.Int(int64(c.MaxTokens)),
 		Input:           responses.ResponseNewParamsInputUnion{OfInputItemList: responsesInput(c.Input)},
 	}
@@ -265,7 +275,7 @@ func (s *sender) streamResponses(ctx context.Context, cl openai.Client, c Call, 
 
 func (s *sender) streamChat(ctx context.Context, cl openai.Client, c Call, opts []option.RequestOption, m *meter, o *outcome) error {
 	params := openai.ChatCompletionNewParams{
-		Model:               s.model,
+		Model:               s.modelOf(&c),
 		Messages:            chatMessages(c.Input),
 		MaxTokens:           openai.Int(int64(c.MaxTokens)),
 		MaxCompletionTokens: openai.Int(int64(c.MaxTokens)),

@@ -381,7 +381,7 @@ func (r *Runner) Session(ctx context.Context, s workload.Session, tenant, key, p
 			return
 		}
 		pending = append(pending, t.Input...)
-		c := Call{API: api, Key: key, Priority: priority, MaxTokens: t.MaxOutputTokens}
+		c := Call{API: api, Key: key, Priority: priority, MaxTokens: t.MaxOutputTokens, Model: s.Model}
 		if api == workload.APIChat {
 			c.Session = s.ID
 			c.Input = slices.Concat(history, pending)

@@ -7,6 +7,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/bench/scenario/chaos"
 	"github.com/turnpike-gateway/turnpike/bench/scenario/isolation"
 	"github.com/turnpike-gateway/turnpike/bench/scenario/lending"
+	"github.com/turnpike-gateway/turnpike/bench/scenario/lora"
 	"github.com/turnpike-gateway/turnpike/bench/scenario/overload"
 	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
@@ -61,6 +62,8 @@ type Result struct {
 	BatchLoad *driver.BatchLoadReport `json:"batch_load,omitempty"`
 	// Lending holds the lending workload's duty cycles and reclaims.
 	Lending *lending.Report `json:"lending,omitempty"`
+	// LoRA holds the lora workload's adapter loads.
+	LoRA *lora.Report `json:"lora,omitempty"`
 	// Samples are every request's records when Config.KeepSamples is set.
 	Samples []driver.Sample `json:"samples,omitempty"`
 }

@@ -187,6 +187,9 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 		if r.Lending != nil {
 			writeLending(w, r.Lending)
 		}
+		if r.LoRA != nil {
+			writeLoRA(w, r.LoRA)
+		}
 		if r.Chaos != nil {
 			for _, t := range chaosTables(r.Chaos) {
 				heading(t.title)
@@ -223,6 +226,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	for _, r := range c.Results {
 		writeIsolation(w, r, r.Name())
 	}
+	writeLoRAs(w, c.Results, c.Baseline)
 	return writeCost(w, c.Results, c, false)
 }
 
@@ -243,5 +247,6 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 			return err
 		}
 	}
+	writeLoRAs(w, c.Results, c.Baseline)
 	return writeCost(w, c.Results, c, true)
 }

@@ -67,7 +67,10 @@ type Session struct {
 	// start; 0 in closed loop, where a session starts when a slot frees.
 	Start time.Duration `json:"start"`
 	// API is the API the session's turns use; "" is Config.API.
-	API   string `json:"api,omitempty"`
+	API string `json:"api,omitempty"`
+	// Model is the model the session's turns ask for; "" is
+	// Config.Model.
+	Model string `json:"model,omitempty"`
 	Turns []Turn `json:"turns"`
 }
 

@@ -182,6 +182,8 @@ type Config struct {
 	Overload OverloadConfig `json:"overload" yaml:"overload"`
 	// Lending is the lending workload (WorkloadLending).
 	Lending LendingConfig `json:"lending" yaml:"lending"`
+	// LoRA is the lora workload (WorkloadLoRA).
+	LoRA LoRAConfig `json:"lora" yaml:"lora"`
 }
 
 // AgenticConfig shapes the agentic workload: tenants with a shared system
@@ -328,6 +330,7 @@ func (c *Config) EnsureDefaults() {
 	c.BatchLoad.ensureDefaults()
 	c.Overload.ensureDefaults()
 	c.Lending.ensureDefaults()
+	c.LoRA.ensureDefaults()
 
 	a := &c.Agentic
 	setDefault(&a.Sessions, DefaultSessions)
@@ -380,9 +383,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("bench: "+format, args...))
 	}
 	switch c.Workload {
-	case WorkloadAgentic, WorkloadTrace, WorkloadIsolation, WorkloadChaos, WorkloadLongPrompt, WorkloadOverload, WorkloadLending:
+	case WorkloadAgentic, WorkloadTrace, WorkloadIsolation, WorkloadChaos, WorkloadLongPrompt, WorkloadOverload, WorkloadLending, WorkloadLoRA:
 	default:
-		bad("workload %q: want agentic, trace, isolation, chaos, long-prompt, overload or lending", c.Workload)
+		bad("workload %q: want agentic, trace, isolation, chaos, long-prompt, overload, lending or lora", c.Workload)
 	}
 	c.LongPrompt.validate(bad)
 	c.Interference.validate(bad)
@@ -401,6 +404,7 @@ func (c *Config) Validate() error {
 	}
 	c.Overload.validate(bad)
 	c.Lending.validate(bad)
+	c.LoRA.validate(bad)
 	switch c.API {
 	case APIResponses, APIChat:
 	default:

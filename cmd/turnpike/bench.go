@@ -40,7 +40,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	interfereURLs := fs.String("interfere-urls", "", "with --url and --interfere-rate: comma-separated engine base URLs the interfering client sends to")
 	out := fs.String("out", "bench-results", "directory for results.json, report.html and report.md")
 	logLevel := fs.String("log-level", "warn", "embedded gateway log level")
-	fs.StringVar(&cfg.Workload, "workload", bench.DefaultWorkload, "agentic, trace, isolation, chaos (agentic sessions on chat and responses while embedded replicas are killed and restarted), long-prompt, overload (all three bands past the fleet's capacity) or lending (a simulated trainer on a lendable pool, with and without lending its idle time)")
+	fs.StringVar(&cfg.Workload, "workload", bench.DefaultWorkload, "agentic, trace, isolation, chaos (agentic sessions on chat and responses while embedded replicas are killed and restarted), long-prompt, overload (all three bands past the fleet's capacity), lending (a simulated trainer on a lendable pool, with and without lending its idle time) or lora (sessions spread over LoRA adapters by Zipf popularity on a fleet with fewer adapter slots than adapters)")
 	fs.StringVar(&cfg.API, "api", bench.DefaultAPI, "agentic: responses (previous_response_id chains) or chat (full history)")
 	fs.StringVar(&cfg.Model, "model", "", "model name to request (embedded: the fleet's served model)")
 	fs.Int64Var(&cfg.Seed, "seed", bench.DefaultSeed, "workload seed")
@@ -95,6 +95,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Chaos.Rounds, "chaos-rounds", 0, "chaos: kill rounds (0: as many as fit in --max-duration)")
 	fs.DurationVar((*time.Duration)(&cfg.Chaos.RejoinGoal), "chaos-rejoin-goal", 0, "chaos: how soon a restarted replica should take traffic (0: the gateway's breaker timeout)")
 	lendable := registerLendingFlags(fs, &cfg.Lending)
+	registerLoRAFlags(fs, &cfg.LoRA, &sf.lora)
 	sf.register(fs, "sim-", "sim-replicas")
 	var gws benchGateways
 	gws.register(fs)
@@ -259,6 +260,9 @@ func startBenchStack(ctx context.Context, entry string, sf *simFlags, gws *bench
 	if err != nil {
 		os.RemoveAll(dataDir)
 		return bench.Target{}, nil, err
+	}
+	if bc.Workload == bench.WorkloadLoRA {
+		loraFleet(&fl.Config, bc.LoRA, sf.lora)
 	}
 	benchTTFTTargets(cfg, sf.timeScale, sf.ttftTarget)
 	benchScrapes(cfg, sf.timeScale)

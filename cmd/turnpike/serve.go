@@ -55,6 +55,8 @@ type simFlags struct {
 	ttftTarget time.Duration
 	// apart is bench's --isolation-processes.
 	apart bool
+	// lora is bench's lora workload's fleet.
+	lora loraFlags
 }
 
 // register adds the flags, named prefix+name; the replica count is
