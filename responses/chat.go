@@ -73,9 +73,35 @@ type chatRequest struct {
 // prompt.AppendRender of it is what the engine's chat template makes of the
 // body.
 func renderChat(req *wire.CreateRequest, items []wire.Item) ([]byte, *prompt.Prompt, error) {
+	body, p, _, err := renderChatFrom(req, items, nil)
+	return body, p, err
+}
+
+// renderedPrefix is the start of an engine body's messages array: the
+// JSON of the messages rendered from the first items of a context
+// (comma-separated, no brackets), msgs of them, none of which a later
+// item changes, under the instructions (a system message when system).
+// Its owner may append to buf.
+type renderedPrefix struct {
+	buf          []byte
+	items, msgs  int
+	system       bool
+	instructions string
+}
+
+// renderChatFrom is renderChat with the messages of items' first
+// pre.items already rendered in pre (nil: none), which it gives up; it
+// returns as well the prefix of this rendering for a context that
+// continues items (pre grown in place), nil when it has none.
+func renderChatFrom(req *wire.CreateRequest, items []wire.Item, pre *renderedPrefix) ([]byte, *prompt.Prompt, *renderedPrefix, error) {
+	system := req.Instructions != nil && *req.Instructions != ""
+	if pre != nil && (pre.items > len(items) || pre.system != system || system && pre.instructions != *req.Instructions) {
+		pre = nil
+	}
+	msgs, markItems, markMsgs := renderMessages(req.Instructions, items)
 	c := chatRequest{
 		Model:             req.Model,
-		Messages:          renderMessages(req.Instructions, items),
+		Messages:          msgs,
 		Stream:            true,
 		StreamOptions:     chatStreamOptions{IncludeUsage: true},
 		MaxTokens:         req.MaxOutputTokens,
@@ -110,15 +136,40 @@ func renderChat(req *wire.CreateRequest, items []wire.Item) ([]byte, *prompt.Pro
 	if req.PromptCacheKey != nil {
 		c.PromptCacheKey = *req.PromptCacheKey
 	}
-	body, err := chatBody(&c)
+	var done []byte
+	if pre != nil {
+		done = pre.buf[:len(pre.buf):len(pre.buf)]
+	}
+	body, start, end, err := chatBodyFrom(&c, done, pre.count(), markMsgs)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	p, err := chatPrompt(&c)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return body, p, nil
+	next := &renderedPrefix{items: markItems, msgs: markMsgs, system: system}
+	if system {
+		next.instructions = *req.Instructions
+	}
+	switch {
+	case pre == nil:
+		next.buf = append([]byte(nil), body[start:end]...)
+	case markMsgs >= pre.msgs:
+		// The messages after pre's, with the comma before them.
+		next.buf = append(pre.buf, body[start+len(pre.buf):end]...)
+	default:
+		next = pre
+	}
+	return body, p, next, nil
+}
+
+// count is the number of messages p holds; 0 for nil.
+func (p *renderedPrefix) count() int {
+	if p == nil {
+		return 0
+	}
+	return p.msgs
 }
 
 // chatBody is json.Marshal(c), its messages (the bulk of a long
@@ -126,32 +177,47 @@ func renderChat(req *wire.CreateRequest, items []wire.Item) ([]byte, *prompt.Pro
 // json.Marshal grows its buffer by doubling and then copies it out,
 // three times the body in all.
 func chatBody(c *chatRequest) ([]byte, error) {
+	b, _, _, err := chatBodyFrom(c, nil, 0, 0)
+	return b, err
+}
+
+// chatBodyFrom is chatBody with the first done messages already written
+// in prefix (comma-separated), which is copied, not encoded again. It
+// returns as well where the messages start in the body and where
+// message mark-1 ends.
+func chatBodyFrom(c *chatRequest, prefix []byte, done, mark int) (b []byte, start, end int, err error) {
 	msgs := c.Messages
 	c.Messages = nil
 	head, err := json.Marshal(c)
 	c.Messages = msgs
 	if err != nil {
-		return nil, err
+		return nil, 0, 0, err
 	}
 	// The member's first occurrence: in the model's string before it, a
 	// quote is escaped.
 	const member, null = `"messages":`, `null`
 	at := bytes.Index(head, []byte(member+null)) + len(member)
-	n := len(head) + 1
-	for i := range msgs {
+	n := len(head) + 1 + len(prefix)
+	for i := done; i < len(msgs); i++ {
 		n += messageLen(&msgs[i]) + 1
 	}
-	b := make([]byte, 0, n)
+	b = make([]byte, 0, n)
 	b = append(b, head[:at]...)
 	b = append(b, '[')
-	for i := range msgs {
+	start = len(b)
+	b = append(b, prefix...)
+	end = len(b)
+	for i := done; i < len(msgs); i++ {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = appendMessage(b, &msgs[i])
+		if i == mark-1 {
+			end = len(b)
+		}
 	}
 	b = append(b, ']')
-	return append(b, head[at+len(null):]...), nil
+	return append(b, head[at+len(null):]...), start, end, nil
 }
 
 // appendMessage appends m to b as json.Marshal writes it.
@@ -256,11 +322,17 @@ func chatPrompt(c *chatRequest) (*prompt.Prompt, error) {
 // text is the reasoning_content of the assistant turn that follows it
 // (one that nothing follows is left out); a compaction item is its
 // summary, as a user message.
-func renderMessages(instructions *string, items []wire.Item) []chatMessage {
-	msgs := make([]chatMessage, 0, len(items)+1)
+//
+// It returns as well the last mark in items where the messages so far are
+// final, no later item changing them (no assistant message is open to
+// the next tool call, no reasoning waits for the next assistant message):
+// the items before it and the number of messages they make.
+func renderMessages(instructions *string, items []wire.Item) (msgs []chatMessage, markItems, markMsgs int) {
+	msgs = make([]chatMessage, 0, len(items)+1)
 	if instructions != nil && *instructions != "" {
 		msgs = append(msgs, chatMessage{Role: "system", Content: instructions})
 	}
+	markMsgs = len(msgs)
 	assistantOpen := false
 	var thinking *string
 	assistant := func(m chatMessage) {
@@ -282,6 +354,9 @@ func renderMessages(instructions *string, items []wire.Item) []chatMessage {
 		last.ToolCalls = calls[k-len(last.ToolCalls)-1 : k : k]
 	}
 	for i := range items {
+		if !assistantOpen && thinking == nil {
+			markItems, markMsgs = i, len(msgs)
+		}
 		it := &items[i]
 		switch it.Type {
 		case wire.ItemMessage:
@@ -337,7 +412,10 @@ func renderMessages(instructions *string, items []wire.Item) []chatMessage {
 			assistantOpen, thinking = false, nil
 		}
 	}
-	return msgs
+	if !assistantOpen && thinking == nil {
+		markItems, markMsgs = len(items), len(msgs)
+	}
+	return msgs, markItems, markMsgs
 }
 
 // countCalls is the number of tool calls renderMessages makes of items,

@@ -2,6 +2,7 @@ package responses
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -70,10 +71,21 @@ type cachedContext struct {
 	segs  []Segment
 	items []wire.Item
 	strs  int64
+	// body is the engine body's messages rendered from the first items,
+	// for the next turn to copy rather than encode again (renderChatFrom);
+	// nil when there is none or a turn took it. Guarded by the cache's
+	// mutex.
+	body *renderedPrefix
 }
 
 // cost is about the memory e holds.
-func (e *cachedContext) cost() int64 { return int64(cap(e.items))*itemSize + e.strs }
+func (e *cachedContext) cost() int64 {
+	n := int64(cap(e.items))*itemSize + e.strs
+	if e.body != nil {
+		n += int64(cap(e.body.buf) + len(e.body.instructions))
+	}
+	return n
+}
 
 func newContextCache(maxBytes int64) *contextCache {
 	c := &contextCache{}
@@ -82,30 +94,36 @@ func newContextCache(maxBytes int64) *contextCache {
 }
 
 // get returns a copy of the context of response id when it is cached for
-// the manifest segs, with room for extra more items, and the bytes of its
-// strings and parts; false when it is not.
-func (c *contextCache) get(id string, segs []Segment, extra int) ([]wire.Item, int64, bool) {
+// the manifest segs, with room for extra more items, the bytes of its
+// strings and parts, and its rendered messages, which the caller takes
+// (nil when another turn took them); false when it is not.
+func (c *contextCache) get(id string, segs []Segment, extra int) ([]wire.Item, int64, *renderedPrefix, bool) {
 	if c == nil {
-		return nil, 0, false
+		return nil, 0, nil, false
 	}
 	c.mu.Lock()
 	e, ok := c.mu.entries.Get(id)
+	var body *renderedPrefix
+	if ok && slices.Equal(e.segs, segs) {
+		body, e.body = e.body, nil
+	}
 	c.mu.Unlock()
 	if !ok || !slices.Equal(e.segs, segs) {
-		return nil, 0, false
+		return nil, 0, nil, false
 	}
 	c.hits.Add(1)
 	items := make([]wire.Item, len(e.items), len(e.items)+extra)
 	copy(items, e.items)
-	return items, e.strs, true
+	return items, e.strs, body, true
 }
 
 // put caches the context of rec, a response just stored with the items
 // added: base, the items of the context it continued (their strings and
-// parts baseStrs bytes), then added as they were stored. base becomes the entry's, its capacity
-// reused; the caller gives it up. The entry of prev, the response rec
-// continued, goes.
-func (c *contextCache) put(prev string, rec *Record, base []wire.Item, baseStrs int64, added []wire.Item) {
+// parts baseStrs bytes), then added as they were stored, and body, the
+// messages rendered from its first items (nil for none). base and body
+// become the entry's, base's capacity reused; the caller gives them up.
+// The entry of prev, the response rec continued, goes.
+func (c *contextCache) put(prev string, rec *Record, base []wire.Item, baseStrs int64, added []wire.Item, body *renderedPrefix) {
 	if c == nil || rec.Conversation != "" {
 		return
 	}
@@ -127,7 +145,7 @@ func (c *contextCache) put(prev string, rec *Record, base []wire.Item, baseStrs 
 		items = append(items, it)
 		strs += int64(len(b)) + int64(len(it.Content)+len(it.Summary))*partSize
 	}
-	e := &cachedContext{segs: slices.Clone(rec.Context), items: items, strs: strs}
+	e := &cachedContext{segs: slices.Clone(rec.Context), items: items, strs: strs, body: body}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if prev != "" {
@@ -169,7 +187,8 @@ func contextStrings(items []wire.Item) int64 {
 // continues, from the context cache or else the store, with room for in
 // more items and the output after them, and notes it in t.
 func (s *Service) loadChain(ctx context.Context, t *turn, in int) ([]wire.Item, error) {
-	items, strs, ok := s.contexts.get(t.req.PreviousResponseID, t.base, in+contextHeadroom)
+	items, strs, body, ok := s.contexts.get(t.req.PreviousResponseID, t.base, in+contextHeadroom)
+	t.prefix = body
 	if !ok {
 		var err error
 		if items, err = s.store.LoadContext(ctx, t.base); err != nil {
@@ -190,5 +209,33 @@ func (s *Service) rememberContext(t *turn, added []wire.Item) {
 		// array with the caller's (a WebSocket connection's prior context).
 		base = t.history[:t.nbase]
 	}
-	s.contexts.put(t.req.PreviousResponseID, t.rec, base, t.baseStrs, added)
+	body := t.next
+	if body == nil {
+		body = t.prefix
+	}
+	s.contexts.put(t.req.PreviousResponseID, t.rec, base, t.baseStrs, added, body)
+}
+
+// render renders items, t's context, into t's engine request. When items
+// are t's whole history, the messages of the context t continues are
+// copied from the prefix the context cache kept of them rather than
+// encoded again, and the messages of this rendering are kept for the
+// next turn.
+func (t *turn) render(items []wire.Item) error {
+	whole := len(items) > 0 && len(items) == len(t.history) && &items[0] == &t.history[0]
+	var pre *renderedPrefix
+	if whole {
+		pre, t.prefix = t.prefix, nil
+	}
+	body, p, next, err := renderChatFrom(t.req, items, pre)
+	if err != nil {
+		return fmt.Errorf("responses: rendering the engine request: %w", err)
+	}
+	t.body, t.prompt = body, p
+	// Only a history that is the stored context and the input, which the
+	// response's entry will be (not a WebSocket connection's own).
+	if whole && len(t.history)-len(t.input) == t.nbase {
+		t.next = next
+	}
+	return nil
 }

@@ -48,6 +48,10 @@ type turn struct {
 	history  []wire.Item
 	nbase    int
 	baseStrs int64
+	// prefix is the messages of base as the context cache rendered them,
+	// until a rendering of history takes it; next the messages of that
+	// rendering, for the response's entry (render).
+	prefix, next *renderedPrefix
 	// conversation or chainRoot names the session for routing: the
 	// conversation, or the session of the chain the response continues;
 	// newChain is the response's own id when it starts a chain, the
@@ -311,11 +315,7 @@ func (s *Service) fit(t *turn, items []wire.Item) error {
 	limit := s.engine.ContextLength(req.Model)
 	if limit <= 0 {
 		// No window known: nothing to fit, and nothing counted here.
-		var err error
-		if t.body, t.prompt, err = renderChat(req, items); err != nil {
-			return fmt.Errorf("responses: rendering the engine request: %w", err)
-		}
-		return nil
+		return t.render(items)
 	}
 	budget := limit
 	if req.MaxOutputTokens != nil {
@@ -332,9 +332,8 @@ func (s *Service) fit(t *turn, items []wire.Item) error {
 	// count of its prompt (with an incremental encoder, of its new end).
 	kept, total, slack := items, 0, 0
 	for attempt := 0; ; attempt++ {
-		var err error
-		if t.body, t.prompt, err = renderChat(req, kept); err != nil {
-			return fmt.Errorf("responses: rendering the engine request: %w", err)
+		if err := t.render(kept); err != nil {
+			return err
 		}
 		t.promptTokens, t.tokens = countPrompt(tok, t)
 		if t.promptTokens <= budget {
@@ -348,6 +347,7 @@ func (s *Service) fit(t *turn, items []wire.Item) error {
 			// for that much more room and choose again.
 			slack += t.promptTokens - budget
 		}
+		var err error
 		if kept, total, err = fitItems(tok, req, items, budget-slack); err != nil {
 			return err
 		}
