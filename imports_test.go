@@ -22,7 +22,7 @@ var floors = map[string][]string{
 	"responses":        {"apierror", "dispatch", "gossip", "internal/jsonscan", "jobs", "prompt", "responses/mcpclient", "responses/wire", "state", "tracing", "internal/wait"},
 	"responses/wire":   {"apierror", "internal/jsonscan"},
 	"batch":            {"apierror", "dispatch", "jobs", "prompt", "state", "internal/wait"},
-	"dispatch":         {"turns", "affinity", "sessions", "pools", "kv", "models", "prompt", "apierror", "tracing", "internal/jsonscan", "internal/lru", "guard"},
+	"dispatch":         {"turns", "budgets", "affinity", "sessions", "pools", "kv", "models", "prompt", "apierror", "tracing", "internal/jsonscan", "internal/lru", "guard"},
 	"models":           {},
 	"guard":            {"prompt"},
 	"prompt":           {"internal/jsonscan", "internal/lru"},
@@ -32,6 +32,7 @@ var floors = map[string][]string{
 	"jobs/jobstest":    {"state"},
 	"sessions":         {"internal/lru", "kv", "state"},
 	"turns":            {"internal/heap", "pools"},
+	"budgets":          {"state", "turns"},
 	"affinity":         {"kv", "sessions", "pools"},
 	"kv":               {"gossip", "internal/lru", "internal/wait"},
 	"apierror":         {},
@@ -60,7 +61,7 @@ var floors = map[string][]string{
 	// The MCP server of the client's and the API's tests.
 	"responses/mcpclient/mcptest": {},
 	// responses' HTTP handlers and WebSocket protocol, which the gateway mounts.
-	"responses/api": {"apierror", "dispatch", "prompt", "responses", "responses/wire", "tracing"},
+	"responses/api": {"apierror", "budgets", "dispatch", "prompt", "responses", "responses/wire", "tracing"},
 	// The engines' metric names, the one spelling for pools, sim and bench.
 	"accelerators/enginemetrics": {},
 	// Machinery with no domain, under internal/: it imports nothing of ours.

@@ -47,6 +47,9 @@ func (s *Service) Register(g *echo.Group) {
 	r(http.MethodGet, "/endpoints/:id", s.getEndpoint)
 	r(http.MethodPost, "/endpoints/:id/drain", s.drain)
 	r(http.MethodPost, "/endpoints/:id/undrain", s.undrain)
+	r(http.MethodGet, "/models/:model/revisions", s.getRevisions)
+	r(http.MethodPut, "/models/:model/revisions", s.putRevisions)
+	r(http.MethodDelete, "/models/:model/revisions", s.deleteRevisions)
 }
 
 // handle turns a handler's error of any class into an *apierror.Error,
@@ -435,7 +438,8 @@ func (s *Service) getEndpoint(c echo.Context) error {
 }
 
 // drain stops new requests to the endpoint; those in flight finish, and
-// sessions pinned to it move on their next turn.
+// the sessions pinned to it are handed over at once (the registry's
+// OnDrain hook: dispatch.Dispatcher.HandOff).
 func (s *Service) drain(c echo.Context) error { return s.setDraining(c, true) }
 
 func (s *Service) undrain(c echo.Context) error { return s.setDraining(c, false) }

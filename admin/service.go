@@ -97,6 +97,9 @@ type Deps struct {
 	Registry *pools.Registry
 	// Sessions is the session store. Nil: the session routes answer 501.
 	Sessions Sessions
+	// Revisions is the models' revision policies (canary weights), which
+	// the revisions routes read and change. Nil: they answer 501.
+	Revisions Revisions
 	// Metrics registers the lending metrics of lendable pools; nil
 	// registers none.
 	Metrics prometheus.Registerer

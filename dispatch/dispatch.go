@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/budgets"
 	"github.com/turnpike-gateway/turnpike/guard"
 	"github.com/turnpike-gateway/turnpike/internal/jsonscan"
 	"github.com/turnpike-gateway/turnpike/kv"
@@ -91,6 +92,10 @@ type Options struct {
 	// Guard checks each turn's input before it is admitted; nil checks
 	// nothing.
 	Guard *guard.Guard
+	// Budgets charges each turn to its tenant's budgets of requests and
+	// tokens a minute (turns.Quota) before admission; nil: a ledger in
+	// this process's memory, when Flow is set.
+	Budgets *budgets.Ledger
 	// Revisions assigns new sessions a revision while several serve their
 	// model (weights, a preferred revision); nil sends them to the newest.
 	Revisions *affinity.Revisions
@@ -103,6 +108,7 @@ type Options struct {
 type Dispatcher struct {
 	reg      *pools.Registry
 	guard    *guard.Guard
+	budgets  *budgets.Ledger
 	policy   affinity.Policy
 	sessions *sessions.Store
 	flow     *turns.Controller
@@ -158,6 +164,7 @@ func New(opts Options) (*Dispatcher, error) {
 		tr:            opts.Tracer,
 		needsHashes:   affinity.NeedsHashes(opts.Policy),
 		guard:         opts.Guard,
+		budgets:       opts.Budgets,
 		capacity:      map[string]*turns.ModelCapacity{},
 		maxMigrations: opts.Registry.Options().MaxMigrations,
 		retries: prometheus.NewCounter(prometheus.CounterOpts{
@@ -178,6 +185,12 @@ func New(opts Options) (*Dispatcher, error) {
 		}),
 	}
 	d.models.Store(opts.Models)
+	if d.budgets == nil && d.flow != nil {
+		var err error
+		if d.budgets, err = budgets.New(budgets.Options{Metrics: opts.Metrics, Logger: opts.Logger}); err != nil {
+			return nil, fmt.Errorf("dispatch: %w", err)
+		}
+	}
 	for _, r := range []string{migrationResumed, migrationNotResumable, migrationFailed} {
 		d.migrations.WithLabelValues(r)
 	}
@@ -398,6 +411,15 @@ func (d *Dispatcher) begin(ctx context.Context, spec *Spec, key string) (_ *Turn
 	t.countPrompt()
 	if d.tr.On() {
 		t.annotate()
+	}
+	if d.flow != nil {
+		// Charged once for the turn, retries and migrations included.
+		if q := d.flow.Tenant(spec.Tenant).Quota; q.Budgeted() {
+			cost := (&turns.Turn{InputTokens: t.route.PromptTokens, ExpectedOutputTokens: spec.MaxOutputTokens}).Cost()
+			if t.budget, err = d.budgets.Reserve(ctx, spec.Tenant, spec.Model, &q, cost); err != nil {
+				return nil, err
+			}
+		}
 	}
 
 	// The session's history informs admission; the turn counts as one of

@@ -8,6 +8,7 @@ import (
 
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/apierror"
+	"github.com/turnpike-gateway/turnpike/budgets"
 	"github.com/turnpike-gateway/turnpike/guard"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/prompt"
@@ -31,7 +32,15 @@ func APIError(err error) (ae *apierror.Error, ok bool) {
 	)
 	switch {
 	case errors.As(err, &se):
-		return shedAPIError(se), true
+		ae := shedAPIError(se)
+		if ob, ok := budgets.IsOverBudget(err); ok {
+			h := http.Header{}
+			ob.Limits.Set(h)
+			for k := range h {
+				ae = ae.WithHeader(k, h.Get(k))
+			}
+		}
+		return ae, true
 	case errors.As(err, &gr):
 		msg := "The input was refused by the content check '" + gr.Check + "'."
 		if gr.Reason != "" {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/affinity"
+	"github.com/turnpike-gateway/turnpike/budgets"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/turns"
 	"go.opentelemetry.io/otel/trace"
@@ -51,6 +52,9 @@ type Turn struct {
 	sessionKey string
 	touched    bool
 	ticket     turns.Ticket
+	// budget is what the turn was charged to its tenant's budgets; nil
+	// when none applies.
+	budget *budgets.Reservation
 	// lent: the turn may go to a lent pool (it is of the background band,
 	// and flow control, if any, granted it on a lent pool's room); onLent:
 	// flow control granted it there, so it goes there while one of them is
@@ -388,7 +392,8 @@ func (t *Turn) End(err error) {
 }
 
 // release gives back what the turn holds, once: routing hears the outcome
-// when the turn was sent.
+// when the turn was sent; the budgets are charged what it used, or given
+// back the whole charge when it was never sent.
 func (t *Turn) release(o affinity.Outcome, sent bool) {
 	t.once.Do(func() {
 		if sent && t.ep != nil {
@@ -401,6 +406,9 @@ func (t *Turn) release(o affinity.Outcome, sent bool) {
 			actual = o.PromptTokens + o.CompletionTokens
 		}
 		t.ticket.Release(actual)
+		// A turn the engine refused computed nothing: its charge goes
+		// back, as a turn's that was never sent.
+		t.budget.Settle(sent && (o.Err == nil || o.PromptTokens > 0), int64(actual))
 		if t.touched {
 			t.d.sessions.Finish(t.spec.Tenant, t.sessionKey, time.Now())
 		}
@@ -472,4 +480,13 @@ func (e *EngineError) ContextLength() bool {
 	lower := bytes.ToLower([]byte(e.Message))
 	return e.Status == http.StatusBadRequest && (bytes.Contains(lower, []byte("context length")) ||
 		bytes.Contains(lower, []byte("max_model_len")) || bytes.Contains(lower, []byte("context window")))
+}
+
+// RateLimits is the state of the turn's budgets after it was charged, for
+// the x-ratelimit-* headers; nil when no budget applies.
+func (t *Turn) RateLimits() *budgets.Limits {
+	if t.budget == nil {
+		return nil
+	}
+	return t.budget.Limits()
 }

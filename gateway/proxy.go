@@ -99,6 +99,9 @@ func (s *Server) proxyCompletion(c echo.Context, path string, kind prompt.BodyKi
 		}
 		return err
 	}
+	if l := t.RateLimits(); l != nil {
+		l.Set(c.Response().Header())
+	}
 	if req.Stream {
 		err := s.relayStream(c, t, strip)
 		t.End(err)

@@ -383,9 +383,11 @@ func (s *Stack) startAPIs(ctx context.Context, p *parts) error {
 		Flow:     p.flow,
 		Registry: s.reg,
 		Sessions: p.sess,
-		Config:   cfg.Admin,
-		Logger:   log,
-		Metrics:  p.metrics,
+		// The canary weights the dispatcher assigns new sessions by.
+		Revisions: p.d.Revisions(),
+		Config:    cfg.Admin,
+		Logger:    log,
+		Metrics:   p.metrics,
 	}
 	if cfg.State.Backend == state.BackendRedis {
 		// Other gateways on the same Redis change tenants, keys and flow

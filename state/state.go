@@ -73,15 +73,15 @@ type Namespace interface {
 	// not hold (any more) is left as it is.
 	// Redis: a Lua script of GET, then DEL when holder's.
 	Release(ctx context.Context, key []byte, holder string) error
-	// Draw takes each draw's cost from its token bucket, all at once, when
-	// every bucket holds its draw's need, or with force whatever they hold
-	// (a settlement); it writes each bucket's level after (or now, when
-	// it did not draw) into levels, len(draws) at least, and reports
-	// whether it drew. Gateways drawing from one bucket at once each see
-	// the other's draw. Like a lease a bucket is not a key: in memory and
-	// Pebble it lives in this process (a restart refills it).
-	// Redis: a Lua script of HMGET, then HSET and PEXPIRE per bucket.
-	Draw(ctx context.Context, now time.Time, draws []Draw, force bool, levels []float64) (bool, error)
+	// Draw takes each draw's cost from its budget, all at once, when
+	// each has its draw's need left, or with force whatever they have (a
+	// settlement); it writes each budget's state after (or now, when it
+	// did not draw) into levels, len(draws) at least, and reports whether
+	// it drew. Gateways drawing from one budget at once each see the
+	// other's draw. Like a lease a budget is not a key: in memory and
+	// Pebble it lives in this process (a restart forgets it).
+	// Redis: a Lua script of HMGET, then HSET and PEXPIRE per budget.
+	Draw(ctx context.Context, now time.Time, draws []Draw, force bool, levels []Level) (bool, error)
 	// Health is the DB's (DB.Health): nil while the store answers, else
 	// an error of class ErrUnavailable. An atomic load, for every request.
 	Health() error

@@ -18,7 +18,6 @@ type tenantState struct {
 	// weight is cfg.Weight, kept beside the hot fields.
 	weight float64
 
-	rpm, tpm bucket
 	// held and heldTokens count the tenant's turns between admission and
 	// release: queued or dispatched.
 	held       int
@@ -27,32 +26,6 @@ type tenantState struct {
 	queued [numBands]prometheus.Gauge
 	wait   [numBands]prometheus.Observer
 	tokens prometheus.Counter
-}
-
-// bucket is a token bucket that holds up to one minute of its rate.
-type bucket struct {
-	level float64
-	at    time.Time
-}
-
-// refill tops the bucket up for the time since the last refill. A new
-// bucket starts full.
-func (b *bucket) refill(now time.Time, perMinute float64) {
-	if b.at.IsZero() {
-		b.level, b.at = perMinute, now
-		return
-	}
-	if d := now.Sub(b.at); d > 0 {
-		b.level = min(perMinute, b.level+perMinute*d.Minutes())
-		b.at = now
-	}
-}
-
-// wait is how long until the bucket holds need, rounded up to the
-// millisecond.
-func (b *bucket) wait(need, perMinute float64) time.Duration {
-	ms := (need - b.level) / perMinute * float64(time.Minute/time.Millisecond)
-	return time.Duration(math.Ceil(ms-1e-6)) * time.Millisecond
 }
 
 // shedProbability is the ShedCurve at saturation s.
@@ -67,7 +40,9 @@ func shedProbability(c *ShedCurve, s float64) float64 {
 }
 
 // admitLocked decides whether w may join its pool's queue and, if so,
-// charges the tenant's quotas. In order: the tenant's quotas (all bands);
+// holds it against its tenant. In order: the tenant's concurrency quota
+// (all bands; its budgets a minute were charged before, by the budgets
+// package);
 // the shed curve for Background and for
 // Standard from a tenant over its fair share (never Interactive), and the
 // band's held cap while the pool has no room for the lower bands (by
@@ -83,22 +58,6 @@ func (c *Controller) admitLocked(w *waiter, m *Measurement, now time.Time, cfg *
 	q := &ts.cfg.Quota
 	if q.Concurrent > 0 && ts.held >= q.Concurrent {
 		return shed(ReasonQuotaConcurrency, cfg.RetryAfter)
-	}
-	if q.RequestsPerMinute > 0 {
-		per := float64(q.RequestsPerMinute)
-		ts.rpm.refill(now, per)
-		if ts.rpm.level < 1 {
-			return shed(ReasonQuotaRPM, ts.rpm.wait(1, per))
-		}
-	}
-	cost := float64(w.cost)
-	if q.TokensPerMinute > 0 {
-		per := float64(q.TokensPerMinute)
-		ts.tpm.refill(now, per)
-		// A turn dearer than a whole minute fits only a full bucket.
-		if need := min(cost, per); ts.tpm.level < need {
-			return shed(ReasonQuotaTPM, ts.tpm.wait(need, per))
-		}
 	}
 	// With no endpoint the saturation is a placeholder, not load: the
 	// curve would shed turns that an endpoint back in a moment can serve.
@@ -129,12 +88,6 @@ func (c *Controller) admitLocked(w *waiter, m *Measurement, now time.Time, cfg *
 		return shed(ReasonQueueFull, cfg.RetryAfter)
 	}
 
-	if q.RequestsPerMinute > 0 {
-		ts.rpm.level--
-	}
-	if q.TokensPerMinute > 0 {
-		ts.tpm.level -= cost
-	}
 	c.holdLocked(ts, w.cost)
 	return nil
 }
@@ -171,10 +124,8 @@ func (c *Controller) holdLocked(ts *tenantState, cost int64) {
 	c.mu.heldTokens += cost
 }
 
-// unholdLocked ends a hold. When the turn never ran (shed from the queue,
-// cancelled) its quota charges are refunded; otherwise the tokens-per-minute
-// charge is corrected by the actual tokens (negative: the estimate stands).
-func (c *Controller) unholdLocked(ts *tenantState, cost int64, ran bool, actual int) {
+// unholdLocked ends a hold.
+func (c *Controller) unholdLocked(ts *tenantState, cost int64) {
 	ts.held--
 	ts.heldTokens -= cost
 	c.mu.heldTokens -= cost
@@ -183,18 +134,6 @@ func (c *Controller) unholdLocked(ts *tenantState, cost int64, ran bool, actual 
 	}
 	if c.mu.heldTokens == 0 {
 		c.mu.activeWeight = 0 // drop float drift whenever the gateway empties
-	}
-	q := &ts.cfg.Quota
-	switch {
-	case !ran:
-		if q.RequestsPerMinute > 0 {
-			ts.rpm.level = min(ts.rpm.level+1, float64(q.RequestsPerMinute))
-		}
-		if q.TokensPerMinute > 0 {
-			ts.tpm.level = min(ts.tpm.level+float64(cost), float64(q.TokensPerMinute))
-		}
-	case actual >= 0 && q.TokensPerMinute > 0:
-		ts.tpm.level = min(ts.tpm.level-float64(int64(actual)-cost), float64(q.TokensPerMinute))
 	}
 }
 

@@ -33,7 +33,7 @@ func admitOnce(c *Controller, tenant string, band Band, m *Measurement) *ShedErr
 	w := &waiter{band: band, cost: 100, pool: c.poolLocked(newFakeCapacity("p", 1, 1, 0)), tenant: c.tenantLocked(tenant, c.tenants.Load())}
 	err := c.admitLocked(w, m.measured(), now, cfg)
 	if err == nil {
-		c.unholdLocked(w.tenant, w.cost, false, 0)
+		c.unholdLocked(w.tenant, w.cost)
 	}
 	return err
 }

@@ -34,7 +34,7 @@ func BenchmarkAdmit(b *testing.B) {
 				if err := c.admitLocked(w, &m, now, cfg); err != nil {
 					b.Fatal(err)
 				}
-				c.unholdLocked(w.tenant, w.cost, true, 1000)
+				c.unholdLocked(w.tenant, w.cost)
 				c.mu.Unlock()
 			}
 		})

@@ -460,18 +460,39 @@ func (t *Tenant) MayUse(model string) bool {
 }
 
 // Quota bounds one tenant's traffic across all pools. A turn past a limit
-// is shed with 429 and a Retry-After of when it would fit.
+// is shed with 429 and a Retry-After of when it would fit. Flow control
+// holds Concurrent; the budgets a minute are the budgets package's,
+// kept in the state store so that gateways sharing it share them.
 type Quota struct {
 	// RequestsPerMinute is a token bucket of this size refilled over a
 	// minute. Default 0 (unlimited), in requests.
 	RequestsPerMinute int `yaml:"requestsPerMinute" json:"requestsPerMinute"`
 	// TokensPerMinute is a token bucket of this size refilled over a minute,
-	// charged the estimated cost on admission and corrected by the actual
-	// tokens on release. Default 0 (unlimited), in tokens.
+	// charged the turn's cost (its prompt, counted exactly, plus the output
+	// it may generate) before admission and corrected by the tokens the
+	// engine counted when it ends. Default 0 (unlimited), in tokens.
 	TokensPerMinute int64 `yaml:"tokensPerMinute" json:"tokensPerMinute"`
 	// Concurrent caps the tenant's turns held by Acquire, queued or
 	// dispatched. Default 0 (unlimited), in requests.
 	Concurrent int `yaml:"concurrent" json:"concurrent"`
+	// Models are budgets of the tenant's turns on one served model each,
+	// by its name, besides the tenant-wide ones. Default none.
+	Models map[string]ModelQuota `yaml:"models" json:"models,omitempty"`
+}
+
+// ModelQuota is a tenant's budget on one model. Zero fields mean
+// unlimited.
+type ModelQuota struct {
+	// RequestsPerMinute and TokensPerMinute are as Quota's, for the turns
+	// on the model alone.
+	RequestsPerMinute int   `yaml:"requestsPerMinute" json:"requestsPerMinute"`
+	TokensPerMinute   int64 `yaml:"tokensPerMinute" json:"tokensPerMinute"`
+}
+
+// Budgeted reports whether q sets a budget of requests or tokens a
+// minute, tenant-wide or on a model.
+func (q *Quota) Budgeted() bool {
+	return q.RequestsPerMinute > 0 || q.TokensPerMinute > 0 || len(q.Models) > 0
 }
 
 // EnsureDefaults fills zero fields with the defaults.
@@ -521,6 +542,17 @@ func ValidateTenants(ts []Tenant) error {
 		}
 		if t.Quota.Concurrent < 0 {
 			bad("quota.concurrent", "%d is negative", t.Quota.Concurrent)
+		}
+		for m, mq := range t.Quota.Models {
+			if m == "" {
+				bad("quota.models", "a model's name is empty")
+			}
+			if mq.RequestsPerMinute < 0 {
+				bad("quota.models."+m+".requestsPerMinute", "%d is negative", mq.RequestsPerMinute)
+			}
+			if mq.TokensPerMinute < 0 {
+				bad("quota.models."+m+".tokensPerMinute", "%d is negative", mq.TokensPerMinute)
+			}
 		}
 		for i, m := range t.Models {
 			if m == "" {

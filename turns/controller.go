@@ -263,7 +263,7 @@ func (c *Controller) wait(ctx context.Context, w *waiter, cfg *FlowControl) (Tic
 	if w.state == stateQueued {
 		w.pool.remove(w, cfg.PriorityCredit)
 		w.tenant.queued[w.band.index()].Dec()
-		c.unholdLocked(w.tenant, w.cost, false, 0)
+		c.unholdLocked(w.tenant, w.cost)
 		c.metrics.cancelledBy[w.band.index()].Inc()
 		c.mu.Unlock()
 		c.putWaiter(w)
@@ -289,10 +289,10 @@ func (c *Controller) collect(w *waiter) (Ticket, error) {
 	return Ticket{w: w, gen: w.gen, band: w.band, waited: w.grantedAt.Sub(w.queuedAt), onLent: w.onLent}, nil
 }
 
-// Release ends the turn: it frees the turn's slot in its pool, corrects
-// the tenant's tokens-per-minute charge by actualTokens (input plus output
-// as the engine counted them; negative keeps the estimate), and dispatches
-// whatever the freed slot lets through. Calling it twice panics.
+// Release ends the turn: it frees the turn's slot in its pool, counts
+// actualTokens (input plus output as the engine counted them; negative:
+// the estimate) as the tenant's, and dispatches whatever the freed slot
+// lets through. Calling it twice panics.
 func (t Ticket) Release(actualTokens int) {
 	w := t.w
 	if w == nil {
@@ -319,7 +319,7 @@ func (t Ticket) Release(actualTokens int) {
 		pq.interactive--
 	}
 	pq.inFlight.Dec()
-	c.unholdLocked(w.tenant, w.cost, true, actualTokens)
+	c.unholdLocked(w.tenant, w.cost)
 	if actualTokens >= 0 {
 		w.tenant.tokens.Add(float64(actualTokens))
 	} else {
@@ -498,7 +498,7 @@ func (c *Controller) expireLocked(pq *poolQueue, m *Measurement, now time.Time, 
 func (c *Controller) dropLocked(w *waiter, err *ShedError, cfg *FlowControl) {
 	w.pool.remove(w, cfg.PriorityCredit)
 	w.tenant.queued[w.band.index()].Dec()
-	c.unholdLocked(w.tenant, w.cost, false, 0)
+	c.unholdLocked(w.tenant, w.cost)
 	c.metrics.shedOne(w.band, err.Reason)
 	w.err = err
 	w.state = stateDone

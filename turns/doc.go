@@ -6,8 +6,9 @@
 // A Turn carries its request's raw Hints (the x-turnpike-priority header,
 // service_tier, background); Controller.Acquire classifies them once
 // (Classify) into a Band (Interactive, Standard, Background) against the
-// tenant's default and maximum bands. Acquire then admits it or sheds it with a *ShedError (quota,
-// shed curve, queue caps), queues it, and dispatches it when the pool has a
+// tenant's default and maximum bands. Acquire then admits it or sheds it with a *ShedError (the
+// concurrency quota, the shed curve, queue caps; a tenant's budgets a minute
+// are the budgets package's, charged before Acquire), queues it, and dispatches it when the pool has a
 // free slot and room for the turn's band. Room is per band: Standard and
 // Background turns see each endpoint's capacity less what it keeps for
 // Interactive turns (InteractiveReservedPerEndpoint sequences,

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/turnpike-gateway/turnpike/apierror"
+	"github.com/turnpike-gateway/turnpike/budgets"
 	"github.com/turnpike-gateway/turnpike/prompt"
 	"github.com/turnpike-gateway/turnpike/responses"
 	"github.com/turnpike-gateway/turnpike/responses/wire"
@@ -144,7 +145,9 @@ func (h *API) observe(next echo.HandlerFunc) echo.HandlerFunc {
 // line with the first one and flushing every event, or, while held
 // (responses.Holder), every burst of them.
 type sse struct {
-	c       echo.Context
+	c echo.Context
+	// note holds the budgets' state, written in the headers.
+	note    *budgets.Note
 	started bool
 	buf     []byte
 	// held: events are written and not yet flushed; unflushed: some are.
@@ -168,6 +171,7 @@ func (w *sse) Event(typ string, data []byte) error {
 		resp.Header().Set(echo.HeaderContentType, "text/event-stream")
 		resp.Header().Set("Cache-Control", "no-cache")
 		resp.Header().Set("X-Accel-Buffering", "no")
+		w.note.Set(resp.Header())
 		resp.WriteHeader(http.StatusOK)
 	}
 	w.buf = append(w.buf[:0], "event: "...)
@@ -225,15 +229,19 @@ func (h *API) create(c echo.Context) error {
 		ctx, span = tr.StartTurn(tr.Extract(ctx, c.Request().Header), tracing.OpResponses, req.Model)
 		defer span.End()
 	}
+	// The turns the response runs note their tenant's budgets for the
+	// x-ratelimit-* headers.
+	ctx, note := budgets.WithNote(ctx)
 	if !req.Stream {
 		resp, err := h.opts.Service.Create(ctx, tenant, req, c.Request().Header, nil)
 		endResponseSpan(ctx, resp, err)
 		if err != nil {
 			return err
 		}
+		note.Set(c.Response().Header())
 		return c.JSON(http.StatusOK, resp)
 	}
-	w := &sse{c: c}
+	w := &sse{c: c, note: note}
 	resp, err := h.opts.Service.Create(ctx, tenant, req, c.Request().Header, w)
 	endResponseSpan(ctx, resp, err)
 	if err == nil && req.Background {
