@@ -104,8 +104,14 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			f.Usage += fmt.Sprintf(" (agentic, trace and chaos: default %s; isolation: %s)", d.value, f.DefValue)
 		}
 	}
+	restartOpts := registerRestartFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return errUsage
+	}
+	// gateway-restart runs the agentic sessions (bench/scenario/restart).
+	restartRun := cfg.Workload == workloadGatewayRestart
+	if restartRun {
+		cfg.Workload = bench.WorkloadAgentic
 	}
 	if err := benchFleetDefaults(fs, cfg.Workload); err != nil {
 		return err
@@ -170,6 +176,12 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *url == "" {
 		// The gateway runs in this process, as turnpike serve runs it.
 		stack.GoRuntime{}.Apply(os.Getenv, log)
+	}
+	if restartRun {
+		if *url != "" || *compare != "" {
+			return fmt.Errorf("bench: --workload gateway-restart restarts embedded gateways; drop --url and --compare")
+		}
+		return benchGatewayRestart(ctx, cfg, &sf, &gws, *restartOpts, stdout, *out, log)
 	}
 
 	if cfg.Workload == bench.WorkloadLending {

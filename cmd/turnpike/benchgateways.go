@@ -58,23 +58,9 @@ func gatewaysOf(entry string, def int) (rest string, n int, named bool, err erro
 // all on one Redis, behind a round-robin proxy: the Target bench runs
 // against.
 func startBenchGateways(ctx context.Context, n int, g *benchGateways, cfg *stack.Config, sf *simFlags, fl *sim.Topology, log *slog.Logger) (_ bench.Target, stop func() error, err error) {
-	cfg.State = state.Config{Backend: state.BackendRedis, URL: g.redisURL, KeyPrefix: "turnpike-bench-" + rand.Text() + ":"}
-	stopRedis := func() error { return nil }
-	if g.redisURL == "" {
-		dir, err := os.MkdirTemp("", "turnpike-bench-redis-")
-		if err != nil {
-			return bench.Target{}, nil, err
-		}
-		srv, err := redistest.Launch(dir)
-		if err != nil {
-			os.RemoveAll(dir)
-			if errors.Is(err, redistest.ErrNotInstalled) {
-				return bench.Target{}, nil, fmt.Errorf("bench: gateways share state in Redis: %s, or pass --redis-url", redistest.SkipMessage)
-			}
-			return bench.Target{}, nil, fmt.Errorf("bench: starting redis-server: %w", err)
-		}
-		stopRedis = func() error { srv.Stop(); return os.RemoveAll(dir) }
-		cfg.State.URL = srv.URL()
+	stopRedis, err := g.state(cfg)
+	if err != nil {
+		return bench.Target{}, nil, err
 	}
 	group, err := stack.NewGroup(n, cfg, stack.Options{Logger: log, Fleet: fl})
 	if err == nil {
@@ -87,6 +73,30 @@ func startBenchGateways(ctx context.Context, n int, g *benchGateways, cfg *stack
 	t := benchTarget(group.First(), sf, fl)
 	t.BaseURL = "http://" + group.Addr()
 	return t, func() error { return errors.Join(group.Close(context.Background()), stopRedis()) }, nil
+}
+
+// state points cfg's state at the Redis the gateways share, under a key
+// prefix of the run's own: --redis-url's, or a redis-server started for
+// the run, which stop stops.
+func (g *benchGateways) state(cfg *stack.Config) (stop func() error, err error) {
+	cfg.State = state.Config{Backend: state.BackendRedis, URL: g.redisURL, KeyPrefix: "turnpike-bench-" + rand.Text() + ":"}
+	if g.redisURL != "" {
+		return func() error { return nil }, nil
+	}
+	dir, err := os.MkdirTemp("", "turnpike-bench-redis-")
+	if err != nil {
+		return nil, err
+	}
+	srv, err := redistest.Launch(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		if errors.Is(err, redistest.ErrNotInstalled) {
+			return nil, fmt.Errorf("bench: gateways share state in Redis: %s, or pass --redis-url", redistest.SkipMessage)
+		}
+		return nil, fmt.Errorf("bench: starting redis-server: %w", err)
+	}
+	cfg.State.URL = srv.URL()
+	return func() error { srv.Stop(); return os.RemoveAll(dir) }, nil
 }
 
 // benchTarget is what bench runs against on a stack with an embedded
