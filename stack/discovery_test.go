@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/pools"
@@ -167,20 +165,7 @@ func TestFileDiscoveryUnderLoad(t *testing.T) {
 // OpenAI API.
 func startDiscoveryGateway(t *testing.T, pool pools.PoolConfig) (*Stack, openai.Client) {
 	t.Helper()
-	cfg := &Config{}
-	cfg.Pools = []pools.PoolConfig{pool}
-	cfg.EnsureDefaults()
-	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
-	cfg.Fleet.ScrapeInterval = 50 * time.Millisecond
-	st, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(context.Background()) })
-	return st, openai.NewClient(option.WithBaseURL("http://"+st.Addr()+"/v1"), option.WithAPIKey("k"), option.WithMaxRetries(0))
+	return startPoolGateway(t, pool, func(cfg *Config) { cfg.Fleet.ScrapeInterval = 50 * time.Millisecond }, Options{})
 }
 
 // endpointIDs is the set of the gateway's endpoints.

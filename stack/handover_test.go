@@ -32,19 +32,19 @@ func startRealTimeEngine(t *testing.T, model string) pools.PoolConfig {
 	return pools.PoolConfig{Name: "p", ServedModels: []string{model}, Endpoints: []pools.EndpointConfig{{URL: srv.URL}}}
 }
 
-// startRedisGateway starts a gateway on the Redis at url serving pool,
-// whose background responses' leases last lease.
-func startRedisGateway(t *testing.T, url string, pool pools.PoolConfig, lease time.Duration) (*Stack, openai.Client) {
+// startPoolGateway starts a gateway of the one pool, its config changed
+// by tune, and returns it and a client of its OpenAI API.
+func startPoolGateway(t *testing.T, pool pools.PoolConfig, tune func(*Config), opts Options) (*Stack, openai.Client) {
 	t.Helper()
 	cfg := &Config{}
 	cfg.Pools = []pools.PoolConfig{pool}
 	cfg.EnsureDefaults()
 	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
-	cfg.State = state.Config{Backend: state.BackendRedis, URL: url}
-	cfg.Server.ShutdownDelay = -1
-	cfg.Responses.JobLease = lease
-	cfg.Responses.JobPoll = 20 * time.Millisecond
-	st, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+	tune(cfg)
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	st, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +53,18 @@ func startRedisGateway(t *testing.T, url string, pool pools.PoolConfig, lease ti
 	}
 	t.Cleanup(func() { st.Close(context.Background()) })
 	return st, openai.NewClient(option.WithBaseURL("http://"+st.Addr()+"/v1"), option.WithAPIKey("k"), option.WithMaxRetries(0))
+}
+
+// startRedisGateway starts a gateway on the Redis at url serving pool,
+// whose background responses' leases last lease.
+func startRedisGateway(t *testing.T, url string, pool pools.PoolConfig, lease time.Duration) (*Stack, openai.Client) {
+	t.Helper()
+	return startPoolGateway(t, pool, func(cfg *Config) {
+		cfg.State = state.Config{Backend: state.BackendRedis, URL: url}
+		cfg.Server.ShutdownDelay = -1
+		cfg.Responses.JobLease = lease
+		cfg.Responses.JobPoll = 20 * time.Millisecond
+	}, Options{})
 }
 
 // TestShutdownHandsJobsOver (issue 35): a gateway stopped gracefully

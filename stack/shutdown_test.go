@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -17,29 +16,26 @@ import (
 	"github.com/turnpike-gateway/turnpike/pools"
 )
 
+// startHeldShutdown starts a gateway of model on a counting engine whose
+// shutdown delay is the test's to end: Shutdown sends the delay it waits
+// on delay, then waits until release closes.
+func startHeldShutdown(t *testing.T, model string) (st *Stack, delay chan time.Duration, release chan time.Time) {
+	t.Helper()
+	e := startCountingEngine(t, model)
+	delay, release = make(chan time.Duration, 1), make(chan time.Time)
+	after := func(d time.Duration) <-chan time.Time { delay <- d; return release }
+	pool := pools.PoolConfig{Name: "p", ServedModels: []string{model}, Endpoints: []pools.EndpointConfig{{URL: "http://" + e.host + ":" + e.port}}}
+	st, _ = startPoolGateway(t, pool, func(cfg *Config) { cfg.Server.ShutdownDelay = time.Hour }, Options{After: after})
+	return st, delay, release
+}
+
 // TestShutdownFailsReadyFirst (issue 34): at Shutdown (SIGTERM) /readyz
 // answers 503 at once while a new turn is still answered 200, for as long
 // as the shutdown delay lasts; then the gateway drains, and a stream in
 // flight since before the signal ends whole.
 func TestShutdownFailsReadyFirst(t *testing.T) {
 	const model = "m"
-	e := startCountingEngine(t, model)
-	cfg := &Config{}
-	cfg.Pools = []pools.PoolConfig{{Name: "p", ServedModels: []string{model}, Endpoints: []pools.EndpointConfig{{URL: "http://" + e.host + ":" + e.port}}}}
-	cfg.EnsureDefaults()
-	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
-	// The delay is the test's to end: its clock is a channel.
-	cfg.Server.ShutdownDelay = time.Hour
-	delay, release := make(chan time.Duration, 1), make(chan time.Time)
-	after := func(d time.Duration) <-chan time.Time { delay <- d; return release }
-	st, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), After: after})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(context.Background()) })
+	st, delay, release := startHeldShutdown(t, model)
 	base := "http://" + st.Addr()
 	ready := func() int {
 		resp, err := http.Get(base + "/readyz")
@@ -92,22 +88,7 @@ func TestShutdownFailsReadyFirst(t *testing.T) {
 // accepts new connections until the delay ends.
 func TestShutdownClosesKeepAlives(t *testing.T) {
 	const model = "m"
-	e := startCountingEngine(t, model)
-	cfg := &Config{}
-	cfg.Pools = []pools.PoolConfig{{Name: "p", ServedModels: []string{model}, Endpoints: []pools.EndpointConfig{{URL: "http://" + e.host + ":" + e.port}}}}
-	cfg.EnsureDefaults()
-	cfg.Addr, cfg.DataDir = "127.0.0.1:0", t.TempDir()
-	cfg.Server.ShutdownDelay = time.Hour
-	delay, release := make(chan time.Duration, 1), make(chan time.Time)
-	after := func(d time.Duration) <-chan time.Time { delay <- d; return release }
-	st, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), After: after})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(context.Background()) })
+	st, delay, release := startHeldShutdown(t, model)
 
 	conn, err := net.Dial("tcp", st.Addr())
 	if err != nil {
