@@ -22,7 +22,6 @@ import (
 //	record ep=I model=M prompt=R       the index learns the endpoint holds R of model M
 //	route model=M [prompt=R] [times=N] route, then ready the endpoint as dispatch does
 //	                                   (pools.Registry.EnsureAdapter: the adapter counts as loading there)
-//	advance by=D                       move the clock
 func TestLoRAPlacement(t *testing.T) {
 	datadriven.Walk(t, "testdata/lora", func(t *testing.T, path string) {
 		clock := t0
@@ -80,20 +79,6 @@ func TestLoRAPlacement(t *testing.T) {
 				d.ScanArgs(t, "model", &model)
 				d.ScanArgs(t, "prompt", &r)
 				index.Record(i, kv.HBM, seeded(model, parseBlocks(t, r)))
-				return ""
-			case "advance":
-				var by string
-				d.ScanArgs(t, "by", &by)
-				dur, err := time.ParseDuration(by)
-				if err != nil {
-					t.Fatal(err)
-				}
-				clock = clock.Add(dur)
-				for _, ep := range reg.Endpoints() {
-					l := ep.Load()
-					l.ScrapedAt = clock
-					ep.SetLoad(l)
-				}
 				return ""
 			case "route":
 				var model, r string
