@@ -146,6 +146,7 @@ type Dispatcher struct {
 	handOff HandOffConfig
 	last    *lastPrompts
 	warmUps *tokenBucket
+	handed  handedOff
 }
 
 // New builds a Dispatcher. It starts nothing.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/affinity"
@@ -150,6 +151,51 @@ func (l *lastPrompts) servedBy(endpointID string) []*lastPrompt {
 	return out
 }
 
+// maxHandedOff bounds the sessions handed over whose next turn is awaited
+// (handedOff): beyond it a hand-off's next turn goes unmeasured.
+const maxHandedOff = 100_000
+
+// handedOff are the sessions handed over whose next turn has not come,
+// each with whether its endpoint was warmed: that turn's TTFT is measured
+// apart. n lets the turns of a fleet with none skip the lock.
+type handedOff struct {
+	n  atomic.Int64
+	mu struct {
+		sync.Mutex
+		// protects the field below
+		m map[[2]string]bool
+	}
+}
+
+func (h *handedOff) mark(tenant, key string, warmed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mu.m == nil {
+		h.mu.m = map[[2]string]bool{}
+	}
+	k := [2]string{tenant, key}
+	if _, ok := h.mu.m[k]; !ok && len(h.mu.m) >= maxHandedOff {
+		return
+	}
+	h.mu.m[k] = warmed
+	h.n.Store(int64(len(h.mu.m)))
+}
+
+// take reports whether tenant's session key was handed over and not seen
+// since, and whether it was warmed; it is seen from now on.
+func (h *handedOff) take(tenant, key string) (handed, warmed bool) {
+	if h.n.Load() == 0 {
+		return false, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := [2]string{tenant, key}
+	warmed, handed = h.mu.m[k]
+	delete(h.mu.m, k)
+	h.n.Store(int64(len(h.mu.m)))
+	return handed, warmed
+}
+
 // tokenBucket is the warm-ups' budget: rate tokens a second, up to burst
 // saved. A take may overdraw it once it holds anything, so that a prompt
 // longer than the burst is not refused forever; the debt is repaid before
@@ -232,6 +278,7 @@ func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffR
 		// A failed write of the pin is counted by the store; routing goes on.
 		_ = d.sessions.Pin(ctx, p.tenant, p.key, to.ID, cached, sessions.PinHandOff, now)
 		d.revm.handOffs.WithLabelValues(to.Revision()).Inc()
+		d.handed.mark(p.tenant, p.key, false)
 		rep.HandedOff++
 		if d.warmUps != nil && p.body != nil {
 			warms = append(warms, warm{p, to, cached})
@@ -258,6 +305,9 @@ func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffR
 			defer func() { <-sem; wg.Done() }()
 			result := d.warmUp(ctx, w.p, w.to, w.cached)
 			d.revm.warmUps.WithLabelValues(w.to.Revision(), result).Inc()
+			if result == WarmUpSent || result == WarmUpCached {
+				d.handed.mark(w.p.tenant, w.p.key, true)
+			}
 			mu.Lock()
 			rep.WarmUps[result]++
 			mu.Unlock()
@@ -344,6 +394,14 @@ func warmUpBody(body []byte, ep *pools.Endpoint) ([]byte, error) {
 		set = append(set, jsonscan.Member{Key: "priority", Value: strconv.AppendInt(nil, int64(turns.Background.Priority()), 10)})
 	}
 	return jsonscan.Edit(body, set, "stream_options", "kv_transfer_params")
+}
+
+// handOffTurnEnded measures the answered turn t of a session handed over,
+// the first since.
+func (d *Dispatcher) handOffTurnEnded(t *Turn, o *affinity.Outcome) {
+	if handed, warmed := d.handed.take(t.spec.Tenant, t.sessionKey); handed && o.TTFT > 0 {
+		d.revm.nextTurn.WithLabelValues(strconv.FormatBool(warmed)).Observe(o.TTFT.Seconds())
+	}
 }
 
 // initHandOff sets up the revisions, their metrics, the last prompts and

@@ -149,6 +149,9 @@ func TestHandOff(t *testing.T) {
 			if !tc.warmed && cached != 0 {
 				t.Errorf("the next turn found %d tokens cached without a warm-up", cached)
 			}
+			if n := testutil.CollectAndCount(f.d.revm.nextTurn); n != 1 {
+				t.Errorf("%d series of the next turn's TTFT, want the one of warmed=%v", n, tc.warmed)
+			}
 		})
 	}
 }

@@ -42,7 +42,14 @@ type revisionMetrics struct {
 	handOffs     *prometheus.CounterVec
 	warmUps      *prometheus.CounterVec
 	crossed      prometheus.Counter
+	// nextTurn is the TTFT of a handed-over session's next turn, by
+	// whether its endpoint was warmed.
+	nextTurn *prometheus.HistogramVec
 }
+
+// ttftBuckets resolve a TTFT's median to within a tenth or so, from 10 ms
+// to 30 s.
+var ttftBuckets = prometheus.ExponentialBucketsRange(0.01, 30, 40)
 
 // Warm-up results, the label of turnpike_warmups_total.
 const (
@@ -67,7 +74,7 @@ func newRevisionMetrics() *revisionMetrics {
 		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "turnpike_revision_ttft_seconds",
 			Help:    "Time to first token of streamed turns, from the turn's start, by the revision of the endpoint that served them.",
-			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+			Buckets: ttftBuckets,
 		}, []string{"revision"}),
 		promptTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnpike_revision_prompt_tokens_total",
@@ -85,6 +92,11 @@ func newRevisionMetrics() *revisionMetrics {
 			Name: "turnpike_warmups_total",
 			Help: "Warm-ups of handed-over sessions (their last prompt prefilled on their new endpoint), by its revision and result: sent, failed, budget (the tokens-a-second budget was spent), busy (no slack there), cached (held already).",
 		}, []string{"revision", "result"}),
+		nextTurn: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "turnpike_handoff_next_turn_ttft_seconds",
+			Help:    "Time to first token of the first streamed turn of a session after its hand-over, by whether its new endpoint was warmed (warmed true) or not.",
+			Buckets: ttftBuckets,
+		}, []string{"warmed"}),
 		crossed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "turnpike_pd_cross_revision_legs_total",
 			Help: "Prefill legs run on a prefiller of another revision than their decoder's (only pairs routing.pd.compatibleRevisions allows).",
@@ -93,7 +105,7 @@ func newRevisionMetrics() *revisionMetrics {
 }
 
 func (m *revisionMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.turns, m.ttft, m.promptTokens, m.cachedTokens, m.handOffs, m.warmUps, m.crossed}
+	return []prometheus.Collector{m.turns, m.ttft, m.promptTokens, m.cachedTokens, m.handOffs, m.warmUps, m.crossed, m.nextTurn}
 }
 
 // turnEnded counts an answered turn of ep's revision.

@@ -386,6 +386,7 @@ func (t *Turn) End(err error) {
 			// What a hand-off of the session re-sends; kept before release
 			// gives the hashes back.
 			t.d.last.keep(t)
+			t.d.handOffTurnEnded(t, &o)
 		}
 	}
 	t.release(o, true)
