@@ -398,9 +398,11 @@ func (d *Dispatcher) begin(ctx context.Context, spec *Spec, key string) (_ *Turn
 	if capacity == nil {
 		return nil, d.modelNotFound(spec.Model)
 	}
-	if len(d.reg.Serving(spec.Model)) == 0 {
-		// No endpoint listed (discovery found none, or all left): a turn
-		// held in the queue would only wait out its band's TTL.
+	if len(d.reg.Serving(spec.Model)) == 0 && (d.flow == nil || !d.reg.Wake(spec.Model)) {
+		// No endpoint listed (discovery found none, or all left) and no
+		// wake hook to start one: a turn held in the queue would only
+		// wait out its band's TTL. With a hook (now called), it waits in
+		// flow control for the endpoint the hook starts.
 		return nil, fmt.Errorf("%w: none serves %s", ErrNoEndpoint, spec.Model)
 	}
 	if d.guard != nil && spec.Prompt != nil {

@@ -111,6 +111,10 @@ type PoolConfig struct {
 	// not report them (vllm:lora_requests_info's max_lora). 0 (default):
 	// the engine's word only.
 	MaxLoRA int `yaml:"maxLoRA,omitempty" json:"maxLoRA,omitempty"`
+	// Wake is the hook that starts the pool when a turn arrives while it
+	// has no endpoint (scaled to zero): the turn waits for one instead of
+	// failing. Optional.
+	Wake *WakeConfig `yaml:"wake,omitempty" json:"wake,omitempty"`
 }
 
 // Tokenizer kinds.
@@ -320,6 +324,9 @@ func ValidatePools(pcs []PoolConfig) error {
 		case "", RoleBoth, RolePrefill, RoleDecode:
 		default:
 			bad(where+".role", "%q is not both, prefill or decode", pc.Role)
+		}
+		if pc.Wake != nil {
+			errs = append(errs, pc.Wake.validate(where+".wake")...)
 		}
 		if pc.Lendable && pc.Role != "" && pc.Role != RoleBoth {
 			bad(where+".lendable", "a lendable pool takes whole requests: role %q must be both", pc.Role)

@@ -316,6 +316,8 @@ type discoveryMetrics struct {
 	changes    *prometheus.CounterVec
 	// adapterLoads counts the gateway's LoRA adapter loads.
 	adapterLoads *prometheus.CounterVec
+	// wakes counts the calls of pools' wake hooks.
+	wakes *prometheus.CounterVec
 }
 
 func newDiscoveryMetrics() *discoveryMetrics {
@@ -336,6 +338,10 @@ func newDiscoveryMetrics() *discoveryMetrics {
 			Name: "turnpike_lora_adapter_loads_total",
 			Help: "LoRA adapter loads the gateway asked an engine for (loraLoading on-demand), by pool and result (ok, error).",
 		}, []string{"pool", "result"}),
+		wakes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnpike_pool_wakes_total",
+			Help: "Calls of a pool's wake hook (a turn arrived while it had no endpoint), by pool and result (ok, error).",
+		}, []string{"pool", "result"}),
 	}
 }
 
@@ -344,6 +350,7 @@ func (m *discoveryMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.errors.Describe(ch)
 	m.changes.Describe(ch)
 	m.adapterLoads.Describe(ch)
+	m.wakes.Describe(ch)
 }
 
 func (m *discoveryMetrics) Collect(ch chan<- prometheus.Metric) {
@@ -351,6 +358,7 @@ func (m *discoveryMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.errors.Collect(ch)
 	m.changes.Collect(ch)
 	m.adapterLoads.Collect(ch)
+	m.wakes.Collect(ch)
 }
 
 // poolSink is the Sink of one pool's source.

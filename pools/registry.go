@@ -43,6 +43,8 @@ type Registry struct {
 	// order; static ones have reported at New.
 	sources []Source
 	metrics *discoveryMetrics
+	// wakers are the wake hooks of the pools that have one, by name.
+	wakers map[string]*waker
 
 	fleet atomic.Pointer[fleet]
 
@@ -166,6 +168,12 @@ func NewRegistry(pcs []PoolConfig, opts Options, log *slog.Logger) (*Registry, e
 		p.Accelerator, _ = accelerators.LookupAccelerator(pc.Accelerator)
 		p.eps.Store(&[]*Endpoint{})
 		r.Pools = append(r.Pools, p)
+		if pc.Wake != nil {
+			if r.wakers == nil {
+				r.wakers = map[string]*waker{}
+			}
+			r.wakers[pc.Name] = newWaker(&p.Config, r.metrics.wakes)
+		}
 	}
 	for _, p := range r.Pools {
 		src, err := r.newSource(p)

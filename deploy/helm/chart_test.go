@@ -77,6 +77,9 @@ type chartCase struct {
 	clusterWide    bool
 	replicas       int32
 	redis          bool
+	// wake: a pool's wake hook scales a Deployment, which gets a Role of
+	// its own (among roleNamespaces).
+	wake bool
 }
 
 var chartCases = []chartCase{
@@ -84,6 +87,7 @@ var chartCases = []chartCase{
 	{name: "selector-redis", values: "selector-redis.yaml", kinds: []string{pools.DiscoveryKubernetes}, roleNamespaces: []string{"models"}, replicas: 3, redis: true},
 	{name: "static", values: "static.yaml", kinds: []string{pools.DiscoveryStatic}, replicas: 1},
 	{name: "file", values: "file.yaml", kinds: []string{pools.DiscoveryFile}, replicas: 1},
+	{name: "wake", values: "wake.yaml", kinds: []string{pools.DiscoveryFile}, roleNamespaces: []string{"models"}, replicas: 1, wake: true},
 	{name: "cluster-wide", values: "cluster-wide.yaml", kinds: []string{pools.DiscoveryKubernetes, pools.DiscoveryKubernetes}, clusterWide: true, replicas: 1},
 }
 
@@ -217,9 +221,9 @@ func TestChartRendersConfigTheGatewayLoads(t *testing.T) {
 			if c.redis && !envFromSecret(ctr.Env, "TURNPIKE_REDIS_URL") {
 				t.Errorf("TURNPIKE_REDIS_URL is not read from a Secret: %+v", ctr.Env)
 			}
-			kube := slices.Contains(c.kinds, pools.DiscoveryKubernetes)
+			kube := slices.Contains(c.kinds, pools.DiscoveryKubernetes) || c.wake
 			if got := pod.AutomountServiceAccountToken != nil && *pod.AutomountServiceAccountToken; got != kube {
-				t.Errorf("automountServiceAccountToken %v, want %v (kubernetes discovery)", got, kube)
+				t.Errorf("automountServiceAccountToken %v, want %v (kubernetes discovery or a wake deployment)", got, kube)
 			}
 			checkRBAC(t, objs, &c)
 		})
@@ -268,6 +272,13 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, c *chartCase) {
 		t.Errorf("Roles in %v and cluster-wide %v, want %v and %v", namespaces, clusterWide, c.roleNamespaces, c.clusterWide)
 	}
 	for _, r := range rules {
+		if c.wake && slices.Equal(r.APIGroups, []string{"apps"}) {
+			// The wake hook's: the one Deployment's scale, get and update.
+			if !slices.Equal(r.Resources, []string{"deployments/scale"}) || !slices.Equal(r.ResourceNames, []string{"vllm-llama"}) || !slices.Equal(r.Verbs, []string{"get", "update"}) {
+				t.Errorf("the wake hook's rule grants %v of %v %v", r.Verbs, r.Resources, r.ResourceNames)
+			}
+			continue
+		}
 		if !slices.Equal(r.Verbs, []string{"get", "list", "watch"}) {
 			t.Errorf("verbs %v, want get, list, watch", r.Verbs)
 		}
