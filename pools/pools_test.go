@@ -100,6 +100,7 @@ func FuzzParseLoad(f *testing.F) {
 	f.Add(sglangExposition)
 	f.Add(legacyExposition)
 	f.Add("# TYPE x counter\nx 1e309\n")
+	f.Add("# TYPE vllm:lora_requests_info gauge\nvllm:lora_requests_info{max_lora=\"4\",running_lora_adapters=\"a,b\",waiting_lora_adapters=\"\"} 1.7e9\nvllm:lora_requests_info{max_lora=\"4\",running_lora_adapters=\"c\",waiting_lora_adapters=\"d\"} 1.8e9\n")
 	f.Add("# HELP vllm:prompt_tokens Prompt tokens.\n# TYPE vllm:prompt_tokens counter\nvllm:prompt_tokens_total{model_name=\"m\"} 7\nvllm:prompt_tokens_created 1\n")
 	f.Add("# TYPE vllm:e2e_request_latency_seconds histogram\nvllm:e2e_request_latency_seconds_bucket{le=\"1\"} 2\nvllm:num_requests_running 3\n")
 	f.Fuzz(func(t *testing.T, text string) {
@@ -560,7 +561,8 @@ func sameLoad(a, b Load) bool {
 	return a.Running == b.Running && a.Waiting == b.Waiting && eq(a.KVUsage, b.KVUsage) &&
 		a.BlockSize == b.BlockSize && a.NumGPUBlocks == b.NumGPUBlocks && a.MaxNumSeqs == b.MaxNumSeqs &&
 		a.MaxBatchedTokens == b.MaxBatchedTokens && eq(a.PrefixQueries, b.PrefixQueries) &&
-		eq(a.PrefixHits, b.PrefixHits) && eq(a.PromptTokens, b.PromptTokens) && eq(a.GenerationTokens, b.GenerationTokens)
+		eq(a.PrefixHits, b.PrefixHits) && eq(a.PromptTokens, b.PromptTokens) && eq(a.GenerationTokens, b.GenerationTokens) &&
+		a.LoRA == b.LoRA
 }
 
 // TestSetEndpoints: a static pool's list replaced while the registry runs
