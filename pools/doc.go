@@ -26,6 +26,13 @@
 // healthy again after one passing probe. A breaker that has been open for
 // Options.BreakerOpenFor goes half-open and lets one trial request through;
 // WantsTrial tells routing to send it one, so a recovered replica rejoins.
+// A pool may serve LoRA adapters of its model (PoolConfig.Adapters, and
+// those its engines list in /v1/models with a parent): each scrape of
+// such an engine reads its adapters, and an Endpoint tells routing which
+// it holds (HasAdapter) and how many slots are taken (AdapterSlots);
+// Registry.EnsureAdapter, called by dispatch before a send, loads an
+// adapter on demand (one load at a time per endpoint, requests for the
+// same adapter waiting on it) or notes it as routed there.
 // ValidatePools and Options.Validate report each problem of the config as
 // a FieldError, the shape turns and affinity report theirs in too.
 //
