@@ -326,11 +326,24 @@ func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, key, held []b
 			}
 		}
 	}()
+	// A handler that panics leaves the key free as it unwinds.
+	ended := false
+	defer func() {
+		if ended {
+			return
+		}
+		close(stop)
+		<-renewed
+		ctx, cancel := context.WithTimeout(bg, idempotencyWrite)
+		defer cancel()
+		recs.Swap(ctx, key, held, nil, 0)
+	}()
 	res := c.Response()
 	rec := &answerRecorder{ResponseWriter: res.Writer}
 	res.Writer = rec
 	err := next(c)
 	res.Writer = rec.ResponseWriter
+	ended = true
 	close(stop)
 	<-renewed
 
