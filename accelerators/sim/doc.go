@@ -38,6 +38,18 @@
 // Spawn). Its Fleets starts the pools' engines (Start) and stops them
 // (Close), its replicas numbered across the pools for Kill and Restart.
 //
+// With Config.MaxLoRAs the engine serves LoRA adapters of its model as
+// vLLM does (lora.go): that many slots, adapters loaded in size /
+// LoRALoadBandwidth of simulated time (one load at a time; requests for
+// an adapter being loaded wait on that load), the least recently used
+// adapter no request uses unloaded when a load needs a slot, vLLM's
+// /v1/load_lora_adapter and /v1/unload_lora_adapter, /v1/models entries
+// with a parent, vllm:lora_requests_info, and an adapter's KV blocks
+// chained from its own seed, their KV events naming it (lora_id,
+// lora_name). A request for an adapter not loaded is a 404 unless
+// Config.RuntimeLoRALoading loads it. The load is slept on the
+// request's path: it delays that request, not the engine's steps.
+//
 // With Flavor sglang, roles prefill and decode follow SGLang's protocol
 // instead (pd_sglang.go, Bootstrap): both legs carry bootstrap_host,
 // bootstrap_port and bootstrap_room; the decoder claims the room's KV at
