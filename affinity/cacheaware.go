@@ -39,6 +39,8 @@ type CacheAware struct {
 	decisions [numReasons]prometheus.Counter
 	predicted prometheus.Histogram
 	actual    prometheus.Histogram
+	cache     *cacheMetrics
+	accounts  cacheAccounts
 }
 
 // Name implements Policy.
@@ -74,6 +76,9 @@ func (p *CacheAware) Pick(ctx context.Context, req *Request, candidates []*pools
 	p.decisions[decide(c, ep, m)].Inc()
 	pred := p.model.Predict(ep, uncachedTokens(c, ep, &p.weights), now)
 	req.Routing = Routing{Endpoint: ep, CachedBlocks: m.Blocks, Prediction: pred, At: now}
+	if p.index != nil && len(req.Hashes) > 0 {
+		p.notePrediction(&req.Routing, c, candidates, m)
+	}
 	p.routed.Add(ep.Index, promptTokens(c))
 	req.Routing.Prediction.Mark = p.model.Routed(ep.Index, pred.Uncached, now)
 	if p.index != nil && len(req.Hashes) > 0 {
@@ -104,6 +109,21 @@ func (p *CacheAware) matchPrefix(c *Cycle, candidates []*pools.Endpoint, timing 
 	since(p.matchObs, timing, start)
 	c.Matches = c.matches
 	c.PromptBlocks = len(c.Request.Hashes)
+}
+
+// notePrediction notes in r what the index said of the prompt beside the
+// pick's match m, for Done's explanation of a miss; candidates are the
+// caller's, before filtering.
+func (p *CacheAware) notePrediction(r *Routing, c *Cycle, candidates []*pools.Endpoint, m kv.Match) {
+	for _, ep := range candidates {
+		if ep != r.Endpoint {
+			r.BestOtherBlocks = max(r.BestOtherBlocks, c.match(ep).Blocks)
+		}
+	}
+	r.LowerTierBlocks = m.Blocks - m.ByTier[kv.HBM]
+	r.Stale = m.Stale
+	r.EngineRemovals = p.index.EngineRemovals(r.Endpoint.Index)
+	r.BlockSize = p.blockSize
 }
 
 // decide names the reason of a pick, the most specific first.
@@ -187,6 +207,7 @@ func (p *CacheAware) Done(req *Request, ep *pools.Endpoint, o Outcome) {
 	if len(req.Hashes) > 0 && p.index != nil {
 		p.predicted.Observe(float64(r.CachedBlocks * p.blockSize))
 		p.actual.Observe(float64(o.CachedTokens))
+		p.explain(req, ep, o)
 	}
 	p.stats.Observe(ep.Index, o.PromptTokens-o.CachedTokens, o.TTFT)
 	work := r.Prediction.Queued + float64(max(o.PromptTokens-o.CachedTokens, 0))

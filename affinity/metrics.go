@@ -58,6 +58,7 @@ type metrics struct {
 	latency   *prometheus.HistogramVec
 	predicted prometheus.Histogram
 	actual    prometheus.Histogram
+	cache     *cacheMetrics
 }
 
 // cachedTokenBuckets span one block to a 256k-token context.
@@ -85,10 +86,10 @@ func newMetrics(r prometheus.Registerer, index *kv.Index) (*metrics, error) {
 			Buckets: cachedTokenBuckets,
 		}),
 	}
-	if r == nil {
-		return m, nil
-	}
 	var err error
+	if m.cache, err = newCacheMetrics(r); err != nil || r == nil {
+		return m, err
+	}
 	if m.decisions, err = register(r, m.decisions); err != nil {
 		return nil, err
 	}

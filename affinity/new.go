@@ -137,6 +137,7 @@ func newCacheAware(cfg *Config, deps Deps, m *metrics) *CacheAware {
 		decisions: m.reasonCounters(cfg.Policy),
 		predicted: m.predicted,
 		actual:    m.actual,
+		cache:     m.cache,
 	}
 	if opts.Latency != nil {
 		p.matchObs = m.latency.WithLabelValues(producerPrefixMatch)

@@ -57,6 +57,17 @@ type Routing struct {
 	// held when it was picked: the prediction Done checks against the
 	// engine's cached tokens.
 	CachedBlocks int
+	// BestOtherBlocks is the most blocks of Hashes any other candidate
+	// held; LowerTierBlocks how many of the CachedBlocks the endpoint held
+	// only below HBM; Stale that its entries were marked stale.
+	BestOtherBlocks, LowerTierBlocks int
+	Stale                            bool
+	// EngineRemovals is the endpoint's kv.Index.EngineRemovals at the
+	// pick, which Done reads again to tell whether the engine evicted
+	// anything since; BlockSize the index's tokens a block (0: no index
+	// was consulted).
+	EngineRemovals uint64
+	BlockSize      int
 	// Recorded reports that Pick recorded Hashes in the index on Endpoint
 	// ahead of the engine, which Done undoes if the request failed.
 	Recorded bool

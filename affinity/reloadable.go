@@ -60,4 +60,10 @@ func (r *Reloadable) Done(req *Request, ep *pools.Endpoint, o Outcome) {
 	p.Done(req, ep, o)
 }
 
+// CacheAccuracy is the policy in force's account of ep's predictions
+// (CacheAware.CacheAccuracy); false for a policy that keeps none.
+func (r *Reloadable) CacheAccuracy(ep *pools.Endpoint) (CacheAccuracy, bool) {
+	return CacheAccuracyOf(r.Current(), ep)
+}
+
 var _ Policy = (*Reloadable)(nil)

@@ -158,9 +158,12 @@ func (h *holder) fastest() Tier {
 func (h *holder) empty() bool { return h.node == [NumTiers]lru.Node{} }
 
 type endpointState struct {
-	stale     atomic.Bool
-	tiers     [NumTiers]tierList
-	evictions uint64 // under Index.mu (write)
+	stale atomic.Bool
+	// engineRemovals counts the engine's reports of blocks it dropped
+	// (BlockRemoved, AllBlocksCleared), for EngineRemovals.
+	engineRemovals atomic.Uint64
+	tiers          [NumTiers]tierList
+	evictions      uint64 // under Index.mu (write)
 	// open says a write may have left a block in HBM without its whole
 	// prefix in front of it (see closed); verifyAt is the HBM clock at
 	// which RecordChain checks again. Under Index.mu.
@@ -584,6 +587,28 @@ func (x *Index) Stale(endpoint int) bool {
 		return false
 	}
 	return x.mu.endpoints[endpoint].stale.Load()
+}
+
+// EngineRemovals is how many times endpoint's engine has reported, by KV
+// events, blocks it dropped or its whole cache cleared: a number that
+// only grows, which a caller reads twice to tell whether the engine
+// evicted anything in between. Zero for an endpoint never seen.
+func (x *Index) EngineRemovals(endpoint int) uint64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if endpoint < 0 || endpoint >= len(x.mu.endpoints) || x.mu.endpoints[endpoint] == nil {
+		return 0
+	}
+	return x.mu.endpoints[endpoint].engineRemovals.Load()
+}
+
+// noteEngineRemoval counts one report of endpoint's engine that it
+// dropped blocks (see EngineRemovals).
+func (x *Index) noteEngineRemoval(endpoint int) {
+	x.mu.Lock()
+	e := x.endpointLocked(endpoint)
+	x.mu.Unlock()
+	e.engineRemovals.Add(1)
 }
 
 // Len is the number of distinct blocks held by any endpoint, where a block

@@ -397,8 +397,10 @@ func (s *Subscriber) applyEvent(ev *Event, limit int) (skipped string) {
 			}
 		}
 		s.ix.Remove(ep, tier, s.gone)
+		s.ix.noteEngineRemoval(ep)
 	case AllBlocksCleared:
 		s.ix.Clear(ep)
+		s.ix.noteEngineRemoval(ep)
 		s.mapping.init()
 		// The engine's cache is empty and so is the index: they agree again.
 		if s.stale {
