@@ -124,3 +124,35 @@ func seeded(model string, hs []kv.BlockHash) []kv.BlockHash {
 	}
 	return out
 }
+
+// The filter costs a base-model request nothing: no allocation, no lock
+// per candidate; an adapter held by a replica none either.
+func TestLoRAAffinityAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under the race detector")
+	}
+	reg, err := pools.NewRegistry([]pools.PoolConfig{{Name: "p", ServedModels: []string{"m"}, MaxLoRA: 2,
+		Adapters: []pools.AdapterConfig{{Name: "a"}},
+		Endpoints: []pools.EndpointConfig{{URL: "http://10.0.0.1:8000"}, {URL: "http://10.0.0.2:8000"}}}}, pools.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := reg.Endpoints()
+	eps[1].SetLoad(pools.Load{ScrapedAt: t0, LoRA: pools.LoRALoad{Reported: true, MaxLoRA: 2, Running: "a"}})
+	f := LoRAAffinity{}
+	buf := make([]*pools.Endpoint, len(eps))
+	for _, model := range []string{"m", "a"} {
+		req := &Request{Model: model}
+		c := newCycle(req, eps, t0)
+		if n := testing.AllocsPerRun(100, func() {
+			copy(buf, eps)
+			f.Filter(c, buf)
+		}); n != 0 {
+			t.Errorf("%s: %v allocations a request", model, n)
+		}
+		if got := f.Filter(c, append(buf[:0], eps...)); model == "a" && (len(got) != 1 || got[0] != eps[1]) {
+			t.Errorf("adapter a: kept %v, want the replica running it", got)
+		}
+		c.release()
+	}
+}
