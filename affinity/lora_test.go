@@ -132,7 +132,7 @@ func TestLoRAAffinityAllocs(t *testing.T) {
 		t.Skip("allocation counts differ under the race detector")
 	}
 	reg, err := pools.NewRegistry([]pools.PoolConfig{{Name: "p", ServedModels: []string{"m"}, MaxLoRA: 2,
-		Adapters: []pools.AdapterConfig{{Name: "a"}},
+		Adapters:  []pools.AdapterConfig{{Name: "a"}},
 		Endpoints: []pools.EndpointConfig{{URL: "http://10.0.0.1:8000"}, {URL: "http://10.0.0.2:8000"}}}}, pools.Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
