@@ -80,6 +80,10 @@ type Config struct {
 type FlowControl struct {
 	// Bands configures each band's queues.
 	Bands BandsConfig `yaml:"bands" json:"bands"`
+	// TargetUtilization is the share of each replica's slots that
+	// turnpike_pool_desired_replicas aims to keep busy, in (0, 1].
+	// Default 0.8.
+	TargetUtilization float64 `yaml:"targetUtilization" json:"targetUtilization"`
 	// Saturation says when an endpoint counts as saturated.
 	Saturation SaturationConfig `yaml:"saturation" json:"saturation"`
 	// Shed is the curve of the probability of shedding sheddable traffic
@@ -248,6 +252,9 @@ type ShedCurve struct {
 
 // EnsureDefaults fills zero fields with the defaults.
 func (fc *FlowControl) EnsureDefaults() {
+	if fc.TargetUtilization == 0 {
+		fc.TargetUtilization = DefaultTargetUtilization
+	}
 	fc.Bands.Interactive.ensureDefaults(DefaultInteractiveTTL, DefaultInteractiveMaxQueued, DefaultInteractiveMaxQueuedTokens, 0)
 	fc.Bands.Standard.ensureDefaults(DefaultStandardTTL, DefaultStandardMaxQueued, DefaultStandardMaxQueuedTokens, DefaultStandardMinShare)
 	fc.Bands.Background.ensureDefaults(DefaultBackgroundTTL, DefaultBackgroundMaxQueued, DefaultBackgroundMaxQueuedTokens, DefaultBackgroundMinShare)
@@ -422,6 +429,9 @@ func (fc *FlowControl) Validate() error {
 	}
 	if fc.TickInterval <= 0 {
 		bad("tickInterval", "%v is not positive", fc.TickInterval)
+	}
+	if !(fc.TargetUtilization > 0 && fc.TargetUtilization <= 1) {
+		bad("targetUtilization", "%g is not in (0, 1]", fc.TargetUtilization)
 	}
 	if fc.RetryAfter < 0 {
 		bad("retryAfter", "%v is negative", fc.RetryAfter)

@@ -104,6 +104,11 @@ func New(cfg Config, opts ...Option) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.reg != nil {
+		if err := c.reg.Register(newDemandCollector(c)); err != nil {
+			return nil, err
+		}
+	}
 	c.cfg.Store(&fc)
 	c.tenants.Store(set)
 	c.epoch = c.now()
@@ -318,6 +323,8 @@ func (t Ticket) Release(actualTokens int) {
 	if w.band == Interactive {
 		pq.interactive--
 	}
+	pq.dispatchedTokens -= w.cost
+	pq.noteHold(now.Sub(w.grantedAt))
 	pq.inFlight.Dec()
 	c.unholdLocked(w.tenant, w.cost)
 	if actualTokens >= 0 {
@@ -399,6 +406,7 @@ func (c *Controller) dispatchLocked(pq *poolQueue, m *Measurement, now time.Time
 			granted = true
 			pq.dispatched++
 		}
+		pq.dispatchedTokens += w.cost
 		w.tenant.queued[w.band.index()].Dec()
 		if w.band == Interactive {
 			pq.interactive++

@@ -117,13 +117,18 @@ type poolQueue struct {
 	lentDispatched int
 	// interactive is how many of the tickets outstanding are Interactive:
 	// those may use the reserve while the pool is held.
-	interactive     int
-	dispatchSeq     uint64
-	flowOrder       uint64
-	free            []*sessionFlow
-	saturation      prometheus.Gauge
-	lowerSaturation prometheus.Gauge
-	inFlight        prometheus.Gauge
+	interactive int
+	// dispatchedTokens is the cost of the tickets outstanding; hold is
+	// how long a ticket is held, dispatch to release, smoothed (seconds;
+	// 0 before the first release): the autoscaling signals' inputs.
+	dispatchedTokens int64
+	hold             float64
+	dispatchSeq      uint64
+	flowOrder        uint64
+	free             []*sessionFlow
+	saturation       prometheus.Gauge
+	lowerSaturation  prometheus.Gauge
+	inFlight         prometheus.Gauge
 }
 
 func newPoolQueue(name string) *poolQueue {
