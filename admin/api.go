@@ -362,6 +362,25 @@ type Endpoint struct {
 	PeerInFlight       int64        `json:"peerInFlight"`
 	PeerInFlightTokens int64        `json:"peerInFlightTokens"`
 	Load               EndpointLoad `json:"load"`
+	// Cache is how well routing predicted the endpoint's cached tokens;
+	// nil when no turn of it was looked up in the KV-cache index.
+	Cache *EndpointCache `json:"cache,omitempty"`
+}
+
+// EndpointCache is an endpoint's account of the prompt tokens routing
+// predicted cached there against those its engine reported cached
+// (docs/cache.md), since the routing policy was built (start or reload).
+type EndpointCache struct {
+	// Turns are the turns answered with usage whose prompt was looked up.
+	Turns int64 `json:"turns"`
+	// PredictedTokens and DeliveredTokens sum, over Turns, the tokens
+	// predicted cached and the engine's cached_tokens.
+	PredictedTokens int64 `json:"predictedTokens"`
+	DeliveredTokens int64 `json:"deliveredTokens"`
+	// Misses counts, by cause (evicted, never_there, another_tier,
+	// another_adapter, unknown), the turns whose engine cached fewer tokens
+	// than predicted by more than one block.
+	Misses map[string]int64 `json:"misses,omitempty"`
 }
 
 // EndpointLoad is what the engine last reported of itself.
@@ -396,7 +415,18 @@ func (s *Service) endpointView(ep *pools.Endpoint) Endpoint {
 			ScrapedAt: l.ScrapedAt,
 			Stale:     ep.Stale(s.now()),
 		},
+		Cache: s.endpointCache(ep),
 	}
+}
+
+func (s *Service) endpointCache(ep *pools.Endpoint) *EndpointCache {
+	if s.deps.CacheAccuracy == nil {
+		return nil
+	}
+	if c, ok := s.deps.CacheAccuracy(ep); ok {
+		return &c
+	}
+	return nil
 }
 
 func (s *Service) listPools(c echo.Context) error {

@@ -100,6 +100,10 @@ type Deps struct {
 	// Revisions is the models' revision policies (canary weights), which
 	// the revisions routes read and change. Nil: they answer 501.
 	Revisions Revisions
+	// CacheAccuracy reads an endpoint's account of the cached tokens
+	// routing predicted for its turns against those its engine reported.
+	// Nil: endpoints show none.
+	CacheAccuracy func(*pools.Endpoint) (EndpointCache, bool)
 	// Metrics registers the lending metrics of lendable pools; nil
 	// registers none.
 	Metrics prometheus.Registerer

@@ -102,6 +102,12 @@ func (s *Server) proxyCompletion(c echo.Context, path string, kind prompt.BodyKi
 	if l := t.RateLimits(); l != nil {
 		l.Set(c.Response().Header())
 	}
+	// A client that asks sees what routing predicted cached (docs/cache.md).
+	if c.Request().Header.Get(dispatch.CacheHeader) != "" {
+		if p, ok := t.CachePrediction(); ok {
+			c.Response().Header().Set(dispatch.CacheHeader, p.String())
+		}
+	}
 	if req.Stream {
 		err := s.relayStream(c, t, strip)
 		t.End(err)

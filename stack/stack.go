@@ -388,6 +388,10 @@ func (s *Stack) startAPIs(ctx context.Context, p *parts) error {
 		Config:    cfg.Admin,
 		Logger:    log,
 		Metrics:   p.metrics,
+		CacheAccuracy: func(ep *pools.Endpoint) (admin.EndpointCache, bool) {
+			a, ok := p.d.CacheAccuracy(ep)
+			return admin.EndpointCache(a), ok
+		},
 	}
 	if cfg.State.Backend == state.BackendRedis {
 		// Other gateways on the same Redis change tenants, keys and flow
