@@ -181,6 +181,17 @@ func (h *handedOff) mark(tenant, key string, warmed bool) {
 	h.n.Store(int64(len(h.mu.m)))
 }
 
+// warmed notes that tenant's session key, handed over, was warmed,
+// unless its next turn has come already.
+func (h *handedOff) warmed(tenant, key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := [2]string{tenant, key}
+	if _, ok := h.mu.m[k]; ok {
+		h.mu.m[k] = true
+	}
+}
+
 // take reports whether tenant's session key was handed over and not seen
 // since, and whether it was warmed; it is seen from now on.
 func (h *handedOff) take(tenant, key string) (handed, warmed bool) {
@@ -306,7 +317,7 @@ func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffR
 			result := d.warmUp(ctx, w.p, w.to, w.cached)
 			d.revm.warmUps.WithLabelValues(w.to.Revision(), result).Inc()
 			if result == WarmUpSent || result == WarmUpCached {
-				d.handed.mark(w.p.tenant, w.p.key, true)
+				d.handed.warmed(w.p.tenant, w.p.key)
 			}
 			mu.Lock()
 			rep.WarmUps[result]++

@@ -40,7 +40,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	interfereURLs := fs.String("interfere-urls", "", "with --url and --interfere-rate: comma-separated engine base URLs the interfering client sends to")
 	out := fs.String("out", "bench-results", "directory for results.json, report.html and report.md")
 	logLevel := fs.String("log-level", "warn", "embedded gateway log level")
-	fs.StringVar(&cfg.Workload, "workload", bench.DefaultWorkload, "agentic, trace, isolation, chaos (agentic sessions on chat and responses while embedded replicas are killed and restarted), long-prompt, overload (all three bands past the fleet's capacity), lending (a simulated trainer on a lendable pool, with and without lending its idle time) or lora (sessions spread over LoRA adapters by Zipf popularity on a fleet with fewer adapter slots than adapters)")
+	fs.StringVar(&cfg.Workload, "workload", bench.DefaultWorkload, "agentic, trace, isolation, chaos (agentic sessions on chat and responses while embedded replicas are killed and restarted), long-prompt, overload (all three bands past the fleet's capacity), lending (a simulated trainer on a lendable pool, with and without lending its idle time), lora (sessions spread over LoRA adapters by Zipf popularity on a fleet with fewer adapter slots than adapters) or rollout (agentic sessions while every replica is replaced, one at a time, by one of a new revision; --compare warm-up,no-warm-up runs it with and without the warm-up of handed-over sessions)")
 	fs.StringVar(&cfg.API, "api", bench.DefaultAPI, "agentic: responses (previous_response_id chains) or chat (full history)")
 	fs.StringVar(&cfg.Model, "model", "", "model name to request (embedded: the fleet's served model)")
 	fs.Int64Var(&cfg.Seed, "seed", bench.DefaultSeed, "workload seed")
@@ -113,6 +113,11 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if restartRun {
 		cfg.Workload = bench.WorkloadAgentic
 	}
+	// rollout runs the agentic sessions too (bench/scenario/rollout).
+	rolloutRun := cfg.Workload == workloadRollout
+	if rolloutRun {
+		cfg.Workload = bench.WorkloadAgentic
+	}
 	if err := benchFleetDefaults(fs, cfg.Workload); err != nil {
 		return err
 	}
@@ -182,6 +187,16 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("bench: --workload gateway-restart restarts embedded gateways; drop --url and --compare")
 		}
 		return benchGatewayRestart(ctx, cfg, &sf, &gws, *restartOpts, stdout, *out, log)
+	}
+	if rolloutRun {
+		if *url != "" {
+			return fmt.Errorf("bench: --workload rollout replaces the embedded fleet's replicas; drop --url")
+		}
+		modes := []string{rolloutWarmUp}
+		if *compare != "" {
+			modes = strings.Split(*compare, ",")
+		}
+		return benchRollout(ctx, cfg, &sf, modes, stdout, *out, log)
 	}
 
 	if cfg.Workload == bench.WorkloadLending {

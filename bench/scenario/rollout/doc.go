@@ -1,0 +1,29 @@
+// Package rollout is the rolling-update scenario: the agentic sessions
+// while every replica of the fleet is replaced, one at a time, by one of a
+// new revision, and what that cost the sessions.
+//
+// # Overview
+//
+// Run drives the agentic sessions through a driver.Runner. Once a share
+// of their turns has been answered (Options.StartAt), a second goroutine
+// replaces the replicas in order through a Fleet: a replica of the new
+// revision joins and takes traffic, then the old one leaves the gateway's
+// fleet and drains, which hands its sessions over (and warms their new
+// endpoints, when the gateway does). The Report splits the turns into
+// before, during and after the rollout (failures, TTFT, cached share),
+// and reads from the gateway's /metrics the hand-offs, warm-ups, prefill
+// legs that crossed revisions, the steady-state TTFT before the rollout
+// and the TTFT of each handed-over session's next turn.
+//
+// # How data enters and leaves
+//
+// A workload.Config, a driver.Target and a Fleet enter Run; the run's
+// driver.Result and the Report leave it. The scenario imports nothing of
+// the gateway's: the Fleet is the caller's (cmd/turnpike replaces the
+// embedded fleet's engines).
+//
+// # Concurrency model
+//
+// Run blocks until the sessions end. The replacements run one after the
+// other in one goroutine beside them, joined before Run returns.
+package rollout

@@ -1,0 +1,361 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"sort"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/turnpike-gateway/turnpike/bench/driver"
+	"github.com/turnpike-gateway/turnpike/bench/workload"
+)
+
+// Fleet replaces the replicas of the gateway's fleet.
+type Fleet interface {
+	// Replicas is how many replicas the rollout replaces, numbered from 0.
+	Replicas() int
+	// Replace replaces replica i by one of revision rev: the new one
+	// joins the gateway's fleet and takes traffic, then the old one
+	// leaves and drains. It returns once both have happened.
+	Replace(ctx context.Context, i int, rev string) error
+}
+
+// Defaults of Options.
+const (
+	DefaultRevision = "v2"
+	DefaultStartAt  = 0.25
+	DefaultEvery    = 0.1
+)
+
+// Options tune a rollout.
+type Options struct {
+	// Revision is the new replicas' revision. Default "v2".
+	Revision string `json:"revision"`
+	// StartAt is the share of the run's turns answered before the first
+	// replacement; Every the share answered between two. Defaults 0.25
+	// and 0.1: four replicas are replaced by two thirds of the run.
+	StartAt float64 `json:"start_at"`
+	Every   float64 `json:"every"`
+}
+
+func (o *Options) ensureDefaults() {
+	if o.Revision == "" {
+		o.Revision = DefaultRevision
+	}
+	if o.StartAt == 0 {
+		o.StartAt = DefaultStartAt
+	}
+	if o.Every == 0 {
+		o.Every = DefaultEvery
+	}
+}
+
+// Replacement is one replica's replacement, from the run's start.
+type Replacement struct {
+	Replica   int     `json:"replica"`
+	StartedAt float64 `json:"started_at_seconds"`
+	DoneAt    float64 `json:"done_at_seconds"`
+	Error     string  `json:"error,omitempty"`
+}
+
+// Phase is the turns sent before, during or after the rollout.
+type Phase struct {
+	Name   string `json:"name"`
+	Turns  int    `json:"turns"`
+	Failed int    `json:"failed"`
+	// TTFT percentiles of the answered turns, client-side, in ms.
+	TTFTP50 float64 `json:"ttft_p50_ms"`
+	TTFTP95 float64 `json:"ttft_p95_ms"`
+	// CachedShare is the engines' cached prompt tokens over prompt tokens.
+	CachedShare float64 `json:"cached_share"`
+}
+
+// Report is what a rollout did to the sessions and what the gateway did.
+type Report struct {
+	Options      Options       `json:"options"`
+	Replacements []Replacement `json:"replacements"`
+	Phases       []Phase       `json:"phases"`
+	// Failed counts every failed turn.
+	Failed int `json:"failed"`
+	// HandOffs and WarmUps are the gateway's counters over the run, the
+	// warm-ups by result; CrossRevisionLegs its prefill legs on another
+	// revision than their decoder's.
+	HandOffs          float64            `json:"handoffs"`
+	WarmUps           map[string]float64 `json:"warmups"`
+	CrossRevisionLegs float64            `json:"cross_revision_pd_legs"`
+	// SteadyTTFTP50 is the gateway's TTFT median before the rollout;
+	// HandOffTTFTP50 that of the handed-over sessions' next turns
+	// (HandOffTurns of them), both in ms, read from its histograms; Ratio
+	// the second over the first.
+	SteadyTTFTP50  float64  `json:"steady_ttft_p50_ms"`
+	HandOffTTFTP50 float64  `json:"handoff_ttft_p50_ms"`
+	HandOffTurns   int      `json:"handoff_turns"`
+	Ratio          float64  `json:"handoff_ttft_ratio"`
+	GatewayErrors  []string `json:"gateway_errors,omitempty"`
+}
+
+// Gateway metric names the report reads.
+const (
+	metricTTFT     = "turnpike_revision_ttft_seconds"
+	metricNextTurn = "turnpike_handoff_next_turn_ttft_seconds"
+	metricHandOffs = "turnpike_session_handoffs_total"
+	metricWarmUps  = "turnpike_warmups_total"
+	metricCrossed  = "turnpike_pd_cross_revision_legs_total"
+)
+
+// Run runs the agentic sessions while fleet's replicas are replaced one at
+// a time by replicas of opts.Revision.
+func Run(ctx context.Context, cfg workload.Config, target driver.Target, fleet Fleet, opts Options, label string) (*driver.Result, *Report, error) {
+	opts.ensureDefaults()
+	if fleet == nil || fleet.Replicas() == 0 {
+		return nil, nil, fmt.Errorf("bench: rollout needs a fleet to replace")
+	}
+	gw := target.GatewayMetrics()
+	rep := &Report{Options: opts, WarmUps: map[string]float64{}}
+	scrapeGW := func() map[string]*dto.MetricFamily {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		fams, err := families(sctx, gw)
+		if err != nil {
+			rep.GatewayErrors = append(rep.GatewayErrors, err.Error())
+		}
+		return fams
+	}
+	first := scrapeGW()
+	var atFirst map[string]*dto.MetricFamily
+	sessions := workload.PlanAgentic(cfg)
+	total := len(sessions) * cfg.Agentic.TurnsPerSession
+	var replacements []Replacement
+	res, samples := driver.Measure(ctx, cfg, target, label, total, func(ctx context.Context, dr *driver.Runner) {
+		done := make(chan struct{})
+		rctx, stop := context.WithCancel(ctx)
+		go func() {
+			defer close(done)
+			at := func() float64 { return time.Since(dr.Started()).Seconds() }
+			for i := range fleet.Replicas() {
+				share := opts.StartAt + float64(i)*opts.Every
+				if !waitRecorded(rctx, dr, int(share*float64(total))) {
+					return
+				}
+				if i == 0 {
+					atFirst = scrapeGW()
+				}
+				r := Replacement{Replica: i, StartedAt: at()}
+				if err := fleet.Replace(rctx, i, opts.Revision); err != nil {
+					r.Error = err.Error()
+				}
+				r.DoneAt = at()
+				replacements = append(replacements, r)
+			}
+		}()
+		dr.Sessions(ctx, sessions)
+		stop()
+		<-done
+	})
+	last := scrapeGW()
+	rep.Replacements = replacements
+	rep.phases(samples)
+	rep.gateway(first, atFirst, last)
+	return res, rep, nil
+}
+
+// waitRecorded waits until dr has recorded n turns, or ctx is done.
+func waitRecorded(ctx context.Context, dr *driver.Runner, n int) bool {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for dr.Recorded() < n {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}
+
+// phases splits the samples by when they were sent: before the first
+// replacement started, until the last ended, after.
+func (rep *Report) phases(samples []*driver.Sample) {
+	begin, end := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+	if n := len(rep.Replacements); n > 0 {
+		begin = time.Duration(rep.Replacements[0].StartedAt * float64(time.Second))
+		end = time.Duration(rep.Replacements[n-1].DoneAt * float64(time.Second))
+	}
+	groups := map[string][]*driver.Sample{}
+	for _, s := range samples {
+		switch {
+		case s.Start < begin:
+			groups["before"] = append(groups["before"], s)
+		case s.Start < end:
+			groups["during"] = append(groups["during"], s)
+		default:
+			groups["after"] = append(groups["after"], s)
+		}
+	}
+	for _, name := range []string{"before", "during", "after"} {
+		p := Phase{Name: name}
+		var ttfts []float64
+		var prompt, cached int
+		for _, s := range groups[name] {
+			p.Turns++
+			if s.Error != "" {
+				p.Failed++
+				continue
+			}
+			if s.TTFT > 0 {
+				ttfts = append(ttfts, float64(s.TTFT)/float64(time.Millisecond))
+			}
+			prompt += s.InputTokens
+			cached += s.CachedTokens
+		}
+		sort.Float64s(ttfts)
+		p.TTFTP50, p.TTFTP95 = driver.Percentile(ttfts, 50), driver.Percentile(ttfts, 95)
+		if prompt > 0 {
+			p.CachedShare = float64(cached) / float64(prompt)
+		}
+		rep.Failed += p.Failed
+		rep.Phases = append(rep.Phases, p)
+	}
+}
+
+// gateway reads the gateway's counters over the run and its TTFT
+// histograms: the steady state from first to atFirst, the hand-offs'
+// next turns over the run.
+func (rep *Report) gateway(first, atFirst, last map[string]*dto.MetricFamily) {
+	rep.HandOffs = sum(last, metricHandOffs, nil) - sum(first, metricHandOffs, nil)
+	for _, r := range []string{"sent", "failed", "budget", "busy", "cached"} {
+		match := map[string]string{"result": r}
+		if v := sum(last, metricWarmUps, match) - sum(first, metricWarmUps, match); v > 0 {
+			rep.WarmUps[r] = v
+		}
+	}
+	rep.CrossRevisionLegs = sum(last, metricCrossed, nil) - sum(first, metricCrossed, nil)
+	if atFirst != nil {
+		rep.SteadyTTFTP50, _ = median(histogram(atFirst, metricTTFT), histogram(first, metricTTFT))
+	}
+	var n int
+	rep.HandOffTTFTP50, n = median(histogram(last, metricNextTurn), histogram(first, metricNextTurn))
+	rep.HandOffTurns = n
+	if rep.SteadyTTFTP50 > 0 {
+		rep.Ratio = rep.HandOffTTFTP50 / rep.SteadyTTFTP50
+	}
+}
+
+// families reads the Prometheus text at url.
+func families(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("bench: scraping %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("bench: parsing %s: %w", url, err)
+	}
+	return fams, nil
+}
+
+// sum adds up the counter name's series whose labels match.
+func sum(fams map[string]*dto.MetricFamily, name string, match map[string]string) float64 {
+	total := 0.0
+	for _, m := range fams[name].GetMetric() {
+		if matches(m, match) {
+			total += m.GetCounter().GetValue()
+		}
+	}
+	return total
+}
+
+func matches(m *dto.Metric, match map[string]string) bool {
+	for k, v := range match {
+		ok := false
+		for _, l := range m.GetLabel() {
+			ok = ok || l.GetName() == k && l.GetValue() == v
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// bucket is a histogram's cumulative count at an upper bound.
+type bucket struct {
+	le    float64
+	count float64
+}
+
+// histogram merges the series of histogram name into one.
+func histogram(fams map[string]*dto.MetricFamily, name string) []bucket {
+	byLE := map[float64]float64{}
+	for _, m := range fams[name].GetMetric() {
+		for _, b := range m.GetHistogram().GetBucket() {
+			if !math.IsInf(b.GetUpperBound(), 1) {
+				byLE[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+			}
+		}
+		// The count is the +Inf bucket's, which the text leaves implicit.
+		byLE[math.Inf(1)] += float64(m.GetHistogram().GetSampleCount())
+	}
+	var out []bucket
+	for le, c := range byLE {
+		out = append(out, bucket{le, c})
+	}
+	slices.SortFunc(out, func(a, b bucket) int {
+		switch {
+		case a.le < b.le:
+			return -1
+		case a.le > b.le:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// median is the median, in ms, of the observations in hist less those
+// in base (an earlier read of the same histogram), interpolated within
+// its bucket, and how many observations there were.
+func median(hist, base []bucket) (float64, int) {
+	prior := map[float64]float64{}
+	for _, b := range base {
+		prior[b.le] = b.count
+	}
+	var bs []bucket
+	for _, b := range hist {
+		bs = append(bs, bucket{b.le, b.count - prior[b.le]})
+	}
+	if len(bs) == 0 || bs[len(bs)-1].count <= 0 {
+		return 0, 0
+	}
+	n := bs[len(bs)-1].count
+	half := n / 2
+	lo, loCount := 0.0, 0.0
+	for _, b := range bs {
+		if b.count >= half {
+			if math.IsInf(b.le, 1) {
+				return lo * 1000, int(n)
+			}
+			f := 0.0
+			if b.count > loCount {
+				f = (half - loCount) / (b.count - loCount)
+			}
+			return (lo + f*(b.le-lo)) * 1000, int(n)
+		}
+		lo, loCount = b.le, b.count
+	}
+	return lo * 1000, int(n)
+}
