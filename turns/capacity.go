@@ -349,7 +349,16 @@ func endpointCapacityOf[E endpointLoad](e E, now time.Time, cfg *FlowControl, re
 	}
 	inFlight := max(e.InFlight(), int64(l.Running+l.Waiting))
 	inFlightTokens := e.InFlightTokens()
-	waiting := e.EngineQueue(now)
+	queued := e.EngineQueue(now)
+	waiting := queued
+	if free := int64(l.MaxNumSeqs - l.Running); l.MaxNumSeqs > 0 && free > 0 && l.KVUsage < sc.KVUtilization {
+		// An engine with sequences free and KV room admits what waits
+		// behind its step's prefill token budget (chunked prefill) within
+		// a step or two: only what is past its free sequences saturates
+		// it. The lower bands still see all of it (below): an Interactive
+		// turn sent there prefills behind every request waiting.
+		waiting = max(queued-free, 0)
+	}
 	s := max(
 		float64(waiting)/float64(sc.QueueDepthPerEndpoint),
 		float64(inFlight)/float64(ec.slots),
@@ -361,7 +370,7 @@ func endpointCapacityOf[E endpointLoad](e E, now time.Time, cfg *FlowControl, re
 	ec.saturation = min(s, 1)
 	ec.room = max(tokens-inFlightTokens, 0)
 	ec.queueRoom = max(sc.QueueDepthPerEndpoint-int(waiting), 0)
-	ec.slack = waiting == 0
+	ec.slack = queued == 0
 
 	// The lower bands' capacity is what is left after the room kept for
 	// Interactive turns: fewer sequences, fewer tokens, and a shorter

@@ -61,6 +61,16 @@ func TestMeasure(t *testing.T) {
 		// which 12 are taken by the gateway's requests.
 		{"max_num_seqs calibrates slots", []*fakeEndpoint{{available: true, inFlight: 12, load: pools.Load{MaxNumSeqs: 16, Running: 12}}}, Measurement{Saturation: 12.0 / 21, Endpoints: 1, Slots: 21, Reserved: 4}},
 		{"engine's own count when higher", []*fakeEndpoint{{available: true, inFlight: 1, load: pools.Load{MaxNumSeqs: 16, Running: 16, Waiting: 4}}}, Measurement{Saturation: 20.0 / 21, Endpoints: 1, Slots: 21, Reserved: 4}},
+		// Requests waiting behind a step's prefill token budget while the
+		// engine has sequences free and KV room are admitted within a step
+		// or two: only those past its free sequences queue. 8 running of
+		// 16 and 6 waiting: none queues, 14 of 21 slots taken; with 10
+		// waiting, 2 queue (2 of 5).
+		{"waiting within free sequences is room", []*fakeEndpoint{{available: true, load: pools.Load{MaxNumSeqs: 16, Running: 8, Waiting: 6, KVUsage: 0.5}}}, Measurement{Saturation: 14.0 / 21, Endpoints: 1, Slots: 21, Reserved: 4}},
+		{"waiting past free sequences queues", []*fakeEndpoint{{available: true, load: pools.Load{MaxNumSeqs: 16, Running: 8, Waiting: 10, KVUsage: 0.5}}}, Measurement{Saturation: 18.0 / 21, Endpoints: 1, Slots: 21, Reserved: 4}},
+		// With its KV cache full, an engine admits nothing more: all that
+		// waits queues.
+		{"waiting with the KV cache full queues", []*fakeEndpoint{{available: true, load: pools.Load{MaxNumSeqs: 16, Running: 8, Waiting: 6, KVUsage: 0.9}}}, Measurement{Saturation: 1, Endpoints: 1, Slots: 21, Reserved: 4}},
 		// Requests sent since the last scrape, beyond what the engine then
 		// counted, join its queue: 3 waiting + 4 more = 7 of 5.
 		{"sent since the scrape count as waiting", []*fakeEndpoint{{available: true, inFlight: 9, load: pools.Load{Running: 2, Waiting: 3}}}, Measurement{Saturation: 1, Endpoints: 1, Slots: 64, Reserved: 4}},
@@ -199,8 +209,11 @@ func TestMeasureLowerBands(t *testing.T) {
 		// Three sent since the last scrape: the whole queue bound counts
 		// them (3 of 5), the lower bands' the engine's own count (none).
 		{"sent since the scrape", fakeEndpoint{inFlight: 3, load: kv}, true, true, 131072 - 16384},
-		{"sent since the scrape past the whole bound", fakeEndpoint{inFlight: 5, load: kv}, false, false, 0},
-		{"saturated for all", fakeEndpoint{load: withWaiting(kv, 5)}, false, false, 131072 - 16384},
+		// With every sequence running (an engine with sequences free
+		// admits what waits: TestMeasure), five more past the scrape reach
+		// the whole queue bound, as five waiting do.
+		{"sent since the scrape past the whole bound", fakeEndpoint{inFlight: 21, load: withRunning(kv, 16)}, false, false, 0},
+		{"saturated for all", fakeEndpoint{load: withWaiting(withRunning(kv, 16), 5)}, false, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := tc.e
