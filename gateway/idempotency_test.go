@@ -317,3 +317,43 @@ func FuzzIdempotencyRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestIdempotencyKeyClaimOfADeadGateway: a key claimed by a gateway that
+// died mid-request (its claim no longer renewed) is taken over by the
+// retry once the claim runs out (the retry waits while it lives): the
+// retry runs, once, and its answer is what the key keeps.
+func TestIdempotencyKeyClaimOfADeadGateway(t *testing.T) {
+	recs := state.NewMemory().Records("idem")
+	eng := &gatedEngine{h: simEngine(t), gate: make(chan struct{})}
+	close(eng.gate)
+	st := newIdempotentStack(t, recs, eng)
+	body := `{"model":"` + gatewaytest.TestModel + `","max_tokens":8,"messages":[{"role":"user","content":"orphan"}]}`
+	// The dead gateway's claim, as it left it, with a short life.
+	claim := idempotencyRecord{kind: recordRunning, digest: idempotencyDigest(idempotentChatRoute, []byte(body))}
+	if ok, err := recs.Create(t.Context(), idempotencyStoreKey(DefaultTenant, "dead"), claim.encode(), 300*time.Millisecond); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	send := func() (int, string, string) {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, st.front.URL+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "dead")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.String(), resp.Header.Get("Idempotent-Replayed")
+	}
+	code, first, _ := send()
+	if code != http.StatusOK {
+		t.Fatalf("the retry after the claim ran out: %d %s", code, first)
+	}
+	if n := eng.arrived.Load(); n != 1 {
+		t.Fatalf("the engine was asked %d times, want once", n)
+	}
+	if code, again, replayed := send(); code != http.StatusOK || again != first || replayed != "true" {
+		t.Fatalf("the next retry: %d replayed %q, %s; want the kept answer %s", code, replayed, again, first)
+	}
+}
