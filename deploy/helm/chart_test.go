@@ -377,9 +377,21 @@ func TestDashboardMetricsExist(t *testing.T) {
 	if len(names) < 10 {
 		t.Fatalf("the dashboard queries %d turnpike metrics: %v", len(names), names)
 	}
+	defined := definedMetrics(t)
+	for n := range names {
+		if !defined[n] {
+			t.Errorf("the dashboard queries %s, which no Go file of turnpike names", n)
+		}
+	}
+}
+
+// definedMetrics are the turnpike_ metric names the gateway's Go code
+// (tests aside) spells.
+func definedMetrics(t *testing.T) map[string]bool {
+	t.Helper()
 	defined := map[string]bool{}
 	quoted := regexp.MustCompile(`"(turnpike_[a-z0-9_]+)"`)
-	err = filepath.WalkDir(filepath.Join("..", ".."), func(path string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir(filepath.Join("..", ".."), func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -401,9 +413,40 @@ func TestDashboardMetricsExist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for n := range names {
-		if !defined[n] {
-			t.Errorf("the dashboard queries %s, which no Go file of turnpike names", n)
+	return defined
+}
+
+// TestChartKEDA: with autoscaling.keda, each engine Deployment listed gets
+// a ScaledObject in its own namespace that scales it on the sum over the
+// gateways of its pool's desired replicas, a metric the gateway exports.
+func TestChartKEDA(t *testing.T) {
+	objs := render(t, (&chartCase{values: "keda.yaml"}).args()...)
+	var scaled []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "ScaledObject" {
+			scaled = append(scaled, o)
+		}
+	}
+	if len(scaled) != 1 {
+		t.Fatalf("%d ScaledObjects, want 1", len(scaled))
+	}
+	so := scaled[0]
+	target, _, _ := unstructured.NestedString(so.Object, "spec", "scaleTargetRef", "name")
+	minReplicas, _, _ := unstructured.NestedInt64(so.Object, "spec", "minReplicaCount")
+	triggers, _, _ := unstructured.NestedSlice(so.Object, "spec", "triggers")
+	if so.GetNamespace() != "models" || target != "vllm-llama" || minReplicas != 0 || len(triggers) != 1 {
+		t.Fatalf("ScaledObject %s/%s scales %q from %d with %d triggers", so.GetNamespace(), so.GetName(), target, minReplicas, len(triggers))
+	}
+	query, _, _ := unstructured.NestedString(triggers[0].(map[string]any), "metadata", "query")
+	if query != `sum(turnpike_pool_desired_replicas{pool="vllm"})` {
+		t.Errorf("query %q", query)
+	}
+	if m := regexp.MustCompile(`turnpike_[a-z0-9_]+`).FindString(query); !definedMetrics(t)[m] {
+		t.Errorf("the ScaledObject queries %s, which no Go file of turnpike names", m)
+	}
+	for _, o := range render(t, (&chartCase{}).args()...) {
+		if o.GetKind() == "ScaledObject" {
+			t.Errorf("a ScaledObject without autoscaling.keda.enabled")
 		}
 	}
 }
