@@ -195,6 +195,20 @@ func (s *Stack) applyLocked(ctx context.Context, next *Config) error {
 	if rewrites != nil {
 		r.dispatch.SetModels(rewrites)
 	}
+	if !reflect.DeepEqual(s.cfg.Routing.Revisions, next.Routing.Revisions) {
+		// Validated with the file: Set cannot fail. A model the file no
+		// longer lists goes back to the newest revision, whatever the
+		// admin API had set.
+		revs := r.dispatch.Revisions()
+		for model := range s.cfg.Routing.Revisions {
+			if _, ok := next.Routing.Revisions[model]; !ok {
+				_ = revs.Set(model, affinity.RevisionPolicy{})
+			}
+		}
+		for model, p := range next.Routing.Revisions {
+			_ = revs.Set(model, p)
+		}
+	}
 	for i, pc := range next.Pools {
 		if !static(&pc) || slices.Equal(pc.Endpoints, s.cfg.Pools[i].Endpoints) {
 			continue
@@ -231,6 +245,7 @@ func needsRestart(running, next *Config) []string {
 	same("runtime", running.Runtime, next.Runtime)
 	same("adminToken", running.Admin.AdminToken, next.Admin.AdminToken)
 	same("routing.pd", running.Routing.PD, next.Routing.PD)
+	same("routing.handOff", running.Routing.HandOff, next.Routing.HandOff)
 	same("routing.shareRecords", running.Routing.ShareRecords, next.Routing.ShareRecords)
 	same("routing.shareLoad", running.Routing.ShareLoad, next.Routing.ShareLoad)
 	same("routing.interactiveLane", running.Routing.InteractiveLane, next.Routing.InteractiveLane)
@@ -262,6 +277,7 @@ func reloadable(running, next *Config) *Config {
 	out.Admin.Tenants = next.Admin.Tenants
 	lane, hold := running.Routing.InteractiveLane, running.Routing.InteractiveLaneHold
 	out.Routing.Config = next.Routing.Config
+	out.Routing.Revisions = next.Routing.Revisions
 	out.Routing.InteractiveLane, out.Routing.InteractiveLaneHold = lane, hold
 	if slices.EqualFunc(running.Pools, next.Pools, func(a, b pools.PoolConfig) bool { return a.Name == b.Name }) {
 		out.Pools = slices.Clone(running.Pools)
