@@ -75,6 +75,10 @@ type Result struct {
 	// Engines is the engines' own prefix-cache account; nil when
 	// Target.EngineMetricsURLs is empty.
 	Engines *scrape.EngineCache `json:"engines,omitempty"`
+	// CachePrediction is the gateway's prediction of the cached tokens of
+	// the run's turns against what the engines reported; nil when the
+	// gateway's /metrics has none (a policy without a KV-cache index).
+	CachePrediction *scrape.CachePrediction `json:"cache_prediction,omitempty"`
 	// Ideal is the prefix reuse an ideal router could have won, and the
 	// share of it the engines captured; nil for the isolation scenario.
 	Ideal    *IdealReuse `json:"ideal,omitempty"`
@@ -161,6 +165,8 @@ func Measure(ctx context.Context, cfg workload.Config, target Target, label stri
 	if len(target.EngineMetricsURLs) > 0 {
 		before, scrapeErrs = scrape.All(ctx, target.EngineMetricsURLs)
 	}
+	// A gateway without the figures (or unreachable) leaves them out.
+	cacheBefore, _ := scrape.ScrapeCachePrediction(ctx, target.GatewayMetrics())
 	r := newRunner(cfg, target, label, total)
 	stopOccupancy := scrape.SampleOccupancy(ctx, target.EngineMetricsURLs, target.GatewayMetrics(), r.start)
 	r.prog.run()
@@ -181,6 +187,12 @@ func Measure(ctx context.Context, cfg workload.Config, target Target, label stri
 	res.Occupancy = occupancy
 	res.Interference = interference
 	res.BatchLoad = batch
+	if cacheBefore != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		after, _ := scrape.ScrapeCachePrediction(sctx, target.GatewayMetrics())
+		cancel()
+		res.CachePrediction = scrape.CachePredictionDelta(cacheBefore, after)
+	}
 	if len(target.EngineMetricsURLs) > 0 {
 		// Scrape even when ctx is done: the figures so far are still wanted.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)

@@ -36,6 +36,10 @@ type Result struct {
 	// Engines is the engines' own prefix-cache account; nil when
 	// Target.EngineMetricsURLs is empty.
 	Engines *scrape.EngineCache `json:"engines,omitempty"`
+	// CachePrediction is the gateway's prediction of the cached tokens of
+	// the run's turns against what the engines reported; nil when the
+	// gateway's /metrics has none (a policy without a KV-cache index).
+	CachePrediction *scrape.CachePrediction `json:"cache_prediction,omitempty"`
 	// Ideal is the prefix reuse an ideal router could have won, and the
 	// share of it the engines captured; nil for the isolation scenario.
 	Ideal    *driver.IdealReuse `json:"ideal,omitempty"`
@@ -72,7 +76,7 @@ type Result struct {
 func ResultOf(r *driver.Result) *Result {
 	return &Result{
 		Workload: r.Workload, API: r.API, Config: r.Config, Started: r.Started, DurationSeconds: r.DurationSeconds,
-		Total: r.Total, ByTenant: r.ByTenant, ByBand: r.ByBand, Engines: r.Engines, Ideal: r.Ideal,
+		Total: r.Total, ByTenant: r.ByTenant, ByBand: r.ByBand, Engines: r.Engines, CachePrediction: r.CachePrediction, Ideal: r.Ideal,
 		CDF: r.CDF, Timeline: r.Timeline, Occupancy: r.Occupancy,
 		Cost: r.Cost, Interference: r.Interference, BatchLoad: r.BatchLoad, Samples: r.Samples,
 	}

@@ -34,7 +34,7 @@ func TestResultOfKeepsEveryField(t *testing.T) {
 
 	r := &driver.Result{Workload: "agentic", API: "responses", Started: time.Unix(1, 0).UTC(), DurationSeconds: 2,
 		ByTenant: map[string]*driver.Summary{"t0": {Requests: 1}}, ByBand: map[string]*driver.Summary{"unset": {Requests: 1}},
-		Engines: &scrape.EngineCache{Engines: 1}, Ideal: &driver.IdealReuse{Method: "workload"}, Occupancy: &scrape.Occupancy{},
+		Engines: &scrape.EngineCache{Engines: 1}, CachePrediction: &scrape.CachePrediction{Turns: 1}, Ideal: &driver.IdealReuse{Method: "workload"}, Occupancy: &scrape.Occupancy{},
 		Cost: &driver.CostReport{}, Interference: &driver.InterferenceReport{}, BatchLoad: &driver.BatchLoadReport{}, Samples: []driver.Sample{{Turn: 1}}}
 	r.Total.Requests = 1
 	for i := range dt.NumField() {

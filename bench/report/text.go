@@ -180,6 +180,7 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 		if r.Engines != nil && len(r.Engines.Errors) > 0 {
 			fmt.Fprintf(w, "\nengine scrape errors: %s\n", strings.Join(r.Engines.Errors, "; "))
 		}
+		writeCachePrediction(w, r.CachePrediction)
 		writeIsolation(w, r, "")
 		if r.Overload != nil {
 			writeOverload(w, r.Overload)
