@@ -3,7 +3,7 @@ package state
 import (
 	"bytes"
 	"log/slog"
-	"runtime"
+	"runtime/metrics"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -93,20 +93,13 @@ func TestPebbleBatchSized(t *testing.T) {
 	}
 }
 
-// allocated is the bytes the process allocates while f runs.
+// allocated is the bytes the process allocates on its heap while f
+// runs.
 func allocated(f func()) int {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	before := s[0].Value.Uint64()
 	f()
-	runtime.ReadMemStats(&after)
-	return int(after.TotalAlloc - before.TotalAlloc)
-}
-func countDeletePrefix(b *Batch) int {
-	n := 0
-	for _, o := range b.ops {
-		if o.kind == opDeletePrefix {
-			n++
-		}
-	}
-	return n
+	metrics.Read(s)
+	return int(s[0].Value.Uint64() - before)
 }
