@@ -180,7 +180,7 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 		if r.Engines != nil && len(r.Engines.Errors) > 0 {
 			fmt.Fprintf(w, "\nengine scrape errors: %s\n", strings.Join(r.Engines.Errors, "; "))
 		}
-		writeCachePrediction(w, r.CachePrediction)
+		writeCachePrediction(w, "", r.CachePrediction)
 		writeIsolation(w, r, "")
 		if r.Overload != nil {
 			writeOverload(w, r.Overload)
@@ -228,6 +228,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 		writeIsolation(w, r, r.Name())
 	}
 	writeLoRAs(w, c.Results, c.Baseline)
+	writeCachePredictions(w, c.Results)
 	return writeCost(w, c.Results, c, false)
 }
 
@@ -249,5 +250,6 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 		}
 	}
 	writeLoRAs(w, c.Results, c.Baseline)
+	writeCachePredictions(w, c.Results)
 	return writeCost(w, c.Results, c, true)
 }
