@@ -73,7 +73,7 @@ type chatRequest struct {
 // prompt.AppendRender of it is what the engine's chat template makes of the
 // body.
 func renderChat(req *wire.CreateRequest, items []wire.Item) ([]byte, *prompt.Prompt, error) {
-	body, p, _, err := renderChatFrom(req, items, nil)
+	body, p, _, err := renderChatFrom(req, items, nil, false)
 	return body, p, err
 }
 
@@ -90,10 +90,10 @@ type renderedPrefix struct {
 }
 
 // renderChatFrom is renderChat with the messages of items' first
-// pre.items already rendered in pre (nil: none), which it gives up; it
-// returns as well the prefix of this rendering for a context that
-// continues items (pre grown in place), nil when it has none.
-func renderChatFrom(req *wire.CreateRequest, items []wire.Item, pre *renderedPrefix) ([]byte, *prompt.Prompt, *renderedPrefix, error) {
+// pre.items already rendered in pre (nil: none), which it gives up; with
+// keep it returns as well the prefix of this rendering for a context that
+// continues items (pre grown in place).
+func renderChatFrom(req *wire.CreateRequest, items []wire.Item, pre *renderedPrefix, keep bool) ([]byte, *prompt.Prompt, *renderedPrefix, error) {
 	system := req.Instructions != nil && *req.Instructions != ""
 	if pre != nil && (pre.items > len(items) || pre.system != system || system && pre.instructions != *req.Instructions) {
 		pre = nil
@@ -147,6 +147,9 @@ func renderChatFrom(req *wire.CreateRequest, items []wire.Item, pre *renderedPre
 	p, err := chatPrompt(&c)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if !keep {
+		return body, p, nil, nil
 	}
 	next := &renderedPrefix{items: markItems, msgs: markMsgs, system: system}
 	if system {

@@ -201,14 +201,15 @@ func (s *Service) loadChain(ctx context.Context, t *turn, in int) ([]wire.Item, 
 }
 
 // rememberContext caches the context of t's response, just stored with
-// the items added.
+// the items added, when it continued one from the store: a chain is
+// cached from its second turn on, for a response that starts one may
+// never be continued (and its next turn loads little).
 func (s *Service) rememberContext(t *turn, added []wire.Item) {
-	var base []wire.Item
-	if t.nbase > 0 {
-		// The turn's own copy; with no base, t.history may share its
-		// array with the caller's (a WebSocket connection's prior context).
-		base = t.history[:t.nbase]
+	if !t.continued() {
+		return
 	}
+	// The turn's own copy of the context it continued.
+	base := t.history[:t.nbase]
 	body := t.next
 	if body == nil {
 		body = t.prefix
@@ -227,15 +228,21 @@ func (t *turn) render(items []wire.Item) error {
 	if whole {
 		pre, t.prefix = t.prefix, nil
 	}
-	body, p, next, err := renderChatFrom(t.req, items, pre)
+	body, p, next, err := renderChatFrom(t.req, items, pre, whole && t.continued())
 	if err != nil {
 		return fmt.Errorf("responses: rendering the engine request: %w", err)
 	}
 	t.body, t.prompt = body, p
-	// Only a history that is the stored context and the input, which the
-	// response's entry will be (not a WebSocket connection's own).
-	if whole && len(t.history)-len(t.input) == t.nbase {
+	if next != nil {
 		t.next = next
 	}
 	return nil
+}
+
+// continued reports whether t continues a response's context read from
+// the store or the context cache (not a conversation, not a WebSocket
+// connection's own), so that its history is that context and its input,
+// as its response's entry in the cache will be.
+func (t *turn) continued() bool {
+	return t.base != nil && t.conversation == "" && len(t.history)-len(t.input) == t.nbase
 }
