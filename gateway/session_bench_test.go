@@ -21,7 +21,10 @@ import (
 // with `tokenizer: {kind: hf}` does. Every iteration continues the one
 // before, as an agent's turns do; run it with -benchtime 20x so that the
 // history stays near depth: an agent's per-turn cost is flat when ns/op
-// does not grow with depth.
+// does not grow with depth. Each turn's response is stored synced, so on
+// a busy disk ns/op is mostly the wait for it; cpu-ns/op, the process's
+// CPU time a turn (user and system, every goroutine's), is the gateway's
+// work alone.
 func BenchmarkResponsesSession(b *testing.B) {
 	m, err := hf.Load("../prompt/hf/testdata/qwen3")
 	if err != nil {
@@ -39,8 +42,12 @@ func BenchmarkResponsesSession(b *testing.B) {
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu, ok := processCPU()
 			for i := 0; b.Loop(); i++ {
 				prev = sessionTurn(b, h, prev, depth+i)
+			}
+			if end, _ := processCPU(); ok {
+				b.ReportMetric(float64(end-cpu)/float64(b.N), "cpu-ns/op")
 			}
 		})
 	}
