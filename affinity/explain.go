@@ -83,7 +83,7 @@ type CachePrediction struct {
 }
 
 // String is the value of CacheHeader:
-// "predicted=1024; best_other=0; endpoint=pool-0".
+// "predicted=1024; best_other=0; endpoint=10.0.0.7:8000".
 func (p CachePrediction) String() string {
 	return "predicted=" + strconv.Itoa(p.Predicted) + "; best_other=" + strconv.Itoa(p.BestOther) + "; endpoint=" + p.Endpoint
 }
