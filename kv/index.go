@@ -78,6 +78,12 @@ func (m *Match) Weighted(w *TierWeights) float64 {
 // SetCapacity says otherwise: 64Ki blocks, a 1M-token cache at 16 tokens a block.
 const DefaultCapacity = 1 << 16
 
+// DefaultMaxCapacity is IndexOptions.MaxCapacity's default: 128Ki blocks,
+// a 2M-token cache at 16 tokens a block, more than an engine on one
+// accelerator reports; at about 160 bytes a block held through KV events
+// (docs/memory.md), 20 MiB per endpoint and tier.
+const DefaultMaxCapacity = 1 << 17
+
 // MaxEndpoints bounds endpoint ids: they index slices, so an id must be small.
 const MaxEndpoints = 1 << 16
 
@@ -86,6 +92,12 @@ type IndexOptions struct {
 	// DefaultCapacity is the number of blocks per endpoint and tier before
 	// SetCapacity is called. Zero means DefaultCapacity.
 	DefaultCapacity int
+	// MaxCapacity bounds every capacity, in blocks per endpoint and
+	// tier, whatever SetCapacity is given (an engine's reported KV
+	// capacity), so that the index's memory is bounded by configuration:
+	// endpoints × tiers × MaxCapacity blocks. Zero means
+	// DefaultMaxCapacity; negative, no bound.
+	MaxCapacity int
 }
 
 // Index records which endpoint holds which block in which tier. Endpoints
@@ -94,6 +106,7 @@ type IndexOptions struct {
 // must have evicted. An Index is safe for concurrent use.
 type Index struct {
 	defaultCapacity int
+	maxCapacity     int // 0: none
 
 	// Counters for the hit ratio, written under the read lock.
 	lookups       atomic.Uint64
@@ -186,10 +199,17 @@ func (e *endpointState) holdsNoBlocks() bool {
 
 // NewIndex returns an empty index.
 func NewIndex(opts IndexOptions) *Index {
-	x := &Index{defaultCapacity: opts.DefaultCapacity}
+	x := &Index{defaultCapacity: opts.DefaultCapacity, maxCapacity: opts.MaxCapacity}
 	if x.defaultCapacity <= 0 {
 		x.defaultCapacity = DefaultCapacity
 	}
+	switch {
+	case x.maxCapacity == 0:
+		x.maxCapacity = DefaultMaxCapacity
+	case x.maxCapacity < 0:
+		x.maxCapacity = 0
+	}
+	x.defaultCapacity = x.capped(x.defaultCapacity)
 	x.mu.blocks = make(map[BlockHash][]holder)
 	x.mu.runStarts = make(map[BlockHash][]*run)
 	return x
@@ -272,7 +292,8 @@ func (x *Index) tierLocked(endpoint int, tier Tier) (owner int, l *tierList, evi
 
 // SetCapacity bounds endpoint to blocks blocks in every tier of its own,
 // evicting the least recently used beyond it; a group's Shared tier is
-// bounded by SetTierCapacity only. Zero or less restores the default. The
+// bounded by SetTierCapacity only. Zero or less restores the default;
+// more than the index's MaxCapacity is cut to it. The
 // caller takes it from the engine's real KV capacity (vllm:cache_config_info's
 // num_gpu_blocks) when known.
 func (x *Index) SetCapacity(endpoint, blocks int) {
@@ -294,10 +315,19 @@ func (x *Index) SetTierCapacity(endpoint int, tier Tier, blocks int) {
 	x.setCapacityLocked(endpoint, tier, blocks)
 }
 
+// capped is blocks cut to the index's MaxCapacity.
+func (x *Index) capped(blocks int) int {
+	if x.maxCapacity > 0 {
+		return min(blocks, x.maxCapacity)
+	}
+	return blocks
+}
+
 func (x *Index) setCapacityLocked(endpoint int, tier Tier, blocks int) {
 	if blocks <= 0 {
 		blocks = x.defaultCapacity
 	}
+	blocks = x.capped(blocks)
 	owner, l, ev := x.tierLocked(endpoint, tier)
 	l.capacity = blocks
 	x.evictLocked(owner, l, tier, ev)

@@ -1,0 +1,120 @@
+package kv
+
+import (
+	"runtime"
+	"testing"
+)
+
+// liveHeap is the heap's live bytes after a collection.
+func liveHeap() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// TestIndexMemoryBound fills an index with more sessions' cold chains
+// than its endpoints can hold, written by routing (RecordChain: runs) and
+// by KV events (Record: one map entry and LRU node a block), and checks
+// that it holds no more than endpoints × capacity blocks and what it costs
+// a block; docs/memory.md quotes the figures it logs:
+//
+//	go test ./kv -run TestIndexMemoryBound -v -count=1
+func TestIndexMemoryBound(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("measures the heap: not under -race or -short")
+	}
+	const (
+		endpoints = 32
+		capacity  = 16 << 10 // blocks per endpoint and tier
+		sessions  = 1000
+		blocks    = 3125 // a 50k-token prompt in 16-token blocks
+	)
+	for _, tc := range []struct {
+		name   string
+		record func(ix *Index, ep int, hs []BlockHash)
+	}{
+		{"routing", func(ix *Index, ep int, hs []BlockHash) { ix.RecordChain(ep, hs) }},
+		{"events", func(ix *Index, ep int, hs []BlockHash) { ix.Record(ep, HBM, hs) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := liveHeap()
+			ix := NewIndex(IndexOptions{DefaultCapacity: capacity})
+			hs := make([]BlockHash, 0, blocks)
+			for s := range uint64(sessions) {
+				hs = hs[:0]
+				for i := range uint64(blocks) {
+					hs = append(hs, BlockHash(splitmix(s<<16|i)))
+				}
+				tc.record(ix, int(s%endpoints), hs)
+			}
+			after := liveHeap()
+			held := 0
+			for ep := range endpoints {
+				st := ix.EndpointStats(ep)
+				if st.Blocks[HBM] > capacity {
+					t.Errorf("endpoint %d holds %d blocks in HBM, capacity %d", ep, st.Blocks[HBM], capacity)
+				}
+				held += st.Blocks[HBM]
+			}
+			if held > endpoints*capacity {
+				t.Fatalf("index holds %d blocks, bound %d", held, endpoints*capacity)
+			}
+			perBlock := float64(after-before) / float64(held)
+			t.Logf("%s: %d blocks held (bound %d × %d), %.1f MiB live, %.0f B a block",
+				tc.name, held, endpoints, capacity, float64(after-before)/(1<<20), perBlock)
+			// Keeps the figure in docs/memory.md honest: a block
+			// costs less than 200 bytes either way.
+			if perBlock > 200 {
+				t.Errorf("%.0f B a block, want ≤ 200", perBlock)
+			}
+			runtime.KeepAlive(ix)
+		})
+	}
+}
+
+// TestIndexMaxCapacity: an engine that reports a larger KV cache than the
+// index's MaxCapacity is held to MaxCapacity blocks, by routing and by
+// events alike; a negative MaxCapacity takes the engine's word.
+func TestIndexMaxCapacity(t *testing.T) {
+	hs := make([]BlockHash, 0, 300)
+	chain := func(seq uint64) []BlockHash {
+		hs = hs[:0]
+		for i := range uint64(300) {
+			hs = append(hs, BlockHash(splitmix(seq<<16|i)))
+		}
+		return hs
+	}
+	for _, tc := range []struct {
+		max, want int
+	}{{100, 100}, {0, 1000}, {-1, 1000}} {
+		ix := NewIndex(IndexOptions{MaxCapacity: tc.max})
+		ix.SetCapacity(0, 1000) // the engine's report
+		ix.SetCapacity(1, 1000)
+		for s := range uint64(10) {
+			ix.RecordChain(0, chain(s))
+			ix.Record(1, HBM, chain(s+100))
+			ix.Record(1, CPU, chain(s+200))
+		}
+		for ep := range 2 {
+			st := ix.EndpointStats(ep)
+			if st.Capacity[HBM] != tc.want || st.Blocks[HBM] != tc.want {
+				t.Errorf("MaxCapacity %d: endpoint %d holds %d of capacity %d in HBM, want %d of %d",
+					tc.max, ep, st.Blocks[HBM], st.Capacity[HBM], tc.want, tc.want)
+			}
+		}
+		if st := ix.EndpointStats(1); st.Blocks[CPU] != tc.want {
+			t.Errorf("MaxCapacity %d: endpoint 1 holds %d blocks in CPU, want %d", tc.max, st.Blocks[CPU], tc.want)
+		}
+	}
+	// The default capacity of tiers no engine reported is cut too.
+	ix := NewIndex(IndexOptions{MaxCapacity: 100})
+	if got := ix.EndpointStats(0); got.Capacity[HBM] != 0 {
+		t.Fatalf("unseen endpoint has capacity %d", got.Capacity[HBM])
+	}
+	ix.RecordChain(0, chain(1))
+	if st := ix.EndpointStats(0); st.Capacity[Disk] != 100 || st.Blocks[HBM] != 100 {
+		t.Errorf("default capacity: %+v, want 100 blocks held of 100", st)
+	}
+}
