@@ -13,9 +13,9 @@ import (
 	"github.com/turnpike-gateway/turnpike/responses/wire"
 )
 
-// contextCacheBytes bounds the memory of a Service's contextCache: about
+// DefaultContextCacheBytes is Config.ContextCacheBytes's default: about
 // 150 agent sessions of 100k tokens each.
-const contextCacheBytes = 64 << 20
+const DefaultContextCacheBytes = 64 << 20
 
 // contextHeadroom is the room a turn's copy of a cached context leaves
 // after its input for the response's output, so that the next entry is
@@ -52,7 +52,7 @@ const conversationPrefix = "conv_"
 // Entries are immutable once added: a turn takes a copy (one allocation
 // and one copy of the item headers, no decoding). When a chain moves on,
 // its old entry goes; a fork from it loads from the store. Memory is
-// bounded by contextCacheBytes, the least recently used entries going
+// bounded by Config.ContextCacheBytes, the least recently used entries going
 // first. A contextCache is safe for concurrent use; a nil one caches
 // nothing.
 type contextCache struct {
@@ -87,7 +87,12 @@ func (e *cachedContext) cost() int64 {
 	return n
 }
 
+// newContextCache returns a cache of at most maxBytes; nil, which caches
+// nothing, when maxBytes is not positive.
 func newContextCache(maxBytes int64) *contextCache {
+	if maxBytes <= 0 {
+		return nil
+	}
 	c := &contextCache{}
 	c.mu.entries = lru.NewCache(maxBytes, func(_ string, e *cachedContext) int64 { return e.cost() })
 	return c

@@ -118,6 +118,11 @@ type Config struct {
 	// none: a client must not make the gateway reach into the operator's
 	// network.
 	MCPAllowedURLs []string `yaml:"mcpAllowedURLs"`
+	// ContextCacheBytes bounds the memory of the decoded contexts of the
+	// responses that ended last, kept so that a chain's next turn decodes
+	// only what it adds: the least recently used go first. Default
+	// DefaultContextCacheBytes (64 MiB); negative keeps none.
+	ContextCacheBytes int64 `yaml:"contextCacheBytes"`
 	// Metrics, when not nil, registers the service's metrics.
 	Metrics prometheus.Registerer `yaml:"-"`
 	// Logger; nil means slog.Default().
@@ -154,6 +159,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.Workers == 0 {
 		c.Workers = DefaultWorkers
+	}
+	if c.ContextCacheBytes == 0 {
+		c.ContextCacheBytes = DefaultContextCacheBytes
 	}
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = DefaultMaxAttempts
@@ -272,7 +280,7 @@ func New(store *StateStore, engine Engine, cfg Config) *Service {
 		cfg.Now = time.Now
 	}
 	s := &Service{store: store, engine: engine, cfg: cfg, log: cfg.Logger, sem: make(chan struct{}, cfg.Workers),
-		contexts: newContextCache(contextCacheBytes)}
+		contexts: newContextCache(cfg.ContextCacheBytes)}
 	s.mcp = &mcpclient.Client{Timeout: cfg.MCPTimeout, Allow: s.mcpAllowed}
 	s.hostedDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "turnpike_responses_hosted_tools_dropped_total",

@@ -142,6 +142,11 @@ type Config struct {
 	// (runtime.memoryLimit or GOMEMLIMIT), else 512 MiB. At least
 	// bodyLimit.
 	BodyBudget int64 `yaml:"bodyBudget"`
+	// PromptMemoBytes bounds the memory of the chat bodies remembered so
+	// that a conversation's next turn is parsed and hashed only past what
+	// it shares with the last (see gateway.Options.PromptMemoBytes).
+	// Default 64 MiB; negative remembers none.
+	PromptMemoBytes int64 `yaml:"promptMemoBytes"`
 	// Tracing exports OpenTelemetry traces over OTLP/HTTP (see
 	// tracing.Config). Default off, unless OTEL_EXPORTER_OTLP_ENDPOINT is
 	// set.
@@ -171,6 +176,12 @@ type RoutingConfig struct {
 	// (see dispatch.HandOffConfig). Default warm-ups on, 50000 tokens a
 	// second.
 	HandOff dispatch.HandOffConfig `yaml:"handOff"`
+	// KVIndexMaxBlocks bounds the KV-cache index's blocks per endpoint
+	// and tier, whatever an engine reports of its KV capacity, so that
+	// the index's memory is bounded by configuration (docs/memory.md).
+	// Default kv.DefaultMaxCapacity (131072 blocks, 2M tokens); negative
+	// leaves the engines' reports unbounded.
+	KVIndexMaxBlocks int `yaml:"kvIndexMaxBlocks"`
 	// ShareRecords, with state.backend redis, publishes the prompts this
 	// gateway routes (which endpoint got which block chain) to the other
 	// gateways on the same Redis and applies theirs to this gateway's KV

@@ -36,6 +36,9 @@ func TestExampleConfigLoads(t *testing.T) {
 	if cfg.BodyBudget != 512<<20 {
 		t.Errorf("bodyBudget not read: %d", cfg.BodyBudget)
 	}
+	if cfg.PromptMemoBytes != 64<<20 || cfg.Routing.KVIndexMaxBlocks != 1<<17 {
+		t.Errorf("promptMemoBytes, routing.kvIndexMaxBlocks not read: %d, %d", cfg.PromptMemoBytes, cfg.Routing.KVIndexMaxBlocks)
+	}
 }
 
 // TestExampleDiscoveryLoads: the example config's commented pools of each

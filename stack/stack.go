@@ -203,7 +203,7 @@ func (s *Stack) startFleetView(ctx context.Context, p *parts) (err error) {
 	if s.reg, err = pools.NewRegistry(cfg.Pools, cfg.Fleet, log); err != nil {
 		return err
 	}
-	index := kv.NewIndex(kv.IndexOptions{})
+	index := kv.NewIndex(kv.IndexOptions{MaxCapacity: cfg.Routing.KVIndexMaxBlocks})
 	s.index, p.index, p.hasher = index, index, &kv.Hasher{}
 	s.reg.OnLoad(func(ep *pools.Endpoint, l pools.Load) {
 		if l.NumGPUBlocks > 0 && (l.BlockSize == 0 || l.BlockSize == kv.DefaultBlockSize) {
@@ -416,6 +416,7 @@ func (s *Stack) startAPIs(ctx context.Context, p *parts) error {
 		Metrics:         p.metrics,
 		BodyLimit:       cfg.BodyLimit,
 		BodyBudget:      cfg.bodyBudget(),
+		PromptMemoBytes: cfg.PromptMemoBytes,
 		OpenAPI:         turnpike.Spec,
 		Responses:       svc,
 		Batches:         batches,
