@@ -38,5 +38,8 @@
 // Done exactly once per Pick with the outcome, also for a failed attempt
 // before a retry; Done undoes a failed attempt's speculative record and
 // feeds the prediction metrics and the per-endpoint prefill measurements.
+// It also compares the cached tokens predicted at the pick with the
+// engine's and names the cause of a miss (explain.go, docs/cache.md),
+// in metrics and in each endpoint's account (CacheAccuracyOf).
 // After the last Done the policy holds nothing of the Request.
 package affinity
