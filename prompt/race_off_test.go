@@ -1,0 +1,5 @@
+//go:build !race
+
+package prompt
+
+const raceEnabled = false

@@ -1,0 +1,5 @@
+//go:build !race
+
+package sessions
+
+const raceEnabled = false
