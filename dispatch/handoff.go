@@ -259,7 +259,7 @@ type HandOffReport struct {
 // started to drain: each session this gateway knows the last prompt of is
 // re-pinned to the endpoint the policy chooses for its next turn among
 // the others serving its model (of the revision the session is assigned,
-// as a new session would be), and that endpoint is warmed with the prompt
+// when the model has a revision policy), and that endpoint is warmed with the prompt
 // unless HandOffConfig.DisableWarmUp. Sessions it does not know re-pin at
 // their next turn. It returns when every warm-up has ended or ctx has.
 // The registry calls it (pools.Registry.OnDrain); it is safe to call from
@@ -337,8 +337,14 @@ func (d *Dispatcher) handOffTarget(ctx context.Context, p *lastPrompt, from *poo
 	if len(eps) == 0 {
 		return nil, 0, ErrNoEndpoint
 	}
-	// Its pin is going: the session is assigned a revision anew.
-	eps = d.revisions.Keep(p.model, p.key, nil, eps)
+	if _, ok := d.revisions.Policy(p.model); ok {
+		// Its pin is going: under weights or a preferred revision, the
+		// session is assigned its revision anew (by its key, the one it
+		// had). Without, it goes wherever it is served best: to the
+		// newest revision alone, the sessions of every replica replaced
+		// would pile onto the first new one.
+		eps = d.revisions.Keep(p.model, p.key, nil, eps)
+	}
 	req := affinity.Request{
 		Model: p.model, Tenant: p.tenant, SessionKey: p.key,
 		PromptTokens: p.promptTokens, Hashes: p.hashes, Band: turns.Standard.String(),

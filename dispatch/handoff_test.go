@@ -156,9 +156,8 @@ func TestHandOff(t *testing.T) {
 	}
 }
 
-// TestHandOffRevision: a handed-over session goes to the revision a new
-// session would, the newest without weights; a session pinned elsewhere
-// stays.
+// TestHandOffRevision: under a revision policy, a handed-over session goes
+// to the revision a new session would; a session pinned elsewhere stays.
 func TestHandOffRevision(t *testing.T) {
 	f := newHandOffFixture(t, []string{"old", "old", "new"}, HandOffConfig{DisableWarmUp: true})
 	oldEPs := f.reg.Endpoints()[:2]
@@ -178,11 +177,14 @@ func TestHandOffRevision(t *testing.T) {
 	if got, _ := f.turn(t, "fresh", longPrompt(9, 300)); got != newEP {
 		t.Errorf("a new session went to %s (%s), want the newest revision's %s", got.ID, got.Revision(), newEP.ID)
 	}
+	if err := f.d.Revisions().Set(testModel, affinity.RevisionPolicy{Prefer: "new"}); err != nil {
+		t.Fatal(err)
+	}
 	from, _ := f.reg.Endpoint(mustPinned(t, f, "old-0"))
 	from.SetDraining(true)
 	f.d.HandOff(t.Context(), from)
 	if got := mustPinned(t, f, "old-0"); got != newEP.ID {
-		t.Errorf("handed over to %s, want the newest revision's %s", got, newEP.ID)
+		t.Errorf("handed over to %s, want the preferred revision's %s", got, newEP.ID)
 	}
 	if got := mustPinned(t, f, "old-1"); got != oldEPs[1].ID {
 		t.Errorf("a session of another endpoint moved to %s", got)
