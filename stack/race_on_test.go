@@ -1,0 +1,6 @@
+//go:build race
+
+package stack
+
+// raceEnabled: heap measurements are skipped under the race detector.
+const raceEnabled = true
