@@ -373,7 +373,8 @@ func TestStagePool(t *testing.T) {
 // TestAcceptedBodyCost (issue 32): what a body let through costs the
 // gateway at its peak, beyond what the same request with a two-byte text
 // costs, is at most three times its size: three times the body rounded
-// up to the heap's 8 KiB pages, as the heap holds a large object.
+// up to the heap's 8 KiB pages, as the heap holds a large object, and
+// for a staged body 64 KiB more, a stage's rounding.
 //
 // What is measured: the live heap (what a full collection leaves; the
 // garbage a request leaves is the collector's to pace, GOGC) at the two
@@ -389,7 +390,7 @@ func TestStagePool(t *testing.T) {
 // Also bounded: all the request allocates (the garbage the collector
 // must take), three times the body and 64 KiB; a stored response's
 // batch and its log's blocks, which Pebble allocates anew after it
-// starts a new log, add up to two more.
+// starts a new log, add up to two and a half more.
 //
 // A body of plain text is read straight into the buffer its handler
 // keeps; one whose JSON escapes make it longer than its text could be in
@@ -428,7 +429,7 @@ func TestAcceptedBodyCost(t *testing.T) {
 	}{
 		{"chat", chatPath, chat, lorem(size), false, 3},
 		{"responses", respPath, resp, lorem(size), false, 3},
-		{"stored responses", respPath, stored, lorem(size), false, 5},
+		{"stored responses", respPath, stored, lorem(size), false, 5.5},
 		{"chat staged", chatPath, chat, escaped, true, 3},
 		{"responses staged", respPath, resp, escaped, true, 3},
 	} {
@@ -463,7 +464,11 @@ func TestAcceptedBodyCost(t *testing.T) {
 			peakCost, allocCost := float64(peak-basePeak)+stage, float64(alloc-baseAlloc)+stage
 			t.Logf("%s, a body of %d: at its peak %d bytes live (%d for a two-byte text) and %v staged: %.2f times its size (%.2f in heap pages); %d bytes allocated in all (%d): %.2f times",
 				tc.name, len(body), peak, basePeak, stage, peakCost/n, peakCost/pages, alloc, baseAlloc, allocCost/n)
-			if peakCost > 3*pages {
+			most := 3 * pages
+			if tc.staged {
+				most += stageGrain
+			}
+			if peakCost > most {
 				t.Errorf("the body cost %.2f times its size at its peak (%.2f in heap pages); at most 3", peakCost/n, peakCost/pages)
 			}
 			if allocCost > tc.allocs*n+stageGrain {
