@@ -28,7 +28,8 @@ import (
 //
 //	TURNPIKE_MEMORY_SESSIONS=1000 go test ./stack -run TestGatewayMemoryAtManySessions -v -count=1
 //
-// By default it runs 100 sessions.
+// By default it runs 100 sessions; TURNPIKE_MEMORY_KV_INDEX_MAX_BLOCKS sets
+// routing.kvIndexMaxBlocks.
 func TestGatewayMemoryAtManySessions(t *testing.T) {
 	if raceEnabled || testing.Short() {
 		t.Skip("measures the heap: not under -race or -short")
@@ -56,7 +57,18 @@ func TestGatewayMemoryAtManySessions(t *testing.T) {
 		t.Cleanup(srv.Close)
 		pool.Endpoints = append(pool.Endpoints, pools.EndpointConfig{URL: srv.URL})
 	}
-	st, _ := startPoolGateway(t, pool, func(cfg *Config) { cfg.Server.ShutdownDelay = -1 }, Options{Logger: slog.New(slog.DiscardHandler)})
+	kvBlocks := 0 // routing.kvIndexMaxBlocks: its default unless set
+	if s := os.Getenv("TURNPIKE_MEMORY_KV_INDEX_MAX_BLOCKS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kvBlocks = n
+	}
+	st, _ := startPoolGateway(t, pool, func(cfg *Config) {
+		cfg.Server.ShutdownDelay = -1
+		cfg.Routing.KVIndexMaxBlocks = kvBlocks
+	}, Options{Logger: slog.New(slog.DiscardHandler)})
 	url := "http://" + st.Addr() + "/v1/chat/completions"
 
 	body := func(s, turn int) []byte {
