@@ -122,14 +122,20 @@ type rolloutFleet struct {
 type rolloutReplica struct {
 	pool int
 	url  string
+	// index is the replica's in the embedded fleet (sim.Fleets).
+	index int
 }
 
+// The replicas go in the pools' order: a P/D fleet's prefillers first.
+// (Replaced a prefiller, then the decoders, then the other prefillers,
+// every decoder kept a prefiller of its revision, but from the first new
+// decoder on every new session went to it, the newest: slower.)
 func newRolloutFleet(st *stack.Stack) *rolloutFleet {
 	f := &rolloutFleet{st: st, lists: map[string][]pools.EndpointConfig{}}
 	for i, pc := range st.Pools() {
 		f.lists[pc.Name] = slices.Clone(pc.Endpoints)
 		for _, ep := range pc.Endpoints {
-			f.replicas = append(f.replicas, rolloutReplica{pool: i, url: ep.URL})
+			f.replicas = append(f.replicas, rolloutReplica{pool: i, url: ep.URL, index: len(f.replicas)})
 		}
 	}
 	return f
@@ -189,7 +195,7 @@ func (f *rolloutFleet) Replace(ctx context.Context, i int, rev string) error {
 		return errors.New("the old replica did not drain")
 	}
 	f.replicas[i].url = rep.URL
-	return f.st.Fleet().Kill(i)
+	return f.st.Fleet().Kill(r.index)
 }
 
 // Close stops the replicas the rollout started.
