@@ -142,6 +142,21 @@ func TestGatewayMemoryAtManySessions(t *testing.T) {
 		}
 	}
 	live := int64(after) - int64(before)
-	t.Logf("%d sessions of 2 turns of %d KB on %d endpoints: live heap +%.1f MiB (%.0f KB a session), HeapInuse %.1f MiB, KV index %d blocks",
-		sessions, len(body(0, 1))>>10, endpoints, float64(live)/(1<<20), float64(live)/float64(sessions)/1e3, float64(inuse)/(1<<20), st.index.Len())
+	t.Logf("%d sessions of 2 turns of %d KB on %d endpoints: live heap +%.1f MiB (%.0f KB a session), HeapInuse %.1f MiB, peak RSS of the test process %s, KV index %d blocks",
+		sessions, len(body(0, 1))>>10, endpoints, float64(live)/(1<<20), float64(live)/float64(sessions)/1e3, float64(inuse)/(1<<20), peakRSS(), st.index.Len())
+}
+
+// peakRSS is the process's peak resident set (VmHWM), as Linux reports it;
+// "unknown" elsewhere.
+func peakRSS() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "unknown"
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
 }
