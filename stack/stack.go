@@ -20,6 +20,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/auth"
 	"github.com/turnpike-gateway/turnpike/batch"
+	"github.com/turnpike-gateway/turnpike/budgets"
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/gateway"
 	"github.com/turnpike-gateway/turnpike/gossip"
@@ -321,13 +322,19 @@ func (s *Stack) startTurnPath(ctx context.Context, p *parts) error {
 	if err != nil {
 		return err
 	}
+	// The tenants' budgets a minute are kept in the state store: gateways
+	// sharing a Redis share them.
+	ledger, err := budgets.New(budgets.Options{Store: p.db.Namespace("m/budgets/"), Metrics: p.metrics, Logger: log})
+	if err != nil {
+		return err
+	}
 	revisions, err := affinity.NewRevisions(cfg.Routing.Revisions)
 	if err != nil {
 		return err
 	}
 	p.d, err = dispatch.New(dispatch.Options{Registry: s.reg, Policy: policy, Sessions: p.sess, Flow: p.flow, Lane: interactiveLane(&cfg.Routing.Config),
 		Hasher: p.hasher, Tokenizers: toks, Logger: log, Metrics: p.metrics, PD: &cfg.Routing.PD, Tracer: p.tracer, Models: rewrites, Guard: check,
-		Revisions: revisions, HandOff: &cfg.Routing.HandOff})
+		Budgets: ledger, Revisions: revisions, HandOff: &cfg.Routing.HandOff})
 	s.reload.dispatch = p.d
 	if err != nil {
 		return err
