@@ -19,7 +19,7 @@ var floors = map[string][]string{
 	"stack":            {},
 	"gateway":          {"affinity", "apierror", "auth", "dispatch", "internal/jsonscan", "pools", "prompt", "responses", "responses/api", "responses/wire", "state", "tracing"},
 	"admin":            {"apierror", "auth", "turns", "pools", "sessions", "state", "internal/wait"},
-	"responses":        {"apierror", "dispatch", "gossip", "internal/jsonscan", "jobs", "prompt", "responses/mcpclient", "responses/wire", "state", "tracing", "internal/wait"},
+	"responses":        {"apierror", "dispatch", "gossip", "internal/jsonscan", "internal/lru", "jobs", "prompt", "responses/mcpclient", "responses/wire", "state", "tracing", "internal/wait"},
 	"responses/wire":   {"apierror", "internal/jsonscan"},
 	"batch":            {"apierror", "dispatch", "jobs", "prompt", "state", "internal/wait"},
 	"dispatch":         {"turns", "budgets", "affinity", "sessions", "pools", "kv", "models", "prompt", "apierror", "tracing", "internal/jsonscan", "internal/lru", "guard"},
