@@ -530,6 +530,10 @@ func (s *Service) Create(ctx context.Context, tenant string, req *wire.CreateReq
 	r.prelude(t.pre)
 	engErr := r.consume(dt)
 	dt.End(engErr)
+	// Sent and answered: the engine request goes before the response is
+	// stored, so that a long body is not held twice then (an MCP leg
+	// renders its own).
+	t.body = nil
 	engErr = s.mcpLoop(ctx, t, r, ms, hdr, engErr)
 	// The client going away cancels the response; a request ended for
 	// another cause (the gateway shutting down) fails it, saying why.

@@ -219,6 +219,11 @@ func (h *API) create(c echo.Context) error {
 		if req, err = wire.DecodeCreateRequest(body); err != nil {
 			return err
 		}
+		if !req.Background {
+			// Only a background response is run from its body again:
+			// this one need not hold it while it runs.
+			req.Body = nil
+		}
 	}
 	ctx, tenant := c.Request().Context(), h.f.Tenant(c)
 	if h.f.NameModelRule != nil {
