@@ -16,8 +16,10 @@ func TestCachePredictionText(t *testing.T) {
 		Results: map[string]float64{"hit": 8, "miss": 2}, Misses: map[string]float64{"evicted": 1, "never_there": 1},
 	}}
 	for name, write := range map[string]func(*bytes.Buffer) error{
-		"run":        func(b *bytes.Buffer) error { return WriteText(b, r) },
-		"comparison": func(b *bytes.Buffer) error { return (&Comparison{Baseline: "cache-aware", Results: []*Result{r}}).WriteText(b) },
+		"run": func(b *bytes.Buffer) error { return WriteText(b, r) },
+		"comparison": func(b *bytes.Buffer) error {
+			return (&Comparison{Baseline: "cache-aware", Results: []*Result{r}}).WriteText(b)
+		},
 	} {
 		var b bytes.Buffer
 		if err := write(&b); err != nil {
