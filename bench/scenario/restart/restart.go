@@ -113,31 +113,61 @@ type Goal struct {
 
 // Run runs the agentic sessions, alternately on chat completions and the
 // Responses API, through target (the front) while gws are restarted one
-// at a time, o.Rounds times each; then it reads back every acknowledged
-// response through the front. front counts its retries; nil counts none.
+// at a time, o.Rounds times each, passes of the sessions following one
+// another until every restart has been made and a request answered after
+// the last; then it reads back every acknowledged response through the
+// front. front counts its retries; nil counts none.
 func Run(ctx context.Context, cfg workload.Config, target driver.Target, label string, gws Gateways, front *Front, o Options) (*driver.Result, *Report, error) {
 	o.EnsureDefaults()
 	if gws == nil || gws.Len() < 2 {
 		return nil, nil, errors.New("bench: gateway-restart needs two gateways or more")
 	}
-	sessions := workload.PlanAgentic(cfg)
-	for i := range sessions {
-		sessions[i].API = workload.APIResponses
-		if i%2 == 0 {
-			sessions[i].API = workload.APIChat
+	// plan is a pass of the sessions, each pass of its own seed.
+	plan := func(pass int) []workload.Session {
+		c := cfg
+		c.Seed += int64(pass)
+		sessions := workload.PlanAgentic(c)
+		for i := range sessions {
+			sessions[i].API = workload.APIResponses
+			if i%2 == 0 {
+				sessions[i].API = workload.APIChat
+			}
 		}
+		return sessions
 	}
+	first := plan(0)
 	var restarts []Restart
-	res, samples := driver.Measure(ctx, cfg, target, label, len(sessions)*cfg.Agentic.TurnsPerSession, func(ctx context.Context, dr *driver.Runner) {
+	res, samples := driver.Measure(ctx, cfg, target, label, len(first)*cfg.Agentic.TurnsPerSession, func(ctx context.Context, dr *driver.Runner) {
 		sctx, stop := context.WithCancel(ctx)
+		defer stop()
 		done := make(chan struct{})
+		var mark int // requests recorded when the last restart's gap ended
 		go func() {
 			defer close(done)
 			restarts = schedule(sctx, dr.Started(), gws, o)
+			mark = dr.Recorded()
 		}()
-		dr.Sessions(ctx, sessions)
-		stop()
-		<-done
+		// The restarts are made under load however fast the fleet is: a
+		// pass of the sessions that ends before they have, and before a
+		// request was answered after them, is followed by another.
+		for pass, sessions := 0, first; ; pass++ {
+			if pass > 0 {
+				sessions = plan(pass)
+			}
+			dr.Sessions(ctx, sessions)
+			if ctx.Err() != nil || dr.Stopped(ctx) {
+				stop()
+				<-done
+				return
+			}
+			select {
+			case <-done:
+				if dr.Recorded() > mark {
+					return
+				}
+			default:
+			}
+		}
 	})
 	res.API = workload.APIChat + "+" + workload.APIResponses
 	rep := &Report{Gateways: gws.Len(), Restarts: restarts}
