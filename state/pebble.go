@@ -83,10 +83,10 @@ func (e *pebbleEngine) scan(lo, hi []byte, reverse bool, fn func(key, value []by
 
 func (e *pebbleEngine) apply(prefix []byte, b *Batch) error {
 	pb, err := e.batch(prefix, b)
-	defer pb.Close()
 	if err != nil {
 		return err
 	}
+	defer pb.Close()
 	opts := pebble.NoSync
 	if b.Sync {
 		opts = pebble.Sync
@@ -98,7 +98,7 @@ func (e *pebbleEngine) apply(prefix []byte, b *Batch) error {
 }
 
 // batch is b as a Pebble batch, with prefix before every key; the caller
-// closes it. It is sized once for all its ops: grown by doubling, a large
+// closes it (on an error batch has). It is sized once for all its ops: grown by doubling, a large
 // value would be copied at each step and end in a buffer up to twice its
 // size. A Value is written straight into it.
 func (e *pebbleEngine) batch(prefix []byte, b *Batch) (*pebble.Batch, error) {
@@ -125,7 +125,8 @@ func (e *pebbleEngine) batch(prefix []byte, b *Batch) (*pebble.Batch, error) {
 			err = pb.DeleteRange(buf, prefixEnd(buf), nil)
 		}
 		if err != nil {
-			return pb, fmt.Errorf("state: batch: %w", err)
+			pb.Close()
+			return nil, fmt.Errorf("state: batch: %w", err)
 		}
 	}
 	return pb, nil
