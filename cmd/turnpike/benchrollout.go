@@ -126,10 +126,8 @@ type rolloutReplica struct {
 	index int
 }
 
-// The replicas go in the pools' order: a P/D fleet's prefillers first.
-// (Replaced a prefiller, then the decoders, then the other prefillers,
-// every decoder kept a prefiller of its revision, but from the first new
-// decoder on every new session went to it, the newest: slower.)
+// newRolloutFleet lists the stack's replicas in the pools' order, the order
+// they are replaced in: a P/D fleet's prefillers first.
 func newRolloutFleet(st *stack.Stack) *rolloutFleet {
 	f := &rolloutFleet{st: st, lists: map[string][]pools.EndpointConfig{}}
 	for i, pc := range st.Pools() {
