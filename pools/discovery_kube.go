@@ -26,7 +26,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	inferencev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 )
 
@@ -162,14 +161,7 @@ func (s *KubernetesSource) restConfig() (*rest.Config, error) {
 	if s.RESTConfig != nil {
 		return s.RESTConfig, nil
 	}
-	path := s.cfg.Kubeconfig
-	if path == "" {
-		path = os.Getenv("KUBECONFIG")
-	}
-	if path != "" {
-		return clientcmd.BuildConfigFromFlags("", path)
-	}
-	return rest.InClusterConfig()
+	return kubeRESTConfig(s.cfg.Kubeconfig)
 }
 
 // Start connects, waits for the first lists of pods (and of the

@@ -92,10 +92,8 @@ type waker struct {
 	models []string
 	cfg    WakeConfig
 	client *http.Client
-	// restConfig is the Kubernetes API's config, made on first use.
-	restConfig func() (*rest.Config, error)
-	calls      *prometheus.CounterVec
-	mu         struct {
+	calls  *prometheus.CounterVec
+	mu     struct {
 		sync.Mutex
 		// protects the field below
 		last time.Time // of the last call begun
@@ -113,17 +111,19 @@ func newWaker(p *PoolConfig, calls *prometheus.CounterVec) *waker {
 	if w.cfg.Cooldown == 0 {
 		w.cfg.Cooldown = DefaultWakeCooldown
 	}
-	w.restConfig = func() (*rest.Config, error) {
-		path := w.cfg.Kubeconfig
-		if path == "" {
-			path = os.Getenv("KUBECONFIG")
-		}
-		if path != "" {
-			return clientcmd.BuildConfigFromFlags("", path)
-		}
-		return rest.InClusterConfig()
-	}
 	return w
+}
+
+// kubeRESTConfig is the API server's config from the kubeconfig at path,
+// else $KUBECONFIG, else the in-cluster config.
+func kubeRESTConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		path = os.Getenv("KUBECONFIG")
+	}
+	if path != "" {
+		return clientcmd.BuildConfigFromFlags("", path)
+	}
+	return rest.InClusterConfig()
 }
 
 // wake calls the hook in a goroutine of its own unless one was begun
@@ -184,7 +184,7 @@ func (w *waker) call(ctx context.Context) error {
 	if i := strings.IndexByte(name, '/'); i >= 0 {
 		ns, name = name[:i], name[i+1:]
 	}
-	rc, err := w.restConfig()
+	rc, err := kubeRESTConfig(w.cfg.Kubeconfig)
 	if err != nil {
 		return err
 	}
