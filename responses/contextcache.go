@@ -108,12 +108,13 @@ func (c *contextCache) get(id string, segs []Segment, extra int) ([]wire.Item, i
 	}
 	c.mu.Lock()
 	e, ok := c.mu.entries.Get(id)
+	ok = ok && slices.Equal(e.segs, segs)
 	var body *renderedPrefix
-	if ok && slices.Equal(e.segs, segs) {
+	if ok {
 		body, e.body = e.body, nil
 	}
 	c.mu.Unlock()
-	if !ok || !slices.Equal(e.segs, segs) {
+	if !ok {
 		return nil, 0, nil, false
 	}
 	c.hits.Add(1)
