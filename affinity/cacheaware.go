@@ -40,7 +40,7 @@ type CacheAware struct {
 	predicted prometheus.Histogram
 	actual    prometheus.Histogram
 	cache     *cacheMetrics
-	accounts  cacheAccounts
+	accounts  endpointTable[cacheAccount]
 }
 
 // Name implements Policy.

@@ -3,7 +3,6 @@ package affinity
 import (
 	"math"
 	"strconv"
-	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -130,51 +129,18 @@ type cacheAccount struct {
 	misses                      [numCauses]atomic.Int64
 }
 
-// cacheAccounts are the endpoints' accounts, by endpoint index: a snapshot
-// readers load and writers copy and grow under mu.
-type cacheAccounts struct {
-	all atomic.Pointer[[]*cacheAccount]
-	mu  sync.Mutex
-}
-
-func (a *cacheAccounts) of(index int) *cacheAccount {
-	if s := a.all.Load(); s != nil && index < len(*s) && (*s)[index] != nil {
-		return (*s)[index]
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var s []*cacheAccount
-	if p := a.all.Load(); p != nil {
-		s = *p
-	}
-	if index < len(s) && s[index] != nil {
-		return s[index]
-	}
-	s = append([]*cacheAccount(nil), s...)
-	for len(s) <= index {
-		s = append(s, nil)
-	}
-	s[index] = new(cacheAccount)
-	a.all.Store(&s)
-	return s[index]
-}
-
-func (a *cacheAccounts) read(index int) (CacheAccuracy, bool) {
-	s := a.all.Load()
-	if s == nil || index < 0 || index >= len(*s) || (*s)[index] == nil {
-		return CacheAccuracy{}, false
-	}
-	c := (*s)[index]
-	out := CacheAccuracy{Turns: c.turns.Load(), PredictedTokens: c.predicted.Load(), DeliveredTokens: c.delivered.Load()}
-	for i := range c.misses {
-		if n := c.misses[i].Load(); n > 0 {
+// accuracy is a's counts as CacheAccuracy.
+func (a *cacheAccount) accuracy() CacheAccuracy {
+	out := CacheAccuracy{Turns: a.turns.Load(), PredictedTokens: a.predicted.Load(), DeliveredTokens: a.delivered.Load()}
+	for i := range a.misses {
+		if n := a.misses[i].Load(); n > 0 {
 			if out.Misses == nil {
 				out.Misses = map[string]int64{}
 			}
 			out.Misses[causeNames[i]] = n
 		}
 	}
-	return out, true
+	return out
 }
 
 // cacheMetrics are the collectors of predictions against deliveries.
@@ -289,7 +255,7 @@ func (p *CacheAware) explain(req *Request, ep *pools.Endpoint, o Outcome) {
 	diff := t.predicted - t.delivered
 	p.cache.errTokens.Observe(float64(diff))
 	p.cache.errShare.Observe(math.Abs(float64(diff)) / float64(t.prompt))
-	acct := p.accounts.of(ep.Index)
+	acct := p.accounts.entry(ep.Index)
 	acct.turns.Add(1)
 	acct.predicted.Add(int64(t.predicted))
 	acct.delivered.Add(int64(t.delivered))
@@ -315,7 +281,10 @@ func (p *CacheAware) explain(req *Request, ep *pools.Endpoint, o Outcome) {
 // CacheAccuracy is ep's account of predictions against deliveries since
 // the policy was built; false when none of its turns was looked up.
 func (p *CacheAware) CacheAccuracy(ep *pools.Endpoint) (CacheAccuracy, bool) {
-	return p.accounts.read(ep.Index)
+	if a := p.accounts.load(ep.Index); a != nil {
+		return a.accuracy(), true
+	}
+	return CacheAccuracy{}, false
 }
 
 // CacheAccuracyOf is p's account of ep's predictions, for a policy that

@@ -9,15 +9,13 @@ import (
 
 // EndpointStats keeps, per endpoint, moving averages measured from the
 // outcomes of routed requests: the prefill throughput and the uncached
-// prompt tokens of a request. Reads are lock-free: the table is an
-// immutable slice of pointers published through an atomic.Pointer, grown
-// by copy and swap; each entry's averages are atomics.
+// prompt tokens of a request. Reads are lock-free (endpointTable); each
+// entry's averages are atomics.
 type EndpointStats struct {
 	prior     float64 // prefill rate before any measurement, tokens/s
 	smoothing float64 // weight of the newest sample
 
-	table atomic.Pointer[[]*endpointStat]
-	mu    sync.Mutex // serialises growing the table
+	table endpointTable[endpointStat]
 }
 
 type endpointStat struct {
@@ -35,10 +33,8 @@ func NewEndpointStats(prior, smoothing float64) *EndpointStats {
 // get returns endpoint's prefill rate and mean uncached tokens per request;
 // mean is -1 while nothing was measured.
 func (s *EndpointStats) get(endpoint int) (rate, mean float64) {
-	if t := s.table.Load(); t != nil && endpoint < len(*t) {
-		if e := (*t)[endpoint]; e != nil && e.measured.Load() {
-			return e.rate.load(), e.meanUncached.load()
-		}
+	if e := s.table.load(endpoint); e != nil && e.measured.Load() {
+		return e.rate.load(), e.meanUncached.load()
 	}
 	return s.prior, -1
 }
@@ -56,7 +52,7 @@ func (s *EndpointStats) Observe(endpoint, uncached int, ttft time.Duration) {
 	if uncached <= 0 || ttft <= 0 {
 		return
 	}
-	e := s.entry(endpoint)
+	e := s.table.entry(endpoint)
 	rate := float64(uncached) / ttft.Seconds()
 	if e.measured.Load() {
 		e.rate.ewma(rate, s.smoothing)
@@ -68,24 +64,41 @@ func (s *EndpointStats) Observe(endpoint, uncached int, ttft time.Duration) {
 	e.measured.Store(true)
 }
 
-func (s *EndpointStats) entry(endpoint int) *endpointStat {
-	if t := s.table.Load(); t != nil && endpoint < len(*t) && (*t)[endpoint] != nil {
-		return (*t)[endpoint]
+// endpointTable holds a *T by endpoint index. Reads are lock-free: the
+// table is an immutable slice of pointers published through an
+// atomic.Pointer, grown by copy and swap under mu.
+type endpointTable[T any] struct {
+	all atomic.Pointer[[]*T]
+	mu  sync.Mutex // serialises growing the table
+}
+
+// load is index's entry; nil until entry made it.
+func (t *endpointTable[T]) load(index int) *T {
+	if s := t.all.Load(); s != nil && index >= 0 && index < len(*s) {
+		return (*s)[index]
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var old []*endpointStat
-	if t := s.table.Load(); t != nil {
-		old = *t
+	return nil
+}
+
+// entry is index's entry, made on first use.
+func (t *endpointTable[T]) entry(index int) *T {
+	if e := t.load(index); e != nil {
+		return e
 	}
-	if endpoint < len(old) && old[endpoint] != nil {
-		return old[endpoint]
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var old []*T
+	if s := t.all.Load(); s != nil {
+		old = *s
 	}
-	t := make([]*endpointStat, max(len(old), endpoint+1))
-	copy(t, old)
-	t[endpoint] = new(endpointStat)
-	s.table.Store(&t)
-	return t[endpoint]
+	if index < len(old) && old[index] != nil {
+		return old[index]
+	}
+	s := make([]*T, max(len(old), index+1))
+	copy(s, old)
+	s[index] = new(T)
+	t.all.Store(&s)
+	return s[index]
 }
 
 // atomicFloat is a float64 in an atomic.Uint64.
