@@ -64,9 +64,10 @@ func (n *namespace) Draw(ctx context.Context, now time.Time, draws []Draw, force
 	return ok, n.db.health.end(ctx, mark, err)
 }
 
-// window is a budget's counts: cur in period idx (now / Per), prev in
+// window is a budget's counts: cur in period idx (now / per), prev in
 // the one before.
 type window struct {
+	per       time.Duration
 	idx       int64
 	cur, prev float64
 }
@@ -77,11 +78,11 @@ func (w window) at(idx int64) window {
 	case w.idx == idx:
 		return w
 	case w.idx == idx-1:
-		return window{idx: idx, prev: w.cur}
+		return window{per: w.per, idx: idx, prev: w.cur}
 	case w.idx > idx:
 		return w // a clock gone back: the latest period stands
 	}
-	return window{idx: idx}
+	return window{per: w.per, idx: idx}
 }
 
 // level is the budget's state at e into the window's period.
@@ -129,6 +130,7 @@ func (b *bucketTable) draw(prefix []byte, now time.Time, draws []Draw, force boo
 		d := &draws[i]
 		idx, e := periodOf(now, d.Per)
 		ws[i] = b.mu.held[string(prefix)+string(d.Key)].at(idx)
+		ws[i].per = d.Per
 		levels[i] = ws[i].level(d, e)
 		ok = ok && levels[i].Remaining >= d.Need
 	}
@@ -147,8 +149,7 @@ func (b *bucketTable) draw(prefix []byte, now time.Time, draws []Draw, force boo
 	}
 	if b.mu.sweep++; b.mu.sweep%1024 == 0 {
 		for k, w := range b.mu.held {
-			// Periods are of the budget's Per; a minute is the budgets'.
-			if idx, _ := periodOf(now, time.Minute); w.idx < idx-1 {
+			if idx, _ := periodOf(now, w.per); w.idx < idx-1 {
 				delete(b.mu.held, k)
 			}
 		}
