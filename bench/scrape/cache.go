@@ -58,7 +58,7 @@ func (c *CachePrediction) MissesByCause() float64 {
 // ScrapeCachePrediction reads the gateway's /metrics at url for its
 // cache prediction counters, as they stand.
 func ScrapeCachePrediction(ctx context.Context, url string) (*CachePrediction, error) {
-	fams, err := scrapeFamilies(ctx, &http.Client{Timeout: 10 * time.Second}, url)
+	fams, err := Families(ctx, &http.Client{Timeout: 10 * time.Second}, url)
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ type GatewayCounters struct {
 
 // ScrapeGateway reads the gateway's /metrics at url for its counters.
 func ScrapeGateway(ctx context.Context, url string) (GatewayCounters, error) {
-	fams, err := scrapeFamilies(ctx, &http.Client{Timeout: 10 * time.Second}, url)
+	fams, err := Families(ctx, &http.Client{Timeout: 10 * time.Second}, url)
 	if err != nil {
 		return GatewayCounters{}, err
 	}

@@ -240,15 +240,16 @@ func All(ctx context.Context, urls []string) ([]EngineMetrics, []string) {
 
 // One reads one engine's /metrics at url.
 func One(ctx context.Context, cl *http.Client, url string) (EngineMetrics, error) {
-	fams, err := scrapeFamilies(ctx, cl, url)
+	fams, err := Families(ctx, cl, url)
 	if err != nil {
 		return nil, err
 	}
 	return sumFamilies(fams), nil
 }
 
-// scrapeFamilies reads one /metrics into its families.
-func scrapeFamilies(ctx context.Context, cl *http.Client, url string) (map[string]*dto.MetricFamily, error) {
+// Families reads the Prometheus text at url into its families, keyed by
+// name.
+func Families(ctx context.Context, cl *http.Client, url string) (map[string]*dto.MetricFamily, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("bench: scrape %s: %w", url, err)

@@ -146,7 +146,7 @@ func occupancySample(at time.Duration, engines []EngineMetrics, hosts []string, 
 
 // scrapeOccupancy reads the gateway's /metrics for the occupancy.
 func scrapeOccupancy(ctx context.Context, cl *http.Client, url string) (*gatewayScrape, error) {
-	fams, err := scrapeFamilies(ctx, cl, url)
+	fams, err := Families(ctx, cl, url)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"slices"
@@ -11,10 +10,9 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/turnpike-gateway/turnpike/bench/driver"
+	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
@@ -123,7 +121,7 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, fleet F
 	scrapeGW := func() map[string]*dto.MetricFamily {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 		defer cancel()
-		fams, err := families(sctx, gw)
+		fams, err := scrape.Families(sctx, http.DefaultClient, gw)
 		if err != nil {
 			rep.GatewayErrors = append(rep.GatewayErrors, err.Error())
 		}
@@ -247,25 +245,6 @@ func (rep *Report) gateway(first, atFirst, last map[string]*dto.MetricFamily) {
 	if rep.SteadyTTFTP50 > 0 {
 		rep.Ratio = rep.HandOffTTFTP50 / rep.SteadyTTFTP50
 	}
-}
-
-// families reads the Prometheus text at url.
-func families(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("bench: scraping %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("bench: parsing %s: %w", url, err)
-	}
-	return fams, nil
 }
 
 // sum adds up the counter name's series whose labels match.
