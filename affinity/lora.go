@@ -43,10 +43,13 @@ func (f LoRAAffinity) Filter(c *Cycle, candidates []*pools.Endpoint) []*pools.En
 	if f.MaxQueue <= 0 {
 		limit = DefaultMaxQueue
 	}
+	// The holders under the bound move to the front (none moves while
+	// there are none, so candidates stay whole for what follows).
 	holding, busy := 0, 0
 	for _, ep := range candidates {
 		if ep.HasAdapter(model, c.Now) {
 			if queueDepth(ep, c.Now) < limit {
+				candidates[holding] = ep
 				holding++
 			} else {
 				busy++
@@ -54,14 +57,7 @@ func (f LoRAAffinity) Filter(c *Cycle, candidates []*pools.Endpoint) []*pools.En
 		}
 	}
 	if holding > 0 {
-		n := 0
-		for _, ep := range candidates {
-			if ep.HasAdapter(model, c.Now) && queueDepth(ep, c.Now) < limit {
-				candidates[n] = ep
-				n++
-			}
-		}
-		return candidates[:n]
+		return candidates[:holding]
 	}
 	if busy > 0 && busy < len(candidates) {
 		// Every replica holding it is past the queue bound: it grows
