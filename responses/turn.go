@@ -578,9 +578,6 @@ func (s *Service) endTurn(ctx context.Context, t *turn, r *run, j *job) error {
 		err := s.store.EndResponse(sctx, t.rec, t.base, items, final)
 		tracing.Fail(span, err)
 		span.End()
-		if err == nil {
-			s.rememberContext(t, items)
-		}
 		if err != nil {
 			// Nothing was written: a background record stays pending and
 			// the next Start takes it over. Only those listening now hear
@@ -593,6 +590,7 @@ func (s *Service) endTurn(ctx context.Context, t *turn, r *run, j *job) error {
 			s.announce(r, j, "error", r.errorEvent(ae))
 			return ae
 		}
+		s.rememberContext(t, items)
 	}
 	if typ != "" {
 		s.announce(r, j, typ, data)
