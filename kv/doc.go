@@ -50,7 +50,9 @@
 // and Hasher.HashTokens do not allocate, writing into caller-owned slices.
 // The lock is held once a call, for work that grows with the runs a call
 // touches rather than its blocks, so turns recording chains at once wait on
-// each other for microseconds.
+// each other for tens of microseconds: a cold 3,000-block chain is recorded
+// in about 80 µs on a 2-core machine (go test ./kv -run X -bench
+// RecordChainCold).
 // Counters are atomics. The goroutine a Subscriber's Start starts, until
 // Close, is its only writer; its Stats may be read from any goroutine. A Peers runs one goroutine that
 // publishes and one that applies; RecordRouted only queues a copy.
