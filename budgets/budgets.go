@@ -2,7 +2,6 @@ package budgets
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -270,11 +269,4 @@ func (r *Reservation) Settle(ran bool, actual int64) {
 		r.l.failures.Inc()
 		r.l.log.Warn("budgets: the store could not settle a turn", "err", err)
 	}
-}
-
-// IsOverBudget reports whether err is a turn refused by its budgets.
-func IsOverBudget(err error) (*OverBudget, bool) {
-	var ob *OverBudget
-	ok := errors.As(err, &ob)
-	return ob, ok
 }

@@ -56,7 +56,8 @@ func TestTwoGatewaysShareABudget(t *testing.T) {
 			through[n/60] += cost
 			r.Settle(true, cost)
 		default:
-			ob, ok := budgets.IsOverBudget(err)
+			var ob *budgets.OverBudget
+			ok := errors.As(err, &ob)
 			if !ok || ob.Shed.Status != http.StatusTooManyRequests || ob.Shed.Reason != turns.ReasonQuotaTPM || ob.Shed.RetryAfter <= 0 {
 				t.Fatalf("turn %d: %v", n, err)
 			}
@@ -114,7 +115,8 @@ func TestReservationSettles(t *testing.T) {
 		t.Fatalf("over the model's budget: %v", err)
 	}
 	h := http.Header{}
-	ob, _ := budgets.IsOverBudget(err)
+	var ob *budgets.OverBudget
+	errors.As(err, &ob)
 	ob.Limits.Set(h)
 	if h.Get("x-ratelimit-limit-tokens") != "300" || h.Get("x-ratelimit-remaining-tokens") != "100" || h.Get("x-ratelimit-limit-requests") != "10" || h.Get("x-ratelimit-reset-tokens") == "" {
 		t.Errorf("headers of the refusal: %v", h)
@@ -135,7 +137,8 @@ func TestBudgetsRefuse(t *testing.T) {
 	ctx := context.Background()
 	refused := func(what string, err error, reason string, retryAfter time.Duration) {
 		t.Helper()
-		ob, ok := budgets.IsOverBudget(err)
+		var ob *budgets.OverBudget
+		ok := errors.As(err, &ob)
 		if !ok || ob.Shed.Reason != reason || ob.Shed.Status != http.StatusTooManyRequests ||
 			ob.Shed.RetryAfter < retryAfter-time.Millisecond || ob.Shed.RetryAfter > retryAfter+time.Millisecond {
 			t.Errorf("%s: %v, want %s with Retry-After %v", what, err, reason, retryAfter)

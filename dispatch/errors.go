@@ -29,11 +29,12 @@ func APIError(err error) (ae *apierror.Error, ok bool) {
 		ee *EngineError
 		ue *pools.UpstreamError
 		gr *guard.Refusal
+		ob *budgets.OverBudget
 	)
 	switch {
 	case errors.As(err, &se):
 		ae := shedAPIError(se)
-		if ob, ok := budgets.IsOverBudget(err); ok {
+		if errors.As(err, &ob) {
 			h := http.Header{}
 			ob.Limits.Set(h)
 			for k := range h {
