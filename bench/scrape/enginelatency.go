@@ -75,10 +75,10 @@ func histogramDelta(before, after []EngineMetrics, name string) (bounds, counts 
 	return bounds, counts
 }
 
-// histogramQuantile is the q quantile (0..1) of cumulative buckets,
+// HistogramQuantile is the q quantile (0..1) of cumulative buckets,
 // linear within a bucket as Prometheus' histogram_quantile; 0 when empty.
 // A quantile in the +Inf bucket is the last finite bound.
-func histogramQuantile(q float64, bounds, counts []float64) float64 {
+func HistogramQuantile(q float64, bounds, counts []float64) float64 {
 	if len(counts) == 0 || counts[len(counts)-1] == 0 {
 		return 0
 	}
@@ -113,8 +113,8 @@ func engineITL(ec *EngineCache, before, after []EngineMetrics) {
 			if len(counts) == 0 || counts[len(counts)-1] == 0 {
 				continue
 			}
-			*p50 = histogramQuantile(0.5, bounds, counts) * 1000
-			*p99 = histogramQuantile(0.99, bounds, counts) * 1000
+			*p50 = HistogramQuantile(0.5, bounds, counts) * 1000
+			*p99 = HistogramQuantile(0.99, bounds, counts) * 1000
 			return
 		}
 	}

@@ -37,7 +37,7 @@ vllm:inter_token_latency_seconds_count{model_name="m"} D
 	if want := 50 + 250*9.0/10; math.Abs(ec.ITLP99Ms-want) > 1e-9 {
 		t.Errorf("p99 %v ms, want %v", ec.ITLP99Ms, want)
 	}
-	if q := histogramQuantile(0.5, nil, nil); q != 0 {
+	if q := HistogramQuantile(0.5, nil, nil); q != 0 {
 		t.Errorf("empty: %v", q)
 	}
 }

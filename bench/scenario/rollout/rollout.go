@@ -313,28 +313,13 @@ func median(hist, base []bucket) (float64, int) {
 	for _, b := range base {
 		prior[b.le] = b.count
 	}
-	var bs []bucket
+	var bounds, counts []float64
 	for _, b := range hist {
-		bs = append(bs, bucket{b.le, b.count - prior[b.le]})
+		bounds = append(bounds, b.le)
+		counts = append(counts, b.count-prior[b.le])
 	}
-	if len(bs) == 0 || bs[len(bs)-1].count <= 0 {
+	if len(counts) == 0 || counts[len(counts)-1] <= 0 {
 		return 0, 0
 	}
-	n := bs[len(bs)-1].count
-	half := n / 2
-	lo, loCount := 0.0, 0.0
-	for _, b := range bs {
-		if b.count >= half {
-			if math.IsInf(b.le, 1) {
-				return lo * 1000, int(n)
-			}
-			f := 0.0
-			if b.count > loCount {
-				f = (half - loCount) / (b.count - loCount)
-			}
-			return (lo + f*(b.le-lo)) * 1000, int(n)
-		}
-		lo, loCount = b.le, b.count
-	}
-	return lo * 1000, int(n)
+	return scrape.HistogramQuantile(0.5, bounds, counts) * 1000, int(counts[len(counts)-1])
 }
