@@ -193,7 +193,7 @@ func (l *Ledger) Reserve(ctx context.Context, tenant, model string, q *turns.Quo
 		l.log.Warn("budgets: the store could not reserve a turn; it goes on uncharged", "tenant", tenant, "err", err)
 		return nil, nil
 	}
-	r.limits = r.state(levels[:r.n])
+	r.limits = r.limitsAt(levels[:r.n])
 	noteOf(ctx).put(&r.limits)
 	if ok {
 		return r, nil
@@ -218,8 +218,8 @@ func (l *Ledger) Reserve(ctx context.Context, tenant, model string, q *turns.Quo
 	return nil, &OverBudget{Shed: se, Limits: r.limits}
 }
 
-// state is the Limits of the draws at levels.
-func (r *Reservation) state(levels []state.Level) Limits {
+// limitsAt is the Limits of the draws at levels.
+func (r *Reservation) limitsAt(levels []state.Level) Limits {
 	var out Limits
 	for i := range r.draws[:r.n] {
 		d := &r.draws[i]
