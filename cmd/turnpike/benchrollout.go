@@ -226,7 +226,9 @@ func hostPort(u string) string {
 	return h
 }
 
-// writeRollout prints the runs side by side, with the goals.
+// writeRollout prints the runs side by side, with the rollout's goals: no
+// failed turn, no P/D leg across revisions, and the next turn after a
+// hand-off no slower than 1.5× the steady state.
 func writeRollout(w io.Writer, sf *simFlags, modes []string, reps []*rollout.Report) {
 	fmt.Fprintf(w, "rollout: %d replicas (%s topology) replaced one at a time by revision %s\n\n", len(reps[0].Replacements), cmp.Or(sf.topology, sim.TopologyAggregated), reps[0].Options.Revision)
 	row := func(name string, f func(*rollout.Report) string) {

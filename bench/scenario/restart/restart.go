@@ -82,7 +82,7 @@ type Report struct {
 	// Phases are TTFT before the first restart, during the restarts,
 	// and after the last.
 	Phases []Phase `json:"phases"`
-	// Goals are the issue's goals, each against what the run got.
+	// Goals are the rolling restart's goals, each against what the run got.
 	Goals []Goal `json:"goals"`
 }
 
@@ -335,7 +335,9 @@ func (rep *Report) phases(samples []*driver.Sample, restarts []Restart) {
 	}
 }
 
-// goals checks the run against issue 35's acceptance.
+// goals checks the run against the rolling restart's goals: every restart
+// made and serving again, no failed request, no acknowledged response lost,
+// no chain broken, and turns answered in each phase.
 func (rep *Report) goals(o Options) {
 	restarted, failedRestarts := len(rep.Restarts), 0
 	for _, r := range rep.Restarts {
