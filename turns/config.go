@@ -474,13 +474,13 @@ func (t *Tenant) MayUse(model string) bool {
 // holds Concurrent; the budgets a minute are the budgets package's,
 // kept in the state store so that gateways sharing it share them.
 type Quota struct {
-	// RequestsPerMinute is a token bucket of this size refilled over a
-	// minute. Default 0 (unlimited), in requests.
+	// RequestsPerMinute is a budget of this many requests over a sliding
+	// minute. Default 0 (unlimited).
 	RequestsPerMinute int `yaml:"requestsPerMinute" json:"requestsPerMinute"`
-	// TokensPerMinute is a token bucket of this size refilled over a minute,
-	// charged the turn's cost (its prompt, counted exactly, plus the output
-	// it may generate) before admission and corrected by the tokens the
-	// engine counted when it ends. Default 0 (unlimited), in tokens.
+	// TokensPerMinute is a budget of this many tokens over a sliding
+	// minute, charged the turn's cost (its prompt, counted exactly, plus
+	// the output it may generate) before admission and corrected by the
+	// tokens the engine counted when it ends. Default 0 (unlimited).
 	TokensPerMinute int64 `yaml:"tokensPerMinute" json:"tokensPerMinute"`
 	// Concurrent caps the tenant's turns held by Acquire, queued or
 	// dispatched. Default 0 (unlimited), in requests.

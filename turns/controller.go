@@ -157,8 +157,8 @@ func (c *Controller) SetConfig(fc FlowControl) error {
 // Config returns the flowControl section in force, defaults filled.
 func (c *Controller) Config() FlowControl { return *c.cfg.Load() }
 
-// SetTenants replaces the tenants. Quota buckets and fair-share positions
-// carry over; weights and limits apply from the next decision.
+// SetTenants replaces the tenants. Fair-share positions carry over;
+// weights and limits apply from the next decision.
 func (c *Controller) SetTenants(ts []Tenant) error {
 	set, err := newTenantSet(ts)
 	if err != nil {
