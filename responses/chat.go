@@ -175,19 +175,13 @@ func (p *renderedPrefix) count() int {
 	return p.msgs
 }
 
-// chatBody is json.Marshal(c), its messages (the bulk of a long
+// chatBodyFrom is json.Marshal(c), its messages (the bulk of a long
 // conversation) written straight into a buffer of their size:
 // json.Marshal grows its buffer by doubling and then copies it out,
-// three times the body in all.
-func chatBody(c *chatRequest) ([]byte, error) {
-	b, _, _, err := chatBodyFrom(c, nil, 0, 0)
-	return b, err
-}
-
-// chatBodyFrom is chatBody with the first done messages already written
-// in prefix (comma-separated), which is copied, not encoded again. It
-// returns as well where the messages start in the body and where
-// message mark-1 ends.
+// three times the body in all. The first done messages are already
+// written in prefix (comma-separated), which is copied, not encoded
+// again. It returns as well where the messages start in the body and
+// where message mark-1 ends.
 func chatBodyFrom(c *chatRequest, prefix []byte, done, mark int) (b []byte, start, end int, err error) {
 	msgs := c.Messages
 	c.Messages = nil

@@ -192,3 +192,9 @@ func FuzzChatBody(f *testing.F) {
 		}
 	})
 }
+
+// chatBody is chatBodyFrom's body with nothing rendered before.
+func chatBody(c *chatRequest) ([]byte, error) {
+	b, _, _, err := chatBodyFrom(c, nil, 0, 0)
+	return b, err
+}
