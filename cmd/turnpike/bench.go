@@ -108,14 +108,10 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	// gateway-restart runs the agentic sessions (bench/scenario/restart).
-	restartRun := cfg.Workload == workloadGatewayRestart
-	if restartRun {
-		cfg.Workload = bench.WorkloadAgentic
-	}
-	// rollout runs the agentic sessions too (bench/scenario/rollout).
-	rolloutRun := cfg.Workload == workloadRollout
-	if rolloutRun {
+	// gateway-restart and rollout run the agentic sessions
+	// (bench/scenario/restart, bench/scenario/rollout).
+	restartRun, rolloutRun := cfg.Workload == workloadGatewayRestart, cfg.Workload == workloadRollout
+	if restartRun || rolloutRun {
 		cfg.Workload = bench.WorkloadAgentic
 	}
 	if err := benchFleetDefaults(fs, cfg.Workload); err != nil {
