@@ -29,7 +29,7 @@ func TestIncrementalMemory(t *testing.T) {
 	before := liveHeap()
 	inc := NewIncremental(tok, 1<<30)
 	for s := range sessions {
-		// About 200 KB of text, 50k tokens.
+		// About 200 KB of text, 59k tokens.
 		text := strings.Repeat(fmt.Sprintf("session %d reads a line of a tool's result. ", s), 4600)
 		tokens += len(inc.Encode(nil, fmt.Sprint("session-", s), text))
 	}
