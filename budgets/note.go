@@ -12,8 +12,7 @@ import (
 // value is empty; a nil Note takes and sets nothing.
 type Note struct {
 	mu     sync.Mutex
-	limits Limits
-	set    bool
+	limits Limits // zero: no budget, no header
 }
 
 type noteKey struct{}
@@ -35,7 +34,7 @@ func (n *Note) put(l *Limits) {
 		return
 	}
 	n.mu.Lock()
-	n.limits, n.set = *l, true
+	n.limits = *l
 	n.mu.Unlock()
 }
 
@@ -45,9 +44,7 @@ func (n *Note) Set(h http.Header) {
 		return
 	}
 	n.mu.Lock()
-	l, set := n.limits, n.set
+	l := n.limits
 	n.mu.Unlock()
-	if set {
-		l.Set(h)
-	}
+	l.Set(h)
 }
