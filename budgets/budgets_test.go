@@ -29,7 +29,7 @@ func ledger(t *testing.T, ns state.Namespace, c *clock) *budgets.Ledger {
 	return l
 }
 
-// TestTwoGatewaysShareABudget (issue 37's acceptance): a tenant with 10k
+// TestTwoGatewaysShareABudget: a tenant with 10k
 // tokens a minute sends 30k a minute for two minutes, its turns taking
 // turns between two gateways on one Redis: 10k ± 5% of them go through
 // each minute, and every other turn is refused with a Retry-After.

@@ -15,7 +15,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/turns"
 )
 
-// TestGatewaysShareBudgets (issue 37): two gateways on one Redis draw a
+// TestGatewaysShareBudgets: two gateways on one Redis draw a
 // tenant's requests a minute from one budget: three requests through
 // either are all it gets, the fourth is refused on whichever gateway.
 func TestGatewaysShareBudgets(t *testing.T) {

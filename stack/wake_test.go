@@ -14,7 +14,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/pools"
 )
 
-// TestScaleFromZero (issue 37): a turn sent to a pool with no endpoint
+// TestScaleFromZero: a turn sent to a pool with no endpoint
 // and a wake hook is held, not refused; the hook is called once however
 // many turns arrive; the replica the hook starts joins through
 // discovery, and every held turn is answered by it.

@@ -24,7 +24,7 @@ func (s sized) AppendTo(b []byte) []byte {
 	return b
 }
 
-// TestPebbleBatchSized (issue 32): a Pebble batch is allocated once, at
+// TestPebbleBatchSized: a Pebble batch is allocated once, at
 // the size its ops need, whatever their mix and sizes, so a large value
 // is held once in it and never copied as it grows; a Value is written
 // into it as given.
