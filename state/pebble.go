@@ -98,9 +98,9 @@ func (e *pebbleEngine) apply(prefix []byte, b *Batch) error {
 }
 
 // batch is b as a Pebble batch, with prefix before every key; the caller
-// closes it (on an error batch has). It is sized once for all its ops: grown by doubling, a large
-// value would be copied at each step and end in a buffer up to twice its
-// size. A Value is written straight into it.
+// closes it (on an error, batch has). It is sized once for all its ops:
+// grown by doubling, a large value would be copied at each step and end
+// in a buffer up to twice its size. A Value is written straight into it.
 func (e *pebbleEngine) batch(prefix []byte, b *Batch) (*pebble.Batch, error) {
 	size := pebbleBatchSize(prefix, b)
 	pb := e.db.NewBatchWithSize(size, pebble.WithInitialSizeBytes(size))
