@@ -21,9 +21,8 @@ import (
 // goroutine and hands each request and answer between them and the caller
 // over channels; on a proxy path where the engine answers at once those
 // hand-offs and their wakeups cost about as much as everything else the
-// gateway does for a request (docs/benchmarks.md,
-// "Proxy overhead", "A client of its own for the engines"). Here the caller's
-// goroutine does it all: it writes the request's head and its in-memory
+// gateway does for a request (docs/benchmarks.md, "Proxy overhead").
+// Here the caller's goroutine does it all: it writes the request's head and its in-memory
 // body in one writev, reads the answer's head with http.ReadResponse, and
 // reads the body itself, the connection going back to the idle list once
 // the body has been read to its end and closed.

@@ -19,7 +19,7 @@ type GoRuntime struct {
 	// is small, so Go's default of 100 collects several times a second
 	// under load; 400 takes a few percent less CPU a request for a heap
 	// up to five times what is live (docs/benchmarks.md, "Proxy
-	// overhead", "The collector"). -1
+	// overhead"). -1
 	// turns the collector off but for MemoryLimit.
 	GCPercent int `yaml:"gcPercent"`
 	// MemoryLimit is GOMEMLIMIT, in bytes: a soft limit on the Go
