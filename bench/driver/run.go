@@ -272,6 +272,21 @@ func (r *Runner) Recorded() int {
 	return len(r.mu.samples)
 }
 
+// AwaitRecorded waits until the run has recorded n requests; false when
+// ctx ended first.
+func (r *Runner) AwaitRecorded(ctx context.Context, n int) bool {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for r.Recorded() < n {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}
+
 // Client is key's OpenAI client, made before the run started.
 func (r *Runner) Client(key string) openai.Client { return r.snd.client(key) }
 

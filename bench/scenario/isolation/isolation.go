@@ -164,7 +164,7 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 		defer func() { cancelA(); <-doneA }()
 		// The warm-up lasts until A's first turn has ended (its process
 		// may be slow to start), and at least settle.
-		if !sleep(plan.settle) || !r.awaitRecorded(ctx, 1) {
+		if !sleep(plan.settle) || !r.AwaitRecorded(ctx, 1) {
 			return
 		}
 		for k := range plan.rounds {
@@ -260,21 +260,6 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 		rep.P99TTFTRatio = rep.BurstAP99TTFTMs / rep.BaselineAP99TTFTMs
 	}
 	return res, rep, nil
-}
-
-// awaitRecorded waits until the run has recorded n requests; false when
-// ctx ended first.
-func (r runner) awaitRecorded(ctx context.Context, n int) bool {
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for r.Recorded() < n {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
-	}
-	return true
 }
 
 // batch submits spec's batch at spec.From, here or through run when the

@@ -140,7 +140,7 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, fleet F
 			at := func() float64 { return time.Since(dr.Started()).Seconds() }
 			for i := range fleet.Replicas() {
 				share := opts.StartAt + float64(i)*opts.Every
-				if !waitRecorded(rctx, dr, int(share*float64(total))) {
+				if !dr.AwaitRecorded(rctx, int(share*float64(total))) {
 					return
 				}
 				if i == 0 {
@@ -163,20 +163,6 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, fleet F
 	rep.phases(samples)
 	rep.gateway(first, atFirst, last)
 	return res, rep, nil
-}
-
-// waitRecorded waits until dr has recorded n turns, or ctx is done.
-func waitRecorded(ctx context.Context, dr *driver.Runner, n int) bool {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for dr.Recorded() < n {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
-	}
-	return true
 }
 
 // phases splits the samples by when they were sent: before the first
