@@ -174,7 +174,8 @@ func (mc *ModelCapacity) Name() string { return mc.name }
 // the interactive lane's endpoints left out of the lower bands' room while
 // the lane is held.
 func (mc *ModelCapacity) Measure(now time.Time, cfg *FlowControl) Measurement {
-	return measure(mc.reg.Serving(mc.model), now, cfg, mc.laneNow(now), mc.reserveNow(now, cfg))
+	eps := mc.reg.Serving(mc.model)
+	return measure(eps, now, cfg, mc.laneNow(now, eps), mc.reserveNow(now, cfg))
 }
 
 // noteInteractive implements interactiveNoter.
@@ -193,8 +194,9 @@ func (mc *ModelCapacity) reserveNow(now time.Time, cfg *FlowControl) bool {
 	return last != 0 && now.UnixNano()-last <= int64(cfg.InteractiveReserveHold)
 }
 
-// laneNow is how many of the first available endpoints form the lane now.
-func (mc *ModelCapacity) laneNow(now time.Time) int {
+// laneNow is how many of the first available endpoints of eps form the
+// lane now.
+func (mc *ModelCapacity) laneNow(now time.Time, eps []*pools.Endpoint) int {
 	l := mc.lane
 	last := mc.lastInteractive.Load()
 	if l.Endpoints <= 0 || last == 0 || now.UnixNano()-last > int64(l.Hold) {
@@ -204,7 +206,7 @@ func (mc *ModelCapacity) laneNow(now time.Time) int {
 	// for the fleet to have a lane, and one beyond the lane.
 	enough := max(l.MinFleet, l.Endpoints+1)
 	n := 0
-	for _, e := range mc.reg.Serving(mc.model) {
+	for _, e := range eps {
 		if n >= enough {
 			break
 		}
