@@ -182,7 +182,7 @@ func (e *Endpoint) IsAdapter(model string) bool {
 // HasAdapter reports whether adapter is loaded on the endpoint, as far
 // as the gateway knows: listed by its engine, named by its running or
 // waiting requests, being loaded by the gateway, or routed there lately
-// (NoteAdapter).
+// (noteAdapter).
 func (e *Endpoint) HasAdapter(adapter string, now time.Time) bool {
 	if l := e.load.Load(); l != nil && (listHas(l.LoRA.Running, adapter) || listHas(l.LoRA.Waiting, adapter)) {
 		return true
@@ -200,9 +200,9 @@ func (e *Endpoint) HasAdapter(adapter string, now time.Time) bool {
 	return ok && now.Sub(t) < adapterPendingFor
 }
 
-// AdapterLoading reports whether the gateway is loading adapter on the
+// adapterLoading reports whether the gateway is loading adapter on the
 // endpoint now.
-func (e *Endpoint) AdapterLoading(adapter string) bool {
+func (e *Endpoint) adapterLoading(adapter string) bool {
 	s := &e.lora
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -246,11 +246,11 @@ func (e *Endpoint) AdapterSlots(now time.Time) (used, slots int) {
 	return len(seen), slots
 }
 
-// NoteAdapter records that a request for adapter was routed to the
+// noteAdapter records that a request for adapter was routed to the
 // endpoint, whose engine will load it: until the engine lists it (or
 // adapterPendingFor passes) routing counts it as there, as the kv index
 // records a routed prompt ahead of the engine.
-func (e *Endpoint) NoteAdapter(adapter string, now time.Time) {
+func (e *Endpoint) noteAdapter(adapter string, now time.Time) {
 	s := &e.lora
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -405,17 +405,17 @@ var ErrAdapterLoad = errors.New("pools: lora adapter load failed")
 // /v1/load_lora_adapter with vLLM's {"lora_name","lora_path"}): one load
 // at a time per replica, and a request for an adapter being loaded there
 // waits on that load. In other pools it notes the adapter as routed there
-// at now (NoteAdapter): the engine loads it itself. A failed load wraps
+// at now (noteAdapter): the engine loads it itself. A failed load wraps
 // ErrUpstream and ErrAdapterLoad.
 func (r *Registry) EnsureAdapter(ctx context.Context, ep *Endpoint, model string, now time.Time) error {
 	if ep.Pool == nil || !ep.IsAdapter(model) {
 		return nil
 	}
-	if ep.HasAdapter(model, now) && !ep.AdapterLoading(model) {
+	if ep.HasAdapter(model, now) && !ep.adapterLoading(model) {
 		return nil
 	}
 	if ep.Pool.Config.LoRALoading != LoRALoadingOnDemand {
-		ep.NoteAdapter(model, now)
+		ep.noteAdapter(model, now)
 		return nil
 	}
 	return r.loadAdapter(ctx, ep, model)
