@@ -2,7 +2,6 @@ package turns
 
 import (
 	"math"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -42,18 +41,16 @@ func shedProbability(c *ShedCurve, s float64) float64 {
 // admitLocked decides whether w may join its pool's queue and, if so,
 // holds it against its tenant. In order: the tenant's concurrency quota
 // (all bands; its budgets a minute were charged before, by the budgets
-// package);
-// the shed curve for Background and for
-// Standard from a tenant over its fair share (never Interactive), and the
-// band's held cap while the pool has no room for the lower bands (by
-// default Background only), unless the pool has no available endpoint;
-// the band's queue caps.
+// package); the shed curve for Background and for Standard from a tenant
+// over its fair share (never Interactive), and the band's held cap while
+// the pool has no room for the lower bands (by default Background only),
+// unless the pool has no available endpoint; the band's queue caps.
 //
 // A pool with no available endpoint sheds nothing: its turns wait, up to
 // their band's TTL, for an endpoint to come back. Replicas that fail their
 // health checks together for a moment (a busy host) or restart one after
 // another must not cost the turns that arrive meanwhile.
-func (c *Controller) admitLocked(w *waiter, m *Measurement, now time.Time, cfg *FlowControl) *ShedError {
+func (c *Controller) admitLocked(w *waiter, m *Measurement, cfg *FlowControl) *ShedError {
 	ts := w.tenant
 	q := &ts.cfg.Quota
 	if q.Concurrent > 0 && ts.held >= q.Concurrent {

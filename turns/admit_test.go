@@ -27,11 +27,10 @@ func newTestController(t testing.TB, cfg Config, opts ...Option) (*Controller, *
 // the given saturation and undoes its charges, as if the turn ended.
 func admitOnce(c *Controller, tenant string, band Band, m *Measurement) *ShedError {
 	cfg := c.cfg.Load()
-	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w := &waiter{band: band, cost: 100, pool: c.poolLocked(newFakeCapacity("p", 1, 1, 0)), tenant: c.tenantLocked(tenant, c.tenants.Load())}
-	err := c.admitLocked(w, m.measured(), now, cfg)
+	err := c.admitLocked(w, m.measured(), cfg)
 	if err == nil {
 		c.unholdLocked(w.tenant, w.cost)
 	}

@@ -27,11 +27,10 @@ func BenchmarkAdmit(b *testing.B) {
 			c.mu.Lock()
 			w := &waiter{band: band, cost: 1200, pool: c.poolLocked(newFakeCapacity("p", 4, 256, 0.5)), tenant: c.tenantLocked("a", c.tenants.Load())}
 			c.mu.Unlock()
-			now := c.now()
 			b.ReportAllocs()
 			for b.Loop() {
 				c.mu.Lock()
-				if err := c.admitLocked(w, &m, now, cfg); err != nil {
+				if err := c.admitLocked(w, &m, cfg); err != nil {
 					b.Fatal(err)
 				}
 				c.unholdLocked(w.tenant, w.cost)

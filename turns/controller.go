@@ -243,7 +243,7 @@ func (c *Controller) Acquire(ctx context.Context, t *Turn, pool Capacity) (Ticke
 	c.mu.seq++
 	w.seq = c.mu.seq
 	c.expireLocked(w.pool, &m, now, cfg)
-	if err := c.admitLocked(w, &m, now, cfg); err != nil {
+	if err := c.admitLocked(w, &m, cfg); err != nil {
 		c.metrics.shedOne(w.band, err.Reason)
 		c.mu.Unlock()
 		c.putWaiter(w)
