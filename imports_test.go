@@ -54,7 +54,7 @@ var floors = map[string][]string{
 	"bench/scenario/lending":   {"bench/driver", "bench/scrape", "bench/workload"},
 	"bench/scenario/lora":      {"accelerators/enginemetrics", "bench/driver", "bench/scrape", "bench/workload"},
 	"bench/scenario/overload":  {"bench/driver", "bench/workload"},
-	"bench/scenario/rollout":   {"bench/driver", "bench/workload"},
+	"bench/scenario/rollout":   {"bench/driver", "bench/scrape", "bench/workload"},
 	"bench/scenario/restart":   {"bench/driver", "bench/workload"},
 	"bench/report":             {"bench/driver", "bench/scenario/chaos", "bench/scenario/isolation", "bench/scenario/lending", "bench/scenario/lora", "bench/scenario/overload", "bench/scrape", "bench/workload"},
 	"bench/overhead":           {"accelerators/enginemetrics", "bench/driver", "bench/report", "bench/workload"},
