@@ -184,6 +184,8 @@ type Config struct {
 	Lending LendingConfig `json:"lending" yaml:"lending"`
 	// LoRA is the lora workload (WorkloadLoRA).
 	LoRA LoRAConfig `json:"lora" yaml:"lora"`
+	// Agents is the agents workload (WorkloadAgents).
+	Agents AgentsConfig `json:"agents" yaml:"agents"`
 }
 
 // AgenticConfig shapes the agentic workload: tenants with a shared system
@@ -331,6 +333,7 @@ func (c *Config) EnsureDefaults() {
 	c.Overload.ensureDefaults()
 	c.Lending.ensureDefaults()
 	c.LoRA.ensureDefaults()
+	c.Agents.ensureDefaults()
 
 	a := &c.Agentic
 	setDefault(&a.Sessions, DefaultSessions)
@@ -383,9 +386,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("bench: "+format, args...))
 	}
 	switch c.Workload {
-	case WorkloadAgentic, WorkloadTrace, WorkloadIsolation, WorkloadChaos, WorkloadLongPrompt, WorkloadOverload, WorkloadLending, WorkloadLoRA:
+	case WorkloadAgentic, WorkloadTrace, WorkloadIsolation, WorkloadChaos, WorkloadLongPrompt, WorkloadOverload, WorkloadLending, WorkloadLoRA, WorkloadAgents:
 	default:
-		bad("workload %q: want agentic, trace, isolation, chaos, long-prompt, overload, lending or lora", c.Workload)
+		bad("workload %q: want agentic, trace, isolation, chaos, long-prompt, overload, lending, lora or agents", c.Workload)
 	}
 	c.LongPrompt.validate(bad)
 	c.Interference.validate(bad)
@@ -405,6 +408,10 @@ func (c *Config) Validate() error {
 	c.Overload.validate(bad)
 	c.Lending.validate(bad)
 	c.LoRA.validate(bad)
+	c.Agents.validate(bad)
+	if c.Workload == WorkloadAgents && c.API != APIResponses {
+		bad("the agents workload chains its calls with previous_response_id: api %q, want responses", c.API)
+	}
 	switch c.API {
 	case APIResponses, APIChat:
 	default:
