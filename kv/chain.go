@@ -139,7 +139,7 @@ func (x *Index) RecordChain(endpoint int, hashes []BlockHash) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e := x.endpointLocked(endpoint)
-	if !e.runs.on && !e.open && e.holdsNoBlocks() && !x.groupedLocked(endpoint) {
+	if !e.runs.on && !e.open && e.holdsNoBlocks() && !x.groupSharesLocked(endpoint) {
 		e.runs.on = true
 	}
 	if e.runs.on {
@@ -222,4 +222,10 @@ func (x *Index) RecordAfter(endpoint int, parent BlockHash, hashes []BlockHash) 
 // groupedLocked reports whether endpoint is in a group.
 func (x *Index) groupedLocked(endpoint int) bool {
 	return endpoint < len(x.mu.groupOf) && x.mu.groupOf[endpoint] != 0
+}
+
+// groupSharesLocked reports whether endpoint is in a group whose Shared
+// tier holds blocks.
+func (x *Index) groupSharesLocked(endpoint int) bool {
+	return x.groupedLocked(endpoint) && x.mu.groups[x.mu.groupOf[endpoint]-1].shared.list.Len() > 0
 }

@@ -25,7 +25,9 @@
 // map insert, and a lookup a few map lookups and binary searches. Any write
 // of single blocks (engine KV events, a group's Shared tier) turns the
 // endpoint's runs into blocks, one map entry and one LRU node each
-// (chain.go says how those are searched), once.
+// (chain.go says how those are searched), once. The replicas of one pool
+// (SetGroup), as the gateway registers every endpoint, hold runs until a
+// block is reported in the pool's Shared tier.
 //
 // # Data flow
 //

@@ -245,12 +245,7 @@ func (x *Index) SetGroup(endpoint, group int) {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	e := x.endpointLocked(endpoint)
-	if group >= 0 {
-		// A member's shared blocks count after its own: only the
-		// block lists tell them apart.
-		x.explodeLocked(endpoint, e)
-	}
+	x.endpointLocked(endpoint)
 	for len(x.mu.groupOf) <= endpoint {
 		x.mu.groupOf = append(x.mu.groupOf, 0)
 	}
@@ -275,6 +270,19 @@ func (x *Index) SetGroup(endpoint, group int) {
 	g := x.mu.groups[group]
 	g.members = append(g.members, int32(endpoint))
 	x.mu.groupOf[endpoint] = int32(group + 1)
+	if g.shared.list.Len() > 0 {
+		x.explodeGroupLocked(group)
+	}
+}
+
+// explodeGroupLocked turns the runs of group's members into blocks: a
+// member's own blocks count ahead of the group's Shared ones, and only the
+// block lists tell them apart. A group whose Shared tier is empty, as
+// without an engine that reports one, leaves its members' runs alone.
+func (x *Index) explodeGroupLocked(group int) {
+	for _, m := range x.mu.groups[group].members {
+		x.explodeLocked(int(m), x.mu.endpoints[m])
+	}
 }
 
 // tierLocked resolves where endpoint's blocks in tier are kept: the holder
@@ -344,6 +352,9 @@ func (x *Index) Record(endpoint int, tier Tier, hashes []BlockHash) {
 	defer x.mu.Unlock()
 	if len(hashes) > 0 {
 		x.explodeLocked(endpoint, x.endpointLocked(endpoint))
+		if tier == Shared && x.groupedLocked(endpoint) {
+			x.explodeGroupLocked(int(x.mu.groupOf[endpoint]) - 1)
+		}
 		x.recordLocked(endpoint, tier, hashes, false)
 		// hashes need not start at a chain's root: an engine's event
 		// names the blocks it stored, whose parents it stored before.

@@ -66,28 +66,40 @@ func checkInvariants(t *testing.T, x *Index) {
 					continue
 				}
 				held++
-				if got := x.mu.endpoints[hd.endpoint].tiers[tier].list.Value(n).hash; got != h {
+				var l *tierList
+				if g := -int(hd.endpoint) - 1; g >= 0 {
+					l = &x.mu.groups[g].shared
+				} else {
+					l = &x.mu.endpoints[hd.endpoint].tiers[tier]
+				}
+				if got := l.list.Value(n).hash; got != h {
 					t.Fatalf("block %x: endpoint %d %s node holds %x", h, hd.endpoint, Tier(tier), got)
 				}
 			}
 		}
 	}
 	listed := 0
+	lists := []*tierList{}
 	for _, e := range x.mu.endpoints {
 		if e == nil {
 			continue
 		}
 		for tier := range e.tiers {
-			l := &e.tiers[tier]
-			n := 0
-			for i := l.list.Front(); i != 0; i = l.list.Next(i) {
-				n++
-			}
-			if n != l.list.Len() || l.list.Len() > l.capacity {
-				t.Fatalf("list of %d nodes, len %d, capacity %d", n, l.list.Len(), l.capacity)
-			}
-			listed += n
+			lists = append(lists, &e.tiers[tier])
 		}
+	}
+	for _, g := range x.mu.groups {
+		lists = append(lists, &g.shared)
+	}
+	for _, l := range lists {
+		n := 0
+		for i := l.list.Front(); i != 0; i = l.list.Next(i) {
+			n++
+		}
+		if n != l.list.Len() || l.list.Len() > l.capacity {
+			t.Fatalf("list of %d nodes, len %d, capacity %d", n, l.list.Len(), l.capacity)
+		}
+		listed += n
 	}
 	if held != listed {
 		t.Fatalf("%d holdings in the map, %d nodes in the lists", held, listed)

@@ -24,9 +24,13 @@ import (
 // The runs of an endpoint are kept in LRU order with their parents always
 // ahead of their children, so the least recent run is a leaf and eviction
 // trims it from its tail, as the block list would. Any other write (Record,
-// a Remove that is not of one whole leaf run, RecordAfter, SetGroup)
-// first turns the endpoint's runs into blocks (explodeLocked), in the same
-// order, and the endpoint goes on as a block-held one until it is empty.
+// a Remove that is not of one whole leaf run, RecordAfter) first turns the
+// endpoint's runs into blocks (explodeLocked), in the same order, and the
+// endpoint goes on as a block-held one until it is empty. A pool's
+// replicas (SetGroup) hold runs while the pool's Shared tier is empty; its
+// first block turns every replica's runs into blocks, since a replica's
+// own blocks count ahead of the shared ones and only the block lists tell
+// them apart.
 
 // run is a piece of a chain held by one endpoint in HBM.
 type run struct {

@@ -34,6 +34,9 @@ func checkRuns(t *testing.T, x *Index) {
 		if rs.on && !e.holdsNoBlocks() {
 			t.Fatalf("endpoint %d holds runs and blocks", ep)
 		}
+		if rs.on && x.groupSharesLocked(ep) {
+			t.Fatalf("endpoint %d holds runs in a group whose Shared tier holds blocks", ep)
+		}
 		pos := map[*run]int{}
 		blocks := 0
 		for n := rs.list.Front(); n != 0; n = rs.list.Next(n) {
@@ -68,10 +71,25 @@ func checkRuns(t *testing.T, x *Index) {
 }
 
 // refIndex is what the index must answer, held the plainest way: which
-// endpoints hold each block, in which tiers. It has no bound.
+// endpoints hold each block, in which tiers. It has no bound. A group's
+// Shared tier is held under the group's holder id (groupHolder), for the
+// endpoints refGroups puts in it.
 type refIndex map[BlockHash]map[int]*[NumTiers]bool
 
+// refGroups is FuzzIndexAgainstReference's groups: endpoints 0 and 1 are
+// one pool's replicas, 2 another's, 3 in none.
+var refGroups = []int{0, 0, 1, -1}
+
+// owner is who holds what ep records in tier.
+func refOwner(ep int, tier Tier) int {
+	if tier == Shared && refGroups[ep] >= 0 {
+		return groupHolder(refGroups[ep])
+	}
+	return ep
+}
+
 func (m refIndex) record(ep int, tier Tier, hs []BlockHash) {
+	ep = refOwner(ep, tier)
 	for _, h := range hs {
 		if m[h] == nil {
 			m[h] = map[int]*[NumTiers]bool{}
@@ -84,6 +102,7 @@ func (m refIndex) record(ep int, tier Tier, hs []BlockHash) {
 }
 
 func (m refIndex) remove(ep int, tier Tier, hs []BlockHash) {
+	ep = refOwner(ep, tier)
 	for _, h := range hs {
 		if m[h] != nil && m[h][ep] != nil {
 			m[h][ep][tier] = false
@@ -103,13 +122,18 @@ func (m refIndex) match(hs []BlockHash, endpoints int) ([]Match, int) {
 	for ep := range out {
 	blocks:
 		for _, h := range hs {
-			if tiers := m[h][ep]; tiers != nil {
-				for t, held := range tiers {
-					if held {
-						out[ep].Blocks++
-						out[ep].ByTier[t]++
-						continue blocks
-					}
+			var tiers [NumTiers]bool
+			if own := m[h][ep]; own != nil {
+				tiers = *own
+			}
+			if g := refGroups[ep]; g >= 0 && m[h][groupHolder(g)] != nil {
+				tiers[Shared] = tiers[Shared] || m[h][groupHolder(g)][Shared]
+			}
+			for t, held := range tiers {
+				if held {
+					out[ep].Blocks++
+					out[ep].ByTier[t]++
+					continue blocks
 				}
 			}
 			break
@@ -133,6 +157,11 @@ func FuzzIndexAgainstReference(f *testing.F) {
 		tree := newChainTree(seed)
 		rng := rand.New(rand.NewPCG(seed, 99))
 		x := NewIndex(IndexOptions{DefaultCapacity: 1 << 20})
+		for ep, g := range refGroups {
+			x.SetGroup(ep, g)
+		}
+		x.SetTierCapacity(0, Shared, 1<<20)
+		x.SetTierCapacity(2, Shared, 1<<20)
 		ref := refIndex{}
 		for step := range int(steps) {
 			ep := rng.IntN(endpoints)
@@ -154,6 +183,11 @@ func FuzzIndexAgainstReference(f *testing.F) {
 			case r < 49:
 				x.Record(ep, CPU, hs)
 				ref.record(ep, CPU, hs)
+			case r < 50 && seed%2 == 0:
+				// A pool's shared store, on half the seeds: the
+				// others keep their groups' Shared tiers empty.
+				x.Record(ep, Shared, hs)
+				ref.record(ep, Shared, hs)
 			case r < 52:
 				x.Remove(ep, HBM, hs[len(hs)/2:])
 				ref.remove(ep, HBM, hs[len(hs)/2:])
@@ -215,5 +249,46 @@ func TestRunsEvictFromTheLeastRecentTail(t *testing.T) {
 	}
 	if got := x.MatchPrefix(a, out); got != 0 {
 		t.Errorf("after shrinking, an older chain matches %d, want 0", got)
+	}
+}
+
+// TestPoolReplicasHoldRuns: the replicas of one pool, as the gateway
+// registers every endpoint, hold routing's chains as runs while their
+// pool's Shared tier is empty; the first block one of them reports in it
+// turns every replica's runs into blocks, a replica joining later
+// included, and what each holds is matched as before.
+func TestPoolReplicasHoldRuns(t *testing.T) {
+	x := NewIndex(IndexOptions{})
+	for ep := range 3 {
+		x.SetGroup(ep, 0)
+	}
+	a, b := []BlockHash{1, 2, 3, 4}, []BlockHash{11, 12, 13}
+	x.RecordChain(0, a)
+	x.RecordChain(1, b)
+	checkInvariants(t, x)
+	if !x.mu.endpoints[0].runs.on || !x.mu.endpoints[1].runs.on {
+		t.Fatal("a pool's replicas written by routing alone do not hold runs")
+	}
+	x.Record(2, Shared, []BlockHash{1, 2})
+	checkInvariants(t, x)
+	if x.mu.endpoints[0].runs.on || x.mu.endpoints[1].runs.on {
+		t.Fatal("replicas still hold runs beside their pool's Shared blocks")
+	}
+	x.SetGroup(3, 0)
+	x.RecordChain(3, b)
+	checkInvariants(t, x)
+	if x.mu.endpoints[3].runs.on {
+		t.Fatal("a replica joining a pool with Shared blocks holds runs")
+	}
+	out := make([]Match, 4)
+	x.MatchPrefix(a, out)
+	want := []Match{
+		{Blocks: 4, ByTier: [NumTiers]int{HBM: 4}},
+		{Blocks: 2, ByTier: [NumTiers]int{Shared: 2}},
+		{Blocks: 2, ByTier: [NumTiers]int{Shared: 2}},
+		{Blocks: 2, ByTier: [NumTiers]int{Shared: 2}},
+	}
+	if !slices.Equal(out, want) {
+		t.Errorf("MatchPrefix(a) = %+v, want %+v", out, want)
 	}
 }
