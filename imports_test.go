@@ -44,11 +44,12 @@ var floors = map[string][]string{
 	"gossip":           {},
 	"accelerators":     {},
 	"accelerators/sim": {"accelerators", "accelerators/enginemetrics", "internal/lru"},
-	"bench":            {"accelerators/enginemetrics", "bench/driver", "bench/overhead", "bench/report", "bench/scenario/chaos", "bench/scenario/isolation", "bench/scenario/lending", "bench/scenario/lora", "bench/scenario/overload", "bench/scrape", "bench/workload", "internal/lru"},
+	"bench":            {"accelerators/enginemetrics", "bench/driver", "bench/overhead", "bench/report", "bench/scenario/agents", "bench/scenario/chaos", "bench/scenario/isolation", "bench/scenario/lending", "bench/scenario/lora", "bench/scenario/overload", "bench/scrape", "bench/workload", "internal/lru"},
 	// bench's parts import nothing of ours outside bench but what bench may.
 	"bench/workload":           {},
 	"bench/scrape":             {"accelerators/enginemetrics"},
 	"bench/driver":             {"bench/scrape", "bench/workload", "internal/lru"},
+	"bench/scenario/agents":    {"bench/driver", "bench/workload"},
 	"bench/scenario/chaos":     {"bench/driver", "bench/scrape", "bench/workload"},
 	"bench/scenario/isolation": {"bench/driver", "bench/scrape", "bench/workload"},
 	"bench/scenario/lending":   {"bench/driver", "bench/scrape", "bench/workload"},
@@ -56,7 +57,7 @@ var floors = map[string][]string{
 	"bench/scenario/overload":  {"bench/driver", "bench/workload"},
 	"bench/scenario/rollout":   {"bench/driver", "bench/scrape", "bench/workload"},
 	"bench/scenario/restart":   {"bench/driver", "bench/workload"},
-	"bench/report":             {"bench/driver", "bench/scenario/chaos", "bench/scenario/isolation", "bench/scenario/lending", "bench/scenario/lora", "bench/scenario/overload", "bench/scrape", "bench/workload"},
+	"bench/report":             {"bench/driver", "bench/scenario/agents", "bench/scenario/chaos", "bench/scenario/isolation", "bench/scenario/lending", "bench/scenario/lora", "bench/scenario/overload", "bench/scrape", "bench/workload"},
 	"bench/overhead":           {"accelerators/enginemetrics", "bench/driver", "bench/report", "bench/workload"},
 	// responses' parts below it: the client of the MCP servers its tool loop calls.
 	"responses/mcpclient": {"responses/wire"},

@@ -27,6 +27,12 @@ type LendingConfig = workload.LendingConfig
 // LoRAConfig shapes the lora workload (workload.LoRAConfig).
 type LoRAConfig = workload.LoRAConfig
 
+// AgentsConfig shapes the agents workload (workload.AgentsConfig).
+type AgentsConfig = workload.AgentsConfig
+
+// DefaultAgentsPhases are the agents workload's default phases.
+var DefaultAgentsPhases = workload.DefaultAgentsPhases
+
 // AdapterName is the name of the lora workload's adapter i.
 func AdapterName(i int) string { return workload.AdapterName(i) }
 
@@ -40,6 +46,7 @@ const (
 	WorkloadLongPrompt = workload.WorkloadLongPrompt
 	WorkloadOverload   = workload.WorkloadOverload
 	WorkloadLoRA       = workload.WorkloadLoRA
+	WorkloadAgents     = workload.WorkloadAgents
 
 	APIResponses = workload.APIResponses
 	APIChat      = workload.APIChat

@@ -8,6 +8,7 @@ import (
 
 	"github.com/turnpike-gateway/turnpike/bench/driver"
 	"github.com/turnpike-gateway/turnpike/bench/report"
+	"github.com/turnpike-gateway/turnpike/bench/scenario/agents"
 	"github.com/turnpike-gateway/turnpike/bench/scenario/chaos"
 	"github.com/turnpike-gateway/turnpike/bench/scenario/isolation"
 	"github.com/turnpike-gateway/turnpike/bench/scenario/lending"
@@ -89,6 +90,14 @@ func run(ctx context.Context, cfg Config, target Target, label string) (*Result,
 		}
 		res := report.ResultOf(r)
 		res.LoRA = rep
+		return res, nil
+	case workload.WorkloadAgents:
+		r, rep, err := agents.Run(ctx, cfg, target, label)
+		if err != nil {
+			return nil, err
+		}
+		res := report.ResultOf(r)
+		res.Agents = rep
 		return res, nil
 	default:
 		return report.ResultOf(driver.RunAgentic(ctx, cfg, target, label)), nil

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/bench/driver"
+	"github.com/turnpike-gateway/turnpike/bench/scenario/agents"
 	"github.com/turnpike-gateway/turnpike/bench/scenario/chaos"
 	"github.com/turnpike-gateway/turnpike/bench/scenario/isolation"
 	"github.com/turnpike-gateway/turnpike/bench/scenario/lending"
@@ -68,6 +69,8 @@ type Result struct {
 	Lending *lending.Report `json:"lending,omitempty"`
 	// LoRA holds the lora workload's adapter loads.
 	LoRA *lora.Report `json:"lora,omitempty"`
+	// Agents holds the agents workload's figures, phase by phase.
+	Agents *agents.Report `json:"agents,omitempty"`
 	// Samples are every request's records when Config.KeepSamples is set.
 	Samples []driver.Sample `json:"samples,omitempty"`
 }

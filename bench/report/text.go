@@ -191,6 +191,9 @@ func writeReport(w io.Writer, results []*Result, md bool) error {
 		if r.LoRA != nil {
 			writeLoRA(w, r.LoRA)
 		}
+		if err := writeAgents(w, []*Result{r}, "", md); err != nil {
+			return err
+		}
 		if r.Chaos != nil {
 			for _, t := range chaosTables(r.Chaos) {
 				heading(t.title)
@@ -228,6 +231,9 @@ func (c *Comparison) WriteText(w io.Writer) error {
 		writeIsolation(w, r, r.Name())
 	}
 	writeLoRAs(w, c.Results, c.Baseline)
+	if err := writeAgents(w, c.Results, c.Baseline, false); err != nil {
+		return err
+	}
 	writeCachePredictions(w, c.Results)
 	return writeCost(w, c.Results, c, false)
 }
@@ -250,6 +256,9 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 		}
 	}
 	writeLoRAs(w, c.Results, c.Baseline)
+	if err := writeAgents(w, c.Results, c.Baseline, true); err != nil {
+		return err
+	}
 	writeCachePredictions(w, c.Results)
 	return writeCost(w, c.Results, c, true)
 }

@@ -40,7 +40,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	interfereURLs := fs.String("interfere-urls", "", "with --url and --interfere-rate: comma-separated engine base URLs the interfering client sends to")
 	out := fs.String("out", "bench-results", "directory for results.json, report.html and report.md")
 	logLevel := fs.String("log-level", "warn", "embedded gateway log level")
-	fs.StringVar(&cfg.Workload, "workload", bench.DefaultWorkload, "agentic, trace, isolation, chaos (agentic sessions on chat and responses while embedded replicas are killed and restarted), long-prompt, overload (all three bands past the fleet's capacity), lending (a simulated trainer on a lendable pool, with and without lending its idle time), lora (sessions spread over LoRA adapters by Zipf popularity on a fleet with fewer adapter slots than adapters) or rollout (agentic sessions while every replica is replaced, one at a time, by one of a new revision; --compare warm-up,no-warm-up runs it with and without the warm-up of handed-over sessions)")
+	fs.StringVar(&cfg.Workload, "workload", bench.DefaultWorkload, "agentic, trace, isolation, chaos (agentic sessions on chat and responses while embedded replicas are killed and restarted), long-prompt, overload (all three bands past the fleet's capacity), lending (a simulated trainer on a lendable pool, with and without lending its idle time), lora (sessions spread over LoRA adapters by Zipf popularity on a fleet with fewer adapter slots than adapters), agents (coding-agent sessions of the published agentic-trace shape, more agents in each of --phases, each phase against its TTFT floor) or rollout (agentic sessions while every replica is replaced, one at a time, by one of a new revision; --compare warm-up,no-warm-up runs it with and without the warm-up of handed-over sessions)")
 	fs.StringVar(&cfg.API, "api", bench.DefaultAPI, "agentic: responses (previous_response_id chains) or chat (full history)")
 	fs.StringVar(&cfg.Model, "model", "", "model name to request (embedded: the fleet's served model)")
 	fs.Int64Var(&cfg.Seed, "seed", bench.DefaultSeed, "workload seed")
@@ -96,6 +96,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar((*time.Duration)(&cfg.Chaos.RejoinGoal), "chaos-rejoin-goal", 0, "chaos: how soon a restarted replica should take traffic (0: the gateway's breaker timeout)")
 	lendable := registerLendingFlags(fs, &cfg.Lending)
 	registerLoRAFlags(fs, &cfg.LoRA, &sf.lora)
+	registerAgentsFlags(fs, &cfg.Agents, &sf)
 	sf.register(fs, "sim-", "sim-replicas")
 	var gws benchGateways
 	gws.register(fs)
@@ -114,6 +115,11 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if restartRun || rolloutRun {
 		cfg.Workload = bench.WorkloadAgentic
 	}
+	if cfg.Workload == bench.WorkloadAgents {
+		if err := agentsFleetDefaults(fs, cfg.Agents); err != nil {
+			return err
+		}
+	}
 	if err := benchFleetDefaults(fs, cfg.Workload); err != nil {
 		return err
 	}
@@ -124,6 +130,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if cfg.Agentic.TimeScale == 0 && *url == "" && sf.timeScale > 0 {
 		// Gaps run on the simulated clock, like the engines' steps.
 		cfg.Agentic.TimeScale = sf.timeScale
+	}
+	if cfg.Workload == bench.WorkloadAgents && *url == "" {
+		cfg.Agents.PrefillTokensPerSecond = agentsPrefillRate(&sf)
 	}
 	if *url == "" && sf.timeScale > 0 {
 		// Arrivals on the simulated clock.
@@ -297,6 +306,9 @@ func startBenchStack(ctx context.Context, entry string, sf *simFlags, gws *bench
 		if fl.Replicas > 1 {
 			fl.Apart = append(fl.Apart, fl.Replicas-1)
 		}
+	}
+	if bc.Workload == bench.WorkloadAgents {
+		agentsApart(fl, sf, gateways, onRedis)
 	}
 	if index == indexApproximate {
 		// Engines that publish no KV events: the gateway subscribes to

@@ -53,8 +53,9 @@ type simFlags struct {
 	tokenizer string
 	// ttftTarget is bench's --ttft-target, on the simulated clock.
 	ttftTarget time.Duration
-	// apart is bench's --isolation-processes.
-	apart bool
+	// apart is bench's --isolation-processes; agentsApart its
+	// --engines-apart.
+	apart, agentsApart bool
 	// lora is bench's lora workload's fleet.
 	lora loraFlags
 }

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/turnpike-gateway/turnpike/accelerators"
+	"github.com/turnpike-gateway/turnpike/accelerators/sim"
+	"github.com/turnpike-gateway/turnpike/bench"
+)
+
+// registerAgentsFlags adds the agents workload's flags.
+func registerAgentsFlags(fs *flag.FlagSet, a *bench.AgentsConfig, sf *simFlags) {
+	fs.Var(phasesFlag{&a.Phases}, "phases", "agents: agents kept running in each phase, comma-separated (default 10,40,100; the keynote's is 100,400,1000)")
+	fs.DurationVar((*time.Duration)(&a.PhaseDuration), "phase-duration", 0, "agents: each phase's length on the simulated clock (0: 120s)")
+	fs.BoolVar(&sf.agentsApart, "engines-apart", true, "agents: run the embedded engines in two `turnpike sim` processes, so that this process's CPU and RSS are the gateway's and the bench client's; false: all in this process")
+}
+
+// phasesFlag reads --phases: agent counts, comma-separated.
+type phasesFlag struct{ p *[]int }
+
+func (f phasesFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	return strings.Trim(strings.Join(strings.Fields(fmt.Sprint(*f.p)), ","), "[]")
+}
+
+func (f phasesFlag) Set(v string) error {
+	var out []int
+	for s := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("phase %q: %w", s, err)
+		}
+		out = append(out, n)
+	}
+	*f.p = out
+	return nil
+}
+
+// agentsFleetDefaults sets the agents workload's fleet where the command
+// line left it unset: llama-3.1-8b (the catalog's one model with a 128k
+// context) on B200s, about 1.1M tokens of KV cache each, one replica for
+// every 30 agents of the last phase, 16 to 32; at half real time, which
+// two cores keep up with at 100 agents.
+func agentsFleetDefaults(fs *flag.FlagSet, a bench.AgentsConfig) error {
+	phases := a.Phases
+	if len(phases) == 0 {
+		phases = bench.DefaultAgentsPhases
+	}
+	replicas := min(max((phases[len(phases)-1]+29)/30, 16), 32)
+	for _, d := range []struct{ flag, value string }{
+		{"sim-accelerator", "b200"},
+		{"sim-model", "llama-3.1-8b"},
+		{"sim-served-model", "meta-llama/Llama-3.1-8B-Instruct"},
+		{"sim-time-scale", "0.5"},
+		{"sim-replicas", strconv.Itoa(replicas)},
+	} {
+		if !flagSet(fs, d.flag) {
+			if err := fs.Set(d.flag, d.value); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// agentsPrefillRate is the fleet's modelled prefill rate of one replica,
+// in tokens a simulated second: the agents workload's TTFT floor.
+func agentsPrefillRate(sf *simFlags) float64 {
+	acc, ok1 := accelerators.LookupAccelerator(sf.accelerator)
+	model, ok2 := accelerators.LookupModel(sf.model)
+	if !ok1 || !ok2 {
+		return 0
+	}
+	const tokens = 1 << 20
+	t := accelerators.PrefillTime(acc, model, tokens)
+	if t <= 0 {
+		return 0
+	}
+	return tokens / t.Seconds()
+}
+
+// agentsApart runs the agents workload's engines in two `turnpike sim`
+// processes when the fleet allows it: one aggregated pool behind one
+// gateway.
+func agentsApart(fl *sim.Topology, sf *simFlags, gateways int, onRedis bool) {
+	if !sf.agentsApart || gateways != 1 || onRedis || fl.Prefill != 0 || fl.Mixed || fl.Config.KVSharedBlocks != 0 || fl.Replicas < 2 {
+		return
+	}
+	fl.Apart = []int{fl.Replicas / 2, fl.Replicas - fl.Replicas/2}
+}

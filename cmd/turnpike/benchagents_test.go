@@ -1,0 +1,50 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/turnpike-gateway/turnpike/bench"
+)
+
+// The agents workload compared across policies at a tiny size: every
+// phase of each run has turns, all answered, a TTFT floor, the share of
+// the ideal reuse captured and the process's CPU split, and the console
+// report sets the policies' phases side by side.
+func TestBenchAgentsCompare(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two embedded fleets and gateways")
+	}
+	var cmp bench.Comparison
+	stdout, _ := runBench(t, &cmp,
+		"--workload", "agents", "--compare", "round-robin,cache-aware",
+		"--phases", "1,2", "--phase-duration", "20s", "--engines-apart=false",
+		"--sim-replicas", "2", "--sim-time-scale", "0.05",
+	)
+	if len(cmp.Results) != 2 {
+		t.Fatalf("%d results, want 2", len(cmp.Results))
+	}
+	for _, r := range cmp.Results {
+		rep := r.Agents
+		if rep == nil || len(rep.Phases) != 2 {
+			t.Fatalf("%s: agents report %+v, want 2 phases", r.Policy, rep)
+		}
+		if r.Total.Errors != 0 {
+			t.Errorf("%s: %d errors: %v", r.Policy, r.Total.Errors, r.Total.ErrorsByClass)
+		}
+		for k, p := range rep.Phases {
+			if p.Agents != k+1 || p.Answered == 0 || p.TTFTP50Ms <= 0 || p.FloorP50Ms <= 0 || p.OutputTokensPerSec <= 0 {
+				t.Errorf("%s phase %d: %+v", r.Policy, k+1, p)
+			}
+			if rep.CPUError == "" && p.CPU.Gateway+p.CPU.Client+p.CPU.Engines <= 0 {
+				t.Errorf("%s phase %d: no CPU profiled: %+v", r.Policy, k+1, p.CPU)
+			}
+		}
+		if last := rep.Phases[1]; r.Policy == "cache-aware" && (last.IdealTokens == 0 || last.Captured < 0.5) {
+			t.Errorf("cache-aware captured %.2f of the ideal reuse (%d tokens), want most of it", last.Captured, last.IdealTokens)
+		}
+	}
+	if !strings.Contains(stdout, "agents, phase by phase") || !strings.Contains(stdout, "cache-aware against round-robin, phase 2 (2 agents)") {
+		t.Errorf("console report lacks the agents' phases side by side:\n%s", stdout)
+	}
+}
