@@ -35,7 +35,7 @@ const (
 // answers carried along, grows the call-weighted mean input to about 49k
 // (TestAgentsDistributions prints the plan's own figures).
 const (
-	DefaultAgentsPhaseDuration    = 120 * time.Second
+	DefaultAgentsPhaseDuration    = 30 * time.Second
 	DefaultAgentsRamp             = 0.25
 	DefaultAgentsTenants          = 4
 	DefaultAgentsSystemTokens     = 4000
@@ -73,7 +73,7 @@ type AgentsConfig struct {
 	// Phases are the agents running in each phase, non-decreasing.
 	// Default 10,40,100.
 	Phases []int `json:"phases" yaml:"phases"`
-	// PhaseDuration is each phase's length. Default 120s.
+	// PhaseDuration is each phase's length. Default 30s.
 	PhaseDuration Duration `json:"phase_duration" yaml:"phase_duration"`
 	// Ramp is the share of a phase over which its new agents arrive, in
 	// [0,1]. Default 0.25; negative: all at the phase's start.

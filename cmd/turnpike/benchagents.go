@@ -15,7 +15,7 @@ import (
 // registerAgentsFlags adds the agents workload's flags.
 func registerAgentsFlags(fs *flag.FlagSet, a *bench.AgentsConfig, sf *simFlags) {
 	fs.Var(phasesFlag{&a.Phases}, "phases", "agents: agents kept running in each phase, comma-separated (default 10,40,100; the keynote's is 100,400,1000)")
-	fs.DurationVar((*time.Duration)(&a.PhaseDuration), "phase-duration", 0, "agents: each phase's length on the simulated clock (0: 120s)")
+	fs.DurationVar((*time.Duration)(&a.PhaseDuration), "phase-duration", 0, "agents: each phase's length on the simulated clock (0: 30s)")
 	fs.BoolVar(&sf.agentsApart, "engines-apart", true, "agents: run the embedded engines in two `turnpike sim` processes, so that this process's CPU and RSS are the gateway's and the bench client's; false: all in this process")
 }
 
@@ -45,8 +45,9 @@ func (f phasesFlag) Set(v string) error {
 // agentsFleetDefaults sets the agents workload's fleet where the command
 // line left it unset: llama-3.1-8b (the catalog's one model with a 128k
 // context) on B200s, about 1.1M tokens of KV cache each, one replica for
-// every 30 agents of the last phase, 16 to 32; at half real time, which
-// two cores keep up with at 100 agents.
+// every 30 agents of the last phase, 16 to 32; at half real speed, which
+// two cores keep up with at 100 agents (about 15 turns a second, each
+// streaming its answer token by token through the gateway).
 func agentsFleetDefaults(fs *flag.FlagSet, a bench.AgentsConfig) error {
 	phases := a.Phases
 	if len(phases) == 0 {
@@ -57,7 +58,7 @@ func agentsFleetDefaults(fs *flag.FlagSet, a bench.AgentsConfig) error {
 		{"sim-accelerator", "b200"},
 		{"sim-model", "llama-3.1-8b"},
 		{"sim-served-model", "meta-llama/Llama-3.1-8B-Instruct"},
-		{"sim-time-scale", "0.5"},
+		{"sim-time-scale", "2"},
 		{"sim-replicas", strconv.Itoa(replicas)},
 	} {
 		if !flagSet(fs, d.flag) {
