@@ -16,8 +16,9 @@
 //     offered beside a run (an interfering client, a batch).
 //   - bench/scrape: the engines' and the gateway's /metrics, read before,
 //     during and after a run.
-//   - bench/scenario/isolation, chaos, overload, lending: scenarios that
-//     drive a runner their own way and give a verdict (a Report).
+//   - bench/scenario/isolation, chaos, overload, lending, lora, agents:
+//     scenarios that drive a runner their own way and give a verdict (a
+//     Report).
 //   - bench/report: the Result and Comparison, and their text, markdown
 //     and HTML reports.
 //   - bench/overhead: what a proxy costs, measured in front of an engine

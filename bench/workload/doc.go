@@ -6,7 +6,9 @@
 //
 // A plan is a pure function of the Config and its seed: PlanAgentic's
 // sessions (tenants' shared system prompts, contexts that grow every
-// turn, gaps on the workload's clock), PlanTrace's replay of a
+// turn, gaps on the workload's clock), AgentSession's coding-agent
+// sessions of the published agentic-trace shape (side calls,
+// compactions), PlanTrace's replay of a
 // Mooncake-format trace (each hash id a fixed 512-token block of
 // BlockText), PlanLongPrompt's Poisson arrivals of unique long prompts.
 // All text is three-letter words and spaces, 4 bytes a token
