@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/turnpike-gateway/turnpike/prompt"
 )
 
@@ -94,7 +96,7 @@ func BenchmarkIncrementalTurn(b *testing.B) {
 	saved := inc.take("s")
 	savedIDs := slices.Clone(saved.ids[:len(saved.ids):cap(saved.ids)])
 	savedIDs = savedIDs[:len(saved.ids)]
-	inc.remember(saved, base)
+	inc.remember(saved, len(base), xxhash.Sum64String(base))
 	dst := make([]uint32, 0, 64<<10)
 	var times []time.Duration
 	hits := inc.Hits()
@@ -106,7 +108,7 @@ func BenchmarkIncrementalTurn(b *testing.B) {
 			s = &session{key: "s"}
 		}
 		s.ids = append(s.ids[:0], savedIDs...)
-		inc.remember(s, base)
+		inc.remember(s, len(base), xxhash.Sum64String(base))
 		b.StartTimer()
 		start := time.Now()
 		dst = inc.Encode(dst[:0], "s", full)

@@ -77,14 +77,23 @@ func (c *Incremental) Encode(dst []uint32, key, text string) []uint32 {
 		return c.tok.Encode(dst, text)
 	}
 	s := c.take(key)
-	if s != nil {
-		if ids, ok := c.extend(s, text); ok {
-			c.hits.Add(1)
-			s.ids = ids
-			dst = append(dst, ids...)
-			c.remember(s, text)
-			return dst
+	// One pass of the hash over text: the old prompt's length of it, then
+	// the whole.
+	var d xxhash.Digest
+	d.Reset()
+	if s != nil && len(text) >= s.textLen {
+		_, _ = d.WriteString(text[:s.textLen])
+		if d.Sum64() == s.textHash {
+			if ids, ok := c.extend(s, text); ok {
+				c.hits.Add(1)
+				s.ids = ids
+				dst = append(dst, ids...)
+				_, _ = d.WriteString(text[s.textLen:])
+				c.remember(s, len(text), d.Sum64())
+				return dst
+			}
 		}
+		d.Reset()
 	}
 	c.misses.Add(1)
 	n := len(dst)
@@ -96,16 +105,14 @@ func (c *Incremental) Encode(dst []uint32, key, text string) []uint32 {
 		s = &session{key: key}
 	}
 	s.ids = append(s.ids[:0], dst[n:]...)
-	c.remember(s, text)
+	_, _ = d.WriteString(text)
+	c.remember(s, len(text), d.Sum64())
 	return dst
 }
 
-// extend returns the ids of text made from s's, or false when text does
-// not extend s's text or no seam is found.
+// extend returns the ids of text made from s's, or false when no seam is
+// found; text starts with s's text.
 func (c *Incremental) extend(s *session, text string) ([]uint32, bool) {
-	if len(text) < s.textLen || xxhash.Sum64String(text[:s.textLen]) != s.textHash {
-		return nil, false
-	}
 	old := text[:s.textLen]
 	p, k := c.seam(old, s.ids)
 	if p < 0 {
@@ -149,10 +156,10 @@ func (c *Incremental) take(key string) *session {
 	return s
 }
 
-// remember puts s back as the last prompt under its key, text.
-func (c *Incremental) remember(s *session, text string) {
-	s.textLen = len(text)
-	s.textHash = xxhash.Sum64String(text)
+// remember puts s back as the last prompt under its key, a text of
+// textLen bytes whose xxhash64 is textHash.
+func (c *Incremental) remember(s *session, textLen int, textHash uint64) {
+	s.textLen, s.textHash = textLen, textHash
 	size := s.size()
 	if size > c.maxBytes {
 		return

@@ -2,6 +2,7 @@ package hf
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/turnpike-gateway/turnpike/prompt"
 )
@@ -26,12 +27,35 @@ func (m *Model) Render(p *prompt.Prompt) (string, error) {
 // and a key, the ids come through inc, so a prompt that extends the last
 // one under key is encoded from the seam only.
 func (m *Model) EncodePrompt(dst []uint32, p *prompt.Prompt, inc *Incremental, key string) ([]uint32, error) {
-	text, err := m.Render(p)
-	if err != nil {
-		return dst, err
+	text := p.Text
+	if p.Messages != nil {
+		if m.Template == nil {
+			return dst, ErrNoTemplate
+		}
+		// The text lives only while it is encoded: neither the tokenizer
+		// nor inc keeps any of it.
+		buf := renderBuffers.Get().(*[]byte)
+		defer func() {
+			if cap(*buf) <= maxPooledRender {
+				renderBuffers.Put(buf)
+			}
+		}()
+		var err error
+		if *buf, err = m.Template.AppendRender((*buf)[:0], p.Messages, p.Tools, true); err != nil {
+			return dst, err
+		}
+		text = unsafeString(*buf)
 	}
 	if inc != nil {
 		return inc.Encode(dst, key, text), nil
 	}
 	return m.Tokenizer.Encode(dst, text), nil
 }
+
+// renderBuffers holds the renderings EncodePrompt encodes, which a long
+// session's turns would otherwise allocate anew each time.
+var renderBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledRender bounds a rendering kept for reuse: about a 256k-token
+// prompt.
+const maxPooledRender = 1 << 20

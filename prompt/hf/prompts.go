@@ -1,7 +1,6 @@
 package hf
 
 import (
-	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,10 +25,6 @@ type Prompts struct {
 	failures atomic.Uint64
 }
 
-// canonical recycles the canonical renders of prompts the template
-// refused.
-var canonical = sync.Pool{New: func() any { return new([]byte) }}
-
 // Encode implements prompt.Tokenizer.
 func (p *Prompts) Encode(dst []uint32, text string) []uint32 {
 	return p.Model.Tokenizer.Encode(dst, text)
@@ -45,10 +40,10 @@ func (p *Prompts) EncodePrompt(dst []uint32, pr *prompt.Prompt, key string) []ui
 		return out
 	}
 	p.failures.Add(1)
-	buf := canonical.Get().(*[]byte)
+	buf := renderBuffers.Get().(*[]byte)
 	*buf = prompt.AppendRender((*buf)[:0], pr)
 	dst = p.Model.Tokenizer.Encode(dst, unsafeString(*buf))
-	canonical.Put(buf)
+	renderBuffers.Put(buf)
 	return dst
 }
 

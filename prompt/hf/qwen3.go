@@ -2,6 +2,7 @@ package hf
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"sync"
 
@@ -16,9 +17,9 @@ import (
 // the Jinja engine, byte for byte, in a fraction of the time.
 const qwen3Template = "87a2728cb8dc9fe424d624542f6060ec05a1d285ebbec578bb078900e33396b5"
 
-// native renders a template in Go; ok false sends the call to the Jinja
+// native appends the rendering of a template, made in Go, to dst; ok false sends the call to the Jinja
 // engine (inputs the native code does not cover).
-type native func(msgs []prompt.Message, tools []byte, addGenerationPrompt bool) (out string, ok bool, err error)
+type native func(dst []byte, msgs []prompt.Message, tools []byte, addGenerationPrompt bool) (out []byte, ok bool, err error)
 
 const qwen3ToolsHead = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>"
 const qwen3ToolsTail = "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
@@ -109,30 +110,29 @@ func qwen3Arguments(raw string) (string, bool, error) {
 	}
 }
 
-func renderQwen3(msgs []prompt.Message, tools []byte, addGenerationPrompt bool) (string, bool, error) {
+func renderQwen3(dst []byte, msgs []prompt.Message, tools []byte, addGenerationPrompt bool) ([]byte, bool, error) {
 	var toolText string
 	if len(bytes.TrimSpace(tools)) > 0 {
 		var ok bool
 		var err error
 		if toolText, ok, err = cachedRender('t', unsafeString(tools), qwen3Tools); !ok || err != nil {
-			return "", ok, err
+			return dst, ok, err
 		}
 	}
-	var b strings.Builder
-	b.Grow(renderSize(msgs) + len(toolText) + len(qwen3ToolsHead) + len(qwen3ToolsTail))
+	b := slices.Grow(dst, renderSize(msgs)+len(toolText)+len(qwen3ToolsHead)+len(qwen3ToolsTail))
 	if toolText != "" {
-		b.WriteString("<|im_start|>system\n")
+		b = append(b, "<|im_start|>system\n"...)
 		if len(msgs) > 0 && msgs[0].Role == "system" {
-			b.WriteString(msgs[0].Content)
-			b.WriteString("\n\n")
+			b = append(b, msgs[0].Content...)
+			b = append(b, "\n\n"...)
 		}
-		b.WriteString(qwen3ToolsHead)
-		b.WriteString(toolText)
-		b.WriteString(qwen3ToolsTail)
+		b = append(b, qwen3ToolsHead...)
+		b = append(b, toolText...)
+		b = append(b, qwen3ToolsTail...)
 	} else if len(msgs) > 0 && msgs[0].Role == "system" {
-		b.WriteString("<|im_start|>system\n")
-		b.WriteString(msgs[0].Content)
-		b.WriteString("<|im_end|>\n")
+		b = append(b, "<|im_start|>system\n"...)
+		b = append(b, msgs[0].Content...)
+		b = append(b, "<|im_end|>\n"...)
 	}
 	// The last user message that is not a tool response wrapped as one.
 	lastQuery := len(msgs) - 1
@@ -148,11 +148,11 @@ func renderQwen3(msgs []prompt.Message, tools []byte, addGenerationPrompt bool) 
 		last := i == len(msgs)-1
 		switch {
 		case m.Role == "user" || (m.Role == "system" && i > 0):
-			b.WriteString("<|im_start|>")
-			b.WriteString(m.Role)
-			b.WriteByte('\n')
-			b.WriteString(m.Content)
-			b.WriteString("<|im_end|>\n")
+			b = append(b, "<|im_start|>"...)
+			b = append(b, m.Role...)
+			b = append(b, '\n')
+			b = append(b, m.Content...)
+			b = append(b, "<|im_end|>\n"...)
 		case m.Role == "assistant":
 			content, reasoning := m.Content, ""
 			if strings.Contains(content, "</think>") {
@@ -163,46 +163,46 @@ func renderQwen3(msgs []prompt.Message, tools []byte, addGenerationPrompt bool) 
 				}
 				reasoning = strings.TrimLeft(before, "\n")
 			}
-			b.WriteString("<|im_start|>assistant\n")
+			b = append(b, "<|im_start|>assistant\n"...)
 			if i > lastQuery && (last || reasoning != "") {
-				b.WriteString("<think>\n")
-				b.WriteString(strings.Trim(reasoning, "\n"))
-				b.WriteString("\n</think>\n\n")
-				b.WriteString(strings.TrimLeft(content, "\n"))
+				b = append(b, "<think>\n"...)
+				b = append(b, strings.Trim(reasoning, "\n")...)
+				b = append(b, "\n</think>\n\n"...)
+				b = append(b, strings.TrimLeft(content, "\n")...)
 			} else {
-				b.WriteString(content)
+				b = append(b, content...)
 			}
 			for k, tc := range m.ToolCalls {
 				if k > 0 || content != "" {
-					b.WriteByte('\n')
+					b = append(b, '\n')
 				}
-				b.WriteString("<tool_call>\n{\"name\": \"")
-				b.WriteString(tc.Name)
-				b.WriteString("\", \"arguments\": ")
+				b = append(b, "<tool_call>\n{\"name\": \""...)
+				b = append(b, tc.Name...)
+				b = append(b, "\", \"arguments\": "...)
 				args, ok, _ := cachedRender('a', tc.Arguments, qwen3Arguments)
 				if !ok {
-					return "", false, nil
+					return dst, false, nil
 				}
-				b.WriteString(args)
-				b.WriteString("}\n</tool_call>")
+				b = append(b, args...)
+				b = append(b, "}\n</tool_call>"...)
 			}
-			b.WriteString("<|im_end|>\n")
+			b = append(b, "<|im_end|>\n"...)
 		case m.Role == "tool":
 			if i == 0 || msgs[i-1].Role != "tool" {
-				b.WriteString("<|im_start|>user")
+				b = append(b, "<|im_start|>user"...)
 			}
-			b.WriteString("\n<tool_response>\n")
-			b.WriteString(m.Content)
-			b.WriteString("\n</tool_response>")
+			b = append(b, "\n<tool_response>\n"...)
+			b = append(b, m.Content...)
+			b = append(b, "\n</tool_response>"...)
 			if last || msgs[i+1].Role != "tool" {
-				b.WriteString("<|im_end|>\n")
+				b = append(b, "<|im_end|>\n"...)
 			}
 		}
 	}
 	if addGenerationPrompt {
-		b.WriteString("<|im_start|>assistant\n")
+		b = append(b, "<|im_start|>assistant\n"...)
 	}
-	return b.String(), true, nil
+	return b, true, nil
 }
 
 // renderSize is about the bytes a rendering of msgs takes.

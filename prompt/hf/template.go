@@ -158,16 +158,24 @@ func NewTemplate(c Config) (_ *Template, err error) {
 // decoded, as OpenAI-compatible engines hand them over; arguments that are
 // not JSON stay a string.
 func (t *Template) Render(msgs []prompt.Message, tools []byte, addGenerationPrompt bool) (string, error) {
+	out, err := t.AppendRender(nil, msgs, tools, addGenerationPrompt)
+	return unsafeString(out), err
+}
+
+// AppendRender is Render appending to dst, so a caller that holds the
+// text only while it encodes it can render into a buffer it reuses.
+func (t *Template) AppendRender(dst []byte, msgs []prompt.Message, tools []byte, addGenerationPrompt bool) ([]byte, error) {
 	if t.native != nil {
-		out, ok, err := t.native(msgs, tools, addGenerationPrompt)
+		out, ok, err := t.native(dst, msgs, tools, addGenerationPrompt)
 		if err != nil {
-			return "", fmt.Errorf("%w: tools: %v", ErrTemplate, err)
+			return dst, fmt.Errorf("%w: tools: %v", ErrTemplate, err)
 		}
 		if ok {
 			return out, nil
 		}
 	}
-	return t.renderJinja(msgs, tools, addGenerationPrompt)
+	out, err := t.renderJinja(msgs, tools, addGenerationPrompt)
+	return append(dst, out...), err
 }
 
 // renderJinja is Render by the Jinja engine.
