@@ -241,6 +241,7 @@ func (s *Service) work(ctx context.Context, t *turn, r *run, hdr http.Header) er
 	if !s.takeWorker(ctx) {
 		return ctx.Err()
 	}
+	defer t.release()
 	t.rec.Response.Status = wire.StatusInProgress
 	t.rec.Job.Attempts++
 	if err := s.store.PutResponse(ctx, t.rec, true); err != nil {

@@ -49,9 +49,12 @@ const conversationPrefix = "conv_"
 // that reads a conversation's chain, whose items can be deleted, is not
 // cached.
 //
-// Entries are immutable once added: a turn takes a copy (one allocation
-// and one copy of the item headers, no decoding). When a chain moves on,
-// its old entry goes; a fork from it loads from the store. Memory is
+// A turn takes its chain's entry out of the cache, items and rendered
+// messages, no copy and no decoding, grows it in place by what it adds and
+// puts it back under its own response's id once that is stored, so a
+// turn's cost does not grow with its history. A second turn from the same
+// response meanwhile (a fork, a retry of a failed turn) loads from the
+// store, and caches its own context again. Memory is
 // bounded by Config.ContextCacheBytes, the least recently used entries going
 // first. A contextCache is safe for concurrent use; a nil one caches
 // nothing.
@@ -73,8 +76,7 @@ type cachedContext struct {
 	strs  int64
 	// body is the engine body's messages rendered from the first items,
 	// for the next turn to copy rather than encode again (renderChatFrom);
-	// nil when there is none or a turn took it. Guarded by the cache's
-	// mutex.
+	// nil when there is none.
 	body *renderedPrefix
 }
 
@@ -98,29 +100,32 @@ func newContextCache(maxBytes int64) *contextCache {
 	return c
 }
 
-// get returns a copy of the context of response id when it is cached for
-// the manifest segs, with room for extra more items, the bytes of its
-// strings and parts, and its rendered messages, which the caller takes
-// (nil when another turn took them); false when it is not.
-func (c *contextCache) get(id string, segs []Segment, extra int) ([]wire.Item, int64, *renderedPrefix, bool) {
+// take takes the context of response id out of the cache when it is
+// cached for the manifest segs: its items, with room for extra more, the
+// bytes of their strings and parts, and its rendered messages (nil for
+// none); false when it is not cached.
+func (c *contextCache) take(id string, segs []Segment, extra int) ([]wire.Item, int64, *renderedPrefix, bool) {
 	if c == nil {
 		return nil, 0, nil, false
 	}
 	c.mu.Lock()
 	e, ok := c.mu.entries.Get(id)
 	ok = ok && slices.Equal(e.segs, segs)
-	var body *renderedPrefix
 	if ok {
-		body, e.body = e.body, nil
+		c.mu.entries.Remove(id)
 	}
 	c.mu.Unlock()
 	if !ok {
 		return nil, 0, nil, false
 	}
 	c.hits.Add(1)
-	items := make([]wire.Item, len(e.items), len(e.items)+extra)
-	copy(items, e.items)
-	return items, e.strs, body, true
+	// Grown by about a quarter when out of room, as append would, so a
+	// chain's next turns find room in place.
+	items := e.items
+	if cap(items)-len(items) < extra {
+		items = slices.Grow(items, extra+len(items)/4)
+	}
+	return items, e.strs, e.body, true
 }
 
 // put caches the context of rec, a response just stored with the items
@@ -193,7 +198,7 @@ func contextStrings(items []wire.Item) int64 {
 // continues, from the context cache or else the store, with room for in
 // more items and the output after them, and notes it in t.
 func (s *Service) loadChain(ctx context.Context, t *turn, in int) ([]wire.Item, error) {
-	items, strs, body, ok := s.contexts.get(t.req.PreviousResponseID, t.base, in+contextHeadroom)
+	items, strs, body, ok := s.contexts.take(t.req.PreviousResponseID, t.base, in+contextHeadroom)
 	t.prefix = body
 	if !ok {
 		var err error

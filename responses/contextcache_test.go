@@ -35,7 +35,16 @@ func TestContextCache(t *testing.T) {
 		r1 := create(`{"model":"m","input":"weather?","instructions":"be brief","tools":%s}`, tools)
 		r2 := create(`{"model":"m","previous_response_id":%q,"tools":%s,"input":[{"type":"function_call_output","call_id":%q,"output":"sunny"}]}`, r1.ID, tools, r1.Output[0].CallID)
 		r3 := create(`{"model":"m","previous_response_id":%q,"input":"and tomorrow?"}`, r2.ID)
-		create(`{"model":"m","previous_response_id":%q,"input":"thanks"}`, r3.ID)
+		r4 := create(`{"model":"m","previous_response_id":%q,"input":"thanks"}`, r3.ID)
+		// A turn the engine refuses took r4's entry; its retry, and a
+		// fork beside it, load r4's context from the store.
+		eng.refuse = func() error { return errors.New("refused") }
+		if _, err := svc.Create(ctx, "a", mustDecode(t, fmt.Sprintf(`{"model":"m","previous_response_id":%q,"input":"more"}`, r4.ID)), nil, nil); err == nil {
+			t.Fatal("a refused turn succeeded")
+		}
+		eng.refuse = nil
+		create(`{"model":"m","previous_response_id":%q,"input":"more"}`, r4.ID)
+		create(`{"model":"m","previous_response_id":%q,"input":"or less"}`, r4.ID)
 		// A fork from r2, whose entry r3 replaced, and its next turn.
 		r5 := create(`{"model":"m","previous_response_id":%q,"input":[{"role":"user","content":[{"type":"input_text","text":"in "},{"type":"input_text","text":"Rome?"}]}]}`, r2.ID)
 		create(`{"model":"m","previous_response_id":%q,"input":"ok","instructions":"be kind"}`, r5.ID)
@@ -74,11 +83,12 @@ func TestContextCache(t *testing.T) {
 			t.Errorf("turn %d: engine body from the cache\n  %s\nfrom the store\n  %s", i+1, got[i], want[i])
 		}
 	}
-	// r3, r4 and r6: r1 starts a chain, which is cached from its second
-	// turn on, r5 forks from an entry r3 replaced, and no context that
-	// reads a conversation's chain is cached.
-	if n := svc.contexts.hits.Load(); n != 3 {
-		t.Errorf("%d turns continued from the cache, want 3", n)
+	// r3, r4, the refused turn and r6: r1 starts a chain, which is cached
+	// from its second turn on, the refused turn took r4's entry, r5 forks
+	// from an entry r3 replaced, and no context that reads a
+	// conversation's chain is cached.
+	if n := svc.contexts.hits.Load(); n != 4 {
+		t.Errorf("%d turns continued from the cache, want 4", n)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/prompt"
@@ -34,6 +35,8 @@ type turn struct {
 	// prompts itself and encoded it for the count (countPrompt); nil
 	// leaves the encoding to dispatch.
 	tokens []uint32
+	// tokenBuf is the pooled buffer behind tokens (release).
+	tokenBuf *[]uint32
 	// aside: the turn is not of its chain's own (a compaction summary),
 	// so its prompt is not remembered as the chain's last.
 	aside bool
@@ -369,8 +372,34 @@ func countPrompt(tok prompt.Tokenizer, t *turn) (int, []uint32) {
 	if !t.aside {
 		key = dispatch.SessionKey(t.spec())
 	}
-	ids := pt.EncodePrompt(nil, t.prompt, key)
+	if t.tokenBuf == nil {
+		t.tokenBuf = tokenBuffers.Get().(*[]uint32)
+	}
+	ids := pt.EncodePrompt((*t.tokenBuf)[:0], t.prompt, key)
+	*t.tokenBuf = ids
 	return len(ids), ids
+}
+
+// tokenBuffers recycles turns' prompt ids, which a long session's turns
+// would otherwise allocate anew each time (4 bytes a token).
+var tokenBuffers = sync.Pool{New: func() any { return new([]uint32) }}
+
+// maxPooledTokens bounds the ids kept for reuse: a 256k-token prompt.
+const maxPooledTokens = 256 << 10
+
+// release drops the turn's engine body and gives its ids back once it has
+// been sent and answered for the last time: neither dispatch nor the
+// engine client holds them past the end of the engine's answer. The body
+// is not pooled: a stored turn's write would hold it then. A leg rendered
+// later renders and counts anew.
+func (t *turn) release() {
+	t.body = nil
+	if b := t.tokenBuf; b != nil {
+		t.tokens, t.tokenBuf = nil, nil
+		if cap(*b) <= maxPooledTokens {
+			tokenBuffers.Put(b)
+		}
+	}
 }
 
 // spec is the turn as dispatch takes it.
@@ -533,8 +562,9 @@ func (s *Service) Create(ctx context.Context, tenant string, req *wire.CreateReq
 	// Sent and answered: the engine request goes before the response is
 	// stored, so that a long body is not held twice then (an MCP leg
 	// renders its own).
-	t.body = nil
+	t.release()
 	engErr = s.mcpLoop(ctx, t, r, ms, hdr, engErr)
+	t.release()
 	// The client going away cancels the response; a request ended for
 	// another cause (the gateway shutting down) fails it, saying why.
 	cancelled := ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled)
