@@ -3,6 +3,9 @@ package agents
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -92,6 +95,9 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 	for _, n := range a.Phases {
 		total += float64(n) * a.PhaseDuration.D().Seconds() / 10
 	}
+	// Return the heap an earlier run in this process freed, so that the
+	// phases' RSS is this run's.
+	debug.FreeOSMemory()
 	var res *driver.Result
 	var samples []*driver.Sample
 	asClient(ctx, func(ctx context.Context) {
@@ -108,6 +114,10 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 		})
 	})
 	fillPhases(rep, cfg, target, samples, phaseWall, scale)
+	if f, err := os.Create(fmt.Sprintf("/tmp/agents-heap-%s.pb.gz", label)); err == nil {
+		pprof.WriteHeapProfile(f)
+		f.Close()
+	}
 	return res, rep, nil
 }
 
