@@ -65,14 +65,19 @@ func coldIndex(pool, events bool) (*Index, uint64) {
 		ep := int(s % coldEndpoints)
 		ix.RecordRouted(ep, hs, 0)
 		if events {
-			// The engine's BlockStored events for the prompt, a
-			// prefill chunk of 128 blocks (2,048 tokens) each.
-			for i := 0; i < len(hs); i += 128 {
-				ix.Record(ep, HBM, hs[i:min(i+128, len(hs))])
-			}
+			engineStores(ix, ep, hs)
 		}
 	}
 	return ix, coldSessions + 1
+}
+
+// engineStores records what the engine's BlockStored events report of
+// chain hs on endpoint ep: a prefill chunk of 128 blocks (2,048 tokens)
+// an event.
+func engineStores(ix *Index, ep int, hs []BlockHash) {
+	for i := 0; i < len(hs); i += 128 {
+		ix.Record(ep, HBM, hs[i:min(i+128, len(hs))])
+	}
 }
 
 // BenchmarkRecordChainCold records one cold chain per operation.
@@ -119,12 +124,16 @@ func BenchmarkRecordChainColdParallel(b *testing.B) {
 
 // BenchmarkMatchPrefixWarm looks up a chain of coldBlocks blocks that one
 // endpoint holds whole, among the other sessions: a warm turn's lookup.
+// On "kv-events" the engine has reported the chain's blocks too.
 func BenchmarkMatchPrefixWarm(b *testing.B) {
 	for _, f := range coldFleets {
 		b.Run(f.name, func(b *testing.B) {
 			ix, seq := coldIndex(f.pool, f.events)
 			hs := coldChain(nil, seq)
 			ix.RecordRouted(3, hs, 0)
+			if f.events {
+				engineStores(ix, 3, hs)
+			}
 			out := make([]Match, coldEndpoints)
 			b.ReportAllocs()
 			for b.Loop() {

@@ -22,6 +22,10 @@ import "github.com/turnpike-gateway/turnpike/internal/lru"
 // at most half a lookup a placement; a Remove of a failed turn's new blocks,
 // which leaves no block without its prefix, is closed again at the next
 // check.
+//
+// Routing writes the block lists so only on the replicas of a pool whose
+// Shared tier holds blocks; elsewhere it writes runs (run.go), and the
+// lists hold what the engine's events and other gateways report.
 
 // touchFraction bounds how stale a held prefix may be, in placements since it
 // was last moved to the front, as a fraction of the list's capacity, for
@@ -132,22 +136,24 @@ func (x *Index) matchClosedLocked(hashes []BlockHash, out []Match) int {
 }
 
 // RecordChain is Record of a whole chain in HBM, root first: what routing
-// writes for the prompt it sends. On a closed endpoint whose held prefix of
-// the chain was used recently, only the blocks past that prefix are placed,
-// right behind it.
+// writes for the prompt it sends. It is held in runs (run.go), beside any
+// blocks the engine's events report, unless the endpoint's pool has Shared
+// blocks; then, on a closed endpoint whose held prefix of the chain was
+// used recently, only the blocks past that prefix are placed, right behind
+// it.
 func (x *Index) RecordChain(endpoint int, hashes []BlockHash) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e := x.endpointLocked(endpoint)
-	if !e.runs.on && !e.open && e.holdsNoBlocks() && !x.groupSharesLocked(endpoint) {
+	if e.open {
+		x.verifyLocked(endpoint, e)
+	}
+	if !e.runs.on && !x.groupSharesLocked(endpoint) {
 		e.runs.on = true
 	}
 	if e.runs.on {
 		x.recordRunsLocked(endpoint, e, hashes)
 		return
-	}
-	if e.open {
-		x.verifyLocked(endpoint, e)
 	}
 	if !e.closed() || len(hashes) == 0 {
 		x.recordLocked(endpoint, HBM, hashes, true)
@@ -210,7 +216,6 @@ func (x *Index) RecordAfter(endpoint int, parent BlockHash, hashes []BlockHash) 
 	if len(hashes) == 0 {
 		return
 	}
-	x.explodeLocked(endpoint, e)
 	if anchor, ok := x.holdsLocked(parent, endpoint); ok && e.closed() {
 		x.insertBehindLocked(endpoint, e, anchor, hashes)
 		return

@@ -74,6 +74,13 @@ func TestIndexClosedSearchAgreesWithWalk(t *testing.T) {
 	const endpoints = 4
 	tree := newChainTree(11)
 	x := NewIndex(IndexOptions{DefaultCapacity: 24})
+	// Each endpoint is the one replica of a pool whose Shared tier holds a
+	// block of no chain here: routing's chains go to the block lists,
+	// searched while closed, rather than to runs.
+	for ep := range endpoints {
+		x.SetGroup(ep, ep)
+		x.Record(ep, Shared, []BlockHash{1<<60 + BlockHash(ep)})
+	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	searched := 0
 	for step := range 20000 {
@@ -87,7 +94,7 @@ func TestIndexClosedSearchAgreesWithWalk(t *testing.T) {
 			hs := tree.chain(12)
 			x.Record(ep, HBM, hs[len(hs)/2:])
 		case r < 557:
-			x.Record(ep, Tier(1+rng.IntN(NumTiers-1)), tree.chain(6))
+			x.Record(ep, Tier(1+rng.IntN(int(Shared-1))), tree.chain(6))
 		case r < 562:
 			hs := tree.chain(12)
 			x.Remove(ep, Tier(rng.IntN(2)), hs[len(hs)/2:])
@@ -105,21 +112,36 @@ func TestIndexClosedSearchAgreesWithWalk(t *testing.T) {
 			for _, e := range x.mu.endpoints {
 				closed = closed && (e == nil || e.closed())
 			}
-			// The walk MatchPrefix takes on an open index, and the same
-			// walk over the blocks of endpoints holding runs; no endpoint
-			// here is ever stale.
+			if closed {
+				// What MatchPrefix would search were the pools'
+				// Shared tiers empty.
+				clear(fast)
+				bf = x.matchClosedLocked(q, fast)
+			}
+			// The walk MatchPrefix takes on an open index, and for
+			// endpoints holding runs the same walk over their runs'
+			// blocks (in HBM) and their block lists; no endpoint here is
+			// ever stale.
 			bw := x.matchLinearLocked(q, walk)
 			for ep, e := range x.mu.endpoints {
-				if e == nil || !e.runs.on {
+				if e == nil || e.runs.list.Len() == 0 {
 					continue
 				}
 				held := runBlocks(e)
+				walk[ep] = Match{}
 				for _, h := range q {
-					if !held[h] {
+					hs := x.mu.blocks[h]
+					j := findHolder(hs, ep)
+					switch {
+					case held[h]:
+						walk[ep].ByTier[HBM]++
+					case j >= 0:
+						walk[ep].ByTier[hs[j].fastest()]++
+					}
+					if !held[h] && j < 0 {
 						break
 					}
 					walk[ep].Blocks++
-					walk[ep].ByTier[HBM]++
 				}
 				bw = max(bw, walk[ep].Blocks)
 			}

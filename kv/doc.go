@@ -19,15 +19,16 @@
 // longest prefix of a chain it holds and the tier mix of that prefix; the
 // affinity scorer turns that into a score with TierWeights.
 //
-// An endpoint that only routing writes holds its chains as runs: a piece of
-// a chain in one slice, behind its parent run, only its first block in the
-// map (run.go). A cold chain of thousands of blocks is then one copy and one
-// map insert, and a lookup a few map lookups and binary searches. Any write
-// of single blocks (engine KV events, a group's Shared tier) turns the
-// endpoint's runs into blocks, one map entry and one LRU node each
-// (chain.go says how those are searched), once. The replicas of one pool
-// (SetGroup), as the gateway registers every endpoint, hold runs until a
-// block is reported in the pool's Shared tier.
+// Routing's records are held as runs: a piece of a chain in one slice,
+// behind its parent run, only its first block in the map (run.go). A cold
+// chain of thousands of blocks is then one copy and one map insert, and a
+// lookup a few map lookups and binary searches. The blocks an engine's KV
+// events report are held one map entry and one LRU node each (chain.go
+// says how those are searched), beside the runs: a match follows the runs
+// and then the blocks, and once events feed an endpoint its runs keep only
+// a window of the newest records, what the engine has yet to report. A
+// pool's replicas hold runs until a block is reported in the pool's Shared
+// tier, which turns their runs into blocks.
 //
 // # Data flow
 //

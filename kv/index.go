@@ -137,6 +137,8 @@ type Index struct {
 		runBlocks int
 		hashSlab  []BlockHash
 		path      []*run
+		// trimSet is scratch of Remove on runs.
+		trimSet map[BlockHash]struct{}
 	}
 }
 
@@ -339,7 +341,7 @@ func (x *Index) setCapacityLocked(endpoint int, tier Tier, blocks int) {
 	owner, l, ev := x.tierLocked(endpoint, tier)
 	l.capacity = blocks
 	x.evictLocked(owner, l, tier, ev)
-	if e := x.mu.endpoints[endpoint]; owner == endpoint && tier == HBM && e.runs.on {
+	if e := x.mu.endpoints[endpoint]; owner == endpoint && tier == HBM {
 		x.evictRunsLocked(e)
 	}
 }
@@ -347,11 +349,31 @@ func (x *Index) setCapacityLocked(endpoint int, tier Tier, blocks int) {
 // Record notes that endpoint holds hashes, a prompt's chain, in tier, and
 // marks them most recently used. The first block ends up the most recent, so
 // that as with the engines' own eviction a chain is forgotten from its tail.
+//
+// Record is how the engine's KV events report the blocks it stored: from
+// the first, the endpoint's blocks take the place of all but the newest of
+// routing's runs (runWindow).
 func (x *Index) Record(endpoint int, tier Tier, hashes []BlockHash) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.recordBlocksLocked(endpoint, tier, hashes)
+	if e := x.endpointLocked(endpoint); !e.runs.eventFed {
+		e.runs.eventFed = true
+		x.evictRunsLocked(e)
+	}
+}
+
+// recordPeer is Record of another gateway's routing record, which leaves
+// the endpoint's runs whole.
+func (x *Index) recordPeer(endpoint int, hashes []BlockHash) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.recordBlocksLocked(endpoint, HBM, hashes)
+}
+
+// recordBlocksLocked is Record in the block lists.
+func (x *Index) recordBlocksLocked(endpoint int, tier Tier, hashes []BlockHash) {
 	if len(hashes) > 0 {
-		x.explodeLocked(endpoint, x.endpointLocked(endpoint))
 		if tier == Shared && x.groupedLocked(endpoint) {
 			x.explodeGroupLocked(int(x.mu.groupOf[endpoint]) - 1)
 		}
@@ -427,18 +449,22 @@ func (x *Index) RemoveRouted(endpoint int, hashes []BlockHash) {
 }
 
 // Remove notes that endpoint no longer holds hashes in tier. Blocks it does
-// not hold are ignored. Removing from the Shared tier of an endpoint in a
+// not hold are ignored. In HBM, a Remove that is not of one whole run
+// reads every block the endpoint holds in runs (trimRunsLocked): a
+// routed turn's failure takes back its own run, and an engine's removals
+// meet a window of runs once its events feed the endpoint. Removing from the Shared tier of an endpoint in a
 // group removes from the group's.
 func (x *Index) Remove(endpoint int, tier Tier, hashes []BlockHash) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if e := x.endpointLocked(endpoint); e.runs.on {
-		if tier != HBM || x.removeRunLocked(endpoint, e, hashes) {
-			return // an endpoint holding runs holds nothing elsewhere
-		}
-		x.explodeLocked(endpoint, e)
+	e := x.endpointLocked(endpoint)
+	if tier == HBM && e.runs.list.Len() > 0 && !x.removeRunLocked(endpoint, e, hashes) {
+		x.trimRunsLocked(endpoint, e, hashes)
 	}
 	owner, l, _ := x.tierLocked(endpoint, tier)
+	if owner == endpoint && e.holdsNoBlocks() {
+		return
+	}
 	removed := false
 	for _, h := range hashes {
 		holders := x.mu.blocks[h]
@@ -653,7 +679,8 @@ func (x *Index) noteEngineRemoval(endpoint int) {
 }
 
 // Len is the number of distinct blocks held by any endpoint, where a block
-// held in runs (see run.go) counts once for each endpoint holding it.
+// held in runs (see run.go) counts once for each endpoint holding it, and
+// once more where the engine's events reported it too.
 func (x *Index) Len() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
@@ -681,8 +708,8 @@ func (x *Index) Stats() IndexStats {
 
 // EndpointStats describe one endpoint's part of the index.
 type EndpointStats struct {
-	Blocks    [NumTiers]int // blocks held, per tier
-	Capacity  [NumTiers]int // bound on Blocks, per tier
+	Blocks    [NumTiers]int // blocks held, per tier; in HBM, routing's runs and the events' blocks, a block both report twice
+	Capacity  [NumTiers]int // bound on each of runs and blocks, per tier
 	Evictions uint64        // blocks dropped for capacity
 	Stale     bool
 }

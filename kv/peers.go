@@ -334,7 +334,7 @@ func (p *Peers) apply(msg []byte) {
 		case peerRecordAfter:
 			ix.RecordAfter(ep, hashes[0], hashes[1:])
 		default:
-			ix.Record(ep, HBM, hashes)
+			ix.recordPeer(ep, hashes)
 		}
 		p.applied.Inc()
 	}

@@ -92,10 +92,10 @@ func TestPeersShareRoutedRecords(t *testing.T) {
 		t.Errorf("B published blocks %v, want the last it held, then only the 10 it did not hold", sent)
 	}
 	a.ix.mu.RLock()
-	closed := a.ix.mu.endpoints[0].closed()
+	inRuns := len(runBlocks(a.ix.mu.endpoints[0]))
 	a.ix.mu.RUnlock()
-	if !closed {
-		t.Error("A's endpoint is open after its peer's records: they did not keep their chain")
+	if inRuns != len(hs) {
+		t.Errorf("A holds %d blocks in runs after its peer's records, want the %d it routed", inRuns, len(hs))
 	}
 	g.peers.cfg.Transport = b
 

@@ -9,28 +9,34 @@ import (
 
 // Runs.
 //
-// A closed endpoint that routing alone has written (RecordChain, and
-// RemoveRouted of a turn it recorded) holds its HBM blocks as runs instead
-// of one block-map entry and one LRU node a block. A run is a piece of a
-// chain, its hashes in one slice, whose first block's parent is its parent
-// run's last block (a chain's root when it has none): an endpoint's runs are
-// a radix tree of the chains it holds, children branching at their parent's
-// end. Only a run's first block is in the index's map (runStarts), so a
-// cold chain of thousands of blocks is one copy of its hashes and one map
-// insert, and a lookup crosses one map lookup per run boundary and
-// compares the rest, a binary search since equal chained hashes have equal
-// prefixes.
+// Routing's records (RecordChain) are held as runs rather than one
+// block-map entry and one LRU node a block. A run is a piece of a chain,
+// its hashes in one slice, whose first block's parent is its parent run's
+// last block (a chain's root when it has none): an endpoint's runs are a
+// radix tree of the chains routing sent it, children branching at their
+// parent's end. Only a run's first block is in the index's map
+// (runStarts), so a cold chain of thousands of blocks is one copy of its
+// hashes and one map insert, and a lookup crosses one map lookup per run
+// boundary and compares the rest, a binary search since equal chained
+// hashes have equal prefixes.
 //
 // The runs of an endpoint are kept in LRU order with their parents always
 // ahead of their children, so the least recent run is a leaf and eviction
-// trims it from its tail, as the block list would. Any other write (Record,
-// a Remove that is not of one whole leaf run, RecordAfter) first turns the
-// endpoint's runs into blocks (explodeLocked), in the same order, and the
-// endpoint goes on as a block-held one until it is empty. A pool's
-// replicas (SetGroup) hold runs while the pool's Shared tier is empty; its
-// first block turns every replica's runs into blocks, since a replica's
-// own blocks count ahead of the shared ones and only the block lists tell
-// them apart.
+// trims it from its tail, as the block list would.
+//
+// The blocks the engine's KV events report (Record), and other gateways'
+// records of a turn's new blocks (RecordAfter), go to the block lists of
+// the same endpoint, beside its runs. A match follows the runs as far as
+// they hold the chain, in HBM, and the block lists from there
+// (matchRunsLocked). The events' reports confirm what routing recorded;
+// once they feed an endpoint, its runs keep only the newest
+// 1/runWindow of its capacity, what the engine has yet to report. A
+// Remove cuts the runs at the removed blocks (trimRunsLocked) and moves
+// the blocks behind a cut to the block lists. A pool's replicas
+// (SetGroup) hold runs while the pool's Shared tier is empty; its first
+// block turns every replica's runs into blocks (explodeLocked), since a
+// replica's own blocks count ahead of the shared ones and only the block
+// lists tell them apart.
 
 // run is a piece of a chain held by one endpoint in HBM.
 type run struct {
@@ -47,10 +53,13 @@ type run struct {
 
 // runState is an endpoint's runs, under Index.mu.
 type runState struct {
-	on     bool // the endpoint holds its HBM blocks as runs
-	list   lru.List[*run]
-	blocks int    // blocks held in runs
-	clock  uint64 // blocks placed, as tierList.clock
+	on bool // the endpoint holds its HBM blocks as runs
+	// eventFed says the engine's KV events have reported blocks of the
+	// endpoint (Record): its runs keep a window of the newest.
+	eventFed bool
+	list     lru.List[*run]
+	blocks   int    // blocks held in runs
+	clock    uint64 // blocks placed, as tierList.clock
 }
 
 // runSlab sizes the pieces new runs' hashes are carved from.
@@ -116,7 +125,12 @@ func (x *Index) walkRunsLocked(hashes []BlockHash, endpoint int, path *[]*run) (
 	return held, last, off
 }
 
-// matchRunsLocked is MatchPrefix for the endpoints holding runs.
+// matchRunsLocked is MatchPrefix for the endpoints holding runs, after
+// their blocks were matched into out. The prefix held in runs is in HBM;
+// the blocks past it count when the endpoint holds them too, as the
+// engine's events report a turn's blocks behind a prefix routing recorded.
+// What the blocks alone matched is never longer: were it, the blocks would
+// hold the whole prefix the runs hold too.
 func (x *Index) matchRunsLocked(hashes []BlockHash, out []Match) int {
 	if len(hashes) == 0 {
 		return 0
@@ -128,9 +142,26 @@ func (x *Index) matchRunsLocked(hashes []BlockHash, out []Match) int {
 			continue
 		}
 		n, _, _ := x.walkRunsLocked(hashes, m, nil)
-		out[m].Blocks = n
-		out[m].ByTier[HBM] = n
-		best = max(best, n)
+		e := x.mu.endpoints[m]
+		switch {
+		case e.holdsNoBlocks():
+			out[m].Blocks, out[m].ByTier = n, [NumTiers]int{HBM: n}
+		case e.closed():
+			// Closed blocks are in HBM and a prefix of the chain.
+			n = max(n, out[m].Blocks)
+			out[m].Blocks, out[m].ByTier = n, [NumTiers]int{HBM: n}
+		default:
+			out[m].Blocks, out[m].ByTier = n, [NumTiers]int{HBM: n}
+			for _, h := range hashes[n:] {
+				j := findHolder(x.mu.blocks[h], m)
+				if j < 0 {
+					break
+				}
+				out[m].Blocks++
+				out[m].ByTier[x.mu.blocks[h][j].fastest()]++
+			}
+		}
+		best = max(best, out[m].Blocks)
 	}
 	return best
 }
@@ -140,7 +171,7 @@ func (x *Index) recordRunsLocked(endpoint int, e *endpointState, hashes []BlockH
 	rs := &e.runs
 	path := x.mu.path[:0]
 	held, last, off := x.walkRunsLocked(hashes, endpoint, &path)
-	old := held > 0 && rs.clock-last.seq >= uint64(e.tiers[HBM].capacity/touchFraction)
+	old := held > 0 && rs.clock-last.seq >= uint64(runBudget(e)/touchFraction)
 	if held > 0 && off < len(last.hashes) && (old || held < len(hashes)) {
 		// The rest of last stays where it is, behind its prefix.
 		x.splitRunLocked(e, last, off)
@@ -189,16 +220,34 @@ func (x *Index) splitRunLocked(e *endpointState, r *run, k int) {
 	x.mu.runStarts[tail.hashes[0]] = append(x.mu.runStarts[tail.hashes[0]], tail)
 }
 
-// evictRunsLocked trims e's least recent runs beyond its HBM capacity.
+// runWindow is the share of an endpoint's HBM capacity its runs may hold
+// once its engine's KV events feed the index: routing's record of what
+// the engine has yet to report. The rest is known from the events.
+const runWindow = 8
+
+// runBudget is how many blocks e may hold in runs: its HBM capacity, or a
+// runWindow-th of it once KV events feed it.
+func runBudget(e *endpointState) int {
+	if !e.runs.eventFed {
+		return e.tiers[HBM].capacity
+	}
+	return max(1, e.tiers[HBM].capacity/runWindow)
+}
+
+// evictRunsLocked trims e's least recent runs beyond its budget.
 func (x *Index) evictRunsLocked(e *endpointState) {
 	rs := &e.runs
-	for rs.blocks > e.tiers[HBM].capacity {
+	if rs.blocks == 0 {
+		return
+	}
+	budget := runBudget(e)
+	for rs.blocks > budget {
 		r := *rs.list.Value(rs.list.Back())
 		if len(r.children) > 0 {
 			panic("kv: least recent run has children")
 		}
 		first := r.hashes[0]
-		drop := min(len(r.hashes), rs.blocks-e.tiers[HBM].capacity)
+		drop := min(len(r.hashes), rs.blocks-budget)
 		r.hashes = r.hashes[:len(r.hashes)-drop]
 		rs.blocks -= drop
 		x.mu.runBlocks -= drop
@@ -233,6 +282,74 @@ func (x *Index) dropRunLocked(e *endpointState, r *run, first BlockHash) {
 	}
 }
 
+// trimRunsLocked is Remove of hashes from endpoint e's runs, in any
+// place: a run holding one of them ends before it. The blocks behind a
+// removed one are still held, but no longer behind their whole prefix,
+// which runs cannot say: they move to the block lists, as a Record of
+// them would place them, which keeps a removed block recorded again later
+// in front of them. It reads every block e holds in runs, at most its
+// run budget.
+func (x *Index) trimRunsLocked(endpoint int, e *endpointState, hashes []BlockHash) {
+	if len(hashes) == 0 {
+		return
+	}
+	gone := func(h BlockHash) bool { return slices.Contains(hashes, h) }
+	if len(hashes) > 8 {
+		set := x.mu.trimSet
+		if set == nil {
+			set = make(map[BlockHash]struct{}, len(hashes))
+			x.mu.trimSet = set
+		}
+		for _, h := range hashes {
+			set[h] = struct{}{}
+		}
+		defer clear(set)
+		gone = func(h BlockHash) bool { _, ok := set[h]; return ok }
+	}
+	moved := false
+	// From the front, parents ahead: the runs behind a cut one leave
+	// before the walk reaches them.
+	for n := e.runs.list.Front(); n != 0; {
+		r := *e.runs.list.Value(n)
+		i := slices.IndexFunc(r.hashes, gone)
+		if i < 0 {
+			n = e.runs.list.Next(n)
+			continue
+		}
+		for len(r.children) > 0 {
+			x.unrunSubtreeLocked(endpoint, e, r.children[len(r.children)-1])
+		}
+		if tail := r.hashes[i+1:]; len(tail) > 0 {
+			x.recordLocked(endpoint, HBM, tail, false)
+		}
+		moved = true
+		next := e.runs.list.Next(n)
+		e.runs.blocks -= len(r.hashes) - i
+		x.mu.runBlocks -= len(r.hashes) - i
+		if i == 0 {
+			x.dropRunLocked(e, r, r.hashes[0])
+		} else {
+			r.hashes = r.hashes[:i:i]
+		}
+		n = next
+	}
+	if moved {
+		x.markOpenLocked(endpoint, HBM)
+	}
+}
+
+// unrunSubtreeLocked moves run r and every run behind it from e's runs to
+// its HBM block list.
+func (x *Index) unrunSubtreeLocked(endpoint int, e *endpointState, r *run) {
+	for len(r.children) > 0 {
+		x.unrunSubtreeLocked(endpoint, e, r.children[len(r.children)-1])
+	}
+	x.recordLocked(endpoint, HBM, r.hashes, false)
+	e.runs.blocks -= len(r.hashes)
+	x.mu.runBlocks -= len(r.hashes)
+	x.dropRunLocked(e, r, r.hashes[0])
+}
+
 // removeRunLocked is Remove of hashes from endpoint e's runs, when hashes
 // are exactly one leaf run, as RemoveRouted takes back a turn's new blocks.
 // It reports false, changing nothing, otherwise.
@@ -265,6 +382,7 @@ func (x *Index) explodeLocked(endpoint int, e *endpointState) {
 		return
 	}
 	rs.on = false
+	hadBlocks := !e.holdsNoBlocks()
 	l := &e.tiers[HBM]
 	l.list.Grow(rs.blocks)
 	for n := rs.list.Back(); n != 0; n = rs.list.Back() {
@@ -276,10 +394,21 @@ func (x *Index) explodeLocked(endpoint int, e *endpointState) {
 		for i := len(r.hashes) - 1; i >= 0; i-- {
 			h := r.hashes[i]
 			holders := x.mu.blocks[h]
-			holders = append(x.holdersFor(holders), holder{endpoint: int32(endpoint)})
-			nn := l.pushFront(h)
-			holders[len(holders)-1].node[HBM] = nn
-			x.mu.blocks[h] = holders
+			var nn lru.Node
+			switch j := findHolder(holders, endpoint); {
+			case j >= 0 && holders[j].node[HBM] != 0:
+				// The engine's events reported it too.
+				nn = holders[j].node[HBM]
+				l.moveToFront(nn)
+			case j >= 0:
+				nn = l.pushFront(h)
+				holders[j].node[HBM] = nn
+			default:
+				holders = append(x.holdersFor(holders), holder{endpoint: int32(endpoint)})
+				nn = l.pushFront(h)
+				holders[len(holders)-1].node[HBM] = nn
+				x.mu.blocks[h] = holders
+			}
 			nd := l.list.Value(nn)
 			nd.parent, nd.known = parent, true
 			if i > 0 {
@@ -293,6 +422,11 @@ func (x *Index) explodeLocked(endpoint int, e *endpointState) {
 	rs.blocks = 0
 	rs.list.Reset()
 	x.evictLocked(endpoint, l, HBM, &e.evictions)
+	if hadBlocks {
+		// Blocks recorded before, without their prefix, may now
+		// sit ahead of it.
+		x.markOpenLocked(endpoint, HBM)
+	}
 }
 
 // clearRunsLocked forgets endpoint e's runs.

@@ -31,9 +31,6 @@ func checkRuns(t *testing.T, x *Index) {
 		if !rs.on && rs.list.Len() > 0 {
 			t.Fatalf("endpoint %d holds %d runs while not in run mode", ep, rs.list.Len())
 		}
-		if rs.on && !e.holdsNoBlocks() {
-			t.Fatalf("endpoint %d holds runs and blocks", ep)
-		}
 		if rs.on && x.groupSharesLocked(ep) {
 			t.Fatalf("endpoint %d holds runs in a group whose Shared tier holds blocks", ep)
 		}
@@ -55,8 +52,8 @@ func checkRuns(t *testing.T, x *Index) {
 			pos[r] = len(pos)
 			blocks += len(r.hashes)
 		}
-		if blocks != rs.blocks || blocks > e.tiers[HBM].capacity {
-			t.Fatalf("endpoint %d: runs hold %d blocks, counted %d, capacity %d", ep, blocks, rs.blocks, e.tiers[HBM].capacity)
+		if blocks != rs.blocks || blocks > runBudget(e) {
+			t.Fatalf("endpoint %d: runs hold %d blocks, counted %d, budget %d", ep, blocks, rs.blocks, runBudget(e))
 		}
 		starts += len(pos)
 		total += blocks
@@ -291,4 +288,106 @@ func TestPoolReplicasHoldRuns(t *testing.T) {
 	if !slices.Equal(out, want) {
 		t.Errorf("MatchPrefix(a) = %+v, want %+v", out, want)
 	}
+}
+
+// TestEventFedEndpointHoldsRuns: an endpoint whose engine reports its
+// blocks by KV events still takes routing's chain as a run, adding nothing
+// to its block lists; the events' reports of the same blocks confirm it,
+// blocks reported past the run's end extend the match, a block the engine
+// drops ends it there, and the runs keep only a window of the newest.
+func TestEventFedEndpointHoldsRuns(t *testing.T) {
+	tree := newChainTree(21)
+	long := func(n int) []BlockHash {
+		for {
+			if hs := tree.chain(n); len(hs) == n {
+				return hs
+			}
+		}
+	}
+	x := NewIndex(IndexOptions{DefaultCapacity: 400})
+	x.SetGroup(0, 0)
+	x.Record(0, HBM, long(16)) // an earlier prompt's events
+	e := x.mu.endpoints[0]
+	listed := e.tiers[HBM].list.Len()
+
+	c := long(40)
+	x.RecordRouted(0, c, 0)
+	checkInvariants(t, x)
+	if got := e.tiers[HBM].list.Len(); got != listed || e.runs.blocks != len(c) {
+		t.Fatalf("a routed chain put %d blocks in the list and %d in runs, want 0 and %d", got-listed, e.runs.blocks, len(c))
+	}
+	out := make([]Match, 1)
+	match := func(hs []BlockHash, want Match) {
+		t.Helper()
+		if x.MatchPrefix(hs, out); out[0] != want {
+			t.Fatalf("MatchPrefix = %+v, want %+v", out[0], want)
+		}
+	}
+	match(c, Match{Blocks: 40, ByTier: [NumTiers]int{HBM: 40}})
+
+	// The engine's events report the prompt, then the next turn's new
+	// blocks, before routing's record of that turn: the run and the
+	// blocks behind it make one prefix.
+	x.Record(0, HBM, c[:20])
+	x.Record(0, HBM, c[20:])
+	next := append(slices.Clone(c), BlockHash(1<<40), BlockHash(1<<40+1))
+	x.Record(0, CPU, next[40:])
+	match(next, Match{Blocks: 42, ByTier: [NumTiers]int{HBM: 40, CPU: 2}})
+
+	// The engine drops a block in the middle: the prefix ends there,
+	// and is whole again once the block is stored again.
+	x.Remove(0, HBM, c[30:31])
+	checkInvariants(t, x)
+	match(next, Match{Blocks: 30, ByTier: [NumTiers]int{HBM: 30}})
+	x.Record(0, HBM, c[30:31])
+	match(next, Match{Blocks: 42, ByTier: [NumTiers]int{HBM: 40, CPU: 2}})
+
+	// Routing's runs beside the engine's blocks: a window of the newest.
+	for range 10 {
+		x.RecordRouted(0, long(40), 0)
+	}
+	checkInvariants(t, x)
+	if e.runs.blocks > 400/runWindow {
+		t.Fatalf("runs hold %d blocks beside the events', want at most %d", e.runs.blocks, 400/runWindow)
+	}
+}
+
+// TestRunsBesideBlocksAtCapacity drives endpoints holding runs and the
+// engine's blocks at once, at small capacities, through every write, and
+// checks the structures after each: evictions, window and trims keep
+// them whole.
+func TestRunsBesideBlocksAtCapacity(t *testing.T) {
+	const endpoints = 3
+	tree := newChainTree(17)
+	rng := rand.New(rand.NewPCG(17, 18))
+	x := NewIndex(IndexOptions{DefaultCapacity: 32})
+	out := make([]Match, endpoints)
+	for step := range 20000 {
+		ep := rng.IntN(endpoints)
+		hs := tree.chain(14)
+		switch r := rng.IntN(100); {
+		case r < 40:
+			x.RecordRouted(ep, hs, 0)
+		case r < 60:
+			x.Record(ep, HBM, hs[len(hs)/2:])
+		case r < 64:
+			x.Record(ep, CPU, hs)
+		case r < 74:
+			x.Remove(ep, HBM, hs[rng.IntN(len(hs)+1):])
+		case r < 76:
+			x.Clear(ep)
+		case r < 79:
+			x.SetCapacity(ep, 8+rng.IntN(48))
+		case r < 80 && len(hs) > 0:
+			x.RecordAfter(ep, hs[0], hs[1:])
+		default:
+			if n := x.MatchPrefix(hs, out); n > len(hs) {
+				t.Fatalf("step %d: matched %d of %d blocks", step, n, len(hs))
+			}
+		}
+		if step%20 == 0 {
+			checkInvariants(t, x)
+		}
+	}
+	checkInvariants(t, x)
 }
