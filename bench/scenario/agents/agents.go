@@ -3,8 +3,6 @@ package agents
 import (
 	"context"
 	"fmt"
-	"os"
-	"runtime/pprof"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -114,10 +112,6 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 		})
 	})
 	fillPhases(rep, cfg, target, samples, phaseWall, scale)
-	if f, err := os.Create(fmt.Sprintf("/tmp/agents-heap-%s.pb.gz", label)); err == nil {
-		pprof.WriteHeapProfile(f)
-		f.Close()
-	}
 	return res, rep, nil
 }
 
