@@ -112,7 +112,25 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 		})
 	})
 	fillPhases(rep, cfg, target, samples, phaseWall, scale)
+	res.Ideal = idealOf(rep, res)
 	return res, rep, nil
+}
+
+// idealOf is the whole run's ideal reuse, the phases' summed, and the
+// share of it the engines' own count captured.
+func idealOf(rep *Report, res *driver.Result) *driver.IdealReuse {
+	ideal := &driver.IdealReuse{Method: driver.IdealWorkload}
+	for _, p := range rep.Phases {
+		ideal.PromptTokens += float64(p.PromptTokens)
+		ideal.CachedTokens += float64(p.IdealTokens)
+	}
+	if ideal.PromptTokens > 0 {
+		ideal.HitRate = ideal.CachedTokens / ideal.PromptTokens
+	}
+	if ideal.HitRate > 0 && res.Engines != nil && res.Engines.Flavor != "" {
+		ideal.CapturedShare = res.Engines.HitRate / ideal.HitRate
+	}
+	return ideal
 }
 
 // meterPhases profiles the process's CPU and samples its RSS phase by
