@@ -116,7 +116,7 @@ func (x *Index) heldPrefixLocked(hashes []BlockHash, endpoint int) int {
 
 // matchClosedLocked is MatchPrefix when every endpoint is closed: the holders
 // of the root are read once, and each endpoint that holds the root searches
-// for the rest.
+// for the rest. out holds what the runs matched.
 func (x *Index) matchClosedLocked(hashes []BlockHash, out []Match) int {
 	if len(hashes) == 0 {
 		return 0
@@ -127,10 +127,13 @@ func (x *Index) matchClosedLocked(hashes []BlockHash, out []Match) int {
 		if m < 0 || m >= len(out) || hd.node[HBM] == 0 {
 			continue
 		}
-		n := x.heldPrefixLocked(hashes, m)
-		out[m].Blocks = n
-		out[m].ByTier[HBM] = n
-		best = max(best, n)
+		// Closed blocks are in HBM and a prefix of the chain: longer
+		// than the runs' match, or within it.
+		if n := x.heldPrefixLocked(hashes, m); n > out[m].Blocks {
+			out[m].Blocks = n
+			out[m].ByTier = [NumTiers]int{HBM: n}
+		}
+		best = max(best, out[m].Blocks)
 	}
 	return best
 }

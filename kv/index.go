@@ -573,14 +573,15 @@ func (x *Index) MatchPrefix(hashes []BlockHash, out []Match) int {
 			closed = closed && e.closed()
 		}
 	}
-	var best int
-	if closed {
-		best = x.matchClosedLocked(hashes, out)
-	} else {
-		best = x.matchLinearLocked(hashes, out)
-	}
+	// The runs first: the block lists extend what they hold (run.go).
+	best := 0
 	if len(x.mu.runStarts) > 0 {
-		best = max(best, x.matchRunsLocked(hashes, out))
+		best = x.matchRunsLocked(hashes, out)
+	}
+	if closed {
+		best = max(best, x.matchClosedLocked(hashes, out))
+	} else {
+		best = max(best, x.matchLinearLocked(hashes, out))
 	}
 	x.mu.RUnlock()
 	x.lookups.Add(1)
@@ -591,14 +592,16 @@ func (x *Index) MatchPrefix(hashes []BlockHash, out []Match) int {
 
 // matchLinearLocked is MatchPrefix's walk over every block of the chain,
 // for an index where a block may be held without its prefix, in another
-// tier or by a group.
+// tier or by a group. out holds what the runs matched.
 func (x *Index) matchLinearLocked(hashes []BlockHash, out []Match) int {
-	best := 0
 	// An endpoint still matches at block i only if its count is i; the walk
-	// stops at the first block no such endpoint holds. A group's shared
+	// stops at the first block no such endpoint holds, or, where runs hold
+	// more of the chain, goes on at the end of the nearest run match: the
+	// blocks an endpoint's runs hold are not looked up. A group's shared
 	// holds come second, so that an endpoint's own faster copy counts first.
 	grouped := len(x.mu.groups) > 0
-	for i, h := range hashes {
+	for i := 0; i < len(hashes); i++ {
+		h := hashes[i]
 		advanced := false
 		holders := x.mu.blocks[h]
 		shared := false
@@ -629,10 +632,20 @@ func (x *Index) matchLinearLocked(hashes []BlockHash, out []Match) int {
 				}
 			}
 		}
-		if !advanced {
-			break
+		if advanced {
+			continue
 		}
-		best = i + 1
+		next := len(hashes)
+		for m := range out {
+			if n := out[m].Blocks; n > i && n < next {
+				next = n
+			}
+		}
+		i = next - 1
+	}
+	best := 0
+	for m := range out {
+		best = max(best, out[m].Blocks)
 	}
 	return best
 }

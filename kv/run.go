@@ -125,12 +125,11 @@ func (x *Index) walkRunsLocked(hashes []BlockHash, endpoint int, path *[]*run) (
 	return held, last, off
 }
 
-// matchRunsLocked is MatchPrefix for the endpoints holding runs, after
-// their blocks were matched into out. The prefix held in runs is in HBM;
-// the blocks past it count when the endpoint holds them too, as the
-// engine's events report a turn's blocks behind a prefix routing recorded.
-// What the blocks alone matched is never longer: were it, the blocks would
-// hold the whole prefix the runs hold too.
+// matchRunsLocked is MatchPrefix for the endpoints holding runs, first:
+// the prefix they hold in runs is in HBM, and the block lists' match then
+// extends it, looking up only the blocks past it (matchLinearLocked,
+// matchClosedLocked). That is never shorter than the blocks' match alone:
+// were that longer, the blocks would hold the runs' prefix too.
 func (x *Index) matchRunsLocked(hashes []BlockHash, out []Match) int {
 	if len(hashes) == 0 {
 		return 0
@@ -142,26 +141,9 @@ func (x *Index) matchRunsLocked(hashes []BlockHash, out []Match) int {
 			continue
 		}
 		n, _, _ := x.walkRunsLocked(hashes, m, nil)
-		e := x.mu.endpoints[m]
-		switch {
-		case e.holdsNoBlocks():
-			out[m].Blocks, out[m].ByTier = n, [NumTiers]int{HBM: n}
-		case e.closed():
-			// Closed blocks are in HBM and a prefix of the chain.
-			n = max(n, out[m].Blocks)
-			out[m].Blocks, out[m].ByTier = n, [NumTiers]int{HBM: n}
-		default:
-			out[m].Blocks, out[m].ByTier = n, [NumTiers]int{HBM: n}
-			for _, h := range hashes[n:] {
-				j := findHolder(x.mu.blocks[h], m)
-				if j < 0 {
-					break
-				}
-				out[m].Blocks++
-				out[m].ByTier[x.mu.blocks[h][j].fastest()]++
-			}
-		}
-		best = max(best, out[m].Blocks)
+		out[m].Blocks = n
+		out[m].ByTier[HBM] = n
+		best = max(best, n)
 	}
 	return best
 }
