@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -156,28 +157,35 @@ func (l *lastPrompts) servedBy(endpointID string) []*lastPrompt {
 const maxHandedOff = 100_000
 
 // handedOff are the sessions handed over whose next turn has not come,
-// each with whether its endpoint was warmed: that turn's TTFT is measured
-// apart. n lets the turns of a fleet with none skip the lock.
+// each with when and whether its endpoint was warmed: that turn's TTFT is
+// measured apart. n lets the turns of a fleet with none skip the lock.
 type handedOff struct {
 	n  atomic.Int64
 	mu struct {
 		sync.Mutex
 		// protects the field below
-		m map[[2]string]bool
+		m map[[2]string]handOffMark
 	}
 }
 
-func (h *handedOff) mark(tenant, key string, warmed bool) {
+// handOffMark is a session's hand-off awaiting its next turn.
+type handOffMark struct {
+	at     time.Time
+	warmed bool
+}
+
+// mark notes that tenant's session key was handed over at.
+func (h *handedOff) mark(tenant, key string, at time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.mu.m == nil {
-		h.mu.m = map[[2]string]bool{}
+		h.mu.m = map[[2]string]handOffMark{}
 	}
 	k := [2]string{tenant, key}
 	if _, ok := h.mu.m[k]; !ok && len(h.mu.m) >= maxHandedOff {
 		return
 	}
-	h.mu.m[k] = warmed
+	h.mu.m[k] = handOffMark{at: at}
 	h.n.Store(int64(len(h.mu.m)))
 }
 
@@ -187,24 +195,31 @@ func (h *handedOff) warmed(tenant, key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	k := [2]string{tenant, key}
-	if _, ok := h.mu.m[k]; ok {
-		h.mu.m[k] = true
+	if m, ok := h.mu.m[k]; ok {
+		m.warmed = true
+		h.mu.m[k] = m
 	}
 }
 
-// take reports whether tenant's session key was handed over and not seen
-// since, and whether it was warmed; it is seen from now on.
-func (h *handedOff) take(tenant, key string) (handed, warmed bool) {
+// take reports whether tenant's session key was handed over before
+// started, a turn's start, and not seen since, and whether it was warmed;
+// it is seen from now on. A turn that started before the hand-off (it was
+// routed to the endpoint that then drained) is not its next: the mark
+// stays for the turn that follows.
+func (h *handedOff) take(tenant, key string, started time.Time) (handed, warmed bool) {
 	if h.n.Load() == 0 {
 		return false, false
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	k := [2]string{tenant, key}
-	warmed, handed = h.mu.m[k]
+	m, ok := h.mu.m[k]
+	if !ok || started.Before(m.at) {
+		return false, false
+	}
 	delete(h.mu.m, k)
 	h.n.Store(int64(len(h.mu.m)))
-	return handed, warmed
+	return true, m.warmed
 }
 
 // tokenBucket is the warm-ups' budget: rate tokens a second, up to burst
@@ -289,7 +304,7 @@ func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffR
 		// A failed write of the pin is counted by the store; routing goes on.
 		_ = d.sessions.Pin(ctx, p.tenant, p.key, to.ID, cached, sessions.PinHandOff, now)
 		d.revm.handOffs.WithLabelValues(to.Revision()).Inc()
-		d.handed.mark(p.tenant, p.key, false)
+		d.handed.mark(p.tenant, p.key, now)
 		rep.HandedOff++
 		if d.warmUps != nil && p.body != nil {
 			warms = append(warms, warm{p, to, cached})
@@ -353,33 +368,69 @@ func (d *Dispatcher) handOffTarget(ctx context.Context, p *lastPrompt, from *poo
 }
 
 // warmUp sends p's prompt to ep as a prefill-only request, when ep has
-// slack and the budget allows, and says what became of it.
+// slack and the budget allows, and says what became of it. A decoder of a
+// disaggregated model is warmed as a P/D pair, as the decider would serve
+// the turn: a prefiller of a compatible revision prefills the prompt and
+// ep pulls its KV, so that both hold the prefix; the decoder prefills it
+// itself only where the decider would have it do so (no compatible
+// prefiller, or too little uncached).
 func (d *Dispatcher) warmUp(ctx context.Context, p *lastPrompt, ep *pools.Endpoint, cached int) string {
 	uncached := p.promptTokens - cached*d.hasher.BlockTokens()
 	if uncached <= 0 {
 		return WarmUpCached
 	}
-	if !ep.Available() || ep.EngineQueue(time.Now()) > 0 {
+	now := time.Now()
+	if !ep.Available() || ep.EngineQueue(now) > 0 {
 		return WarmUpBusy
+	}
+	req := affinity.Request{
+		Model: p.model, Tenant: p.tenant, SessionKey: p.key, PromptTokens: p.promptTokens,
+		ExpectedOutputTokens: 1, Hashes: p.hashes, Band: turns.Background.String(),
+	}
+	prefillers := d.warmUpPrefillers(p, ep, uncached)
+	var prefiller *pools.Endpoint
+	if len(prefillers) > 0 {
+		preq := req
+		preq.SessionKey, preq.Prefill = "", true
+		pf, err := d.policy.Pick(ctx, &preq, prefillers)
+		if err != nil || pf.EngineQueue(now) > 0 {
+			if err == nil {
+				d.policy.Done(&preq, pf, affinity.Outcome{Err: errWarmUpSkipped})
+			}
+			return WarmUpBusy
+		}
+		prefiller = pf
+		defer func() { d.policy.Done(&preq, pf, affinity.Outcome{}) }()
 	}
 	if !d.warmUps.take(uncached) {
 		return WarmUpBudget
 	}
-	body, err := warmUpBody(p.body, ep)
+	header := http.Header{"X-Request-Id": {newRequestID()}}
+	var params json.RawMessage
+	if prefiller != nil {
+		leg, err := prefillBody(p.body)
+		if err == nil {
+			leg, err = warmUpBody(leg, prefiller, prefillParams)
+		}
+		if err == nil {
+			params, _, err = d.prefillOn(ctx, prefiller, p.path, leg, header, int64(p.promptTokens+1))
+		}
+		if err != nil {
+			d.log.Debug("warm-up's prefill leg failed", "prefiller", prefiller.ID, "err", err)
+			return WarmUpFailed
+		}
+		d.revm.prefillLeg(prefiller, ep)
+	}
+	body, err := warmUpBody(p.body, ep, params)
 	if err != nil {
 		return WarmUpFailed
 	}
 	// Routed as a background turn of the session on ep alone: the policy
 	// records the prompt on ep ahead of the engine, as for any turn, and
 	// takes it back if the engine fails.
-	req := affinity.Request{
-		Model: p.model, Tenant: p.tenant, SessionKey: p.key, PromptTokens: p.promptTokens,
-		ExpectedOutputTokens: 1, Hashes: p.hashes, Band: turns.Background.String(),
-	}
 	if _, err := d.policy.Pick(ctx, &req, []*pools.Endpoint{ep}); err != nil {
 		return WarmUpBusy
 	}
-	header := http.Header{"X-Request-Id": {newRequestID()}}
 	resp, err := d.reg.Client().Send(ctx, ep, p.path, body, header, int64(p.promptTokens+1))
 	if err == nil {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxAnswerBytes))
@@ -396,10 +447,43 @@ func (d *Dispatcher) warmUp(ctx context.Context, p *lastPrompt, ep *pools.Endpoi
 	return WarmUpSent
 }
 
+// errWarmUpSkipped is the outcome routing hears of a prefiller picked for
+// a warm-up that was then not sent.
+var errWarmUpSkipped = errors.New("dispatch: warm-up skipped")
+
+// warmUpPrefillers are the prefillers a warm-up of p on ep, a decoder
+// when p's model is disaggregated, runs its prefill leg on: those of ep's protocol
+// (vLLM's: SGLang's bootstrap pairs are not warmed apart) and of a
+// revision compatible with ep's, when the decider would disaggregate a
+// turn with uncached tokens not held at ep. None: ep prefills itself.
+func (d *Dispatcher) warmUpPrefillers(p *lastPrompt, ep *pools.Endpoint, uncached int) []*pools.Endpoint {
+	if !d.pdModels[p.model] || pdFlavor(ep) != pdVLLM {
+		return nil
+	}
+	var buf [16]*pools.Endpoint
+	n, incompatible := 0, 0
+	prefillers := d.reg.PrefillEndpointsFor(buf[:0], p.model)
+	for _, pf := range prefillers {
+		switch {
+		case pdFlavor(pf) != pdVLLM || !pf.Available():
+		case !d.pd.Compatible(pf.Revision(), ep.Revision()):
+			incompatible++
+		default:
+			prefillers[n] = pf
+			n++
+		}
+	}
+	prefillers = prefillers[:n]
+	if !d.pd.Decide(p.promptTokens, p.promptTokens-uncached, n, incompatible).Disaggregate {
+		return nil
+	}
+	return slices.Clone(prefillers)
+}
+
 // warmUpBody is body as a prefill-only request: one token, not streamed,
-// of background priority where ep's engine schedules by priority, with
-// nothing of a P/D leg.
-func warmUpBody(body []byte, ep *pools.Endpoint) ([]byte, error) {
+// of background priority where ep's engine schedules by priority; with
+// params as its kv_transfer_params (a P/D leg), or none.
+func warmUpBody(body []byte, ep *pools.Endpoint, params json.RawMessage) ([]byte, error) {
 	one := []byte("1")
 	set := []jsonscan.Member{
 		{Key: "stream", Value: []byte("false")},
@@ -410,13 +494,16 @@ func warmUpBody(body []byte, ep *pools.Endpoint) ([]byte, error) {
 	if ep.Prioritizes() {
 		set = append(set, jsonscan.Member{Key: "priority", Value: strconv.AppendInt(nil, int64(turns.Background.Priority()), 10)})
 	}
+	if params != nil {
+		return jsonscan.Edit(body, append(set, jsonscan.Member{Key: "kv_transfer_params", Value: params}), "stream_options")
+	}
 	return jsonscan.Edit(body, set, "stream_options", "kv_transfer_params")
 }
 
 // handOffTurnEnded measures the answered turn t of a session handed over,
 // the first since.
 func (d *Dispatcher) handOffTurnEnded(t *Turn, o *affinity.Outcome) {
-	if handed, warmed := d.handed.take(t.spec.Tenant, t.sessionKey); handed && o.TTFT > 0 {
+	if handed, warmed := d.handed.take(t.spec.Tenant, t.sessionKey, t.start); handed && o.TTFT > 0 {
 		d.revm.nextTurn.WithLabelValues(strconv.FormatBool(warmed)).Observe(o.TTFT.Seconds())
 	}
 }

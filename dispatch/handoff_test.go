@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -71,6 +73,14 @@ func newHandOffFixture(t *testing.T, revisions []string, ho HandOffConfig) *hand
 // returns the endpoint that answered and the engine's cached tokens.
 func (f *handOffFixture) turn(t *testing.T, key, content string) (*pools.Endpoint, int) {
 	t.Helper()
+	ep, u := sessionTurn(t, f.d, key, content)
+	return ep, u.PromptTokensDetails.CachedTokens
+}
+
+// sessionTurn runs one whole streamed turn of session key with content on
+// d and returns the endpoint that answered and the usage.
+func sessionTurn(t *testing.T, d *Dispatcher, key, content string) (*pools.Endpoint, Usage) {
+	t.Helper()
 	m, _ := json.Marshal(content)
 	spec := &Spec{
 		Tenant: "acme", Model: testModel, Path: chatPath,
@@ -78,14 +88,14 @@ func (f *handOffFixture) turn(t *testing.T, key, content string) (*pools.Endpoin
 		ClientHeader: http.Header{"X-Session-Id": {key}},
 		Prompt:       &prompt.Prompt{Model: testModel, Messages: []prompt.Message{{Role: "user", Content: content}}},
 	}
-	tr, err := f.d.Begin(t.Context(), spec)
+	tr, err := d.Begin(t.Context(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ep := tr.Endpoint()
 	_, u := readTurn(t, tr, true)
 	tr.End(nil)
-	return ep, u.PromptTokensDetails.CachedTokens
+	return ep, u
 }
 
 // warmUps are the requests ep's engine got with max_tokens 1, not streamed.
@@ -193,11 +203,26 @@ func TestHandOffRevision(t *testing.T) {
 
 func mustPinned(t *testing.T, f *handOffFixture, key string) string {
 	t.Helper()
-	id, _ := f.sess.Pinned("acme", key, time.Now())
-	if id == "" {
-		t.Fatalf("session %s is not pinned", key)
+	return mustPinnedIn(t, f.sess, key)
+}
+
+// TestHandedOffNextTurn: the turn measured as a hand-off's next is the
+// first that started after it; one routed before (to the endpoint that
+// then drained) leaves the mark for the one that follows.
+func TestHandedOffNextTurn(t *testing.T) {
+	var h handedOff
+	at := time.Unix(100, 0)
+	h.mark("acme", "s1", at)
+	if handed, _ := h.take("acme", "s1", at.Add(-time.Second)); handed {
+		t.Error("a turn that started before the hand-off was taken as its next")
 	}
-	return id
+	h.warmed("acme", "s1")
+	if handed, warmed := h.take("acme", "s1", at.Add(time.Second)); !handed || !warmed {
+		t.Errorf("the next turn: handed %v, warmed %v; want both", handed, warmed)
+	}
+	if handed, _ := h.take("acme", "s1", at.Add(2*time.Second)); handed {
+		t.Error("the turn after the next was taken too")
+	}
 }
 
 // TestHandOffWarmUpBudget: warm-ups past the budget of tokens a second are
@@ -291,4 +316,89 @@ func TestHandOffConcurrent(t *testing.T) {
 			t.Errorf("session s%d still pinned to the draining %s", i, id)
 		}
 	}
+}
+
+// TestHandOffWarmUpPD: a decoder of a disaggregated model is warmed as a
+// P/D pair, as the decider serves a turn: a prefiller of its revision
+// prefills the session's last prompt and the decoder pulls the KV (one
+// token, not streamed, both legs under one request id), so that the
+// session's next turn finds its prefix at the decoder and needs no
+// prefill leg.
+func TestHandOffWarmUpPD(t *testing.T) {
+	sess, err := sessions.NewStore(sessions.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hasher := &kv.Hasher{}
+	f := newPDFixtureOf(t, pdFixtureConfig{prefillers: 1, decoders: 2,
+		policy: func(*pools.Registry) affinity.Policy {
+			p, err := affinity.NewPolicy(affinity.Config{}, affinity.Deps{Index: kv.NewIndex(kv.IndexOptions{}), Hasher: hasher, Sessions: sess})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		options: func(o *Options) { o.Sessions, o.Hasher, o.HandOff = sess, hasher, &HandOffConfig{} },
+	})
+	for _, ep := range append(slices.Clone(f.prefillEP), f.decodeEP...) {
+		ep.SetLoad(pools.Load{ScrapedAt: time.Now().Add(time.Hour), MaxNumSeqs: 64}) // slack
+	}
+	turn := func(content string) (*pools.Endpoint, Usage) { return sessionTurn(t, f.d, "s1", content) }
+	content := longPrompt(3, 1500)
+	from, _ := turn(content)
+	prefills := len(f.prefill[0].received())
+	if prefills != 1 {
+		t.Fatalf("the first turn sent %d prefill legs, want 1", prefills)
+	}
+	from.SetDraining(true)
+	rep := f.d.HandOff(t.Context(), from)
+	if rep.HandedOff != 1 || rep.WarmUps[WarmUpSent] != 1 {
+		t.Fatalf("hand-off %+v, want the session handed over and warmed", rep)
+	}
+	to := f.decodeEP[0]
+	toEngine := f.decode[0]
+	if to == from {
+		to, toEngine = f.decodeEP[1], f.decode[1]
+	}
+	if id := mustPinnedIn(t, sess, "s1"); id != to.ID {
+		t.Fatalf("handed over to %s, want the other decoder %s", id, to.ID)
+	}
+	pl := f.prefill[0].received()
+	if len(pl) != prefills+1 {
+		t.Fatalf("the warm-up sent %d prefill legs, want 1", len(pl)-prefills)
+	}
+	warm := pl[len(pl)-1]
+	if !strings.Contains(string(warm.body["kv_transfer_params"]), `"do_remote_decode":true`) || string(warm.body["max_tokens"]) != "1" {
+		t.Errorf("the warm-up's prefill leg %s", warm.body)
+	}
+	dl := toEngine.received()
+	if len(dl) != 1 {
+		t.Fatalf("the decoder handed to got %d requests, want the warm-up's decode leg", len(dl))
+	}
+	if d := dl[0]; !strings.Contains(string(d.body["kv_transfer_params"]), `"do_remote_prefill":true`) ||
+		string(d.body["max_tokens"]) != "1" || string(d.body["stream"]) != "false" || d.requestID != warm.requestID {
+		t.Errorf("the warm-up's decode leg %s (request id %q, the prefill leg's %q)", d.body, d.requestID, warm.requestID)
+	}
+	next, u := turn(content + " and one more thing")
+	if next != to {
+		t.Errorf("the next turn went to %s, not %s it was handed to", next.ID, to.ID)
+	}
+	if n := len(f.prefill[0].received()); n != prefills+1 {
+		t.Errorf("the next turn sent a prefill leg; its decoder was warmed")
+	}
+	if u.PromptTokensDetails.CachedTokens < 1000 {
+		t.Errorf("the next turn found %d tokens cached at its decoder, want its prefix's", u.PromptTokensDetails.CachedTokens)
+	}
+	if n := testutil.ToFloat64(f.d.revm.crossed); n != 0 {
+		t.Errorf("%v legs across revisions", n)
+	}
+}
+
+func mustPinnedIn(t *testing.T, s *sessions.Store, key string) string {
+	t.Helper()
+	id, _ := s.Pinned("acme", key, time.Now())
+	if id == "" {
+		t.Fatalf("session %s is not pinned", key)
+	}
+	return id
 }

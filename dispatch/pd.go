@@ -287,8 +287,14 @@ func (t *Turn) prefillDone(req *affinity.Request, ep *pools.Endpoint, usage Usag
 // prefillOn sends the prefill leg to ep and reads the params and usage
 // it answers.
 func (t *Turn) prefillOn(ctx context.Context, ep *pools.Endpoint, leg []byte, tokens int64) (json.RawMessage, Usage, error) {
-	ctx, span := t.d.tr.Start(ctx, tracing.SpanEngine, trace.SpanKindClient)
-	resp, err := t.d.reg.Client().Send(ctx, ep, t.spec.Path, t.withPriority(ep, leg), t.d.traced(ctx, t.header), tokens)
+	return t.d.prefillOn(ctx, ep, t.spec.Path, t.withPriority(ep, leg), t.header, tokens)
+}
+
+// prefillOn sends a prefill leg, leg, to ep at path and reads the params
+// and usage it answers: a turn's, or a hand-off's warm-up's.
+func (d *Dispatcher) prefillOn(ctx context.Context, ep *pools.Endpoint, path string, leg []byte, header http.Header, tokens int64) (json.RawMessage, Usage, error) {
+	ctx, span := d.tr.Start(ctx, tracing.SpanEngine, trace.SpanKindClient)
+	resp, err := d.reg.Client().Send(ctx, ep, path, leg, d.traced(ctx, header), tokens)
 	startEngine(span, ep, resp, err)
 	defer span.End()
 	if err != nil {

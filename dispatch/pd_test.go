@@ -101,6 +101,9 @@ type pdFixtureConfig struct {
 	prefillRevision      string
 	decodeRevision       string
 	pd                   *affinity.PDConfig
+	// options, when set, completes the dispatcher's options (sessions,
+	// hand-offs).
+	options func(*Options)
 }
 
 func newPDFixtureOf(t *testing.T, c pdFixtureConfig) *pdFixture {
@@ -136,7 +139,11 @@ func newPDFixtureOf(t *testing.T, c pdFixtureConfig) *pdFixture {
 	if c.pd != nil {
 		pd = *c.pd
 	}
-	f.d, err = New(Options{Registry: reg, Policy: c.policy(reg), Logger: slog.New(slog.DiscardHandler), Metrics: f.metrics, PD: &pd})
+	opts := Options{Registry: reg, Policy: c.policy(reg), Logger: slog.New(slog.DiscardHandler), Metrics: f.metrics, PD: &pd}
+	if c.options != nil {
+		c.options(&opts)
+	}
+	f.d, err = New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
