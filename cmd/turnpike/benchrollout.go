@@ -107,15 +107,17 @@ func runRollout(ctx context.Context, cfg bench.Config, sf *simFlags, mode string
 	return rollout.Run(ctx, cfg, t, fleet, rollout.Options{}, mode)
 }
 
-// rolloutFleet replaces the embedded fleet's replicas: a new engine of the
-// pool's config joins its pool's list, and once it takes traffic the old
-// one leaves the list, drains, and is stopped.
+// rolloutFleet replaces the embedded fleet's replicas: new engines of the
+// pools' configs join their pools' lists, and once they take traffic the
+// old ones leave the lists, drain, and are stopped.
 type rolloutFleet struct {
 	st *stack.Stack
 	// lists are the pools' endpoint lists as set; replicas name each
-	// replica's pool and URL, across the pools in order.
+	// replica's pool and URL, across the pools in order; steps the
+	// replicas replaced together, in order.
 	lists    map[string][]pools.EndpointConfig
 	replicas []rolloutReplica
+	steps    [][]int
 	started  []*sim.Fleet
 }
 
@@ -126,18 +128,47 @@ type rolloutReplica struct {
 	index int
 }
 
-// newRolloutFleet lists the stack's replicas in the pools' order, the order
-// they are replaced in: a P/D fleet's prefillers first.
+// newRolloutFleet lists the stack's replicas in the pools' order and the
+// steps they are replaced in: one replica a step, or, in a P/D fleet, a
+// prefiller and a decoder together, so that while two revisions serve
+// each has prefill and decode capacity in proportion, and a decoder
+// always finds a prefiller of its revision.
 func newRolloutFleet(st *stack.Stack) *rolloutFleet {
 	f := &rolloutFleet{st: st, lists: map[string][]pools.EndpointConfig{}}
+	var prefill, other []int
 	for i, pc := range st.Pools() {
 		f.lists[pc.Name] = slices.Clone(pc.Endpoints)
+		role := st.Fleet().Pools[i].Role
 		for _, ep := range pc.Endpoints {
+			if role == sim.RolePrefill {
+				prefill = append(prefill, len(f.replicas))
+			} else {
+				other = append(other, len(f.replicas))
+			}
 			f.replicas = append(f.replicas, rolloutReplica{pool: i, url: ep.URL, index: len(f.replicas)})
 		}
 	}
+	if len(prefill) == 0 {
+		for _, i := range other {
+			f.steps = append(f.steps, []int{i})
+		}
+		return f
+	}
+	for k := range max(len(prefill), len(other)) {
+		var step []int
+		if k < len(prefill) {
+			step = append(step, prefill[k])
+		}
+		if k < len(other) {
+			step = append(step, other[k])
+		}
+		f.steps = append(f.steps, step)
+	}
 	return f
 }
+
+// Steps implements rollout.Fleet.
+func (f *rolloutFleet) Steps() int { return len(f.steps) }
 
 // Replicas implements rollout.Fleet.
 func (f *rolloutFleet) Replicas() int { return len(f.replicas) }
@@ -145,8 +176,59 @@ func (f *rolloutFleet) Replicas() int { return len(f.replicas) }
 // rolloutWait bounds each step of a replacement.
 const rolloutWait = time.Minute
 
-// Replace implements rollout.Fleet.
-func (f *rolloutFleet) Replace(ctx context.Context, i int, rev string) error {
+// Replace implements rollout.Fleet: the step's new replicas join and
+// take traffic, then its old ones leave together.
+func (f *rolloutFleet) Replace(ctx context.Context, step int, rev string) error {
+	reg := f.st.Registry()
+	var joined []string
+	for _, i := range f.steps[step] {
+		url, err := f.join(i, rev)
+		if err != nil {
+			return err
+		}
+		joined = append(joined, url)
+	}
+	for _, url := range joined {
+		if err := waitRollout(ctx, func() bool {
+			ep, ok := reg.Endpoint(hostPort(url))
+			return ok && ep.Available()
+		}); err != nil {
+			return fmt.Errorf("the new replica %s did not take traffic: %w", url, err)
+		}
+	}
+	var old []*pools.Endpoint
+	for _, i := range f.steps[step] {
+		r := f.replicas[i]
+		ep, ok := reg.Endpoint(hostPort(r.url))
+		if !ok {
+			return fmt.Errorf("replica %d (%s) is not in the fleet", i, r.url)
+		}
+		old = append(old, ep)
+		pc := f.st.Pools()[r.pool]
+		f.lists[pc.Name] = slices.DeleteFunc(slices.Clone(f.lists[pc.Name]), func(e pools.EndpointConfig) bool { return e.URL == r.url })
+		if err := reg.SetEndpoints(pc.Name, f.lists[pc.Name]); err != nil {
+			return err
+		}
+	}
+	for k, i := range f.steps[step] {
+		select {
+		case <-old[k].Drained():
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(rolloutWait):
+			return fmt.Errorf("replica %d did not drain", i)
+		}
+		if err := f.st.Fleet().Kill(f.replicas[i].index); err != nil {
+			return err
+		}
+		f.replicas[i].url = joined[k]
+	}
+	return nil
+}
+
+// join starts a replica of revision rev beside replica i, in its pool's
+// list, and returns its URL.
+func (f *rolloutFleet) join(i int, rev string) (string, error) {
 	r := f.replicas[i]
 	sp := f.st.Fleet().Pools[r.pool]
 	pc := f.st.Pools()[r.pool]
@@ -155,7 +237,7 @@ func (f *rolloutFleet) Replace(ctx context.Context, i int, rev string) error {
 	c.Seed += uint64(1000 + i)
 	eng, err := sim.StartFleet(context.Background(), 1, c, "127.0.0.1", 0)
 	if err != nil {
-		return err
+		return "", err
 	}
 	f.started = append(f.started, eng)
 	rep := eng.Replicas()[0]
@@ -165,35 +247,8 @@ func (f *rolloutFleet) Replace(ctx context.Context, i int, rev string) error {
 		_, port, _ := strings.Cut(hostPort(rep.URL), ":")
 		next.BootstrapPort, _ = strconv.Atoi(port)
 	}
-	reg := f.st.Registry()
-	list := append(f.lists[pc.Name], next)
-	if err := reg.SetEndpoints(pc.Name, list); err != nil {
-		return err
-	}
-	if err := waitRollout(ctx, func() bool {
-		ep, ok := reg.Endpoint(hostPort(rep.URL))
-		return ok && ep.Available()
-	}); err != nil {
-		return fmt.Errorf("the new replica did not take traffic: %w", err)
-	}
-	old, ok := reg.Endpoint(hostPort(r.url))
-	if !ok {
-		return fmt.Errorf("replica %d (%s) is not in the fleet", i, r.url)
-	}
-	list = slices.DeleteFunc(slices.Clone(list), func(e pools.EndpointConfig) bool { return e.URL == r.url })
-	f.lists[pc.Name] = list
-	if err := reg.SetEndpoints(pc.Name, list); err != nil {
-		return err
-	}
-	select {
-	case <-old.Drained():
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(rolloutWait):
-		return errors.New("the old replica did not drain")
-	}
-	f.replicas[i].url = rep.URL
-	return f.st.Fleet().Kill(r.index)
+	f.lists[pc.Name] = append(f.lists[pc.Name], next)
+	return rep.URL, f.st.Registry().SetEndpoints(pc.Name, f.lists[pc.Name])
 }
 
 // Close stops the replicas the rollout started.
@@ -230,7 +285,7 @@ func hostPort(u string) string {
 // failed turn, no P/D leg across revisions, and the next turn after a
 // hand-off no slower than 1.5× the steady state.
 func writeRollout(w io.Writer, sf *simFlags, modes []string, reps []*rollout.Report) {
-	fmt.Fprintf(w, "rollout: %d replicas (%s topology) replaced one at a time by revision %s\n\n", len(reps[0].Replacements), cmp.Or(sf.topology, sim.TopologyAggregated), reps[0].Options.Revision)
+	fmt.Fprintf(w, "rollout: %d replicas (%s topology) replaced by revision %s in %d steps (a P/D fleet's: a prefiller and a decoder at once)\n\n", reps[0].Replicas, cmp.Or(sf.topology, sim.TopologyAggregated), reps[0].Options.Revision, len(reps[0].Replacements))
 	row := func(name string, f func(*rollout.Report) string) {
 		fmt.Fprintf(w, "%-36s", name)
 		for _, r := range reps {
@@ -260,11 +315,13 @@ func writeRollout(w io.Writer, sf *simFlags, modes []string, reps []*rollout.Rep
 		return fmt.Sprintf("%.0f (%d)", r.HandOffTTFTP50, r.HandOffTurns)
 	})
 	row("  over steady state", func(r *rollout.Report) string { return fmt.Sprintf("%.2fx", r.Ratio) })
+	row("other turns during, TTFT p50 ms", func(r *rollout.Report) string { return fmt.Sprintf("%.0f", r.DuringTTFTP50) })
+	row("  next turn over those", func(r *rollout.Report) string { return fmt.Sprintf("%.2fx", r.DuringRatio) })
 	fmt.Fprintln(w)
 	for i, r := range reps {
 		for _, rp := range r.Replacements {
 			if rp.Error != "" {
-				fmt.Fprintf(w, "%s: replica %d: %s\n", modes[i], rp.Replica, rp.Error)
+				fmt.Fprintf(w, "%s: step %d: %s\n", modes[i], rp.Step, rp.Error)
 			}
 		}
 		met := func(ok bool) string {

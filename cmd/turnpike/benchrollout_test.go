@@ -47,7 +47,7 @@ func TestBenchRollout(t *testing.T) {
 		}
 		for _, r := range rep.Replacements {
 			if r.Error != "" {
-				t.Errorf("%s: replacement of replica %d: %s", mode, r.Replica, r.Error)
+				t.Errorf("%s: replacement step %d: %s", mode, r.Step, r.Error)
 			}
 		}
 		if rep.Failed != 0 || rep.CrossRevisionLegs != 0 {

@@ -6,10 +6,11 @@
 //
 // Run drives the agentic sessions through a driver.Runner. Once a share
 // of their turns has been answered (Options.StartAt), a second goroutine
-// replaces the replicas in order through a Fleet: a replica of the new
-// revision joins and takes traffic, then the old one leaves the gateway's
-// fleet and drains, which hands its sessions over (and warms their new
-// endpoints, when the gateway does). The Report splits the turns into
+// replaces the replicas through a Fleet, in its steps (one replica, or a
+// prefiller and a decoder together): replicas of the new revision join
+// and take traffic, then the old ones leave the gateway's fleet and
+// drain, which hands their sessions over (and warms their new endpoints,
+// when the gateway does). The Report splits the turns into
 // before, during and after the rollout (failures, TTFT, cached share),
 // and reads from the gateway's /metrics the hand-offs, warm-ups, prefill
 // legs that crossed revisions, the steady-state TTFT before the rollout
@@ -24,6 +25,6 @@
 //
 // # Concurrency model
 //
-// Run blocks until the sessions end. The replacements run one after the
-// other in one goroutine beside them, joined before Run returns.
+// Run blocks until the sessions end. The steps run one after the other
+// in one goroutine beside them, joined before Run returns.
 package rollout

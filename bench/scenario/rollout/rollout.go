@@ -16,13 +16,17 @@ import (
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
 
-// Fleet replaces the replicas of the gateway's fleet.
+// Fleet replaces the replicas of the gateway's fleet, in steps.
 type Fleet interface {
-	// Replicas is how many replicas the rollout replaces, numbered from 0.
+	// Replicas is how many replicas the rollout replaces.
 	Replicas() int
-	// Replace replaces replica i by one of revision rev: the new one
-	// joins the gateway's fleet and takes traffic, then the old one
-	// leaves and drains. It returns once both have happened.
+	// Steps is how many steps it replaces them in, numbered from 0: one
+	// replica each, or several replaced together (a prefiller and a
+	// decoder).
+	Steps() int
+	// Replace replaces step i's replicas by ones of revision rev: the
+	// new ones join the gateway's fleet and take traffic, then the old
+	// ones leave and drain. It returns once all that has happened.
 	Replace(ctx context.Context, i int, rev string) error
 }
 
@@ -38,8 +42,8 @@ type Options struct {
 	// Revision is the new replicas' revision. Default "v2".
 	Revision string `json:"revision"`
 	// StartAt is the share of the run's turns answered before the first
-	// replacement; Every the share answered between two. Defaults 0.25
-	// and 0.1: four replicas are replaced by two thirds of the run.
+	// step; Every the share answered between two. Defaults 0.25 and 0.1:
+	// four steps are done by two thirds of the run.
 	StartAt float64 `json:"start_at"`
 	Every   float64 `json:"every"`
 }
@@ -56,9 +60,9 @@ func (o *Options) ensureDefaults() {
 	}
 }
 
-// Replacement is one replica's replacement, from the run's start.
+// Replacement is one step's replacement, from the run's start.
 type Replacement struct {
-	Replica   int     `json:"replica"`
+	Step      int     `json:"step"`
 	StartedAt float64 `json:"started_at_seconds"`
 	DoneAt    float64 `json:"done_at_seconds"`
 	Error     string  `json:"error,omitempty"`
@@ -78,7 +82,9 @@ type Phase struct {
 
 // Report is what a rollout did to the sessions and what the gateway did.
 type Report struct {
-	Options      Options       `json:"options"`
+	Options Options `json:"options"`
+	// Replicas is how many replicas were replaced, in Replacements' steps.
+	Replicas     int           `json:"replicas"`
 	Replacements []Replacement `json:"replacements"`
 	Phases       []Phase       `json:"phases"`
 	// Failed counts every failed turn.
@@ -93,11 +99,19 @@ type Report struct {
 	// HandOffTTFTP50 that of the handed-over sessions' next turns
 	// (HandOffTurns of them), both in ms, read from its histograms; Ratio
 	// the second over the first.
-	SteadyTTFTP50  float64  `json:"steady_ttft_p50_ms"`
-	HandOffTTFTP50 float64  `json:"handoff_ttft_p50_ms"`
-	HandOffTurns   int      `json:"handoff_turns"`
-	Ratio          float64  `json:"handoff_ttft_ratio"`
-	GatewayErrors  []string `json:"gateway_errors,omitempty"`
+	SteadyTTFTP50  float64 `json:"steady_ttft_p50_ms"`
+	HandOffTTFTP50 float64 `json:"handoff_ttft_p50_ms"`
+	HandOffTurns   int     `json:"handoff_turns"`
+	Ratio          float64 `json:"handoff_ttft_ratio"`
+	// DuringTTFTP50 is the gateway's TTFT median of the other turns, those
+	// not a hand-off's next, from the first step's start to the last's
+	// end, in ms; DuringRatio HandOffTTFTP50 over it. Where the fleet's
+	// TTFT moves during the run for reasons of its own (its KV cache
+	// filling up as the sessions' prompts grow), it is the steady state
+	// the hand-offs happen in.
+	DuringTTFTP50 float64  `json:"during_ttft_p50_ms"`
+	DuringRatio   float64  `json:"during_handoff_ttft_ratio"`
+	GatewayErrors []string `json:"gateway_errors,omitempty"`
 }
 
 // Gateway metric names the report reads.
@@ -113,11 +127,11 @@ const (
 // a time by replicas of opts.Revision.
 func Run(ctx context.Context, cfg workload.Config, target driver.Target, fleet Fleet, opts Options, label string) (*driver.Result, *Report, error) {
 	opts.ensureDefaults()
-	if fleet == nil || fleet.Replicas() == 0 {
+	if fleet == nil || fleet.Steps() == 0 {
 		return nil, nil, fmt.Errorf("bench: rollout needs a fleet to replace")
 	}
 	gw := target.GatewayMetrics()
-	rep := &Report{Options: opts, WarmUps: map[string]float64{}}
+	rep := &Report{Options: opts, Replicas: fleet.Replicas(), WarmUps: map[string]float64{}}
 	scrapeGW := func() map[string]*dto.MetricFamily {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 		defer cancel()
@@ -128,7 +142,7 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, fleet F
 		return fams
 	}
 	first := scrapeGW()
-	var atFirst map[string]*dto.MetricFamily
+	var atFirst, atLast map[string]*dto.MetricFamily
 	sessions := workload.PlanAgentic(cfg)
 	total := len(sessions) * cfg.Agentic.TurnsPerSession
 	var replacements []Replacement
@@ -138,7 +152,7 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, fleet F
 		go func() {
 			defer close(done)
 			at := func() float64 { return time.Since(dr.Started()).Seconds() }
-			for i := range fleet.Replicas() {
+			for i := range fleet.Steps() {
 				share := opts.StartAt + float64(i)*opts.Every
 				if !dr.AwaitRecorded(rctx, int(share*float64(total))) {
 					return
@@ -146,13 +160,14 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, fleet F
 				if i == 0 {
 					atFirst = scrapeGW()
 				}
-				r := Replacement{Replica: i, StartedAt: at()}
+				r := Replacement{Step: i, StartedAt: at()}
 				if err := fleet.Replace(rctx, i, opts.Revision); err != nil {
 					r.Error = err.Error()
 				}
 				r.DoneAt = at()
 				replacements = append(replacements, r)
 			}
+			atLast = scrapeGW()
 		}()
 		dr.Sessions(ctx, sessions)
 		stop()
@@ -161,7 +176,7 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, fleet F
 	last := scrapeGW()
 	rep.Replacements = replacements
 	rep.phases(samples)
-	rep.gateway(first, atFirst, last)
+	rep.gateway(first, atFirst, atLast, last)
 	return res, rep, nil
 }
 
@@ -212,8 +227,8 @@ func (rep *Report) phases(samples []*driver.Sample) {
 
 // gateway reads the gateway's counters over the run and its TTFT
 // histograms: the steady state from first to atFirst, the hand-offs'
-// next turns over the run.
-func (rep *Report) gateway(first, atFirst, last map[string]*dto.MetricFamily) {
+// next turns over the run, the other turns from atFirst to atLast.
+func (rep *Report) gateway(first, atFirst, atLast, last map[string]*dto.MetricFamily) {
 	rep.HandOffs = sum(last, metricHandOffs, nil) - sum(first, metricHandOffs, nil)
 	for _, r := range []string{"sent", "failed", "budget", "busy", "cached"} {
 		match := map[string]string{"result": r}
@@ -223,13 +238,21 @@ func (rep *Report) gateway(first, atFirst, last map[string]*dto.MetricFamily) {
 	}
 	rep.CrossRevisionLegs = sum(last, metricCrossed, nil) - sum(first, metricCrossed, nil)
 	if atFirst != nil {
-		rep.SteadyTTFTP50, _ = median(histogram(atFirst, metricTTFT), histogram(first, metricTTFT))
+		rep.SteadyTTFTP50, _ = median(delta(histogram(atFirst, metricTTFT), histogram(first, metricTTFT)))
+	}
+	if atFirst != nil && atLast != nil {
+		all := delta(histogram(atLast, metricTTFT), histogram(atFirst, metricTTFT))
+		next := delta(histogram(atLast, metricNextTurn), histogram(atFirst, metricNextTurn))
+		rep.DuringTTFTP50, _ = median(delta(all, next))
 	}
 	var n int
-	rep.HandOffTTFTP50, n = median(histogram(last, metricNextTurn), histogram(first, metricNextTurn))
+	rep.HandOffTTFTP50, n = median(delta(histogram(last, metricNextTurn), histogram(first, metricNextTurn)))
 	rep.HandOffTurns = n
 	if rep.SteadyTTFTP50 > 0 {
 		rep.Ratio = rep.HandOffTTFTP50 / rep.SteadyTTFTP50
+	}
+	if rep.DuringTTFTP50 > 0 {
+		rep.DuringRatio = rep.HandOffTTFTP50 / rep.DuringTTFTP50
 	}
 }
 
@@ -291,18 +314,28 @@ func histogram(fams map[string]*dto.MetricFamily, name string) []bucket {
 	return out
 }
 
-// median is the median, in ms, of the observations in hist less those
-// in base (an earlier read of the same histogram), interpolated within
-// its bucket, and how many observations there were.
-func median(hist, base []bucket) (float64, int) {
+// delta is hist less base, bucket by bucket: the observations between
+// two reads of a histogram, or those of one histogram less another's
+// (of the same buckets). A bound base lacks counts in full.
+func delta(hist, base []bucket) []bucket {
 	prior := map[float64]float64{}
 	for _, b := range base {
 		prior[b.le] = b.count
 	}
+	out := make([]bucket, 0, len(hist))
+	for _, b := range hist {
+		out = append(out, bucket{b.le, b.count - prior[b.le]})
+	}
+	return out
+}
+
+// median is the median, in ms, of the observations in hist, interpolated
+// within its bucket, and how many observations there were.
+func median(hist []bucket) (float64, int) {
 	var bounds, counts []float64
 	for _, b := range hist {
 		bounds = append(bounds, b.le)
-		counts = append(counts, b.count-prior[b.le])
+		counts = append(counts, b.count)
 	}
 	if len(counts) == 0 || counts[len(counts)-1] <= 0 {
 		return 0, 0

@@ -45,11 +45,11 @@ h_seconds_count{r="b"} 10
 `)
 	// Between the reads: 20 observations in (0.1, 0.2]; the median is
 	// half-way through that bucket.
-	got, n := median(after, before)
+	got, n := median(delta(after, before))
 	if n != 20 || math.Abs(got-150) > 1e-9 {
 		t.Errorf("median %v ms of %d, want 150 ms of 20", got, n)
 	}
-	if got, n := median(before, before); got != 0 || n != 0 {
+	if got, n := median(delta(before, before)); got != 0 || n != 0 {
 		t.Errorf("nothing observed: median %v of %d", got, n)
 	}
 }
@@ -75,4 +75,16 @@ func samplesAt(t *testing.T, seconds ...float64) []*driver.Sample {
 		out = append(out, &driver.Sample{Start: time.Duration(s * float64(time.Second)), TTFT: time.Millisecond, InputTokens: 10, CachedTokens: 5})
 	}
 	return out
+}
+
+// TestDelta: one histogram less another of the same buckets leaves the
+// observations of the first that the second did not make: the turns
+// during the rollout less the hand-offs' next turns.
+func TestDelta(t *testing.T) {
+	all := []bucket{{0.1, 10}, {0.2, 20}, {math.Inf(1), 20}}
+	next := []bucket{{0.1, 10}, {0.2, 10}, {math.Inf(1), 10}}
+	got, n := median(delta(all, next))
+	if n != 10 || math.Abs(got-150) > 1e-9 {
+		t.Errorf("median %v ms of %d, want 150 ms of the 10 in (0.1, 0.2]", got, n)
+	}
 }
