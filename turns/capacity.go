@@ -1,6 +1,7 @@
 package turns
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -74,6 +75,23 @@ type Measurement struct {
 	LentSlack    int
 	LentSlots    int
 	LentInFlight int64
+	// Seqs is the sequences the available endpoints' engines run at once,
+	// summed: each engine's max_num_seqs, or its slots when it does not
+	// report one. Tokens is their in-flight token thresholds summed (see
+	// SaturationConfig). With the pool's measured hold time they are its
+	// drain rate, which sizes the default queue bounds
+	// (BandConfig.MaxQueued).
+	Seqs   int
+	Tokens int64
+	// Backlog is the best available endpoint's engine queue, in sequences'
+	// holds: a turn sent now to that engine starts after about Backlog ×
+	// the pool's hold time (its turns' time from dispatch to release), as
+	// the requests ahead of it past the engine's free sequences each wait
+	// for one of its sequences to end. 0 while some engine has a sequence
+	// free for it. A turn about to wait its band's TTL in the gateway is
+	// sent to an engine while that wait is within the TTL, and shed at
+	// once when it is not.
+	Backlog float64
 	// Prioritized reports that every available endpoint's engine
 	// schedules by each request's priority (pools.PoolConfig.
 	// PriorityScheduling): Interactive turns go to it whenever the pool
@@ -250,6 +268,13 @@ type endpointCapacity struct {
 	room       int64   // in-flight tokens before it saturates, ≥ 0
 	queueRoom  int     // engine queue before it saturates, ≥ 0
 	slack      bool    // its engine queues nothing (EngineQueue is 0)
+	seqs       int     // sequences its engine runs at once
+	tokens     int64   // in-flight tokens at which it saturates
+	// backlog is how long a turn sent to it now waits for a sequence, in
+	// holds of one sequence: the requests ahead of it past the engine's
+	// free sequences, and itself, over the engine's sequences; 0 when a
+	// sequence is free for it.
+	backlog float64
 	// lower is the same for the bands below Interactive, against the
 	// capacity left after the Interactive reserve; lower.saturation ≥
 	// saturation.
@@ -270,7 +295,7 @@ type endpointCapacity struct {
 // Without reserve, the lower bands' room is the whole room: no endpoint
 // keeps any for Interactive turns.
 func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl, lane int, reserve bool) Measurement {
-	m := Measurement{Prioritized: true}
+	m := Measurement{Prioritized: true, Backlog: math.Inf(1)}
 	var sum, lowerSum float64
 	slotsKept := 0
 	if reserve {
@@ -315,9 +340,12 @@ func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl, lane int,
 		m.InFlight += e.InFlight()
 		m.Slots += ec.slots
 		m.Reserved += min(slotsKept, ec.slots-1)
+		m.Seqs += ec.seqs
+		m.Tokens += ec.tokens
+		m.Backlog = min(m.Backlog, ec.backlog)
 	}
 	if m.Endpoints == 0 {
-		m.Saturation, m.Lower.Saturation, m.Prioritized = 1, 1, false
+		m.Saturation, m.Lower.Saturation, m.Prioritized, m.Backlog = 1, 1, false, 0
 		return m
 	}
 	m.Saturation = sum / float64(m.Endpoints)
@@ -338,28 +366,39 @@ func endpointCapacityOf[E endpointLoad](e E, now time.Time, cfg *FlowControl, re
 	sc := &cfg.Saturation
 	l := e.Load()
 	ec := endpointCapacity{slots: cfg.MaxInFlightPerEndpoint}
+	ec.seqs = ec.slots
 	if l.MaxNumSeqs > 0 {
 		ec.slots = min(ec.slots, l.MaxNumSeqs+sc.QueueDepthPerEndpoint)
-	}
-	if e.Stale(now) {
-		ec.saturation, ec.lower.saturation = 1, 1
-		return ec
+		ec.seqs = l.MaxNumSeqs
 	}
 	tokens := sc.InFlightTokensPerEndpoint
 	if kv := l.KVTokens(); kv > 0 && sc.InFlightTokensPerKVToken > 0 {
 		tokens = int64(float64(kv) * sc.InFlightTokensPerKVToken)
 	}
+	ec.tokens = tokens
+	if e.Stale(now) {
+		// No word from the engine: what the gateway has sent it is all
+		// that is known of its queue.
+		ec.saturation, ec.lower.saturation = 1, 1
+		ec.backlog = float64(e.InFlight()+1) / float64(ec.seqs)
+		return ec
+	}
 	inFlight := max(e.InFlight(), int64(l.Running+l.Waiting))
 	inFlightTokens := e.InFlightTokens()
 	queued := e.EngineQueue(now)
 	waiting := queued
-	if free := int64(l.MaxNumSeqs - l.Running); l.MaxNumSeqs > 0 && free > 0 && l.KVUsage < sc.KVUtilization {
+	free := int64(0)
+	if f := int64(l.MaxNumSeqs - l.Running); l.MaxNumSeqs > 0 && f > 0 && l.KVUsage < sc.KVUtilization {
 		// An engine with sequences free and KV room admits what waits
 		// behind its step's prefill token budget (chunked prefill) within
 		// a step or two: only what is past its free sequences saturates
 		// it. The lower bands still see all of it (below): an Interactive
 		// turn sent there prefills behind every request waiting.
+		free = f
 		waiting = max(queued-free, 0)
+	}
+	if queued >= free {
+		ec.backlog = float64(waiting+1) / float64(ec.seqs)
 	}
 	s := max(
 		float64(waiting)/float64(sc.QueueDepthPerEndpoint),

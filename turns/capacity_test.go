@@ -328,3 +328,48 @@ func freshRegistry(t *testing.T, n int, l pools.Load) *pools.Registry {
 	}
 	return reg
 }
+
+// TestMeasureBacklog: the pool's Backlog is its best engine's queue in
+// holds of one of its sequences, counting the turn itself; Seqs and Tokens
+// sum the engines' sequences and in-flight token room.
+func TestMeasureBacklog(t *testing.T) {
+	var cfg FlowControl
+	cfg.EnsureDefaults() // queue depth 5, KV 0.8, 131072 tokens, 64 slots
+	now := time.Now()
+	seqs := func(running, waiting int, kv float64) *fakeEndpoint {
+		return &fakeEndpoint{available: true, load: pools.Load{MaxNumSeqs: 16, Running: running, Waiting: waiting, KVUsage: kv}}
+	}
+	for _, tc := range []struct {
+		name    string
+		eps     []*fakeEndpoint
+		backlog float64
+		seqs    int
+	}{
+		{"no endpoints", nil, 0, 0},
+		{"a free sequence", []*fakeEndpoint{seqs(15, 0, 0.5)}, 0, 16},
+		// Waiting behind the step's prefill budget within free sequences:
+		// a sequence is still free for one more.
+		{"waiting within free sequences", []*fakeEndpoint{seqs(8, 6, 0.5)}, 0, 16},
+		// All 16 running: the turn takes the first sequence to end.
+		{"every sequence running", []*fakeEndpoint{seqs(16, 0, 0.5)}, 1.0 / 16, 16},
+		// 8 free, 10 waiting: 2 ahead past the free ones, and the turn.
+		{"waiting past free sequences", []*fakeEndpoint{seqs(8, 10, 0.5)}, 3.0 / 16, 16},
+		// KV full: the free sequences are no room, all 6 waiting are ahead.
+		{"kv full", []*fakeEndpoint{seqs(8, 6, 0.9)}, 7.0 / 16, 16},
+		{"the best engine", []*fakeEndpoint{seqs(16, 31, 0.5), seqs(16, 3, 0.5)}, 4.0 / 16, 32},
+		// A stale engine is known only by what the gateway sent it.
+		{"stale", []*fakeEndpoint{{available: true, stale: true, inFlight: 7, load: pools.Load{MaxNumSeqs: 16}}}, 8.0 / 16, 16},
+		// No max_num_seqs reported: its slots stand for its sequences.
+		{"no limits reported", []*fakeEndpoint{{available: true, load: pools.Load{Running: 3, Waiting: 1}}}, 2.0 / 64, 64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := measure(tc.eps, now, &cfg, 0, true)
+			if math.Abs(got.Backlog-tc.backlog) > 1e-9 || got.Seqs != tc.seqs {
+				t.Fatalf("backlog %g, seqs %d; want %g, %d", got.Backlog, got.Seqs, tc.backlog, tc.seqs)
+			}
+			if want := int64(len(tc.eps)) * cfg.Saturation.InFlightTokensPerEndpoint; got.Tokens != want {
+				t.Fatalf("tokens %d, want %d", got.Tokens, want)
+			}
+		})
+	}
+}

@@ -63,6 +63,10 @@ const (
 	DefaultInteractiveReserveHold = 5 * time.Minute
 	DefaultRetryAfter             = time.Second
 
+	// DefaultFleetQueueBound bounds a pool's queues at what its engines
+	// start within a band's TTL (FlowControl.FleetQueueBound).
+	DefaultFleetQueueBound = 1.0
+
 	DefaultTenantWeight = 1.0
 )
 
@@ -128,6 +132,16 @@ type FlowControl struct {
 	// Interactive turn after such a lull brings the reserves back for the
 	// turns after it. Default 5m; negative keeps the reserves always.
 	InteractiveReserveHold time.Duration `yaml:"interactiveReserveHold" json:"interactiveReserveHold"`
+	// FleetQueueBound scales the bound that the pool's fleet puts on its
+	// queues besides each band's MaxQueued and MaxQueuedTokens: a turn is
+	// shed with 503 queue-full when the turns (or tokens) ahead of it in
+	// the pool's queues are more than this many times what the pool's
+	// engines start within its band's TTL at their measured pace,
+	// Seqs × TTL / hold (Measurement.Seqs, the pool's smoothed
+	// dispatch-to-release time); Background turns count every band's turns
+	// and the shorter of their TTL and Standard's, so they are shed
+	// first. Default 1; negative means none (the bands' caps alone).
+	FleetQueueBound float64 `yaml:"fleetQueueBound" json:"fleetQueueBound"`
 	// HoldAt is the pool saturation, 0..1, at or above which queued turns
 	// are held even when request slots are free (Interactive turns only
 	// up to the reserve, see InteractiveReservedPerEndpoint). Default 1.0
@@ -170,12 +184,19 @@ func (bc *BandsConfig) band(b Band) *BandConfig {
 
 // BandConfig configures one band's queue in each pool.
 type BandConfig struct {
-	// TTL is the longest a turn waits in the queue before it is shed with
-	// 408 ttl-expired, or 503 no-endpoints when the pool then has no
-	// available endpoint. Default per band (see BandsConfig).
+	// TTL is the longest a turn waits in the gateway's queue. An
+	// Interactive or Standard turn about to wait it is sent to the best
+	// engine, past the pool's room, while that engine's queue would start
+	// it within the TTL, and is shed at once with 503 past-ttl when no
+	// engine's would; a Background turn, or one of a pool with no
+	// available endpoint, is shed when it has waited the TTL, with 408
+	// ttl-expired, or 503 no-endpoints when the pool then has no available
+	// endpoint. Default per band (see BandsConfig).
 	TTL time.Duration `yaml:"ttl" json:"ttl"`
 	// MaxQueued caps the turns waiting in this band, per pool; past it a
-	// turn is shed with 503 queue-full. Default per band, in turns.
+	// turn is shed with 503 queue-full. Default per band, in turns. The
+	// pool's fleet bounds its queues too, often tighter
+	// (FlowControl.FleetQueueBound).
 	MaxQueued int `yaml:"maxQueued" json:"maxQueued"`
 	// MaxQueuedTokens caps the estimated tokens waiting in this band, per
 	// pool; a turn that would pass it is shed with 503 queue-full unless the
@@ -302,6 +323,9 @@ func (fc *FlowControl) EnsureDefaults() {
 	if fc.InteractiveReserveHold == 0 {
 		fc.InteractiveReserveHold = DefaultInteractiveReserveHold
 	}
+	if fc.FleetQueueBound == 0 {
+		fc.FleetQueueBound = DefaultFleetQueueBound
+	}
 	if fc.HoldAt == 0 {
 		fc.HoldAt = DefaultHoldAt
 	}
@@ -420,6 +444,9 @@ func (fc *FlowControl) Validate() error {
 	}
 	if fc.LowerBandQueueDepth < 0 || (s.QueueDepthPerEndpoint > 0 && fc.LowerBandQueueDepth > s.QueueDepthPerEndpoint) {
 		bad("lowerBandQueueDepth", "%d is not in [1, saturation.queueDepthPerEndpoint (%d)]", fc.LowerBandQueueDepth, s.QueueDepthPerEndpoint)
+	}
+	if math.IsNaN(fc.FleetQueueBound) || math.IsInf(fc.FleetQueueBound, 0) {
+		bad("fleetQueueBound", "%g is not a finite number", fc.FleetQueueBound)
 	}
 	if fc.HoldAt <= 0 || fc.HoldAt > 1 {
 		bad("holdAt", "%g is not in (0, 1]", fc.HoldAt)

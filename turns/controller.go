@@ -393,10 +393,9 @@ func (c *Controller) dispatchLocked(pq *poolQueue, m *Measurement, now time.Time
 			return
 		}
 		w := pq.pop(bq, cfg)
-		w.onLent = w.band == Background && !onSlack
-		if w.onLent {
+		onLent := w.band == Background && !onSlack
+		if onLent {
 			lentSlack-- // the lent pool's room, not the others'
-			pq.lentDispatched++
 		} else {
 			all.take(w.cost)
 			lower.take(w.cost)
@@ -404,22 +403,33 @@ func (c *Controller) dispatchLocked(pq *poolQueue, m *Measurement, now time.Time
 				slack--
 			}
 			granted = true
-			pq.dispatched++
 		}
-		pq.dispatchedTokens += w.cost
-		w.tenant.queued[w.band.index()].Dec()
-		if w.band == Interactive {
-			pq.interactive++
-		}
-		pq.dispatchSeq++
-		w.dispatchSeq = pq.dispatchSeq
-		w.grantedAt = now
-		w.state = stateDispatched
-		w.tenant.wait[w.band.index()].Observe(now.Sub(w.queuedAt).Seconds())
-		c.metrics.admittedBy[w.band.index()].Inc()
-		pq.inFlight.Inc()
-		w.ready <- struct{}{}
+		c.grantLocked(pq, w, onLent, now)
 	}
+}
+
+// grantLocked dispatches w, taken out of pq's queue: its Ticket goes to
+// its Acquire.
+func (c *Controller) grantLocked(pq *poolQueue, w *waiter, onLent bool, now time.Time) {
+	w.onLent = onLent
+	if onLent {
+		pq.lentDispatched++
+	} else {
+		pq.dispatched++
+	}
+	pq.dispatchedTokens += w.cost
+	w.tenant.queued[w.band.index()].Dec()
+	if w.band == Interactive {
+		pq.interactive++
+	}
+	pq.dispatchSeq++
+	w.dispatchSeq = pq.dispatchSeq
+	w.grantedAt = now
+	w.state = stateDispatched
+	w.tenant.wait[w.band.index()].Observe(now.Sub(w.queuedAt).Seconds())
+	c.metrics.admittedBy[w.band.index()].Inc()
+	pq.inFlight.Inc()
+	w.ready <- struct{}{}
 }
 
 // passRoom is one dispatch pass's token and queue room for a class of
@@ -484,10 +494,24 @@ func (pq *poolQueue) lentRoom(m *Measurement) int {
 	return max(min(m.LentSlack-unsent, m.LentSlots-pq.lentDispatched), 0)
 }
 
-// expireLocked sheds every turn of the pool that has waited its band's TTL:
-// 408 ttl-expired, or 503 no-endpoints when the pool, measured as m, still
-// has no available endpoint, which is then why the turn never ran.
+// expireLocked decides for every queued turn of the pool, measured as m,
+// that its band's TTL is about to end (ttlRule): an Interactive or
+// Standard turn is sent to an engine, past the pool's room, while the
+// best engine's queue (Measurement.Backlog, at the pool's hold time)
+// starts it within its TTL, and shed at once with 503 past-ttl when none
+// would; a Background turn (shed first) and a turn of a pool with no
+// available endpoint wait their whole TTL and are shed then: 408
+// ttl-expired, or 503 no-endpoints when the pool still has no available
+// endpoint, which is then why the turn never ran.
 func (c *Controller) expireLocked(pq *poolQueue, m *Measurement, now time.Time, cfg *FlowControl) {
+	seqs := m.Seqs
+	if seqs <= 0 {
+		seqs = max(m.Slots, 1)
+	}
+	// Turns granted and not yet sent, and those this pass sends, are
+	// ahead of the next one sent.
+	ahead := max(pq.dispatched-int(m.InFlight), 0)
+	hold := time.Duration(pq.hold * float64(time.Second))
 	for i := range pq.bands {
 		bq := &pq.bands[i]
 		// Background turns may also run on lent pools' endpoints.
@@ -495,11 +519,60 @@ func (c *Controller) expireLocked(pq *poolQueue, m *Measurement, now time.Time, 
 		if m.Endpoints == 0 && (bq.band != Background || m.LentSlots == 0) {
 			reason = ReasonNoEndpoints
 		}
+		sendable := m.Endpoints > 0 && bq.band != Background
 		ttl := cfg.Bands.band(bq.band).TTL
-		for bq.head != nil && now.Sub(bq.head.queuedAt) >= ttl {
-			c.dropLocked(bq.head, shed(reason, cfg.RetryAfter), cfg)
+		for bq.head != nil {
+			w := bq.head
+			wait := time.Duration((m.Backlog + float64(ahead)/float64(seqs)) * float64(hold))
+			switch ttlRule(ttl-now.Sub(w.queuedAt), wait, cfg.TickInterval, sendable) {
+			case ttlWait:
+				// Later turns of the band came later: they wait too.
+			case ttlSend:
+				pq.remove(w, cfg.PriorityCredit)
+				c.grantLocked(pq, w, false, now)
+				c.metrics.sentBeforeTTL[i].Inc()
+				ahead++
+				continue
+			case ttlShed:
+				c.dropLocked(w, shed(ReasonPastTTL, max(cfg.RetryAfter, wait)), cfg)
+				continue
+			case ttlExpire:
+				c.dropLocked(w, shed(reason, cfg.RetryAfter), cfg)
+				continue
+			}
+			break
 		}
 	}
+}
+
+// ttlAction is what becomes of a queued turn as its band's TTL nears.
+type ttlAction uint8
+
+const (
+	ttlWait   ttlAction = iota // it waits on in the queue
+	ttlSend                    // it goes to the best engine now
+	ttlShed                    // no engine would start it within its TTL: shed it now
+	ttlExpire                  // its TTL is spent: shed it
+)
+
+// ttlRule is what becomes of a queued turn with left of its band's TTL,
+// when a turn sent now to the best engine would wait there about wait
+// before it starts and the queue is looked at again within tick. A turn
+// that may be sent (sendable) waits in the gateway's queue while it can
+// still be sent in time at the next look or the one after, allowing for
+// a late one; then it is sent, unless the engine's wait is past what is
+// left of its TTL, when it is shed at once rather than at the TTL. A turn
+// that may not be sent waits its whole TTL.
+func ttlRule(left, wait, tick time.Duration, sendable bool) ttlAction {
+	switch {
+	case !sendable && left <= 0:
+		return ttlExpire
+	case !sendable, left > wait+2*tick:
+		return ttlWait
+	case wait > left && wait > 0:
+		return ttlShed
+	}
+	return ttlSend
 }
 
 // dropLocked takes a queued turn out of its queue and hands Acquire err.

@@ -96,6 +96,12 @@ func (h *controllerHarness) run(t *testing.T, d *datadriven.TestData) string {
 		d.MaybeScanArgs(t, "reserved", &reserved)
 		d.MaybeScanArgs(t, "sat", &sat)
 		m := Measurement{Endpoints: endpoints, Slots: slots, Reserved: reserved, Saturation: sat, Prioritized: d.HasArg("prioritized")}
+		// The fleet's pace: its engines' sequences and in-flight token
+		// room, the best engine's queue in holds, the requests sent.
+		d.MaybeScanArgs(t, "seqs", &m.Seqs)
+		d.MaybeScanArgs(t, "tokens", &m.Tokens)
+		d.MaybeScanArgs(t, "backlog", &m.Backlog)
+		d.MaybeScanArgs(t, "inflight", &m.InFlight)
 		if p := h.pools[name]; p == nil {
 			h.pools[name] = newFakeCapacity(name, endpoints, slots, sat)
 		}
@@ -173,7 +179,7 @@ func (h *controllerHarness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		return sb.String()
 	case "queues":
-		return h.queues()
+		return h.queues(d.HasArg("hold"))
 	}
 	d.Fatalf(t, "unknown command %s", d.Cmd)
 	return ""
@@ -351,8 +357,9 @@ func (h *controllerHarness) settle(t *testing.T) string {
 	return sb.String()
 }
 
-// queues prints each pool's bands: count, tokens and credit.
-func (h *controllerHarness) queues() string {
+// queues prints each pool's bands: count, tokens and credit; with hold,
+// the pool's smoothed hold time too.
+func (h *controllerHarness) queues(hold bool) string {
 	h.c.mu.Lock()
 	defer h.c.mu.Unlock()
 	names := make([]string, 0, len(h.c.mu.pools))
@@ -363,7 +370,11 @@ func (h *controllerHarness) queues() string {
 	var sb strings.Builder
 	for _, n := range names {
 		pq := h.c.mu.pools[n]
-		fmt.Fprintf(&sb, "%s: dispatched=%d interactive=%d queued=%d\n", n, pq.dispatched, pq.interactive, pq.queued)
+		fmt.Fprintf(&sb, "%s: dispatched=%d interactive=%d queued=%d", n, pq.dispatched, pq.interactive, pq.queued)
+		if hold {
+			fmt.Fprintf(&sb, " hold=%.3gs", pq.hold)
+		}
+		sb.WriteString("\n")
 		for i := range pq.bands {
 			bq := &pq.bands[i]
 			if bq.count == 0 {
@@ -423,11 +434,14 @@ func TestMetrics(t *testing.T) {
 	if got := metricValue(t, c.metrics.queued.WithLabelValues("interactive", "b")); got != 1 {
 		t.Errorf("queued{interactive,b} = %g, want 1", got)
 	}
+	// Its endpoint gone, the queued turn waits out its TTL.
+	pool.set(Measurement{Saturation: 1})
 	clock.Advance(time.Second)
 	c.tick()
 	if err := <-done; !errors.Is(err, ErrShed) {
-		t.Fatalf("queued turn: %v, want ttl-expired", err)
+		t.Fatalf("queued turn: %v, want no-endpoints", err)
 	}
+	pool.set(Measurement{Endpoints: 1, Slots: 1, Saturation: 0.9})
 	tk.Release(25)
 
 	for _, tc := range []struct {
@@ -436,7 +450,7 @@ func TestMetrics(t *testing.T) {
 	}{
 		{c.metrics.admitted.WithLabelValues("interactive"), 1},
 		{c.metrics.shed.WithLabelValues("background", ReasonSaturated), 1},
-		{c.metrics.shed.WithLabelValues("interactive", ReasonTTLExpired), 1},
+		{c.metrics.shed.WithLabelValues("interactive", ReasonNoEndpoints), 1},
 		{c.metrics.queued.WithLabelValues("interactive", "b"), 0},
 		{c.metrics.tokens.WithLabelValues("a"), 25},
 		{c.metrics.saturation.WithLabelValues("p"), 0.9},
@@ -472,4 +486,33 @@ func metricValue(t *testing.T, c prometheus.Metric) float64 {
 		return m.Counter.GetValue()
 	}
 	return m.Gauge.GetValue()
+}
+
+// TestTTLRule: a queued turn near its band's TTL is sent while the best
+// engine starts it in time, shed as soon as no engine would, and, when it
+// may not be sent, shed only when its TTL is spent.
+func TestTTLRule(t *testing.T) {
+	const tick = 50 * time.Millisecond
+	for _, tc := range []struct {
+		name       string
+		left, wait time.Duration
+		sendable   bool
+		want       ttlAction
+	}{
+		{"time to spare", 5 * time.Second, 0, true, ttlWait},
+		{"two ticks of spare", 101 * time.Millisecond, 0, true, ttlWait},
+		{"within two ticks", 100 * time.Millisecond, 0, true, ttlSend},
+		{"the engine's wait fits", 4100 * time.Millisecond, 4 * time.Second, true, ttlSend},
+		{"the engine's wait is all that is left", 4 * time.Second, 4 * time.Second, true, ttlSend},
+		{"the engine's wait is past the TTL", 4 * time.Second, 4*time.Second + 1, true, ttlShed},
+		{"past the TTL at once", 10 * time.Second, 12 * time.Second, true, ttlShed},
+		{"a late look sends what no engine delays", -time.Second, 0, true, ttlSend},
+		{"a late look sheds what an engine delays", -time.Second, time.Second, true, ttlShed},
+		{"not sendable: waits", time.Millisecond, time.Minute, false, ttlWait},
+		{"not sendable: its TTL spent", 0, 0, false, ttlExpire},
+	} {
+		if got := ttlRule(tc.left, tc.wait, tick, tc.sendable); got != tc.want {
+			t.Errorf("%s: ttlRule(%v, %v) = %d, want %d", tc.name, tc.left, tc.wait, got, tc.want)
+		}
+	}
 }

@@ -27,6 +27,11 @@ const (
 	ReasonQueueFull = "queue-full"
 	// ReasonTTLExpired: the turn waited its band's TTL.
 	ReasonTTLExpired = "ttl-expired"
+	// ReasonPastTTL: the turn was about to wait its band's TTL and no
+	// engine's queue would start it within what was left of it: shed before
+	// the TTL, with the wait the best engine's queue promised as
+	// Retry-After.
+	ReasonPastTTL = "past-ttl"
 	// ReasonNoEndpoints: the turn waited its band's TTL and the pool still
 	// has no available endpoint.
 	ReasonNoEndpoints = "no-endpoints"
@@ -82,6 +87,6 @@ func shed(reason string, retryAfter time.Duration) *ShedError {
 // reasons lists every reason, for metrics.
 var reasons = [...]string{
 	ReasonSaturated, ReasonOverShare, ReasonQuotaRPM, ReasonQuotaTPM,
-	ReasonQuotaConcurrency, ReasonBandHeld, ReasonQueueFull, ReasonTTLExpired,
+	ReasonQuotaConcurrency, ReasonBandHeld, ReasonQueueFull, ReasonTTLExpired, ReasonPastTTL,
 	ReasonNoEndpoints, ReasonShuttingDown,
 }

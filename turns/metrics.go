@@ -6,11 +6,14 @@ import "github.com/prometheus/client_golang/prometheus"
 // turn are resolved once (per band here, per tenant in tenantState) so the
 // hot path does not hash label values.
 type metrics struct {
-	queued     *prometheus.GaugeVec
-	wait       *prometheus.HistogramVec
-	admitted   *prometheus.CounterVec
-	shed       *prometheus.CounterVec
-	cancelled  *prometheus.CounterVec
+	queued    *prometheus.GaugeVec
+	wait      *prometheus.HistogramVec
+	admitted  *prometheus.CounterVec
+	shed      *prometheus.CounterVec
+	cancelled *prometheus.CounterVec
+	// sentBefore counts the turns sent past the pool's room as their
+	// band's TTL neared (Controller.expireLocked).
+	sentBefore *prometheus.CounterVec
 	saturation *prometheus.GaugeVec
 	// lowerSaturation is the pool's saturation for Standard and
 	// Background turns, less the room kept for Interactive ones.
@@ -20,7 +23,9 @@ type metrics struct {
 
 	admittedBy  [numBands]prometheus.Counter
 	cancelledBy [numBands]prometheus.Counter
-	shedBy      [numBands][len(reasons)]prometheus.Counter
+	// sentBeforeTTL are sentBefore's children, by band.
+	sentBeforeTTL [numBands]prometheus.Counter
+	shedBy        [numBands][len(reasons)]prometheus.Counter
 }
 
 // waitBuckets span a fast dispatch to a background band's TTL, in seconds.
@@ -49,6 +54,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "turnpike_turns_cancelled_total",
 			Help: "Turns whose context ended while they were queued, by band.",
 		}, []string{"band"}),
+		sentBefore: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "turnpike_turns_sent_before_ttl_total",
+			Help: "Turns sent to an engine past the pool's room as their band's TTL neared, by band (also counted as admitted).",
+		}, []string{"band"}),
 		saturation: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "turnpike_turns_pool_saturation",
 			Help: "Last measured pool saturation, 0..1.",
@@ -67,7 +76,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"tenant"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.queued, m.wait, m.admitted, m.shed, m.cancelled, m.saturation, m.lowerSaturation, m.inFlight, m.tokens} {
+		for _, c := range []prometheus.Collector{m.queued, m.wait, m.admitted, m.shed, m.cancelled, m.sentBefore, m.saturation, m.lowerSaturation, m.inFlight, m.tokens} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -76,6 +85,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for i, b := range Bands {
 		m.admittedBy[i] = m.admitted.WithLabelValues(b.String())
 		m.cancelledBy[i] = m.cancelled.WithLabelValues(b.String())
+		m.sentBeforeTTL[i] = m.sentBefore.WithLabelValues(b.String())
 		for j, r := range reasons {
 			m.shedBy[i][j] = m.shed.WithLabelValues(b.String(), r)
 		}
