@@ -72,6 +72,10 @@ type Phase struct {
 	PeakRSSBytes int64 `json:"peak_rss_bytes"`
 }
 
+// minRequestTimeout is the least a request is given, on the workload's
+// clock.
+const minRequestTimeout = 10 * time.Minute
+
 // rssEvery is how often RSS is sampled.
 const rssEvery = 500 * time.Millisecond
 
@@ -83,6 +87,13 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 		scale = workload.DefaultTimeScale
 	}
 	phaseWall := time.Duration(float64(a.PhaseDuration) * scale)
+	// An answer of thousands of tokens takes minutes of the fleet's
+	// clock: a request is given at least ten of them, not the default's
+	// two minutes of wall time, which a slowed clock turns into failures
+	// of the bench's own.
+	if t := workload.Duration(float64(minRequestTimeout) * scale); cfg.RequestTimeout < t {
+		cfg.RequestTimeout = t
+	}
 	rep := &Report{TimeScale: scale, PrefillTokensPerSecond: a.PrefillTokensPerSecond, Phases: make([]Phase, len(a.Phases))}
 	for k, n := range a.Phases {
 		rep.Phases[k].Agents, rep.Phases[k].Seconds = n, phaseWall.Seconds()
@@ -212,6 +223,9 @@ func runSession(ctx context.Context, r *driver.Runner, cfg workload.Config, s wo
 			c.Input = t.Input
 		}
 		smp, retryAfter := r.Do(ctx, c, driver.Labels{Tenant: tenant, Session: s.ID, Turn: i, Kind: t.Kind})
+		// The text sent is the gateway's now (and pending's, if it
+		// failed): the client keeps only what is still to send.
+		s.Turns[i].Input = nil
 		if smp == nil {
 			return
 		}

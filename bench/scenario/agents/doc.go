@@ -9,7 +9,9 @@
 // and keeps it running sessions back to back until the last phase ends.
 // A session chains its calls with previous_response_id; a side call and a
 // compaction's resume start conversations of their own. Each turn belongs
-// to the phase it was sent in, and each phase reports TTFT p50/p90/p99,
+// to the phase it was sent in (a request is given at least ten minutes
+// of the workload's clock: a long answer is not cut by the bench's own
+// timeout), and each phase reports TTFT p50/p90/p99,
 // output tokens/s, errors by status (408, 429, 503, other), the cached
 // tokens the gateway reported over the ideal's (the share of the ideal
 // reuse captured), the TTFT floor, and the process's CPU and peak RSS.
