@@ -59,6 +59,10 @@ var floors = map[string][]string{
 	"bench/scenario/restart":   {"bench/driver", "bench/workload"},
 	"bench/report":             {"bench/driver", "bench/scenario/agents", "bench/scenario/chaos", "bench/scenario/isolation", "bench/scenario/lending", "bench/scenario/lora", "bench/scenario/overload", "bench/scrape", "bench/workload"},
 	"bench/overhead":           {"accelerators/enginemetrics", "bench/driver", "bench/report", "bench/workload"},
+	// The bench's runs on embedded gateways, between cmd and the assembly:
+	// filled by init with the assembly, what it may import, and bench's
+	// packages.
+	"bench/embedded": {},
 	// responses' parts below it: the client of the MCP servers its tool loop calls.
 	"responses/mcpclient": {"responses/wire"},
 	// The MCP server of the client's and the API's tests.
@@ -83,12 +87,20 @@ var floors = map[string][]string{
 }
 
 // The assembly (stack) may import every package below cmd but the load
-// generator and its parts; none but cmd imports it, as no other floor lists
-// it.
+// generator and its parts; none but cmd and bench/embedded (the bench's
+// runs on gateways it starts) imports it, as no other floor lists it.
+// bench/embedded may import the assembly, what the assembly may, and the
+// load generator's packages; only cmd imports it.
 func init() {
 	for pkg := range floors {
 		if pkg != "stack" && pkg != "bench" && !strings.HasPrefix(pkg, "bench/") {
 			floors["stack"] = append(floors["stack"], pkg)
+		}
+	}
+	floors["bench/embedded"] = append(slices.Clone(floors["stack"]), "stack")
+	for pkg := range floors {
+		if (pkg == "bench" || strings.HasPrefix(pkg, "bench/")) && pkg != "bench/embedded" {
+			floors["bench/embedded"] = append(floors["bench/embedded"], pkg)
 		}
 	}
 }

@@ -2,24 +2,18 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
-	"github.com/turnpike-gateway/turnpike/admin"
 	"github.com/turnpike-gateway/turnpike/affinity"
-	"github.com/turnpike-gateway/turnpike/auth"
 	"github.com/turnpike-gateway/turnpike/bench"
+	"github.com/turnpike-gateway/turnpike/bench/embedded"
 	"github.com/turnpike-gateway/turnpike/stack"
-	"github.com/turnpike-gateway/turnpike/turns"
 )
 
 // benchCmd runs the load generator against a gateway at --url, or against
@@ -98,8 +92,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	registerLoRAFlags(fs, &cfg.LoRA, &sf.lora)
 	registerAgentsFlags(fs, &cfg.Agents, &sf)
 	sf.register(fs, "sim-", "sim-replicas")
-	var gws benchGateways
-	gws.register(fs)
+	var gws embedded.Gateways
+	registerGatewayFlags(fs, &gws)
 	for _, d := range benchFleet {
 		if f := fs.Lookup(d.flag); f != nil {
 			f.Usage += fmt.Sprintf(" (agentic, trace and chaos: default %s; isolation: %s)", d.value, f.DefValue)
@@ -111,7 +105,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	// gateway-restart and rollout run the agentic sessions
 	// (bench/scenario/restart, bench/scenario/rollout).
-	restartRun, rolloutRun := cfg.Workload == workloadGatewayRestart, cfg.Workload == workloadRollout
+	restartRun, rolloutRun := cfg.Workload == embedded.WorkloadGatewayRestart, cfg.Workload == embedded.WorkloadRollout
 	if restartRun || rolloutRun {
 		cfg.Workload = bench.WorkloadAgentic
 	}
@@ -191,17 +185,17 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if *url != "" || *compare != "" {
 			return fmt.Errorf("bench: --workload gateway-restart restarts embedded gateways; drop --url and --compare")
 		}
-		return benchGatewayRestart(ctx, cfg, &sf, &gws, *restartOpts, stdout, *out, log)
+		return sf.bench().GatewayRestart(ctx, cfg, &gws, *restartOpts, stdout, *out, log)
 	}
 	if rolloutRun {
 		if *url != "" {
 			return fmt.Errorf("bench: --workload rollout replaces the embedded fleet's replicas; drop --url")
 		}
-		modes := []string{rolloutWarmUp}
+		modes := []string{embedded.RolloutWarmUp}
 		if *compare != "" {
 			modes = strings.Split(*compare, ",")
 		}
-		return benchRollout(ctx, cfg, &sf, modes, stdout, *out, log)
+		return sf.bench().Rollout(ctx, cfg, modes, stdout, *out, log)
 	}
 
 	if cfg.Workload == bench.WorkloadLending {
@@ -213,7 +207,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			// than it serves, so that lent capacity has work to take.
 			sf.replicas = 1
 		}
-		return benchLending(ctx, &cfg, &sf, *lendable, stdout, *out, log)
+		return sf.bench().Lending(ctx, &cfg, *lendable, lendingMaxNumSeqs, stdout, *out, log)
 	}
 	var tenants bench.TenantRunner
 	if sf.apart && cfg.Workload == bench.WorkloadIsolation {
@@ -231,17 +225,18 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		return writeResults(stdout, *out, res, nil)
+		return embedded.WriteResults(stdout, *out, res, nil)
 	}
 
-	benchKeys(&cfg)
+	embedded.Keys(&cfg)
 	policies := []string{*policy}
 	if *compare != "" {
 		policies = strings.Split(*compare, ",")
 	}
 	sf.ttftTarget = *ttftTarget
+	fleet := sf.bench()
 	start := func(ctx context.Context, entry string) (bench.Target, func() error, error) {
-		t, stop, err := startBenchStack(ctx, entry, &sf, &gws, cfg, log)
+		t, stop, err := fleet.Start(ctx, entry, &gws, cfg, log)
 		t.Tenant = tenants
 		return t, stop, err
 	}
@@ -256,136 +251,13 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		res.Policy = policies[0]
-		return writeResults(stdout, *out, res, nil)
+		return embedded.WriteResults(stdout, *out, res, nil)
 	}
 	cmp, err := bench.Compare(ctx, cfg, policies, *repeat, start)
 	if err != nil {
 		return err
 	}
-	return writeResults(stdout, *out, nil, cmp)
-}
-
-// startBenchStack starts a fresh simulated fleet and gateway with the given
-// policy on ephemeral ports: fresh engine caches for every policy.
-func startBenchStack(ctx context.Context, entry string, sf *simFlags, gws *benchGateways, bc bench.Config, log *slog.Logger) (bench.Target, func() error, error) {
-	entry, gateways, onRedis, err := gatewaysOf(entry, gws.count)
-	if err != nil {
-		return bench.Target{}, nil, err
-	}
-	if entry == "" {
-		entry = sf.policy
-	}
-	entry, index := benchIndexMode(entry, sf)
-	policy, topology := benchEntry(entry, sf)
-	fsf := *sf
-	fsf.topology = topology
-	sf = &fsf
-	dataDir, err := os.MkdirTemp("", "turnpike-bench-")
-	if err != nil {
-		return bench.Target{}, nil, err
-	}
-	cfg := &stack.Config{Addr: "127.0.0.1:0", DataDir: dataDir}
-	cfg.Routing.Policy = policy
-	cfg.EnsureDefaults()
-	benchTenants(cfg, bc)
-	fl, err := sf.fleet()
-	if err != nil {
-		os.RemoveAll(dataDir)
-		return bench.Target{}, nil, err
-	}
-	if bc.Workload == bench.WorkloadLoRA {
-		loraFleet(&fl.Config, bc.LoRA, sf.lora)
-	}
-	benchTTFTTargets(cfg, sf.timeScale, sf.ttftTarget)
-	benchScrapes(cfg, sf.timeScale)
-	if sf.apart && bc.Workload == bench.WorkloadIsolation && gateways == 1 && !onRedis &&
-		fl.Prefill == 0 && !fl.Mixed && fl.Config.KVSharedBlocks == 0 {
-		// The interactive lane (the first endpoint) in one process, the
-		// rest in another: under round-robin too, the same fleet.
-		fl.Apart = []int{1}
-		if fl.Replicas > 1 {
-			fl.Apart = append(fl.Apart, fl.Replicas-1)
-		}
-	}
-	if bc.Workload == bench.WorkloadAgents {
-		agentsApart(fl, sf, gateways, onRedis)
-	}
-	if index == indexApproximate {
-		// Engines that publish no KV events: the gateway subscribes to
-		// none, and its index holds only what it routed.
-		fl.Config.KVEventsAddr = ""
-	}
-	if gateways > 1 || onRedis {
-		t, stop, err := startBenchGateways(ctx, gateways, gws, cfg, sf, fl, log)
-		if err != nil {
-			os.RemoveAll(dataDir)
-			return t, nil, err
-		}
-		return t, func() error { err := stop(); os.RemoveAll(dataDir); return err }, nil
-	}
-	st, err := stack.New(cfg, stack.Options{Logger: log, Fleet: fl})
-	if err == nil {
-		err = st.Start(ctx)
-	}
-	if err != nil {
-		os.RemoveAll(dataDir)
-		return bench.Target{}, nil, err
-	}
-	t := benchTarget(st, sf, fl)
-	stop := func() error {
-		err := st.Close(context.Background())
-		os.RemoveAll(dataDir)
-		return err
-	}
-	return t, stop, nil
-}
-
-func writeResults(stdout io.Writer, dir string, res *bench.Result, cmp *bench.Comparison) error {
-	var js any = res
-	if cmp != nil {
-		js = cmp
-	}
-	b, err := json.MarshalIndent(js, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644); err != nil {
-		return err
-	}
-	write := func(name string, fn func(io.Writer) error) error {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		if err := fn(f); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
-	}
-	if cmp != nil {
-		if err := cmp.WriteText(stdout); err != nil {
-			return err
-		}
-		if err := write("report.html", cmp.WriteHTML); err != nil {
-			return err
-		}
-		if err := write("report.md", cmp.WriteMarkdown); err != nil {
-			return err
-		}
-	} else {
-		if err := bench.WriteText(stdout, res); err != nil {
-			return err
-		}
-		if err := write("report.html", func(w io.Writer) error { return bench.WriteHTML(w, res) }); err != nil {
-			return err
-		}
-		if err := write("report.md", func(w io.Writer) error { return bench.WriteMarkdown(w, res) }); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintf(stdout, "\nresults: %s/results.json, %s/report.html, %s/report.md\n", dir, dir, dir)
-	return nil
+	return embedded.WriteResults(stdout, *out, nil, cmp)
 }
 
 // The CLI's agentic workload: the saturated regime where KV capacity, not
@@ -410,48 +282,6 @@ var benchFleet = []struct{ flag, value string }{
 	{"sim-model", "llama-3.1-70b"},
 	{"sim-served-model", "meta-llama/Llama-3.1-70B-Instruct"},
 	{"sim-time-scale", "0.1"},
-}
-
-// benchEntry reads a --compare entry: a policy (on the --sim-topology
-// fleet), a topology (with the --policy policy), or policy@topology.
-func benchEntry(entry string, sf *simFlags) (policy, topology string) {
-	policy, topology = entry, sf.topology
-	if p, t, ok := strings.Cut(entry, "@"); ok {
-		return p, t
-	}
-	switch entry {
-	case sim.TopologyAggregated, sim.TopologyPD, sim.TopologyHBM, sim.TopologyCPUTier, sim.TopologyMixed:
-		return sf.policy, entry
-	}
-	return policy, topology
-}
-
-// The KV index's modes a --compare entry may name.
-const (
-	// indexPrecise: the engines publish KV events and the gateway's
-	// index follows them (stores, evictions, clears). The default.
-	indexPrecise = "precise"
-	// indexApproximate: the engines publish none; the index holds what
-	// the gateway routed, bounded by each engine's scraped cache size.
-	indexApproximate = "approximate"
-)
-
-// benchIndexMode takes the KV index's mode off a --compare entry: a bare
-// "precise" or "approximate" (with --policy), "policy@mode", or a
-// topology entry with "+mode" (cache-aware@hbm+approximate). What is left
-// is read by benchEntry.
-func benchIndexMode(entry string, sf *simFlags) (rest, mode string) {
-	for _, m := range []string{indexPrecise, indexApproximate} {
-		switch {
-		case entry == m:
-			return sf.policy, m
-		case strings.HasSuffix(entry, "@"+m):
-			return strings.TrimSuffix(entry, "@"+m), m
-		case strings.HasSuffix(entry, "+"+m):
-			return strings.TrimSuffix(entry, "+"+m), m
-		}
-	}
-	return entry, indexPrecise
 }
 
 // benchFleetDefaults sets benchFleet's flags that the command line left
@@ -479,36 +309,31 @@ func benchFleetDefaults(fs *flag.FlagSet, workload string) error {
 	return nil
 }
 
-// benchKeys picks the isolation scenario's tenant keys, fresh and random,
-// once for the whole command: every stack a --compare starts is given the
-// same tenants (benchTenants), and every run sends the keys bc holds when
-// it starts. Other workloads run open.
-func benchKeys(bc *bench.Config) {
-	if bc.Workload != bench.WorkloadIsolation {
-		return
-	}
-	bc.Isolation.KeyA, bc.Isolation.KeyB = rand.Text(), rand.Text()
-	if bc.BatchLoad.Lines > 0 {
-		bc.BatchLoad.Key = rand.Text()
+// bench is the embedded fleet the flags describe, as the bench's
+// workloads run it.
+func (f *simFlags) bench() *embedded.Fleet {
+	return &embedded.Fleet{
+		New: func(topology string) (*sim.Topology, error) {
+			g := *f
+			if topology != "" {
+				g.topology = topology
+			}
+			return g.fleet()
+		},
+		Topology: f.topology, Policy: f.policy,
+		Sim: f.config(), Replicas: f.replicas,
+		TimeScale: f.timeScale, TTFTTarget: f.ttftTarget,
+		Apart: f.apart, LoRA: f.lora,
+		Adjust: func(fl *sim.Topology, bc bench.Config, gateways int, onRedis bool) {
+			if bc.Workload == bench.WorkloadAgents {
+				agentsApart(fl, f, gateways, onRedis)
+			}
+		},
 	}
 }
 
-// benchTenants gives the isolation scenario its tenants on the embedded
-// gateway, with benchKeys' keys: tenant A runs interactive turns, tenant
-// B's agent loops are capped at the standard band, and a batch beside them
-// has a tenant of its own held to the background band.
-func benchTenants(cfg *stack.Config, bc bench.Config) {
-	if bc.Workload != bench.WorkloadIsolation {
-		return
-	}
-	cfg.Admin.Tenants = []admin.TenantConfig{
-		{Tenant: turns.Tenant{Name: "tenant-a", Weight: 1, DefaultBand: turns.Interactive, MaxBand: turns.Interactive}, Keys: []string{auth.HashKey(bc.Isolation.KeyA).String()}},
-		{Tenant: turns.Tenant{Name: "tenant-b", Weight: 1, DefaultBand: turns.Standard, MaxBand: turns.Standard}, Keys: []string{auth.HashKey(bc.Isolation.KeyB).String()}},
-	}
-	if bc.BatchLoad.Lines > 0 {
-		cfg.Admin.Tenants = append(cfg.Admin.Tenants, admin.TenantConfig{
-			Tenant: turns.Tenant{Name: "tenant-batch", Weight: 1, DefaultBand: turns.Background, MaxBand: turns.Background},
-			Keys:   []string{auth.HashKey(bc.BatchLoad.Key).String()},
-		})
-	}
+// registerGatewayFlags adds the flags of active-active runs.
+func registerGatewayFlags(fs *flag.FlagSet, g *embedded.Gateways) {
+	fs.IntVar(&g.Count, "gateways", 1, "embedded: gateways on the one simulated fleet, behind a round-robin proxy, sharing state in Redis (more than 1 needs redis-server, or --redis-url); a --compare entry may name its own with a suffix: cache-aware@1gw,cache-aware@2gw (a @Ngw entry runs on Redis even with 1)")
+	fs.StringVar(&g.RedisURL, "redis-url", "", "embedded with several gateways: the Redis they share (each run under a key prefix of its own); empty: start a redis-server on a private loopback port for each run")
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/bench"
-	"github.com/turnpike-gateway/turnpike/stack"
 )
 
 // TestBenchChaos runs a short chaos workload on the embedded stack: two
@@ -171,29 +170,6 @@ func TestBenchIsolationCompare(t *testing.T) {
 		if b := r.BatchLoad; b == nil || b.Error != "" || b.Lines != 3*rounds || b.Completed != 3*rounds || !b.InDeadline || b.RunSeconds <= 0 ||
 			strings.Count(b.ID, ",") != rounds-1 {
 			t.Errorf("%s: batch %+v", r.Policy, b)
-		}
-	}
-}
-
-// The embedded gateway scrapes a time-scaled fleet on the fleet's clock:
-// 200 ms of modelled time, at least 10 ms of wall time, unless the config
-// says otherwise; a fleet in real time keeps the default.
-func TestBenchScrapes(t *testing.T) {
-	for _, c := range []struct {
-		scale     float64
-		set, want time.Duration
-	}{
-		{0.1, 0, 20 * time.Millisecond},
-		{0.01, 0, minBenchScrape},
-		{1, 0, 0},
-		{0, 0, 0},
-		{0.1, 500 * time.Millisecond, 500 * time.Millisecond},
-	} {
-		cfg := &stack.Config{}
-		cfg.Fleet.ScrapeInterval = c.set
-		benchScrapes(cfg, c.scale)
-		if got := cfg.Fleet.ScrapeInterval; got != c.want {
-			t.Errorf("time scale %v, configured %v: scrape interval %v, want %v", c.scale, c.set, got, c.want)
 		}
 	}
 }

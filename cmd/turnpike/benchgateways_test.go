@@ -11,38 +11,6 @@ import (
 	"github.com/turnpike-gateway/turnpike/state/redistest"
 )
 
-func TestGatewaysOf(t *testing.T) {
-	for _, tc := range []struct {
-		entry, rest string
-		def, n      int
-		named       bool
-		err         string
-	}{
-		{entry: "cache-aware", def: 1, rest: "cache-aware", n: 1},
-		{entry: "cache-aware", def: 3, rest: "cache-aware", n: 3},
-		{entry: "cache-aware@2gw", def: 1, rest: "cache-aware", n: 2, named: true},
-		{entry: "cache-aware@1gw", def: 2, rest: "cache-aware", n: 1, named: true},
-		{entry: "cache-aware@pd@2gw", def: 1, rest: "cache-aware@pd", n: 2, named: true},
-		{entry: "2gw", def: 1, rest: "", n: 2, named: true},
-		{entry: "cache-aware@pd", def: 1, rest: "cache-aware@pd", n: 1},
-		{entry: "cache-aware@0gw", err: `"0gw" is not a gateway count`},
-		{entry: "cache-aware@xgw", err: `"xgw" is not a gateway count`},
-	} {
-		t.Run(tc.entry, func(t *testing.T) {
-			rest, n, named, err := gatewaysOf(tc.entry, tc.def)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil || rest != tc.rest || n != tc.n || named != tc.named {
-				t.Fatalf("got %q %d %v %v, want %q %d %v", rest, n, named, err, tc.rest, tc.n, tc.named)
-			}
-		})
-	}
-}
-
 // TestBenchTwoGateways runs a short agentic comparison of one gateway
 // and two behind the round-robin front on one fleet and one Redis: both
 // runs serve every request, and the two gateways' engines reuse

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnpike-gateway/turnpike/bench/embedded"
 	"github.com/turnpike-gateway/turnpike/bench/scenario/rollout"
 )
 
@@ -32,7 +33,7 @@ func TestBenchRollout(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, stderr.String())
 	}
-	for _, mode := range []string{rolloutWarmUp, rolloutNoWarmUp} {
+	for _, mode := range []string{embedded.RolloutWarmUp, embedded.RolloutNoWarmUp} {
 		b, err := os.ReadFile(filepath.Join(out, "rollout-"+mode+".json"))
 		if err != nil {
 			t.Fatal(err)
@@ -53,7 +54,7 @@ func TestBenchRollout(t *testing.T) {
 		if rep.Failed != 0 || rep.CrossRevisionLegs != 0 {
 			t.Errorf("%s: %d turns failed, %v P/D legs across revisions", mode, rep.Failed, rep.CrossRevisionLegs)
 		}
-		if warm := rep.WarmUps["sent"]; mode == rolloutNoWarmUp && warm != 0 {
+		if warm := rep.WarmUps["sent"]; mode == embedded.RolloutNoWarmUp && warm != 0 {
 			t.Errorf("%s: %v warm-ups sent", mode, warm)
 		}
 	}

@@ -135,35 +135,4 @@ func TestMixedTopologyFlags(t *testing.T) {
 	if _, err := f.fleet(); err == nil {
 		t.Error("one replica for two pools accepted")
 	}
-	if p, top := benchEntry("cost-aware@mixed", &simFlags{policy: "cache-aware", topology: sim.TopologyAggregated}); p != "cost-aware" || top != sim.TopologyMixed {
-		t.Errorf("benchEntry(cost-aware@mixed) = %s, %s", p, top)
-	}
-	if p, top := benchEntry("mixed", &simFlags{policy: "cost-aware", topology: sim.TopologyAggregated}); p != "cost-aware" || top != sim.TopologyMixed {
-		t.Errorf("benchEntry(mixed) = %s, %s", p, top)
-	}
-}
-
-// TestBenchCost prices the mixed fleet from the catalog, its engines
-// numbered in pool order, its clock the simulator's.
-func TestBenchCost(t *testing.T) {
-	ps := []pools.PoolConfig{
-		{Name: "gpu", Accelerator: "h200", Model: "llama-3.1-8b", Endpoints: make([]pools.EndpointConfig, 2)},
-		{Name: "tpu", Accelerator: "tpu-v6e", Model: "llama-3.1-8b", Endpoints: make([]pools.EndpointConfig, 1)},
-	}
-	c := benchCost(ps, 0.1, 2*time.Second)
-	if c.ClockScale != 10 || c.TTFTTarget.D() != 200*time.Millisecond || len(c.Pools) != 2 {
-		t.Fatalf("setup %+v", c)
-	}
-	g, p := c.Pools[0], c.Pools[1]
-	if g.DollarsPerHour != 5 || p.DollarsPerHour != 2.7 || len(g.Engines) != 2 || g.Engines[1] != 1 || p.Engines[0] != 2 {
-		t.Errorf("pools %+v %+v", g, p)
-	}
-	if !(g.PrefillSecondsPerToken > 0 && p.PrefillSecondsPerToken > g.PrefillSecondsPerToken) {
-		t.Errorf("prefill seconds per token: h200 %g, tpu-v6e %g", g.PrefillSecondsPerToken, p.PrefillSecondsPerToken)
-	}
-	cfg := &stack.Config{}
-	benchTTFTTargets(cfg, 0.1, 2*time.Second)
-	if cfg.Routing.Cost.TTFTTargets[affinity.BandInteractive] != 200*time.Millisecond {
-		t.Errorf("targets %v", cfg.Routing.Cost.TTFTTargets)
-	}
 }

@@ -2,20 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/bench"
+	"github.com/turnpike-gateway/turnpike/bench/embedded"
 	"github.com/turnpike-gateway/turnpike/stack"
 )
 
@@ -61,30 +57,7 @@ func overheadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(targets) == 0 {
 		return errors.New("bench overhead: at least one --target is required")
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return err
-	}
-	res, err := bench.RunOverhead(ctx, cfg, targets, stderr)
-	if err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(*out, "overhead.json"), b, 0o644); err != nil {
-		return err
-	}
-	var md strings.Builder
-	res.WriteMarkdown(&md)
-	if err := os.WriteFile(filepath.Join(*out, "overhead.md"), []byte(md.String()), 0o644); err != nil {
-		return err
-	}
-	if err := res.WriteText(stdout); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "\nresults: %s/overhead.json, %s/overhead.md\n", *out, *out)
-	return nil
+	return embedded.Overhead(ctx, cfg, targets, stdout, stderr, *out)
 }
 
 // engineCmd is `turnpike bench engine`: an engine that answers at once,
@@ -105,7 +78,7 @@ func engineCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	fmt.Fprintf(stdout, "instant engine serving %s on http://%s; stop with Ctrl-C\n", cfg.Model, ln.Addr())
-	return serveUntil(ctx, ln, bench.NewInstantEngine(cfg))
+	return embedded.ServeUntil(ctx, ln, bench.NewInstantEngine(cfg))
 }
 
 // proxyCmd runs Go's standard reverse proxy (net/http/httputil) in front
@@ -129,20 +102,5 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	fmt.Fprintf(stdout, "reverse proxy on http://%s to %s; stop with Ctrl-C\n", ln.Addr(), u)
-	return serveUntil(ctx, ln, stack.RoundRobin([]*url.URL{u}))
-}
-
-// serveUntil serves h on ln until ctx ends, then shuts down within 5s.
-func serveUntil(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return srv.Shutdown(shutdown)
+	return embedded.ServeUntil(ctx, ln, stack.RoundRobin([]*url.URL{u}))
 }

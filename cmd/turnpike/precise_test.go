@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
@@ -96,51 +95,6 @@ func TestPreciseIndexSeesEvictionsOfAnotherClient(t *testing.T) {
 	// The engine agrees with the precise index: nothing of it is cached.
 	if c := send(session); c.Usage.PromptTokensDetails.CachedTokens != 0 {
 		t.Errorf("the engine found %d tokens of the evicted prompt cached", c.Usage.PromptTokensDetails.CachedTokens)
-	}
-}
-
-func TestBenchIndexMode(t *testing.T) {
-	sf := &simFlags{policy: "cache-aware", topology: sim.TopologyAggregated}
-	for _, tc := range []struct{ entry, rest, mode, policy, topology string }{
-		{"cache-aware@approximate", "cache-aware", indexApproximate, "cache-aware", sim.TopologyAggregated},
-		{"cache-aware@precise", "cache-aware", indexPrecise, "cache-aware", sim.TopologyAggregated},
-		{"approximate", "cache-aware", indexApproximate, "cache-aware", sim.TopologyAggregated},
-		{"session-hash@hbm+approximate", "session-hash@hbm", indexApproximate, "session-hash", sim.TopologyHBM},
-		{"cpu-tier", "cpu-tier", indexPrecise, "cache-aware", sim.TopologyCPUTier},
-		{"round-robin", "round-robin", indexPrecise, "round-robin", sim.TopologyAggregated},
-	} {
-		rest, mode := benchIndexMode(tc.entry, sf)
-		policy, topology := benchEntry(rest, sf)
-		if rest != tc.rest || mode != tc.mode || policy != tc.policy || topology != tc.topology {
-			t.Errorf("%s: %q %s → %s on %s, want %q %s → %s on %s", tc.entry, rest, mode, policy, topology, tc.rest, tc.mode, tc.policy, tc.topology)
-		}
-	}
-}
-
-// TestBenchApproximateStack: a cache-aware@approximate entry starts
-// engines that publish no KV events, so the gateway subscribes to none;
-// cache-aware@precise engines publish them.
-func TestBenchApproximateStack(t *testing.T) {
-	sf := simFlags{replicas: 1, accelerator: defaultSimAccelerator, model: defaultSimModel, served: defaultSimServedModel, flavor: sim.FlavorVLLM, policy: "cache-aware"}
-	var bc bench.Config
-	bc.EnsureDefaults()
-	for entry, events := range map[string]bool{"cache-aware@approximate": false, "cache-aware@precise": true} {
-		tg, stop, err := startBenchStack(t.Context(), entry, &sf, &benchGateways{count: 1}, bc, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := tg.Replicas.(*sim.Fleets).Engines()[0].KVEventsAddr()
-		connected := metric(t, tg.BaseURL+"/metrics", `turnpike_kv_event_connected{endpoint="`+strings.TrimPrefix(tg.EngineURLs[0], "http://")+`"}`)
-		stop()
-		if (addr != "") != events {
-			t.Errorf("%s: engine publishes KV events at %q, want events %t", entry, addr, events)
-		}
-		if !events && connected != 0 {
-			t.Errorf("%s: the gateway is subscribed to KV events", entry)
-		}
-		if len(tg.EngineURLs) != 1 {
-			t.Errorf("%s: target engine URLs %q, want the one replica's", entry, tg.EngineURLs)
-		}
 	}
 }
 

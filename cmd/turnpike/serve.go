@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
+	"github.com/turnpike-gateway/turnpike/bench/embedded"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/stack"
 	"github.com/turnpike-gateway/turnpike/state"
@@ -57,7 +58,7 @@ type simFlags struct {
 	// --engines-apart.
 	apart, agentsApart bool
 	// lora is bench's lora workload's fleet.
-	lora loraFlags
+	lora embedded.LoRAFleet
 }
 
 // register adds the flags, named prefix+name; the replica count is

@@ -48,9 +48,6 @@ func TestTierTopologies(t *testing.T) {
 	if sf, _ := f.fleet(); sf.Config.KVCPUBlocks != 123 {
 		t.Errorf("cpu-tier ignores --sim-kv-cpu-blocks: %d", sf.Config.KVCPUBlocks)
 	}
-	if p, top := benchEntry("cpu-tier", &simFlags{policy: "cache-aware", topology: sim.TopologyAggregated}); p != "cache-aware" || top != sim.TopologyCPUTier {
-		t.Errorf("benchEntry(cpu-tier) = %s, %s", p, top)
-	}
 }
 
 // TestTierEventsReachTheIndex runs two simulated engines with CPU and

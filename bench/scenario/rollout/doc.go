@@ -20,7 +20,7 @@
 //
 // A workload.Config, a driver.Target and a Fleet enter Run; the run's
 // driver.Result and the Report leave it. The scenario imports nothing of
-// the gateway's: the Fleet is the caller's (cmd/turnpike replaces the
+// the gateway's: the Fleet is the caller's (bench/embedded replaces the
 // embedded fleet's engines).
 //
 // # Concurrency model

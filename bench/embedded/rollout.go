@@ -1,4 +1,4 @@
-package main
+package embedded
 
 import (
 	"cmp"
@@ -24,35 +24,35 @@ import (
 	"github.com/turnpike-gateway/turnpike/stack"
 )
 
-// workloadRollout is --workload rollout: agentic sessions on the embedded
+// WorkloadRollout is --workload rollout: agentic sessions on the embedded
 // fleet while each replica is replaced by one of a new revision
 // (bench/scenario/rollout).
-const workloadRollout = "rollout"
+const WorkloadRollout = "rollout"
 
 // The rollout's --compare entries: the gateway warms the endpoints its
 // sessions are handed to, or does not.
 const (
-	rolloutWarmUp   = "warm-up"
-	rolloutNoWarmUp = "no-warm-up"
+	RolloutWarmUp   = "warm-up"
+	RolloutNoWarmUp = "no-warm-up"
 )
 
-// benchRollout runs the rollout workload once for each of modes (warm-up,
+// Rollout runs the rollout workload once for each of modes (warm-up,
 // no-warm-up), each on a fresh embedded fleet, and prints them side by
 // side.
-func benchRollout(ctx context.Context, cfg bench.Config, sf *simFlags, modes []string, stdout io.Writer, out string, log *slog.Logger) error {
+func (f *Fleet) Rollout(ctx context.Context, cfg bench.Config, modes []string, stdout io.Writer, out string, log *slog.Logger) error {
 	for _, m := range modes {
-		if m != rolloutWarmUp && m != rolloutNoWarmUp {
-			return fmt.Errorf("bench: --workload rollout --compare %q: want %s and/or %s", m, rolloutWarmUp, rolloutNoWarmUp)
+		if m != RolloutWarmUp && m != RolloutNoWarmUp {
+			return fmt.Errorf("bench: --workload rollout --compare %q: want %s and/or %s", m, RolloutWarmUp, RolloutNoWarmUp)
 		}
 	}
 	var reps []*rollout.Report
 	for _, mode := range modes {
-		res, rep, err := runRollout(ctx, cfg, sf, mode, log)
+		res, rep, err := f.runRollout(ctx, cfg, mode, log)
 		if err != nil {
 			return fmt.Errorf("bench: rollout %s: %w", mode, err)
 		}
 		r := report.ResultOf(res)
-		r.Workload, r.Policy = workloadRollout, mode
+		r.Workload, r.Policy = WorkloadRollout, mode
 		b, err := json.MarshalIndent(struct {
 			Result  any             `json:"result"`
 			Rollout *rollout.Report `json:"rollout"`
@@ -65,30 +65,30 @@ func benchRollout(ctx context.Context, cfg bench.Config, sf *simFlags, modes []s
 		}
 		reps = append(reps, rep)
 	}
-	writeRollout(stdout, sf, modes, reps)
+	writeRollout(stdout, f.Topology, modes, reps)
 	fmt.Fprintf(stdout, "\nresults: %s/rollout-*.json\n", out)
 	return nil
 }
 
 // runRollout runs the sessions on a fresh embedded gateway and fleet while
 // each replica is replaced.
-func runRollout(ctx context.Context, cfg bench.Config, sf *simFlags, mode string, log *slog.Logger) (*driver.Result, *rollout.Report, error) {
+func (f *Fleet) runRollout(ctx context.Context, cfg bench.Config, mode string, log *slog.Logger) (*driver.Result, *rollout.Report, error) {
 	dataDir, err := os.MkdirTemp("", "turnpike-bench-")
 	if err != nil {
 		return nil, nil, err
 	}
 	defer os.RemoveAll(dataDir)
 	gcfg := &stack.Config{Addr: "127.0.0.1:0", DataDir: dataDir}
-	gcfg.Routing.Policy = sf.policy
-	gcfg.Routing.HandOff.DisableWarmUp = mode == rolloutNoWarmUp
+	gcfg.Routing.Policy = f.Policy
+	gcfg.Routing.HandOff.DisableWarmUp = mode == RolloutNoWarmUp
 	gcfg.EnsureDefaults()
-	benchTenants(gcfg, cfg)
-	fl, err := sf.fleet()
+	tenants(gcfg, cfg)
+	fl, err := f.New("")
 	if err != nil {
 		return nil, nil, err
 	}
-	benchTTFTTargets(gcfg, sf.timeScale, sf.ttftTarget)
-	benchScrapes(gcfg, sf.timeScale)
+	ttftTargets(gcfg, f.TimeScale, f.TTFTTarget)
+	scrapes(gcfg, f.TimeScale)
 	st, err := stack.New(gcfg, stack.Options{Logger: log, Fleet: fl})
 	if err == nil {
 		err = st.Start(ctx)
@@ -101,7 +101,7 @@ func runRollout(ctx context.Context, cfg bench.Config, sf *simFlags, mode string
 		st.Close(context.Background())
 		fleet.Close()
 	}()
-	t := benchTarget(st, sf, fl)
+	t := f.target(st, fl)
 	// The replicas come and go: their /metrics are not the run's.
 	t.Replicas, t.EngineMetricsURLs, t.EngineURLs, t.Cost = nil, nil, nil, nil
 	return rollout.Run(ctx, cfg, t, fleet, rollout.Options{}, mode)
@@ -284,8 +284,8 @@ func hostPort(u string) string {
 // writeRollout prints the runs side by side, with the rollout's goals: no
 // failed turn, no P/D leg across revisions, and the next turn after a
 // hand-off no slower than 1.5× the steady state.
-func writeRollout(w io.Writer, sf *simFlags, modes []string, reps []*rollout.Report) {
-	fmt.Fprintf(w, "rollout: %d replicas (%s topology) replaced by revision %s in %d steps (a P/D fleet's: a prefiller and a decoder at once)\n\n", reps[0].Replicas, cmp.Or(sf.topology, sim.TopologyAggregated), reps[0].Options.Revision, len(reps[0].Replacements))
+func writeRollout(w io.Writer, topology string, modes []string, reps []*rollout.Report) {
+	fmt.Fprintf(w, "rollout: %d replicas (%s topology) replaced by revision %s in %d steps (a P/D fleet's: a prefiller and a decoder at once)\n\n", reps[0].Replicas, cmp.Or(topology, sim.TopologyAggregated), reps[0].Options.Revision, len(reps[0].Replacements))
 	row := func(name string, f func(*rollout.Report) string) {
 		fmt.Fprintf(w, "%-36s", name)
 		for _, r := range reps {
@@ -331,7 +331,7 @@ func writeRollout(w io.Writer, sf *simFlags, modes []string, reps []*rollout.Rep
 			return "MISSED"
 		}
 		fmt.Fprintf(w, "%s goals: failed turns 0 (%s), P/D legs across revisions 0 (%s)", modes[i], met(r.Failed == 0), met(r.CrossRevisionLegs == 0))
-		if modes[i] == rolloutWarmUp {
+		if modes[i] == RolloutWarmUp {
 			fmt.Fprintf(w, ", next turn after hand-off p50 <= 1.5x steady (%s)", met(r.Ratio > 0 && r.Ratio <= 1.5))
 		}
 		fmt.Fprintln(w)

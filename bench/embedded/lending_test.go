@@ -1,4 +1,4 @@
-package main
+package embedded
 
 import (
 	"encoding/json"
@@ -22,7 +22,7 @@ import (
 // with a deadline of zero, the background stream running on it moves to
 // the gateway's own pool and ends whole.
 func TestEmbeddedLending(t *testing.T) {
-	own := sim.Config{Accelerator: defaultSimAccelerator, Model: defaultSimModel, ServedModelName: defaultSimServedModel}
+	own := sim.Config{Accelerator: testAccelerator, Model: testModel, ServedModelName: testServedModel}
 	lent := own
 	lent.TimeScale = 1 // real time: a long answer is still streaming when the pool is reclaimed
 	ls, err := startLendingStack(t.Context(), own, lent, 1, 1, "cache-aware", nil, slog.New(slog.DiscardHandler))
@@ -55,7 +55,7 @@ func TestEmbeddedLending(t *testing.T) {
 	}
 	chat := func(max int64, opts ...option.RequestOption) (*openai.ChatCompletion, error) {
 		return client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
-			Model:     defaultSimServedModel,
+			Model:     testServedModel,
 			MaxTokens: openai.Int(max),
 			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("How tall is the lighthouse?")},
 		}, opts...)
@@ -86,7 +86,7 @@ func TestEmbeddedLending(t *testing.T) {
 		t.Fatalf("a background turn on the lent pool: %v", err)
 	}
 	r, err := client.Responses.New(t.Context(), responses.ResponseNewParams{
-		Model:           defaultSimServedModel,
+		Model:           testServedModel,
 		Background:      openai.Bool(true),
 		MaxOutputTokens: openai.Int(8),
 		Input:           responses.ResponseNewParamsInputUnion{OfString: openai.String("Summarise the log.")},
@@ -110,7 +110,7 @@ func TestEmbeddedLending(t *testing.T) {
 	// A long background stream on the lent pool; the own pool back; the
 	// reclaim cuts the stream at once, and it continues on the own pool.
 	stream := client.Chat.Completions.NewStreaming(t.Context(), openai.ChatCompletionNewParams{
-		Model:     defaultSimServedModel,
+		Model:     testServedModel,
 		MaxTokens: openai.Int(400),
 		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Write the whole report.")},
 	}, background, option.WithJSONSet("ignore_eos", true))
@@ -154,7 +154,7 @@ func TestLendingOnSchedule(t *testing.T) {
 	sched := &pools.LendSchedule{ReclaimDeadline: "5s", Windows: []pools.LendWindow{
 		{From: clock(now.Add(-time.Hour)), To: clock(now.Add(time.Hour))},
 	}}
-	cfg := sim.Config{Accelerator: defaultSimAccelerator, Model: defaultSimModel, ServedModelName: defaultSimServedModel}
+	cfg := sim.Config{Accelerator: testAccelerator, Model: testModel, ServedModelName: testServedModel}
 	ls, err := startLendingStack(t.Context(), cfg, cfg, 1, 1, "cache-aware", sched, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func TestLendingOnSchedule(t *testing.T) {
 	ls.Registry().Pools[0].Endpoints()[0].SetDraining(true)
 	client := openai.NewClient(option.WithBaseURL("http://"+ls.Addr()+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 	if _, err := client.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
-		Model:     defaultSimServedModel,
+		Model:     testServedModel,
 		MaxTokens: openai.Int(4),
 		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Summarise the logs.")},
 	}, option.WithHeader("x-turnpike-priority", "background")); err != nil {
