@@ -85,11 +85,8 @@ func (c *Controller) admitLocked(w *waiter, m *Measurement, cfg *FlowControl) *S
 	if bq.count >= bc.MaxQueued || (bq.count > 0 && bq.tokens+w.cost > bc.MaxQueuedTokens) {
 		return shed(ReasonQueueFull, cfg.RetryAfter)
 	}
-	if n, tokens, ok := w.pool.fleetBound(w.band, m, cfg); ok {
-		ahead, aheadTokens := w.pool.ahead(w.band)
-		if ahead >= n || (ahead > 0 && aheadTokens+w.cost > tokens) {
-			return shed(ReasonQueueFull, cfg.RetryAfter)
-		}
+	if n, ok := w.pool.fleetBound(w.band, m, cfg); ok && w.pool.ahead(w.band) >= n {
+		return shed(ReasonQueueFull, cfg.RetryAfter)
 	}
 
 	c.holdLocked(ts, w.cost)
@@ -164,50 +161,45 @@ func (c *Controller) tenantLocked(name string, set *tenantSet) *tenantState {
 	return ts
 }
 
-// fleetBound is how many turns, and tokens, a turn of band b may find
-// ahead of it in the pool's queues (ahead): what the pool's engines,
-// measured as m, start within the band's TTL at the pace they end turns.
-// Each of the pool's Seqs sequences takes a new turn every hold (the
-// pool's smoothed dispatch-to-release time), and its Tokens of in-flight
-// room turn over as often, so within a TTL the fleet starts
+// fleetBound is how many turns a turn of band b may find ahead of it in
+// the pool's queues (ahead): what the pool's engines, measured as m, start
+// within the band's TTL at the pace they end turns. Each of the pool's
+// Seqs sequences takes a new turn every hold (the pool's smoothed
+// dispatch-to-release time), so within a TTL the fleet starts
 //
-//	turns  = max(⌈FleetQueueBound · Seqs   · TTL / hold⌉, Seqs)
-//	tokens = max(⌈FleetQueueBound · Tokens · TTL / hold⌉, Tokens)
+//	turns = max(⌈FleetQueueBound · Seqs · TTL / hold⌉, Seqs)
 //
-// A turn that finds more ahead would wait past its TTL. Background turns,
-// shed first, count every band's turns ahead of them and are bounded by the
-// Standard TTL when it is shorter than theirs, so a filling queue sheds
-// them before it sheds any Standard turn. ok is false while the bound is
-// off (FleetQueueBound negative), the pool has no available endpoint, or
-// no turn of the pool has ended yet (no hold measured): then MaxQueued and
-// MaxQueuedTokens bound the band alone, as they always do too.
-func (pq *poolQueue) fleetBound(b Band, m *Measurement, cfg *FlowControl) (turns int, tokens int64, ok bool) {
+// A turn that finds more ahead would wait past its TTL. Engines that run
+// fewer sequences than their max_num_seqs (their KV cache full first) start
+// fewer: the bound errs towards keeping turns, never towards shedding what
+// the fleet could serve. Background turns, shed first, count every band's
+// turns ahead of them and are bounded by the Standard TTL when it is
+// shorter than theirs, so a filling queue sheds them before it sheds any
+// Standard turn. ok is false while the bound is off (FleetQueueBound
+// negative), the pool has no available endpoint, or no turn of the pool has
+// ended yet (no hold measured): then MaxQueued and MaxQueuedTokens bound the
+// band alone, as they always do too.
+func (pq *poolQueue) fleetBound(b Band, m *Measurement, cfg *FlowControl) (turns int, ok bool) {
 	if cfg.FleetQueueBound < 0 || m.Endpoints == 0 || pq.hold <= 0 {
-		return 0, 0, false
+		return 0, false
 	}
 	ttl := cfg.Bands.band(b).TTL
 	if b == Background {
 		ttl = min(ttl, cfg.Bands.Standard.TTL)
 	}
-	drains := cfg.FleetQueueBound * ttl.Seconds() / pq.hold
 	seqs := m.Seqs
 	if seqs <= 0 {
 		seqs = max(m.Slots, 1)
 	}
-	turns = max(int(math.Ceil(float64(seqs)*drains)), seqs)
-	tokens = math.MaxInt64
-	if m.Tokens > 0 {
-		tokens = max(int64(math.Ceil(float64(m.Tokens)*drains)), m.Tokens)
-	}
-	return turns, tokens, true
+	drains := cfg.FleetQueueBound * ttl.Seconds() / pq.hold
+	return max(int(math.Ceil(float64(seqs)*drains)), seqs), true
 }
 
-// ahead is the turns, and their tokens, queued in the pool that a turn of
-// band b waits behind: its band's and the more urgent bands'.
-func (pq *poolQueue) ahead(b Band) (turns int, tokens int64) {
+// ahead is the turns queued in the pool that a turn of band b waits
+// behind: its band's and the more urgent bands'.
+func (pq *poolQueue) ahead(b Band) (turns int) {
 	for i := 0; i <= b.index(); i++ {
 		turns += pq.bands[i].count
-		tokens += pq.bands[i].tokens
 	}
-	return turns, tokens
+	return turns
 }

@@ -77,12 +77,9 @@ type Measurement struct {
 	LentInFlight int64
 	// Seqs is the sequences the available endpoints' engines run at once,
 	// summed: each engine's max_num_seqs, or its slots when it does not
-	// report one. Tokens is their in-flight token thresholds summed (see
-	// SaturationConfig). With the pool's measured hold time they are its
-	// drain rate, which sizes the default queue bounds
-	// (BandConfig.MaxQueued).
-	Seqs   int
-	Tokens int64
+	// report one. With the pool's measured hold time it is the pool's
+	// pace, which bounds its queues (FlowControl.FleetQueueBound).
+	Seqs int
 	// Backlog is the best available endpoint's engine queue, in sequences'
 	// holds: a turn sent now to that engine starts after about Backlog ×
 	// the pool's hold time (its turns' time from dispatch to release), as
@@ -269,7 +266,6 @@ type endpointCapacity struct {
 	queueRoom  int     // engine queue before it saturates, ≥ 0
 	slack      bool    // its engine queues nothing (EngineQueue is 0)
 	seqs       int     // sequences its engine runs at once
-	tokens     int64   // in-flight tokens at which it saturates
 	// backlog is how long a turn sent to it now waits for a sequence, in
 	// holds of one sequence: the requests ahead of it past the engine's
 	// free sequences, and itself, over the engine's sequences; 0 when a
@@ -341,7 +337,6 @@ func measure[E endpointLoad](eps []E, now time.Time, cfg *FlowControl, lane int,
 		m.Slots += ec.slots
 		m.Reserved += min(slotsKept, ec.slots-1)
 		m.Seqs += ec.seqs
-		m.Tokens += ec.tokens
 		m.Backlog = min(m.Backlog, ec.backlog)
 	}
 	if m.Endpoints == 0 {
@@ -371,17 +366,16 @@ func endpointCapacityOf[E endpointLoad](e E, now time.Time, cfg *FlowControl, re
 		ec.slots = min(ec.slots, l.MaxNumSeqs+sc.QueueDepthPerEndpoint)
 		ec.seqs = l.MaxNumSeqs
 	}
-	tokens := sc.InFlightTokensPerEndpoint
-	if kv := l.KVTokens(); kv > 0 && sc.InFlightTokensPerKVToken > 0 {
-		tokens = int64(float64(kv) * sc.InFlightTokensPerKVToken)
-	}
-	ec.tokens = tokens
 	if e.Stale(now) {
 		// No word from the engine: what the gateway has sent it is all
 		// that is known of its queue.
 		ec.saturation, ec.lower.saturation = 1, 1
 		ec.backlog = float64(e.InFlight()+1) / float64(ec.seqs)
 		return ec
+	}
+	tokens := sc.InFlightTokensPerEndpoint
+	if kv := l.KVTokens(); kv > 0 && sc.InFlightTokensPerKVToken > 0 {
+		tokens = int64(float64(kv) * sc.InFlightTokensPerKVToken)
 	}
 	inFlight := max(e.InFlight(), int64(l.Running+l.Waiting))
 	inFlightTokens := e.InFlightTokens()

@@ -134,13 +134,13 @@ type FlowControl struct {
 	InteractiveReserveHold time.Duration `yaml:"interactiveReserveHold" json:"interactiveReserveHold"`
 	// FleetQueueBound scales the bound that the pool's fleet puts on its
 	// queues besides each band's MaxQueued and MaxQueuedTokens: a turn is
-	// shed with 503 queue-full when the turns (or tokens) ahead of it in
-	// the pool's queues are more than this many times what the pool's
-	// engines start within its band's TTL at their measured pace,
-	// Seqs × TTL / hold (Measurement.Seqs, the pool's smoothed
-	// dispatch-to-release time); Background turns count every band's turns
-	// and the shorter of their TTL and Standard's, so they are shed
-	// first. Default 1; negative means none (the bands' caps alone).
+	// shed with 503 queue-full when the turns ahead of it in the pool's
+	// queues are more than this many times what the pool's engines start
+	// within its band's TTL at their measured pace, Seqs × TTL / hold
+	// (Measurement.Seqs, the pool's smoothed dispatch-to-release time);
+	// Background turns count every band's turns and the shorter of their
+	// TTL and Standard's, so they are shed first. Default 1; negative means
+	// none (the bands' caps alone).
 	FleetQueueBound float64 `yaml:"fleetQueueBound" json:"fleetQueueBound"`
 	// HoldAt is the pool saturation, 0..1, at or above which queued turns
 	// are held even when request slots are free (Interactive turns only

@@ -96,10 +96,9 @@ func (h *controllerHarness) run(t *testing.T, d *datadriven.TestData) string {
 		d.MaybeScanArgs(t, "reserved", &reserved)
 		d.MaybeScanArgs(t, "sat", &sat)
 		m := Measurement{Endpoints: endpoints, Slots: slots, Reserved: reserved, Saturation: sat, Prioritized: d.HasArg("prioritized")}
-		// The fleet's pace: its engines' sequences and in-flight token
-		// room, the best engine's queue in holds, the requests sent.
+		// The fleet's pace: its engines' sequences, the best engine's
+		// queue in holds, the requests sent.
 		d.MaybeScanArgs(t, "seqs", &m.Seqs)
-		d.MaybeScanArgs(t, "tokens", &m.Tokens)
 		d.MaybeScanArgs(t, "backlog", &m.Backlog)
 		d.MaybeScanArgs(t, "inflight", &m.InFlight)
 		if p := h.pools[name]; p == nil {
