@@ -45,7 +45,8 @@ const (
 // that endpoint is warmed: sent the session's last prompt as a
 // prefill-only request (max_tokens 1, background priority), when it has
 // slack, within a budget of tokens a second, so that the next turn finds
-// its prefix cached.
+// its prefix cached; a decoder of a disaggregated model as a P/D pair,
+// its prefill leg on a prefiller of a compatible revision.
 type HandOffConfig struct {
 	// DisableWarmUp sends no warm-ups (the sessions are still re-pinned)
 	// and keeps no prompt bodies. Default false: warm-ups on.
