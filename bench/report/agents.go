@@ -23,7 +23,11 @@ func agentsTable(results []*Result) *Table {
 				continue
 			}
 			p := r.Agents.Phases[k]
-			t.Add(fmt.Sprint(k+1), r.Name(), fmt.Sprint(p.Agents), fmt.Sprint(p.Turns),
+			turns := fmt.Sprint(p.Turns)
+			if p.Cut > 0 {
+				turns += fmt.Sprintf(" (+%d cut)", p.Cut)
+			}
+			t.Add(fmt.Sprint(k+1), r.Name(), fmt.Sprint(p.Agents), turns,
 				Millis(p.TTFTP50Ms), Millis(p.TTFTP90Ms), Millis(p.TTFTP99Ms), Millis(p.FloorP50Ms), times(p.OverFloor),
 				fmt.Sprintf("%.0f", p.OutputTokensPerSec),
 				fmt.Sprintf("%d (%d/%d/%d/%d)", p.Errors, p.Err408, p.Err429, p.Err503, p.ErrOther),
@@ -51,7 +55,7 @@ func writeAgents(w io.Writer, results []*Result, baseline string, md bool) error
 			return err
 		}
 	}
-	fmt.Fprintln(w, "\nTTFT in ms of the turns sent in the phase; floor: each turn's prompt less its ideal reuse prefilled at one replica's modelled rate with no queue;"+
+	fmt.Fprintln(w, "\nTTFT in ms of the turns sent in the phase (cut: still streaming a quarter phase after the run's end, counted in no figure); floor: each turn's prompt less its ideal reuse prefilled at one replica's modelled rate with no queue;"+
 		" captured: the usage's cached tokens over the ideal reuse's; gw CPU: the gateway's share of this process's CPU"+
 		" (profiled; the bench's goroutines and the simulator's code apart, background GC apportioned) per turn sent, and in cores; RSS is the whole process's.")
 	for _, r := range results {

@@ -31,8 +31,11 @@ type Phase struct {
 	Agents  int     `json:"agents"`
 	Seconds float64 `json:"seconds"`
 	// Turns were sent in the phase; Answered ended with a whole stream.
+	// Cut are those still streaming a quarter phase after the run's end,
+	// cut then and counted in neither.
 	Turns    int `json:"turns"`
 	Answered int `json:"answered"`
+	Cut      int `json:"cut,omitempty"`
 	// TTFT of the answered turns, in ms.
 	TTFTP50Ms float64 `json:"ttft_p50_ms"`
 	TTFTP90Ms float64 `json:"ttft_p90_ms"`
@@ -115,6 +118,13 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 			meter := meterPhases(r.Started(), phaseWall, rep)
 			defer meter()
 			run := r.Until(end)
+			// Answers still streaming a quarter phase after the end are
+			// cut: the heavy tail would otherwise hold the run for as
+			// long as its longest answer.
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			cut := time.AfterFunc(time.Until(end.Add(phaseWall/4)), cancel)
+			defer cut.Stop()
 			var wg sync.WaitGroup
 			for i := range a.Phases[len(a.Phases)-1] {
 				wg.Go(func() { runAgent(ctx, run, cfg, i, scale) })
@@ -252,6 +262,10 @@ func fillPhases(rep *Report, cfg workload.Config, target driver.Target, samples 
 	for _, s := range samples {
 		k := min(int(s.Start/phaseWall), len(rep.Phases)-1)
 		p, a := &rep.Phases[k], &accs[k]
+		if s.Error == driver.ErrClassCanceled {
+			p.Cut++
+			continue
+		}
 		p.Turns++
 		if s.Error != "" {
 			p.Errors++

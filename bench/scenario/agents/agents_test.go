@@ -11,7 +11,7 @@ import (
 )
 
 // TestPhases: turns fall in the phase they were sent in; failures are
-// counted by status; the ideal reuse follows each conversation (a side
+// counted by status, turns cut at the run's end apart; the ideal reuse follows each conversation (a side
 // call's only the system prompt, a resume's the system prompt again) and
 // the floor is what the ideal leaves to prefill.
 func TestPhases(t *testing.T) {
@@ -37,6 +37,7 @@ func TestPhases(t *testing.T) {
 		smp(12, "a", workload.TurnResume, 400, 40, 160), // the system prompt: 160
 		smp(13, "b", workload.TurnOpen, 170, 40, 160),   // the system prompt, less the last token: 160
 		fail(14, 408), fail(15, 429), fail(16, 503), fail(17, 0),
+		{Tenant: "t0", Session: "c", Kind: workload.TurnTool, Start: at(18), Error: driver.ErrClassCanceled}, // cut at the end
 	}
 	rep := &Report{Phases: make([]Phase, 2), PrefillTokensPerSecond: 1000}
 	fillPhases(rep, cfg, system, samples, 10*time.Second, 0.5)
@@ -44,7 +45,7 @@ func TestPhases(t *testing.T) {
 	if p1.Turns != 4 || p1.Answered != 4 || p1.Errors != 0 {
 		t.Errorf("phase 1: %d turns, %d answered, %d errors; want 4, 4, 0", p1.Turns, p1.Answered, p1.Errors)
 	}
-	if p2.Turns != 6 || p2.Answered != 2 || p2.Err408 != 1 || p2.Err429 != 1 || p2.Err503 != 1 || p2.ErrOther != 1 {
+	if p2.Turns != 6 || p2.Cut != 1 || p2.Answered != 2 || p2.Err408 != 1 || p2.Err429 != 1 || p2.Err503 != 1 || p2.ErrOther != 1 {
 		t.Errorf("phase 2: %+v", p2)
 	}
 	if want := int64(0 + 240 + 160 + 528); p1.IdealTokens != want {
