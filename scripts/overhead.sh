@@ -12,12 +12,14 @@
 #                       [--warmup D] [--rounds N] [--stream] [--sessions]
 #                       [--turns next|repeat|cold]
 #                       [--no-haproxy] [--no-go-proxy] [--no-round-robin]
-#                       [--also-env 'K=V …'] [--port-base P]
+#                       [--also-env 'K=V …'] [--also-rev REV] [--port-base P]
 #                       [--out DIR]
 #
 # --also-env adds one more cache-aware turnpike, with those variables in
 # its environment (say GOGC=100, the Go collector's old default), to
-# compare a setting against the default in the same run.
+# compare a setting against the default in the same run. --also-rev adds
+# one more, built from git revision REV (turnpike-REV), to compare a change
+# against the code before it in the same run.
 set -euo pipefail
 
 body_bytes=$((168 << 10))
@@ -32,10 +34,11 @@ haproxy=true
 go_proxy=true
 round_robin=true
 also_env=
+also_rev=
 port_base=18700
 out=bench-results/overhead
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [[ $# -gt 0 ]]; do
 	case "$1" in
@@ -51,6 +54,7 @@ while [[ $# -gt 0 ]]; do
 	--no-go-proxy) go_proxy=false; shift ;;
 	--no-round-robin) round_robin=false; shift ;;
 	--also-env) also_env=$2; shift 2 ;;
+	--also-rev) also_rev=$2; shift 2 ;;
 	--port-base) port_base=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
@@ -61,6 +65,7 @@ done
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/turnpike-overhead.XXXXXX")
 pids=()
+worktree=
 cleanup() {
 	# Only the processes this script started, by their ids.
 	for pid in "${pids[@]}"; do
@@ -69,6 +74,7 @@ cleanup() {
 	for pid in "${pids[@]}"; do
 		wait "$pid" 2>/dev/null || true
 	done
+	[[ -n $worktree ]] && git worktree remove --force "$worktree" 2>/dev/null
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -79,7 +85,9 @@ ca_port=$((port_base + 2))
 rr_port=$((port_base + 3))
 go_proxy_port=$((port_base + 4))
 env_port=$((port_base + 5))
+rev_port=$((port_base + 6))
 ports=("$engine_port" "$haproxy_port" "$ca_port" "$rr_port" "$go_proxy_port")
+[[ -n $also_rev ]] && ports+=("$rev_port")
 if [[ -n $also_env ]]; then
 	for kv in $also_env; do
 		if [[ ! $kv =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; then
@@ -99,6 +107,13 @@ done
 echo "building turnpike" >&2
 go build -o "$tmp/turnpike" ./cmd/turnpike
 bin=$tmp/turnpike
+if [[ -n $also_rev ]]; then
+	rev=$(git rev-parse --short "$also_rev^{commit}")
+	echo "building turnpike at $rev" >&2
+	worktree=$tmp/rev
+	git worktree add --quiet --detach "$worktree" "$rev"
+	(cd "$worktree" && go build -o "$tmp/bin-$rev" ./cmd/turnpike)
+fi
 
 # The instant engine: the backend of every target, and the "direct" one.
 "$bin" bench engine --addr "127.0.0.1:$engine_port" >"$tmp/engine.log" 2>&1 &
@@ -156,7 +171,7 @@ fi
 
 # turnpike: one process per policy, each with its own state directory.
 start_turnpike() {
-	local name=$1 port=$2 policy=$3 env=${4:-}
+	local name=$1 port=$2 policy=$3 env=${4:-} binary=${5:-$bin}
 	mkdir -p "$tmp/$name"
 	cat >"$tmp/$name/turnpike.yaml" <<EOF
 addr: 127.0.0.1:$port
@@ -171,7 +186,7 @@ routing:
   policy: $policy
 EOF
 	# shellcheck disable=SC2086 # env is a list of K=V words
-	env $env "$bin" serve --config "$tmp/$name/turnpike.yaml" --log-level warn >"$tmp/$name/log" 2>&1 &
+	env $env "$binary" serve --config "$tmp/$name/turnpike.yaml" --log-level warn >"$tmp/$name/log" 2>&1 &
 	local pid=$!
 	pids+=("$pid")
 	targets+=(--target "$name=http://127.0.0.1:$port,pid=$pid")
@@ -183,6 +198,9 @@ fi
 if [[ -n $also_env ]]; then
 	echo "turnpike-cache-aware-also-env: $also_env" >&2
 	start_turnpike turnpike-cache-aware-also-env "$env_port" cache-aware "$also_env"
+fi
+if [[ -n $also_rev ]]; then
+	start_turnpike "turnpike-$rev" "$rev_port" cache-aware "" "$tmp/bin-$rev"
 fi
 
 flags=(--body-bytes "$body_bytes" --concurrency "$concurrency" --duration "$duration"
