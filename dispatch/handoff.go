@@ -291,17 +291,22 @@ func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffR
 		cached int
 	}
 	var warms []warm
+	var pinned []*lastPrompt
 	for _, p := range d.last.servedBy(from.ID) {
-		now := time.Now()
-		if id, _ := d.sessions.Pinned(p.tenant, p.key, now); id != from.ID {
-			continue // moved already, or forgotten
+		if id, _ := d.sessions.Pinned(p.tenant, p.key, time.Now()); id == from.ID {
+			pinned = append(pinned, p) // not moved already, nor forgotten
 		}
+	}
+	assigned := map[*pools.Endpoint]int{}
+	for _, p := range pinned {
+		now := time.Now()
 		rep.Sessions++
-		to, cached, err := d.handOffTarget(ctx, p, from)
+		to, cached, err := d.handOffTarget(ctx, p, from, assigned, len(pinned))
 		if err != nil {
 			d.log.Debug("session not handed over", "endpoint", from.ID, "err", err)
 			continue
 		}
+		assigned[to]++
 		// A failed write of the pin is counted by the store; routing goes on.
 		_ = d.sessions.Pin(ctx, p.tenant, p.key, to.ID, cached, sessions.PinHandOff, now)
 		d.revm.handOffs.WithLabelValues(to.Revision()).Inc()
@@ -346,8 +351,14 @@ func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffR
 }
 
 // handOffTarget is the endpoint p's session's next turn is best served
-// by, other than from, and how many blocks of its prompt it holds.
-func (d *Dispatcher) handOffTarget(ctx context.Context, p *lastPrompt, from *pools.Endpoint) (*pools.Endpoint, int, error) {
+// by, other than from, and how many blocks of its prompt it holds; of n
+// sessions handed over at once, assigned counts those each endpoint was
+// given so far. The policy weighs prefix and load, but the hand-off moves
+// no load until the sessions' next turns come: to keep all n from landing
+// on the endpoint that looked best before any moved, an endpoint takes at
+// most its share of them (n over the candidates, rounded up), and the
+// policy's next choice takes the rest.
+func (d *Dispatcher) handOffTarget(ctx context.Context, p *lastPrompt, from *pools.Endpoint, assigned map[*pools.Endpoint]int, n int) (*pools.Endpoint, int, error) {
 	var buf [16]*pools.Endpoint
 	eps := without(pools.KeepAdmitting(d.reg.EndpointsFor(buf[:0], p.model), false), from)
 	if len(eps) == 0 {
@@ -365,7 +376,18 @@ func (d *Dispatcher) handOffTarget(ctx context.Context, p *lastPrompt, from *poo
 		Model: p.model, Tenant: p.tenant, SessionKey: p.key,
 		PromptTokens: p.promptTokens, Hashes: p.hashes, Band: turns.Standard.String(),
 	}
-	return affinity.Choose(ctx, d.policy, &req, eps)
+	share := (n + len(eps) - 1) / len(eps)
+	for {
+		ep, cached, err := affinity.Choose(ctx, d.policy, &req, eps)
+		if err != nil || assigned[ep] < share {
+			return ep, cached, err
+		}
+		rest := without(eps, ep)
+		if len(rest) == 0 || len(rest) == len(eps) {
+			return ep, cached, nil
+		}
+		eps = rest
+	}
 }
 
 // warmUp sends p's prompt to ep as a prefill-only request, when ep has

@@ -225,6 +225,33 @@ func TestHandedOffNextTurn(t *testing.T) {
 	}
 }
 
+// TestHandOffSpread: the sessions of one hand-off, none of whose prefix
+// another endpoint holds, are spread over the candidates by count (two
+// each over two), not all sent to the one that looked best before any
+// of them moved.
+func TestHandOffSpread(t *testing.T) {
+	f := newHandOffFixture(t, []string{"r1", "r1", "r1"}, HandOffConfig{DisableWarmUp: true})
+	eps := f.reg.Endpoints()
+	eps[1].SetDraining(true) // every session on eps[0]
+	eps[2].SetDraining(true)
+	for i := range 4 {
+		f.turn(t, fmt.Sprint("s", i), longPrompt(i, 300))
+	}
+	eps[1].SetDraining(false)
+	eps[2].SetDraining(false)
+	eps[0].SetDraining(true)
+	if rep := f.d.HandOff(t.Context(), eps[0]); rep.HandedOff != 4 {
+		t.Fatalf("hand-off %+v, want 4 sessions handed over", rep)
+	}
+	got := map[string]int{}
+	for i := range 4 {
+		got[mustPinned(t, f, fmt.Sprint("s", i))]++
+	}
+	if got[eps[1].ID] != 2 || got[eps[2].ID] != 2 {
+		t.Errorf("sessions handed over per endpoint %v, want 2 on each of %s and %s", got, eps[1].ID, eps[2].ID)
+	}
+}
+
 // TestHandOffWarmUpBudget: warm-ups past the budget of tokens a second are
 // skipped and counted so.
 func TestHandOffWarmUpBudget(t *testing.T) {
