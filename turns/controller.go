@@ -496,10 +496,11 @@ func (pq *poolQueue) lentRoom(m *Measurement) int {
 
 // expireLocked decides for every queued turn of the pool, measured as m,
 // that its band's TTL is about to end (ttlRule): an Interactive or
-// Standard turn is sent to an engine, past the pool's room, while the
-// best engine's queue (Measurement.Backlog, at the pool's hold time)
-// starts it within its TTL, and shed at once with 503 past-ttl when none
-// would; a Background turn (shed first) and a turn of a pool with no
+// Standard turn is sent to an engine, past the pool's room, in time for
+// the best engine's queue (Measurement.Backlog, at the pool's hold time)
+// to start it within its TTL, and shed at once with 503 past-ttl when
+// that queue alone is longer than the TTL; a Background turn (shed
+// first) and a turn of a pool with no
 // available endpoint wait their whole TTL and are shed then: 408
 // ttl-expired, or 503 no-endpoints when the pool still has no available
 // endpoint, which is then why the turn never ran.
@@ -524,7 +525,7 @@ func (c *Controller) expireLocked(pq *poolQueue, m *Measurement, now time.Time, 
 		for bq.head != nil {
 			w := bq.head
 			wait := time.Duration((m.Backlog + float64(ahead)/float64(seqs)) * float64(hold))
-			switch ttlRule(ttl-now.Sub(w.queuedAt), wait, cfg.TickInterval, sendable) {
+			switch ttlRule(ttl-now.Sub(w.queuedAt), wait, ttl, cfg.TickInterval, sendable) {
 			case ttlWait:
 				// Later turns of the band came later: they wait too.
 			case ttlSend:
@@ -555,22 +556,24 @@ const (
 	ttlExpire                  // its TTL is spent: shed it
 )
 
-// ttlRule is what becomes of a queued turn with left of its band's TTL,
+// ttlRule is what becomes of a queued turn with left of its band's ttl,
 // when a turn sent now to the best engine would wait there about wait
 // before it starts and the queue is looked at again within tick. A turn
-// that may be sent (sendable) waits in the gateway's queue while it can
-// still be sent in time at the next look or the one after, allowing for
-// a late one; then it is sent, unless the engine's wait is past what is
-// left of its TTL, when it is shed at once rather than at the TTL. A turn
-// that may not be sent waits its whole TTL.
-func ttlRule(left, wait, tick time.Duration, sendable bool) ttlAction {
+// that may be sent (sendable) is shed as soon as that wait is past its
+// whole TTL: every engine's queue already promises it a start past it.
+// Otherwise it waits in the gateway's queue while it can still be sent in
+// time at the next look or the one after, allowing for a late one, and
+// is then sent. A turn that may not be sent waits its whole TTL.
+func ttlRule(left, wait, ttl, tick time.Duration, sendable bool) ttlAction {
 	switch {
 	case !sendable && left <= 0:
 		return ttlExpire
-	case !sendable, left > wait+2*tick:
+	case !sendable:
 		return ttlWait
-	case wait > left && wait > 0:
+	case wait > ttl:
 		return ttlShed
+	case left > wait+2*tick:
+		return ttlWait
 	}
 	return ttlSend
 }

@@ -487,11 +487,12 @@ func metricValue(t *testing.T, c prometheus.Metric) float64 {
 	return m.Gauge.GetValue()
 }
 
-// TestTTLRule: a queued turn near its band's TTL is sent while the best
-// engine starts it in time, shed as soon as no engine would, and, when it
-// may not be sent, shed only when its TTL is spent.
+// TestTTLRule: a queued turn near its band's TTL is sent in time for the
+// best engine to start it by then, shed as soon as that engine's queue
+// alone is past the TTL, and, when it may not be sent, shed only when its
+// TTL is spent.
 func TestTTLRule(t *testing.T) {
-	const tick = 50 * time.Millisecond
+	const tick, ttl = 50 * time.Millisecond, 10 * time.Second
 	for _, tc := range []struct {
 		name       string
 		left, wait time.Duration
@@ -502,15 +503,18 @@ func TestTTLRule(t *testing.T) {
 		{"two ticks of spare", 101 * time.Millisecond, 0, true, ttlWait},
 		{"within two ticks", 100 * time.Millisecond, 0, true, ttlSend},
 		{"the engine's wait fits", 4100 * time.Millisecond, 4 * time.Second, true, ttlSend},
-		{"the engine's wait is all that is left", 4 * time.Second, 4 * time.Second, true, ttlSend},
-		{"the engine's wait is past the TTL", 4 * time.Second, 4*time.Second + 1, true, ttlShed},
-		{"past the TTL at once", 10 * time.Second, 12 * time.Second, true, ttlShed},
-		{"a late look sends what no engine delays", -time.Second, 0, true, ttlSend},
-		{"a late look sheds what an engine delays", -time.Second, time.Second, true, ttlShed},
+		{"the engine's wait ahead of time", 4200 * time.Millisecond, 4 * time.Second, true, ttlWait},
+		// Forecasts move between looks: a turn whose engine wait grew past
+		// what is left, but not past its TTL, is still sent.
+		{"the engine's wait grew past what is left", 4 * time.Second, 5 * time.Second, true, ttlSend},
+		{"the engine's wait is the TTL", ttl, ttl, true, ttlSend},
+		{"the engine's wait is past the TTL", ttl, ttl + 1, true, ttlShed},
+		{"past the TTL early on", 9 * time.Second, 12 * time.Second, true, ttlShed},
+		{"a late look sends", -time.Second, time.Second, true, ttlSend},
 		{"not sendable: waits", time.Millisecond, time.Minute, false, ttlWait},
 		{"not sendable: its TTL spent", 0, 0, false, ttlExpire},
 	} {
-		if got := ttlRule(tc.left, tc.wait, tick, tc.sendable); got != tc.want {
+		if got := ttlRule(tc.left, tc.wait, ttl, tick, tc.sendable); got != tc.want {
 			t.Errorf("%s: ttlRule(%v, %v) = %d, want %d", tc.name, tc.left, tc.wait, got, tc.want)
 		}
 	}
