@@ -34,9 +34,8 @@ type Fleet struct {
 	Apart bool
 	// LoRA shapes the lora workload's engines.
 	LoRA LoRAFleet
-	// Adjust, when set, changes a fleet before its gateway starts, given
-	// the run's config, its gateways and whether they share Redis.
-	Adjust func(fl *sim.Topology, bc bench.Config, gateways int, onRedis bool)
+	// AgentsApart runs the agents workload's engines in two processes.
+	AgentsApart bool
 }
 
 // wallTime is d on the simulated clock as wall time: timeScale wall

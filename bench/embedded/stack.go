@@ -60,8 +60,8 @@ func (f *Fleet) Start(ctx context.Context, entry string, gws *Gateways, bc bench
 			fl.Apart = append(fl.Apart, fl.Replicas-1)
 		}
 	}
-	if f.Adjust != nil {
-		f.Adjust(fl, bc, gateways, onRedis)
+	if f.AgentsApart && bc.Workload == bench.WorkloadAgents {
+		agentsApart(fl, gateways, onRedis)
 	}
 	if index == indexApproximate {
 		// Engines that publish no KV events: the gateway subscribes to

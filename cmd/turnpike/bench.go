@@ -126,7 +126,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg.Agentic.TimeScale = sf.timeScale
 	}
 	if cfg.Workload == bench.WorkloadAgents && *url == "" {
-		cfg.Agents.PrefillTokensPerSecond = agentsPrefillRate(&sf)
+		cfg.Agents.PrefillTokensPerSecond = embedded.PrefillRate(sf.accelerator, sf.model)
 	}
 	if *url == "" && sf.timeScale > 0 {
 		// Arrivals on the simulated clock.
@@ -323,12 +323,7 @@ func (f *simFlags) bench() *embedded.Fleet {
 		Topology: f.topology, Policy: f.policy,
 		Sim: f.config(), Replicas: f.replicas,
 		TimeScale: f.timeScale, TTFTTarget: f.ttftTarget,
-		Apart: f.apart, LoRA: f.lora,
-		Adjust: func(fl *sim.Topology, bc bench.Config, gateways int, onRedis bool) {
-			if bc.Workload == bench.WorkloadAgents {
-				agentsApart(fl, f, gateways, onRedis)
-			}
-		},
+		Apart: f.apart, AgentsApart: f.agentsApart, LoRA: f.lora,
 	}
 }
 

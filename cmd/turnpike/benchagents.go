@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/turnpike-gateway/turnpike/accelerators"
-	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/bench"
 )
 
@@ -46,7 +44,7 @@ func (f phasesFlag) Set(v string) error {
 // line left it unset: llama-3.1-8b (the catalog's one model with a 128k
 // context) on B200s, about 1.1M tokens of KV cache each, one replica for
 // every 30 agents of the last phase, 16 to 32; at half real speed, which
-// two cores keep up with at 100 agents (about 15 turns a second, each
+// two cores keep up with at 100 agents (about 10 turns a second, each
 // streaming its answer token by token through the gateway).
 func agentsFleetDefaults(fs *flag.FlagSet, a bench.AgentsConfig) error {
 	phases := a.Phases
@@ -68,30 +66,4 @@ func agentsFleetDefaults(fs *flag.FlagSet, a bench.AgentsConfig) error {
 		}
 	}
 	return nil
-}
-
-// agentsPrefillRate is the fleet's modelled prefill rate of one replica,
-// in tokens a simulated second: the agents workload's TTFT floor.
-func agentsPrefillRate(sf *simFlags) float64 {
-	acc, ok1 := accelerators.LookupAccelerator(sf.accelerator)
-	model, ok2 := accelerators.LookupModel(sf.model)
-	if !ok1 || !ok2 {
-		return 0
-	}
-	const tokens = 1 << 20
-	t := accelerators.PrefillTime(acc, model, tokens)
-	if t <= 0 {
-		return 0
-	}
-	return tokens / t.Seconds()
-}
-
-// agentsApart runs the agents workload's engines in two `turnpike sim`
-// processes when the fleet allows it: one aggregated pool behind one
-// gateway.
-func agentsApart(fl *sim.Topology, sf *simFlags, gateways int, onRedis bool) {
-	if !sf.agentsApart || gateways != 1 || onRedis || fl.Prefill != 0 || fl.Mixed || fl.Config.KVSharedBlocks != 0 || fl.Replicas < 2 {
-		return
-	}
-	fl.Apart = []int{fl.Replicas / 2, fl.Replicas - fl.Replicas/2}
 }
