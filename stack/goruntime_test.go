@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -47,13 +48,34 @@ func TestRuntimeApply(t *testing.T) {
 	t.Cleanup(func() { debug.SetGCPercent(gc); debug.SetMemoryLimit(limit) })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	noEnv := func(string) string { return "" }
+	noCgroup := func(string) ([]byte, error) { return nil, os.ErrNotExist }
 
-	GoRuntime{}.Apply(noEnv, log)
+	GoRuntime{}.apply(noEnv, noCgroup, log)
 	if got := debug.SetGCPercent(100); got != DefaultGCPercent {
 		t.Errorf("default: GC percent %d, want %d", got, DefaultGCPercent)
 	}
 	if got := debug.SetMemoryLimit(-1); got != limit {
 		t.Errorf("default: memory limit %d, want it unchanged (%d)", got, limit)
+	}
+	// In a container with a 2 GiB limit, 90% of it by default; a limit
+	// set in the file or the environment wins.
+	cgroup := func(f string) ([]byte, error) {
+		if f == cgroupMemoryFiles[0] {
+			return []byte("2147483648\n"), nil
+		}
+		return nil, os.ErrNotExist
+	}
+	GoRuntime{}.apply(noEnv, cgroup, log)
+	if got := debug.SetMemoryLimit(limit); got != 2<<30/10*9 {
+		t.Errorf("in a 2 GiB container: memory limit %d, want %d", got, int64(2<<30/10*9))
+	}
+	GoRuntime{MemoryLimit: 1 << 30}.apply(noEnv, cgroup, log)
+	if got := debug.SetMemoryLimit(limit); got != 1<<30 {
+		t.Errorf("in a 2 GiB container with runtime.memoryLimit 1 GiB: memory limit %d", got)
+	}
+	GoRuntime{}.apply(func(k string) string { return map[string]string{"GOMEMLIMIT": "1GiB"}[k] }, cgroup, log)
+	if got := debug.SetMemoryLimit(limit); got != limit {
+		t.Errorf("in a container with GOMEMLIMIT set: memory limit %d, want it unchanged", got)
 	}
 	GoRuntime{GCPercent: 250, MemoryLimit: 3 << 30}.Apply(noEnv, log)
 	if got := debug.SetGCPercent(100); got != 250 {
@@ -69,6 +91,32 @@ func TestRuntimeApply(t *testing.T) {
 	}
 	if got := debug.SetMemoryLimit(limit); got != limit {
 		t.Errorf("with GOMEMLIMIT set: memory limit %d, want it unchanged (%d)", got, limit)
+	}
+}
+
+// TestContainerMemoryLimit: the limit is read from cgroup v2, else v1;
+// "max" and v1's unlimited value are no limit.
+func TestContainerMemoryLimit(t *testing.T) {
+	for _, c := range []struct {
+		v2, v1 string // "" for no such file
+		want   int64
+	}{
+		{"1073741824\n", "", 1 << 30},
+		{"max\n", "", 0},
+		{"", "536870912\n", 512 << 20},
+		{"", "9223372036854771712\n", 0},
+		{"", "", 0},
+	} {
+		read := func(f string) ([]byte, error) {
+			v := map[string]string{cgroupMemoryFiles[0]: c.v2, cgroupMemoryFiles[1]: c.v1}[f]
+			if v == "" {
+				return nil, os.ErrNotExist
+			}
+			return []byte(v), nil
+		}
+		if got := containerMemoryLimit(read); got != c.want {
+			t.Errorf("v2 %q, v1 %q: %d, want %d", c.v2, c.v1, got, c.want)
+		}
 	}
 }
 
