@@ -58,7 +58,7 @@ func (c *Collector) SetName(endpoint int, name string) {
 
 var (
 	descIndexBlocks = prometheus.NewDesc("turnpike_kv_index_endpoint_blocks",
-		"KV-cache blocks the index believes the endpoint holds, by tier.", []string{"endpoint", "tier"}, nil)
+		"KV-cache blocks the index believes the endpoint holds, by tier; in hbm, routing's records and the KV events' reports, a block both report counting twice.", []string{"endpoint", "tier"}, nil)
 	descIndexCapacity = prometheus.NewDesc("turnpike_kv_index_endpoint_capacity_blocks",
 		"Bound on the blocks the index keeps for the endpoint, by tier (the engine's reported capacity when known).", []string{"endpoint", "tier"}, nil)
 	descIndexEvictions = prometheus.NewDesc("turnpike_kv_index_endpoint_evictions_total",
