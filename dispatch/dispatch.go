@@ -533,6 +533,11 @@ func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) e
 	d, spec := t.d, t.spec
 	var buf [16]*pools.Endpoint
 	candidates := t.candidates(d.reg.EndpointsFor(buf[:0], spec.Model))
+	if t.picked == nil && exclude == nil {
+		// A session handed over stays on its draining endpoint while its
+		// new one is warmed; a failed send there is retried as any.
+		t.picked = t.stayingOn()
+	}
 	if exclude != nil && len(candidates) > 1 {
 		candidates = without(candidates, exclude)
 	}

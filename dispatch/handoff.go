@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/internal/jsonscan"
 	"github.com/turnpike-gateway/turnpike/internal/lru"
@@ -35,18 +36,26 @@ const (
 	// DefaultLastPromptBytes bounds the memory kept of sessions' last
 	// prompts, which the warm-ups send again.
 	DefaultLastPromptBytes = 64 << 20
+	// DefaultHandOffMaxWait bounds how long a session handed over keeps
+	// going to the draining endpoint while its new one is warmed: about
+	// what a few cold prefills of long agentic prompts take at once.
+	DefaultHandOffMaxWait = 5 * time.Second
 )
 
 // HandOffConfig is routing.handOff: what happens to the sessions pinned to
 // an endpoint that starts to drain (drained through the admin API, or
-// leaving the fleet as discovery removes it). Each is re-pinned at once
-// to the endpoint the routing policy would choose for its next turn, given
-// its last prompt's blocks in the KV-cache index; and, unless disabled,
-// that endpoint is warmed: sent the session's last prompt as a
-// prefill-only request (max_tokens 1, background priority), when it has
-// slack, within a budget of tokens a second, so that the next turn finds
-// its prefix cached; a decoder of a disaggregated model as a P/D pair,
-// its prefill leg on a prefiller of a compatible revision.
+// leaving the fleet as discovery removes it). Each is handed to the
+// endpoint the routing policy would choose for its next turn, given its
+// last prompt's blocks in the KV-cache index. Unless warm-ups are
+// disabled, that endpoint is first warmed: sent the session's last prompt
+// as a prefill-only request (max_tokens 1, background priority), within a
+// budget of tokens a second, so that the next turn finds its prefix
+// cached; a decoder of a disaggregated model as a P/D pair, its prefill
+// leg on a prefiller of a compatible revision; then again with what its
+// turns added meanwhile. Make before break: until the hand-off's warm-ups
+// have ended (or MaxWait has passed) the session's turns still go to the
+// draining endpoint, which serves them from its cache; then it is
+// re-pinned. Without warm-ups it is re-pinned at once.
 type HandOffConfig struct {
 	// DisableWarmUp sends no warm-ups (the sessions are still re-pinned)
 	// and keeps no prompt bodies. Default false: warm-ups on.
@@ -63,6 +72,12 @@ type HandOffConfig struct {
 	// go, and those sessions are re-pinned at their next turn instead.
 	// Default 64 MiB.
 	LastPromptBytes int64 `yaml:"lastPromptBytes" json:"lastPromptBytes"`
+	// MaxWait bounds how long a session handed over keeps going to the
+	// draining endpoint while its new endpoint is warmed: past it the
+	// session is re-pinned, its warm-up still running. The draining
+	// endpoint must keep serving that long (a pod's termination grace
+	// period). Default 5s.
+	MaxWait time.Duration `yaml:"maxWait" json:"maxWait"`
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -75,6 +90,9 @@ func (c *HandOffConfig) EnsureDefaults() {
 	}
 	if c.LastPromptBytes == 0 {
 		c.LastPromptBytes = DefaultLastPromptBytes
+	}
+	if c.MaxWait == 0 {
+		c.MaxWait = DefaultHandOffMaxWait
 	}
 }
 
@@ -89,6 +107,9 @@ func (c *HandOffConfig) Validate() error {
 	}
 	if c.LastPromptBytes < 0 {
 		errs = append(errs, fmt.Errorf("dispatch: handOff.lastPromptBytes %d is negative", c.LastPromptBytes))
+	}
+	if c.MaxWait < 0 {
+		errs = append(errs, fmt.Errorf("dispatch: handOff.maxWait %v is negative", c.MaxWait))
 	}
 	return errors.Join(errs...)
 }
@@ -139,6 +160,14 @@ func (l *lastPrompts) keep(t *Turn) {
 	l.mu.Unlock()
 }
 
+// get is the last prompt of tenant's session key, or nil.
+func (l *lastPrompts) get(tenant, key string) *lastPrompt {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p, _ := l.mu.c.Peek([2]string{tenant, key})
+	return p
+}
+
 // servedBy returns the last prompts of the sessions last served by
 // endpointID, the most recently served first.
 func (l *lastPrompts) servedBy(endpointID string) []*lastPrompt {
@@ -159,13 +188,18 @@ const maxHandedOff = 100_000
 
 // handedOff are the sessions handed over whose next turn has not come,
 // each with when and whether its endpoint was warmed: that turn's TTFT is
-// measured apart. n lets the turns of a fleet with none skip the lock.
+// measured apart; and the sessions whose hand-off waits for its warm-up,
+// each with the draining endpoint their turns still go to. n and nStay
+// let the turns of a fleet with none skip the lock.
 type handedOff struct {
-	n  atomic.Int64
-	mu struct {
+	n, nStay atomic.Int64
+	// after is time.After, or a test's clock for HandOffConfig.MaxWait.
+	after func(time.Duration) <-chan time.Time
+	mu    struct {
 		sync.Mutex
-		// protects the field below
-		m map[[2]string]handOffMark
+		// protects the fields below
+		m    map[[2]string]handOffMark
+		stay map[[2]string]*stay
 	}
 }
 
@@ -175,31 +209,82 @@ type handOffMark struct {
 	warmed bool
 }
 
-// mark notes that tenant's session key was handed over at.
-func (h *handedOff) mark(tenant, key string, at time.Time) {
+// stay is a session whose turns go to from, draining, until it moves:
+// moving once its re-pin has begun.
+type stay struct {
+	from   *pools.Endpoint
+	moving bool
+}
+
+// stayOn notes that tenant's session key keeps going to from until moved.
+func (h *handedOff) stayOn(tenant, key string, from *pools.Endpoint) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.mu.stay == nil {
+		h.mu.stay = map[[2]string]*stay{}
+	}
+	h.mu.stay[[2]string{tenant, key}] = &stay{from: from}
+	h.nStay.Store(int64(len(h.mu.stay)))
+}
+
+// isStaying reports whether tenant's session key still stays, not
+// claimed to move.
+func (h *handedOff) isStaying(tenant, key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.mu.stay[[2]string{tenant, key}]
+	return ok && !s.moving
+}
+
+// stayingOn is the draining endpoint tenant's session key still goes to,
+// or nil.
+func (h *handedOff) stayingOn(tenant, key string) *pools.Endpoint {
+	if h.nStay.Load() == 0 {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s, ok := h.mu.stay[[2]string{tenant, key}]; ok {
+		return s.from
+	}
+	return nil
+}
+
+// claim reports whether the caller is the one to move tenant's session
+// key, staying: the warm-up's end or MaxWait, whichever comes first.
+func (h *handedOff) claim(tenant, key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.mu.stay[[2]string{tenant, key}]
+	if !ok || s.moving {
+		return false
+	}
+	s.moving = true
+	return true
+}
+
+// staying counts the sessions whose hand-off waits for its warm-up.
+func (h *handedOff) staying() int { return int(h.nStay.Load()) }
+
+// mark notes that tenant's session key was handed over at, warmed or
+// not; it no longer stays where it was. Its next turn is the first that
+// starts after.
+func (h *handedOff) mark(tenant, key string, at time.Time, warmed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := [2]string{tenant, key}
+	if _, ok := h.mu.stay[k]; ok {
+		delete(h.mu.stay, k)
+		h.nStay.Store(int64(len(h.mu.stay)))
+	}
 	if h.mu.m == nil {
 		h.mu.m = map[[2]string]handOffMark{}
 	}
-	k := [2]string{tenant, key}
 	if _, ok := h.mu.m[k]; !ok && len(h.mu.m) >= maxHandedOff {
 		return
 	}
-	h.mu.m[k] = handOffMark{at: at}
+	h.mu.m[k] = handOffMark{at: at, warmed: warmed}
 	h.n.Store(int64(len(h.mu.m)))
-}
-
-// warmed notes that tenant's session key, handed over, was warmed,
-// unless its next turn has come already.
-func (h *handedOff) warmed(tenant, key string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	k := [2]string{tenant, key}
-	if m, ok := h.mu.m[k]; ok {
-		m.warmed = true
-		h.mu.m[k] = m
-	}
 }
 
 // take reports whether tenant's session key was handed over before
@@ -267,19 +352,26 @@ type HandOffReport struct {
 	// Sessions is how many sessions were pinned to the endpoint and known
 	// by their last prompt; HandedOff how many of them were re-pinned.
 	Sessions, HandedOff int
-	// WarmUps counts the warm-ups by result (WarmUpSent, WarmUpBudget…).
+	// WarmUps counts the warm-ups by result (WarmUpSent, WarmUpBudget…),
+	// catch-ups included: a session warmed again with the prompt its
+	// turns on the draining endpoint grew to meanwhile.
 	WarmUps map[string]int
 }
 
 // HandOff hands over the sessions pinned to from, an endpoint that has
-// started to drain: each session this gateway knows the last prompt of is
-// re-pinned to the endpoint the policy chooses for its next turn among
-// the others serving its model (of the revision the session is assigned,
-// when the model has a revision policy), and that endpoint is warmed with the prompt
-// unless HandOffConfig.DisableWarmUp. Sessions it does not know re-pin at
-// their next turn. It returns when every warm-up has ended or ctx has.
-// The registry calls it (pools.Registry.OnDrain); it is safe to call from
-// several goroutines.
+// started to drain: for each session this gateway knows the last prompt
+// of, the policy chooses the endpoint for its next turn among the others
+// serving its model (of the revision the session is assigned, when the
+// model has a revision policy). Unless HandOffConfig.DisableWarmUp, that
+// endpoint is warmed with the prompt first, then again with what the
+// session's turns added meanwhile (up to warmUpRounds in all), and until
+// the hand-off's warm-ups have all ended, or HandOffConfig.MaxWait
+// passes, the session's turns still go to from, which holds its prefix;
+// then it is re-pinned. Without warm-ups it is re-pinned at once.
+// Sessions it does not know re-pin at their next turn. It returns when
+// every warm-up has ended or ctx has. The registry calls
+// it (pools.Registry.OnDrain); it is safe to call from several
+// goroutines.
 func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffReport {
 	rep := HandOffReport{WarmUps: map[string]int{}}
 	if d.sessions == nil || d.last == nil {
@@ -299,7 +391,6 @@ func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffR
 	}
 	assigned := map[*pools.Endpoint]int{}
 	for _, p := range pinned {
-		now := time.Now()
 		rep.Sessions++
 		to, cached, err := d.handOffTarget(ctx, p, from, assigned, len(pinned))
 		if err != nil {
@@ -307,24 +398,97 @@ func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffR
 			continue
 		}
 		assigned[to]++
-		// A failed write of the pin is counted by the store; routing goes on.
-		_ = d.sessions.Pin(ctx, p.tenant, p.key, to.ID, cached, sessions.PinHandOff, now)
-		d.revm.handOffs.WithLabelValues(to.Revision()).Inc()
-		d.handed.mark(p.tenant, p.key, now)
 		rep.HandedOff++
 		if d.warmUps != nil && p.body != nil {
+			// Make before break: its turns stay on from until warmed.
+			d.handed.stayOn(p.tenant, p.key, from)
 			warms = append(warms, warm{p, to, cached})
+			continue
 		}
+		d.repin(ctx, p, to, cached, false)
 	}
 	if len(warms) == 0 {
 		return rep
 	}
-	var (
-		mu  sync.Mutex
-		wg  sync.WaitGroup
-		sem = make(chan struct{}, d.handOff.WarmUpConcurrency)
-	)
-	for _, w := range warms {
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	first := slices.Clone(warms) // warms changes with the catch-ups
+	go func() {
+		// Past MaxWait, the sessions still staying move, unwarmed.
+		select {
+		case <-d.handed.after(d.handOff.MaxWait):
+		case <-wctx.Done():
+			if ctx.Err() == nil {
+				return
+			}
+		}
+		for _, w := range first {
+			if d.handed.claim(w.p.tenant, w.p.key) {
+				d.repin(ctx, w.p, w.to, w.cached, false)
+			}
+		}
+	}()
+	var mu sync.Mutex // guards rep.WarmUps and results
+	results := make([]string, len(warms))
+	batch := make([]int, len(warms))
+	for i := range warms {
+		batch[i] = i
+	}
+	for round := 0; len(batch) > 0 && ctx.Err() == nil; round++ {
+		d.warmBatch(ctx, batch, func(i int) {
+			w := &warms[i]
+			result := d.warmUp(ctx, w.p, w.to, w.cached)
+			d.revm.warmUps.WithLabelValues(w.to.Revision(), result).Inc()
+			mu.Lock()
+			defer mu.Unlock()
+			rep.WarmUps[result]++
+			if results[i] == "" || warmedBy(result) {
+				results[i] = result
+			}
+		})
+		// Catch-up: the sessions' turns went on on from meanwhile, their
+		// prompts grew; those still staying are warmed again with their
+		// latest, now mostly cached there, as a live migration copies
+		// again what changed during its last copy.
+		batch = batch[:0]
+		for i := range warms {
+			w := &warms[i]
+			if round+1 >= warmUpRounds || !warmedBy(results[i]) || !d.handed.isStaying(w.p.tenant, w.p.key) {
+				continue
+			}
+			if cur := d.last.get(w.p.tenant, w.p.key); cur != nil && cur != w.p && cur.body != nil && cur.promptTokens > w.p.promptTokens {
+				w.cached, w.p = len(w.p.hashes), cur
+				batch = append(batch, i)
+			}
+		}
+	}
+	// The sessions move together once every warm-up has ended, so that
+	// their next turns find their new endpoints warm and no longer busy
+	// with the others' warm-ups (those whose warm-up never started, ctx
+	// having ended, unwarmed).
+	for i, w := range warms {
+		if d.handed.claim(w.p.tenant, w.p.key) {
+			d.repin(context.WithoutCancel(ctx), w.p, w.to, w.cached, warmedBy(results[i]))
+		}
+	}
+	d.log.Info("sessions handed over", "endpoint", from.ID, "sessions", rep.Sessions, "handed_over", rep.HandedOff, "warm_ups", rep.WarmUps[WarmUpSent])
+	return rep
+}
+
+// warmUpRounds bounds the warm-ups of one session in one hand-off: the
+// first, and catch-ups of what its turns added meanwhile.
+const warmUpRounds = 3
+
+// warmedBy reports whether a warm-up that ended in result left its
+// endpoint holding the prompt.
+func warmedBy(result string) bool { return result == WarmUpSent || result == WarmUpCached }
+
+// warmBatch runs warm(i) for each i of batch, HandOffConfig.
+// WarmUpConcurrency at once, until ctx ends, and waits for them.
+func (d *Dispatcher) warmBatch(ctx context.Context, batch []int, warm func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, d.handOff.WarmUpConcurrency)
+	for _, i := range batch {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -335,19 +499,37 @@ func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffR
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			result := d.warmUp(ctx, w.p, w.to, w.cached)
-			d.revm.warmUps.WithLabelValues(w.to.Revision(), result).Inc()
-			if result == WarmUpSent || result == WarmUpCached {
-				d.handed.warmed(w.p.tenant, w.p.key)
-			}
-			mu.Lock()
-			rep.WarmUps[result]++
-			mu.Unlock()
+			warm(i)
 		}()
 	}
 	wg.Wait()
-	d.log.Info("sessions handed over", "endpoint", from.ID, "sessions", rep.Sessions, "handed_over", rep.HandedOff, "warm_ups", rep.WarmUps[WarmUpSent])
-	return rep
+}
+
+// HandOffsPending counts the sessions handed over whose turns still go
+// to the endpoint that drains, their new endpoint being warmed: that
+// endpoint must keep serving until none is left (at most
+// HandOffConfig.MaxWait after it started to drain).
+func (d *Dispatcher) HandOffsPending() int { return d.handed.staying() }
+
+// repin moves p's session to to, which holds cached blocks of its last
+// prompt, warmed or not, and counts the hand-off; its next turn is the
+// first that starts after.
+func (d *Dispatcher) repin(ctx context.Context, p *lastPrompt, to *pools.Endpoint, cached int, warmed bool) {
+	now := time.Now()
+	// A failed write of the pin is counted by the store; routing goes on.
+	_ = d.sessions.Pin(ctx, p.tenant, p.key, to.ID, cached, sessions.PinHandOff, now)
+	d.revm.handOffs.WithLabelValues(to.Revision()).Inc()
+	d.handed.mark(p.tenant, p.key, now, warmed)
+}
+
+// stayingOn is the draining endpoint t's session still goes to while its
+// hand-off's warm-up runs, or nil: the turn is sent there as it is, not
+// picked by the policy, which would choose no draining endpoint.
+func (t *Turn) stayingOn() *pools.Endpoint {
+	if t.sessionKey == "" {
+		return nil
+	}
+	return t.d.handed.stayingOn(t.spec.Tenant, t.sessionKey)
 }
 
 // handOffTarget is the endpoint p's session's next turn is best served
@@ -390,8 +572,10 @@ func (d *Dispatcher) handOffTarget(ctx context.Context, p *lastPrompt, from *poo
 	}
 }
 
-// warmUp sends p's prompt to ep as a prefill-only request, when ep has
-// slack and the budget allows, and says what became of it. A decoder of a
+// warmUp sends p's prompt to ep as a prefill-only request, when ep is
+// available and the budget allows, and says what became of it. It does
+// not wait for slack: the session waits for it on the draining endpoint,
+// and a new endpoint is cold because no session is there yet. A decoder of a
 // disaggregated model is warmed as a P/D pair, as the decider would serve
 // the turn: a prefiller of a compatible revision prefills the prompt and
 // ep pulls its KV, so that both hold the prefix; the decoder prefills it
@@ -402,31 +586,27 @@ func (d *Dispatcher) warmUp(ctx context.Context, p *lastPrompt, ep *pools.Endpoi
 	if uncached <= 0 {
 		return WarmUpCached
 	}
-	now := time.Now()
-	if !ep.Available() || ep.EngineQueue(now) > 0 {
+	if !ep.Available() {
 		return WarmUpBusy
 	}
+	if !d.warmUps.take(uncached) {
+		return WarmUpBudget
+	}
 	req := affinity.Request{
-		Model: p.model, Tenant: p.tenant, SessionKey: p.key, PromptTokens: p.promptTokens,
+		Model: p.model, Tenant: p.tenant, PromptTokens: p.promptTokens,
 		ExpectedOutputTokens: 1, Hashes: p.hashes, Band: turns.Background.String(),
 	}
 	prefillers := d.warmUpPrefillers(p, ep, uncached)
 	var prefiller *pools.Endpoint
 	if len(prefillers) > 0 {
 		preq := req
-		preq.SessionKey, preq.Prefill = "", true
+		preq.Prefill = true
 		pf, err := d.policy.Pick(ctx, &preq, prefillers)
-		if err != nil || pf.EngineQueue(now) > 0 {
-			if err == nil {
-				d.policy.Done(&preq, pf, affinity.Outcome{Err: errWarmUpSkipped})
-			}
+		if err != nil {
 			return WarmUpBusy
 		}
 		prefiller = pf
 		defer func() { d.policy.Done(&preq, pf, affinity.Outcome{}) }()
-	}
-	if !d.warmUps.take(uncached) {
-		return WarmUpBudget
 	}
 	header := http.Header{"X-Request-Id": {newRequestID()}}
 	var params json.RawMessage
@@ -448,9 +628,10 @@ func (d *Dispatcher) warmUp(ctx context.Context, p *lastPrompt, ep *pools.Endpoi
 	if err != nil {
 		return WarmUpFailed
 	}
-	// Routed as a background turn of the session on ep alone: the policy
-	// records the prompt on ep ahead of the engine, as for any turn, and
-	// takes it back if the engine fails.
+	// Routed as a background turn on ep alone: the policy records the
+	// prompt on ep ahead of the engine, as for any turn, and takes it back
+	// if the engine fails. Without the session's key: it is re-pinned
+	// when the warm-up ends (repin), not when it starts.
 	if _, err := d.policy.Pick(ctx, &req, []*pools.Endpoint{ep}); err != nil {
 		return WarmUpBusy
 	}
@@ -469,10 +650,6 @@ func (d *Dispatcher) warmUp(ctx context.Context, p *lastPrompt, ep *pools.Endpoi
 	}
 	return WarmUpSent
 }
-
-// errWarmUpSkipped is the outcome routing hears of a prefiller picked for
-// a warm-up that was then not sent.
-var errWarmUpSkipped = errors.New("dispatch: warm-up skipped")
 
 // warmUpPrefillers are the prefillers a warm-up of p on ep, a decoder
 // when p's model is disaggregated, runs its prefill leg on: those of ep's protocol
@@ -528,6 +705,7 @@ func warmUpBody(body []byte, ep *pools.Endpoint, params json.RawMessage) ([]byte
 func (d *Dispatcher) handOffTurnEnded(t *Turn, o *affinity.Outcome) {
 	if handed, warmed := d.handed.take(t.spec.Tenant, t.sessionKey, t.start); handed && o.TTFT > 0 {
 		d.revm.nextTurn.WithLabelValues(strconv.FormatBool(warmed)).Observe(o.TTFT.Seconds())
+		d.log.Debug("a handed-over session's next turn", "endpoint", t.ep.ID, "warmed", warmed, "ttft", o.TTFT, "prompt_tokens", o.PromptTokens, "cached_tokens", o.CachedTokens, "pd", t.pd != nil)
 	}
 }
 
@@ -535,6 +713,10 @@ func (d *Dispatcher) handOffTurnEnded(t *Turn, o *affinity.Outcome) {
 // the warm-up budget from opts.
 func (d *Dispatcher) initHandOff(opts Options) error {
 	d.revisions, d.revm = opts.Revisions, newRevisionMetrics()
+	d.revm.pending = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "turnpike_session_handoffs_pending",
+		Help: "Sessions handed over whose turns still go to the draining endpoint they were pinned to, until their new endpoint's warm-up ends or routing.handOff.maxWait passes: a draining endpoint must keep serving until none is left.",
+	}, func() float64 { return float64(d.handed.staying()) })
 	if d.revisions == nil {
 		d.revisions, _ = affinity.NewRevisions(nil)
 	}
@@ -542,6 +724,7 @@ func (d *Dispatcher) initHandOff(opts Options) error {
 		d.handOff = *opts.HandOff
 	}
 	d.handOff.EnsureDefaults()
+	d.handed.after = time.After
 	if err := d.handOff.Validate(); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,16 +213,156 @@ func mustPinned(t *testing.T, f *handOffFixture, key string) string {
 func TestHandedOffNextTurn(t *testing.T) {
 	var h handedOff
 	at := time.Unix(100, 0)
-	h.mark("acme", "s1", at)
+	h.mark("acme", "s1", at, true)
 	if handed, _ := h.take("acme", "s1", at.Add(-time.Second)); handed {
 		t.Error("a turn that started before the hand-off was taken as its next")
 	}
-	h.warmed("acme", "s1")
 	if handed, warmed := h.take("acme", "s1", at.Add(time.Second)); !handed || !warmed {
 		t.Errorf("the next turn: handed %v, warmed %v; want both", handed, warmed)
 	}
 	if handed, _ := h.take("acme", "s1", at.Add(2*time.Second)); handed {
 		t.Error("the turn after the next was taken too")
+	}
+}
+
+// heldWarmUps makes ep's engine hold each warm-up it gets until release
+// is closed, and says on arrived when one is held.
+func (f *handOffFixture) heldWarmUps(ep *pools.Endpoint) (arrived <-chan struct{}, release chan struct{}) {
+	a, release := make(chan struct{}, 16), make(chan struct{})
+	e := f.engines[ep.ID]
+	e.mu.Lock()
+	e.hold = func(l leg) {
+		if string(l.body["max_tokens"]) == "1" {
+			a <- struct{}{}
+			<-release
+		}
+	}
+	e.mu.Unlock()
+	return a, release
+}
+
+// await waits for ch, at most a minute.
+func await[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: not within a minute", what)
+	}
+	var zero T
+	return zero
+}
+
+// TestHandOffMakeBeforeBreak: while the endpoint a session is handed to is
+// warmed, the session's turns still go to the draining endpoint, which
+// holds its prefix, and it counts as pending; once the warm-up has ended,
+// and a second one has caught up with the prompt that turn grew to, it is
+// re-pinned, and its next turn goes to the warmed endpoint, found cached,
+// measured as warmed.
+func TestHandOffMakeBeforeBreak(t *testing.T) {
+	content := longPrompt(11, 1500)
+	f := newHandOffFixture(t, []string{"r1", "r1"}, HandOffConfig{})
+	from, to := f.reg.Endpoints()[0], f.reg.Endpoints()[1]
+	to.SetDraining(true) // the session on from
+	f.turn(t, "s1", content)
+	to.SetDraining(false)
+	arrived, release := f.heldWarmUps(to)
+	from.SetDraining(true)
+	reps := make(chan HandOffReport, 1)
+	go func() { reps <- f.d.HandOff(t.Context(), from) }()
+	await(t, arrived, "the warm-up")
+	if n, g := f.d.HandOffsPending(), testutil.ToFloat64(f.d.revm.pending); n != 1 || g != 1 {
+		t.Errorf("%d hand-offs pending while the warm-up runs (gauge %v), want 1", n, g)
+	}
+	content += " and more"
+	ep, cached := f.turn(t, "s1", content)
+	if ep != from || cached < 1000 {
+		t.Errorf("a turn during the warm-up went to %s, %d tokens cached; want the draining %s, its prefix cached", ep.ID, cached, from.ID)
+	}
+	if id := mustPinned(t, f, "s1"); id != from.ID {
+		t.Errorf("pinned to %s during the warm-up, want %s still", id, from.ID)
+	}
+	close(release)
+	rep := await(t, reps, "the hand-off")
+	// Twice: the turn on from grew the prompt, caught up with before the
+	// session moves.
+	if rep.HandedOff != 1 || rep.WarmUps[WarmUpSent] != 2 {
+		t.Fatalf("hand-off %+v, want the session handed over, warmed, and caught up with", rep)
+	}
+	if n := f.warmUps(to); n != 2 {
+		t.Errorf("%s got %d warm-ups, want 2", to.ID, n)
+	}
+	if n, g := f.d.HandOffsPending(), testutil.ToFloat64(f.d.revm.pending); n != 0 || g != 0 {
+		t.Errorf("%d hand-offs pending after the warm-up (gauge %v), want 0", n, g)
+	}
+	if id := mustPinned(t, f, "s1"); id != to.ID {
+		t.Fatalf("pinned to %s after the warm-up, want %s", id, to.ID)
+	}
+	ep, cached = f.turn(t, "s1", content+" and one more thing")
+	if ep != to || cached < 1000 {
+		t.Errorf("the next turn went to %s, %d tokens cached; want the warmed %s, its prefix cached", ep.ID, cached, to.ID)
+	}
+	if c := testutil.CollectAndCount(f.d.revm.nextTurn); c != 1 || !f.d.revm.nextTurn.DeleteLabelValues("true") {
+		t.Errorf("%d series of the next turn's TTFT, want warmed=true's alone", c)
+	}
+}
+
+// TestHandOffMaxWait: a warm-up that outlasts routing.handOff.maxWait no
+// longer holds its session: past it, the session is re-pinned and its
+// turns go to the new endpoint, measured as not warmed.
+func TestHandOffMaxWait(t *testing.T) {
+	content := longPrompt(12, 1500)
+	f := newHandOffFixture(t, []string{"r1", "r1"}, HandOffConfig{MaxWait: time.Hour})
+	fire := make(chan time.Time)
+	var waited atomic.Int64
+	f.d.handed.after = func(d time.Duration) <-chan time.Time {
+		waited.Store(int64(d))
+		return fire
+	}
+	from, to := f.reg.Endpoints()[0], f.reg.Endpoints()[1]
+	to.SetDraining(true)
+	f.turn(t, "s1", content)
+	to.SetDraining(false)
+	arrived, release := f.heldWarmUps(to)
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	from.SetDraining(true)
+	reps := make(chan HandOffReport, 1)
+	go func() { reps <- f.d.HandOff(t.Context(), from) }()
+	await(t, arrived, "the warm-up")
+	if got := time.Duration(waited.Load()); got != time.Hour {
+		t.Errorf("the hand-off waits %v at most, want maxWait's 1h", got)
+	}
+	if ep, _ := f.turn(t, "s1", content+" and more"); ep != from {
+		t.Errorf("a turn before maxWait went to %s, want the draining %s", ep.ID, from.ID)
+	}
+	close(fire)
+	moved := make(chan struct{})
+	go func() {
+		defer close(moved)
+		for f.d.HandOffsPending() != 0 && t.Context().Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	await(t, moved, "the re-pin past maxWait")
+	if id := mustPinned(t, f, "s1"); id != to.ID {
+		t.Fatalf("pinned to %s past maxWait, want %s", id, to.ID)
+	}
+	if ep, _ := f.turn(t, "s1", content+" and more and more"); ep != to {
+		t.Errorf("a turn past maxWait went to %s, want %s", ep.ID, to.ID)
+	}
+	close(release)
+	if rep := await(t, reps, "the hand-off"); rep.HandedOff != 1 {
+		t.Errorf("hand-off %+v, want the session handed over", rep)
+	}
+	if c := testutil.CollectAndCount(f.d.revm.nextTurn); c != 1 || !f.d.revm.nextTurn.DeleteLabelValues("false") {
+		t.Errorf("%d series of the next turn's TTFT, want warmed=false's alone", c)
 	}
 }
 

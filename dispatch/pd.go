@@ -154,9 +154,14 @@ func (t *Turn) sendPD(ctx context.Context) error {
 	if len(decoders) == 0 {
 		return d.modelNotFound(spec.Model)
 	}
-	decoder, err := t.pick(ctx, &t.route, decoders)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrNoEndpoint, err)
+	// A session handed over stays on its draining decoder while its new
+	// one is warmed.
+	decoder := t.stayingOn()
+	if decoder == nil {
+		var err error
+		if decoder, err = t.pick(ctx, &t.route, decoders); err != nil {
+			return fmt.Errorf("%w: %w", ErrNoEndpoint, err)
+		}
 	}
 	// A prefiller pairs only with decoders of its protocol and of a
 	// compatible revision.

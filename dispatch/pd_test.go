@@ -36,6 +36,8 @@ type simEngine struct {
 	eng  *sim.Engine
 	mu   sync.Mutex
 	legs []leg
+	// hold, when set, is called with each request before it is served.
+	hold func(leg)
 }
 
 func newSimEngine(t *testing.T, cfg sim.Config) *simEngine {
@@ -56,7 +58,11 @@ func newSimEngine(t *testing.T, cfg sim.Config) *simEngine {
 			l.traceparent = r.Header.Get("Traceparent")
 			s.mu.Lock()
 			s.legs = append(s.legs, l)
+			hold := s.hold
 			s.mu.Unlock()
+			if hold != nil {
+				hold(l)
+			}
 			r.Body = io.NopCloser(strings.NewReader(string(b)))
 		}
 		h.ServeHTTP(w, r)

@@ -45,6 +45,9 @@ type revisionMetrics struct {
 	// nextTurn is the TTFT of a handed-over session's next turn, by
 	// whether its endpoint was warmed.
 	nextTurn *prometheus.HistogramVec
+	// pending, once set (initHandOff), counts the sessions whose turns
+	// still go to a draining endpoint while their new one is warmed.
+	pending prometheus.GaugeFunc
 }
 
 // ttftBuckets resolve a TTFT's median to within a tenth or so, from 10 ms
@@ -105,7 +108,11 @@ func newRevisionMetrics() *revisionMetrics {
 }
 
 func (m *revisionMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.turns, m.ttft, m.promptTokens, m.cachedTokens, m.handOffs, m.warmUps, m.crossed, m.nextTurn}
+	cs := []prometheus.Collector{m.turns, m.ttft, m.promptTokens, m.cachedTokens, m.handOffs, m.warmUps, m.crossed, m.nextTurn}
+	if m.pending != nil {
+		cs = append(cs, m.pending)
+	}
+	return cs
 }
 
 // turnEnded counts an answered turn of ep's revision.
