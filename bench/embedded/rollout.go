@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/bench/driver"
 	"github.com/turnpike-gateway/turnpike/bench/report"
 	"github.com/turnpike-gateway/turnpike/bench/scenario/rollout"
+	"github.com/turnpike-gateway/turnpike/bench/scrape"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/stack"
 )
@@ -102,6 +104,7 @@ func (f *Fleet) runRollout(ctx context.Context, cfg bench.Config, mode string, l
 		fleet.Close()
 	}()
 	t := f.target(st, fl)
+	fleet.metrics = t.GatewayMetrics()
 	// The replicas come and go: their /metrics are not the run's.
 	t.Replicas, t.EngineMetricsURLs, t.EngineURLs, t.Cost = nil, nil, nil, nil
 	return rollout.Run(ctx, cfg, t, fleet, rollout.Options{}, mode)
@@ -109,9 +112,15 @@ func (f *Fleet) runRollout(ctx context.Context, cfg bench.Config, mode string, l
 
 // rolloutFleet replaces the embedded fleet's replicas: new engines of the
 // pools' configs join their pools' lists, and once they take traffic the
-// old ones leave the lists, drain, and are stopped.
+// old ones leave the lists, drain, and are stopped once the gateway sends
+// them nothing more: no turn in flight, no hand-off pending (a session's
+// turns go to its old replica until its new one is warmed), as a pod
+// serves through its termination grace period.
 type rolloutFleet struct {
 	st *stack.Stack
+	// metrics is the gateway's /metrics, where it counts the hand-offs
+	// pending.
+	metrics string
 	// lists are the pools' endpoint lists as set; replicas name each
 	// replica's pool and URL, across the pools in order; steps the
 	// replicas replaced together, in order.
@@ -218,12 +227,32 @@ func (f *rolloutFleet) Replace(ctx context.Context, step int, rev string) error 
 		case <-time.After(rolloutWait):
 			return fmt.Errorf("replica %d did not drain", i)
 		}
+		if err := waitRollout(ctx, func() bool { return f.handOffsPending(ctx) == 0 && old[k].OwnInFlight() == 0 }); err != nil {
+			return fmt.Errorf("replica %d: hand-offs still pending: %w", i, err)
+		}
 		if err := f.st.Fleet().Kill(f.replicas[i].index); err != nil {
 			return err
 		}
 		f.replicas[i].url = joined[k]
 	}
 	return nil
+}
+
+// handOffsPending is the gateway's count of sessions whose turns still go
+// to a draining replica (turnpike_session_handoffs_pending), or -1 when
+// its /metrics cannot be read.
+func (f *rolloutFleet) handOffsPending(ctx context.Context) int {
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	fams, err := scrape.Families(sctx, http.DefaultClient, f.metrics)
+	if err != nil {
+		return -1
+	}
+	fam := fams["turnpike_session_handoffs_pending"]
+	if fam == nil || len(fam.GetMetric()) == 0 {
+		return 0 // a gateway without sessions hands nothing over
+	}
+	return int(fam.GetMetric()[0].GetGauge().GetValue())
 }
 
 // join starts a replica of revision rev beside replica i, in its pool's

@@ -10,7 +10,8 @@
 // prefiller and a decoder together): replicas of the new revision join
 // and take traffic, then the old ones leave the gateway's fleet and
 // drain, which hands their sessions over (and warms their new endpoints,
-// when the gateway does). The Report splits the turns into
+// when the gateway does, the sessions' turns kept on the old replicas
+// meanwhile: the Fleet stops those once the gateway sends them nothing). The Report splits the turns into
 // before, during and after the rollout (failures, TTFT, cached share),
 // and reads from the gateway's /metrics the hand-offs, warm-ups, prefill
 // legs that crossed revisions, the steady-state TTFT before the rollout

@@ -26,7 +26,9 @@ type Fleet interface {
 	Steps() int
 	// Replace replaces step i's replicas by ones of revision rev: the
 	// new ones join the gateway's fleet and take traffic, then the old
-	// ones leave and drain. It returns once all that has happened.
+	// ones leave and drain, and are stopped once the gateway has no
+	// hand-off pending for them (turnpike_session_handoffs_pending). It
+	// returns once all that has happened.
 	Replace(ctx context.Context, i int, rev string) error
 }
 
