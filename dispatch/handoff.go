@@ -523,13 +523,17 @@ func (d *Dispatcher) repin(ctx context.Context, p *lastPrompt, to *pools.Endpoin
 }
 
 // stayingOn is the draining endpoint t's session still goes to while its
-// hand-off's warm-up runs, or nil: the turn is sent there as it is, not
-// picked by the policy, which would choose no draining endpoint.
+// hand-off's warm-up runs, or nil (none, or one that does not serve the
+// turn's model): the turn is sent there as it is, not picked by the
+// policy, which would choose no draining endpoint.
 func (t *Turn) stayingOn() *pools.Endpoint {
 	if t.sessionKey == "" {
 		return nil
 	}
-	return t.d.handed.stayingOn(t.spec.Tenant, t.sessionKey)
+	if ep := t.d.handed.stayingOn(t.spec.Tenant, t.sessionKey); ep != nil && ep.Serves(t.spec.Model) {
+		return ep
+	}
+	return nil
 }
 
 // handOffTarget is the endpoint p's session's next turn is best served
