@@ -404,6 +404,10 @@ func (p *parser) messages() error {
 		if i = p.memoResume(); i > 0 {
 			more, err = p.NextElement()
 		}
+		// Off is past what the memo had: the rest of the body is read,
+		// so the buffer of decoded strings is sized for all of it at
+		// once, not grown by doubling from a few KB.
+		p.Skims = false
 	}
 	if cap(p.msgs) == 0 {
 		p.msgs = make([]Message, 0, messagesGuess(len(p.Data)-p.Off))
