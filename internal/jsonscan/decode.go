@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
@@ -917,10 +918,21 @@ func (d *Decoder) room(partial []byte, n int) []byte {
 	if d.Skims {
 		size = n + max(cap(d.text), 4<<10)
 	}
-	d.text = make([]byte, 0, size)
+	d.text = makeNoZero(size)
 	buf := d.text[:cap(d.text)]
 	copy(buf, partial)
 	return buf
+}
+
+// makeNoZero is make([]byte, 0, n) without clearing the bytes first: the
+// buffer of a long document is as large as the document, and every byte of
+// it that a string returns is written before it is read. strings.Builder's
+// Grow is the one way to such memory outside the runtime.
+func makeNoZero(n int) []byte {
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteByte(0)
+	return unsafe.Slice(unsafe.StringData(b.String()), b.Cap())[:0]
 }
 
 // Join concatenates strs, strings the decoder returned, into its buffer,
