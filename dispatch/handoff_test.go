@@ -570,3 +570,49 @@ func mustPinnedIn(t *testing.T, s *sessions.Store, key string) string {
 	}
 	return id
 }
+
+// TestHandOffColdMovesAtOnce: a session whose warm-up is over the budget
+// is re-pinned at once, unwarmed, while those being warmed stay on the
+// draining endpoint until their warm-ups end.
+func TestHandOffColdMovesAtOnce(t *testing.T) {
+	f := newHandOffFixture(t, []string{"r1", "r1"}, HandOffConfig{WarmUpTokensPerSecond: 1000})
+	from, to := f.reg.Endpoints()[0], f.reg.Endpoints()[1]
+	to.SetDraining(true) // every session on from
+	for i := range 3 {
+		f.turn(t, fmt.Sprint("s", i), longPrompt(20+i, 800))
+	}
+	to.SetDraining(false)
+	arrived, release := f.heldWarmUps(to)
+	from.SetDraining(true)
+	reps := make(chan HandOffReport, 1)
+	go func() { reps <- f.d.HandOff(t.Context(), from) }()
+	// A full bucket of 1000 takes two prompts of 800 (the second an
+	// overdraft); the third is over the budget.
+	await(t, arrived, "the first warm-up")
+	await(t, arrived, "the second warm-up")
+	moved := make(chan struct{})
+	go func() {
+		defer close(moved)
+		for f.d.HandOffsPending() != 2 && t.Context().Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	await(t, moved, "the cold session's re-pin")
+	got := map[string]int{}
+	for i := range 3 {
+		got[mustPinned(t, f, fmt.Sprint("s", i))]++
+	}
+	if got[from.ID] != 2 || got[to.ID] != 1 {
+		t.Errorf("sessions pinned during the warm-ups %v, want 2 still on %s and the cold one on %s", got, from.ID, to.ID)
+	}
+	close(release)
+	rep := await(t, reps, "the hand-off")
+	if rep.HandedOff != 3 || rep.WarmUps[WarmUpBudget] != 1 {
+		t.Errorf("hand-off %+v, want 3 handed over, 1 over budget", rep)
+	}
+	for i := range 3 {
+		if id := mustPinned(t, f, fmt.Sprint("s", i)); id != to.ID {
+			t.Errorf("s%d pinned to %s after the hand-off, want %s", i, id, to.ID)
+		}
+	}
+}
