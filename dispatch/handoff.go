@@ -440,17 +440,10 @@ func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffR
 			result := d.warmUp(ctx, w.p, w.to, w.cached)
 			d.revm.warmUps.WithLabelValues(w.to.Revision(), result).Inc()
 			mu.Lock()
+			defer mu.Unlock()
 			rep.WarmUps[result]++
 			if results[i] == "" || warmedBy(result) {
 				results[i] = result
-			}
-			cold := !warmedBy(results[i])
-			mu.Unlock()
-			if cold && d.handed.claim(w.p.tenant, w.p.key) {
-				// Not warmed (over the budget, failed): waiting gains it
-				// nothing, and its cold prefill had better not come with
-				// the others' next turns.
-				d.repin(ctx, w.p, w.to, w.cached, false)
 			}
 		})
 		// Catch-up: the sessions' turns went on on from meanwhile, their
