@@ -18,19 +18,23 @@ import (
 )
 
 func (s *Server) handleChatCompletions(c echo.Context) error {
-	return s.proxyCompletion(c, "/v1/chat/completions", prompt.ChatBody, s.memo.ParseChat)
+	return s.proxyCompletion(c, "/v1/chat/completions", prompt.ChatBody, s.memo.ParseChatIn)
 }
 
 func (s *Server) handleCompletions(c echo.Context) error {
-	return s.proxyCompletion(c, "/v1/completions", prompt.CompletionBody, prompt.ParseCompletion)
+	return s.proxyCompletion(c, "/v1/completions", prompt.CompletionBody, parseCompletion)
 }
+
+// parseCompletion is prompt.ParseCompletion in proxyCompletion's shape.
+func parseCompletion(body, _ []byte) (*prompt.Request, error) { return prompt.ParseCompletion(body) }
 
 // proxyCompletion forwards a chat or text completion to an endpoint of a
 // pool serving its model, streaming the answer back as it comes. The body
 // is decoded once, by parse, and forwarded as the client wrote it; one
 // that is longer than its model's context by its length alone is refused
-// first.
-func (s *Server) proxyCompletion(c echo.Context, path string, kind prompt.BodyKind, parse func([]byte) (*prompt.Request, error)) error {
+// first. parse decodes the body's strings into text, the spare room of
+// the body's pooled buffer, where they fit.
+func (s *Server) proxyCompletion(c echo.Context, path string, kind prompt.BodyKind, parse func(body, text []byte) (*prompt.Request, error)) error {
 	start := time.Now()
 	param := "messages"
 	if kind == prompt.CompletionBody {
@@ -51,9 +55,10 @@ func (s *Server) proxyCompletion(c echo.Context, path string, kind prompt.BodyKi
 	if err != nil {
 		return err
 	}
-	// req aliases body, so body is never written to: it is forwarded as
-	// it is, or with a member spliced in before it by withStreamUsage.
-	req, err := parse(body)
+	// req aliases body, and the strings decoded into the buffer's spare
+	// room after it, so body is never written to: it is forwarded as it
+	// is, or with a member spliced in before it by withStreamUsage.
+	req, err := parse(body, buf.AvailableBuffer())
 	if err != nil {
 		return err
 	}
@@ -164,26 +169,33 @@ func endTurnSpan(span trace.Span, id string, err error) {
 // garbage of one per request is most of a turn's allocated bytes.
 var bodyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-// maxPooledBody keeps one huge body from pinning its buffer forever.
-const maxPooledBody = 4 << 20
+// maxPooledBody keeps one huge body from pinning its buffer forever: a
+// buffer holds a body and room as large again for its decoded strings.
+const maxPooledBody = 8 << 20
 
 // readPooledBody reads the request body, or copies staged, the body
 // already read (readChecked), into a pooled buffer sized from its
 // length, after bodyHeadroom bytes of room: the body is
-// buf.Bytes()[bodyHeadroom:]. The caller gives it back with putBody once
-// nothing refers to the body any more.
+// buf.Bytes()[bodyHeadroom:]. As much room again is left after one read
+// from the client, for
+// the strings the parser decodes (buf.AvailableBuffer()), which decode to
+// no more bytes than they take in the body, stray bytes apart. The
+// caller gives it back with putBody once nothing refers to the body or
+// its decoded strings any more.
 func readPooledBody(c echo.Context, staged []byte) (*bytes.Buffer, error) {
 	r := c.Request()
 	buf := bodyBufs.Get().(*bytes.Buffer)
 	buf.Reset()
 	var room [bodyHeadroom]byte
 	if staged != nil {
+		// A staged body is one whose escapes make it longer than its
+		// text could be: room for its strings would be mostly waste.
 		buf.Grow(bodyHeadroom + len(staged))
 		buf.Write(room[:])
 		buf.Write(staged)
 		return buf, nil
 	}
-	buf.Grow(bodyHeadroom + bodyRoom(r))
+	buf.Grow(bodyHeadroom + 2*bodyRoom(r))
 	buf.Write(room[:])
 	if _, err := buf.ReadFrom(r.Body); err != nil {
 		putBody(buf)

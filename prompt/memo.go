@@ -165,11 +165,19 @@ func ToolsKey(tools []byte) uint64 { return xxhash.Sum64(tools) }
 // shares with body and remembering body for the next turn. The Request's
 // Prior is set when the memo has body (nil when it does not: a short or
 // refused body).
-func (m *Memo) ParseChat(body []byte) (*Request, error) {
+func (m *Memo) ParseChat(body []byte) (*Request, error) { return m.ParseChatIn(body, nil) }
+
+// ParseChatIn is ParseChat with the strings it decodes (those with
+// escapes) in text's capacity as far as it goes: the Request aliases text
+// as it aliases body, and text, like body, must not change while the
+// Request is in use. A caller that recycles bodies' buffers lends one
+// with each body, so that a body's decoded strings cost no allocation.
+func (m *Memo) ParseChatIn(body, text []byte) (*Request, error) {
 	if m == nil || len(body) < m.min {
-		return ParseChat(body)
+		return parse(body, text, true)
 	}
 	p := parser{Decoder: jsonscan.Decoder{Data: body, Skims: true}, chat: true, r: new(Request), contentErr: -1, memo: m}
+	p.UseText(text)
 	if err := p.body(); err != nil {
 		return nil, jsonError(err)
 	}

@@ -270,7 +270,8 @@ func TestMemoChain(t *testing.T) {
 }
 
 // FuzzMemoParseChat: reading b after a through a memo reads what ParseChat
-// reads, whatever a was.
+// reads, whatever a was, and whether or not a buffer for its decoded
+// strings is lent (ParseChatIn) and reused as the body is.
 func FuzzMemoParseChat(f *testing.F) {
 	bodies := sessionBodies(1, 4)
 	f.Add(bodies[1], bodies[2])
@@ -281,13 +282,28 @@ func FuzzMemoParseChat(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		m := NewMemo(1 << 20)
 		m.min = 0
-		// Twice: the first is only probed, the second remembered.
-		for range 2 {
-			if _, err := m.ParseChat(bytes.Clone(a)); err != nil {
+		// A lent buffer comes full of what it held before.
+		lend := func(n int) []byte { return bytes.Repeat([]byte{0xfe}, n)[:0] }
+		// Twice: the first is only probed, the second remembered; the
+		// first through ParseChat, the second with a lent buffer, which
+		// is then reused, as the body is.
+		for i := range 2 {
+			body, text := bytes.Clone(a), lend(len(a))
+			var err error
+			if i == 0 {
+				_, err = m.ParseChat(body)
+			} else {
+				_, err = m.ParseChatIn(body, text)
+			}
+			if err != nil {
 				return
 			}
+			for _, buf := range [][]byte{body, text[:cap(text)]} {
+				copy(buf, bytes.Repeat([]byte{'#'}, len(buf)))
+			}
 		}
-		got, gotErr := m.ParseChat(bytes.Clone(b))
+		// A buffer that may be too small: the rest is allocated.
+		got, gotErr := m.ParseChatIn(bytes.Clone(b), lend(len(b)/2))
 		want, wantErr := ParseChat(b)
 		if (gotErr == nil) != (wantErr == nil) {
 			t.Fatalf("memo %v, plain %v", gotErr, wantErr)

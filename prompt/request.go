@@ -84,10 +84,10 @@ func jsonError(err error) error {
 // Code, and reads the same values (the last of duplicate keys, U+FFFD for
 // what is not UTF-8), with one difference: keys match exactly, as engines
 // read them, where encoding/json would also take "Model" for "model".
-func ParseChat(body []byte) (*Request, error) { return parse(body, true) }
+func ParseChat(body []byte) (*Request, error) { return parse(body, nil, true) }
 
 // ParseCompletion reads a /v1/completions body in one pass, like ParseChat.
-func ParseCompletion(body []byte) (*Request, error) { return parse(body, false) }
+func ParseCompletion(body []byte) (*Request, error) { return parse(body, nil, false) }
 
 // parser walks a body once, filling r. Type errors do not stop it: the
 // body must still be checked to its end, since a syntax error anywhere
@@ -119,8 +119,11 @@ type parser struct {
 	messagesSeen int
 }
 
-func parse(body []byte, chat bool) (*Request, error) {
+// parse reads body, decoding its strings into text's capacity as far as
+// it goes (jsonscan.Decoder.UseText).
+func parse(body, text []byte, chat bool) (*Request, error) {
 	p := parser{Decoder: jsonscan.Decoder{Data: body}, chat: chat, r: new(Request), contentErr: -1}
+	p.UseText(text)
 	if err := p.body(); err != nil {
 		return nil, jsonError(err)
 	}
@@ -404,10 +407,6 @@ func (p *parser) messages() error {
 		if i = p.memoResume(); i > 0 {
 			more, err = p.NextElement()
 		}
-		// Off is past what the memo had: the rest of the body is read,
-		// so the buffer of decoded strings is sized for all of it at
-		// once, not grown by doubling from a few KB.
-		p.Skims = false
 	}
 	if cap(p.msgs) == 0 {
 		p.msgs = make([]Message, 0, messagesGuess(len(p.Data)-p.Off))

@@ -935,6 +935,13 @@ func makeNoZero(n int) []byte {
 	return unsafe.Slice(unsafe.StringData(b.String()), b.Cap())[:0]
 }
 
+// UseText lends the decoder text's capacity for the strings it decodes,
+// which then alias text as far as it goes; past that the decoder
+// allocates. A caller that recycles documents' buffers lends one with the
+// document, so that decoding its strings costs no allocation; text must
+// then not change while what the decoder returns is in use.
+func (d *Decoder) UseText(text []byte) { d.text = text[:0] }
+
 // Join concatenates strs, strings the decoder returned, into its buffer,
 // copying only when there are several.
 func (d *Decoder) Join(strs []string) string {
