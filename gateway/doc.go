@@ -8,8 +8,9 @@
 //
 // # Overview
 //
-// A chat or text completion body is decoded once (prompt.ParseChat,
-// prompt.ParseCompletion) into what the turn path needs — model, stream,
+// A chat or text completion body is decoded once (the memo's
+// ParseChatIn, prompt.ParseCompletion) into what the turn path needs, its
+// strings aliasing the body's pooled buffer — model, stream,
 // budgets, hints and the prompt as the engine's chat template reads it —
 // and forwarded as the client wrote it; only a stream that did not ask for
 // usage gets stream_options.include_usage spliced in, and the extra usage
