@@ -105,7 +105,12 @@ func TestAdapterDiscoveryAndOnDemandLoad(t *testing.T) {
 	t.Cleanup(func() { r.Close(ctx) })
 	ep := r.Endpoints()[0]
 
-	waitFor(t, "sql listed", func() bool { return len(r.Serving("sql")) == 1 })
+	// The adapters listed (/v1/models) and the slots (/metrics) come from
+	// two reads of the engine, which may land in different scrapes.
+	waitFor(t, "sql listed and the slots read", func() bool {
+		_, slots := ep.AdapterSlots(time.Now())
+		return len(r.Serving("sql")) == 1 && slots > 0
+	})
 	if !ep.HasAdapter("sql", time.Now()) || ep.HasAdapter("chat", time.Now()) {
 		t.Fatalf("sql preloaded, chat not: has sql %v, chat %v", ep.HasAdapter("sql", time.Now()), ep.HasAdapter("chat", time.Now()))
 	}
