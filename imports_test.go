@@ -79,6 +79,7 @@ var floors = map[string][]string{
 	"internal/filewatch": {},
 	// A real kube-apiserver and etcd for tests.
 	"internal/kubetest": {},
+	"internal/heaptest": {},
 	// The gateway's and responses/api's test fixture (tests alone import
 	// it): a Responses stack over simulated engines, with no gateway.
 	"internal/gatewaytest": {"accelerators/sim", "affinity", "dispatch", "pools", "responses", "state"},

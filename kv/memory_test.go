@@ -3,15 +3,14 @@ package kv
 import (
 	"runtime"
 	"testing"
+
+	"github.com/turnpike-gateway/turnpike/internal/heaptest"
 )
 
 // liveHeap is the heap's live bytes after a collection.
 func liveHeap() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
+	alloc, _ := heaptest.Live()
+	return alloc
 }
 
 // TestIndexMemoryBound fills an index with more sessions' cold chains

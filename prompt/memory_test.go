@@ -5,15 +5,14 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/turnpike-gateway/turnpike/internal/heaptest"
 )
 
 // liveHeap is the heap's live bytes after a collection.
 func liveHeap() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
+	alloc, _ := heaptest.Live()
+	return alloc
 }
 
 // sizedBody is a chat body of about kb KiB, the turn-th of a session:

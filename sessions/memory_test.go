@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/turnpike-gateway/turnpike/internal/heaptest"
 )
 
 // TestStoreMemory: a session costs the store a few hundred bytes however
@@ -22,11 +24,8 @@ func TestStoreMemory(t *testing.T) {
 		max      = 50_000
 	)
 	liveHeap := func() uint64 {
-		var m runtime.MemStats
-		runtime.GC()
-		runtime.GC()
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
+		alloc, _ := heaptest.Live()
+		return alloc
 	}
 	keys := make([]string, sessions)
 	for i := range keys {

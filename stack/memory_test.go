@@ -9,13 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/turnpike-gateway/turnpike/internal/heaptest"
 	"github.com/turnpike-gateway/turnpike/pools"
 )
 
@@ -98,13 +98,7 @@ func TestGatewayMemoryAtManySessions(t *testing.T) {
 		}
 		return nil
 	}
-	liveHeap := func() (alloc, inuse uint64) {
-		var m runtime.MemStats
-		runtime.GC()
-		runtime.GC()
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc, m.HeapInuse
-	}
+	liveHeap := heaptest.Live
 	// One session first, so that pools and buffers are made.
 	if err := post(sessions, 0); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/turnpike-gateway/turnpike/internal/heaptest"
 )
 
 // TestIncrementalMemory: the token cache's live heap is what it counts, 4
@@ -19,11 +21,8 @@ func TestIncrementalMemory(t *testing.T) {
 	const sessions = 100
 	tok := qwen(t).Tokenizer
 	liveHeap := func() uint64 {
-		var m runtime.MemStats
-		runtime.GC()
-		runtime.GC()
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
+		alloc, _ := heaptest.Live()
+		return alloc
 	}
 	tokens := 0
 	before := liveHeap()
