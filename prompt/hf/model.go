@@ -35,11 +35,7 @@ func (m *Model) EncodePrompt(dst []uint32, p *prompt.Prompt, inc *Incremental, k
 		// The text lives only while it is encoded: neither the tokenizer
 		// nor inc keeps any of it.
 		buf := renderBuffers.Get().(*[]byte)
-		defer func() {
-			if cap(*buf) <= maxPooledRender {
-				renderBuffers.Put(buf)
-			}
-		}()
+		defer putRender(buf)
 		var err error
 		if *buf, err = m.Template.AppendRender((*buf)[:0], p.Messages, p.Tools, true); err != nil {
 			return dst, err
@@ -59,3 +55,11 @@ var renderBuffers = sync.Pool{New: func() any { return new([]byte) }}
 // maxPooledRender bounds a rendering kept for reuse: about a 256k-token
 // prompt.
 const maxPooledRender = 1 << 20
+
+// putRender gives buf back to renderBuffers unless it grew too large to
+// keep.
+func putRender(buf *[]byte) {
+	if cap(*buf) <= maxPooledRender {
+		renderBuffers.Put(buf)
+	}
+}

@@ -43,7 +43,7 @@ func (p *Prompts) EncodePrompt(dst []uint32, pr *prompt.Prompt, key string) []ui
 	buf := renderBuffers.Get().(*[]byte)
 	*buf = prompt.AppendRender((*buf)[:0], pr)
 	dst = p.Model.Tokenizer.Encode(dst, unsafeString(*buf))
-	renderBuffers.Put(buf)
+	putRender(buf)
 	return dst
 }
 
