@@ -537,6 +537,7 @@ func (t *Turn) send(ctx context.Context, body []byte, exclude *pools.Endpoint) e
 		// A session handed over stays on its draining endpoint while its
 		// new one is warmed; a failed send there is retried as any.
 		t.picked = t.stayingOn()
+		t.stayed = t.picked != nil
 	}
 	if exclude != nil && len(candidates) > 1 {
 		candidates = without(candidates, exclude)

@@ -62,7 +62,8 @@ type HandOffConfig struct {
 	DisableWarmUp bool `yaml:"disableWarmUp" json:"disableWarmUp"`
 	// WarmUpTokensPerSecond is the warm-ups' budget, in prompt tokens not
 	// cached at their endpoint a second, with a burst of as much again;
-	// a warm-up past it is skipped. Default 50000.
+	// a warm-up past it waits for it while its session can wait (MaxWait
+	// from the hand-off's start), and is skipped after. Default 50000.
 	WarmUpTokensPerSecond float64 `yaml:"warmUpTokensPerSecond" json:"warmUpTokensPerSecond"`
 	// WarmUpConcurrency is how many warm-ups of one hand-off run at once.
 	// Default 4.
@@ -145,19 +146,60 @@ func newLastPrompts(maxBytes int64, keepBody bool) *lastPrompts {
 	return l
 }
 
-// keep records the turn's prompt as its session's last: the turn was
-// answered whole by t.ep.
-func (l *lastPrompts) keep(t *Turn) {
+// keep records p as its session's last prompt.
+func (l *lastPrompts) keep(p *lastPrompt) {
+	l.mu.Lock()
+	l.mu.c.Add([2]string{p.tenant, p.key}, p)
+	l.mu.Unlock()
+}
+
+// lastPrompt is what t, answered whole by t.ep, leaves for a hand-off of
+// its session to send again: its prompt, and, when t went to the
+// draining endpoint its session stayed on, the answer too (withAnswer),
+// so that a catch-up warms the session's new endpoint with everything the
+// draining one holds and the session's next turn finds only its own new
+// messages uncached there, as it would have on the endpoint it leaves.
+// Other turns' answers are not kept: reading one costs a JSON decode a
+// streamed token.
+func (d *Dispatcher) lastPrompt(t *Turn) *lastPrompt {
 	p := &lastPrompt{
 		tenant: t.spec.Tenant, key: t.sessionKey, model: t.spec.Model, path: t.spec.Path,
 		endpoint: t.ep.ID, hashes: slices.Clone(t.route.Hashes), promptTokens: t.route.PromptTokens,
 	}
-	if l.keepBody {
-		p.body = slices.Clone(t.spec.Body)
+	if !d.last.keepBody {
+		return p
 	}
-	l.mu.Lock()
-	l.mu.c.Add([2]string{p.tenant, p.key}, p)
-	l.mu.Unlock()
+	p.body = slices.Clone(t.spec.Body)
+	if !t.stayed {
+		return p
+	}
+	text, err := generatedText(t.sent, t.spec.Path)
+	if err != nil || text == "" {
+		return p // a tool call, reasoning: the prompt alone is warmed
+	}
+	set, err := withAnswer(t.spec, text)
+	if err != nil {
+		return p
+	}
+	body, err := jsonscan.Edit(t.spec.Body, set)
+	if err != nil {
+		return p
+	}
+	p.body = body
+	tok := d.Tokenizer(t.spec.Model)
+	if len(t.tokens) == 0 || len(p.hashes) == 0 {
+		p.promptTokens += tok.Count(text)
+		return p
+	}
+	// The answer's tokens follow the prompt's, which end with the
+	// generation prompt the final message continues; the chain goes on
+	// from the prompt's last full block.
+	tokens := tok.Encode(slices.Clip(t.tokens), text)
+	if n := len(p.hashes); n*d.hasher.BlockTokens() <= len(t.tokens) {
+		p.hashes = d.hasher.HashTokensFrom(p.hashes, p.hashes[n-1], tokens[n*d.hasher.BlockTokens():])
+	}
+	p.promptTokens = len(tokens)
+	return p
 }
 
 // get is the last prompt of tenant's session key, or nil.
@@ -203,10 +245,14 @@ type handedOff struct {
 	}
 }
 
-// handOffMark is a session's hand-off awaiting its next turn.
+// handOffMark is a session's hand-off awaiting its next turn: when, to
+// which endpoint, and the prompt that endpoint was last warmed with, if
+// it was.
 type handOffMark struct {
 	at     time.Time
 	warmed bool
+	to     *pools.Endpoint
+	p      *lastPrompt
 }
 
 // stay is a session whose turns go to from, draining, until it moves:
@@ -266,13 +312,13 @@ func (h *handedOff) claim(tenant, key string) bool {
 // staying counts the sessions whose hand-off waits for its warm-up.
 func (h *handedOff) staying() int { return int(h.nStay.Load()) }
 
-// mark notes that tenant's session key was handed over at, warmed or
-// not; it no longer stays where it was. Its next turn is the first that
-// starts after.
-func (h *handedOff) mark(tenant, key string, at time.Time, warmed bool) {
+// mark notes that p's session was handed over to to at, warmed with p
+// or not; it no longer stays where it was. Its next turn is the first
+// that starts after.
+func (h *handedOff) mark(p *lastPrompt, to *pools.Endpoint, at time.Time, warmed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	k := [2]string{tenant, key}
+	k := [2]string{p.tenant, p.key}
 	if _, ok := h.mu.stay[k]; ok {
 		delete(h.mu.stay, k)
 		h.nStay.Store(int64(len(h.mu.stay)))
@@ -283,8 +329,40 @@ func (h *handedOff) mark(tenant, key string, at time.Time, warmed bool) {
 	if _, ok := h.mu.m[k]; !ok && len(h.mu.m) >= maxHandedOff {
 		return
 	}
-	h.mu.m[k] = handOffMark{at: at, warmed: warmed}
+	h.mu.m[k] = handOffMark{at: at, warmed: warmed, to: to, p: p}
 	h.n.Store(int64(len(h.mu.m)))
+}
+
+// catchUp reports the endpoint p's session was handed over to, warmed,
+// and how many blocks of p it holds, when p is newer than what it was
+// warmed with and the session's next turn has not started: p is then
+// what it is warmed with.
+func (h *handedOff) catchUp(p *lastPrompt) (*pools.Endpoint, int, bool) {
+	if h.n.Load() == 0 {
+		return nil, 0, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := [2]string{p.tenant, p.key}
+	m, ok := h.mu.m[k]
+	if !ok || !m.warmed || m.p == nil || m.p == p || p.promptTokens <= m.p.promptTokens || m.to.ID == p.endpoint {
+		return nil, 0, false
+	}
+	cached := commonPrefix(m.p.hashes, p.hashes)
+	m.p = p
+	h.mu.m[k] = m
+	return m.to, cached, true
+}
+
+// commonPrefix is how many leading hashes a and b share.
+func commonPrefix(a, b []kv.BlockHash) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
 }
 
 // take reports whether tenant's session key was handed over before
@@ -330,9 +408,9 @@ func newTokenBucket(rate, burst float64, now func() time.Time) *tokenBucket {
 	return b
 }
 
-// take spends n tokens and reports true, or reports false, spending
-// nothing, when the bucket is empty or in debt.
-func (b *tokenBucket) take(n int) bool {
+// take spends n tokens and returns 0, or, the bucket being empty or in
+// debt, spends nothing and returns how long until it holds some again.
+func (b *tokenBucket) take(n int) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
@@ -341,10 +419,33 @@ func (b *tokenBucket) take(n int) bool {
 	}
 	b.mu.at = now
 	if b.mu.level <= 0 {
-		return false
+		// At least a millisecond: a level of exactly 0 holds nothing.
+		return max(time.Duration(-b.mu.level/b.rate*float64(time.Second)), time.Millisecond)
 	}
 	b.mu.level -= float64(n)
-	return true
+	return 0
+}
+
+// awaitBudget spends n tokens of the warm-up budget, waiting for them
+// while they would come before until (never, when it is zero): the
+// session waits on its draining endpoint meanwhile, so a warm-up that
+// starts late is still worth more than none. It reports false when they
+// would not come in time, or ctx ended.
+func (d *Dispatcher) awaitBudget(ctx context.Context, n int, until time.Time) bool {
+	for {
+		wait := d.warmUps.take(n)
+		if wait == 0 {
+			return true
+		}
+		if until.IsZero() || time.Now().Add(wait).After(until) {
+			return false
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // HandOffReport is what one hand-off did.
@@ -410,6 +511,8 @@ func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffR
 	if len(warms) == 0 {
 		return rep
 	}
+	// Warm-ups wait for the budget while their sessions may wait.
+	until := time.Now().Add(d.handOff.MaxWait)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	first := slices.Clone(warms) // warms changes with the catch-ups
@@ -428,47 +531,70 @@ func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffR
 			}
 		}
 	}()
-	var mu sync.Mutex // guards rep.WarmUps and results
-	results := make([]string, len(warms))
-	batch := make([]int, len(warms))
-	for i := range warms {
-		batch[i] = i
+	// The sessions move in groups, those handed to endpoints of one
+	// revision together, once every warm-up of the group has ended: their
+	// next turns then find their new endpoints warm and no longer busy
+	// with each other's warm-ups (a P/D decoder's run on the revision's
+	// prefillers), while a group that is done need not wait for another,
+	// nor its agents' sessions end on the draining endpoint meanwhile.
+	var mu sync.Mutex // guards rep.WarmUps, warmed and pending
+	warmed := make([]bool, len(warms))
+	pending := map[string]int{}
+	for _, w := range warms {
+		pending[w.to.Revision()]++
 	}
-	for round := 0; len(batch) > 0 && ctx.Err() == nil; round++ {
-		d.warmBatch(ctx, batch, func(i int) {
-			w := &warms[i]
-			result := d.warmUp(ctx, w.p, w.to, w.cached)
-			d.revm.warmUps.WithLabelValues(w.to.Revision(), result).Inc()
-			mu.Lock()
-			defer mu.Unlock()
-			rep.WarmUps[result]++
-			if results[i] == "" || warmedBy(result) {
-				results[i] = result
-			}
-		})
-		// Catch-up: the sessions' turns went on on from meanwhile, their
-		// prompts grew; those still staying are warmed again with their
-		// latest, now mostly cached there, as a live migration copies
-		// again what changed during its last copy.
-		batch = batch[:0]
+	move := func(rev string) {
 		for i := range warms {
 			w := &warms[i]
-			if round+1 >= warmUpRounds || !warmedBy(results[i]) || !d.handed.isStaying(w.p.tenant, w.p.key) {
-				continue
-			}
-			if cur := d.last.get(w.p.tenant, w.p.key); cur != nil && cur != w.p && cur.body != nil && cur.promptTokens > w.p.promptTokens {
-				w.cached, w.p = len(w.p.hashes), cur
-				batch = append(batch, i)
+			if w.to.Revision() == rev && d.handed.claim(w.p.tenant, w.p.key) {
+				d.repin(context.WithoutCancel(ctx), w.p, w.to, w.cached, warmed[i])
 			}
 		}
 	}
-	// The sessions move together once every warm-up has ended, so that
-	// their next turns find their new endpoints warm and no longer busy
-	// with the others' warm-ups (those whose warm-up never started, ctx
-	// having ended, unwarmed).
-	for i, w := range warms {
+	all := make([]int, len(warms))
+	for i := range warms {
+		all[i] = i
+	}
+	d.warmBatch(ctx, all, func(i int) {
+		w := &warms[i]
+		for range warmUpRounds {
+			result := d.warmUp(ctx, w.p, w.to, w.cached, until)
+			d.revm.warmUps.WithLabelValues(w.to.Revision(), result).Inc()
+			mu.Lock()
+			rep.WarmUps[result]++
+			mu.Unlock()
+			if !warmedBy(result) {
+				break
+			}
+			mu.Lock()
+			warmed[i], w.cached = true, len(w.p.hashes)
+			mu.Unlock()
+			// Catch-up: the session's turns went on on from meanwhile,
+			// its prompt grew; still staying, it is warmed again with its
+			// latest, now mostly cached there, as a live migration copies
+			// again what changed during its last copy.
+			cur := d.last.get(w.p.tenant, w.p.key)
+			if !d.handed.isStaying(w.p.tenant, w.p.key) || cur == nil || cur == w.p || cur.body == nil || cur.promptTokens <= w.p.promptTokens {
+				break
+			}
+			mu.Lock()
+			w.p = cur
+			mu.Unlock()
+		}
+		mu.Lock()
+		pending[w.to.Revision()]--
+		done := pending[w.to.Revision()] == 0
+		mu.Unlock()
+		if done {
+			mu.Lock()
+			defer mu.Unlock()
+			move(w.to.Revision())
+		}
+	})
+	// Those whose warm-up never started, ctx having ended, move unwarmed.
+	for _, w := range warms {
 		if d.handed.claim(w.p.tenant, w.p.key) {
-			d.repin(context.WithoutCancel(ctx), w.p, w.to, w.cached, warmedBy(results[i]))
+			d.repin(context.WithoutCancel(ctx), w.p, w.to, w.cached, false)
 		}
 	}
 	d.log.Info("sessions handed over", "endpoint", from.ID, "sessions", rep.Sessions, "handed_over", rep.HandedOff, "warm_ups", rep.WarmUps[WarmUpSent])
@@ -519,7 +645,32 @@ func (d *Dispatcher) repin(ctx context.Context, p *lastPrompt, to *pools.Endpoin
 	// A failed write of the pin is counted by the store; routing goes on.
 	_ = d.sessions.Pin(ctx, p.tenant, p.key, to.ID, cached, sessions.PinHandOff, now)
 	d.revm.handOffs.WithLabelValues(to.Revision()).Inc()
-	d.handed.mark(p.tenant, p.key, now, warmed)
+	d.handed.mark(p, to, now, warmed)
+	if cur := d.last.get(p.tenant, p.key); cur != nil && cur != p {
+		// A turn that stayed ended after the last catch-up began.
+		d.catchUpMoved(cur)
+	}
+}
+
+// catchUpMoved warms, in the background, the endpoint p's session was
+// handed over to with p, the last prompt (and answer) of a turn that
+// stayed on the draining endpoint and ended once the session had moved:
+// its next turn, which an agent sends a moment later, then finds
+// everything cached that it would have found where the session was.
+func (d *Dispatcher) catchUpMoved(p *lastPrompt) {
+	if d.warmUps == nil || p.body == nil {
+		return
+	}
+	to, cached, ok := d.handed.catchUp(p)
+	if !ok {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), d.handOff.MaxWait)
+		defer cancel()
+		result := d.warmUp(ctx, p, to, cached, time.Time{})
+		d.revm.warmUps.WithLabelValues(to.Revision(), result).Inc()
+	}()
 }
 
 // stayingOn is the draining endpoint t's session still goes to while its
@@ -534,6 +685,20 @@ func (t *Turn) stayingOn() *pools.Endpoint {
 		return ep
 	}
 	return nil
+}
+
+// stayCached is how many tokens of t's prompt ep, the draining endpoint
+// its session stays on, holds, picked by no policy: as many as the
+// session's last prompt (and answer) there shares with it.
+func (t *Turn) stayCached(ep *pools.Endpoint) int {
+	p := t.d.last.get(t.spec.Tenant, t.sessionKey)
+	if p == nil || p.endpoint != ep.ID {
+		return 0
+	}
+	if len(p.hashes) > 0 && len(t.route.Hashes) > 0 {
+		return min(commonPrefix(p.hashes, t.route.Hashes)*t.d.hasher.BlockTokens(), t.route.PromptTokens)
+	}
+	return 0
 }
 
 // handOffTarget is the endpoint p's session's next turn is best served
@@ -585,7 +750,7 @@ func (d *Dispatcher) handOffTarget(ctx context.Context, p *lastPrompt, from *poo
 // ep pulls its KV, so that both hold the prefix; the decoder prefills it
 // itself only where the decider would have it do so (no compatible
 // prefiller, or too little uncached).
-func (d *Dispatcher) warmUp(ctx context.Context, p *lastPrompt, ep *pools.Endpoint, cached int) string {
+func (d *Dispatcher) warmUp(ctx context.Context, p *lastPrompt, ep *pools.Endpoint, cached int, until time.Time) string {
 	uncached := p.promptTokens - cached*d.hasher.BlockTokens()
 	if uncached <= 0 {
 		return WarmUpCached
@@ -593,7 +758,7 @@ func (d *Dispatcher) warmUp(ctx context.Context, p *lastPrompt, ep *pools.Endpoi
 	if !ep.Available() {
 		return WarmUpBusy
 	}
-	if !d.warmUps.take(uncached) {
+	if !d.awaitBudget(ctx, uncached, until) {
 		return WarmUpBudget
 	}
 	req := affinity.Request{

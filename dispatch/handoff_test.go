@@ -74,29 +74,33 @@ func newHandOffFixture(t *testing.T, revisions []string, ho HandOffConfig) *hand
 // returns the endpoint that answered and the engine's cached tokens.
 func (f *handOffFixture) turn(t *testing.T, key, content string) (*pools.Endpoint, int) {
 	t.Helper()
-	ep, u := sessionTurn(t, f.d, key, content)
+	ep, u, _ := sessionTurn(t, f.d, key, content)
 	return ep, u.PromptTokensDetails.CachedTokens
 }
 
 // sessionTurn runs one whole streamed turn of session key with content on
-// d and returns the endpoint that answered and the usage.
-func sessionTurn(t *testing.T, d *Dispatcher, key, content string) (*pools.Endpoint, Usage) {
+// d and returns the endpoint that answered, the usage and the answer.
+func sessionTurn(t *testing.T, d *Dispatcher, key, content string) (*pools.Endpoint, Usage, string) {
 	t.Helper()
+	tr, err := d.Begin(t.Context(), sessionSpec(key, content))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := tr.Endpoint()
+	text, u := readTurn(t, tr, true)
+	tr.End(nil)
+	return ep, u, text
+}
+
+// sessionSpec is a streamed turn of session key with content.
+func sessionSpec(key, content string) *Spec {
 	m, _ := json.Marshal(content)
-	spec := &Spec{
+	return &Spec{
 		Tenant: "acme", Model: testModel, Path: chatPath,
 		Body:         fmt.Appendf(nil, `{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_tokens":4,"messages":[{"role":"user","content":%s}]}`, m),
 		ClientHeader: http.Header{"X-Session-Id": {key}},
 		Prompt:       &prompt.Prompt{Model: testModel, Messages: []prompt.Message{{Role: "user", Content: content}}},
 	}
-	tr, err := d.Begin(t.Context(), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep := tr.Endpoint()
-	_, u := readTurn(t, tr, true)
-	tr.End(nil)
-	return ep, u
 }
 
 // warmUps are the requests ep's engine got with max_tokens 1, not streamed.
@@ -213,7 +217,7 @@ func mustPinned(t *testing.T, f *handOffFixture, key string) string {
 func TestHandedOffNextTurn(t *testing.T) {
 	var h handedOff
 	at := time.Unix(100, 0)
-	h.mark("acme", "s1", at, true)
+	h.mark(&lastPrompt{tenant: "acme", key: "s1"}, nil, at, true)
 	if handed, _ := h.take("acme", "s1", at.Add(-time.Second)); handed {
 		t.Error("a turn that started before the hand-off was taken as its next")
 	}
@@ -228,8 +232,13 @@ func TestHandedOffNextTurn(t *testing.T) {
 // heldWarmUps makes ep's engine hold each warm-up it gets until release
 // is closed, and says on arrived when one is held.
 func (f *handOffFixture) heldWarmUps(ep *pools.Endpoint) (arrived <-chan struct{}, release chan struct{}) {
+	return holdWarmUps(f.engines[ep.ID])
+}
+
+// holdWarmUps makes e hold each warm-up it gets until release is closed,
+// and says on arrived when one is held.
+func holdWarmUps(e *simEngine) (arrived <-chan struct{}, release chan struct{}) {
 	a, release := make(chan struct{}, 16), make(chan struct{})
-	e := f.engines[ep.ID]
 	e.mu.Lock()
 	e.hold = func(l leg) {
 		if string(l.body["max_tokens"]) == "1" {
@@ -239,6 +248,24 @@ func (f *handOffFixture) heldWarmUps(ep *pools.Endpoint) (arrived <-chan struct{
 	}
 	e.mu.Unlock()
 	return a, release
+}
+
+// heldHandOff runs a turn of session s1 with content on the first of the
+// fixture's two endpoints, then drains it and hands the session over to
+// the second, whose warm-ups are held (heldWarmUps); it returns once the
+// first has arrived there, with the hand-off's report to come on reps.
+func (f *handOffFixture) heldHandOff(t *testing.T, content string) (from, to *pools.Endpoint, arrived <-chan struct{}, release chan struct{}, reps <-chan HandOffReport) {
+	t.Helper()
+	from, to = f.reg.Endpoints()[0], f.reg.Endpoints()[1]
+	to.SetDraining(true) // the session on from
+	f.turn(t, "s1", content)
+	to.SetDraining(false)
+	arrived, release = f.heldWarmUps(to)
+	from.SetDraining(true)
+	r := make(chan HandOffReport, 1)
+	go func() { r <- f.d.HandOff(t.Context(), from) }()
+	await(t, arrived, "the warm-up")
+	return from, to, arrived, release, r
 }
 
 // await waits for ch, at most a minute.
@@ -263,21 +290,13 @@ func await[T any](t *testing.T, ch <-chan T, what string) T {
 func TestHandOffMakeBeforeBreak(t *testing.T) {
 	content := longPrompt(11, 1500)
 	f := newHandOffFixture(t, []string{"r1", "r1"}, HandOffConfig{})
-	from, to := f.reg.Endpoints()[0], f.reg.Endpoints()[1]
-	to.SetDraining(true) // the session on from
-	f.turn(t, "s1", content)
-	to.SetDraining(false)
-	arrived, release := f.heldWarmUps(to)
-	from.SetDraining(true)
-	reps := make(chan HandOffReport, 1)
-	go func() { reps <- f.d.HandOff(t.Context(), from) }()
-	await(t, arrived, "the warm-up")
+	from, to, _, release, reps := f.heldHandOff(t, content)
 	if n, g := f.d.HandOffsPending(), testutil.ToFloat64(f.d.revm.pending); n != 1 || g != 1 {
 		t.Errorf("%d hand-offs pending while the warm-up runs (gauge %v), want 1", n, g)
 	}
 	content += " and more"
-	ep, cached := f.turn(t, "s1", content)
-	if ep != from || cached < 1000 {
+	ep, u, answer := sessionTurn(t, f.d, "s1", content)
+	if cached := u.PromptTokensDetails.CachedTokens; ep != from || cached < 1000 {
 		t.Errorf("a turn during the warm-up went to %s, %d tokens cached; want the draining %s, its prefix cached", ep.ID, cached, from.ID)
 	}
 	if id := mustPinned(t, f, "s1"); id != from.ID {
@@ -293,18 +312,106 @@ func TestHandOffMakeBeforeBreak(t *testing.T) {
 	if n := f.warmUps(to); n != 2 {
 		t.Errorf("%s got %d warm-ups, want 2", to.ID, n)
 	}
+	// The catch-up carries the answer the draining endpoint gave the turn
+	// that stayed, as the start of the assistant's message: the new
+	// endpoint holds all that the draining one did.
+	var catchUp leg
+	for _, l := range f.engines[to.ID].received() {
+		if string(l.body["max_tokens"]) == "1" {
+			catchUp = l
+		}
+	}
+	var msgs []prompt.Message
+	if err := json.Unmarshal(catchUp.body["messages"], &msgs); err != nil || len(msgs) != 2 || msgs[1].Role != "assistant" || msgs[1].Content != answer ||
+		string(catchUp.body["continue_final_message"]) != "true" || answer == "" {
+		t.Errorf("the catch-up's messages %s (continue_final_message %s), want the turn's and its answer %q continued", catchUp.body["messages"], catchUp.body["continue_final_message"], answer)
+	}
 	if n, g := f.d.HandOffsPending(), testutil.ToFloat64(f.d.revm.pending); n != 0 || g != 0 {
 		t.Errorf("%d hand-offs pending after the warm-up (gauge %v), want 0", n, g)
 	}
 	if id := mustPinned(t, f, "s1"); id != to.ID {
 		t.Fatalf("pinned to %s after the warm-up, want %s", id, to.ID)
 	}
-	ep, cached = f.turn(t, "s1", content+" and one more thing")
+	ep, cached := f.turn(t, "s1", content+" and one more thing")
 	if ep != to || cached < 1000 {
 		t.Errorf("the next turn went to %s, %d tokens cached; want the warmed %s, its prefix cached", ep.ID, cached, to.ID)
 	}
 	if c := testutil.CollectAndCount(f.d.revm.nextTurn); c != 1 || !f.d.revm.nextTurn.DeleteLabelValues("true") {
 		t.Errorf("%d series of the next turn's TTFT, want warmed=true's alone", c)
+	}
+}
+
+// TestHandOffCatchUpAfterMove: a turn that stayed on the draining
+// endpoint and was still being answered when its session moved sends the
+// new endpoint a catch-up of its prompt and answer once it ends, so that
+// the session's next turn, which an agent sends a moment later, finds
+// them cached there.
+func TestHandOffCatchUpAfterMove(t *testing.T) {
+	content := longPrompt(13, 1500)
+	f := newHandOffFixture(t, []string{"r1", "r1"}, HandOffConfig{})
+	from, to, arrived, release, reps := f.heldHandOff(t, content)
+	content += " and more"
+	tr, err := f.d.Begin(t.Context(), sessionSpec("s1", content))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Endpoint() != from {
+		t.Errorf("a turn during the warm-up went to %s, want the draining %s", tr.Endpoint().ID, from.ID)
+	}
+	close(release)
+	if rep := await(t, reps, "the hand-off"); rep.HandedOff != 1 || rep.WarmUps[WarmUpSent] != 1 {
+		t.Fatalf("hand-off %+v, want the session handed over after one warm-up", rep)
+	}
+	if id := mustPinned(t, f, "s1"); id != to.ID {
+		t.Fatalf("pinned to %s, want %s", id, to.ID)
+	}
+	answer, _ := readTurn(t, tr, true)
+	tr.End(nil)
+	await(t, arrived, "the catch-up after the move")
+	legs := f.engines[to.ID].received()
+	var msgs []prompt.Message
+	if err := json.Unmarshal(legs[len(legs)-1].body["messages"], &msgs); err != nil || len(msgs) != 2 || msgs[0].Content != content || msgs[1].Content != answer {
+		t.Errorf("the catch-up's messages %s, want the turn's and its answer %q", legs[len(legs)-1].body["messages"], answer)
+	}
+}
+
+// TestHandOffMovesByRevision: the sessions handed to endpoints of one
+// revision move together once their warm-ups have ended, without waiting
+// for those of another revision, still being warmed.
+func TestHandOffMovesByRevision(t *testing.T) {
+	f := newHandOffFixture(t, []string{"r1", "r1", "r2"}, HandOffConfig{})
+	from, a, b := f.reg.Endpoints()[0], f.reg.Endpoints()[1], f.reg.Endpoints()[2]
+	a.SetDraining(true)
+	b.SetDraining(true) // every session on from
+	for i := range 2 {
+		f.turn(t, fmt.Sprint("s", i), longPrompt(20+i, 1500))
+	}
+	a.SetDraining(false)
+	b.SetDraining(false)
+	arrived, release := f.heldWarmUps(b)
+	from.SetDraining(true)
+	reps := make(chan HandOffReport, 1)
+	go func() { reps <- f.d.HandOff(t.Context(), from) }()
+	await(t, arrived, "the warm-up of r2's endpoint")
+	pinned := func() map[string]string {
+		return map[string]string{"s0": mustPinned(t, f, "s0"), "s1": mustPinned(t, f, "s1")}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for p := pinned(); p["s0"] != a.ID && p["s1"] != a.ID; p = pinned() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no session moved to %s while %s's warm-up was held: %v", a.ID, b.ID, p)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if p := pinned(); p["s0"] != from.ID && p["s1"] != from.ID || f.d.HandOffsPending() != 1 {
+		t.Errorf("pinned %v, %d pending, while %s's warm-up is held; want one session still on %s", p, f.d.HandOffsPending(), b.ID, from.ID)
+	}
+	close(release)
+	if rep := await(t, reps, "the hand-off"); rep.HandedOff != 2 {
+		t.Fatalf("hand-off %+v, want 2 sessions handed over", rep)
+	}
+	if p := pinned(); p["s0"] == p["s1"] || p["s0"] == from.ID || p["s1"] == from.ID {
+		t.Errorf("pinned %v, want one session on each of %s and %s", p, a.ID, b.ID)
 	}
 }
 
@@ -393,22 +500,38 @@ func TestHandOffSpread(t *testing.T) {
 	}
 }
 
-// TestHandOffWarmUpBudget: warm-ups past the budget of tokens a second are
-// skipped and counted so.
+// TestHandOffWarmUpBudget: a warm-up past the budget of tokens a second
+// waits for it while its session can wait on the draining endpoint
+// (maxWait), and is skipped, and counted so, when the budget would not
+// refill in time.
 func TestHandOffWarmUpBudget(t *testing.T) {
-	f := newHandOffFixture(t, []string{"r1", "r1"}, HandOffConfig{WarmUpTokensPerSecond: 1000, WarmUpConcurrency: 1})
-	from, other := f.reg.Endpoints()[0], f.reg.Endpoints()[1]
-	other.SetDraining(true) // every session on from
-	for i := range 3 {
-		f.turn(t, fmt.Sprint("s", i), longPrompt(i, 800))
-	}
-	other.SetDraining(false)
-	from.SetDraining(true)
-	rep := f.d.HandOff(t.Context(), from)
-	// A full bucket of 1000 takes one prompt of 800 tokens, and one more
-	// (the overdraft), then none until it refills.
-	if rep.HandedOff != 3 || rep.WarmUps[WarmUpSent] != 2 || rep.WarmUps[WarmUpBudget] != 1 {
-		t.Errorf("hand-off %+v, want 3 handed over, 2 warm-ups sent, 1 over budget", rep)
+	for _, tc := range []struct {
+		name         string
+		rate         float64
+		maxWait      time.Duration
+		sent, budget int
+	}{
+		// A full bucket of 100 takes one prompt of 800 tokens (the
+		// overdraft, to -700), then none for 7 s.
+		{"skipped", 100, time.Second, 1, 2},
+		// A full bucket of 1000 takes one prompt of 800 tokens, and one
+		// more (to -600), then none for 0.6 s, which the third waits.
+		{"waits", 1000, time.Minute, 3, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newHandOffFixture(t, []string{"r1", "r1"}, HandOffConfig{WarmUpTokensPerSecond: tc.rate, WarmUpConcurrency: 1, MaxWait: tc.maxWait})
+			from, other := f.reg.Endpoints()[0], f.reg.Endpoints()[1]
+			other.SetDraining(true) // every session on from
+			for i := range 3 {
+				f.turn(t, fmt.Sprint("s", i), longPrompt(i, 800))
+			}
+			other.SetDraining(false)
+			from.SetDraining(true)
+			rep := f.d.HandOff(t.Context(), from)
+			if rep.HandedOff != 3 || rep.WarmUps[WarmUpSent] != tc.sent || rep.WarmUps[WarmUpBudget] != tc.budget {
+				t.Errorf("hand-off %+v, want 3 handed over, %d warm-ups sent, %d over budget", rep, tc.sent, tc.budget)
+			}
+		})
 	}
 }
 
@@ -434,9 +557,15 @@ func TestTokenBucket(t *testing.T) {
 	}
 	for i, s := range steps {
 		now = now.Add(s.advance)
-		if got := b.take(s.take); got != s.ok {
+		if got := b.take(s.take) == 0; got != s.ok {
 			t.Fatalf("step %d: take(%d) = %v, want %v", i, s.take, got, s.ok)
 		}
+	}
+	// In debt, it says how long until it is repaid.
+	b = newTokenBucket(1000, 1000, clock)
+	b.take(1600)
+	if got := b.take(1); got != 600*time.Millisecond {
+		t.Errorf("600 tokens in debt at 1000/s: wait %v, want 600ms", got)
 	}
 	// Over a long run of small takes the bucket gives at most burst +
 	// rate×T + one take.
@@ -444,7 +573,7 @@ func TestTokenBucket(t *testing.T) {
 	taken := 0
 	for range 10_000 {
 		now = now.Add(time.Millisecond)
-		if b.take(7) {
+		if b.take(7) == 0 {
 			taken += 7
 		}
 	}
@@ -493,25 +622,11 @@ func TestHandOffConcurrent(t *testing.T) {
 // session's next turn finds its prefix at the decoder and needs no
 // prefill leg.
 func TestHandOffWarmUpPD(t *testing.T) {
-	sess, err := sessions.NewStore(sessions.Options{})
-	if err != nil {
-		t.Fatal(err)
+	f, sess := newHandOffPDFixture(t)
+	turn := func(content string) (*pools.Endpoint, Usage) {
+		ep, u, _ := sessionTurn(t, f.d, "s1", content)
+		return ep, u
 	}
-	hasher := &kv.Hasher{}
-	f := newPDFixtureOf(t, pdFixtureConfig{prefillers: 1, decoders: 2,
-		policy: func(*pools.Registry) affinity.Policy {
-			p, err := affinity.NewPolicy(affinity.Config{}, affinity.Deps{Index: kv.NewIndex(kv.IndexOptions{}), Hasher: hasher, Sessions: sess})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		},
-		options: func(o *Options) { o.Sessions, o.Hasher, o.HandOff = sess, hasher, &HandOffConfig{} },
-	})
-	for _, ep := range append(slices.Clone(f.prefillEP), f.decodeEP...) {
-		ep.SetLoad(pools.Load{ScrapedAt: time.Now().Add(time.Hour), MaxNumSeqs: 64}) // slack
-	}
-	turn := func(content string) (*pools.Endpoint, Usage) { return sessionTurn(t, f.d, "s1", content) }
 	content := longPrompt(3, 1500)
 	from, _ := turn(content)
 	prefills := len(f.prefill[0].received())
@@ -569,4 +684,57 @@ func mustPinnedIn(t *testing.T, s *sessions.Store, key string) string {
 		t.Fatalf("session %s is not pinned", key)
 	}
 	return id
+}
+
+// newHandOffPDFixture is a P/D fleet of one prefiller and two decoders,
+// routed by the cache-aware policy with sessions and warm-ups.
+func newHandOffPDFixture(t *testing.T) (*pdFixture, *sessions.Store) {
+	t.Helper()
+	sess, err := sessions.NewStore(sessions.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hasher := &kv.Hasher{}
+	f := newPDFixtureOf(t, pdFixtureConfig{prefillers: 1, decoders: 2,
+		policy: func(*pools.Registry) affinity.Policy {
+			p, err := affinity.NewPolicy(affinity.Config{}, affinity.Deps{Index: kv.NewIndex(kv.IndexOptions{}), Hasher: hasher, Sessions: sess})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		options: func(o *Options) { o.Sessions, o.Hasher, o.HandOff = sess, hasher, &HandOffConfig{} },
+	})
+	for _, ep := range append(slices.Clone(f.prefillEP), f.decodeEP...) {
+		ep.SetLoad(pools.Load{ScrapedAt: time.Now().Add(time.Hour), MaxNumSeqs: 64}) // slack
+	}
+	return f, sess
+}
+
+// TestHandOffStayingPD: a turn that stays on its session's draining
+// decoder while the new one is warmed is decided as the pinned session's
+// turn it is: the decoder holds the session's prompt, so a few new tokens
+// are prefilled there, with no prefill leg.
+func TestHandOffStayingPD(t *testing.T) {
+	f, _ := newHandOffPDFixture(t)
+	content := longPrompt(4, 1500)
+	from, _, _ := sessionTurn(t, f.d, "s1", content)
+	to := f.decode[0]
+	if from == f.decodeEP[0] {
+		to = f.decode[1]
+	}
+	arrived, release := holdWarmUps(to)
+	from.SetDraining(true)
+	reps := make(chan HandOffReport, 1)
+	go func() { reps <- f.d.HandOff(t.Context(), from) }()
+	await(t, arrived, "the warm-up's decode leg")
+	prefills := len(f.prefill[0].received())
+	if ep, _, _ := sessionTurn(t, f.d, "s1", content+" and more"); ep != from {
+		t.Errorf("a turn during the warm-up went to %s, want the draining %s", ep.ID, from.ID)
+	}
+	if n := len(f.prefill[0].received()) - prefills; n != 0 {
+		t.Errorf("the turn that stayed sent %d prefill legs, want none: its decoder holds all but a few tokens", n)
+	}
+	close(release)
+	await(t, reps, "the hand-off")
 }

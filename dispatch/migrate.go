@@ -22,9 +22,10 @@ const (
 var errNotResumable = errors.New("dispatch: the answer cannot be resumed")
 
 // keep remembers a streamed data line, so that a migration can tell what
-// the engine had generated. Only data is kept, not the lines around it.
+// the engine had generated, and a hand-off's catch-up what a turn on the
+// draining endpoint answered. Only data is kept, not the lines around it.
 func (t *Turn) keep(l *Line) {
-	if l.Data == nil || l.Done || l.Usage || t.d.maxMigrations == 0 {
+	if l.Data == nil || l.Done || l.Usage || t.d.maxMigrations == 0 && !t.stayed {
 		return
 	}
 	t.sent = append(t.sent, l.Data...)
@@ -110,11 +111,10 @@ func generatedText(sent []byte, path string) (string, error) {
 const chatPath = "/v1/chat/completions"
 
 // continuation is the request that continues the answer to spec.Body
-// after text (generated tokens, by every leg so far): for a chat, the messages with text as the start of
-// the assistant's answer, continued in place (vLLM's
-// continue_final_message, with no generation prompt); for a completion,
-// the prompt followed by text. The output budget shrinks by what was
-// generated. With nothing generated it is body itself: a plain retry.
+// after text (generated tokens, by every leg so far), given as the start
+// of the assistant's answer (withAnswer). The output budget shrinks by
+// what was generated. With nothing generated it is body itself: a plain
+// retry.
 func continuation(spec *Spec, text string, generated int) ([]byte, error) {
 	if text == "" {
 		return spec.Body, nil
@@ -137,6 +137,20 @@ func continuation(spec *Spec, text string, generated int) ([]byte, error) {
 		}
 		set = append(set, jsonscan.Member{Key: k, Value: strconv.AppendInt(nil, int64(n-generated), 10)})
 	}
+	answer, err := withAnswer(spec, text)
+	if err != nil {
+		return nil, err
+	}
+	return jsonscan.Edit(spec.Body, append(set, answer...))
+}
+
+// withAnswer is the members that make spec.Body the request whose prompt
+// ends with text, the start of the assistant's answer: for a chat, the
+// messages with text as a final assistant message continued in place
+// (vLLM's continue_final_message, with no generation prompt); for a
+// completion, the prompt followed by text.
+func withAnswer(spec *Spec, text string) ([]jsonscan.Member, error) {
+	var set []jsonscan.Member
 	textJSON, _ := json.Marshal(text)
 	if spec.Path == chatPath {
 		msgs, _, err := jsonscan.Lookup(spec.Body, "messages")
@@ -159,7 +173,7 @@ func continuation(spec *Spec, text string, generated int) ([]byte, error) {
 		raw, _ = json.Marshal(p + text)
 		set = append(set, jsonscan.Member{Key: "prompt", Value: raw})
 	}
-	return jsonscan.Edit(spec.Body, set)
+	return set, nil
 }
 
 // appendElement is the JSON array arr with elem added at its end; the

@@ -157,6 +157,7 @@ func (t *Turn) sendPD(ctx context.Context) error {
 	// A session handed over stays on its draining decoder while its new
 	// one is warmed.
 	decoder := t.stayingOn()
+	t.stayed = decoder != nil
 	if decoder == nil {
 		var err error
 		if decoder, err = t.pick(ctx, &t.route, decoders); err != nil {
@@ -183,8 +184,11 @@ func (t *Turn) sendPD(ctx context.Context) error {
 	}
 	prefillers = prefillers[:n]
 	cached := 0
-	if t.route.Routing.Endpoint == decoder {
+	switch {
+	case t.route.Routing.Endpoint == decoder:
 		cached = t.route.Routing.CachedBlocks * d.hasher.BlockTokens()
+	case t.stayed:
+		cached = t.stayCached(decoder)
 	}
 	verdict := d.pd.Decide(t.route.PromptTokens, cached, affinity.Available(prefillers), incompatible)
 	d.pdm.decisions.WithLabelValues(flavor, verdict.Reason).Inc()

@@ -60,7 +60,8 @@ const (
 	WarmUpSent = "sent"
 	// WarmUpFailed: the engine refused it or failed.
 	WarmUpFailed = "failed"
-	// WarmUpBudget: the warm-up budget (tokens a second) was spent.
+	// WarmUpBudget: the warm-up budget (tokens a second) was spent, and
+	// would not refill before the session had to move (HandOffConfig.MaxWait).
 	WarmUpBudget = "budget"
 	// WarmUpBusy: the endpoint had no slack (queued work, or no room).
 	WarmUpBusy = "busy"

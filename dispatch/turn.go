@@ -75,8 +75,11 @@ type Turn struct {
 	header http.Header
 	pd     *pdLeg
 	// picked, when set, is the endpoint send tries first instead of
-	// picking (the decoder the P/D decision was made for).
+	// picking (the decoder the P/D decision was made for). stayed: the
+	// turn went to the draining endpoint its session stays on while its
+	// hand-off's warm-up runs; its answer is kept for a catch-up.
 	picked *pools.Endpoint
+	stayed bool
 	// engine is the span of the current leg's engine request, decode the
 	// decode leg's (P/D), both ended with the turn (trace.go); nil, or
 	// spans that record nothing, when tracing is off. responseID is the
@@ -385,8 +388,12 @@ func (t *Turn) End(err error) {
 		if t.touched && t.d.last != nil {
 			// What a hand-off of the session re-sends; kept before release
 			// gives the hashes back.
-			t.d.last.keep(t)
+			p := t.d.lastPrompt(t)
+			t.d.last.keep(p)
 			t.d.handOffTurnEnded(t, &o)
+			if t.stayed {
+				t.d.catchUpMoved(p)
+			}
 		}
 	}
 	t.release(o, true)
