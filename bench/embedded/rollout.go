@@ -38,36 +38,52 @@ const (
 	RolloutNoWarmUp = "no-warm-up"
 )
 
-// Rollout runs the rollout workload once for each of modes (warm-up,
-// no-warm-up), each on a fresh embedded fleet, and prints them side by
-// side.
-func (f *Fleet) Rollout(ctx context.Context, cfg bench.Config, modes []string, stdout io.Writer, out string, log *slog.Logger) error {
+// Rollout runs the rollout workload repeat times for each of modes
+// (warm-up, no-warm-up), their order reversed every other time, each on a
+// fresh embedded fleet, and prints them side by side, each mode's runs
+// pooled (rollout.Pool).
+func (f *Fleet) Rollout(ctx context.Context, cfg bench.Config, modes []string, repeat int, stdout io.Writer, out string, log *slog.Logger) error {
 	for _, m := range modes {
 		if m != RolloutWarmUp && m != RolloutNoWarmUp {
 			return fmt.Errorf("bench: --workload rollout --compare %q: want %s and/or %s", m, RolloutWarmUp, RolloutNoWarmUp)
 		}
 	}
-	var reps []*rollout.Report
-	for _, mode := range modes {
-		res, rep, err := f.runRollout(ctx, cfg, mode, log)
-		if err != nil {
-			return fmt.Errorf("bench: rollout %s: %w", mode, err)
+	runs := make([][]*rollout.Report, len(modes))
+	for run := range max(repeat, 1) {
+		order := slices.Clone(modes)
+		if run%2 == 1 {
+			slices.Reverse(order)
 		}
-		r := report.ResultOf(res)
-		r.Workload, r.Policy = WorkloadRollout, mode
-		b, err := json.MarshalIndent(struct {
-			Result  any             `json:"result"`
-			Rollout *rollout.Report `json:"rollout"`
-		}{r, rep}, "", "  ")
-		if err != nil {
-			return err
+		for _, mode := range order {
+			res, rep, err := f.runRollout(ctx, cfg, mode, log)
+			if err != nil {
+				return fmt.Errorf("bench: rollout %s: %w", mode, err)
+			}
+			r := report.ResultOf(res)
+			r.Workload, r.Policy, r.Run = WorkloadRollout, mode, run
+			b, err := json.MarshalIndent(struct {
+				Result  any             `json:"result"`
+				Rollout *rollout.Report `json:"rollout"`
+			}{r, rep}, "", "  ")
+			if err != nil {
+				return err
+			}
+			name := "rollout-" + mode + ".json"
+			if repeat > 1 {
+				name = fmt.Sprintf("rollout-%s-%d.json", mode, run+1)
+			}
+			if err := os.WriteFile(filepath.Join(out, name), b, 0o644); err != nil {
+				return err
+			}
+			i := slices.Index(modes, mode)
+			runs[i] = append(runs[i], rep)
 		}
-		if err := os.WriteFile(filepath.Join(out, "rollout-"+mode+".json"), b, 0o644); err != nil {
-			return err
-		}
-		reps = append(reps, rep)
 	}
-	writeRollout(stdout, f.Topology, modes, reps)
+	reps := make([]*rollout.Report, len(modes))
+	for i := range modes {
+		reps[i] = rollout.Pool(runs[i])
+	}
+	writeRollout(stdout, f.Topology, modes, reps, runs)
 	fmt.Fprintf(stdout, "\nresults: %s/rollout-*.json\n", out)
 	return nil
 }
@@ -313,8 +329,12 @@ func hostPort(u string) string {
 // writeRollout prints the runs side by side, with the rollout's goals: no
 // failed turn, no P/D leg across revisions, and the next turn after a
 // hand-off no slower than 1.5× the steady state.
-func writeRollout(w io.Writer, topology string, modes []string, reps []*rollout.Report) {
-	fmt.Fprintf(w, "rollout: %d replicas (%s topology) replaced by revision %s in %d steps (a P/D fleet's: a prefiller and a decoder at once)\n\n", reps[0].Replicas, cmp.Or(topology, sim.TopologyAggregated), reps[0].Options.Revision, len(reps[0].Replacements))
+func writeRollout(w io.Writer, topology string, modes []string, reps []*rollout.Report, runs [][]*rollout.Report) {
+	fmt.Fprintf(w, "rollout: %d replicas (%s topology) replaced by revision %s in %d steps (a P/D fleet's: a prefiller and a decoder at once)", reps[0].Replicas, cmp.Or(topology, sim.TopologyAggregated), reps[0].Options.Revision, len(runs[0][0].Replacements))
+	if n := len(runs[0]); n > 1 {
+		fmt.Fprintf(w, "; %d runs of each, pooled: counts added up, phase percentiles the runs' medians, the gateway's medians over every run's turns", n)
+	}
+	fmt.Fprint(w, "\n\n")
 	row := func(name string, f func(*rollout.Report) string) {
 		fmt.Fprintf(w, "%-36s", name)
 		for _, r := range reps {
@@ -344,6 +364,15 @@ func writeRollout(w io.Writer, topology string, modes []string, reps []*rollout.
 		return fmt.Sprintf("%.0f (%d)", r.HandOffTTFTP50, r.HandOffTurns)
 	})
 	row("  over steady state", func(r *rollout.Report) string { return fmt.Sprintf("%.2fx", r.Ratio) })
+	if len(runs[0]) > 1 {
+		row("  each run's", func(r *rollout.Report) string {
+			var each []string
+			for _, run := range runs[slices.Index(reps, r)] {
+				each = append(each, fmt.Sprintf("%.2f", run.Ratio))
+			}
+			return strings.Join(each, " ")
+		})
+	}
 	row("other turns during, TTFT p50 ms", func(r *rollout.Report) string { return fmt.Sprintf("%.0f", r.DuringTTFTP50) })
 	row("  next turn over those", func(r *rollout.Report) string { return fmt.Sprintf("%.2fx", r.DuringRatio) })
 	fmt.Fprintln(w)

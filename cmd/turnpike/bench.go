@@ -30,7 +30,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ttftTarget := fs.Duration("ttft-target", affinity.DefaultTTFTTargets[affinity.BandStandard], "embedded: the TTFT target on the simulated fleet's clock, of the cost report's SLO attainment and of the price scorer's every band")
 	var sf simFlags
 	compare := fs.String("compare", "", "embedded: comma-separated policies to run in turn, e.g. round-robin,session-hash,cache-aware; an entry may name a topology instead (aggregated, pd, hbm, cpu-tier, mixed: --policy on it) or both (cache-aware@pd, cost-aware@mixed), and the KV index's mode: cache-aware@precise (the default: confirmed by the engines' KV events) against cache-aware@approximate (no KV events: what the gateway routed), also after a topology (cache-aware@hbm+approximate), and gateways (cache-aware@2gw, see --gateways)")
-	repeat := fs.Int("repeat", 1, "with --compare: run the policies this many times, their order reversed every other time, and report each figure's median over a policy's runs beside every run")
+	repeat := fs.Int("repeat", 1, "with --compare: run the policies this many times, their order reversed every other time, and report each figure's median over a policy's runs beside every run (rollout: its modes, each mode's runs pooled)")
 	interfereURLs := fs.String("interfere-urls", "", "with --url and --interfere-rate: comma-separated engine base URLs the interfering client sends to")
 	out := fs.String("out", "bench-results", "directory for results.json, report.html and report.md")
 	logLevel := fs.String("log-level", "warn", "embedded gateway log level")
@@ -195,7 +195,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if *compare != "" {
 			modes = strings.Split(*compare, ",")
 		}
-		return sf.bench().Rollout(ctx, cfg, modes, stdout, *out, log)
+		return sf.bench().Rollout(ctx, cfg, modes, *repeat, stdout, *out, log)
 	}
 
 	if cfg.Workload == bench.WorkloadLending {

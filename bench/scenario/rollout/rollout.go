@@ -114,6 +114,12 @@ type Report struct {
 	DuringTTFTP50 float64  `json:"during_ttft_p50_ms"`
 	DuringRatio   float64  `json:"during_handoff_ttft_ratio"`
 	GatewayErrors []string `json:"gateway_errors,omitempty"`
+	// Runs is how many runs Pool pooled; 1 for a run's own report.
+	Runs int `json:"runs"`
+
+	// steady, next and during are the TTFT histograms the medians above
+	// come from, kept for Pool.
+	steady, next, during []bucket
 }
 
 // Gateway metric names the report reads.
@@ -133,7 +139,7 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, fleet F
 		return nil, nil, fmt.Errorf("bench: rollout needs a fleet to replace")
 	}
 	gw := target.GatewayMetrics()
-	rep := &Report{Options: opts, Replicas: fleet.Replicas(), WarmUps: map[string]float64{}}
+	rep := &Report{Options: opts, Replicas: fleet.Replicas(), WarmUps: map[string]float64{}, Runs: 1}
 	scrapeGW := func() map[string]*dto.MetricFamily {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 		defer cancel()
@@ -240,22 +246,87 @@ func (rep *Report) gateway(first, atFirst, atLast, last map[string]*dto.MetricFa
 	}
 	rep.CrossRevisionLegs = sum(last, metricCrossed, nil) - sum(first, metricCrossed, nil)
 	if atFirst != nil {
-		rep.SteadyTTFTP50, _ = median(delta(histogram(atFirst, metricTTFT), histogram(first, metricTTFT)))
+		rep.steady = delta(histogram(atFirst, metricTTFT), histogram(first, metricTTFT))
 	}
 	if atFirst != nil && atLast != nil {
 		all := delta(histogram(atLast, metricTTFT), histogram(atFirst, metricTTFT))
 		next := delta(histogram(atLast, metricNextTurn), histogram(atFirst, metricNextTurn))
-		rep.DuringTTFTP50, _ = median(delta(all, next))
+		rep.during = delta(all, next)
 	}
-	var n int
-	rep.HandOffTTFTP50, n = median(delta(histogram(last, metricNextTurn), histogram(first, metricNextTurn)))
-	rep.HandOffTurns = n
+	rep.next = delta(histogram(last, metricNextTurn), histogram(first, metricNextTurn))
+	rep.medians()
+}
+
+// medians computes the TTFT medians and their ratios from the histograms.
+func (rep *Report) medians() {
+	rep.SteadyTTFTP50, _ = median(rep.steady)
+	rep.DuringTTFTP50, _ = median(rep.during)
+	rep.HandOffTTFTP50, rep.HandOffTurns = median(rep.next)
+	rep.Ratio, rep.DuringRatio = 0, 0
 	if rep.SteadyTTFTP50 > 0 {
 		rep.Ratio = rep.HandOffTTFTP50 / rep.SteadyTTFTP50
 	}
 	if rep.DuringTTFTP50 > 0 {
 		rep.DuringRatio = rep.HandOffTTFTP50 / rep.DuringTTFTP50
 	}
+}
+
+// Pool is the report of reps, runs of one mode, taken together: counts
+// added up, each phase's TTFT percentiles the median of the runs', and
+// the gateway's medians (the steady state, the hand-offs' next turns, the
+// other turns during) read from the runs' histograms added up, so that a
+// median stands on every run's turns, not on one run's few.
+func Pool(reps []*Report) *Report {
+	if len(reps) == 1 {
+		return reps[0]
+	}
+	out := &Report{Options: reps[0].Options, Replicas: reps[0].Replicas, WarmUps: map[string]float64{}}
+	for _, r := range reps {
+		out.Runs += r.Runs
+		out.Replacements = append(out.Replacements, r.Replacements...)
+		out.Failed += r.Failed
+		out.HandOffs += r.HandOffs
+		out.CrossRevisionLegs += r.CrossRevisionLegs
+		for k, v := range r.WarmUps {
+			out.WarmUps[k] += v
+		}
+		out.GatewayErrors = append(out.GatewayErrors, r.GatewayErrors...)
+		out.steady, out.next, out.during = add(out.steady, r.steady), add(out.next, r.next), add(out.during, r.during)
+	}
+	for k := range reps[0].Phases {
+		p := Phase{Name: reps[0].Phases[k].Name}
+		var p50, p95, cached []float64
+		for _, r := range reps {
+			q := r.Phases[k]
+			p.Turns += q.Turns
+			p.Failed += q.Failed
+			p50, p95, cached = append(p50, q.TTFTP50), append(p95, q.TTFTP95), append(cached, q.CachedShare)
+		}
+		for _, xs := range [][]float64{p50, p95, cached} {
+			sort.Float64s(xs)
+		}
+		p.TTFTP50, p.TTFTP95, p.CachedShare = driver.Percentile(p50, 50), driver.Percentile(p95, 50), driver.Percentile(cached, 50)
+		out.Phases = append(out.Phases, p)
+	}
+	out.medians()
+	return out
+}
+
+// add is a and b, histograms of the same buckets, added bucket by bucket;
+// either may be empty.
+func add(a, b []bucket) []bucket {
+	if len(a) == 0 {
+		return slices.Clone(b)
+	}
+	sum := map[float64]float64{}
+	for _, x := range b {
+		sum[x.le] = x.count
+	}
+	out := make([]bucket, 0, len(a))
+	for _, x := range a {
+		out = append(out, bucket{x.le, x.count + sum[x.le]})
+	}
+	return out
 }
 
 // sum adds up the counter name's series whose labels match.

@@ -88,3 +88,34 @@ func TestDelta(t *testing.T) {
 		t.Errorf("median %v ms of %d, want 150 ms of the 10 in (0.1, 0.2]", got, n)
 	}
 }
+
+// TestPool: runs pooled add up their counts and read the hand-offs'
+// median from every run's next turns: two runs of 3 and 1 turns give the
+// median of the 4, not a median of medians.
+func TestPool(t *testing.T) {
+	inf := math.Inf(1)
+	run := func(next []bucket, handOffs float64) *Report {
+		r := &Report{Runs: 1, HandOffs: handOffs, WarmUps: map[string]float64{"sent": 2},
+			steady: []bucket{{0.1, 10}, {0.2, 10}, {inf, 10}}, next: next,
+			Phases: []Phase{{Name: "before", Turns: 5, TTFTP50: 10}}}
+		r.medians()
+		return r
+	}
+	a := run([]bucket{{0.1, 3}, {0.2, 3}, {inf, 3}}, 3)
+	b := run([]bucket{{0.1, 0}, {0.2, 1}, {inf, 1}}, 1)
+	if math.Abs(b.HandOffTTFTP50-150) > 1e-9 {
+		t.Fatalf("one run's median %v ms, want 150", b.HandOffTTFTP50)
+	}
+	p := Pool([]*Report{a, b})
+	if p.Runs != 2 || p.HandOffs != 4 || p.WarmUps["sent"] != 4 || p.Phases[0].Turns != 10 {
+		t.Errorf("pooled runs %d, hand-offs %v, warm-ups %v, turns before %d; want 2, 4, 4, 10", p.Runs, p.HandOffs, p.WarmUps, p.Phases[0].Turns)
+	}
+	// Of 4 turns, 3 in (0, 0.1]: the median is two thirds of the way
+	// through the first bucket.
+	if p.HandOffTurns != 4 || math.Abs(p.HandOffTTFTP50-100*2/3.0) > 1e-9 {
+		t.Errorf("pooled median %v ms of %d, want 66.7 ms of 4", p.HandOffTTFTP50, p.HandOffTurns)
+	}
+	if math.Abs(p.Ratio-p.HandOffTTFTP50/p.SteadyTTFTP50) > 1e-9 || p.SteadyTTFTP50 != 50 {
+		t.Errorf("pooled steady %v ms, ratio %v", p.SteadyTTFTP50, p.Ratio)
+	}
+}
