@@ -543,10 +543,35 @@ func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffR
 	for _, w := range warms {
 		pending[w.to.Revision()]++
 	}
+	// A session whose turns went on while the rest of its group was
+	// warmed gets a last catch-up first, alone, and moves once it ends:
+	// its next turn then finds no more uncached than a turn on the
+	// draining endpoint would have.
+	var last sync.WaitGroup
 	move := func(rev string) {
 		for i := range warms {
 			w := &warms[i]
-			if w.to.Revision() == rev && d.handed.claim(w.p.tenant, w.p.key) {
+			if w.to.Revision() != rev {
+				continue
+			}
+			if cur := d.last.get(w.p.tenant, w.p.key); warmed[i] && cur != nil && cur != w.p && cur.body != nil && cur.promptTokens > w.p.promptTokens && d.handed.isStaying(w.p.tenant, w.p.key) {
+				last.Go(func() {
+					result := d.warmUp(ctx, cur, w.to, w.cached, until)
+					d.revm.warmUps.WithLabelValues(w.to.Revision(), result).Inc()
+					mu.Lock()
+					rep.WarmUps[result]++
+					mu.Unlock()
+					p, cached := w.p, w.cached
+					if warmedBy(result) {
+						p, cached = cur, len(cur.hashes)
+					}
+					if d.handed.claim(p.tenant, p.key) {
+						d.repin(context.WithoutCancel(ctx), p, w.to, cached, true)
+					}
+				})
+				continue
+			}
+			if d.handed.claim(w.p.tenant, w.p.key) {
 				d.repin(context.WithoutCancel(ctx), w.p, w.to, w.cached, warmed[i])
 			}
 		}
@@ -591,6 +616,7 @@ func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffR
 			move(w.to.Revision())
 		}
 	})
+	last.Wait()
 	// Those whose warm-up never started, ctx having ended, move unwarmed.
 	for _, w := range warms {
 		if d.handed.claim(w.p.tenant, w.p.key) {
