@@ -52,8 +52,9 @@ const (
 // budget of tokens a second, so that the next turn finds its prefix
 // cached; a decoder of a disaggregated model as a P/D pair, its prefill
 // leg on a prefiller of a compatible revision; then again with what its
-// turns added meanwhile. Make before break: until the hand-off's warm-ups
-// have ended (or MaxWait has passed) the session's turns still go to the
+// turns added meanwhile, their answers included. Make before break: until
+// the warm-ups of the sessions handed to its new endpoint's revision have
+// ended (or MaxWait has passed) the session's turns still go to the
 // draining endpoint, which serves them from its cache; then it is
 // re-pinned. Without warm-ups it is re-pinned at once.
 type HandOffConfig struct {
@@ -465,10 +466,13 @@ type HandOffReport struct {
 // serving its model (of the revision the session is assigned, when the
 // model has a revision policy). Unless HandOffConfig.DisableWarmUp, that
 // endpoint is warmed with the prompt first, then again with what the
-// session's turns added meanwhile (up to warmUpRounds in all), and until
-// the hand-off's warm-ups have all ended, or HandOffConfig.MaxWait
-// passes, the session's turns still go to from, which holds its prefix;
-// then it is re-pinned. Without warm-ups it is re-pinned at once.
+// session's turns added meanwhile, their answers included (up to
+// warmUpRounds in a row), and until the warm-ups of the sessions handed to
+// endpoints of its new endpoint's revision have all ended, or
+// HandOffConfig.MaxWait passes, the session's turns still go to from,
+// which holds its prefix; then it is re-pinned, after one more catch-up
+// when its turns went on meanwhile. Without warm-ups it is re-pinned at
+// once.
 // Sessions it does not know re-pin at their next turn. It returns when
 // every warm-up has ended or ctx has. The registry calls
 // it (pools.Registry.OnDrain); it is safe to call from several
@@ -627,8 +631,10 @@ func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffR
 	return rep
 }
 
-// warmUpRounds bounds the warm-ups of one session in one hand-off: the
-// first, and catch-ups of what its turns added meanwhile.
+// warmUpRounds bounds the warm-ups of one session in a row: the first, and
+// catch-ups of what its turns added meanwhile (one more may follow when its
+// group is done, and one after it moved, of the answer of a turn that
+// stayed).
 const warmUpRounds = 3
 
 // warmedBy reports whether a warm-up that ended in result left its
@@ -900,7 +906,14 @@ func warmUpBody(body []byte, ep *pools.Endpoint, params json.RawMessage) ([]byte
 func (d *Dispatcher) handOffTurnEnded(t *Turn, o *affinity.Outcome) {
 	if handed, warmed := d.handed.take(t.spec.Tenant, t.sessionKey, t.start); handed && o.TTFT > 0 {
 		d.revm.nextTurn.WithLabelValues(strconv.FormatBool(warmed)).Observe(o.TTFT.Seconds())
-		d.log.Debug("a handed-over session's next turn", "endpoint", t.ep.ID, "warmed", warmed, "ttft", o.TTFT, "prompt_tokens", o.PromptTokens, "cached_tokens", o.CachedTokens, "pd", t.pd != nil)
+		if t.pd == nil {
+			d.log.Debug("a handed-over session's next turn", "endpoint", t.ep.ID, "revision", t.ep.Revision(), "warmed", warmed, "ttft", o.TTFT, "prompt_tokens", o.PromptTokens, "cached_tokens", o.CachedTokens)
+			return
+		}
+		// A P/D pair: the decoder pulled the prompt; the prefiller's cache
+		// and the prefill leg's time say where the first token waited.
+		d.log.Debug("a handed-over session's next turn", "endpoint", t.ep.ID, "revision", t.ep.Revision(), "warmed", warmed, "ttft", o.TTFT, "prompt_tokens", o.PromptTokens,
+			"prefiller", t.pd.prefiller.ID, "prefiller_cached_tokens", t.pd.cached, "prefill", t.pd.prefilled.Sub(t.start))
 	}
 }
 
