@@ -66,8 +66,10 @@ type HandOffConfig struct {
 	// a warm-up past it waits for it while its session can wait (MaxWait
 	// from the hand-off's start), and is skipped after. Default 50000.
 	WarmUpTokensPerSecond float64 `yaml:"warmUpTokensPerSecond" json:"warmUpTokensPerSecond"`
-	// WarmUpConcurrency is how many warm-ups of one hand-off run at once.
-	// Default 4.
+	// WarmUpConcurrency is how many sessions of one hand-off are warmed at
+	// once, each with its warm-up and catch-ups in a row; the last
+	// catch-ups of a group done (each short: what a session's turns added
+	// while the others were warmed) run together. Default 4.
 	WarmUpConcurrency int `yaml:"warmUpConcurrency" json:"warmUpConcurrency"`
 	// LastPromptBytes bounds the memory kept of the sessions' last
 	// prompts, in bytes: beyond it the least recently served sessions'
