@@ -56,14 +56,16 @@ func (c *Controller) Demands() []Demand {
 	now := c.now()
 	c.mu.Lock()
 	pqs := make([]*poolQueue, 0, len(c.mu.pools))
+	caps := make([]Capacity, 0, len(c.mu.pools))
 	for _, pq := range c.mu.pools {
-		pqs = append(pqs, pq)
+		// The pool's capacity is read under the lock: Acquire sets it anew.
+		pqs, caps = append(pqs, pq), append(caps, pq.cap)
 	}
 	c.mu.Unlock()
 	out := make([]Demand, 0, len(pqs))
-	for _, pq := range pqs {
+	for i, pq := range pqs {
 		// Measured outside the lock, as Acquire measures.
-		m := pq.cap.Measure(now, cfg)
+		m := caps[i].Measure(now, cfg)
 		c.mu.Lock()
 		d := Demand{Pool: pq.name, Dispatched: pq.dispatched + pq.lentDispatched, DispatchedTokens: pq.dispatchedTokens,
 			Saturation: m.Saturation, Endpoints: m.Endpoints, Slots: m.Slots}

@@ -67,3 +67,34 @@ func TestDemands(t *testing.T) {
 		tk.Release(-1)
 	}
 }
+
+// TestDemandsWhileAcquiring: an autoscaler's scrape reads the pools while
+// turns are admitted, each Acquire setting its pool's capacity anew; under
+// the race detector this fails if Demands reads the capacity unlocked.
+func TestDemandsWhileAcquiring(t *testing.T) {
+	c, _ := newTestController(t, Config{})
+	pool := newFakeCapacity("p", 2, 4, 0.5)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 200 {
+			tk, err := c.Acquire(t.Context(), &Turn{Tenant: "a", Band: Standard, InputTokens: 100}, pool)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			tk.Release(-1)
+		}
+	}()
+	for {
+		select {
+		case <-done:
+			if ds := c.Demands(); len(ds) != 1 || ds[0].Pool != "p" || ds[0].Slots != 4 {
+				t.Errorf("demands %+v, want pool p's, of 4 slots", ds)
+			}
+			return
+		default:
+			c.Demands()
+		}
+	}
+}
