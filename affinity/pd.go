@@ -19,6 +19,12 @@ const (
 	// DefaultPDPrefillTimeout bounds the prefill leg; past it the decoder
 	// prefills the turn itself.
 	DefaultPDPrefillTimeout = 30 * time.Second
+	// DefaultPDMaxPrefillQueue: a turn is prefilled on its decoder when
+	// every prefiller it could pair with already has this many of the
+	// gateway's requests in flight, as NVIDIA Dynamo's disaggregated
+	// router prefills locally past its prefill queue's bound: a queued
+	// prefill leg would wait longer than the decoder takes to prefill.
+	DefaultPDMaxPrefillQueue = 3
 )
 
 // PDConfig is routing.pd: when a model served by decode pools (role
@@ -32,6 +38,12 @@ type PDConfig struct {
 	// PrefillTimeout bounds the prefill leg, after which the decoder
 	// prefills locally. Default 30s.
 	PrefillTimeout time.Duration `yaml:"prefillTimeout" json:"prefillTimeout"`
+	// MaxPrefillQueue: a turn is prefilled on its decoder, not
+	// disaggregated, when every available prefiller of a compatible
+	// revision already has at least this many requests in flight from
+	// the gateway (its gateways, active-active). Zero means 3; a
+	// negative value never.
+	MaxPrefillQueue int `yaml:"maxPrefillQueue" json:"maxPrefillQueue"`
 	// CompatibleRevisions are groups of engine revisions whose prefill
 	// and decode legs may pair (their KV layouts agree); a revision always
 	// pairs with itself. A turn whose decoder has no prefiller of a
@@ -61,6 +73,9 @@ func (c *PDConfig) EnsureDefaults() {
 	}
 	if c.PrefillTimeout == 0 {
 		c.PrefillTimeout = DefaultPDPrefillTimeout
+	}
+	if c.MaxPrefillQueue == 0 {
+		c.MaxPrefillQueue = DefaultPDMaxPrefillQueue
 	}
 }
 
@@ -95,10 +110,13 @@ const (
 	// PDRevisionMismatch: prefill endpoints are available, none of a
 	// revision compatible with the decoder's; the decoder prefills.
 	PDRevisionMismatch = "revision_mismatch"
+	// PDPrefillQueueFull: every compatible prefiller has MaxPrefillQueue
+	// requests in flight; the decoder prefills.
+	PDPrefillQueueFull = "prefill_queue_full"
 )
 
 // PDReasons lists every decision reason.
-var PDReasons = []string{PDDisaggregated, PDCachedAtDecoder, PDNoPrefiller, PDDisabled, PDRevisionMismatch}
+var PDReasons = []string{PDDisaggregated, PDCachedAtDecoder, PDNoPrefiller, PDDisabled, PDRevisionMismatch, PDPrefillQueueFull}
 
 // PDDecision is the decider's verdict on one turn.
 type PDDecision struct {
@@ -113,8 +131,9 @@ type PDDecision struct {
 // Decide is the prefix-based P/D decider, run after the decoder was
 // picked: promptTokens long, cachedTokens of it held at the decoder,
 // prefillers the prefill endpoints available of a revision compatible
-// with the decoder's, incompatible those available of another.
-func (c *PDConfig) Decide(promptTokens, cachedTokens, prefillers, incompatible int) PDDecision {
+// with the decoder's, incompatible those available of another, queued the
+// fewest requests in flight at one of prefillers (0 when not counted).
+func (c *PDConfig) Decide(promptTokens, cachedTokens, prefillers, incompatible, queued int) PDDecision {
 	d := PDDecision{Uncached: max(promptTokens-cachedTokens, 0)}
 	switch {
 	case c.UncachedTokens < 0:
@@ -125,10 +144,26 @@ func (c *PDConfig) Decide(promptTokens, cachedTokens, prefillers, incompatible i
 		d.Reason = PDRevisionMismatch
 	case prefillers == 0:
 		d.Reason = PDNoPrefiller
+	case c.MaxPrefillQueue > 0 && queued >= c.MaxPrefillQueue:
+		d.Reason = PDPrefillQueueFull
 	default:
 		d.Disaggregate, d.Reason = true, PDDisaggregated
 	}
 	return d
+}
+
+// LeastInFlight is the fewest requests in flight at an available endpoint
+// of eps (its gateways', active-active), 0 when none is available.
+func LeastInFlight(eps []*pools.Endpoint) int {
+	least := -1
+	for _, ep := range eps {
+		if ep.Available() {
+			if n := int(ep.InFlight()); least < 0 || n < least {
+				least = n
+			}
+		}
+	}
+	return max(least, 0)
 }
 
 // Available counts the endpoints of eps that could take a request now.

@@ -14,21 +14,29 @@ func TestPDDecider(t *testing.T) {
 	datadriven.RunTest(t, "testdata/pd_decider", func(t *testing.T, d *datadriven.TestData) string {
 		switch d.Cmd {
 		case "config":
-			if d.HasArg("uncachedTokens") {
+			if d.HasArg("uncachedTokens") || d.HasArg("maxPrefillQueue") {
 				cfg = PDConfig{}
-				d.ScanArgs(t, "uncachedTokens", &cfg.UncachedTokens)
+				if d.HasArg("uncachedTokens") {
+					d.ScanArgs(t, "uncachedTokens", &cfg.UncachedTokens)
+				}
+				if d.HasArg("maxPrefillQueue") {
+					d.ScanArgs(t, "maxPrefillQueue", &cfg.MaxPrefillQueue)
+				}
 				cfg.EnsureDefaults()
 			}
-			return fmt.Sprintf("uncachedTokens=%d prefillTimeout=%v", cfg.UncachedTokens, cfg.PrefillTimeout)
+			return fmt.Sprintf("uncachedTokens=%d prefillTimeout=%v maxPrefillQueue=%d", cfg.UncachedTokens, cfg.PrefillTimeout, cfg.MaxPrefillQueue)
 		case "decide":
-			var prompt, cached, prefillers, incompatible int
+			var prompt, cached, prefillers, incompatible, queued int
 			d.ScanArgs(t, "prompt", &prompt)
 			d.ScanArgs(t, "cached", &cached)
 			d.ScanArgs(t, "prefillers", &prefillers)
 			if d.HasArg("incompatible") {
 				d.ScanArgs(t, "incompatible", &incompatible)
 			}
-			dec := cfg.Decide(prompt, cached, prefillers, incompatible)
+			if d.HasArg("queued") {
+				d.ScanArgs(t, "queued", &queued)
+			}
+			dec := cfg.Decide(prompt, cached, prefillers, incompatible, queued)
 			verdict := "local"
 			if dec.Disaggregate {
 				verdict = "disaggregate"

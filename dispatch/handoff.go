@@ -877,7 +877,9 @@ func (d *Dispatcher) warmUpPrefillers(p *lastPrompt, ep *pools.Endpoint, uncache
 		}
 	}
 	prefillers = prefillers[:n]
-	if !d.pd.Decide(p.promptTokens, p.promptTokens-uncached, n, incompatible).Disaggregate {
+	// Not the prefillers' queues: a warm-up is background work that the
+	// prefiller should hold too, for the session's next prefill leg.
+	if !d.pd.Decide(p.promptTokens, p.promptTokens-uncached, n, incompatible, 0).Disaggregate {
 		return nil
 	}
 	return slices.Clone(prefillers)

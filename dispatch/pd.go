@@ -70,7 +70,7 @@ func newPDMetrics() *pdMetrics {
 	m := &pdMetrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnpike_pd_decisions_total",
-			Help: "Turns of disaggregated models by the P/D decider's verdict: disaggregated, below_threshold (the decoder prefilled), no_prefiller, disabled, revision_mismatch (no prefiller of a revision compatible with the decoder's).",
+			Help: "Turns of disaggregated models by the P/D decider's verdict: disaggregated, below_threshold (the decoder prefilled), no_prefiller, disabled, revision_mismatch (no prefiller of a revision compatible with the decoder's), prefill_queue_full (every compatible prefiller had routing.pd.maxPrefillQueue requests in flight; the decoder prefilled).",
 		}, []string{"flavor", "reason"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnpike_pd_fallbacks_total",
@@ -190,7 +190,7 @@ func (t *Turn) sendPD(ctx context.Context) error {
 	case t.stayed:
 		cached = t.stayCached(decoder)
 	}
-	verdict := d.pd.Decide(t.route.PromptTokens, cached, affinity.Available(prefillers), incompatible)
+	verdict := d.pd.Decide(t.route.PromptTokens, cached, affinity.Available(prefillers), incompatible, affinity.LeastInFlight(prefillers))
 	d.pdm.decisions.WithLabelValues(flavor, verdict.Reason).Inc()
 	if verdict.Disaggregate && flavor == pdSGLang {
 		return t.sendSGLang(ctx, decoder, prefillers)

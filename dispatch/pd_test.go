@@ -293,6 +293,62 @@ func TestPDShortPromptStaysOnDecoder(t *testing.T) {
 	}
 }
 
+// TestPDPrefillQueueFull: while every prefiller already has
+// routing.pd.maxPrefillQueue of the gateway's requests in flight (3 by
+// default), a turn over the threshold is prefilled by its decoder rather
+// than queued behind them, and the decision says why.
+func TestPDPrefillQueueFull(t *testing.T) {
+	f := newPDFixture(t, 1, 1, sim.Config{})
+	arrived, release := holdWarmUps(f.prefill[0]) // prefill legs are max_tokens 1 too
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	content := longPrompt(30, 2000)
+	done := make(chan struct{}, 3)
+	for i := range 3 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			tr, err := f.d.Begin(t.Context(), pdSpec(fmt.Sprint(i, content), false, ""))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			readTurn(t, tr, false)
+			tr.End(nil)
+		}()
+	}
+	for range 3 {
+		await(t, arrived, "a held prefill leg")
+	}
+	// Held behind the three, it would not end: awaited, it fails instead.
+	fourth := make(chan error, 1)
+	go func() {
+		tr, err := f.d.Begin(t.Context(), pdSpec("3"+content, false, ""))
+		if err == nil {
+			_, err = tr.ReadAll()
+			tr.End(err)
+		}
+		fourth <- err
+	}()
+	if err := await(t, fourth, "the fourth turn, on its decoder"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.prefill[0].received()); n != 3 {
+		t.Errorf("%d prefill legs, want the 3 held: the fourth turn prefilled on its decoder", n)
+	}
+	if n := testutil.ToFloat64(f.d.pdm.decisions.WithLabelValues(pdVLLM, affinity.PDPrefillQueueFull)); n != 1 {
+		t.Errorf("%v prefill_queue_full decisions, want 1", n)
+	}
+	close(release)
+	for range 3 {
+		await(t, done, "a held turn")
+	}
+}
+
 // TestPDWarmDecoderPrefillsItself: with the cache-aware policy, the next
 // turn of a conversation goes to the decoder holding its prefix, and only
 // the new tokens are uncached there: below the threshold, no prefill leg.
