@@ -544,6 +544,14 @@ func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffR
 	// prefillers), while a group that is done need not wait for another,
 	// nor its agents' sessions end on the draining endpoint meanwhile.
 	var mu sync.Mutex // guards rep.WarmUps, warmed and pending
+	warmUp := func(p *lastPrompt, to *pools.Endpoint, cached int) string {
+		result := d.warmUp(ctx, p, to, cached, until)
+		d.revm.warmUps.WithLabelValues(to.Revision(), result).Inc()
+		mu.Lock()
+		rep.WarmUps[result]++
+		mu.Unlock()
+		return result
+	}
 	warmed := make([]bool, len(warms))
 	pending := map[string]int{}
 	for _, w := range warms {
@@ -560,13 +568,9 @@ func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffR
 			if w.to.Revision() != rev {
 				continue
 			}
-			if cur := d.last.get(w.p.tenant, w.p.key); warmed[i] && cur != nil && cur != w.p && cur.body != nil && cur.promptTokens > w.p.promptTokens && d.handed.isStaying(w.p.tenant, w.p.key) {
+			if cur := d.grown(w.p); warmed[i] && cur != nil {
 				last.Go(func() {
-					result := d.warmUp(ctx, cur, w.to, w.cached, until)
-					d.revm.warmUps.WithLabelValues(w.to.Revision(), result).Inc()
-					mu.Lock()
-					rep.WarmUps[result]++
-					mu.Unlock()
+					result := warmUp(cur, w.to, w.cached)
 					p, cached := w.p, w.cached
 					if warmedBy(result) {
 						p, cached = cur, len(cur.hashes)
@@ -582,19 +586,10 @@ func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffR
 			}
 		}
 	}
-	all := make([]int, len(warms))
-	for i := range warms {
-		all[i] = i
-	}
-	d.warmBatch(ctx, all, func(i int) {
+	d.warmEach(ctx, len(warms), func(i int) {
 		w := &warms[i]
 		for range warmUpRounds {
-			result := d.warmUp(ctx, w.p, w.to, w.cached, until)
-			d.revm.warmUps.WithLabelValues(w.to.Revision(), result).Inc()
-			mu.Lock()
-			rep.WarmUps[result]++
-			mu.Unlock()
-			if !warmedBy(result) {
+			if !warmedBy(warmUp(w.p, w.to, w.cached)) {
 				break
 			}
 			mu.Lock()
@@ -604,8 +599,8 @@ func (d *Dispatcher) HandOff(ctx context.Context, from *pools.Endpoint) HandOffR
 			// its prompt grew; still staying, it is warmed again with its
 			// latest, now mostly cached there, as a live migration copies
 			// again what changed during its last copy.
-			cur := d.last.get(w.p.tenant, w.p.key)
-			if !d.handed.isStaying(w.p.tenant, w.p.key) || cur == nil || cur == w.p || cur.body == nil || cur.promptTokens <= w.p.promptTokens {
+			cur := d.grown(w.p)
+			if cur == nil {
 				break
 			}
 			mu.Lock()
@@ -643,12 +638,12 @@ const warmUpRounds = 3
 // endpoint holding the prompt.
 func warmedBy(result string) bool { return result == WarmUpSent || result == WarmUpCached }
 
-// warmBatch runs warm(i) for each i of batch, HandOffConfig.
-// WarmUpConcurrency at once, until ctx ends, and waits for them.
-func (d *Dispatcher) warmBatch(ctx context.Context, batch []int, warm func(i int)) {
+// warmEach runs warm(i) for each i below n, HandOffConfig.WarmUpConcurrency
+// at once, until ctx ends, and waits for them.
+func (d *Dispatcher) warmEach(ctx context.Context, n int, warm func(i int)) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, d.handOff.WarmUpConcurrency)
-	for _, i := range batch {
+	for i := range n {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -656,13 +651,23 @@ func (d *Dispatcher) warmBatch(ctx context.Context, batch []int, warm func(i int
 		if ctx.Err() != nil {
 			break
 		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		wg.Go(func() {
+			defer func() { <-sem }()
 			warm(i)
-		}()
+		})
 	}
 	wg.Wait()
+}
+
+// grown is p's session's last prompt when its turns on the draining
+// endpoint it still stays on have grown it past p, else nil: what a
+// catch-up warms next.
+func (d *Dispatcher) grown(p *lastPrompt) *lastPrompt {
+	cur := d.last.get(p.tenant, p.key)
+	if cur == nil || cur == p || cur.body == nil || cur.promptTokens <= p.promptTokens || !d.handed.isStaying(p.tenant, p.key) {
+		return nil
+	}
+	return cur
 }
 
 // HandOffsPending counts the sessions handed over whose turns still go
