@@ -88,8 +88,12 @@ type Turn struct {
 	responseID     string
 
 	start, firstData time.Time
-	usage            Usage
-	hasUsage         bool
+	// lingered is when the last Linger returned, or the second data line
+	// was read; zero before. done: the [DONE] line was read.
+	lingered time.Time
+	done     bool
+	usage    Usage
+	hasUsage bool
 
 	// br reads a streamed answer; long assembles a line longer than its
 	// buffer.
@@ -187,6 +191,34 @@ func (t *Turn) Next() (Line, error) {
 	}
 }
 
+// MaxFlushInterval bounds Linger's interval.
+const MaxFlushInterval = time.Second
+
+// Linger is for a consumer that writes a streamed answer to its client
+// at most once every interval (server.flushInterval). Called when Pending
+// is false, it waits until every has passed since the last Linger
+// returned, so that the next read takes in what the engine sent meanwhile
+// in one system call and the consumer writes it in one, not a read and a
+// write for each token. It reports whether it waited. It returns at once
+// with every ≤ 0, when the engine is slower than every (the read would
+// wait anyway), after the [DONE] line (only the stream's end is left),
+// and until two data lines were read: the first is often the assistant's
+// role alone, and the first token is never held.
+func (t *Turn) Linger(every time.Duration) bool {
+	if every <= 0 || t.lingered.IsZero() || t.done {
+		return false
+	}
+	now := time.Now()
+	wait := t.lingered.Add(min(every, MaxFlushInterval)).Sub(now)
+	if wait <= 0 {
+		t.lingered = now
+		return false
+	}
+	time.Sleep(wait)
+	t.lingered = time.Now()
+	return true
+}
+
 // Pending reports whether Next has a whole line to return without
 // waiting for the engine: the engine sent more than has been read. A
 // consumer that writes to its client as it reads uses it to write a burst
@@ -248,13 +280,18 @@ func (t *Turn) scan(raw []byte) Line {
 		return l
 	}
 	l.Data = bytes.TrimSpace(payload)
-	if t.firstData.IsZero() {
+	switch {
+	case t.firstData.IsZero():
 		t.firstData = time.Now()
 		if t.d.tr.On() {
 			t.responseID = answerID(l.Data)
 		}
+	case t.lingered.IsZero():
+		// The second data line: Linger's intervals start here.
+		t.lingered = time.Now()
 	}
 	l.Done = bytes.Equal(l.Data, []byte("[DONE]"))
+	t.done = t.done || l.Done
 	if len(l.Data) > 0 && l.Data[0] == '{' && bytes.Contains(l.Data, []byte(`"usage"`)) {
 		l.Usage = t.readUsage(l.Data)
 		if l.Usage && (t.priorCompletion > 0 || t.pd != nil) {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -9,7 +10,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/turnpike-gateway/turnpike/dispatch"
 	tpresponses "github.com/turnpike-gateway/turnpike/responses"
 )
 
@@ -109,4 +112,68 @@ func TestResponsesStreamIsIncremental(t *testing.T) {
 	if !strings.Contains(string(rest), `"delta":" second"`) || !strings.Contains(string(rest), "event: response.completed") {
 		t.Fatalf("the rest of the stream is missing: %.300s", rest)
 	}
+}
+
+// tickEngine streams the assistant's role, then tokens chat chunks, each
+// in a write of its own a millisecond apart, as an engine decoding one
+// token a step does.
+func tickEngine(tokens int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			return
+		}
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		send := func(s string) {
+			io.WriteString(w, "data: "+s+"\n\n")
+			w.(http.Flusher).Flush()
+		}
+		send(`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`)
+		for i := range tokens {
+			time.Sleep(time.Millisecond)
+			send(fmt.Sprintf(`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"t%d "}}]}`, i))
+		}
+		send(`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)
+		send(`{"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":40,"total_tokens":45}}`)
+		send("[DONE]")
+	}
+}
+
+// With a flush interval, a stream whose engine sends a token at a time
+// reaches the client in a write for the first token and then one an
+// interval, not a write a token (the interval here, the most allowed,
+// is longer than the whole answer); every event still arrives. A write
+// longer than the server's buffer of 4 KiB takes two system calls and a
+// third for the chunk's end; without the interval, 44 writes.
+func TestFlushIntervalSpacesWrites(t *testing.T) {
+	const tokens = 40
+	t.Run("chat", func(t *testing.T) {
+		s, _, _ := newGateway(t, nil, newBackend(t, tickEngine(tokens)))
+		s.opts.FlushInterval = dispatch.MaxFlushInterval
+		front, writes := countingFront(t, s.Handler())
+		resp := post(t, front.URL, `{"model":"test-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+		body, _ := io.ReadAll(resp.Body)
+		if got := strings.Count(string(body), "\"content\":\"t"); got != tokens || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
+			t.Fatalf("the client got %d of %d tokens, ending %q", got, tokens, body[max(len(body)-40, 0):])
+		}
+		if n := writes.Load(); n > 10 {
+			t.Errorf("%d writes to the client for %d tokens in an interval, want the status, the role, the first token, the rest and the end", n, tokens)
+		}
+	})
+	t.Run("responses", func(t *testing.T) {
+		st := newResponsesOn(t, tpresponses.Config{FlushInterval: dispatch.MaxFlushInterval}, tickEngine(tokens))
+		front, writes := countingFront(t, st.server.Handler())
+		resp, err := http.Post(front.URL+"/v1/responses", "application/json", strings.NewReader(`{"model":"test-model","input":"hi","stream":true}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if got := strings.Count(string(body), "event: response.output_text.delta"); got != tokens || !strings.Contains(string(body), "event: response.completed") {
+			t.Fatalf("the client got %d of %d deltas: %.300s", got, tokens, body)
+		}
+		if n := writes.Load(); n > 10 {
+			t.Errorf("%d writes to the client for %d tokens in an interval, want the head, the first token, the rest and the end", n, tokens)
+		}
+	})
 }

@@ -282,7 +282,8 @@ var (
 // relayStream copies an engine's SSE stream to the client line by line,
 // flushing at every event boundary after which the engine has sent
 // nothing more yet (so each event at once while the gateway keeps up, and
-// a burst of them in one write when it falls behind); with strip, the usage chunk is not
+// a burst of them in one write when it falls behind; with
+// Options.FlushInterval, the events of an interval in one write); with strip, the usage chunk is not
 // passed on (the client did not ask for it). If the engine fails
 // mid-stream the client gets an error event and the stream ends without
 // [DONE]: the status line has long been sent. A line the failure cut
@@ -304,6 +305,11 @@ func (s *Server) relayStream(c echo.Context, t *dispatch.Turn, strip bool) error
 	// unflushed: lines were written since the last flush.
 	inEvent, skipBlank, unflushed := false, false, false
 	for {
+		if !inEvent && !unflushed && !t.Pending() {
+			// Flushed: what the engine sends within the interval goes
+			// out in the next write.
+			t.Linger(s.opts.FlushInterval)
+		}
 		l, err := t.Next()
 		shutdown := err != nil && errors.Is(context.Cause(c.Request().Context()), ErrShuttingDown)
 		if errors.Is(err, dispatch.ErrStreamCut) || shutdown {

@@ -106,6 +106,10 @@ type Options struct {
 	// IdempotencyTTL is how long an answer is kept under its key.
 	// Default DefaultIdempotencyTTL (1h).
 	IdempotencyTTL time.Duration
+	// FlushInterval spaces a relayed stream's writes to its client: after
+	// the first token, at most one write an interval, carrying what the
+	// engine sent meanwhile (dispatch.Turn.Linger). 0: each event at once.
+	FlushInterval time.Duration
 }
 
 // DefaultPromptMemoBytes is the default of Options.PromptMemoBytes: about

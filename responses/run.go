@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/turnpike-gateway/turnpike/apierror"
 	"github.com/turnpike-gateway/turnpike/dispatch"
@@ -119,6 +120,8 @@ type run struct {
 	// pendingMCP are the output indexes of mcp_call items the engine
 	// made whose call the gateway is yet to make.
 	pendingMCP []int
+	// flushEvery spaces the writes of a held sink (Config.FlushInterval).
+	flushEvery time.Duration
 }
 
 // newRun starts the translation of the answer to a request offering
@@ -132,6 +135,7 @@ func newRun(resp *wire.Response, tools []wire.Tool, sink Sink, seq int) *run {
 func (s *Service) newRun(t *turn, sink Sink, seq int) *run {
 	r := newRun(t.rec.Response, t.req.Tools, sink, seq)
 	r.summarize = t.req.Reasoning != nil && t.req.Reasoning.Summary != nil
+	r.flushEvery = s.cfg.FlushInterval
 	if slices.Contains(t.req.Include, wire.IncludeReasoning) {
 		tenant := t.rec.Tenant
 		r.seal = func(text string) string { return s.sealer.seal(sealReasoning, tenant, []byte(text)) }
@@ -192,6 +196,17 @@ func (r *run) number() (seq int, listened bool) {
 	return seq, r.sink != nil
 }
 
+// held runs fn with the sink held, if it can be: the events fn emits go
+// out in one write.
+func (r *run) held(fn func()) {
+	holder, _ := r.sink.(Holder)
+	if holder != nil {
+		holder.Hold(true)
+		defer holder.Hold(false)
+	}
+	fn()
+}
+
 // send hands an encoded event to the sink, which is dropped once it
 // fails.
 func (r *run) send(typ string, data []byte) {
@@ -236,9 +251,17 @@ func (r *run) consume(t *dispatch.Turn) error {
 	}
 	for {
 		if holder != nil {
-			// Hold the events of the lines already read, until the
-			// engine has sent nothing more.
-			holder.Hold(t.Pending())
+			if !t.Pending() {
+				// The engine has sent nothing more: what the lines read
+				// so far made goes out, then, with a flush interval,
+				// what it sends meanwhile in one write.
+				holder.Hold(false)
+				t.Linger(r.flushEvery)
+			}
+			// A line's events (an item opened and its first delta)
+			// go out together, and so do those of the lines already
+			// read.
+			holder.Hold(true)
 		}
 		l, err := t.Next()
 		if errors.Is(err, io.EOF) {
@@ -484,8 +507,13 @@ func (r *run) closeOpen(status string) {
 }
 
 // end settles the response's status from how the stream ended: engErr is
-// the engine's failure, cancelled says the response was cancelled.
+// the engine's failure, cancelled says the response was cancelled. The
+// events closing the open item go out in one write.
 func (r *run) end(engErr error, cancelled bool, now int64) {
+	r.held(func() { r.settle(engErr, cancelled, now) })
+}
+
+func (r *run) settle(engErr error, cancelled bool, now int64) {
 	switch {
 	case cancelled:
 		r.closeOpen(wire.StatusIncomplete)

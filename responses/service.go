@@ -61,6 +61,12 @@ type Config struct {
 	MaxQueued int `yaml:"-"`
 	// MaxQueuedPerTenant is MaxQueued for each tenant. Default 1000.
 	MaxQueuedPerTenant int `yaml:"-"`
+	// FlushInterval spaces a streamed response's writes to its client:
+	// once its first token has gone out, the stream's events go out at
+	// most once an interval, each write carrying what the engine sent
+	// meanwhile (dispatch.Turn.Linger). The gateway's server.flushInterval
+	// sets it. 0: each event as it comes.
+	FlushInterval time.Duration `yaml:"-"`
 	// RetryRefusedFor is how long a background response keeps trying
 	// when the engine refuses it with "try again later" (flow control
 	// shedding load, a gateway shutting down), counted from the first

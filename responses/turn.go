@@ -554,9 +554,11 @@ func (s *Service) Create(ctx context.Context, tenant string, req *wire.CreateReq
 	// From here the turn owns the response; it ends exactly once, in
 	// endTurn, whatever happens to the client or the engine.
 	r := s.newRun(t, sink, 0)
-	r.emitResponse("response.created")
-	r.emitResponse("response.in_progress")
-	r.prelude(t.pre)
+	r.held(func() {
+		r.emitResponse("response.created")
+		r.emitResponse("response.in_progress")
+		r.prelude(t.pre)
+	})
 	engErr := r.consume(dt)
 	dt.End(engErr)
 	// Sent and answered: the engine request goes before the response is

@@ -99,6 +99,8 @@ fleet:
   healthFailures: -2
 responses:
   hostedTools: ignore
+server:
+  flushInterval: 2s
 `))
 	if err == nil {
 		t.Fatal("invalid config accepted")
@@ -108,6 +110,7 @@ responses:
 		`pools[1].name: duplicate`, `pools[1].role`, `pools[1].endpoints`, `routing: affinity: unknown policy "psychic"`,
 		`fleet.healthFailures`,
 		`hostedTools is "ignore"`,
+		`server.flushInterval: 2s, want 0 to 1s`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %s:\n%v", want, err)

@@ -351,6 +351,7 @@ func (s *Stack) startAPIs(ctx context.Context, p *parts) error {
 	// Background jobs stop before flow control closes: they stay pending
 	// for the next start instead of failing on a closing controller.
 	rc := cfg.Responses
+	rc.FlushInterval = cfg.Server.FlushInterval
 	rc.Metrics, rc.Logger, rc.Tracer = p.metrics, log, p.tracer
 	svc := responses.New(responses.NewStore(p.db.Namespace("rs/"), responses.StoreOptions{TTL: rc.Retention}), p.d, rc)
 	if err := s.life.start(ctx, "responses", svc); err != nil {
@@ -437,6 +438,7 @@ func (s *Stack) startAPIs(ctx context.Context, p *parts) error {
 		// that lands on another gateway finds them too.
 		Idempotency:    p.db.Records("idempotency"),
 		IdempotencyTTL: cfg.Server.IdempotencyTTL,
+		FlushInterval:  cfg.Server.FlushInterval,
 	}); err != nil {
 		return err
 	}

@@ -143,51 +143,59 @@ func (h *API) observe(next echo.HandlerFunc) echo.HandlerFunc {
 
 // sse writes Responses events as server-sent events, sending the status
 // line with the first one and flushing every event, or, while held
-// (responses.Holder), every burst of them.
+// (responses.Holder), every burst of them in one write.
 type sse struct {
 	c echo.Context
 	// note holds the budgets' state, written in the headers.
 	note    *budgets.Note
 	started bool
-	buf     []byte
-	// held: events are written and not yet flushed; unflushed: some are.
-	held, unflushed bool
+	// buf holds the events not yet written: one, or while held, every
+	// one since the hold began.
+	buf  []byte
+	held bool
 }
 
 // Hold implements responses.Holder.
 func (w *sse) Hold(hold bool) {
 	w.held = hold
-	if !hold && w.unflushed {
-		w.unflushed = false
-		w.c.Response().Flush()
+	if !hold && len(w.buf) > 0 {
+		w.write()
 	}
+}
+
+// write writes the events in buf and flushes them, in one write to the
+// connection (a write longer than the server's buffers goes past them).
+func (w *sse) write() error {
+	resp := w.c.Response()
+	_, err := resp.Write(w.buf)
+	w.buf = w.buf[:0]
+	if err != nil {
+		return err
+	}
+	resp.Flush()
+	return nil
 }
 
 // Event implements responses.Sink.
 func (w *sse) Event(typ string, data []byte) error {
-	resp := w.c.Response()
 	if !w.started {
 		w.started = true
+		resp := w.c.Response()
 		resp.Header().Set(echo.HeaderContentType, "text/event-stream")
 		resp.Header().Set("Cache-Control", "no-cache")
 		resp.Header().Set("X-Accel-Buffering", "no")
 		w.note.Set(resp.Header())
 		resp.WriteHeader(http.StatusOK)
 	}
-	w.buf = append(w.buf[:0], "event: "...)
+	w.buf = append(w.buf, "event: "...)
 	w.buf = append(w.buf, typ...)
 	w.buf = append(w.buf, "\ndata: "...)
 	w.buf = append(w.buf, data...)
 	w.buf = append(w.buf, "\n\n"...)
-	if _, err := resp.Write(w.buf); err != nil {
-		return err
-	}
 	if w.held {
-		w.unflushed = true
 		return nil
 	}
-	resp.Flush()
-	return nil
+	return w.write()
 }
 
 // finish ends a stream that may not have started: with no event sent, an
