@@ -11,6 +11,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/bench"
 	"github.com/turnpike-gateway/turnpike/bench/scrape"
+	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/stack"
 )
@@ -168,6 +169,7 @@ func TestScrapes(t *testing.T) {
 	}{
 		{0.1, 0, 20 * time.Millisecond},
 		{0.01, 0, minScrape},
+		{5, 0, time.Second},
 		{1, 0, 0},
 		{0, 0, 0},
 		{0.1, 500 * time.Millisecond, 500 * time.Millisecond},
@@ -177,6 +179,27 @@ func TestScrapes(t *testing.T) {
 		scrapes(cfg, c.scale)
 		if got := cfg.Fleet.ScrapeInterval; got != c.want {
 			t.Errorf("time scale %v, configured %v: scrape interval %v, want %v", c.scale, c.set, got, c.want)
+		}
+	}
+}
+
+// The embedded gateway's flush interval is on the fleet's clock, at most
+// the most the gateway takes.
+func TestFlushes(t *testing.T) {
+	for _, c := range []struct {
+		scale     float64
+		set, want time.Duration
+	}{
+		{10, 20 * time.Millisecond, 200 * time.Millisecond},
+		{0, 20 * time.Millisecond, 20 * time.Millisecond},
+		{0.1, 20 * time.Millisecond, 2 * time.Millisecond},
+		{100, 20 * time.Millisecond, dispatch.MaxFlushInterval},
+		{5, 0, 0},
+	} {
+		cfg := &stack.Config{}
+		flushes(cfg, c.scale, c.set)
+		if got := cfg.Server.FlushInterval; got != c.want {
+			t.Errorf("time scale %v, %v: flush interval %v, want %v", c.scale, c.set, got, c.want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/accelerators/sim"
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/bench"
+	"github.com/turnpike-gateway/turnpike/dispatch"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/stack"
 )
@@ -29,6 +30,9 @@ type Fleet struct {
 	// the cost report's SLO attainment and the price scorer's bands.
 	TimeScale  float64
 	TTFTTarget time.Duration
+	// FlushInterval is the gateway's server.flushInterval on the
+	// simulated clock.
+	FlushInterval time.Duration
 	// Apart runs the isolation workload's engines in two processes (the
 	// interactive lane's engine, then the rest).
 	Apart bool
@@ -67,13 +71,22 @@ const minScrape = 10 * time.Millisecond
 // so the gateway reads them ten times as often (the default 200 ms of
 // modelled time, 20 ms of wall time at --sim-time-scale 0.1), and a queue
 // that has emptied holds turns at the gateway no longer, in the engines'
-// time, than it would on the hardware they model. A config that sets the
-// interval keeps it.
+// time, than it would on the hardware they model; a slower fleet is read
+// as much less often, so that the scrapes' CPU a turn is what it would
+// be at the hardware's speed. A config that sets the interval keeps it.
 func scrapes(cfg *stack.Config, timeScale float64) {
-	if cfg.Fleet.ScrapeInterval > 0 || timeScale <= 0 || timeScale >= 1 {
+	if cfg.Fleet.ScrapeInterval > 0 || timeScale <= 0 || timeScale == 1 {
 		return
 	}
 	cfg.Fleet.ScrapeInterval = max(wallTime(pools.DefaultScrapeInterval, timeScale), minScrape)
+}
+
+// flushes spaces the embedded gateway's stream writes by interval on the
+// simulated fleet's clock, as scrapes does its scrapes: tokens come
+// timeScale times slower in wall time, and so many as the hardware
+// modelled would send in an interval go out together.
+func flushes(cfg *stack.Config, timeScale float64, interval time.Duration) {
+	cfg.Server.FlushInterval = min(wallTime(interval, timeScale), dispatch.MaxFlushInterval)
 }
 
 // cost prices an embedded bench run: each pool of the fleet at its

@@ -107,6 +107,7 @@ func (f *Fleet) runRollout(ctx context.Context, cfg bench.Config, mode string, l
 	}
 	ttftTargets(gcfg, f.TimeScale, f.TTFTTarget)
 	scrapes(gcfg, f.TimeScale)
+	flushes(gcfg, f.TimeScale, f.FlushInterval)
 	st, err := stack.New(gcfg, stack.Options{Logger: log, Fleet: fl})
 	if err == nil {
 		err = st.Start(ctx)

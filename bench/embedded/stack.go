@@ -51,6 +51,7 @@ func (f *Fleet) Start(ctx context.Context, entry string, gws *Gateways, bc bench
 	}
 	ttftTargets(cfg, f.TimeScale, f.TTFTTarget)
 	scrapes(cfg, f.TimeScale)
+	flushes(cfg, f.TimeScale, f.FlushInterval)
 	if f.Apart && bc.Workload == bench.WorkloadIsolation && gateways == 1 && !onRedis &&
 		fl.Prefill == 0 && !fl.Mixed && fl.Config.KVSharedBlocks == 0 {
 		// The interactive lane (the first endpoint) in one process, the

@@ -122,6 +122,10 @@ type AgentsConfig struct {
 	// the fleet's clock, for the TTFT floor; 0: no floor reported. The
 	// embedded fleet's is set from its roofline.
 	PrefillTokensPerSecond float64 `json:"prefill_tokens_per_second,omitempty" yaml:"prefill_tokens_per_second"`
+	// ProfileDir, when set, keeps each phase's CPU profile of the bench's
+	// process there, as phase-K-LABEL.pprof (the bench's goroutines
+	// labelled turnpike-bench=client), for go tool pprof.
+	ProfileDir string `json:"profile_dir,omitempty" yaml:"profile_dir"`
 }
 
 func (c *AgentsConfig) ensureDefaults() {

@@ -14,6 +14,7 @@ import (
 func registerAgentsFlags(fs *flag.FlagSet, a *bench.AgentsConfig, sf *simFlags) {
 	fs.Var(phasesFlag{&a.Phases}, "phases", "agents: agents kept running in each phase, comma-separated (default 10,40,100; the keynote's is 100,400,1000)")
 	fs.DurationVar((*time.Duration)(&a.PhaseDuration), "phase-duration", 0, "agents: each phase's length on the simulated clock (0: 30s)")
+	fs.StringVar(&a.ProfileDir, "cpu-profile-dir", "", "agents: keep each phase's CPU profile of this process in this directory, as phase-K-POLICY.pprof (the bench client's goroutines labelled turnpike-bench=client)")
 	fs.BoolVar(&sf.agentsApart, "engines-apart", true, "agents: run the embedded engines in two `turnpike sim` processes, so that this process's CPU and RSS are the gateway's and the bench client's; false: all in this process")
 }
 
@@ -44,8 +45,10 @@ func (f phasesFlag) Set(v string) error {
 // line left it unset: llama-3.1-8b (the catalog's one model with a 128k
 // context) on B200s, about 1.1M tokens of KV cache each, one replica for
 // every 30 agents of the last phase, 16 to 32; at half real speed, which
-// two cores keep up with at 100 agents (about 10 turns a second, each
-// streaming its answer token by token through the gateway).
+// two cores keep up with at 100 agents (about 10 turns a second); the
+// gateway writing each stream to its client at most once every 20ms of
+// the fleet's clock (server.flushInterval), as a gateway in front of
+// thousands of agents' streams is run.
 func agentsFleetDefaults(fs *flag.FlagSet, a bench.AgentsConfig) error {
 	phases := a.Phases
 	if len(phases) == 0 {
@@ -58,6 +61,7 @@ func agentsFleetDefaults(fs *flag.FlagSet, a bench.AgentsConfig) error {
 		{"sim-served-model", "meta-llama/Llama-3.1-8B-Instruct"},
 		{"sim-time-scale", "2"},
 		{"sim-replicas", strconv.Itoa(replicas)},
+		{"flush-interval", "20ms"},
 	} {
 		if !flagSet(fs, d.flag) {
 			if err := fs.Set(d.flag, d.value); err != nil {

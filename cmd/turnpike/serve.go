@@ -52,8 +52,9 @@ type simFlags struct {
 	// the engines (and the gateway's pool) use; "" keeps the simulator's
 	// documented rules.
 	tokenizer string
-	// ttftTarget is bench's --ttft-target, on the simulated clock.
-	ttftTarget time.Duration
+	// ttftTarget is bench's --ttft-target, flushInterval its
+	// --flush-interval, on the simulated clock.
+	ttftTarget, flushInterval time.Duration
 	// apart is bench's --isolation-processes; agentsApart its
 	// --engines-apart.
 	apart, agentsApart bool

@@ -68,7 +68,10 @@ type Phase struct {
 	ProcessCPUSeconds float64  `json:"process_cpu_seconds"`
 	// GatewayCPUPerTurnMs is the gateway's CPU (with its share of the
 	// background GC) over the turns sent; GatewayCores the same over the
-	// phase's length, in cores.
+	// phase's length on the fleet's clock, in cores: what the gateway
+	// would take of a host's cores in front of the hardware the fleet
+	// models, at its speed (at --sim-time-scale 5 the phase takes five
+	// times its length of wall time, and the gateway a fifth of this).
 	GatewayCPUPerTurnMs float64 `json:"gateway_cpu_per_turn_ms"`
 	GatewayCores        float64 `json:"gateway_cores"`
 	// PeakRSSBytes is the process's largest resident set in the phase.
@@ -115,7 +118,7 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 	asClient(ctx, func(ctx context.Context) {
 		res, samples = driver.Measure(ctx, cfg, target, label, int(total), func(ctx context.Context, r *driver.Runner) {
 			end := r.Started().Add(time.Duration(len(a.Phases)) * phaseWall)
-			meter := meterPhases(r.Started(), phaseWall, rep)
+			meter := meterPhases(r.Started(), phaseWall, rep, profileSaver(a.ProfileDir, label))
 			defer meter()
 			run := r.Until(end)
 			// Answers still streaming a quarter phase after the end are
@@ -157,8 +160,9 @@ func idealOf(rep *Report, res *driver.Result) *driver.IdealReuse {
 // meterPhases profiles the process's CPU and samples its RSS phase by
 // phase from start, into rep, until the function it returns is called
 // (after which the last phase's figures are in).
-func meterPhases(start time.Time, phaseWall time.Duration, rep *Report) (stop func()) {
+func meterPhases(start time.Time, phaseWall time.Duration, rep *Report, save func(phase int, profile []byte) error) (stop func()) {
 	prof := startCPUProfile()
+	prof.save = save
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -166,7 +170,7 @@ func meterPhases(start time.Time, phaseWall time.Duration, rep *Report) (stop fu
 		defer tick.Stop()
 		k, cpu := 0, processCPU()
 		cut := func(last bool) {
-			split, err := prof.cut(last)
+			split, err := prof.cut(k, last)
 			if err != nil && rep.CPUError == "" {
 				rep.CPUError = err.Error()
 			}
@@ -307,7 +311,7 @@ func fillPhases(rep *Report, cfg workload.Config, target driver.Target, samples 
 		if p.Turns > 0 {
 			p.GatewayCPUPerTurnMs = 1000 * p.CPU.GatewayWithGC() / float64(p.Turns)
 		}
-		p.GatewayCores = p.CPU.GatewayWithGC() / phaseWall.Seconds()
+		p.GatewayCores = p.CPU.GatewayWithGC() * scale / phaseWall.Seconds()
 	}
 }
 

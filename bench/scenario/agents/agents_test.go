@@ -3,6 +3,8 @@ package agents
 import (
 	"context"
 	"crypto/sha256"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -40,8 +42,14 @@ func TestPhases(t *testing.T) {
 		{Tenant: "t0", Session: "c", Kind: workload.TurnTool, Start: at(18), Error: driver.ErrClassCanceled}, // cut at the end
 	}
 	rep := &Report{Phases: make([]Phase, 2), PrefillTokensPerSecond: 1000}
+	rep.Phases[0].CPU = CPUSplit{Gateway: 2}
 	fillPhases(rep, cfg, system, samples, 10*time.Second, 0.5)
 	p1, p2 := rep.Phases[0], rep.Phases[1]
+	// 2 s of CPU over 4 turns; a phase of 10 s of wall time is 20 s of
+	// the fleet's (at half real time): a tenth of a core.
+	if p1.GatewayCPUPerTurnMs != 500 || p1.GatewayCores != 0.1 {
+		t.Errorf("phase 1: %.1f ms a turn, %.3f cores; want 500 and 0.1 (on the fleet's clock)", p1.GatewayCPUPerTurnMs, p1.GatewayCores)
+	}
 	if p1.Turns != 4 || p1.Answered != 4 || p1.Errors != 0 {
 		t.Errorf("phase 1: %d turns, %d answered, %d errors; want 4, 4, 0", p1.Turns, p1.Answered, p1.Errors)
 	}
@@ -64,12 +72,15 @@ func TestPhases(t *testing.T) {
 }
 
 // TestCPUSplit: a CPU profile's samples of goroutines started under the
-// bench's label are the client's, the rest the gateway's.
+// bench's label are the client's, the rest the gateway's; the profile is
+// kept, as the phase's, where asked.
 func TestCPUSplit(t *testing.T) {
 	prof := startCPUProfile()
 	if !prof.on {
 		t.Skipf("no CPU profile: %v", prof.err)
 	}
+	dir := t.TempDir()
+	prof.save = profileSaver(dir, "cache-aware")
 	burn := func(d time.Duration) {
 		b := make([]byte, 1<<10)
 		for end := time.Now().Add(d); time.Now().Before(end); {
@@ -83,9 +94,16 @@ func TestCPUSplit(t *testing.T) {
 		<-done
 	})
 	burn(300 * time.Millisecond)
-	split, err := prof.cut(true)
+	split, err := prof.cut(1, true)
 	if err != nil {
 		t.Fatal(err)
+	}
+	kept, err := os.ReadFile(filepath.Join(dir, "phase-2-cache-aware.pprof"))
+	if err != nil {
+		t.Fatalf("phase 2's profile not kept: %v", err)
+	}
+	if again, err := splitProfile(kept); err != nil || again != split {
+		t.Errorf("kept profile splits as %+v (%v), want %+v", again, err, split)
 	}
 	if split.Client < 0.05 || split.Gateway < 0.05 || split.Engines != 0 {
 		t.Errorf("split %+v: want about 0.3 s each of client and gateway, none of engines", split)

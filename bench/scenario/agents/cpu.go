@@ -5,8 +5,10 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -54,6 +56,23 @@ type cpuProfile struct {
 	on  bool
 	// err is why the profile could not run (another one is running).
 	err error
+	// save, if set, keeps each stretch's profile.
+	save func(stretch int, profile []byte) error
+}
+
+// profileSaver keeps stretch k's profile as dir/phase-K-LABEL.pprof; nil
+// where dir is empty.
+func profileSaver(dir, label string) func(int, []byte) error {
+	if dir == "" {
+		return nil
+	}
+	return func(k int, profile []byte) error {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		name := fmt.Sprintf("phase-%d-%s.pprof", k+1, strings.NewReplacer("/", "-", " ", "-").Replace(label))
+		return os.WriteFile(filepath.Join(dir, name), profile, 0o644)
+	}
 }
 
 func startCPUProfile() *cpuProfile {
@@ -66,14 +85,17 @@ func startCPUProfile() *cpuProfile {
 	return p
 }
 
-// cut ends the stretch profiled so far, splits it, and starts the next
+// cut ends stretch k, profiled so far, splits it, and starts the next
 // one unless last.
-func (p *cpuProfile) cut(last bool) (CPUSplit, error) {
+func (p *cpuProfile) cut(k int, last bool) (CPUSplit, error) {
 	if !p.on {
 		return CPUSplit{}, p.err
 	}
 	pprof.StopCPUProfile()
 	split, err := splitProfile(p.buf.Bytes())
+	if p.save != nil {
+		err = errors.Join(err, p.save(k, p.buf.Bytes()))
+	}
 	p.buf.Reset()
 	p.on = false
 	if !last {
