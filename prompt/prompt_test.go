@@ -182,3 +182,15 @@ func FuzzAppendRenderFrom(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkApproxEncode encodes a cold prompt of 168 KiB (about 43k
+// tokens), as every first turn of an agent's session is.
+func BenchmarkApproxEncode(b *testing.B) {
+	text := strings.Repeat("func main() { fmt.Println(\"héllo, wörld\") }\n", 168<<10/47)
+	dst := make([]uint32, 0, ApproxTokens(len(text)))
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		dst = Approx{}.Encode(dst[:0], text)
+	}
+}
