@@ -3,12 +3,11 @@ package prompt
 import (
 	"bytes"
 	"encoding/binary"
+	"math/big"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/cespare/xxhash/v2"
 )
 
 func TestApprox(t *testing.T) {
@@ -27,7 +26,7 @@ func TestApprox(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var want []uint32
 			for _, g := range tc.want {
-				want = append(want, uint32(xxhash.Sum64String(g)%ApproxVocabSize))
+				want = append(want, approxRule(g))
 			}
 			got := Approx{}.Encode(nil, tc.text)
 			if !slices.Equal(got, want) {
@@ -105,13 +104,46 @@ func TestAppendRender(t *testing.T) {
 	})
 }
 
-func TestXXHash4(t *testing.T) {
+// approxRule is Approx's id of a group as its documentation spells it,
+// in big numbers: the bytes little-endian, a short group's length above
+// them, times 2^64/φ modulo 2^64, the top 17 bits.
+func approxRule(g string) uint32 {
+	v := new(big.Int)
+	for i := len(g) - 1; i >= 0; i-- {
+		v.Lsh(v, 8).Or(v, big.NewInt(int64(g[i])))
+	}
+	if len(g) < 4 {
+		v.Or(v, new(big.Int).Lsh(big.NewInt(int64(len(g))), 32))
+	}
+	phi, _ := new(big.Int).SetString("9E3779B97F4A7C15", 16)
+	v.Mul(v, phi).Mod(v, new(big.Int).Lsh(big.NewInt(1), 64)).Rsh(v, 64-17)
+	return uint32(v.Uint64())
+}
+
+// TestApproxIDSpread: ids of random groups of four bytes fill the
+// vocabulary evenly (no id gets more than twice its share over many
+// draws), and a short group never takes the id of itself padded with
+// zero bytes.
+func TestApproxIDSpread(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
+	const draws = 64 * ApproxVocabSize
+	counts := make([]int32, ApproxVocabSize)
 	var b [4]byte
-	for range 10000 {
+	for range draws {
 		binary.LittleEndian.PutUint32(b[:], rng.Uint32())
-		if got, want := xxhash4(string(b[:])), xxhash.Sum64(b[:]); got != want {
-			t.Fatalf("xxhash4(%x) = %x, want %x", b, got, want)
+		id := ApproxID(string(b[:]))
+		if id >= ApproxVocabSize {
+			t.Fatalf("ApproxID(%x) = %d, past the vocabulary", b, id)
+		}
+		counts[id]++
+	}
+	if lo, hi := slices.Min(counts), slices.Max(counts); lo < 64/2 || hi > 64*2 {
+		t.Errorf("ids drawn %d to %d times each, want about 64", lo, hi)
+	}
+	for _, g := range []string{"a", "ab", "abc", "\x00", "\x00\x00\x00"} {
+		padded := (g + "\x00\x00\x00")[:4]
+		if ApproxID(g) == ApproxID(padded) {
+			t.Errorf("%q and %q have one id", g, padded)
 		}
 	}
 }
@@ -123,7 +155,7 @@ func TestApproxEncodeLengths(t *testing.T) {
 	for n := 0; n <= len(text); n++ {
 		var want []uint32
 		for s := text[:n]; len(s) > 0; s = s[min(4, len(s)):] {
-			want = append(want, uint32(xxhash.Sum64String(s[:min(4, len(s))])%ApproxVocabSize))
+			want = append(want, approxRule(s[:min(4, len(s))]))
 		}
 		if got := (Approx{}).Encode([]uint32{7}, text[:n]); !slices.Equal(got[1:], want) || got[0] != 7 {
 			t.Fatalf("Encode of %d bytes differs from the rule", n)

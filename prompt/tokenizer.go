@@ -1,12 +1,9 @@
 package prompt
 
 import (
-	"math/bits"
 	"slices"
 	"sync"
 	"unsafe"
-
-	"github.com/cespare/xxhash/v2"
 )
 
 // Tokenizer turns text into token ids. Implementations must be safe for
@@ -24,7 +21,7 @@ const (
 	// ApproxBytesPerToken is how many bytes of UTF-8 Approx folds into one token.
 	ApproxBytesPerToken = 4
 	// ApproxVocabSize bounds the token ids Approx produces.
-	ApproxVocabSize = 1 << 17
+	ApproxVocabSize = 1 << approxVocabBits
 )
 
 // ApproxTokens estimates the tokens in n bytes of UTF-8 text: one per
@@ -34,69 +31,61 @@ func ApproxTokens(n int) int { return (n + ApproxBytesPerToken - 1) / ApproxByte
 
 // Approx is the byte-approximate tokenizer used when the gateway does not
 // have the engine's tokenizer: every ApproxBytesPerToken bytes of UTF-8 (the
-// last group may be shorter) become one token whose id is the xxhash64 of
-// those bytes modulo ApproxVocabSize. Token counts come out near those of
-// real BPE tokenizers (about four bytes per token for English and code), and
-// since the chain of ids depends only on the text, prefix sharing between
-// requests is preserved even though the ids are not the engine's.
+// last group may be shorter) become one token, ApproxID of those bytes.
+// Token counts come out near those of real BPE tokenizers (about four bytes
+// per token for English and code), and since the chain of ids depends only
+// on the text, prefix sharing between requests is preserved even though the
+// ids are not the engine's.
 //
 // The simulator (accelerators/sim) tokenizes with this same rule, so against
 // simulated engines Approx is exact: hashes of engine KV events and of the
 // gateway's own routing agree.
 type Approx struct{}
 
+// ApproxID is the id Approx gives a group of one to four bytes: the bytes
+// as a little-endian number, and for a group shorter than four its length
+// above them (so that "ab" and "ab\x00\x00" differ), multiplied by 2^64/φ,
+// its top 17 bits (Fibonacci hashing: every input bit moves the top bits,
+// and distinct groups of four bytes spread evenly over the ids). A cold
+// prompt of 40k tokens is 40k of these, one multiplication each.
+func ApproxID(group string) uint32 {
+	var v uint64
+	for i := range len(group) {
+		v |= uint64(group[i]) << (8 * i)
+	}
+	if len(group) < ApproxBytesPerToken {
+		v |= uint64(len(group)) << 32
+	}
+	return fibID(v)
+}
+
+// fibMul is 2^64/φ, rounded to odd.
+const fibMul = 0x9E3779B97F4A7C15
+
+// fibID is the top log2(ApproxVocabSize) bits of v·fibMul.
+func fibID(v uint64) uint32 { return uint32((v * fibMul) >> (64 - approxVocabBits)) }
+
+const approxVocabBits = 17
+
 // Encode implements Tokenizer.
 func (Approx) Encode(dst []uint32, text string) []uint32 {
 	dst = slices.Grow(dst, ApproxTokens(len(text)))
-	// Four tokens a turn into slots already there: their hashes do not
-	// depend on each other, so the processor overlaps them.
 	n := len(dst)
 	full := len(text) / 4
 	dst = dst[:n+full]
 	out := dst[n:]
-	i := 0
-	for ; i+4 <= full; i += 4 {
-		s := text[4*i : 4*i+16]
-		out[i] = uint32(xxhash4(s[0:4]) % ApproxVocabSize)
-		out[i+1] = uint32(xxhash4(s[4:8]) % ApproxVocabSize)
-		out[i+2] = uint32(xxhash4(s[8:12]) % ApproxVocabSize)
-		out[i+3] = uint32(xxhash4(s[12:16]) % ApproxVocabSize)
+	for i := range out {
+		s := text[4*i : 4*i+4]
+		out[i] = fibID(uint64(uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24))
 	}
-	for ; i < full; i++ {
-		out[i] = uint32(xxhash4(text[4*i:4*i+4]) % ApproxVocabSize)
-	}
-	text = text[4*full:]
-	if len(text) > 0 {
-		dst = append(dst, uint32(xxhash.Sum64String(text)%ApproxVocabSize))
+	if rest := text[4*full:]; len(rest) > 0 {
+		dst = append(dst, ApproxID(rest))
 	}
 	return dst
 }
 
 // Count implements Tokenizer.
 func (Approx) Count(text string) int { return ApproxTokens(len(text)) }
-
-// xxhash64 primes.
-const (
-	prime1 uint64 = 11400714785074694791
-	prime2 uint64 = 14029467366897019727
-	prime3 uint64 = 1609587929392839161
-	prime5 uint64 = 2870177450012600261
-)
-
-// xxhash4 is xxhash64 (seed 0) of the first four bytes of s, unrolled: the
-// approximate tokenizer hashes every four bytes of every prompt.
-func xxhash4(s string) uint64 {
-	v := uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
-	h := prime5 + 4
-	h ^= uint64(v) * prime1
-	h = bits.RotateLeft64(h, 23)*prime2 + prime3
-	h ^= h >> 33
-	h *= prime2
-	h ^= h >> 29
-	h *= prime3
-	h ^= h >> 32
-	return h
-}
 
 // renderBufs recycles the rendered text of prompts being encoded.
 var renderBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
