@@ -24,8 +24,10 @@ const (
 //   - the text is taken as its UTF-8 bytes, cut into consecutive runs of
 //     TokenBytes (4) bytes from the start; the last run may be shorter.
 //     Runs do not respect character boundaries;
-//   - each run is one token, whose id is xxhash64(run bytes) mod VocabSize
-//     (2^17), i.e. xxhash.Sum64(run) & (VocabSize-1).
+//   - each run is one token: its bytes as a little-endian number, for a
+//     run shorter than TokenBytes its length in bits 32 and up, times
+//     0x9E3779B97F4A7C15 (2^64/φ) modulo 2^64, of which the top 17 bits
+//     are the id (below VocabSize, 2^17).
 //
 // So the token count is ceil(len(text)/4), and the rule is prefix-stable:
 // if a is a prefix of b, every token of a is the same token of b except
@@ -38,7 +40,14 @@ func Tokenize(text string) []uint32 {
 func AppendTokens(dst []uint32, text string) []uint32 {
 	for i := 0; i < len(text); i += TokenBytes {
 		run := text[i:min(i+TokenBytes, len(text))]
-		dst = append(dst, uint32(xxhash.Sum64String(run)&(VocabSize-1)))
+		var v uint64
+		for j := range len(run) {
+			v |= uint64(run[j]) << (8 * j)
+		}
+		if len(run) < TokenBytes {
+			v |= uint64(len(run)) << 32
+		}
+		dst = append(dst, uint32((v*0x9E3779B97F4A7C15)>>(64-17)))
 	}
 	return dst
 }
