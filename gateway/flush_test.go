@@ -51,6 +51,36 @@ func countingFront(t *testing.T, h http.Handler) (*httptest.Server, *atomic.Int6
 	return front, &writes
 }
 
+// chatStreamWrites streams a chat answer of tokens through h to a client,
+// checks that every token and the end arrived, and returns the writes to
+// the client it took.
+func chatStreamWrites(t *testing.T, h http.Handler, tokens int) int64 {
+	t.Helper()
+	front, writes := countingFront(t, h)
+	resp := post(t, front.URL, `{"model":"test-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	body, _ := io.ReadAll(resp.Body)
+	if got := strings.Count(string(body), "\"content\":\"t"); got != tokens || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
+		t.Fatalf("the client got %d of %d tokens, ending %q", got, tokens, body[max(len(body)-40, 0):])
+	}
+	return writes.Load()
+}
+
+// responsesStreamWrites is chatStreamWrites for a Responses stream.
+func responsesStreamWrites(t *testing.T, h http.Handler, tokens int) int64 {
+	t.Helper()
+	front, writes := countingFront(t, h)
+	resp, err := http.Post(front.URL+"/v1/responses", "application/json", strings.NewReader(`{"model":"test-model","input":"hi","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if got := strings.Count(string(body), "event: response.output_text.delta"); got != tokens || !strings.Contains(string(body), "event: response.completed") {
+		t.Fatalf("the client got %d of %d deltas: %.300s", got, tokens, body)
+	}
+	return writes.Load()
+}
+
 // A burst of events the engine sent at once reaches the client in a few
 // writes, not one a token, on the chat relay and on the Responses stream;
 // every event still arrives.
@@ -58,29 +88,13 @@ func TestStreamBurstGoesOutInFewWrites(t *testing.T) {
 	const tokens = 40
 	t.Run("chat", func(t *testing.T) {
 		s, _, _ := newGateway(t, nil, newBackend(t, burstEngine(tokens)))
-		front, writes := countingFront(t, s.Handler())
-		resp := post(t, front.URL, `{"model":"test-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
-		body, _ := io.ReadAll(resp.Body)
-		if got := strings.Count(string(body), "\"content\":\"t"); got != tokens || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
-			t.Fatalf("the client got %d of %d tokens, ending %q", got, tokens, body[max(len(body)-40, 0):])
-		}
-		if n := writes.Load(); n > 16 {
+		if n := chatStreamWrites(t, s.Handler(), tokens); n > 16 {
 			t.Errorf("%d writes to the client for a burst of %d tokens, want a few", n, tokens)
 		}
 	})
 	t.Run("responses", func(t *testing.T) {
 		st := newResponsesOn(t, tpresponses.Config{}, burstEngine(tokens))
-		front, writes := countingFront(t, st.server.Handler())
-		resp, err := http.Post(front.URL+"/v1/responses", "application/json", strings.NewReader(`{"model":"test-model","input":"hi","stream":true}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if got := strings.Count(string(body), "event: response.output_text.delta"); got != tokens || !strings.Contains(string(body), "event: response.completed") {
-			t.Fatalf("the client got %d of %d deltas: %.300s", got, tokens, body)
-		}
-		if n := writes.Load(); n > 16 {
+		if n := responsesStreamWrites(t, st.server.Handler(), tokens); n > 16 {
 			t.Errorf("%d writes to the client for a burst of %d tokens, want a few", n, tokens)
 		}
 	})
@@ -150,29 +164,13 @@ func TestFlushIntervalSpacesWrites(t *testing.T) {
 	t.Run("chat", func(t *testing.T) {
 		s, _, _ := newGateway(t, nil, newBackend(t, tickEngine(tokens)))
 		s.opts.FlushInterval = dispatch.MaxFlushInterval
-		front, writes := countingFront(t, s.Handler())
-		resp := post(t, front.URL, `{"model":"test-model","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
-		body, _ := io.ReadAll(resp.Body)
-		if got := strings.Count(string(body), "\"content\":\"t"); got != tokens || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
-			t.Fatalf("the client got %d of %d tokens, ending %q", got, tokens, body[max(len(body)-40, 0):])
-		}
-		if n := writes.Load(); n > 10 {
+		if n := chatStreamWrites(t, s.Handler(), tokens); n > 10 {
 			t.Errorf("%d writes to the client for %d tokens in an interval, want the status, the role, the first token, the rest and the end", n, tokens)
 		}
 	})
 	t.Run("responses", func(t *testing.T) {
 		st := newResponsesOn(t, tpresponses.Config{FlushInterval: dispatch.MaxFlushInterval}, tickEngine(tokens))
-		front, writes := countingFront(t, st.server.Handler())
-		resp, err := http.Post(front.URL+"/v1/responses", "application/json", strings.NewReader(`{"model":"test-model","input":"hi","stream":true}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if got := strings.Count(string(body), "event: response.output_text.delta"); got != tokens || !strings.Contains(string(body), "event: response.completed") {
-			t.Fatalf("the client got %d of %d deltas: %.300s", got, tokens, body)
-		}
-		if n := writes.Load(); n > 10 {
+		if n := responsesStreamWrites(t, st.server.Handler(), tokens); n > 10 {
 			t.Errorf("%d writes to the client for %d tokens in an interval, want the head, the first token, the rest and the end", n, tokens)
 		}
 	})
