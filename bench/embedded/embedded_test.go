@@ -173,12 +173,24 @@ func TestScrapes(t *testing.T) {
 		{1, 0, 0},
 		{0, 0, 0},
 		{0.1, 500 * time.Millisecond, 500 * time.Millisecond},
+		// The config's defaults filled in first, as every embedded
+		// gateway's are.
+		{10, pools.DefaultScrapeInterval, 2 * time.Second},
 	} {
 		cfg := &stack.Config{}
 		cfg.Fleet.ScrapeInterval = c.set
+		cfg.Fleet.EnsureDefaults()
 		scrapes(cfg, c.scale)
-		if got := cfg.Fleet.ScrapeInterval; got != c.want {
-			t.Errorf("time scale %v, configured %v: scrape interval %v, want %v", c.scale, c.set, got, c.want)
+		want := c.want
+		if want == 0 {
+			want = pools.DefaultScrapeInterval
+		}
+		if got := cfg.Fleet.ScrapeInterval; got != want {
+			t.Errorf("time scale %v, configured %v: scrape interval %v, want %v", c.scale, c.set, got, want)
+		}
+		// A load is stale after three intervals missed, not sooner.
+		if stale := cfg.Fleet.StaleAfter; stale < 3*want {
+			t.Errorf("time scale %v: stale after %v, sooner than three scrapes of %v", c.scale, stale, want)
 		}
 	}
 }

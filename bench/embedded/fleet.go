@@ -73,12 +73,18 @@ const minScrape = 10 * time.Millisecond
 // that has emptied holds turns at the gateway no longer, in the engines'
 // time, than it would on the hardware they model; a slower fleet is read
 // as much less often, so that the scrapes' CPU a turn is what it would
-// be at the hardware's speed. A config that sets the interval keeps it.
+// be at the hardware's speed. A config that sets another interval than
+// the default keeps it.
 func scrapes(cfg *stack.Config, timeScale float64) {
-	if cfg.Fleet.ScrapeInterval > 0 || timeScale <= 0 || timeScale == 1 {
+	if set := cfg.Fleet.ScrapeInterval; (set > 0 && set != pools.DefaultScrapeInterval) || timeScale <= 0 || timeScale == 1 {
 		return
 	}
 	cfg.Fleet.ScrapeInterval = max(wallTime(pools.DefaultScrapeInterval, timeScale), minScrape)
+	if cfg.Fleet.StaleAfter == max(pools.DefaultStaleAfter, 3*pools.DefaultScrapeInterval) {
+		// The default, from the default interval: from this one.
+		cfg.Fleet.StaleAfter = 0
+	}
+	cfg.Fleet.EnsureDefaults()
 }
 
 // flushes spaces the embedded gateway's stream writes by interval on the
