@@ -28,7 +28,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	engineMetrics := fs.String("engine-metrics", "", "with --url: comma-separated engine /metrics URLs, for the engines' own prefix-cache hit rate")
 	policy := fs.String("policy", "cache-aware", "embedded: the routing policy")
 	ttftTarget := fs.Duration("ttft-target", affinity.DefaultTTFTTargets[affinity.BandStandard], "embedded: the TTFT target on the simulated fleet's clock, of the cost report's SLO attainment and of the price scorer's every band")
-	flushInterval := fs.Duration("flush-interval", 0, "embedded: the gateway's server.flushInterval on the simulated fleet's clock: after a stream's first token, at most one write to the client an interval (agents: 20ms)")
+	flushInterval := fs.Duration("flush-interval", 0, "embedded: the gateway's server.flushInterval on the simulated fleet's clock: after a stream's first token, at most one write to the client an interval (agents: 100ms)")
 	var sf simFlags
 	compare := fs.String("compare", "", "embedded: comma-separated policies to run in turn, e.g. round-robin,session-hash,cache-aware; an entry may name a topology instead (aggregated, pd, hbm, cpu-tier, mixed: --policy on it) or both (cache-aware@pd, cost-aware@mixed), and the KV index's mode: cache-aware@precise (the default: confirmed by the engines' KV events) against cache-aware@approximate (no KV events: what the gateway routed), also after a topology (cache-aware@hbm+approximate), and gateways (cache-aware@2gw, see --gateways)")
 	repeat := fs.Int("repeat", 1, "with --compare: run the policies this many times, their order reversed every other time, and report each figure's median over a policy's runs beside every run (rollout: its modes, each mode's runs pooled)")

@@ -46,9 +46,9 @@ func (f phasesFlag) Set(v string) error {
 // context) on B200s, about 1.1M tokens of KV cache each, one replica for
 // every 30 agents of the last phase, 16 to 32; at half real speed, which
 // two cores keep up with at 100 agents (about 10 turns a second); the
-// gateway writing each stream to its client at most once every 20ms of
+// gateway writing each stream to its client at most once every 100ms of
 // the fleet's clock (server.flushInterval), as a gateway in front of
-// thousands of agents' streams is run.
+// thousands of agents' streams is run: an agent reads its answer whole.
 func agentsFleetDefaults(fs *flag.FlagSet, a bench.AgentsConfig) error {
 	phases := a.Phases
 	if len(phases) == 0 {
@@ -61,7 +61,7 @@ func agentsFleetDefaults(fs *flag.FlagSet, a bench.AgentsConfig) error {
 		{"sim-served-model", "meta-llama/Llama-3.1-8B-Instruct"},
 		{"sim-time-scale", "2"},
 		{"sim-replicas", strconv.Itoa(replicas)},
-		{"flush-interval", "20ms"},
+		{"flush-interval", "100ms"},
 	} {
 		if !flagSet(fs, d.flag) {
 			if err := fs.Set(d.flag, d.value); err != nil {
