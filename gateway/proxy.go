@@ -283,8 +283,8 @@ var (
 // flushing at every event boundary after which the engine has sent
 // nothing more yet (so each event at once while the gateway keeps up, and
 // a burst of them in one write when it falls behind; with
-// Options.FlushInterval, the events of an interval in one write); with strip, the usage chunk is not
-// passed on (the client did not ask for it). If the engine fails
+// Options.FlushInterval, the events of an interval in one write); with
+// strip, the usage chunk is not passed on (the client did not ask for it). If the engine fails
 // mid-stream the client gets an error event and the stream ends without
 // [DONE]: the status line has long been sent. A line the failure cut
 // short is never sent, so no event is cut JSON.
