@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/json"
+	"math/big"
 	"slices"
 	"strings"
 	"testing"
@@ -10,7 +11,19 @@ import (
 )
 
 func TestTokenize(t *testing.T) {
-	id := func(s string) uint32 { return uint32(xxhash.Sum64String(s) % VocabSize) }
+	// The rule as Tokenize's comment spells it, in big numbers.
+	id := func(s string) uint32 {
+		v := new(big.Int)
+		for i := len(s) - 1; i >= 0; i-- {
+			v.Lsh(v, 8).Or(v, big.NewInt(int64(s[i])))
+		}
+		if len(s) < TokenBytes {
+			v.Or(v, new(big.Int).Lsh(big.NewInt(int64(len(s))), 32))
+		}
+		phi, _ := new(big.Int).SetString("9E3779B97F4A7C15", 16)
+		v.Mul(v, phi).Mod(v, new(big.Int).Lsh(big.NewInt(1), 64)).Rsh(v, 64-17)
+		return uint32(v.Uint64())
+	}
 	tests := []struct {
 		text string
 		want []uint32
