@@ -305,11 +305,6 @@ func (s *Server) relayStream(c echo.Context, t *dispatch.Turn, strip bool) error
 	// unflushed: lines were written since the last flush.
 	inEvent, skipBlank, unflushed := false, false, false
 	for {
-		if !inEvent && !unflushed && !t.Pending() {
-			// Flushed: what the engine sends within the interval goes
-			// out in the next write.
-			t.Linger(s.opts.FlushInterval)
-		}
 		l, err := t.Next()
 		shutdown := err != nil && errors.Is(context.Cause(c.Request().Context()), ErrShuttingDown)
 		if errors.Is(err, dispatch.ErrStreamCut) || shutdown {
@@ -346,9 +341,11 @@ func (s *Server) relayStream(c echo.Context, t *dispatch.Turn, strip bool) error
 		}
 		if unflushed && !inEvent && !t.Pending() {
 			// What the engine sent while the gateway was behind goes out
-			// in one write.
+			// in one write; with a flush interval, so does what it sends
+			// within the interval.
 			w.Flush()
 			unflushed = false
+			t.Linger(s.opts.FlushInterval)
 		}
 	}
 }

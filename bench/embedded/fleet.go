@@ -80,11 +80,9 @@ func scrapes(cfg *stack.Config, timeScale float64) {
 		return
 	}
 	cfg.Fleet.ScrapeInterval = max(wallTime(pools.DefaultScrapeInterval, timeScale), minScrape)
-	if cfg.Fleet.StaleAfter == max(pools.DefaultStaleAfter, 3*pools.DefaultScrapeInterval) {
-		// The default, from the default interval: from this one.
-		cfg.Fleet.StaleAfter = 0
-	}
-	cfg.Fleet.EnsureDefaults()
+	// A load goes stale after three scrapes missed, not sooner than by
+	// default.
+	cfg.Fleet.StaleAfter = max(cfg.Fleet.StaleAfter, pools.DefaultStaleAfter, 3*cfg.Fleet.ScrapeInterval)
 }
 
 // flushes spaces the embedded gateway's stream writes by interval on the
