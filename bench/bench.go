@@ -7,6 +7,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/bench/driver"
 	"github.com/turnpike-gateway/turnpike/bench/overhead"
 	"github.com/turnpike-gateway/turnpike/bench/report"
+	"github.com/turnpike-gateway/turnpike/bench/scenario/agents"
 	"github.com/turnpike-gateway/turnpike/bench/scenario/isolation"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
@@ -123,9 +124,13 @@ type (
 	TenantRunner = driver.TenantRunner
 )
 
-// RunTenant runs spec's tenant of an isolation run in this process
-// (isolation.RunTenant): what `turnpike bench tenant` runs.
+// RunTenant runs spec's tenant in this process: a tenant of an isolation
+// run (isolation.RunTenant), or the agents of an agents run
+// (agents.RunTenant). It is what `turnpike bench tenant` runs.
 func RunTenant(ctx context.Context, spec TenantSpec, emit func(TenantLine)) error {
+	if spec.Config.Workload == WorkloadAgents {
+		return agents.RunTenant(ctx, spec, emit)
+	}
 	return isolation.RunTenant(ctx, spec, emit)
 }
 

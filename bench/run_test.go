@@ -16,6 +16,7 @@ import (
 
 	"github.com/turnpike-gateway/turnpike/bench/driver"
 	"github.com/turnpike-gateway/turnpike/bench/report"
+	"github.com/turnpike-gateway/turnpike/bench/scenario/agents"
 	"github.com/turnpike-gateway/turnpike/bench/scenario/isolation"
 	"github.com/turnpike-gateway/turnpike/bench/workload"
 )
@@ -205,19 +206,38 @@ func TestRunIsolation(t *testing.T) { testRunIsolation(t, nil) }
 func TestRunIsolationTenantsApart(t *testing.T) {
 	var mu sync.Mutex
 	ran := map[string]int{}
-	apart := func(ctx context.Context, spec driver.TenantSpec, record func(driver.TenantLine)) error {
+	apart := overJSON(t, isolation.RunTenant, func(spec driver.TenantSpec, b []byte) {
+		if bytes.Contains(b, []byte("key-a")) != (spec.Tenant == isolation.TenantA) || bytes.Contains(b, []byte("key-b")) != (spec.Tenant == isolation.TenantB) {
+			t.Errorf("tenant %s's spec carries another tenant's key: %s", spec.Tenant, b)
+		}
+	}, func(spec driver.TenantSpec, l driver.TenantLine) {
+		mu.Lock()
+		ran[spec.Tenant+"/"+l.Request.Tenant]++
+		mu.Unlock()
+	})
+	testRunIsolation(t, apart)
+	if ran["A/A"] == 0 || ran["B/B"] == 0 || len(ran) != 2 {
+		t.Errorf("requests by process/tenant: %v", ran)
+	}
+}
+
+// overJSON runs a tenant's spec through run as `turnpike bench tenant`
+// would, the spec and each line of its report crossing a JSON boundary:
+// sent sees the spec as it arrived and its JSON, got each request's line
+// as it came back (one at a time).
+func overJSON(t *testing.T, run func(context.Context, driver.TenantSpec, func(driver.TenantLine)) error,
+	sent func(driver.TenantSpec, []byte), got func(driver.TenantSpec, driver.TenantLine)) driver.TenantRunner {
+	return func(ctx context.Context, spec driver.TenantSpec, record func(driver.TenantLine)) error {
 		b, err := json.Marshal(spec)
 		if err != nil {
 			return err
 		}
-		if bytes.Contains(b, []byte("key-a")) != (spec.Tenant == isolation.TenantA) || bytes.Contains(b, []byte("key-b")) != (spec.Tenant == isolation.TenantB) {
-			t.Errorf("tenant %s's spec carries another tenant's key: %s", spec.Tenant, b)
-		}
-		var got driver.TenantSpec
-		if err := json.Unmarshal(b, &got); err != nil {
+		var in driver.TenantSpec
+		if err := json.Unmarshal(b, &in); err != nil {
 			return err
 		}
-		return isolation.RunTenant(ctx, got, func(l driver.TenantLine) {
+		sent(in, b)
+		return run(ctx, in, func(l driver.TenantLine) {
 			b, err := json.Marshal(l)
 			if err != nil {
 				t.Error(err)
@@ -228,15 +248,9 @@ func TestRunIsolationTenantsApart(t *testing.T) {
 				t.Errorf("line %s: %v", b, err)
 				return
 			}
-			mu.Lock()
-			ran[spec.Tenant+"/"+back.Request.Tenant]++
-			mu.Unlock()
+			got(in, back)
 			record(back)
 		})
-	}
-	testRunIsolation(t, apart)
-	if ran["A/A"] == 0 || ran["B/B"] == 0 || len(ran) != 2 {
-		t.Errorf("requests by process/tenant: %v", ran)
 	}
 }
 
@@ -595,3 +609,66 @@ func TestPlanAgenticTimeScale(t *testing.T) {
 }
 
 func absDur(d time.Duration) time.Duration { return max(d, -d) }
+
+// The agents sent from a process of their own: the spec and each turn
+// cross a JSON boundary, as between `turnpike bench` and `turnpike bench
+// tenant`; the agents' process is told the run's start and when to stop
+// sending, and every turn it sends is a turn of the run's phases.
+func TestRunAgentsApart(t *testing.T) {
+	f := newFakeGateway(t)
+	cfg := workload.Config{Workload: workload.WorkloadAgents, Progress: io.Discard, KeepSamples: true}
+	cfg.Agents.Phases = []int{1, 2}
+	cfg.Agents.PhaseDuration = workload.Duration(20 * time.Second)
+	cfg.Agentic.TimeScale = 0.03
+	var spec driver.TenantSpec
+	lines := 0
+	apart := overJSON(t, RunTenant, func(s driver.TenantSpec, _ []byte) { spec = s }, func(driver.TenantSpec, driver.TenantLine) { lines++ })
+	target := f.target()
+	target.Tenant = apart
+	res, err := Run(context.Background(), cfg, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.Tenant != agents.TenantAgents || spec.Key != "key-default" || spec.Start.IsZero() ||
+		spec.Until.Sub(spec.Start) != time.Duration(2*float64(20*time.Second)*0.03) {
+		t.Errorf("the agents' spec: tenant %q, key %q, from %v until %v", spec.Tenant, spec.Key, spec.Start, spec.Until)
+	}
+	rep := res.Agents
+	if rep == nil || len(rep.Phases) != 2 {
+		t.Fatalf("agents report %+v, want 2 phases", rep)
+	}
+	turns := 0
+	for k, p := range rep.Phases {
+		if p.Answered == 0 || p.Errors != 0 {
+			t.Errorf("phase %d: %d answered, %d errors", k+1, p.Answered, p.Errors)
+		}
+		turns += p.Turns + p.Cut
+	}
+	if turns != lines || len(f.requests()) != lines || res.Total.Requests != lines {
+		t.Errorf("%d turns in the phases, %d lines from the agents' process, %d requests at the gateway, %d in the result", turns, lines, len(f.requests()), res.Total.Requests)
+	}
+	// Continuing turns chain to the responses the gateway answered.
+	chained := 0
+	for _, r := range f.requests() {
+		if r.PreviousID != "" {
+			chained++
+		}
+	}
+	if chained == 0 {
+		t.Error("no turn continued a conversation")
+	}
+}
+
+func TestRunTenantAgentsNeedsItsRun(t *testing.T) {
+	cfg := workload.Config{Workload: workload.WorkloadAgents}
+	now := time.Now()
+	for _, spec := range []driver.TenantSpec{
+		{Config: cfg, Tenant: agents.TenantAgents},                          // no start
+		{Config: cfg, Tenant: agents.TenantAgents, Start: now, Until: now},  // nothing to send
+		{Config: cfg, Tenant: "A", Start: now, Until: now.Add(time.Second)}, // not the agents
+	} {
+		if err := RunTenant(context.Background(), spec, func(driver.TenantLine) { t.Error("a turn sent") }); err == nil {
+			t.Errorf("spec %+v ran", spec)
+		}
+	}
+}

@@ -57,7 +57,7 @@ func writeAgents(w io.Writer, results []*Result, baseline string, md bool) error
 	}
 	fmt.Fprintln(w, "\nTTFT in ms of the turns sent in the phase (cut: still streaming a quarter phase after the run's end, counted in no figure); floor: each turn's prompt less its ideal reuse prefilled at one replica's modelled rate with no queue;"+
 		" captured: the usage's cached tokens over the ideal reuse's; gw CPU: the gateway's share of this process's CPU"+
-		" (profiled; the bench's goroutines and the simulator's code apart, background GC apportioned) per turn sent, and in cores on the fleet's clock (what it would take at the speed of the hardware modelled); RSS is the whole process's.")
+		" (profiled; the bench's goroutines and the simulator's code apart, background GC apportioned) per turn sent, and in cores on the fleet's clock (what it would take at the speed of the hardware modelled); RSS is the whole process's: the gateway's and the recording of the turns, and the agents' and the engines' where they run in it (--agents-process=false, --engines-apart=false).")
 	for _, r := range results {
 		b := baselineIn(results, baseline, r)
 		if r.Agents == nil || b == nil || b == r || b.Agents == nil {

@@ -29,6 +29,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	policy := fs.String("policy", "cache-aware", "embedded: the routing policy")
 	ttftTarget := fs.Duration("ttft-target", affinity.DefaultTTFTTargets[affinity.BandStandard], "embedded: the TTFT target on the simulated fleet's clock, of the cost report's SLO attainment and of the price scorer's every band")
 	flushInterval := fs.Duration("flush-interval", 0, "embedded: the gateway's server.flushInterval on the simulated fleet's clock: after a stream's first token, at most one write to the client an interval (agents: 100ms)")
+	memoryLimitMiB := fs.Int64("gateway-memory-limit-mib", 0, "embedded: the gateway's runtime.memoryLimit, in MiB: a soft limit on this process's Go heap, the gateway's and whatever else runs in it (0: none, or GOMEMLIMIT)")
 	var sf simFlags
 	compare := fs.String("compare", "", "embedded: comma-separated policies to run in turn, e.g. round-robin,session-hash,cache-aware; an entry may name a topology instead (aggregated, pd, hbm, cpu-tier, mixed: --policy on it) or both (cache-aware@pd, cost-aware@mixed), and the KV index's mode: cache-aware@precise (the default: confirmed by the engines' KV events) against cache-aware@approximate (no KV events: what the gateway routed), also after a topology (cache-aware@hbm+approximate), and gateways (cache-aware@2gw, see --gateways)")
 	repeat := fs.Int("repeat", 1, "with --compare: run the policies this many times, their order reversed every other time, and report each figure's median over a policy's runs beside every run (rollout: its modes, each mode's runs pooled)")
@@ -178,9 +179,12 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
+	if *memoryLimitMiB < 0 {
+		return fmt.Errorf("bench: --gateway-memory-limit-mib %d: want 0 (none) or more", *memoryLimitMiB)
+	}
 	if *url == "" {
 		// The gateway runs in this process, as turnpike serve runs it.
-		stack.GoRuntime{}.Apply(os.Getenv, log)
+		stack.GoRuntime{MemoryLimit: *memoryLimitMiB << 20}.Apply(os.Getenv, log)
 	}
 	if restartRun {
 		if *url != "" || *compare != "" {
@@ -211,7 +215,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return sf.bench().Lending(ctx, &cfg, *lendable, lendingMaxNumSeqs, stdout, *out, log)
 	}
 	var tenants bench.TenantRunner
-	if sf.apart && cfg.Workload == bench.WorkloadIsolation {
+	if (sf.apart && cfg.Workload == bench.WorkloadIsolation) || (sf.agentsProcess && cfg.Workload == bench.WorkloadAgents) {
 		tenants = tenantProcess(stderr)
 	}
 	if *url != "" {

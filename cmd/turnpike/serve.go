@@ -56,8 +56,8 @@ type simFlags struct {
 	// --flush-interval, on the simulated clock.
 	ttftTarget, flushInterval time.Duration
 	// apart is bench's --isolation-processes; agentsApart its
-	// --engines-apart.
-	apart, agentsApart bool
+	// --engines-apart, agentsProcess its --agents-process.
+	apart, agentsApart, agentsProcess bool
 	// lora is bench's lora workload's fleet.
 	lora embedded.LoRAFleet
 }

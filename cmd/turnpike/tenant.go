@@ -15,12 +15,14 @@ import (
 	"github.com/turnpike-gateway/turnpike/bench"
 )
 
-// tenantCmd is `turnpike bench tenant`, which the isolation scenario
-// starts: one tenant's requests of one run, its bench.TenantSpec read from
-// stdin, each request written to stdout as a line of JSON as it ends (the
-// batch's tenant writes its report at the batch's end). In a process of
-// its own, a tenant's load generator takes no Go scheduler time from the
-// other's, nor from the gateway, as a tenant on other machines would not.
+// tenantCmd is `turnpike bench tenant`, which the isolation and agents
+// scenarios start: one tenant's requests of one run (an isolation
+// tenant's, or every agent of an agents run), its bench.TenantSpec read
+// from stdin, each request written to stdout as a line of JSON as it ends
+// (the batch's tenant writes its report at the batch's end). In a process
+// of its own, a tenant's load generator takes no Go scheduler time from
+// the other's, nor from the gateway, as a tenant on other machines would
+// not, and the gateway's process's CPU and memory are its own.
 func tenantCmd(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	var spec bench.TenantSpec
 	if err := json.NewDecoder(io.LimitReader(stdin, 1<<20)).Decode(&spec); err != nil {

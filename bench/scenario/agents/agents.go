@@ -115,6 +115,7 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 	debug.FreeOSMemory()
 	var res *driver.Result
 	var samples []*driver.Sample
+	var apartErr error
 	asClient(ctx, func(ctx context.Context) {
 		res, samples = driver.Measure(ctx, cfg, target, label, int(total), func(ctx context.Context, r *driver.Runner) {
 			end := r.Started().Add(time.Duration(len(a.Phases)) * phaseWall)
@@ -128,16 +129,63 @@ func Run(ctx context.Context, cfg workload.Config, target driver.Target, label s
 			defer cancel()
 			cut := time.AfterFunc(time.Until(end.Add(phaseWall/4)), cancel)
 			defer cut.Stop()
-			var wg sync.WaitGroup
-			for i := range a.Phases[len(a.Phases)-1] {
-				wg.Go(func() { runAgent(ctx, run, cfg, i, scale) })
+			if target.Tenant == nil {
+				runAgents(ctx, run)
+				return
 			}
-			wg.Wait()
+			// The agents in a process of their own: this one's CPU and
+			// RSS are then the gateway's, less the little it takes to
+			// record their turns.
+			spec := driver.TenantSpec{Config: r.Config(), Tenant: TenantAgents, Key: target.APIKey, From: r.Started(), Until: end}
+			_, apartErr = r.Apart(ctx, target.Tenant, spec)
 		})
 	})
+	if apartErr != nil {
+		return nil, nil, apartErr
+	}
 	fillPhases(rep, cfg, target, samples, phaseWall, scale)
 	res.Ideal = idealOf(rep, res)
 	return res, rep, nil
+}
+
+// TenantAgents names the agents of a run as the tenant of a
+// driver.TenantSpec: every agent, sent from one process of its own.
+const TenantAgents = "agents"
+
+// RunTenant runs every agent of spec's run in this process, from the
+// run's start (spec.Start) until spec.Until, handing emit each turn as it
+// ends (from several goroutines, one at a time): what the agents' process
+// runs. Cancelling ctx cuts the turns in flight, which are handed to emit
+// too, as the run's end cuts them in process.
+func RunTenant(ctx context.Context, spec driver.TenantSpec, emit func(driver.TenantLine)) error {
+	cfg := spec.Config
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.Workload != workload.WorkloadAgents || spec.Tenant != TenantAgents {
+		return fmt.Errorf("bench: the agents' process runs the agents workload, not %q (tenant %q)", cfg.Workload, spec.Tenant)
+	}
+	if spec.Start.IsZero() || !spec.Until.After(spec.Start) {
+		return fmt.Errorf("bench: the agents' process needs the run's start and when it stops sending, after it")
+	}
+	target := driver.Target{BaseURL: spec.BaseURL, APIKey: spec.Key}
+	driver.RunShare(ctx, cfg, target, spec, emit, runAgents)
+	return nil
+}
+
+// runAgents runs every agent of r's run until r stops.
+func runAgents(ctx context.Context, r *driver.Runner) {
+	cfg := r.Config()
+	scale := cfg.Agentic.TimeScale
+	if scale <= 0 {
+		scale = workload.DefaultTimeScale
+	}
+	var wg sync.WaitGroup
+	for i := range cfg.Agents.Phases[len(cfg.Agents.Phases)-1] {
+		wg.Go(func() { runAgent(ctx, r, cfg, i, scale) })
+	}
+	wg.Wait()
 }
 
 // idealOf is the whole run's ideal reuse, the phases' summed, and the

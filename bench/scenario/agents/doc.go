@@ -28,8 +28,10 @@
 // by who spent it: the bench's own goroutines carry a profiler label,
 // samples in the simulator's code are the engines', the runtime's
 // background GC is apportioned, and the rest is the gateway's. RSS is the
-// process's (VmRSS), the gateway's and the bench client's together, and
-// the engines' when they run in this process.
+// process's (VmRSS): the gateway's, the bench client's when the agents
+// run in this process (no driver.Target.Tenant), and the engines' when
+// they do. With a Target.Tenant, every agent runs in a process of its
+// own (RunTenant) and this one records their turns as they end.
 //
 // # How data enters and leaves
 //
