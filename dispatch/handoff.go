@@ -176,7 +176,7 @@ func (d *Dispatcher) lastPrompt(t *Turn) *lastPrompt {
 	if !t.stayed {
 		return p
 	}
-	text, err := generatedText(t.sent, t.spec.Path)
+	text, err := generatedText(&t.sent, t.spec.Path)
 	if err != nil || text == "" {
 		return p // a tool call, reasoning: the prompt alone is warmed
 	}

@@ -28,8 +28,7 @@ func (t *Turn) keep(l *Line) {
 	if l.Data == nil || l.Done || l.Usage || t.d.maxMigrations == 0 && !t.stayed {
 		return
 	}
-	t.sent = append(t.sent, l.Data...)
-	t.sent = append(t.sent, '\n')
+	t.sent.add(l.Data)
 }
 
 // migrate moves a stream cut by cause to another endpoint: it asks the
@@ -41,7 +40,7 @@ func (t *Turn) migrate(cause error) bool {
 	if t.legs >= d.maxMigrations || t.ctx.Err() != nil {
 		return false
 	}
-	text, err := generatedText(t.sent, t.spec.Path)
+	text, err := generatedText(&t.sent, t.spec.Path)
 	var body []byte
 	generated := 0
 	if err == nil {
@@ -69,12 +68,9 @@ func (t *Turn) migrate(cause error) bool {
 // generatedText is the answer text of the data lines in sent: chat
 // deltas' content, or completions' text. An answer that was calling tools,
 // reasoning, or generating several choices cannot be handed on as text.
-func generatedText(sent []byte, path string) (string, error) {
+func generatedText(sent *sentLog, path string) (string, error) {
 	var b strings.Builder
-	for line := range bytes.SplitSeq(sent, []byte("\n")) {
-		if len(line) == 0 {
-			continue
-		}
+	for line := range sent.lines() {
 		var c struct {
 			Choices []struct {
 				Index int     `json:"index"`

@@ -104,7 +104,7 @@ type Turn struct {
 	// sent is the data lines read so far, for a migration; legs counts
 	// the migrations, priorCompletion the tokens generated before the
 	// current leg.
-	sent            []byte
+	sent            sentLog
 	legs            int
 	priorCompletion int
 
@@ -434,6 +434,9 @@ func (t *Turn) End(err error) {
 		}
 	}
 	t.release(o, true)
+	// Read for the hand-off above, the answer's lines are no longer
+	// needed.
+	t.sent.release()
 }
 
 // release gives back what the turn holds, once: routing hears the outcome
