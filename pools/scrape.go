@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -125,6 +126,15 @@ func (names *metricNames) keep(page []byte) []byte {
 	return out
 }
 
+// pages are ParseLoad's read buffers: an engine's page is read into
+// one grown to its size by the scrapes before, not into a new slice
+// doubled as it fills, scrape after scrape.
+var pages = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledPage bounds the buffers kept in pages: one that took in a
+// larger page goes to the collector.
+const maxPooledPage = 1 << 20
+
 // ParseLoad reads a Prometheus text exposition from an engine of the given
 // flavour into a Load. The cache config info's labels give the KV cache's
 // shape (block_size or page_size, num_gpu_blocks or max_total_num_tokens)
@@ -138,12 +148,18 @@ func ParseLoad(flavour string, r io.Reader) (Load, error) {
 	if !ok {
 		return Load{}, fmt.Errorf("pools: unknown engine flavour %q", flavour)
 	}
-	page, err := io.ReadAll(r)
-	if err != nil {
+	buf := pages.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledPage {
+			buf.Reset()
+			pages.Put(buf)
+		}
+	}()
+	if _, err := buf.ReadFrom(r); err != nil {
 		return Load{}, fmt.Errorf("pools: read metrics: %w", err)
 	}
 	p := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(names.keep(page)))
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(names.keep(buf.Bytes())))
 	if err != nil {
 		return Load{}, fmt.Errorf("pools: parse metrics: %w", err)
 	}
