@@ -252,9 +252,9 @@ func (s *Subscriber) session(ctx context.Context) (received bool, err error) {
 		return false, err
 	}
 	if s.cfg.Bind {
-		err = sock.Listen(s.cfg.Addr)
+		err = sock.Listen(zmqAddr(s.cfg.Addr))
 	} else {
-		err = sock.Dial(s.cfg.Addr)
+		err = sock.Dial(zmqAddr(s.cfg.Addr))
 	}
 	if err != nil {
 		return false, err
