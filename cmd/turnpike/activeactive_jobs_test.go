@@ -210,7 +210,9 @@ func startChildGateway(t *testing.T, redisURL string, pool pools.PoolConfig) (op
 	t.Helper()
 	spec, _ := json.Marshal(childSpec{Redis: redisURL, Pool: pool})
 	child := exec.Command(os.Args[0], "-test.run=^TestActiveActiveGatewayChild$")
-	child.Env = append(os.Environ(), childEnv+"="+string(spec))
+	// The child's temporary directories go under one of this test's: a
+	// child killed with SIGKILL runs no cleanup of its own.
+	child.Env = append(os.Environ(), childEnv+"="+string(spec), "TMPDIR="+t.TempDir())
 	child.Stderr = os.Stderr
 	out, err := child.StdoutPipe()
 	if err != nil {
