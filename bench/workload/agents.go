@@ -124,7 +124,8 @@ type AgentsConfig struct {
 	PrefillTokensPerSecond float64 `json:"prefill_tokens_per_second,omitempty" yaml:"prefill_tokens_per_second"`
 	// ProfileDir, when set, keeps each phase's CPU profile of the bench's
 	// process there, as phase-K-LABEL.pprof (the bench's goroutines
-	// labelled turnpike-bench=client), for go tool pprof.
+	// labelled turnpike-bench=client), and its heap profile at the
+	// phase's end, as phase-K-LABEL.heap.pprof, for go tool pprof.
 	ProfileDir string `json:"profile_dir,omitempty" yaml:"profile_dir"`
 }
 

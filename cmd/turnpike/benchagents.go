@@ -14,7 +14,7 @@ import (
 func registerAgentsFlags(fs *flag.FlagSet, a *bench.AgentsConfig, sf *simFlags) {
 	fs.Var(phasesFlag{&a.Phases}, "phases", "agents: agents kept running in each phase, comma-separated (default 10,40,100; the keynote's is 100,400,1000)")
 	fs.DurationVar((*time.Duration)(&a.PhaseDuration), "phase-duration", 0, "agents: each phase's length on the simulated clock (0: 30s)")
-	fs.StringVar(&a.ProfileDir, "cpu-profile-dir", "", "agents: keep each phase's CPU profile of this process in this directory, as phase-K-POLICY.pprof (the bench client's goroutines labelled turnpike-bench=client)")
+	fs.StringVar(&a.ProfileDir, "profile-dir", "", "agents: keep each phase's CPU profile of this process in this directory, as phase-K-POLICY.pprof (the bench client's goroutines labelled turnpike-bench=client), and its heap profile at the phase's end, as phase-K-POLICY.heap.pprof")
 	fs.BoolVar(&sf.agentsApart, "engines-apart", true, "agents: run the embedded engines in two `turnpike sim` processes, so that this process's CPU and RSS are not theirs; false: all in this process")
 	fs.BoolVar(&sf.agentsProcess, "agents-process", true, "agents: send the agents from a `turnpike bench tenant` process of their own, so that this process's CPU and RSS are the gateway's (and the recording of the agents' turns); false: the agents in this process, their goroutines labelled in its CPU profile")
 }

@@ -208,7 +208,7 @@ func idealOf(rep *Report, res *driver.Result) *driver.IdealReuse {
 // meterPhases profiles the process's CPU and samples its RSS phase by
 // phase from start, into rep, until the function it returns is called
 // (after which the last phase's figures are in).
-func meterPhases(start time.Time, phaseWall time.Duration, rep *Report, save func(phase int, profile []byte) error) (stop func()) {
+func meterPhases(start time.Time, phaseWall time.Duration, rep *Report, save func(phase int, kind string, profile []byte) error) (stop func()) {
 	prof := startCPUProfile()
 	prof.save = save
 	done := make(chan struct{})

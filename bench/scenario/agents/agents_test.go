@@ -73,7 +73,7 @@ func TestPhases(t *testing.T) {
 
 // TestCPUSplit: a CPU profile's samples of goroutines started under the
 // bench's label are the client's, the rest the gateway's; the profile is
-// kept, as the phase's, where asked.
+// kept, as the phase's, where asked, and the heap's beside it.
 func TestCPUSplit(t *testing.T) {
 	prof := startCPUProfile()
 	if !prof.on {
@@ -104,6 +104,9 @@ func TestCPUSplit(t *testing.T) {
 	}
 	if again, err := splitProfile(kept); err != nil || again != split {
 		t.Errorf("kept profile splits as %+v (%v), want %+v", again, err, split)
+	}
+	if heap, err := os.ReadFile(filepath.Join(dir, "phase-2-cache-aware.heap.pprof")); err != nil || len(heap) == 0 {
+		t.Errorf("phase 2's heap profile not kept: %v", err)
 	}
 	if split.Client < 0.05 || split.Gateway < 0.05 || split.Engines != 0 {
 		t.Errorf("split %+v: want about 0.3 s each of client and gateway, none of engines", split)

@@ -56,21 +56,27 @@ type cpuProfile struct {
 	on  bool
 	// err is why the profile could not run (another one is running).
 	err error
-	// save, if set, keeps each stretch's profile.
-	save func(stretch int, profile []byte) error
+	// save, if set, keeps each stretch's CPU profile (kind "cpu") and
+	// the heap's at its end ("heap").
+	save func(stretch int, kind string, profile []byte) error
 }
 
-// profileSaver keeps stretch k's profile as dir/phase-K-LABEL.pprof; nil
-// where dir is empty.
-func profileSaver(dir, label string) func(int, []byte) error {
+// profileSaver keeps stretch k's CPU profile as dir/phase-K-LABEL.pprof
+// and the heap's at its end as dir/phase-K-LABEL.heap.pprof; nil where
+// dir is empty.
+func profileSaver(dir, label string) func(int, string, []byte) error {
 	if dir == "" {
 		return nil
 	}
-	return func(k int, profile []byte) error {
+	return func(k int, kind string, profile []byte) error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
-		name := fmt.Sprintf("phase-%d-%s.pprof", k+1, strings.NewReplacer("/", "-", " ", "-").Replace(label))
+		ext := ".pprof"
+		if kind != "cpu" {
+			ext = "." + kind + ext
+		}
+		name := fmt.Sprintf("phase-%d-%s%s", k+1, strings.NewReplacer("/", "-", " ", "-").Replace(label), ext)
 		return os.WriteFile(filepath.Join(dir, name), profile, 0o644)
 	}
 }
@@ -94,7 +100,15 @@ func (p *cpuProfile) cut(k int, last bool) (CPUSplit, error) {
 	pprof.StopCPUProfile()
 	split, err := splitProfile(p.buf.Bytes())
 	if p.save != nil {
-		err = errors.Join(err, p.save(k, p.buf.Bytes()))
+		err = errors.Join(err, p.save(k, "cpu", p.buf.Bytes()))
+		// The heap as the last collection left it: what is live, by
+		// where it was allocated.
+		var heap bytes.Buffer
+		if herr := pprof.Lookup("heap").WriteTo(&heap, 0); herr == nil {
+			err = errors.Join(err, p.save(k, "heap", heap.Bytes()))
+		} else {
+			err = errors.Join(err, herr)
+		}
 	}
 	p.buf.Reset()
 	p.on = false
