@@ -249,6 +249,20 @@ func Load(path string) (*Config, error) {
 // A file of another apiVersion is refused before anything else is read:
 // its other keys may mean something else.
 func Parse(b []byte) (*Config, error) {
+	c, err := Decode(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Decode is Parse without the validation, for a config whose pools come
+// from elsewhere (an embedded fleet's, added before Stack.Start validates
+// the whole).
+func Decode(b []byte) (*Config, error) {
 	var version struct {
 		APIVersion *string `yaml:"apiVersion"`
 	}
@@ -263,9 +277,6 @@ func Parse(b []byte) (*Config, error) {
 	}
 	c.noVersion = c.APIVersion == ""
 	c.EnsureDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
 	return &c, nil
 }
 

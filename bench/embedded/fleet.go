@@ -40,6 +40,9 @@ type Fleet struct {
 	LoRA LoRAFleet
 	// AgentsApart runs the agents workload's engines in two processes.
 	AgentsApart bool
+	// GatewayConfig is the gateway's config file (stack.Decode), without
+	// pools, that Start's gateways begin from; nil: the defaults.
+	GatewayConfig []byte
 }
 
 // wallTime is d on the simulated clock as wall time: timeScale wall

@@ -37,7 +37,14 @@ func (f *Fleet) Start(ctx context.Context, entry string, gws *Gateways, bc bench
 	if err != nil {
 		return bench.Target{}, nil, err
 	}
-	cfg := &stack.Config{Addr: "127.0.0.1:0", DataDir: dataDir}
+	cfg := &stack.Config{}
+	if f.GatewayConfig != nil {
+		if cfg, err = stack.Decode(f.GatewayConfig); err != nil {
+			os.RemoveAll(dataDir)
+			return bench.Target{}, nil, err
+		}
+	}
+	cfg.Addr, cfg.DataDir = "127.0.0.1:0", dataDir
 	cfg.Routing.Policy = policy
 	cfg.EnsureDefaults()
 	tenants(cfg, bc)

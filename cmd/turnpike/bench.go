@@ -29,7 +29,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	policy := fs.String("policy", "cache-aware", "embedded: the routing policy")
 	ttftTarget := fs.Duration("ttft-target", affinity.DefaultTTFTTargets[affinity.BandStandard], "embedded: the TTFT target on the simulated fleet's clock, of the cost report's SLO attainment and of the price scorer's every band")
 	flushInterval := fs.Duration("flush-interval", 0, "embedded: the gateway's server.flushInterval on the simulated fleet's clock: after a stream's first token, at most one write to the client an interval (agents: 100ms)")
-	memoryLimitMiB := fs.Int64("gateway-memory-limit-mib", 0, "embedded: the gateway's runtime.memoryLimit, in MiB: a soft limit on this process's Go heap, the gateway's and whatever else runs in it (0: none, or GOMEMLIMIT)")
+	gatewayConfig := fs.String("gateway-config", "", "embedded: the gateway's config file (YAML, as turnpike serve reads it, without pools: the fleet's are added), for every gateway the bench starts; the routing policy, listen address, data directory and server.flushInterval are the bench's; its runtime section tunes this process's collector")
 	var sf simFlags
 	compare := fs.String("compare", "", "embedded: comma-separated policies to run in turn, e.g. round-robin,session-hash,cache-aware; an entry may name a topology instead (aggregated, pd, hbm, cpu-tier, mixed: --policy on it) or both (cache-aware@pd, cost-aware@mixed), and the KV index's mode: cache-aware@precise (the default: confirmed by the engines' KV events) against cache-aware@approximate (no KV events: what the gateway routed), also after a topology (cache-aware@hbm+approximate), and gateways (cache-aware@2gw, see --gateways)")
 	repeat := fs.Int("repeat", 1, "with --compare: run the policies this many times, their order reversed every other time, and report each figure's median over a policy's runs beside every run (rollout: its modes, each mode's runs pooled)")
@@ -179,12 +179,28 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	if *memoryLimitMiB < 0 {
-		return fmt.Errorf("bench: --gateway-memory-limit-mib %d: want 0 (none) or more", *memoryLimitMiB)
+	var base []byte
+	var goRuntime stack.GoRuntime
+	if *gatewayConfig != "" {
+		if *url != "" {
+			return fmt.Errorf("bench: --gateway-config configures the embedded gateway; drop --url")
+		}
+		if base, err = os.ReadFile(*gatewayConfig); err != nil {
+			return fmt.Errorf("bench: --gateway-config: %w", err)
+		}
+		c, err := stack.Decode(base)
+		if err != nil {
+			return fmt.Errorf("bench: --gateway-config %s: %w", *gatewayConfig, err)
+		}
+		if len(c.Pools) > 0 {
+			return fmt.Errorf("bench: --gateway-config %s: pools: the embedded fleet's are the gateway's; drop them", *gatewayConfig)
+		}
+		goRuntime = c.Runtime
+		sf.gatewayConfig = base
 	}
 	if *url == "" {
 		// The gateway runs in this process, as turnpike serve runs it.
-		stack.GoRuntime{MemoryLimit: *memoryLimitMiB << 20}.Apply(os.Getenv, log)
+		goRuntime.Apply(os.Getenv, log)
 	}
 	if restartRun {
 		if *url != "" || *compare != "" {
@@ -330,6 +346,7 @@ func (f *simFlags) bench() *embedded.Fleet {
 		Sim: f.config(), Replicas: f.replicas,
 		TimeScale: f.timeScale, TTFTTarget: f.ttftTarget, FlushInterval: f.flushInterval,
 		Apart: f.apart, AgentsApart: f.agentsApart, LoRA: f.lora,
+		GatewayConfig: f.gatewayConfig,
 	}
 }
 

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -54,5 +57,41 @@ func TestBenchAgentsCompare(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "agents, phase by phase") || !strings.Contains(stdout, "cache-aware against round-robin, phase 2 (2 agents)") {
 		t.Errorf("console report lacks the agents' phases side by side:\n%s", stdout)
+	}
+}
+
+// --gateway-config is the embedded gateway's config: a body limit below
+// the agents' prompts refuses every turn (413, counted as another
+// failure), which the defaults would have served; a file with pools of
+// its own, or an unknown key, stops the bench before it starts.
+func TestBenchGatewayConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded fleet and gateway")
+	}
+	dir := t.TempDir()
+	write := func(name, yaml string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var res bench.Result
+	runBench(t, &res, "--workload", "agents", "--phases", "1", "--phase-duration", "10s",
+		"--engines-apart=false", "--agents-process=false", "--sim-replicas", "1", "--sim-time-scale", "0.05",
+		"--gateway-config", write("small.yaml", "bodyLimit: 1024\n"))
+	p := res.Agents.Phases[0]
+	if p.Turns == 0 || p.Answered != 0 || p.ErrOther != p.Turns {
+		t.Errorf("with bodyLimit 1024: %d turns, %d answered, %d other failures; want every turn refused", p.Turns, p.Answered, p.ErrOther)
+	}
+	for name, yaml := range map[string]string{
+		"pools.yaml":   "pools:\n- name: x\n  model: m\n  endpoints:\n  - url: http://127.0.0.1:1\n",
+		"unknown.yaml": "bodyLimitt: 1024\n",
+	} {
+		out := t.TempDir()
+		err := benchCmd(t.Context(), []string{"--workload", "agents", "--gateway-config", write(name, yaml), "--out", out}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--gateway-config") {
+			t.Errorf("%s: %v, want the bench stopped for its config", name, err)
+		}
 	}
 }

@@ -58,6 +58,8 @@ type simFlags struct {
 	// apart is bench's --isolation-processes; agentsApart its
 	// --engines-apart, agentsProcess its --agents-process.
 	apart, agentsApart, agentsProcess bool
+	// gatewayConfig is bench's --gateway-config file's contents.
+	gatewayConfig []byte
 	// lora is bench's lora workload's fleet.
 	lora embedded.LoRAFleet
 }
