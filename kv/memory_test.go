@@ -126,3 +126,40 @@ func TestIndexMaxCapacity(t *testing.T) {
 		t.Errorf("default capacity: %+v, want 100 blocks held of 100", st)
 	}
 }
+
+// TestEngineMapMemory: a Subscriber's map from its engine's block hashes
+// to the gateway's holds no more than its limit and what it costs a
+// mapping; docs/memory.md quotes the figure it logs:
+//
+//	go test ./kv -run TestEngineMapMemory -v -count=1
+func TestEngineMapMemory(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("measures the heap: not under -race or -short")
+	}
+	const (
+		endpoints = 8
+		limit     = 64 << 10
+	)
+	before := liveHeap()
+	maps := make([]engineMap, endpoints)
+	for e := range maps {
+		maps[e].init()
+		for i := range uint64(2 * limit) {
+			maps[e].put(EngineHash(splitmix(uint64(e)<<32|i)), BlockHash(i), limit)
+		}
+	}
+	after := liveHeap()
+	held := 0
+	for e := range maps {
+		if n := maps[e].Len(); n > limit {
+			t.Errorf("endpoint %d maps %d engine hashes, limit %d", e, n, limit)
+		}
+		held += maps[e].Len()
+	}
+	perMapping := float64(after-before) / float64(held)
+	t.Logf("%d mappings held (limit %d × %d), %.1f MiB live, %.0f B a mapping", held, endpoints, limit, float64(after-before)/(1<<20), perMapping)
+	if perMapping > 100 {
+		t.Errorf("%.0f B a mapping, want ≤ 100", perMapping)
+	}
+	runtime.KeepAlive(maps)
+}

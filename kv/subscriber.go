@@ -326,13 +326,20 @@ func (s *Subscriber) setStale(stale bool) {
 // apply folds a batch into the index.
 func (s *Subscriber) apply(ctx context.Context, b *EventBatch) {
 	s.stats.batches.Add(1)
+	// The mapping holds no more engine hashes than the endpoint's tiers
+	// hold blocks: HBM's capacity, and each other tier's once it holds
+	// any. A tier the engine never stores to keeps the index's default
+	// capacity, no bound on this engine's blocks: counted, it let the
+	// mapping of an engine without offload grow to four times its cache.
 	st := s.ix.EndpointStats(s.cfg.Endpoint)
-	limit := 0
-	for _, c := range st.Capacity {
-		limit += c
+	limit := st.Capacity[HBM]
+	for t := HBM + 1; t < NumTiers; t++ {
+		if st.Blocks[t] > 0 {
+			limit += st.Capacity[t]
+		}
 	}
 	if limit == 0 {
-		limit = NumTiers * s.ix.defaultCapacity
+		limit = s.ix.defaultCapacity
 	}
 	for i := range b.Events {
 		ev := &b.Events[i]

@@ -158,19 +158,31 @@ func TestSubscriberApply(t *testing.T) {
 		}
 	})
 
-	t.Run("mapping bounded by capacity", func(t *testing.T) {
-		ix.SetCapacity(2, 2) // 2 blocks × 4 tiers
+	t.Run("mapping bounded by the capacity of the tiers in use", func(t *testing.T) {
+		ix.SetCapacity(2, 2) // 2 blocks in each tier
 		long := prompt.Approx{}.Encode(nil, strings.Repeat("0123456789abcdef", 64))
 		var hashes []any
 		for i := range len(long) / bs {
 			hashes = append(hashes, 1000+i)
 		}
 		send(batchOf(stored(hashes, nil, long, "GPU")))
-		if n := s.mapping.Len(); n != 2*NumTiers {
-			t.Fatalf("%d mappings, want %d", n, 2*NumTiers)
+		// Only HBM holds blocks: the other tiers' capacity bounds nothing
+		// of this engine's.
+		if n := s.mapping.Len(); n != 2 {
+			t.Fatalf("%d mappings, want 2 (HBM's capacity)", n)
 		}
 		if st := ix.EndpointStats(2); st.Blocks[HBM] != 2 {
 			t.Fatalf("hbm holds %d blocks, want 2", st.Blocks[HBM])
+		}
+		// Offloaded blocks: the CPU tier's capacity counts too, from the
+		// batch after the one that put blocks there.
+		for i := range hashes {
+			hashes[i] = 2000 + i
+		}
+		send(batchOf(stored(hashes, nil, long, "CPU")))
+		send(batchOf(stored(hashes, nil, long, "CPU")))
+		if n := s.mapping.Len(); n != 4 {
+			t.Fatalf("%d mappings with the CPU tier in use, want 4", n)
 		}
 	})
 }
