@@ -81,9 +81,12 @@ func renderChat(req *wire.CreateRequest, items []wire.Item) ([]byte, *prompt.Pro
 // JSON of the messages rendered from the first items of a context
 // (comma-separated, no brackets), msgs of them, none of which a later
 // item changes, under the instructions (a system message when system).
-// Its owner may append to buf.
+// buf may share its array with the body it was rendered in (held bytes in
+// all): appending to it copies.
 type renderedPrefix struct {
+	// buf is the rendered messages, within a body of held bytes.
 	buf          []byte
+	held         int
 	items, msgs  int
 	system       bool
 	instructions string
@@ -155,15 +158,13 @@ func renderChatFrom(req *wire.CreateRequest, items []wire.Item, pre *renderedPre
 	if system {
 		next.instructions = *req.Instructions
 	}
-	switch {
-	case pre == nil:
-		next.buf = append([]byte(nil), body[start:end]...)
-	case markMsgs >= pre.msgs:
-		// The messages after pre's, with the comma before them.
-		next.buf = append(pre.buf, body[start+len(pre.buf):end]...)
-	default:
-		next = pre
+	if markMsgs < pre.count() {
+		return body, p, pre, nil
 	}
+	// The prefix is the body's own bytes, not a copy: a body is never
+	// written once rendered, and a turn in flight holds its body anyway.
+	// The cached context then holds the whole body (held).
+	next.buf, next.held = body[start:end:end], cap(body)
 	return body, p, next, nil
 }
 

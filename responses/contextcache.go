@@ -84,7 +84,7 @@ type cachedContext struct {
 func (e *cachedContext) cost() int64 {
 	n := int64(cap(e.items))*itemSize + e.strs
 	if e.body != nil {
-		n += int64(cap(e.body.buf) + len(e.body.instructions))
+		n += int64(max(e.body.held, cap(e.body.buf)) + len(e.body.instructions))
 	}
 	return n
 }
