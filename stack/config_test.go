@@ -247,3 +247,22 @@ func TestAPIVersion(t *testing.T) {
 		})
 	}
 }
+
+// docs/memory-1gib.yaml, the memory keys docs/memory.md gives for 1,000
+// agents under 1 GiB, decodes (its pools are the reader's) and says what
+// the docs say it does.
+func TestMemoryConfigDecodes(t *testing.T) {
+	b, err := os.ReadFile("../docs/memory-1gib.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Routing.KVIndexMaxBlocks != 32768 || cfg.Runtime.MemoryLimit != 900<<20 ||
+		cfg.Routing.HandOff.LastPromptBytes != 32<<20 || cfg.Responses.ContextCacheBytes != 32<<20 {
+		t.Errorf("memory keys: kvIndexMaxBlocks %d, memoryLimit %d, lastPromptBytes %d, contextCacheBytes %d",
+			cfg.Routing.KVIndexMaxBlocks, cfg.Runtime.MemoryLimit, cfg.Routing.HandOff.LastPromptBytes, cfg.Responses.ContextCacheBytes)
+	}
+}
