@@ -350,6 +350,40 @@ type buffers struct {
 
 var bufferPool = sync.Pool{New: func() any { return new(buffers) }}
 
+// tokenBufs recycles token ids apart from their buffers: a turn gives its
+// prompt's ids back once it is sent (Turn.dropTokens), 200 KB at 50k
+// tokens, rather than holding them while it streams.
+var tokenBufs sync.Pool
+
+// takeTokens gives b room for token ids when a sent turn took its own.
+func (b *buffers) takeTokens() {
+	if b.tokens != nil {
+		return
+	}
+	if p, ok := tokenBufs.Get().(*[]uint32); ok {
+		b.tokens = (*p)[:0]
+	}
+}
+
+// dropTokens gives the prompt's token ids back once the turn is sent:
+// only a turn kept on its session's draining endpoint reads them again
+// (lastPrompt, at its end).
+func (t *Turn) dropTokens() {
+	if t.stayed {
+		return
+	}
+	t.tokens = nil
+	b := t.bufs
+	if b == nil || b.tokens == nil {
+		return
+	}
+	if cap(b.tokens) <= maxPooledTokens {
+		ids := b.tokens[:0]
+		tokenBufs.Put(&ids)
+	}
+	b.tokens = nil
+}
+
 // maxPooledTokens keeps one huge prompt from pinning its buffers forever.
 const maxPooledTokens = 1 << 20
 
@@ -488,6 +522,7 @@ func (d *Dispatcher) begin(ctx context.Context, spec *Spec, key string) (_ *Turn
 		t.End(err)
 		return nil, err
 	}
+	t.dropTokens()
 	return t, nil
 }
 
@@ -503,6 +538,7 @@ func (t *Turn) countPrompt() {
 		return
 	case spec.Prompt != nil && d.needsHashes:
 		t.bufs = bufferPool.Get().(*buffers)
+		t.bufs.takeTokens()
 		if pt, ok := tok.(prompt.PromptTokenizer); ok {
 			// The model's template renders the prompt; the session's
 			// last prompt, remembered under its key, spares the

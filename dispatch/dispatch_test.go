@@ -153,6 +153,11 @@ func TestStreamReadOnce(t *testing.T) {
 	if tr.PromptTokens() != prompt.Count(nil, chatSpec(true).Prompt) {
 		t.Errorf("prompt tokens %d, want the tokenizer's count %d", tr.PromptTokens(), prompt.Count(nil, chatSpec(true).Prompt))
 	}
+	// Sent, the turn holds its block hashes for routing's outcome, not
+	// its token ids while it streams.
+	if tr.tokens != nil || tr.bufs == nil || tr.bufs.tokens != nil || len(tr.route.Hashes) == 0 {
+		t.Errorf("a sent turn holds %d token ids (buffer %d), %d hashes; want none, none and its hashes", len(tr.tokens), len(tr.bufs.tokens), len(tr.route.Hashes))
+	}
 	// acme may run one turn at a time: this one holds its ticket.
 	var se *ShedError
 	if _, err := f.d.Begin(t.Context(), chatSpec(true)); !errors.As(err, &se) || se.Reason != turns.ReasonQuotaConcurrency {

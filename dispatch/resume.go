@@ -26,6 +26,7 @@ func (t *Turn) resumePrompt(tok prompt.Tokenizer) bool {
 	blockBytes := blockTokens * prompt.ApproxBytesPerToken
 
 	t.bufs = bufferPool.Get().(*buffers)
+	t.bufs.takeTokens()
 	// The blocks of the earlier chain that lie wholly within the messages
 	// both turns have are this prompt's too; only the rendering past them
 	// is made, encoded and hashed.
