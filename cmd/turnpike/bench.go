@@ -29,7 +29,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	policy := fs.String("policy", "cache-aware", "embedded: the routing policy")
 	ttftTarget := fs.Duration("ttft-target", affinity.DefaultTTFTTargets[affinity.BandStandard], "embedded: the TTFT target on the simulated fleet's clock, of the cost report's SLO attainment and of the price scorer's every band")
 	flushInterval := fs.Duration("flush-interval", 0, "embedded: the gateway's server.flushInterval on the simulated fleet's clock: after a stream's first token, at most one write to the client an interval (agents: 100ms)")
-	gatewayConfig := fs.String("gateway-config", "", "embedded: the gateway's config file (YAML, as turnpike serve reads it, without pools: the fleet's are added), for every gateway the bench starts; the routing policy, listen address, data directory and server.flushInterval are the bench's; its runtime section tunes this process's collector")
+	gatewayConfig := fs.String("gateway-config", "", "embedded: the gateway's config file (YAML, as turnpike serve reads it, without pools: the fleet's are added), for every gateway a --compare entry starts (not gateway-restart, rollout or lending); the routing policy, listen address, data directory and server.flushInterval are the bench's; its runtime section tunes this process's collector")
 	var sf simFlags
 	compare := fs.String("compare", "", "embedded: comma-separated policies to run in turn, e.g. round-robin,session-hash,cache-aware; an entry may name a topology instead (aggregated, pd, hbm, cpu-tier, mixed: --policy on it) or both (cache-aware@pd, cost-aware@mixed), and the KV index's mode: cache-aware@precise (the default: confirmed by the engines' KV events) against cache-aware@approximate (no KV events: what the gateway routed), also after a topology (cache-aware@hbm+approximate), and gateways (cache-aware@2gw, see --gateways)")
 	repeat := fs.Int("repeat", 1, "with --compare: run the policies this many times, their order reversed every other time, and report each figure's median over a policy's runs beside every run (rollout: its modes, each mode's runs pooled)")
@@ -194,6 +194,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		if len(c.Pools) > 0 {
 			return fmt.Errorf("bench: --gateway-config %s: pools: the embedded fleet's are the gateway's; drop them", *gatewayConfig)
+		}
+		if restartRun || rolloutRun || cfg.Workload == bench.WorkloadLending {
+			return fmt.Errorf("bench: --gateway-config: the gateway-restart, rollout and lending workloads start gateways of their own; drop it")
 		}
 		goRuntime = c.Runtime
 		sf.gatewayConfig = base

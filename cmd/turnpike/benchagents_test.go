@@ -87,9 +87,14 @@ func TestBenchGatewayConfig(t *testing.T) {
 	for name, yaml := range map[string]string{
 		"pools.yaml":   "pools:\n- name: x\n  model: m\n  endpoints:\n  - url: http://127.0.0.1:1\n",
 		"unknown.yaml": "bodyLimitt: 1024\n",
+		"lending.yaml": "bodyLimit: 1024\n",
 	} {
 		out := t.TempDir()
-		err := benchCmd(t.Context(), []string{"--workload", "agents", "--gateway-config", write(name, yaml), "--out", out}, io.Discard, io.Discard)
+		workload := "agents"
+		if name == "lending.yaml" {
+			workload = "lending" // starts gateways of its own
+		}
+		err := benchCmd(t.Context(), []string{"--workload", workload, "--gateway-config", write(name, yaml), "--out", out}, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "--gateway-config") {
 			t.Errorf("%s: %v, want the bench stopped for its config", name, err)
 		}
