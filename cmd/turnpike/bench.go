@@ -179,16 +179,15 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	var base []byte
 	var goRuntime stack.GoRuntime
 	if *gatewayConfig != "" {
 		if *url != "" {
 			return fmt.Errorf("bench: --gateway-config configures the embedded gateway; drop --url")
 		}
-		if base, err = os.ReadFile(*gatewayConfig); err != nil {
+		if sf.gatewayConfig, err = os.ReadFile(*gatewayConfig); err != nil {
 			return fmt.Errorf("bench: --gateway-config: %w", err)
 		}
-		c, err := stack.Decode(base)
+		c, err := stack.Decode(sf.gatewayConfig)
 		if err != nil {
 			return fmt.Errorf("bench: --gateway-config %s: %w", *gatewayConfig, err)
 		}
@@ -199,7 +198,6 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("bench: --gateway-config: the gateway-restart, rollout and lending workloads start gateways of their own; drop it")
 		}
 		goRuntime = c.Runtime
-		sf.gatewayConfig = base
 	}
 	if *url == "" {
 		// The gateway runs in this process, as turnpike serve runs it.

@@ -88,10 +88,7 @@ const rssEvery = 500 * time.Millisecond
 // Run runs the agents through cfg's phases and reports each phase.
 func Run(ctx context.Context, cfg workload.Config, target driver.Target, label string) (*driver.Result, *Report, error) {
 	a := cfg.Agents
-	scale := cfg.Agentic.TimeScale
-	if scale <= 0 {
-		scale = workload.DefaultTimeScale
-	}
+	scale := timeScale(cfg)
 	phaseWall := time.Duration(float64(a.PhaseDuration) * scale)
 	// An answer of thousands of tokens takes minutes of the fleet's
 	// clock: a request is given at least ten of them, not the default's
@@ -174,13 +171,18 @@ func RunTenant(ctx context.Context, spec driver.TenantSpec, emit func(driver.Ten
 	return nil
 }
 
+// timeScale is the workload's clock: wall seconds a second of it.
+func timeScale(cfg workload.Config) float64 {
+	if cfg.Agentic.TimeScale > 0 {
+		return cfg.Agentic.TimeScale
+	}
+	return workload.DefaultTimeScale
+}
+
 // runAgents runs every agent of r's run until r stops.
 func runAgents(ctx context.Context, r *driver.Runner) {
 	cfg := r.Config()
-	scale := cfg.Agentic.TimeScale
-	if scale <= 0 {
-		scale = workload.DefaultTimeScale
-	}
+	scale := timeScale(cfg)
 	var wg sync.WaitGroup
 	for i := range cfg.Agents.Phases[len(cfg.Agents.Phases)-1] {
 		wg.Go(func() { runAgent(ctx, r, cfg, i, scale) })
