@@ -14,6 +14,7 @@ import (
 
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/budgets"
+	"github.com/turnpike-gateway/turnpike/internal/netwake"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/turns"
 	"go.opentelemetry.io/otel/trace"
@@ -196,24 +197,29 @@ const MaxFlushInterval = time.Second
 
 // Linger is for a consumer that writes a streamed answer to its client
 // at most once every interval (server.flushInterval). Called when Pending
-// is false, it waits until every has passed since the last Linger
+// is false, it waits for the end of the interval in which the last Linger
 // returned, so that the next read takes in what the engine sent meanwhile
 // in one system call and the consumer writes it in one, not a read and a
-// write for each token. It reports whether it waited. It returns at once
-// with every ≤ 0, when the engine is slower than every (the read would
-// wait anyway), after the [DONE] line (only the stream's end is left),
-// and until two data lines were read: the first is often the assistant's
-// role alone, and the first token is never held.
+// write for each token; meanwhile the engine's connection does not wake
+// the gateway as each token arrives (pools.HoldWakeups). Intervals are
+// cut from one clock, the same for every stream, so that the streams'
+// timers end together: one wakeup an interval for them all, not one for
+// each. It reports whether it waited. It returns at once with every ≤ 0,
+// when the interval has ended already (the engine is slower than every:
+// the read would wait anyway), after the [DONE] line (only the stream's
+// end is left), and until two data lines were read: the first is often
+// the assistant's role alone, and the first token is never held.
 func (t *Turn) Linger(every time.Duration) bool {
 	if every <= 0 || t.lingered.IsZero() || t.done {
 		return false
 	}
 	now := time.Now()
-	wait := t.lingered.Add(min(every, MaxFlushInterval)).Sub(now)
+	wait := netwake.Wait(t.lingered, now, min(every, MaxFlushInterval))
 	if wait <= 0 {
 		t.lingered = now
 		return false
 	}
+	pools.HoldWakeups(t.resp.Body)
 	time.Sleep(wait)
 	t.lingered = time.Now()
 	return true

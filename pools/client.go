@@ -142,6 +142,33 @@ func (c *Client) Send(ctx context.Context, ep *Endpoint, path string, body []byt
 	return resp, nil
 }
 
+// batchBytes is the receive low-water mark of a connection whose
+// wakeups are held: as much as a stream's reader takes in one read
+// (dispatch reads 32 KiB).
+const batchBytes = 32 << 10
+
+// HoldWakeups, given an answer's body from an engine (Client.Send), stops
+// the kernel waking the gateway each time a piece of the answer arrives,
+// until a read of the body finds nothing to read. A streamed answer comes
+// a token at a time, each token a write of the engine's and a readiness
+// event for the gateway's poller, whether or not a reader waits; a reader
+// that means to read only later anyway (a stream written to its client
+// once a flush interval) holds the wakeups meanwhile, and the poller hears
+// of the answer once batchBytes have come or the connection ends
+// (netwake.Hold). Reads take what has come without waiting while there is
+// some, so a stream read once an interval stays held; the first that
+// finds nothing releases the connection and waits as usual. It does
+// nothing for bodies not of an engine connection of this package's own
+// transport.
+func HoldWakeups(body io.Reader) {
+	if tb, ok := body.(*trackedBody); ok {
+		body = tb.ReadCloser
+	}
+	if b, ok := body.(*h1Body); ok {
+		b.holdWakeups()
+	}
+}
+
 // trackedBody releases the endpoint's in-flight counts exactly once, when
 // the caller closes the body.
 type trackedBody struct {
