@@ -21,6 +21,7 @@ const (
 	DefaultMinBackoff   = 100 * time.Millisecond
 	DefaultMaxBackoff   = 5 * time.Second
 	DefaultDialTimeout  = 5 * time.Second
+	DefaultReadInterval = 20 * time.Millisecond
 )
 
 // SubscriberConfig configures the KV event subscription of one endpoint.
@@ -52,6 +53,14 @@ type SubscriberConfig struct {
 	MinBackoff, MaxBackoff time.Duration
 	// DialTimeout bounds one connection attempt. Zero means DefaultDialTimeout.
 	DialTimeout time.Duration
+	// ReadInterval spaces the reads of the events: while events keep
+	// coming, the connection is read once an interval (intervals cut from
+	// one clock for every subscriber), each read taking every batch that
+	// came meanwhile, and the batches do not wake the gateway one by one
+	// (netwake); a batch after a quiet interval is read as it comes. An
+	// event waits at most this long. Zero means DefaultReadInterval;
+	// negative: every batch read as it comes.
+	ReadInterval time.Duration
 	// Logger receives connection errors (warn) and skipped events (debug).
 	// Nil means slog.Default().
 	Logger *slog.Logger
@@ -98,6 +107,9 @@ func (c *SubscriberConfig) ensureDefaults() {
 	}
 	if c.DialTimeout == 0 {
 		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.ReadInterval == 0 {
+		c.ReadInterval = DefaultReadInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -241,7 +253,7 @@ func (s *Subscriber) run(ctx context.Context) {
 func (s *Subscriber) session(ctx context.Context) (received bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sock := zmq4.NewSub(ctx,
+	sock := zmq4.NewSub(context.WithValue(ctx, readIntervalKey{}, s.cfg.ReadInterval),
 		zmq4.WithDialerMaxRetries(0), // run owns retrying, with backoff
 		zmq4.WithDialerTimeout(s.cfg.DialTimeout),
 		zmq4.WithLogger(slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)),

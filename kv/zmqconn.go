@@ -5,9 +5,13 @@ import (
 	"context"
 	"net"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/go-zeromq/zmq4/transport"
+
+	"github.com/turnpike-gateway/turnpike/internal/netwake"
 )
 
 // bufferedTCP names the zmq4 transport a Subscriber dials and listens on
@@ -36,6 +40,10 @@ func zmqAddr(addr string) string {
 	return addr
 }
 
+// readIntervalKey carries a Subscriber's ReadInterval, in the context its
+// socket dials or listens with, to the connections of bufferedTransport.
+type readIntervalKey struct{}
+
 // bufferedTransport is TCP with each connection's reads buffered.
 type bufferedTransport struct{ transport.Transport }
 
@@ -44,7 +52,8 @@ func (t bufferedTransport) Dial(ctx context.Context, d transport.Dialer, addr st
 	if err != nil {
 		return nil, err
 	}
-	return newBufferedConn(c), nil
+	every, _ := ctx.Value(readIntervalKey{}).(time.Duration)
+	return newBufferedConn(c, every), nil
 }
 
 func (t bufferedTransport) Listen(ctx context.Context, addr string) (net.Listener, error) {
@@ -52,27 +61,75 @@ func (t bufferedTransport) Listen(ctx context.Context, addr string) (net.Listene
 	if err != nil {
 		return nil, err
 	}
-	return bufferedListener{l}, nil
+	every, _ := ctx.Value(readIntervalKey{}).(time.Duration)
+	return bufferedListener{l, every}, nil
 }
 
-type bufferedListener struct{ net.Listener }
+type bufferedListener struct {
+	net.Listener
+	every time.Duration
+}
 
 func (l bufferedListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return newBufferedConn(c), nil
+	return newBufferedConn(c, l.every), nil
 }
 
-// bufferedConn reads c through a buffer; writes go straight to c.
+// bufferedConn reads c through a buffer, from the connection at most once
+// every interval (SubscriberConfig.ReadInterval) while data keeps coming;
+// writes go straight to c.
 type bufferedConn struct {
 	net.Conn
-	r *bufio.Reader
+	r     *bufio.Reader
+	every time.Duration
+	// sock is c's socket, whose wakeups are held between reads (netwake)
+	// until a read finds nothing; last is when the last read from the
+	// connection returned, zero before the first.
+	sock syscall.RawConn
+	held bool
+	last time.Time
 }
 
-func newBufferedConn(c net.Conn) *bufferedConn {
-	return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, zmqReadBuffer)}
+func newBufferedConn(c net.Conn, every time.Duration) *bufferedConn {
+	b := &bufferedConn{Conn: c, every: every}
+	b.r = bufio.NewReaderSize(connReads{b}, zmqReadBuffer)
+	if every > 0 {
+		b.sock = netwake.Socket(c)
+	}
+	return b
 }
 
 func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// connReads is the connection as its buffer reads it.
+type connReads struct{ c *bufferedConn }
+
+// Read waits for the end of the interval of the last read, the socket's
+// wakeups held meanwhile, and takes what came; when nothing has, it
+// releases the socket and waits for the next byte.
+func (r connReads) Read(p []byte) (int, error) {
+	c := r.c
+	if c.every > 0 && !c.last.IsZero() {
+		if wait := netwake.Wait(c.last, time.Now(), c.every); wait > 0 {
+			if !c.held && c.sock != nil {
+				netwake.Hold(c.sock, zmqReadBuffer)
+				c.held = true
+			}
+			time.Sleep(wait)
+		}
+	}
+	if c.held {
+		if n := netwake.TryRead(c.sock, p); n > 0 {
+			c.last = time.Now()
+			return n, nil
+		}
+		netwake.Release(c.sock)
+		c.held = false
+	}
+	n, err := c.Conn.Read(p)
+	c.last = time.Now()
+	return n, err
+}

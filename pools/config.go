@@ -192,6 +192,12 @@ type Options struct {
 	// StaleAfter marks an endpoint's load stale when no scrape succeeded for
 	// this long. Default 1.5s, or 3 × ScrapeInterval when that is longer.
 	StaleAfter time.Duration `yaml:"staleAfter" json:"staleAfter"`
+	// KVEventsInterval spaces the reads of each engine's KV events
+	// (kv.SubscriberConfig.ReadInterval): while events keep coming, one
+	// read an interval takes every batch sent meanwhile, instead of a
+	// wakeup a batch; an event waits at most this long. Zero: 20ms;
+	// negative: each batch read as it comes.
+	KVEventsInterval time.Duration `yaml:"kvEventsInterval" json:"kvEventsInterval"`
 	// HealthInterval between GET /health probes. Default 2s.
 	HealthInterval time.Duration `yaml:"healthInterval" json:"healthInterval"`
 	// HealthFailures is how many consecutive failed /health probes (an

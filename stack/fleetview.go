@@ -24,6 +24,9 @@ type fleetView struct {
 	hasher  *kv.Hasher
 	metrics *kv.Collector
 	log     *slog.Logger
+	// kvEventsInterval spaces each subscription's reads
+	// (fleet.kvEventsInterval).
+	kvEventsInterval time.Duration
 	// groups numbers the pools, whose set is fixed, for SetGroup.
 	groups map[string]int
 
@@ -45,7 +48,7 @@ type fleetView struct {
 }
 
 func newFleetView(reg *pools.Registry, index *kv.Index, hasher *kv.Hasher, metrics *kv.Collector, log *slog.Logger) *fleetView {
-	v := &fleetView{index: index, hasher: hasher, metrics: metrics, log: log, groups: map[string]int{}}
+	v := &fleetView{index: index, hasher: hasher, metrics: metrics, log: log, kvEventsInterval: reg.Options().KVEventsInterval, groups: map[string]int{}}
 	v.mu.subs = map[int]*kv.Subscriber{}
 	for _, p := range reg.Pools {
 		// The replicas of a pool share its Shared tier (a store such as
@@ -93,6 +96,8 @@ func (v *fleetView) join(ep *pools.Endpoint) {
 		Model:    ep.Pool.Config.ServedModels[0],
 		Hasher:   v.hasher,
 		Logger:   v.log.With("endpoint", ep.ID),
+
+		ReadInterval: v.kvEventsInterval,
 	})
 	if err != nil {
 		// Routing still feeds the index; the engine's own events are lost.

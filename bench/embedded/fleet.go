@@ -8,6 +8,7 @@ import (
 	"github.com/turnpike-gateway/turnpike/affinity"
 	"github.com/turnpike-gateway/turnpike/bench"
 	"github.com/turnpike-gateway/turnpike/dispatch"
+	"github.com/turnpike-gateway/turnpike/kv"
 	"github.com/turnpike-gateway/turnpike/pools"
 	"github.com/turnpike-gateway/turnpike/stack"
 )
@@ -77,9 +78,16 @@ const minScrape = 10 * time.Millisecond
 // time, than it would on the hardware they model; a slower fleet is read
 // as much less often, so that the scrapes' CPU a turn is what it would
 // be at the hardware's speed. A config that sets another interval than
-// the default keeps it.
+// the default keeps it. The engines' KV events are read on the same
+// clock (the default 20 ms of modelled time).
 func scrapes(cfg *stack.Config, timeScale float64) {
-	if set := cfg.Fleet.ScrapeInterval; (set > 0 && set != pools.DefaultScrapeInterval) || timeScale <= 0 || timeScale == 1 {
+	if timeScale <= 0 || timeScale == 1 {
+		return
+	}
+	if cfg.Fleet.KVEventsInterval == 0 {
+		cfg.Fleet.KVEventsInterval = wallTime(kv.DefaultReadInterval, timeScale)
+	}
+	if set := cfg.Fleet.ScrapeInterval; set > 0 && set != pools.DefaultScrapeInterval {
 		return
 	}
 	cfg.Fleet.ScrapeInterval = max(wallTime(pools.DefaultScrapeInterval, timeScale), minScrape)
