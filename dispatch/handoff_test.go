@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -422,9 +421,10 @@ func TestHandOffMaxWait(t *testing.T) {
 	content := longPrompt(12, 1500)
 	f := newHandOffFixture(t, []string{"r1", "r1"}, HandOffConfig{MaxWait: time.Hour})
 	fire := make(chan time.Time)
-	var waited atomic.Int64
+	// The hand-off's timer starts beside the warm-ups, not before them.
+	waited := make(chan time.Duration, 1)
 	f.d.handed.after = func(d time.Duration) <-chan time.Time {
-		waited.Store(int64(d))
+		waited <- d
 		return fire
 	}
 	from, to := f.reg.Endpoints()[0], f.reg.Endpoints()[1]
@@ -443,7 +443,7 @@ func TestHandOffMaxWait(t *testing.T) {
 	reps := make(chan HandOffReport, 1)
 	go func() { reps <- f.d.HandOff(t.Context(), from) }()
 	await(t, arrived, "the warm-up")
-	if got := time.Duration(waited.Load()); got != time.Hour {
+	if got := await(t, waited, "the hand-off's timer"); got != time.Hour {
 		t.Errorf("the hand-off waits %v at most, want maxWait's 1h", got)
 	}
 	if ep, _ := f.turn(t, "s1", content+" and more"); ep != from {
