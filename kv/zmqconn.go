@@ -5,7 +5,6 @@ import (
 	"context"
 	"net"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
@@ -82,23 +81,18 @@ func (l bufferedListener) Accept() (net.Conn, error) {
 // every interval (SubscriberConfig.ReadInterval) while data keeps coming;
 // writes go straight to c.
 type bufferedConn struct {
-	net.Conn
+	// Conn's wakeups are held between the reads of an interval.
+	*netwake.Conn
 	r     *bufio.Reader
 	every time.Duration
-	// sock is c's socket, whose wakeups are held between reads (netwake)
-	// until a read finds nothing; last is when the last read from the
-	// connection returned, zero before the first.
-	sock syscall.RawConn
-	held bool
+	// last is when the last read from the connection returned, zero
+	// before the first.
 	last time.Time
 }
 
 func newBufferedConn(c net.Conn, every time.Duration) *bufferedConn {
-	b := &bufferedConn{Conn: c, every: every}
+	b := &bufferedConn{Conn: netwake.NewConn(c), every: every}
 	b.r = bufio.NewReaderSize(connReads{b}, zmqReadBuffer)
-	if every > 0 {
-		b.sock = netwake.Socket(c)
-	}
 	return b
 }
 
@@ -109,25 +103,14 @@ type connReads struct{ c *bufferedConn }
 
 // Read waits for the end of the interval of the last read, the socket's
 // wakeups held meanwhile, and takes what came; when nothing has, it
-// releases the socket and waits for the next byte.
+// waits for the next byte (netwake.Conn.Read).
 func (r connReads) Read(p []byte) (int, error) {
 	c := r.c
 	if c.every > 0 && !c.last.IsZero() {
 		if wait := netwake.Wait(c.last, time.Now(), c.every); wait > 0 {
-			if !c.held && c.sock != nil {
-				netwake.Hold(c.sock, zmqReadBuffer)
-				c.held = true
-			}
+			c.Conn.Hold(zmqReadBuffer)
 			time.Sleep(wait)
 		}
-	}
-	if c.held {
-		if n := netwake.TryRead(c.sock, p); n > 0 {
-			c.last = time.Now()
-			return n, nil
-		}
-		netwake.Release(c.sock)
-		c.held = false
 	}
 	n, err := c.Conn.Read(p)
 	c.last = time.Now()

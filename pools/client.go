@@ -155,7 +155,7 @@ const batchBytes = 32 << 10
 // that means to read only later anyway (a stream written to its client
 // once a flush interval) holds the wakeups meanwhile, and the poller hears
 // of the answer once batchBytes have come or the connection ends
-// (netwake.Hold). Reads take what has come without waiting while there is
+// (netwake.Conn). Reads take what has come without waiting while there is
 // some, so a stream read once an interval stays held; the first that
 // finds nothing releases the connection and waits as usual. It does
 // nothing for bodies not of an engine connection of this package's own
@@ -165,7 +165,7 @@ func HoldWakeups(body io.Reader) {
 		body = tb.ReadCloser
 	}
 	if b, ok := body.(*h1Body); ok {
-		b.holdWakeups()
+		b.c.Hold(batchBytes)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/turnpike-gateway/turnpike/internal/netwake"
@@ -55,29 +54,11 @@ type h1Transport struct {
 
 // h1Conn is one connection to an engine and its reader.
 type h1Conn struct {
-	net.Conn
+	// Conn's wakeups are held while a stream lingers (HoldWakeups).
+	*netwake.Conn
 	br        *bufio.Reader
 	idleSince time.Time
 	reused    bool
-	// raw is the socket, for HoldWakeups; nil when the dial gave none.
-	// held: its wakeups are held (netwake.Hold) until a read finds
-	// nothing to read.
-	raw  syscall.RawConn
-	held bool
-}
-
-// Read reads the socket for br: while its wakeups are held, what has come
-// without waiting, and once nothing has, the socket released and read
-// the usual way. A deadline passed (a request cut) fails both.
-func (c *h1Conn) Read(p []byte) (int, error) {
-	if c.held {
-		if n := netwake.TryRead(c.raw, p); n > 0 {
-			return n, nil
-		}
-		netwake.Release(c.raw)
-		c.held = false
-	}
-	return c.Conn.Read(p)
 }
 
 // h1ReadBuffer is each connection's read buffer: an SSE event or a whole
@@ -167,9 +148,8 @@ func (t *h1Transport) conn(ctx context.Context, addr string) (*h1Conn, error) {
 		return nil, err
 	}
 	t.dials.Add(1)
-	c := &h1Conn{Conn: nc, raw: netwake.Socket(nc)}
-	c.br = bufio.NewReaderSize(c, h1ReadBuffer)
-	return c, nil
+	wc := netwake.NewConn(nc)
+	return &h1Conn{Conn: wc, br: bufio.NewReaderSize(wc, h1ReadBuffer)}, nil
 }
 
 // put keeps c for the next request to addr, and closes the connections
@@ -232,7 +212,8 @@ func (t *h1Transport) send(ctx context.Context, c *h1Conn, addr string, req *htt
 		}
 		return nil, err
 	}
-	if err := writeRequest(c.Conn, req, body); err != nil {
+	// The dialed connection itself, whose Buffers write in one writev.
+	if err := writeRequest(c.Conn.Conn, req, body); err != nil {
 		return fail(err)
 	}
 	if _, err := c.br.Peek(1); err != nil {
@@ -397,14 +378,6 @@ func (b *h1Body) Read(p []byte) (int, error) {
 		err = fmt.Errorf("%w (%w)", context.Cause(b.ctx), err)
 	}
 	return n, err
-}
-
-// holdWakeups holds the connection's wakeups (see HoldWakeups).
-func (b *h1Body) holdWakeups() {
-	if c := b.c; !c.held && c.raw != nil {
-		netwake.Hold(c.raw, batchBytes)
-		c.held = true
-	}
 }
 
 func (b *h1Body) Close() error {

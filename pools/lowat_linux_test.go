@@ -33,8 +33,12 @@ func TestHoldWakeups(t *testing.T) {
 
 	// A second poller of our own on the connection's socket, edge
 	// triggered as the runtime's.
+	raw, err := body.c.Conn.Conn.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var fd int
-	body.c.raw.Control(func(f uintptr) { fd = int(f) })
+	raw.Control(func(f uintptr) { fd = int(f) })
 	ep, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +65,7 @@ func TestHoldWakeups(t *testing.T) {
 		}
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 			var got int32
-			body.c.raw.Control(func(f uintptr) {
+			raw.Control(func(f uintptr) {
 				syscall.Syscall(syscall.SYS_IOCTL, f, syscall.TIOCINQ, uintptr(unsafe.Pointer(&got)))
 			})
 			if int(got) >= n {
@@ -112,7 +116,7 @@ func TestHoldWakeups(t *testing.T) {
 	got := make(chan string)
 	go func() { got <- read() }()
 	for lowat := 0; lowat != 1; time.Sleep(time.Millisecond) {
-		body.c.raw.Control(func(fd uintptr) {
+		raw.Control(func(fd uintptr) {
 			lowat, _ = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVLOWAT)
 		})
 	}

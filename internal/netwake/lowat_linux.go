@@ -13,7 +13,8 @@ func setRcvLowat(rc syscall.RawConn, n int) {
 	})
 }
 
-// tryRead reads what the socket holds, without waiting.
+// tryRead reads what the socket holds, without waiting: 0 when nothing
+// has come, or the connection ended or failed (the usual read says which).
 func tryRead(rc syscall.RawConn, p []byte) int {
 	n := 0
 	rc.Read(func(fd uintptr) bool {

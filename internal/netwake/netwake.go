@@ -1,40 +1,56 @@
 package netwake
 
 import (
+	"net"
 	"syscall"
 	"time"
 )
 
-// Hold raises rc's receive low-water mark to n bytes: until Release, the
-// poller hears of the socket only once n bytes have come or it ends, and
-// a read that waits, waits for n bytes; TryRead takes what has come.
-// Outside Linux, or when rc is nil, it does nothing.
-func Hold(rc syscall.RawConn, n int) {
-	if rc != nil {
-		setRcvLowat(rc, n)
-	}
+// Conn is a connection whose reader can hold its socket's wakeups between
+// reads. Its one reader calls Hold and Read; the rest of net.Conn is c's.
+type Conn struct {
+	net.Conn
+	// rc is the socket; nil when c has none (Hold does nothing). held:
+	// the receive low-water mark is raised, until a read finds nothing.
+	rc   syscall.RawConn
+	held bool
 }
 
-// Release lowers rc's receive low-water mark to a byte, the default: the
-// socket wakes its reader at each arrival again. Call it before a read
-// that may wait.
-func Release(rc syscall.RawConn) {
-	if rc != nil {
-		setRcvLowat(rc, 1)
+// NewConn wraps c.
+func NewConn(c net.Conn) *Conn {
+	w := &Conn{Conn: c}
+	if sc, ok := c.(syscall.Conn); ok {
+		w.rc, _ = sc.SyscallConn()
 	}
+	return w
 }
 
-// TryRead reads into p what the held socket rc has, without waiting: the
-// bytes read, or 0 when none have come (or the connection ended or
-// failed), and the reader is to Release rc and read it the usual way,
-// which waits for the next byte or says how it ended. A reader that reads
-// a held socket this way while bytes keep coming stays held, without a
-// Hold and a Release an interval.
-func TryRead(rc syscall.RawConn, p []byte) int {
-	if rc == nil || len(p) == 0 {
-		return 0
+// Hold raises the socket's receive low-water mark to n bytes: the poller
+// hears of the socket only once n bytes have come or it ends, until a
+// Read finds nothing to read. Outside Linux, or without a socket, it does
+// nothing.
+func (c *Conn) Hold(n int) {
+	if c.held || c.rc == nil {
+		return
 	}
-	return tryRead(rc, p)
+	setRcvLowat(c.rc, n)
+	c.held = true
+}
+
+// Read reads c. While its wakeups are held it takes what has come without
+// waiting, so that a reader reading once an interval stays held with no
+// system call but its read; the first read that finds nothing lowers the
+// mark to a byte again and waits as usual, for the next byte, not for a
+// full batch. A passed deadline fails both.
+func (c *Conn) Read(p []byte) (int, error) {
+	if c.held {
+		if n := tryRead(c.rc, p); n > 0 {
+			return n, nil
+		}
+		setRcvLowat(c.rc, 1)
+		c.held = false
+	}
+	return c.Conn.Read(p)
 }
 
 // Wait is how long from now until the end of the interval of length every
@@ -42,17 +58,4 @@ func TryRead(rc syscall.RawConn, p []byte) int {
 // or less when that interval has ended.
 func Wait(last, now time.Time, every time.Duration) time.Duration {
 	return last.Truncate(every).Add(every).Sub(now)
-}
-
-// Socket is c's socket, for Hold and Release; nil when c has none.
-func Socket(c any) syscall.RawConn {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return nil
-	}
-	return rc
 }
