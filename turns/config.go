@@ -151,7 +151,9 @@ type FlowControl struct {
 	// score is worth when sessions of one tenant compete. Default 4096 tokens.
 	PriorityCredit float64 `yaml:"priorityCredit" json:"priorityCredit"`
 	// TickInterval is how often queued turns are re-examined without a
-	// release: freshly scraped metrics, TTL expiry. Default 50ms.
+	// release: freshly scraped metrics, TTL expiry. Default 50ms. While
+	// no turn is queued the ticker ticks once a second, and the next
+	// turn queued wakes it.
 	TickInterval time.Duration `yaml:"tickInterval" json:"tickInterval"`
 	// RetryAfter is the Retry-After sent with overload sheds (saturated,
 	// queue full, TTL expired, no endpoints). Default 1s.

@@ -36,9 +36,17 @@ type Controller struct {
 		seq          uint64
 		activeWeight float64 // sum of weights of tenants holding turns
 		heldTokens   int64   // tokens of all turns held
+		// tickIdle is set while the ticker waits idleTickInterval, no
+		// turn being queued at its last tick: the next turn queued
+		// kicks it.
+		tickIdle bool
 	}
 
 	ticker bool
+	// idleEvery spaces the ticks while no turn is queued
+	// (idleTickInterval); kick wakes the ticker from them.
+	idleEvery time.Duration
+	kick      chan struct{}
 	// started runs Start's work once (or, never started, Close's).
 	started sync.Once
 	stop    chan struct{}
@@ -90,7 +98,7 @@ func withoutTicker() Option {
 // New checks cfg and builds a Controller. It starts nothing: Start starts
 // its ticker.
 func New(cfg Config, opts ...Option) (*Controller, error) {
-	c := &Controller{now: time.Now, random: rand.Float64, ticker: true}
+	c := &Controller{now: time.Now, random: rand.Float64, ticker: true, idleEvery: idleTickInterval}
 	for _, o := range opts {
 		o(c)
 	}
@@ -116,6 +124,7 @@ func New(cfg Config, opts ...Option) (*Controller, error) {
 	c.mu.tenants = make(map[string]*tenantState)
 	c.waiters.New = func() any { return &waiter{ctl: c, ready: make(chan struct{}, 1)} }
 	c.stop, c.done = make(chan struct{}), make(chan struct{})
+	c.kick = make(chan struct{}, 1)
 	return c, nil
 }
 
@@ -252,6 +261,10 @@ func (c *Controller) Acquire(ctx context.Context, t *Turn, pool Capacity) (Ticke
 	w.pool.push(w, cfg.PriorityCredit)
 	w.tenant.queued[w.band.index()].Inc()
 	c.dispatchLocked(w.pool, &m, now, cfg)
+	if w.state == stateQueued && c.mu.tickIdle {
+		c.mu.tickIdle = false
+		c.kick <- struct{}{}
+	}
 	c.mu.Unlock()
 
 	return c.wait(ctx, w, cfg)
@@ -589,9 +602,10 @@ func (c *Controller) dropLocked(w *waiter, err *ShedError, cfg *FlowControl) {
 	w.ready <- struct{}{}
 }
 
-// tick expires and dispatches in every pool against fresh measurements.
-// The Controller's own goroutine calls it every TickInterval.
-func (c *Controller) tick() {
+// tick expires and dispatches in every pool against fresh measurements,
+// and reports whether turns are still queued. The Controller's own
+// goroutine calls it (run).
+func (c *Controller) tick() (queued bool) {
 	cfg := c.cfg.Load()
 	now := c.now()
 	c.mu.Lock()
@@ -601,26 +615,52 @@ func (c *Controller) tick() {
 		m.measured()
 		c.expireLocked(pq, &m, now, cfg)
 		c.dispatchLocked(pq, &m, now, cfg)
+		queued = queued || pq.queued > 0
 	}
+	return queued
 }
 
+// idleTickInterval spaces the ticks while no turn is queued: they only
+// refresh the pools' saturation gauges, which every Acquire and Release
+// refreshes besides.
+const idleTickInterval = time.Second
+
+// run ticks every TickInterval while turns are queued and every
+// idleEvery while none is, until the next turn queued kicks it: a
+// gateway whose engines have room wakes for its turns, not twenty times a
+// second.
 func (c *Controller) run() {
 	defer close(c.done)
-	interval := c.cfg.Load().TickInterval
-	t := time.NewTicker(interval)
+	t := time.NewTimer(c.cfg.Load().TickInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-c.stop:
 			return
 		case <-t.C:
+		case <-c.kick:
+			t.Stop()
 		}
-		c.tick()
-		if d := c.cfg.Load().TickInterval; d != interval {
-			interval = d
-			t.Reset(d)
+		d := c.cfg.Load().TickInterval
+		if !c.tick() && c.idle() {
+			d = max(d, c.idleEvery)
+		}
+		t.Reset(d)
+	}
+}
+
+// idle notes, when no turn is queued, that the ticker waits for a kick
+// (Acquire), and reports whether it does.
+func (c *Controller) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, pq := range c.mu.pools {
+		if pq.queued > 0 {
+			return false
 		}
 	}
+	c.mu.tickIdle = true
+	return true
 }
 
 // Len is the number of turns queued in all pools.

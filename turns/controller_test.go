@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -517,5 +518,47 @@ func TestTTLRule(t *testing.T) {
 		if got := ttlRule(tc.left, tc.wait, ttl, tick, tc.sendable); got != tc.want {
 			t.Errorf("%s: ttlRule(%v, %v) = %d, want %d", tc.name, tc.left, tc.wait, got, tc.want)
 		}
+	}
+}
+
+// TestIdleTickerWakesForAQueuedTurn: a ticker that has found nothing
+// queued waits for the next turn queued, not for its idle interval; the
+// turn then goes out at the first tick that finds room, though no turn
+// ends to let it through.
+func TestIdleTickerWakesForAQueuedTurn(t *testing.T) {
+	c, err := New(Config{FlowControl: FlowControl{TickInterval: time.Millisecond}}, WithRegisterer(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.idleEvery = time.Hour
+	c.Start(context.Background())
+	t.Cleanup(func() { c.Close(context.Background()) })
+	for idle := false; !idle; {
+		c.mu.Lock()
+		idle = c.mu.tickIdle
+		c.mu.Unlock()
+		runtime.Gosched()
+	}
+
+	full := newFakeCapacity("p", 1, 1, 1)
+	got := make(chan error, 1)
+	go func() {
+		tk, err := c.Acquire(context.Background(), &Turn{Tenant: "a"}, full)
+		if err == nil {
+			tk.Release(1)
+		}
+		got <- err
+	}()
+	for queued := 0; queued == 0; runtime.Gosched() {
+		queued = c.Len()
+	}
+	full.set(Measurement{Endpoints: 1, Slots: 1, Saturation: 0})
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("the queued turn: %v, want it dispatched", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the queued turn was still waiting after a minute: the idle ticker did not wake for it")
 	}
 }
