@@ -82,3 +82,23 @@ func TestCostReport(t *testing.T) {
 		t.Error("a report without a setup")
 	}
 }
+
+// TestOccupancyEvery: the occupancy sampler scrapes the gateway a second
+// apart on the fleet's clock, so a fleet slowed ten times is sampled ten
+// wall seconds apart, and never more often than a wall second.
+func TestOccupancyEvery(t *testing.T) {
+	for _, tc := range []struct {
+		cost *CostSetup
+		want time.Duration
+	}{
+		{nil, time.Second},
+		{&CostSetup{}, time.Second},
+		{&CostSetup{ClockScale: 1}, time.Second},
+		{&CostSetup{ClockScale: 0.1}, 10 * time.Second},
+		{&CostSetup{ClockScale: 20}, time.Second},
+	} {
+		if got := occupancyEvery(tc.cost); got != tc.want {
+			t.Errorf("occupancyEvery(%+v) = %v, want %v", tc.cost, got, tc.want)
+		}
+	}
+}

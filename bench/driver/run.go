@@ -157,6 +157,19 @@ func (r *Runner) Sessions(ctx context.Context, sessions []workload.Session) {
 	}
 }
 
+// occupancyEvery is the occupancy sampler's interval in wall time: a
+// second on the fleet's clock, and not more often than a wall second. A
+// simulated fleet slowed for the bench is sampled as often per turn as
+// the hardware it models would be, not ten times as often: each sample
+// is a scrape of the gateway's whole /metrics, work of the bench's that
+// the gateway's own figures would count.
+func occupancyEvery(cost *CostSetup) time.Duration {
+	if cost == nil || cost.ClockScale <= 0 || cost.ClockScale >= 1 {
+		return scrape.OccupancyInterval
+	}
+	return time.Duration(float64(scrape.OccupancyInterval) / cost.ClockScale)
+}
+
 // Measure scrapes the engines, runs drive, scrapes again and builds the
 // result; it also returns the samples for callers that slice them further.
 func Measure(ctx context.Context, cfg workload.Config, target Target, label string, total int, drive func(context.Context, *Runner)) (*Result, []*Sample) {
@@ -168,7 +181,7 @@ func Measure(ctx context.Context, cfg workload.Config, target Target, label stri
 	// A gateway without the figures (or unreachable) leaves them out.
 	cacheBefore, _ := scrape.ScrapeCachePrediction(ctx, target.GatewayMetrics())
 	r := newRunner(cfg, target, label, total)
-	stopOccupancy := scrape.SampleOccupancy(ctx, target.EngineMetricsURLs, target.GatewayMetrics(), r.start)
+	stopOccupancy := scrape.SampleOccupancy(ctx, target.EngineMetricsURLs, target.GatewayMetrics(), r.start, occupancyEvery(target.Cost))
 	r.prog.run()
 	stopInterference := startInterference(ctx, cfg, target)
 	stopBatch := StartBatchLoad(ctx, cfg, target)

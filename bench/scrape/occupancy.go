@@ -2,6 +2,7 @@ package scrape
 
 import (
 	"context"
+	"math"
 	"net/http"
 	neturl "net/url"
 	"time"
@@ -20,8 +21,9 @@ type Occupancy struct {
 	IntervalSeconds float64 `json:"interval_seconds"`
 	// Samples are in time order.
 	Samples []OccupancySample `json:"samples"`
-	// IdleWhileQueuedSeconds counts the samples (one a second) at which the
-	// gateway's queue was not empty while an engine had free room: no
+	// IdleWhileQueuedSeconds counts the wall seconds of the samples (each
+	// standing for its interval, IntervalSeconds) at which the gateway's
+	// queue was not empty while an engine had free room: no
 	// request waiting in its own queue, fewer running than its
 	// max_num_seqs (when it reports one) and KV cache to spare (under
 	// kvFull in use). The requests the gateway already has in flight to an
@@ -59,8 +61,9 @@ type OccupancySample struct {
 	IdleWhileQueued bool `json:"idle_while_queued,omitempty"`
 }
 
-// occupancyInterval spaces the samples.
-const occupancyInterval = time.Second
+// OccupancyInterval spaces the samples on the fleet's clock: one a
+// second of the hardware modelled.
+const OccupancyInterval = time.Second
 
 // Engine labels and gauges the occupancy reads (vLLM's and SGLang's
 // names), and the gateway's.
@@ -175,16 +178,16 @@ func engineHosts(urls []string) []string {
 func (o *Occupancy) add(s OccupancySample) {
 	o.Samples = append(o.Samples, s)
 	if s.IdleWhileQueued {
-		o.IdleWhileQueuedSeconds++
+		o.IdleWhileQueuedSeconds += max(int(math.Round(o.IntervalSeconds)), 1)
 	}
 	o.MaxGatewayQueued = max(o.MaxGatewayQueued, s.GatewayQueued)
 }
 
-// SampleOccupancy scrapes the engines and the gateway every
-// occupancyInterval from start until the returned stop is called, which
-// waits for the sampler and returns what it saw (nil without engines or
-// without a sample).
-func SampleOccupancy(ctx context.Context, engines []string, gateway string, start time.Time) (stop func() *Occupancy) {
+// SampleOccupancy scrapes the engines and the gateway every interval of
+// wall time from start until the returned stop is called, which waits for
+// the sampler and returns what it saw (nil without engines or without a
+// sample).
+func SampleOccupancy(ctx context.Context, engines []string, gateway string, start time.Time, every time.Duration) (stop func() *Occupancy) {
 	if len(engines) == 0 {
 		return func() *Occupancy { return nil }
 	}
@@ -192,9 +195,9 @@ func SampleOccupancy(ctx context.Context, engines []string, gateway string, star
 	done := make(chan *Occupancy, 1)
 	hosts := engineHosts(engines)
 	go func() {
-		o := &Occupancy{IntervalSeconds: occupancyInterval.Seconds()}
-		cl := &http.Client{Timeout: 5 * occupancyInterval} // a loaded host answers slowly
-		t := time.NewTicker(occupancyInterval)
+		o := &Occupancy{IntervalSeconds: every.Seconds()}
+		cl := &http.Client{Timeout: 5 * every} // a loaded host answers slowly
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
