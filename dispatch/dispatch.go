@@ -304,6 +304,11 @@ type Spec struct {
 	Path string
 	// Body is the engine request, sent as is.
 	Body []byte
+	// BodyImmutable says that Body is never written to, during the turn
+	// or after it: the turn may keep it past End as its session's last
+	// prompt (HandOff's warm-up) without a copy. A body in a buffer
+	// that is reused leaves it false.
+	BodyImmutable bool
 	// ClientHeader is the client's request header, read for the session
 	// and priority hints and passed on to the engine as routing hints
 	// (never credentials); may be nil.

@@ -172,7 +172,10 @@ func (d *Dispatcher) lastPrompt(t *Turn) *lastPrompt {
 	if !d.last.keepBody {
 		return p
 	}
-	p.body = slices.Clone(t.spec.Body)
+	p.body = t.spec.Body
+	if !t.spec.BodyImmutable {
+		p.body = slices.Clone(p.body)
+	}
 	if !t.stayed {
 		return p
 	}

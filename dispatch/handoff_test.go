@@ -738,3 +738,38 @@ func TestHandOffStayingPD(t *testing.T) {
 	close(release)
 	await(t, reps, "the hand-off")
 }
+
+// TestLastPromptKeepsTheBody: a session's last prompt, which a hand-off
+// warms its new endpoint with, is the turn's body as it was sent: kept
+// without a copy when the caller never writes it again (BodyImmutable),
+// copied when its buffer is reused for another request.
+func TestLastPromptKeepsTheBody(t *testing.T) {
+	for _, immutable := range []bool{true, false} {
+		t.Run(fmt.Sprintf("immutable=%v", immutable), func(t *testing.T) {
+			f := newHandOffFixture(t, []string{"r1", "r1"}, HandOffConfig{})
+			spec := sessionSpec("s1", longPrompt(3, 200))
+			spec.BodyImmutable = immutable
+			sent := slices.Clone(spec.Body)
+			tr, err := f.d.Begin(t.Context(), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			readTurn(t, tr, true)
+			tr.End(nil)
+			p := f.d.last.get("acme", "s1")
+			if p == nil {
+				t.Fatal("no last prompt kept for the session")
+			}
+			if shared := &p.body[0] == &spec.Body[0]; shared != immutable {
+				t.Errorf("the kept body shares the turn's buffer: %v, want %v", shared, immutable)
+			}
+			if !immutable {
+				// The buffer goes to the next request.
+				copy(spec.Body, strings.Repeat("x", len(spec.Body)))
+			}
+			if string(p.body) != string(sent) {
+				t.Errorf("the kept body is not the one sent:\n got %.80s\nwant %.80s", p.body, sent)
+			}
+		})
+	}
+}

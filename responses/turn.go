@@ -410,6 +410,8 @@ func (t *turn) spec() *dispatch.Spec {
 		Conversation: t.conversation, ChainRoot: t.chainRoot, NewChain: t.newChain,
 		ServiceTier: t.req.ServiceTier, Background: t.req.Background,
 		Prompt: t.prompt, PromptTokens: t.promptTokens, Tokens: t.tokens,
+		// Each rendering is a new buffer, never written once rendered.
+		BodyImmutable: true,
 	}
 	if t.req.MaxOutputTokens != nil {
 		spec.MaxOutputTokens = *t.req.MaxOutputTokens
