@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"runtime/metrics"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -102,4 +103,58 @@ func allocated(f func()) int {
 	f()
 	metrics.Read(s)
 	return int(s[0].Value.Uint64() - before)
+}
+
+// TestPebbleFormatAndCompression: a store that an older version created
+// at Pebble's defaults opens with its data, moved up to pebbleFormat, and
+// the tables it writes from then on are compressed with MinLZ, not
+// Snappy.
+func TestPebbleFormatAndCompression(t *testing.T) {
+	dir := t.TempDir()
+	old, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Set([]byte("r/old"), []byte("kept"), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db, err := OpenPebble(dir, PebbleOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	e := db.eng.(flat).e.(*pebbleEngine)
+	if v, err := e.get([]byte("r/old")); err != nil || string(v) != "kept" {
+		t.Fatalf("the older store's value: %q, %v", v, err)
+	}
+	if got := e.db.FormatMajorVersion(); got != pebbleFormat {
+		t.Errorf("format %v, want %v", got, pebbleFormat)
+	}
+	if err := e.db.Set([]byte("r/new"), bytes.Repeat([]byte("a response's text "), 4096), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	levels, err := e.db.SSTables(pebble.WithProperties())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each table's compression_stats: algorithm:compressed/uncompressed
+	// bytes, by algorithm.
+	var flushed string
+	for _, level := range levels {
+		for _, tbl := range level {
+			if tbl.Properties.CompressionName != "Snappy" { // not the older store's
+				flushed = tbl.Properties.CompressionStats
+			}
+		}
+	}
+	if !strings.Contains(flushed, "MinLZ") || strings.Contains(flushed, "Snappy") {
+		t.Errorf("the flushed table's compression: %q, want MinLZ", flushed)
+	}
 }
