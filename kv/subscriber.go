@@ -57,9 +57,10 @@ type SubscriberConfig struct {
 	// coming, the connection is read once an interval (intervals cut from
 	// one clock for every subscriber), each read taking every batch that
 	// came meanwhile, and the batches do not wake the gateway one by one
-	// (netwake); a batch after a quiet interval is read as it comes. An
-	// event waits at most this long. Zero means DefaultReadInterval;
-	// negative: every batch read as it comes.
+	// (netwake); a connection quiet at an interval's end is polled at the
+	// next four ends, with the others, and only then is its next batch
+	// read as it comes. An event waits at most this long. Zero means
+	// DefaultReadInterval; negative: every batch read as it comes.
 	ReadInterval time.Duration
 	// Logger receives connection errors (warn) and skipped events (debug).
 	// Nil means slog.Default().

@@ -101,15 +101,34 @@ func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 // connReads is the connection as its buffer reads it.
 type connReads struct{ c *bufferedConn }
 
+// quietPolls is how many intervals' ends a connection that has sent
+// nothing is polled at before its reader waits for its next byte: an
+// engine whose events pause for a step or two is read with the others at
+// an interval's end, in the one wakeup they share, and one that has gone
+// quiet costs no more polls until it sends again.
+const quietPolls = 4
+
 // Read waits for the end of the interval of the last read, the socket's
-// wakeups held meanwhile, and takes what came; when nothing has, it
+// wakeups held meanwhile, and takes what came; when nothing has, it polls
+// again at the end of the next interval, up to quietPolls times, and then
 // waits for the next byte (netwake.Conn.Read).
 func (r connReads) Read(p []byte) (int, error) {
 	c := r.c
-	if c.every > 0 && !c.last.IsZero() {
+	for polls := 0; c.every > 0 && !c.last.IsZero(); polls++ {
 		if wait := netwake.Wait(c.last, time.Now(), c.every); wait > 0 {
 			c.Conn.Hold(zmqReadBuffer)
 			time.Sleep(wait)
+		}
+		if polls == quietPolls {
+			break
+		}
+		n, ok := c.Conn.Poll(p)
+		if !ok {
+			break
+		}
+		c.last = time.Now()
+		if n > 0 {
+			return n, nil
 		}
 	}
 	n, err := c.Conn.Read(p)

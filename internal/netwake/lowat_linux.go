@@ -2,6 +2,9 @@ package netwake
 
 import "syscall"
 
+// canHold: Linux keeps a raised mark's readiness from the poller.
+const canHold = true
+
 // setRcvLowat sets the socket's SO_RCVLOWAT: Linux neither reports it
 // readable to the poller nor wakes a waiting read before n bytes have
 // come (or the connection ends), while a read that does not wait takes

@@ -4,6 +4,9 @@ package netwake
 
 import "syscall"
 
+// canHold: elsewhere a mark does not hold the poller's wakeups.
+const canHold = false
+
 // setRcvLowat does nothing: the mark's hold on the poller is Linux's.
 func setRcvLowat(syscall.RawConn, int) {}
 

@@ -53,6 +53,19 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
+// Poll takes what has come while c's wakeups are held, without waiting
+// and with the mark left raised: n is 0 when nothing has, or when the
+// connection has ended (the next Read says so). ok is false when c cannot
+// be polled (not held, no socket, not Linux): Read it as usual. A reader
+// that reads once an interval polls a quiet socket at the next interval's
+// end instead of waking for its next byte whenever it comes.
+func (c *Conn) Poll(p []byte) (n int, ok bool) {
+	if !c.held || !canHold {
+		return 0, false
+	}
+	return tryRead(c.rc, p), true
+}
+
 // Wait is how long from now until the end of the interval of length every
 // that last fell in, intervals cut from one clock for every caller; zero
 // or less when that interval has ended.
