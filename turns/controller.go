@@ -263,7 +263,10 @@ func (c *Controller) Acquire(ctx context.Context, t *Turn, pool Capacity) (Ticke
 	c.dispatchLocked(w.pool, &m, now, cfg)
 	if w.state == stateQueued && c.mu.tickIdle {
 		c.mu.tickIdle = false
-		c.kick <- struct{}{}
+		select {
+		case c.kick <- struct{}{}:
+		default: // a kick the ticker has not taken yet will do
+		}
 	}
 	c.mu.Unlock()
 
