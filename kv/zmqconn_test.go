@@ -2,6 +2,7 @@ package kv
 
 import (
 	"net"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -38,6 +39,9 @@ func TestBufferedConnReadsOnceAnInterval(t *testing.T) {
 // next, so that what it sends meanwhile is read then, with the other
 // connections' events, not as soon as it comes.
 func TestBufferedConnPollsAQuietConnection(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("a raised receive mark holds the poller's wakeups on Linux only; elsewhere the reader waits for the next byte")
+	}
 	w, nc := loopbackPair(t)
 	const every = time.Second
 	c := newBufferedConn(nc, every)

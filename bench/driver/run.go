@@ -167,7 +167,7 @@ func occupancyEvery(cost *CostSetup) time.Duration {
 	if cost == nil || cost.ClockScale <= 0 || cost.ClockScale >= 1 {
 		return scrape.OccupancyInterval
 	}
-	return time.Duration(float64(scrape.OccupancyInterval) / cost.ClockScale)
+	return time.Duration(min(float64(scrape.OccupancyInterval)/cost.ClockScale, float64(time.Hour)))
 }
 
 // Measure scrapes the engines, runs drive, scrapes again and builds the

@@ -35,6 +35,8 @@ type Occupancy struct {
 	IdleWhileQueuedSeconds int `json:"idle_while_queued_seconds"`
 	// MaxGatewayQueued is the longest gateway queue seen.
 	MaxGatewayQueued float64 `json:"max_gateway_queued"`
+	// idleSeconds is IdleWhileQueuedSeconds before rounding.
+	idleSeconds float64
 }
 
 // OccupancySample is one sample of the fleet.
@@ -178,7 +180,8 @@ func engineHosts(urls []string) []string {
 func (o *Occupancy) add(s OccupancySample) {
 	o.Samples = append(o.Samples, s)
 	if s.IdleWhileQueued {
-		o.IdleWhileQueuedSeconds += max(int(math.Round(o.IntervalSeconds)), 1)
+		o.idleSeconds += o.IntervalSeconds
+		o.IdleWhileQueuedSeconds = int(math.Round(o.idleSeconds))
 	}
 	o.MaxGatewayQueued = max(o.MaxGatewayQueued, s.GatewayQueued)
 }
@@ -190,6 +193,9 @@ func (o *Occupancy) add(s OccupancySample) {
 func SampleOccupancy(ctx context.Context, engines []string, gateway string, start time.Time, every time.Duration) (stop func() *Occupancy) {
 	if len(engines) == 0 {
 		return func() *Occupancy { return nil }
+	}
+	if every <= 0 {
+		every = OccupancyInterval
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan *Occupancy, 1)

@@ -113,10 +113,21 @@ turnpike_endpoint_in_flight_requests{endpoint="e1:8000",pool="p"} 2
 			if s.IdleWhileQueued != tc.want {
 				t.Fatalf("sample %+v: idle while queued %v, want %v", s, s.IdleWhileQueued, tc.want)
 			}
-			var o Occupancy
+			o := Occupancy{IntervalSeconds: 1}
 			o.add(s)
 			if (o.IdleWhileQueuedSeconds == 1) != tc.want {
 				t.Fatalf("counted %d seconds", o.IdleWhileQueuedSeconds)
+			}
+			// Samples 1.5 s apart (a fleet at 1.5 times slower than
+			// real time): three of them are 4.5 s, counted 5 (not 6).
+			if tc.want {
+				o := Occupancy{IntervalSeconds: 1.5}
+				for range 3 {
+					o.add(s)
+				}
+				if o.IdleWhileQueuedSeconds != 5 {
+					t.Fatalf("three samples 1.5 s apart counted %d seconds, want 5", o.IdleWhileQueuedSeconds)
+				}
 			}
 		})
 	}
