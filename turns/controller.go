@@ -36,9 +36,8 @@ type Controller struct {
 		seq          uint64
 		activeWeight float64 // sum of weights of tenants holding turns
 		heldTokens   int64   // tokens of all turns held
-		// tickIdle is set while the ticker waits idleTickInterval, no
-		// turn being queued at its last tick: the next turn queued
-		// kicks it.
+		// tickIdle is set by a tick that left no turn queued: the ticker
+		// then waits idleEvery, and the next turn queued kicks it.
 		tickIdle bool
 	}
 
@@ -606,8 +605,9 @@ func (c *Controller) dropLocked(w *waiter, err *ShedError, cfg *FlowControl) {
 }
 
 // tick expires and dispatches in every pool against fresh measurements,
-// and reports whether turns are still queued. The Controller's own
-// goroutine calls it (run).
+// and reports whether turns are still queued; when none is, it notes that
+// the ticker idles (tickIdle). The Controller's own goroutine calls it
+// (run).
 func (c *Controller) tick() (queued bool) {
 	cfg := c.cfg.Load()
 	now := c.now()
@@ -620,6 +620,7 @@ func (c *Controller) tick() (queued bool) {
 		c.dispatchLocked(pq, &m, now, cfg)
 		queued = queued || pq.queued > 0
 	}
+	c.mu.tickIdle = !queued
 	return queued
 }
 
@@ -645,25 +646,11 @@ func (c *Controller) run() {
 			t.Stop()
 		}
 		d := c.cfg.Load().TickInterval
-		if !c.tick() && c.idle() {
+		if !c.tick() {
 			d = max(d, c.idleEvery)
 		}
 		t.Reset(d)
 	}
-}
-
-// idle notes, when no turn is queued, that the ticker waits for a kick
-// (Acquire), and reports whether it does.
-func (c *Controller) idle() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, pq := range c.mu.pools {
-		if pq.queued > 0 {
-			return false
-		}
-	}
-	c.mu.tickIdle = true
-	return true
 }
 
 // Len is the number of turns queued in all pools.

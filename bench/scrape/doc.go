@@ -12,8 +12,8 @@
 // account of it (EngineCache: prefix-cache hit rate, tokens, load spread,
 // ITL and TTFT quantiles from their histograms); FiguresBetween is one
 // engine's share. SampleOccupancy samples the engines and the gateway's
-// queue through a run, a second apart on the fleet's clock (Occupancy, idle-while-queued);
-// ScrapeGateway reads the gateway's migration and retry counters.
+// queue through a run, a second apart on the fleet's clock (Occupancy,
+// idle-while-queued); ScrapeGateway reads the gateway's migration and retry counters.
 //
 // # How data enters and leaves
 //

@@ -30,7 +30,7 @@ func NewConn(c net.Conn) *Conn {
 // Read finds nothing to read. Outside Linux, or without a socket, it does
 // nothing.
 func (c *Conn) Hold(n int) {
-	if c.held || c.rc == nil {
+	if c.held || c.rc == nil || !canHold {
 		return
 	}
 	setRcvLowat(c.rc, n)
@@ -60,7 +60,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 // that reads once an interval polls a quiet socket at the next interval's
 // end instead of waking for its next byte whenever it comes.
 func (c *Conn) Poll(p []byte) (n int, ok bool) {
-	if !c.held || !canHold {
+	if !c.held {
 		return 0, false
 	}
 	return tryRead(c.rc, p), true
