@@ -51,7 +51,9 @@
 // rate over it; load spread the busiest engine's prompt and generation
 // tokens over the mean. A request is shed when the gateway answers 429, or
 // 503 with x-turnpike-dropped-reason; failures are classed "http_<status>",
-// "timeout", "canceled", "transport" or "stream".
+// "timeout", "transport" or "stream". A request the bench cancels itself
+// (the run's end cuts it, or the bench is stopped) is cut: counted among
+// the requests sent, not among the errors.
 //
 // # Concurrency model
 //

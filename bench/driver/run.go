@@ -390,7 +390,7 @@ func (r *Runner) Record(s *Sample) {
 	r.mu.Lock()
 	r.mu.samples = append(r.mu.samples, s)
 	r.mu.Unlock()
-	r.prog.add(s.Error != "")
+	r.prog.add(s.Error != "" && s.Error != ErrClassCanceled)
 	if r.emit != nil {
 		r.emit(s)
 	}

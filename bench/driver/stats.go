@@ -66,14 +66,16 @@ func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 // one band.
 type Summary struct {
 	// Requests were sent; Succeeded ended with a complete stream; Errors
-	// did not (sheds included).
+	// did not (sheds included); Cut were cancelled by the bench itself
+	// (the run's end, or the bench stopped) before they ended, neither.
 	Requests  int `json:"requests"`
 	Succeeded int `json:"succeeded"`
 	Errors    int `json:"errors"`
+	Cut       int `json:"cut,omitempty"`
 	// Shed counts requests the gateway refused with 429/503 and a reason.
 	Shed int `json:"shed"`
 	// ErrorsByClass counts failures by class: "http_<status>", "timeout",
-	// "canceled", "transport", "stream".
+	// "transport", "stream".
 	ErrorsByClass map[string]int `json:"errors_by_class,omitempty"`
 	// Sheds counts shed requests by band, then by the gateway's
 	// x-turnpike-dropped-reason ("unspecified" when absent).
@@ -102,6 +104,10 @@ func Aggregate(samples []*Sample, wall time.Duration) Summary {
 	var ttft, itl, e2e []float64
 	for _, x := range samples {
 		s.Requests++
+		if x.Error == ErrClassCanceled {
+			s.Cut++
+			continue
+		}
 		if x.Error != "" {
 			s.Errors++
 			if s.ErrorsByClass == nil {
@@ -236,6 +242,9 @@ func buildTimeline(samples []*Sample, wall time.Duration) Timeline {
 		}
 		if i >= n {
 			i = n - 1
+		}
+		if x.Error == ErrClassCanceled {
+			continue
 		}
 		if x.Error != "" {
 			t.Errors[i]++

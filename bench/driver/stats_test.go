@@ -49,9 +49,11 @@ func TestAggregate(t *testing.T) {
 		{Band: "background", Error: "http_429", Status: 429, Shed: true, DroppedReason: "saturated"},
 		{Band: "background", Error: "http_503", Status: 503, Shed: true},
 		{Band: "unset", Error: ErrClassTimeout},
+		// Cut by the bench at the run's end: sent, but no error.
+		{Band: "unset", Error: ErrClassCanceled},
 	}
 	s := Aggregate(samples, 2*time.Second)
-	if s.Requests != 5 || s.Succeeded != 2 || s.Errors != 3 || s.Shed != 2 {
+	if s.Requests != 6 || s.Succeeded != 2 || s.Errors != 3 || s.Shed != 2 || s.Cut != 1 || s.ErrorsByClass[ErrClassCanceled] != 0 {
 		t.Errorf("counts %+v", s)
 	}
 	if s.Sheds["background"]["saturated"] != 1 || s.Sheds["background"]["unspecified"] != 1 || s.ErrorsByClass[ErrClassTimeout] != 1 {

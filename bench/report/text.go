@@ -115,7 +115,8 @@ func medianTable(c *Comparison) *Table {
 	return t
 }
 
-// failuresText lists errors by class and sheds by band and reason.
+// failuresText lists errors by class, sheds by band and reason, and the
+// requests the bench cut.
 func failuresText(s driver.Summary) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(s.ErrorsByClass)) {
@@ -125,6 +126,9 @@ func failuresText(s driver.Summary) string {
 		for _, reason := range slices.Sorted(maps.Keys(s.Sheds[band])) {
 			parts = append(parts, fmt.Sprintf("shed[%s/%s]=%d", band, reason, s.Sheds[band][reason]))
 		}
+	}
+	if s.Cut > 0 {
+		parts = append(parts, fmt.Sprintf("cut by the bench (no error)=%d", s.Cut))
 	}
 	return strings.Join(parts, " ")
 }
