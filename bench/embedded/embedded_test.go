@@ -161,32 +161,41 @@ func TestCost(t *testing.T) {
 
 // The embedded gateway scrapes a time-scaled fleet on the fleet's clock:
 // 200 ms of modelled time, at least 10 ms of wall time, unless the config
-// says otherwise; a fleet in real time keeps the default.
+// says otherwise; a fleet in real time keeps the default. Its health
+// probes go on the same clock: 2 s of modelled time, at least 100 ms.
 func TestScrapes(t *testing.T) {
 	for _, c := range []struct {
-		scale     float64
-		set, want time.Duration
+		scale                 float64
+		set, want             time.Duration
+		setHealth, wantHealth time.Duration
 	}{
-		{0.1, 0, 20 * time.Millisecond},
-		{0.01, 0, minScrape},
-		{5, 0, time.Second},
-		{1, 0, 0},
-		{0, 0, 0},
-		{0.1, 500 * time.Millisecond, 500 * time.Millisecond},
+		{0.1, 0, 20 * time.Millisecond, 0, 200 * time.Millisecond},
+		{0.01, 0, minScrape, 0, minHealth},
+		{5, 0, time.Second, 0, 10 * time.Second},
+		{1, 0, 0, 0, 0},
+		{0, 0, 0, 0, 0},
+		{0.1, 500 * time.Millisecond, 500 * time.Millisecond, 5 * time.Second, 5 * time.Second},
 		// The config's defaults filled in first, as every embedded
 		// gateway's are.
-		{10, pools.DefaultScrapeInterval, 2 * time.Second},
+		{10, pools.DefaultScrapeInterval, 2 * time.Second, pools.DefaultHealthInterval, 20 * time.Second},
 	} {
 		cfg := &stack.Config{}
 		cfg.Fleet.ScrapeInterval = c.set
+		cfg.Fleet.HealthInterval = c.setHealth
 		cfg.Fleet.EnsureDefaults()
 		scrapes(cfg, c.scale)
-		want := c.want
+		want, wantHealth := c.want, c.wantHealth
 		if want == 0 {
 			want = pools.DefaultScrapeInterval
 		}
+		if wantHealth == 0 {
+			wantHealth = pools.DefaultHealthInterval
+		}
 		if got := cfg.Fleet.ScrapeInterval; got != want {
 			t.Errorf("time scale %v, configured %v: scrape interval %v, want %v", c.scale, c.set, got, want)
+		}
+		if got := cfg.Fleet.HealthInterval; got != wantHealth {
+			t.Errorf("time scale %v, configured %v: health interval %v, want %v", c.scale, c.setHealth, got, wantHealth)
 		}
 		// A load is stale after three intervals missed, not sooner.
 		if stale := cfg.Fleet.StaleAfter; stale < 3*want {

@@ -69,6 +69,10 @@ func ttftTargets(cfg *stack.Config, timeScale float64, target time.Duration) {
 // simulated engine.
 const minScrape = 10 * time.Millisecond
 
+// minHealth is the shortest interval between an embedded gateway's health
+// probes of an engine.
+const minHealth = 100 * time.Millisecond
+
 // scrapes runs the embedded gateway's engine scrapes on the simulated
 // fleet's clock, as ttftTargets does its targets: a fleet ten times
 // faster than real time empties and fills its queues ten times as fast,
@@ -79,13 +83,17 @@ const minScrape = 10 * time.Millisecond
 // as much less often, so that the scrapes' CPU a turn is what it would
 // be at the hardware's speed. A config that sets another interval than
 // the default keeps it. The engines' KV events are read on the same
-// clock (the default 20 ms of modelled time).
+// clock (the default 20 ms of modelled time), and their health probed on
+// it (the default 2 s, at least 100 ms of wall time).
 func scrapes(cfg *stack.Config, timeScale float64) {
 	if timeScale <= 0 || timeScale == 1 {
 		return
 	}
 	if cfg.Fleet.KVEventsInterval == 0 {
 		cfg.Fleet.KVEventsInterval = wallTime(kv.DefaultReadInterval, timeScale)
+	}
+	if set := cfg.Fleet.HealthInterval; set <= 0 || set == pools.DefaultHealthInterval {
+		cfg.Fleet.HealthInterval = max(wallTime(pools.DefaultHealthInterval, timeScale), minHealth)
 	}
 	if set := cfg.Fleet.ScrapeInterval; set > 0 && set != pools.DefaultScrapeInterval {
 		return
