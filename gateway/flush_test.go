@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -65,20 +66,38 @@ func chatStreamWrites(t *testing.T, h http.Handler, tokens int) int64 {
 	return writes.Load()
 }
 
-// responsesStreamWrites is chatStreamWrites for a Responses stream.
-func responsesStreamWrites(t *testing.T, h http.Handler, tokens int) int64 {
+// responsesStreamWrites is chatStreamWrites for a Responses stream: it
+// checks that the deltas' texts joined are every token's, in order, and
+// returns the writes to the client and the delta events it took.
+func responsesStreamWrites(t *testing.T, h http.Handler, tokens int) (writes, deltas int64) {
 	t.Helper()
-	front, writes := countingFront(t, h)
+	front, n := countingFront(t, h)
 	resp, err := http.Post(front.URL+"/v1/responses", "application/json", strings.NewReader(`{"model":"test-model","input":"hi","stream":true}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if got := strings.Count(string(body), "event: response.output_text.delta"); got != tokens || !strings.Contains(string(body), "event: response.completed") {
-		t.Fatalf("the client got %d of %d deltas: %.300s", got, tokens, body)
+	var want, got strings.Builder
+	for i := range tokens {
+		fmt.Fprintf(&want, "t%d ", i)
 	}
-	return writes.Load()
+	for line := range strings.Lines(string(body)) {
+		data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
+		if !ok || !strings.Contains(data, `"type":"response.output_text.delta"`) {
+			continue
+		}
+		var ev struct{ Delta string }
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("delta event %s: %v", data, err)
+		}
+		got.WriteString(ev.Delta)
+		deltas++
+	}
+	if got.String() != want.String() || !strings.Contains(string(body), "event: response.completed") {
+		t.Fatalf("the client got the text %q in %d deltas, want %q: %.300s", got.String(), deltas, want.String(), body)
+	}
+	return n.Load(), deltas
 }
 
 // A burst of events the engine sent at once reaches the client in a few
@@ -94,8 +113,13 @@ func TestStreamBurstGoesOutInFewWrites(t *testing.T) {
 	})
 	t.Run("responses", func(t *testing.T) {
 		st := newResponsesOn(t, tpresponses.Config{}, burstEngine(tokens))
-		if n := responsesStreamWrites(t, st.server.Handler(), tokens); n > 16 {
+		n, deltas := responsesStreamWrites(t, st.server.Handler(), tokens)
+		if n > 16 {
 			t.Errorf("%d writes to the client for a burst of %d tokens, want a few", n, tokens)
+		}
+		// The deltas sent in one write are one delta event.
+		if deltas > n {
+			t.Errorf("%d delta events for a burst of %d tokens in %d writes, want one a write at most", deltas, tokens, n)
 		}
 	})
 }
@@ -170,8 +194,12 @@ func TestFlushIntervalSpacesWrites(t *testing.T) {
 	})
 	t.Run("responses", func(t *testing.T) {
 		st := newResponsesOn(t, tpresponses.Config{FlushInterval: dispatch.MaxFlushInterval}, tickEngine(tokens))
-		if n := responsesStreamWrites(t, st.server.Handler(), tokens); n > 10 {
+		n, deltas := responsesStreamWrites(t, st.server.Handler(), tokens)
+		if n > 10 {
 			t.Errorf("%d writes to the client for %d tokens in an interval, want the head, the first token, the rest and the end", n, tokens)
+		}
+		if deltas > n {
+			t.Errorf("%d delta events for %d tokens in %d writes, want one a write at most", deltas, tokens, n)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package responses
 
 import (
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -26,10 +27,50 @@ type delta struct {
 	logprobs bool
 }
 
-// emitDelta is emit for a delta event.
+// emitDelta is emit for a delta event. While the sink is held (the
+// events go out in one write), a delta that continues the last one (same
+// type, same item) is joined to it instead: the client gets one event for
+// the text that arrived together, as it would join the texts anyway, and
+// the gateway encodes and writes one.
 func (r *run) emitDelta(typ string, d delta) {
+	p := &r.pending
+	if r.holding && r.sink != nil {
+		if p.on && p.typ == typ && p.d.outputIndex == d.outputIndex && p.d.itemID == d.itemID {
+			p.text.WriteString(d.text)
+			return
+		}
+		r.flushDelta()
+		p.on, p.typ, p.d = true, typ, d
+		p.text.WriteString(d.text)
+		return
+	}
+	r.flushDelta()
 	if seq, listened := r.number(); listened {
 		r.send(typ, encodeDelta(typ, seq, &d))
+	}
+}
+
+// pendingDelta is the delta event a held sink has yet to get, its text
+// the deltas' joined.
+type pendingDelta struct {
+	on   bool
+	typ  string
+	d    delta
+	text strings.Builder
+}
+
+// flushDelta sends the pending delta, if any, numbered next.
+func (r *run) flushDelta() {
+	p := &r.pending
+	if !p.on {
+		return
+	}
+	p.on = false
+	d := p.d
+	d.text = p.text.String()
+	p.text.Reset()
+	if seq, listened := r.number(); listened {
+		r.send(p.typ, encodeDelta(p.typ, seq, &d))
 	}
 }
 

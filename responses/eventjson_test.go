@@ -2,7 +2,10 @@ package responses
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
+
+	"github.com/turnpike-gateway/turnpike/responses/wire"
 )
 
 // jsonStrings are the strings whose encoding differs most between JSON
@@ -77,4 +80,72 @@ func FuzzAppendJSONString(f *testing.F) {
 			t.Fatalf("%q: got %s, json.Marshal %s", s, got, want)
 		}
 	})
+}
+
+// heldSink records the events a run sends and whether it held them.
+type heldSink struct {
+	held   bool
+	events []Event
+	writes []int // the events of each release
+}
+
+func (s *heldSink) Event(_ string, data []byte) error {
+	var ev Event
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return err
+	}
+	s.events = append(s.events, ev)
+	return nil
+}
+
+func (s *heldSink) Hold(hold bool) {
+	if s.held && !hold {
+		s.writes = append(s.writes, len(s.events))
+	}
+	s.held = hold
+}
+
+// While the sink is held, a run's deltas of one item go as one event, their
+// texts joined; a delta of another item, or any other event, ends it; the
+// sequence numbers stay one an event, in order; unheld, a delta a token.
+func TestHeldDeltasJoin(t *testing.T) {
+	sink := &heldSink{}
+	r := newRun(&wire.Response{}, nil, sink, 5)
+	hold := func() { sink.Hold(true); r.holding = true }
+	hold()
+	r.reasoningDelta("think")
+	r.reasoningDelta("ing")
+	r.textDelta("Hel")
+	r.textDelta("lo")
+	r.release(sink)
+	r.textDelta(",")
+	r.textDelta(" world")
+	hold()
+	r.textDelta("!")
+	r.textDelta("!")
+	r.release(sink)
+
+	type got struct{ typ, delta string }
+	var deltas []got
+	for i, ev := range sink.events {
+		if ev.SequenceNumber != 5+i {
+			t.Errorf("event %d (%s) numbered %d, want %d", i, ev.Type, ev.SequenceNumber, 5+i)
+		}
+		if ev.Delta != nil {
+			deltas = append(deltas, got{ev.Type, *ev.Delta})
+		}
+	}
+	want := []got{
+		{"response.reasoning_text.delta", "thinking"},
+		{"response.output_text.delta", "Hello"},
+		{"response.output_text.delta", ","},
+		{"response.output_text.delta", " world"},
+		{"response.output_text.delta", "!!"},
+	}
+	if !slices.Equal(deltas, want) {
+		t.Errorf("deltas %q, want %q", deltas, want)
+	}
+	if r.pending.on || r.seq != 5+len(sink.events) {
+		t.Errorf("after the releases: a delta pending %v, next number %d after %d events", r.pending.on, r.seq, len(sink.events))
+	}
 }

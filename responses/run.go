@@ -122,6 +122,10 @@ type run struct {
 	pendingMCP []int
 	// flushEvery spaces the writes of a held sink (Config.FlushInterval).
 	flushEvery time.Duration
+	// holding says consume holds the sink; pending is the delta joined
+	// meanwhile, sent before any other event and when the hold ends.
+	holding bool
+	pending pendingDelta
 }
 
 // newRun starts the translation of the answer to a request offering
@@ -217,6 +221,7 @@ func (r *run) send(typ string, data []byte) {
 
 // event numbers ev and encodes it; nil data when nothing listens.
 func (r *run) event(ev *Event) []byte {
+	r.flushDelta()
 	seq, listened := r.number()
 	ev.SequenceNumber = seq
 	if !listened {
@@ -247,7 +252,7 @@ func (r *run) consume(t *dispatch.Turn) error {
 	defer r.takeUsage(t)
 	holder, _ := r.sink.(Holder)
 	if holder != nil {
-		defer holder.Hold(false)
+		defer r.release(holder)
 	}
 	for {
 		if holder != nil {
@@ -255,13 +260,14 @@ func (r *run) consume(t *dispatch.Turn) error {
 				// The engine has sent nothing more: what the lines read
 				// so far made goes out, then, with a flush interval,
 				// what it sends meanwhile in one write.
-				holder.Hold(false)
+				r.release(holder)
 				t.Linger(r.flushEvery)
 			}
 			// A line's events (an item opened and its first delta)
 			// go out together, and so do those of the lines already
 			// read.
 			holder.Hold(true)
+			r.holding = true
 		}
 		l, err := t.Next()
 		if errors.Is(err, io.EOF) {
@@ -305,6 +311,14 @@ func (r *run) takeUsage(t *dispatch.Turn) {
 		usage.OutputTokensDetails.ReasoningTokens += prev.OutputTokensDetails.ReasoningTokens
 	}
 	r.resp.Usage = usage
+}
+
+// release sends what consume held: the pending delta, then the events
+// holder held.
+func (r *run) release(holder Holder) {
+	r.flushDelta()
+	r.holding = false
+	holder.Hold(false)
 }
 
 func (r *run) ended() error {
