@@ -2,7 +2,9 @@ package responses
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/turnpike-gateway/turnpike/responses/wire"
@@ -147,5 +149,37 @@ func TestHeldDeltasJoin(t *testing.T) {
 	}
 	if r.pending.on || r.seq != 5+len(sink.events) {
 		t.Errorf("after the releases: a delta pending %v, next number %d after %d events", r.pending.on, r.seq, len(sink.events))
+	}
+}
+
+// A call's arguments streamed in many deltas are its whole arguments, and
+// the next call's start empty; each done event carries its call's.
+func TestCallArgumentsAcrossDeltas(t *testing.T) {
+	sink := &heldSink{}
+	r := newRun(&wire.Response{}, nil, sink, 0)
+	var first, second strings.Builder
+	r.callDelta(0, "call_a", "read", "")
+	for i := range 500 {
+		piece := fmt.Sprintf(`{"n":%d}`, i)
+		first.WriteString(piece)
+		r.callDelta(0, "", "", piece)
+	}
+	r.callDelta(1, "call_b", "write", `{"path":`)
+	r.callDelta(1, "", "", `"x"}`)
+	second.WriteString(`{"path":"x"}`)
+	r.closeOpen(wire.StatusCompleted)
+
+	out := r.resp.Output
+	if len(out) != 2 || out[0].Arguments != first.String() || out[1].Arguments != second.String() {
+		t.Fatalf("items %d, arguments %.40q… and %q, want %.40q… and %q", len(out), out[0].Arguments, out[1].Arguments, first.String(), second.String())
+	}
+	var done []string
+	for _, ev := range sink.events {
+		if ev.Type == "response.function_call_arguments.done" {
+			done = append(done, *ev.Arguments)
+		}
+	}
+	if !slices.Equal(done, []string{first.String(), second.String()}) {
+		t.Errorf("done events carry %.60q", done)
 	}
 }

@@ -106,8 +106,10 @@ type run struct {
 	openCall int
 	// chunkBuf is chunk's decoded chunk, reused.
 	chunkBuf chatChunk
-	text     strings.Builder
-	finish   string
+	// text is the open item's text: a message's or reasoning's, or a
+	// call's arguments.
+	text   strings.Builder
+	finish string
 	// names maps the engine's names of namespaced functions back to
 	// them; nil when the request has none.
 	names map[string]*wire.Tool
@@ -445,7 +447,10 @@ func (r *run) callDelta(index int, callID, name, args string) {
 		r.name(it, name)
 	}
 	if args != "" {
-		it.Arguments += args
+		// The arguments so far are the builder's: appending to a string
+		// would copy them all at every delta.
+		r.text.WriteString(args)
+		it.Arguments = r.text.String()
 		switch it.Type {
 		case wire.ItemFunctionCall:
 			r.emitDelta("response.function_call_arguments.delta", delta{outputIndex: r.open, itemID: it.ID, text: args})
@@ -478,6 +483,10 @@ func (r *run) closeOpen(status string) {
 	idx := r.open
 	it := &r.resp.Output[idx]
 	it.Status = status
+	if it.Type != wire.ItemReasoning && it.Type != wire.ItemMessage {
+		// A call's arguments, built in r.text, are its own now.
+		r.text.Reset()
+	}
 	switch it.Type {
 	case wire.ItemReasoning:
 		r.closeReasoning(idx, it)
