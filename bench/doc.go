@@ -52,8 +52,10 @@
 // tokens over the mean. A request is shed when the gateway answers 429, or
 // 503 with x-turnpike-dropped-reason; failures are classed "http_<status>",
 // "timeout", "transport" or "stream". A request the bench cancels itself
-// (the run's end cuts it, or the bench is stopped) is cut: counted among
-// the requests sent, not among the errors.
+// (the run's end cuts it, or the bench is stopped) is cut: counted among a
+// summary's requests sent, not among its errors, and left out of the SLO
+// attainment (a scenario's own verdicts, such as a rollout's failed turns,
+// still count it as not served).
 //
 // # Concurrency model
 //

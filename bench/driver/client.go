@@ -24,8 +24,9 @@ const (
 	HeaderDroppedReason = "x-turnpike-dropped-reason"
 )
 
-// Error classes in Sample.Error and Summary.ErrorsByClass, besides
-// "http_<status>".
+// Error classes in Sample.Error, besides "http_<status>"; all but
+// ErrClassCanceled, a request the bench cut itself (Summary.Cut), are
+// counted in Summary.ErrorsByClass.
 const (
 	ErrClassTimeout   = "timeout"
 	ErrClassCanceled  = "canceled"

@@ -184,16 +184,20 @@ func busyShare(occ *scrape.Occupancy, i int) float64 {
 }
 
 // sloAttainment is the share of samples answered with a first token
-// within target.
+// within target, of those the bench did not cut.
 func sloAttainment(samples []*Sample, target time.Duration) float64 {
-	if len(samples) == 0 {
-		return 0
-	}
-	var met int
+	var met, n int
 	for _, s := range samples {
+		if s.Error == ErrClassCanceled {
+			continue
+		}
+		n++
 		if s.Error == "" && s.TTFT > 0 && s.TTFT <= target {
 			met++
 		}
 	}
-	return float64(met) / float64(len(samples))
+	if n == 0 {
+		return 0
+	}
+	return float64(met) / float64(n)
 }

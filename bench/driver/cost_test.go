@@ -102,3 +102,22 @@ func TestOccupancyEvery(t *testing.T) {
 		}
 	}
 }
+
+// The SLO attainment is of the requests answered or failed, not of those
+// the bench cut at the run's end.
+func TestSLOAttainmentLeavesCutOut(t *testing.T) {
+	target := 100 * time.Millisecond
+	samples := []*Sample{
+		{TTFT: 50 * time.Millisecond},
+		{TTFT: 150 * time.Millisecond},
+		{Error: "http_503", Status: 503},
+		{Error: ErrClassCanceled},
+		{Error: ErrClassCanceled, TTFT: 20 * time.Millisecond},
+	}
+	if got := sloAttainment(samples, target); got != 1.0/3 {
+		t.Errorf("attainment %v, want 1/3 (one met of three not cut)", got)
+	}
+	if got := sloAttainment(samples[3:], target); got != 0 {
+		t.Errorf("attainment of cut requests only %v, want 0", got)
+	}
+}
