@@ -27,7 +27,7 @@ type delta struct {
 	logprobs bool
 }
 
-// emitDelta is emit for a delta event. While the sink is held (the
+// emitDelta is emit for a delta event. While consume holds the sink (the
 // events go out in one write), a delta that continues the last one (same
 // type, same item) is joined to it instead: the client gets one event for
 // the text that arrived together, as it would join the texts anyway, and

@@ -183,3 +183,16 @@ func TestCallArgumentsAcrossDeltas(t *testing.T) {
 		t.Errorf("done events carry %.60q", done)
 	}
 }
+
+// A call an engine numbers -1 is not taken for the open message: the
+// message keeps its text and the call is an item of its own.
+func TestNegativeCallIndexOpensACall(t *testing.T) {
+	r := newRun(&wire.Response{}, nil, &heldSink{}, 0)
+	r.textDelta("Hello")
+	r.callDelta(-1, "call_a", "read", `{"path":"x"}`)
+	r.closeOpen(wire.StatusCompleted)
+	out := r.resp.Output
+	if len(out) != 2 || out[0].Content[0].Text != "Hello" || out[1].Type != wire.ItemFunctionCall || out[1].Arguments != `{"path":"x"}` {
+		t.Fatalf("output %+v", out)
+	}
+}

@@ -422,6 +422,9 @@ func (r *run) closeReasoning(idx int, it *wire.Item) {
 }
 
 func (r *run) callDelta(index int, callID, name, args string) {
+	// A call's index is never negative, so that it cannot be taken for
+	// an open message's or reasoning's (openCall -1).
+	index = max(index, 0)
 	if r.open < 0 || r.openCall != index {
 		r.closeOpen(wire.StatusCompleted)
 		if callID == "" {
