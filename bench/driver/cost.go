@@ -188,7 +188,7 @@ func busyShare(occ *scrape.Occupancy, i int) float64 {
 func sloAttainment(samples []*Sample, target time.Duration) float64 {
 	var met, n int
 	for _, s := range samples {
-		if s.Error == ErrClassCanceled {
+		if s.Cut() {
 			continue
 		}
 		n++

@@ -56,6 +56,11 @@ type Sample struct {
 	itl []time.Duration
 }
 
+// Cut reports whether the bench cancelled the request itself (the run's
+// end, or the bench stopped) before it ended: sent, but neither answered
+// nor failed.
+func (s *Sample) Cut() bool { return s.Error == ErrClassCanceled }
+
 // Result is what one measured run yields: its requests' figures, the
 // engines' own account, the loads beside it. It marshals to JSON as is, as
 // the run's Result does (the same fields in the same order, without a
@@ -390,7 +395,7 @@ func (r *Runner) Record(s *Sample) {
 	r.mu.Lock()
 	r.mu.samples = append(r.mu.samples, s)
 	r.mu.Unlock()
-	r.prog.add(s.Error != "" && s.Error != ErrClassCanceled)
+	r.prog.add(s.Error != "" && !s.Cut())
 	if r.emit != nil {
 		r.emit(s)
 	}

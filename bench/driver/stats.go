@@ -104,7 +104,7 @@ func Aggregate(samples []*Sample, wall time.Duration) Summary {
 	var ttft, itl, e2e []float64
 	for _, x := range samples {
 		s.Requests++
-		if x.Error == ErrClassCanceled {
+		if x.Cut() {
 			s.Cut++
 			continue
 		}
@@ -243,7 +243,7 @@ func buildTimeline(samples []*Sample, wall time.Duration) Timeline {
 		if i >= n {
 			i = n - 1
 		}
-		if x.Error == ErrClassCanceled {
+		if x.Cut() {
 			continue
 		}
 		if x.Error != "" {

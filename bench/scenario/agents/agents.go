@@ -316,7 +316,7 @@ func fillPhases(rep *Report, cfg workload.Config, target driver.Target, samples 
 	for _, s := range samples {
 		k := min(int(s.Start/phaseWall), len(rep.Phases)-1)
 		p, a := &rep.Phases[k], &accs[k]
-		if s.Error == driver.ErrClassCanceled {
+		if s.Cut() {
 			p.Cut++
 			continue
 		}
